@@ -1,0 +1,42 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "Larder",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "LarderClient", targets: ["LarderClient"]),
+        .library(name: "LarderWire", targets: ["LarderWire"]),
+        .executable(name: "larder-server", targets: ["larder-server"]),
+        .executable(name: "larder", targets: ["larder"]),
+        .executable(name: "larder-bench", targets: ["larder-bench"]),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CZlib", pkgConfig: "zlib",
+            providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]),
+        .systemLibrary(
+            name: "CSQLite", pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]),
+        .target(name: "LarderWire", dependencies: ["CZlib"], swiftSettings: strict),
+        .target(name: "LarderStore", dependencies: ["LarderWire", "CSQLite"], swiftSettings: strict),
+        .target(name: "LarderServer", dependencies: ["LarderWire", "LarderStore"], swiftSettings: strict),
+        .target(name: "LarderClient", dependencies: ["LarderWire"], swiftSettings: strict),
+        .executableTarget(name: "larder-server", dependencies: ["LarderServer"], swiftSettings: strict),
+        .executableTarget(name: "larder", dependencies: ["LarderClient"], swiftSettings: strict),
+        .executableTarget(name: "larder-bench", dependencies: ["LarderClient", "LarderStore"], swiftSettings: strict),
+        .testTarget(name: "LarderWireTests", dependencies: ["LarderWire"], resources: [.copy("Vectors")]),
+        .testTarget(name: "LarderStoreTests", dependencies: ["LarderStore"], resources: [.copy("Fixtures")]),
+        .testTarget(name: "LarderServerTests", dependencies: ["LarderServer"]),
+        .testTarget(name: "LarderClientTests", dependencies: ["LarderClient"]),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: ["LarderServer", "LarderClient", "LarderStore"],
+            resources: [.copy("Fixtures")]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,279 @@
+/// A growable byte buffer with a read position; what the decoder reads from.
+public struct ByteBuffer: Sendable {
+    public private(set) var storage: [UInt8] = []
+    public private(set) var readerIndex = 0
+
+    public init() {}
+    public init(_ bytes: [UInt8]) { storage = bytes }
+
+    /// Bytes not yet consumed.
+    public var readableCount: Int { storage.count - readerIndex }
+
+    /// Appends bytes read from the network.
+    public mutating func append(_ bytes: some Sequence<UInt8>) {
+        compactIfWorthIt()
+        storage.append(contentsOf: bytes)
+    }
+
+    /// Appends bytes from a raw buffer (e.g. a `read(2)` destination).
+    public mutating func append(_ bytes: UnsafeRawBufferPointer) {
+        compactIfWorthIt()
+        storage.append(contentsOf: bytes)
+    }
+
+    /// Marks `count` bytes as consumed.
+    public mutating func moveReader(by count: Int) {
+        precondition(count <= readableCount)
+        readerIndex += count
+        if readerIndex == storage.count {
+            storage.removeAll(keepingCapacity: storage.capacity <= 1 << 20)
+            readerIndex = 0
+        }
+    }
+
+    /// Calls `body` with the unread bytes.
+    public func withUnsafeReadableBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try storage.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[readerIndex...])) }
+    }
+
+    private mutating func compactIfWorthIt() {
+        if readerIndex > 0 && readerIndex >= storage.count / 2 {
+            storage.removeFirst(readerIndex)
+            readerIndex = 0
+        }
+    }
+}
+
+/// The failure of a byte stream: the connection cannot go on. `requestID` is the id of the frame at fault when its
+/// header could be read (0 otherwise), so the error frame can name it.
+public struct FrameError: Error, Sendable, Equatable {
+    public var error: LarderError
+    public var requestID: UInt32
+    public var opcode: Opcode
+
+    public init(_ error: LarderError, requestID: UInt32 = 0, opcode: Opcode = Opcode(rawValue: 0)) {
+        self.error = error
+        self.requestID = requestID
+        self.opcode = opcode
+    }
+}
+
+/// The incremental frame decoder: a pure value, fed bytes, returning whole frames.
+///
+/// `next` returns nil when it needs more bytes and consumes nothing in that case. Every limit is checked as soon as
+/// the 28-byte prefix is available, before any body byte is buffered or allocated for.
+public struct FrameDecoder {
+    /// Largest frame accepted (length prefix excluded); servers lower it before HELLO.
+    public var maxFrameBytes: Int
+    /// Largest JSON part accepted, on the wire and after inflation.
+    public var maxJSONBytes: Int
+    /// Largest binary part accepted.
+    public var maxBinaryBytes: Int
+    private let inflater = Inflater()
+
+    public init(limits: Limits = .default) {
+        maxFrameBytes = limits.maxFrameBytes
+        maxJSONBytes = limits.maxJSONBytes
+        maxBinaryBytes = limits.maxBlobBytes
+    }
+
+    public init(maxFrameBytes: Int, maxJSONBytes: Int, maxBinaryBytes: Int) {
+        self.maxFrameBytes = maxFrameBytes
+        self.maxJSONBytes = maxJSONBytes
+        self.maxBinaryBytes = maxBinaryBytes
+    }
+
+    /// The header of the next frame if its prefix is complete, validated against the limits.
+    public func peekHeader(_ buffer: ByteBuffer) throws(FrameError) -> FrameHeader? {
+        guard buffer.readableCount >= Frame.prefixSize else {
+            // Reject a hopeless length as soon as its four bytes are in, not after 24 more.
+            if buffer.readableCount >= 4 {
+                let length = buffer.withUnsafeReadableBytes { raw in
+                    UInt32(raw[0]) << 24 | UInt32(raw[1]) << 16 | UInt32(raw[2]) << 8 | UInt32(raw[3])
+                }
+                try checkLength(length, requestID: 0, opcode: Opcode(rawValue: 0))
+            }
+            return nil
+        }
+        let header = buffer.withUnsafeReadableBytes { FrameHeader($0) }
+        try validate(header)
+        return header
+    }
+
+    private func checkLength(_ length: UInt32, requestID: UInt32, opcode: Opcode) throws(FrameError) {
+        if Int(length) > maxFrameBytes {
+            throw FrameError(
+                LarderError(
+                    .payloadTooLarge, "frame of \(length) bytes exceeds the limit of \(maxFrameBytes) bytes",
+                    details: ["limit": .int(Int64(maxFrameBytes))]), requestID: requestID, opcode: opcode)
+        }
+        if Int(length) < Frame.headerSize {
+            throw FrameError(
+                LarderError(.protocolError, "frame length \(length) is shorter than the \(Frame.headerSize)-byte header"),
+                requestID: requestID, opcode: opcode)
+        }
+    }
+
+    private func validate(_ h: FrameHeader) throws(FrameError) {
+        func fail(_ status: Status, _ message: String, _ details: JSONObject = [:]) -> FrameError {
+            FrameError(LarderError(status, message, details: details), requestID: h.requestID, opcode: h.opcode)
+        }
+        guard h.magic == Frame.magic else {
+            throw FrameError(LarderError(.protocolError, "bad magic: this is not a Larder frame (expected 0x4C52 \"LR\")"))
+        }
+        guard h.version == Frame.version else {
+            throw fail(
+                .unsupportedVersion, "frame version \(h.version) is not supported; this server speaks version 1",
+                ["supported": [1]])
+        }
+        try checkLength(h.length, requestID: h.requestID, opcode: h.opcode)
+        guard h.flags.isSubset(of: .known) else {
+            throw fail(.protocolError, "unknown flag bits 0x\(String(h.flags.rawValue, radix: 16)) are set")
+        }
+        guard UInt64(h.length) == UInt64(Frame.headerSize) + UInt64(h.jsonLength) + UInt64(h.binaryLength) else {
+            throw fail(.protocolError, "frame length \(h.length) does not equal 24 + JSON length + binary length")
+        }
+        guard h.flags.contains(.binary) == (h.binaryLength > 0) else {
+            throw fail(.protocolError, "the binary flag and the binary length disagree")
+        }
+        if Int(h.jsonLength) > maxJSONBytes {
+            throw fail(
+                .payloadTooLarge, "JSON part of \(h.jsonLength) bytes exceeds the limit of \(maxJSONBytes) bytes",
+                ["limit": .int(Int64(maxJSONBytes))])
+        }
+        if Int(h.binaryLength) > maxBinaryBytes {
+            throw fail(
+                .payloadTooLarge, "binary part of \(h.binaryLength) bytes exceeds the limit of \(maxBinaryBytes) bytes",
+                ["limit": .int(Int64(maxBinaryBytes))])
+        }
+        if h.flags.contains(.compressed) {
+            guard h.jsonLength > 0, h.uncompressedLength > 0 else {
+                throw fail(.protocolError, "a compressed JSON part needs non-zero compressed and uncompressed lengths")
+            }
+            if Int(h.uncompressedLength) > maxJSONBytes {
+                throw fail(
+                    .payloadTooLarge, "JSON part inflates to \(h.uncompressedLength) bytes, over the limit of "
+                        + "\(maxJSONBytes) bytes", ["limit": .int(Int64(maxJSONBytes))])
+            }
+        } else if h.uncompressedLength != 0 {
+            throw fail(.protocolError, "uncompressed length must be 0 when the JSON part is not compressed")
+        }
+    }
+
+    /// Decodes the next whole frame from `buffer`, or returns nil (consuming nothing) when more bytes are needed.
+    public mutating func next(_ buffer: inout ByteBuffer) throws(FrameError) -> Frame? {
+        guard let header = try peekHeader(buffer) else { return nil }
+        let total = 4 + Int(header.length)
+        guard buffer.readableCount >= total else { return nil }
+        let jsonLength = Int(header.jsonLength)
+        let result: Result<Frame, FrameError> = buffer.withUnsafeReadableBytes { raw in
+            let jsonBytes = UnsafeRawBufferPointer(rebasing: raw[Frame.prefixSize..<(Frame.prefixSize + jsonLength)])
+            let json: [UInt8]
+            if header.flags.contains(.compressed) {
+                do throws(LarderError) {
+                    json = try inflater.inflate(jsonBytes, expectedLength: Int(header.uncompressedLength))
+                } catch {
+                    return .failure(FrameError(error, requestID: header.requestID, opcode: header.opcode))
+                }
+            } else {
+                json = Array(jsonBytes)
+            }
+            let binary = Array(UnsafeRawBufferPointer(rebasing: raw[(Frame.prefixSize + jsonLength)..<total]))
+            return .success(
+                Frame(
+                    opcode: header.opcode, requestID: header.requestID, status: header.status,
+                    flags: header.flags, json: json, binary: binary))
+        }
+        let frame = try result.get()
+        buffer.moveReader(by: total)
+        return frame
+    }
+}
+
+/// The frame encoder. It appends to a caller-owned buffer (reused across frames) and compresses the JSON part only
+/// when compression was negotiated, the part is at least `threshold` bytes, and the result is smaller.
+public struct FrameEncoder {
+    /// Whether the peer accepted zlib in HELLO.
+    public var compressionEnabled: Bool
+    /// JSON parts shorter than this are sent as they are.
+    public var threshold: Int
+    private let deflater: Deflater
+
+    /// The threshold chosen from BENCHMARKS.md: below about 1 KiB zlib rarely saves a packet.
+    public static let defaultThreshold = 1024
+    /// The level chosen from BENCHMARKS.md.
+    public static let defaultLevel: Int32 = 1
+
+    public init(compressionEnabled: Bool = false, threshold: Int = defaultThreshold, level: Int32 = defaultLevel) {
+        self.compressionEnabled = compressionEnabled
+        self.threshold = threshold
+        self.deflater = Deflater(level: level)
+    }
+
+    /// Appends one frame to `out`.
+    public func encode(_ frame: Frame, into out: inout [UInt8]) {
+        frame.json.withUnsafeBytes { json in
+            frame.binary.withUnsafeBytes { binary in
+                encode(
+                    opcode: frame.opcode, requestID: frame.requestID, status: frame.status, flags: frame.flags,
+                    json: json, binary: binary, into: &out)
+            }
+        }
+    }
+
+    /// Appends one frame to `out` from raw parts, without building a `Frame`.
+    public func encode(
+        opcode: Opcode, requestID: UInt32, status: Status = .ok, flags: Frame.Flags = [],
+        json: UnsafeRawBufferPointer, binary: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0),
+        into out: inout [UInt8]
+    ) {
+        let start = out.count
+        out.append(contentsOf: repeatElement(0, count: Frame.prefixSize))
+        var flags = flags.subtracting([.compressed, .binary])
+        var jsonLength = json.count
+        var uncompressedLength = 0
+        if compressionEnabled && json.count >= threshold,
+            let compressed = deflater.compress(json, into: &out, maxOutput: json.count - 1)
+        {
+            flags.insert(.compressed)
+            jsonLength = compressed
+            uncompressedLength = json.count
+        } else {
+            out.append(contentsOf: json)
+        }
+        if binary.count > 0 {
+            flags.insert(.binary)
+            out.append(contentsOf: binary)
+        }
+        out.withUnsafeMutableBytes { raw in
+            func put16(_ value: UInt16, _ at: Int) {
+                raw[start + at] = UInt8(value >> 8)
+                raw[start + at + 1] = UInt8(truncatingIfNeeded: value)
+            }
+            func put32(_ value: Int, _ at: Int) {
+                let v = UInt32(truncatingIfNeeded: value)
+                raw[start + at] = UInt8(v >> 24)
+                raw[start + at + 1] = UInt8(truncatingIfNeeded: v >> 16)
+                raw[start + at + 2] = UInt8(truncatingIfNeeded: v >> 8)
+                raw[start + at + 3] = UInt8(truncatingIfNeeded: v)
+            }
+            put32(Frame.headerSize + jsonLength + binary.count, 0)
+            put16(Frame.magic, 4)
+            raw[start + 6] = Frame.version
+            raw[start + 7] = flags.rawValue
+            put16(opcode.rawValue, 8)
+            put16(status.rawValue, 10)
+            put32(Int(requestID), 12)
+            put32(jsonLength, 16)
+            put32(binary.count, 20)
+            put32(uncompressedLength, 24)
+        }
+    }
+
+    /// Encodes one frame into a new array (for tests and tools).
+    public func encode(_ frame: Frame) -> [UInt8] {
+        var out: [UInt8] = []
+        encode(frame, into: &out)
+        return out
+    }
+}

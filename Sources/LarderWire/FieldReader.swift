@@ -1,0 +1,129 @@
+import Foundation
+
+/// Reads typed members out of a request object, naming the offending field (as a dot path) in every error, and
+/// rejecting members it was never asked about so that a typo (`limt`) is an error rather than a silent default.
+public struct FieldReader {
+    public let object: JSONObject
+    /// The path of `object` itself, e.g. `filter.and.0`; nil at the top level.
+    public let path: String?
+    private var seen: Set<String> = []
+
+    public init(_ object: JSONObject, path: String? = nil) {
+        self.object = object
+        self.path = path
+    }
+
+    /// The dot path of member `name`.
+    public func fieldPath(_ name: String) -> String { path.map { "\($0).\(name)" } ?? name }
+
+    private mutating func value(_ name: String) -> JSON? {
+        seen.insert(name)
+        guard let value = object[name], !value.isNull else { return nil }
+        return value
+    }
+
+    private func wrongType(_ name: String, _ expected: String, _ got: JSON) -> LarderError {
+        .invalid(fieldPath(name), "\(fieldPath(name)) must be \(expected), not \(got.typeName)")
+    }
+
+    private func missing(_ name: String) -> LarderError {
+        .invalid(fieldPath(name), "\(fieldPath(name)) is required")
+    }
+
+    public mutating func optionalJSON(_ name: String) -> JSON? { value(name) }
+
+    public mutating func optionalString(_ name: String, maxLength: Int = 1 << 20) throws(LarderError) -> String? {
+        guard let v = value(name) else { return nil }
+        guard case .string(let s) = v else { throw wrongType(name, "a string", v) }
+        guard s.utf8.count <= maxLength else {
+            throw .invalid(fieldPath(name), "\(fieldPath(name)) is longer than \(maxLength) bytes")
+        }
+        return s
+    }
+
+    public mutating func string(_ name: String, maxLength: Int = 1 << 20) throws(LarderError) -> String {
+        guard let s = try optionalString(name, maxLength: maxLength) else { throw missing(name) }
+        return s
+    }
+
+    public mutating func optionalInt(_ name: String, range: ClosedRange<Int64>) throws(LarderError) -> Int64? {
+        guard let v = value(name) else { return nil }
+        guard let i = v.intValue else { throw wrongType(name, "an integer", v) }
+        guard range.contains(i) else {
+            throw .invalid(fieldPath(name), "\(fieldPath(name)) must be between \(range.lowerBound) and \(range.upperBound)")
+        }
+        return i
+    }
+
+    public mutating func int(_ name: String, range: ClosedRange<Int64>) throws(LarderError) -> Int64 {
+        guard let i = try optionalInt(name, range: range) else { throw missing(name) }
+        return i
+    }
+
+    public mutating func optionalBool(_ name: String) throws(LarderError) -> Bool? {
+        guard let v = value(name) else { return nil }
+        guard case .bool(let b) = v else { throw wrongType(name, "true or false", v) }
+        return b
+    }
+
+    public mutating func optionalObject(_ name: String) throws(LarderError) -> JSONObject? {
+        guard let v = value(name) else { return nil }
+        guard case .object(let o) = v else { throw wrongType(name, "an object", v) }
+        return o
+    }
+
+    public mutating func object(_ name: String) throws(LarderError) -> JSONObject {
+        guard let o = try optionalObject(name) else { throw missing(name) }
+        return o
+    }
+
+    public mutating func optionalArray(_ name: String, maxCount: Int) throws(LarderError) -> [JSON]? {
+        guard let v = value(name) else { return nil }
+        guard case .array(let a) = v else { throw wrongType(name, "an array", v) }
+        guard a.count <= maxCount else {
+            throw .invalid(fieldPath(name), "\(fieldPath(name)) has more than \(maxCount) elements")
+        }
+        return a
+    }
+
+    public mutating func optionalUUID(_ name: String) throws(LarderError) -> UUID? {
+        guard let s = try optionalString(name, maxLength: 64) else { return nil }
+        return try FieldReader.uuid(s, field: fieldPath(name))
+    }
+
+    public mutating func uuid(_ name: String) throws(LarderError) -> UUID {
+        guard let id = try optionalUUID(name) else { throw missing(name) }
+        return id
+    }
+
+    /// Parses a UUID in its 36-character textual form.
+    public static func uuid(_ text: String, field: String) throws(LarderError) -> UUID {
+        guard text.utf8.count == 36, let id = UUID(uuidString: text) else {
+            throw .invalid(field, "\(field) must be a UUID like 3f2504e0-4f89-11d3-9a0c-0305e82c3301")
+        }
+        return id
+    }
+
+    public mutating func uuidArray(_ name: String, maxCount: Int) throws(LarderError) -> [UUID] {
+        guard let items = try optionalArray(name, maxCount: maxCount) else { throw missing(name) }
+        var ids: [UUID] = []
+        ids.reserveCapacity(items.count)
+        for (n, item) in items.enumerated() {
+            guard case .string(let s) = item else { throw wrongType("\(name).\(n)", "a UUID string", item) }
+            ids.append(try FieldReader.uuid(s, field: fieldPath("\(name).\(n)")))
+        }
+        return ids
+    }
+
+    /// Throws for the first member that no accessor asked for.
+    public func finish() throws(LarderError) {
+        for key in object.keys where !seen.contains(key) {
+            throw .invalid(fieldPath(key), "unknown field \(fieldPath(key)); check its spelling against Protocol.md")
+        }
+    }
+}
+
+extension UUID {
+    /// The lowercase textual form used on the wire.
+    public var wireString: String { uuidString.lowercased() }
+}

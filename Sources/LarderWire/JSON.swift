@@ -1,0 +1,217 @@
+/// A JSON value. Objects keep their members' order, so what a client stored is what it reads back.
+public enum JSON: Sendable, Hashable {
+    case null
+    case bool(Bool)
+    /// An integer that fits in 64 bits; written without a fraction or exponent.
+    case int(Int64)
+    /// Any other finite number.
+    case double(Double)
+    case string(String)
+    case array([JSON])
+    case object(JSONObject)
+
+    public var objectValue: JSONObject? { if case .object(let o) = self { o } else { nil } }
+    public var arrayValue: [JSON]? { if case .array(let a) = self { a } else { nil } }
+    public var stringValue: String? { if case .string(let s) = self { s } else { nil } }
+    public var boolValue: Bool? { if case .bool(let b) = self { b } else { nil } }
+    public var isNull: Bool { if case .null = self { true } else { false } }
+
+    /// The value as an integer when it is one (a double with no fraction counts).
+    public var intValue: Int64? {
+        switch self {
+        case .int(let i): i
+        case .double(let d) where d.rounded() == d && abs(d) < 9.2e18: Int64(d)
+        default: nil
+        }
+    }
+
+    /// The value as a double when it is a number.
+    public var doubleValue: Double? {
+        switch self {
+        case .int(let i): Double(i)
+        case .double(let d): d
+        default: nil
+        }
+    }
+
+    /// Member access on objects; `nil` for other values.
+    public subscript(key: String) -> JSON? { objectValue?[key] }
+
+    /// The name of this value's type as the error messages say it.
+    public var typeName: String {
+        switch self {
+        case .null: "null"
+        case .bool: "boolean"
+        case .int, .double: "number"
+        case .string: "string"
+        case .array: "array"
+        case .object: "object"
+        }
+    }
+}
+
+/// A JSON object: members in insertion order with hashed lookup, so large objects stay linear to build.
+public struct JSONObject: Sendable, Hashable, Sequence, ExpressibleByDictionaryLiteral {
+    public private(set) var keys: [String] = []
+    private var values: [String: JSON] = [:]
+
+    public init() {}
+
+    public init(dictionaryLiteral elements: (String, JSON)...) {
+        for (key, value) in elements { self[key] = value }
+    }
+
+    public var count: Int { keys.count }
+    public var isEmpty: Bool { keys.isEmpty }
+
+    /// Reads a member; assigning `nil` removes it, assigning to a new key appends it.
+    public subscript(key: String) -> JSON? {
+        get { values[key] }
+        set {
+            if let newValue {
+                if values.updateValue(newValue, forKey: key) == nil { keys.append(key) }
+            } else if values.removeValue(forKey: key) != nil {
+                keys.removeAll { $0 == key }
+            }
+        }
+    }
+
+    /// Adds a member that the caller knows is new; returns false (and changes nothing) when the key exists.
+    @discardableResult
+    mutating func insertNew(_ key: String, _ value: JSON) -> Bool {
+        guard values.updateValue(value, forKey: key) == nil else { return false }
+        keys.append(key)
+        return true
+    }
+
+    public func makeIterator() -> some IteratorProtocol<(key: String, value: JSON)> {
+        var index = 0
+        return AnyIterator { [keys, values] in
+            guard index < keys.count else { return nil }
+            defer { index += 1 }
+            return (keys[index], values[keys[index]]!)
+        }
+    }
+
+    public static func == (lhs: JSONObject, rhs: JSONObject) -> Bool { lhs.values == rhs.values }
+    public func hash(into hasher: inout Hasher) { hasher.combine(values) }
+}
+
+extension JSON: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByBooleanLiteral,
+    ExpressibleByFloatLiteral, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral, ExpressibleByNilLiteral
+{
+    public init(stringLiteral value: String) { self = .string(value) }
+    public init(integerLiteral value: Int64) { self = .int(value) }
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    public init(floatLiteral value: Double) { self = .double(value) }
+    public init(arrayLiteral elements: JSON...) { self = .array(elements) }
+    public init(nilLiteral: ()) { self = .null }
+    public init(dictionaryLiteral elements: (String, JSON)...) {
+        var object = JSONObject()
+        for (key, value) in elements { object[key] = value }
+        self = .object(object)
+    }
+}
+
+// MARK: - Writing
+
+extension JSON {
+    /// The compact UTF-8 encoding of this value.
+    public var bytes: [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(64)
+        write(into: &out)
+        return out
+    }
+
+    /// Appends the compact UTF-8 encoding of this value to `out`.
+    public func write(into out: inout [UInt8]) {
+        switch self {
+        case .null: out.append(contentsOf: JSONWriter.null)
+        case .bool(let b): out.append(contentsOf: b ? JSONWriter.true : JSONWriter.false)
+        case .int(let i): JSONWriter.writeInt(i, into: &out)
+        case .double(let d): JSONWriter.writeDouble(d, into: &out)
+        case .string(let s): JSONWriter.writeString(s, into: &out)
+        case .array(let items):
+            out.append(UInt8(ascii: "["))
+            for (n, item) in items.enumerated() {
+                if n > 0 { out.append(UInt8(ascii: ",")) }
+                item.write(into: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+        case .object(let object): object.write(into: &out)
+        }
+    }
+}
+
+extension JSONObject {
+    /// Appends the compact UTF-8 encoding of this object to `out`.
+    public func write(into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "{"))
+        for (n, key) in keys.enumerated() {
+            if n > 0 { out.append(UInt8(ascii: ",")) }
+            JSONWriter.writeString(key, into: &out)
+            out.append(UInt8(ascii: ":"))
+            values[key]!.write(into: &out)
+        }
+        out.append(UInt8(ascii: "}"))
+    }
+
+    /// The compact UTF-8 encoding of this object.
+    public var bytes: [UInt8] {
+        var out: [UInt8] = []
+        write(into: &out)
+        return out
+    }
+}
+
+/// Low-level pieces for writing JSON by hand, e.g. splicing stored document bytes into a response without decoding.
+public enum JSONWriter {
+    static let null = Array("null".utf8)
+    static let `true` = Array("true".utf8)
+    static let `false` = Array("false".utf8)
+    private static let hex = Array("0123456789abcdef".utf8)
+
+    /// Appends `string` as a quoted, escaped JSON string.
+    public static func writeString(_ string: String, into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        var string = string
+        string.withUTF8 { utf8 in
+            var start = 0
+            for i in 0..<utf8.count {
+                let byte = utf8[i]
+                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<i]))
+                start = i + 1
+                switch byte {
+                case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
+                case UInt8(ascii: "\\"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+                case 0x0A: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+                case 0x0D: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
+                case 0x09: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+                default:
+                    out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])
+                    out.append(hex[Int(byte >> 4)])
+                    out.append(hex[Int(byte & 0xF)])
+                }
+            }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<utf8.count]))
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+
+    /// Appends a decimal integer.
+    public static func writeInt(_ value: Int64, into out: inout [UInt8]) {
+        if value >= 0 && value < 10 {
+            out.append(UInt8(ascii: "0") + UInt8(value))
+            return
+        }
+        out.append(contentsOf: String(value).utf8)
+    }
+
+    /// Appends a number in its shortest round-trip form; non-finite values (which JSON cannot hold) become null.
+    public static func writeDouble(_ value: Double, into out: inout [UInt8]) {
+        guard value.isFinite else { return out.append(contentsOf: null) }
+        out.append(contentsOf: value.description.utf8)
+    }
+}

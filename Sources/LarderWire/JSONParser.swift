@@ -1,0 +1,267 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A strict RFC 8259 parser with limits: nesting depth, and only finite numbers.
+///
+/// It rejects what a lenient parser would guess at: invalid UTF-8, lone surrogates, control characters in strings,
+/// duplicate object keys, trailing bytes, numbers that overflow a double.
+public struct JSONParser {
+    /// The deepest nesting of arrays and objects accepted.
+    public static let defaultMaxDepth = 64
+
+    /// Parses one JSON value that spans all of `bytes` (whitespace around it allowed).
+    public static func parse(_ bytes: some Collection<UInt8>, maxDepth: Int = defaultMaxDepth) throws(LarderError) -> JSON {
+        let result: Result<JSON, LarderError>? = bytes.withContiguousStorageIfAvailable { buffer in
+            Result { () throws(LarderError) -> JSON in try parse(buffer: buffer, maxDepth: maxDepth) }
+        }
+        if let result { return try result.get() }
+        let copy = Array(bytes)
+        return try copy.withUnsafeBufferPointer { buffer throws(LarderError) -> JSON in
+            try parse(buffer: buffer, maxDepth: maxDepth)
+        }
+    }
+
+    /// Parses a JSON object; any other top-level value is INVALID_ARGUMENT.
+    public static func parseObject(_ bytes: some Collection<UInt8>, maxDepth: Int = defaultMaxDepth) throws(LarderError) -> JSONObject {
+        let value = try parse(bytes, maxDepth: maxDepth)
+        guard case .object(let object) = value else {
+            throw LarderError(.invalidArgument, "the JSON part must be an object, not a \(value.typeName)")
+        }
+        return object
+    }
+
+    static func parse(buffer: UnsafeBufferPointer<UInt8>, maxDepth: Int) throws(LarderError) -> JSON {
+        var parser = JSONParser(buffer: buffer, maxDepth: maxDepth)
+        parser.skipWhitespace()
+        let value = try parser.parseValue(depth: 0)
+        parser.skipWhitespace()
+        guard parser.index == buffer.count else { throw parser.error("unexpected bytes after the JSON value") }
+        return value
+    }
+
+    private let buffer: UnsafeBufferPointer<UInt8>
+    private let maxDepth: Int
+    private var index = 0
+
+    private init(buffer: UnsafeBufferPointer<UInt8>, maxDepth: Int) {
+        self.buffer = buffer
+        self.maxDepth = maxDepth
+    }
+
+    private func error(_ message: String) -> LarderError {
+        LarderError(.invalidArgument, "invalid JSON at byte \(index): \(message)")
+    }
+
+    private mutating func skipWhitespace() {
+        while index < buffer.count {
+            switch buffer[index] {
+            case 0x20, 0x09, 0x0A, 0x0D: index += 1
+            default: return
+            }
+        }
+    }
+
+    private mutating func expect(_ literal: StaticString, _ value: JSON) throws(LarderError) -> JSON {
+        let count = literal.utf8CodeUnitCount
+        guard index + count <= buffer.count else { throw error("unexpected end of input") }
+        let start = literal.utf8Start
+        for i in 0..<count where buffer[index + i] != start[i] { throw error("unknown literal") }
+        index += count
+        return value
+    }
+
+    private mutating func parseValue(depth: Int) throws(LarderError) -> JSON {
+        guard index < buffer.count else { throw error("unexpected end of input") }
+        switch buffer[index] {
+        case UInt8(ascii: "{"): return try parseObject(depth: depth + 1)
+        case UInt8(ascii: "["): return try parseArray(depth: depth + 1)
+        case UInt8(ascii: "\""): return .string(try parseString())
+        case UInt8(ascii: "t"): return try expect("true", .bool(true))
+        case UInt8(ascii: "f"): return try expect("false", .bool(false))
+        case UInt8(ascii: "n"): return try expect("null", .null)
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber()
+        default: throw error("unexpected character")
+        }
+    }
+
+    private mutating func parseObject(depth: Int) throws(LarderError) -> JSON {
+        guard depth <= maxDepth else { throw error("nesting deeper than \(maxDepth) levels") }
+        index += 1
+        var object = JSONObject()
+        skipWhitespace()
+        if index < buffer.count && buffer[index] == UInt8(ascii: "}") {
+            index += 1
+            return .object(object)
+        }
+        while true {
+            skipWhitespace()
+            guard index < buffer.count, buffer[index] == UInt8(ascii: "\"") else { throw error("expected a member name") }
+            let key = try parseString()
+            skipWhitespace()
+            guard index < buffer.count, buffer[index] == UInt8(ascii: ":") else { throw error("expected ':'") }
+            index += 1
+            skipWhitespace()
+            let value = try parseValue(depth: depth)
+            guard object.insertNew(key, value) else { throw error("duplicate member name") }
+            skipWhitespace()
+            guard index < buffer.count else { throw error("unexpected end of input") }
+            switch buffer[index] {
+            case UInt8(ascii: ","): index += 1
+            case UInt8(ascii: "}"):
+                index += 1
+                return .object(object)
+            default: throw error("expected ',' or '}'")
+            }
+        }
+    }
+
+    private mutating func parseArray(depth: Int) throws(LarderError) -> JSON {
+        guard depth <= maxDepth else { throw error("nesting deeper than \(maxDepth) levels") }
+        index += 1
+        var items: [JSON] = []
+        skipWhitespace()
+        if index < buffer.count && buffer[index] == UInt8(ascii: "]") {
+            index += 1
+            return .array(items)
+        }
+        while true {
+            skipWhitespace()
+            items.append(try parseValue(depth: depth))
+            skipWhitespace()
+            guard index < buffer.count else { throw error("unexpected end of input") }
+            switch buffer[index] {
+            case UInt8(ascii: ","): index += 1
+            case UInt8(ascii: "]"):
+                index += 1
+                return .array(items)
+            default: throw error("expected ',' or ']'")
+            }
+        }
+    }
+
+    private mutating func parseNumber() throws(LarderError) -> JSON {
+        let start = index
+        var isInteger = true
+        if buffer[index] == UInt8(ascii: "-") { index += 1 }
+        guard index < buffer.count, isDigit(buffer[index]) else { throw error("invalid number") }
+        if buffer[index] == UInt8(ascii: "0") {
+            index += 1
+            if index < buffer.count && isDigit(buffer[index]) { throw error("leading zeros are not allowed") }
+        } else {
+            while index < buffer.count && isDigit(buffer[index]) { index += 1 }
+        }
+        if index < buffer.count && buffer[index] == UInt8(ascii: ".") {
+            isInteger = false
+            index += 1
+            guard index < buffer.count, isDigit(buffer[index]) else { throw error("invalid number") }
+            while index < buffer.count && isDigit(buffer[index]) { index += 1 }
+        }
+        if index < buffer.count && (buffer[index] == UInt8(ascii: "e") || buffer[index] == UInt8(ascii: "E")) {
+            isInteger = false
+            index += 1
+            if index < buffer.count && (buffer[index] == UInt8(ascii: "+") || buffer[index] == UInt8(ascii: "-")) {
+                index += 1
+            }
+            guard index < buffer.count, isDigit(buffer[index]) else { throw error("invalid number") }
+            while index < buffer.count && isDigit(buffer[index]) { index += 1 }
+        }
+        let text = String(decoding: UnsafeBufferPointer(rebasing: buffer[start..<index]), as: UTF8.self)
+        if isInteger, let value = Int64(text) { return .int(value) }
+        guard index - start <= 400 else { throw error("number too long") }
+        let value = text.withCString { strtod($0, nil) }
+        guard value.isFinite else { throw error("number out of range") }
+        return .double(value)
+    }
+
+    private func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
+
+    private mutating func parseString() throws(LarderError) -> String {
+        index += 1
+        let start = index
+        // Fast path: no escapes; validate UTF-8 while scanning for the closing quote.
+        while index < buffer.count {
+            let byte = buffer[index]
+            if byte == UInt8(ascii: "\"") {
+                let slice = UnsafeBufferPointer(rebasing: buffer[start..<index])
+                index += 1
+                guard let string = String(validating: slice, as: UTF8.self) else {
+                    index = start
+                    throw error("string is not valid UTF-8")
+                }
+                return string
+            }
+            if byte == UInt8(ascii: "\\") { break }
+            if byte < 0x20 { throw error("control character in string") }
+            index += 1
+        }
+        guard index < buffer.count else { throw error("unterminated string") }
+        var bytes = Array(UnsafeBufferPointer(rebasing: buffer[start..<index]))
+        while index < buffer.count {
+            let byte = buffer[index]
+            switch byte {
+            case UInt8(ascii: "\""):
+                index += 1
+                guard let string = String(validating: bytes, as: UTF8.self) else {
+                    throw error("string is not valid UTF-8")
+                }
+                return string
+            case UInt8(ascii: "\\"):
+                index += 1
+                guard index < buffer.count else { throw error("unterminated string") }
+                let escape = buffer[index]
+                index += 1
+                switch escape {
+                case UInt8(ascii: "\""): bytes.append(0x22)
+                case UInt8(ascii: "\\"): bytes.append(0x5C)
+                case UInt8(ascii: "/"): bytes.append(0x2F)
+                case UInt8(ascii: "b"): bytes.append(0x08)
+                case UInt8(ascii: "f"): bytes.append(0x0C)
+                case UInt8(ascii: "n"): bytes.append(0x0A)
+                case UInt8(ascii: "r"): bytes.append(0x0D)
+                case UInt8(ascii: "t"): bytes.append(0x09)
+                case UInt8(ascii: "u"):
+                    var scalar = try parseHex4()
+                    if scalar >= 0xD800 && scalar < 0xDC00 {
+                        guard index + 1 < buffer.count, buffer[index] == UInt8(ascii: "\\"),
+                            buffer[index + 1] == UInt8(ascii: "u")
+                        else { throw error("unpaired surrogate in \\u escape") }
+                        index += 2
+                        let low = try parseHex4()
+                        guard low >= 0xDC00 && low < 0xE000 else { throw error("unpaired surrogate in \\u escape") }
+                        scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                    } else if scalar >= 0xDC00 && scalar < 0xE000 {
+                        throw error("unpaired surrogate in \\u escape")
+                    }
+                    bytes.append(contentsOf: String(Character(Unicode.Scalar(scalar)!)).utf8)
+                default: throw error("invalid escape")
+                }
+            default:
+                if byte < 0x20 { throw error("control character in string") }
+                bytes.append(byte)
+                index += 1
+            }
+        }
+        throw error("unterminated string")
+    }
+
+    private mutating func parseHex4() throws(LarderError) -> UInt32 {
+        guard index + 4 <= buffer.count else { throw error("truncated \\u escape") }
+        var value: UInt32 = 0
+        for _ in 0..<4 {
+            let byte = buffer[index]
+            let digit: UInt32
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(byte - UInt8(ascii: "0"))
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt32(byte - UInt8(ascii: "a") + 10)
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt32(byte - UInt8(ascii: "A") + 10)
+            default: throw error("invalid \\u escape")
+            }
+            value = value << 4 | digit
+            index += 1
+        }
+        return value
+    }
+}

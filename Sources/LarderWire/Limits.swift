@@ -1,0 +1,95 @@
+/// Every size, count and time limit a server enforces; all are announced to clients in the HELLO answer.
+public struct Limits: Sendable, Equatable {
+    /// Largest frame, length prefix excluded.
+    public var maxFrameBytes: Int
+    /// Largest JSON part after inflation (requests and responses).
+    public var maxJSONBytes: Int
+    /// Largest stored document (`data`, compact encoding).
+    public var maxDocumentBytes: Int
+    /// Largest blob.
+    public var maxBlobBytes: Int
+    /// Requests one connection may have unanswered at once.
+    public var maxInFlight: Int
+    /// Connections the server accepts at once.
+    public var maxConnections: Int
+    /// Milliseconds a connection may stay silent with nothing in flight before it is closed.
+    public var idleTimeoutMs: Int
+    /// Milliseconds a client has to finish a frame it has started (slow senders are cut).
+    public var frameTimeoutMs: Int
+    /// Largest frame accepted before a successful HELLO.
+    public var maxHandshakeFrameBytes: Int
+
+    public init(
+        maxFrameBytes: Int = 40 << 20, maxJSONBytes: Int = 4 << 20, maxDocumentBytes: Int = 1 << 20,
+        maxBlobBytes: Int = 32 << 20, maxInFlight: Int = 128, maxConnections: Int = 10_000,
+        idleTimeoutMs: Int = 300_000, frameTimeoutMs: Int = 30_000, maxHandshakeFrameBytes: Int = 64 << 10
+    ) {
+        self.maxFrameBytes = maxFrameBytes
+        self.maxJSONBytes = maxJSONBytes
+        self.maxDocumentBytes = maxDocumentBytes
+        self.maxBlobBytes = maxBlobBytes
+        self.maxInFlight = maxInFlight
+        self.maxConnections = maxConnections
+        self.idleTimeoutMs = idleTimeoutMs
+        self.frameTimeoutMs = frameTimeoutMs
+        self.maxHandshakeFrameBytes = maxHandshakeFrameBytes
+    }
+
+    /// The defaults documented in Protocol.md.
+    public static let `default` = Limits()
+
+    /// The names and values as announced in HELLO.
+    public var json: JSONObject {
+        [
+            "maxFrameBytes": .int(Int64(maxFrameBytes)), "maxJSONBytes": .int(Int64(maxJSONBytes)),
+            "maxDocumentBytes": .int(Int64(maxDocumentBytes)), "maxBlobBytes": .int(Int64(maxBlobBytes)),
+            "maxInFlight": .int(Int64(maxInFlight)), "maxConnections": .int(Int64(maxConnections)),
+            "idleTimeoutMs": .int(Int64(idleTimeoutMs)), "frameTimeoutMs": .int(Int64(frameTimeoutMs)),
+            "maxHandshakeFrameBytes": .int(Int64(maxHandshakeFrameBytes)),
+        ]
+    }
+
+    /// Reads announced limits; a missing member keeps its default.
+    public init(json: JSONObject) throws(LarderError) {
+        self.init()
+        var reader = FieldReader(json, path: "limits")
+        func read(_ name: String, _ value: inout Int) throws(LarderError) {
+            if let v = try reader.optionalInt(name, range: 0...Int64(Int32.max)) { value = Int(v) }
+        }
+        try read("maxFrameBytes", &maxFrameBytes)
+        try read("maxJSONBytes", &maxJSONBytes)
+        try read("maxDocumentBytes", &maxDocumentBytes)
+        try read("maxBlobBytes", &maxBlobBytes)
+        try read("maxInFlight", &maxInFlight)
+        try read("maxConnections", &maxConnections)
+        try read("idleTimeoutMs", &idleTimeoutMs)
+        try read("frameTimeoutMs", &frameTimeoutMs)
+        try read("maxHandshakeFrameBytes", &maxHandshakeFrameBytes)
+    }
+
+    /// Checks that the limits fit together; the message names the limit to change.
+    public func validate() throws(LarderError) {
+        let positive: [(String, Int)] = [
+            ("maxFrameBytes", maxFrameBytes), ("maxJSONBytes", maxJSONBytes), ("maxDocumentBytes", maxDocumentBytes),
+            ("maxBlobBytes", maxBlobBytes), ("maxInFlight", maxInFlight), ("maxConnections", maxConnections),
+            ("idleTimeoutMs", idleTimeoutMs), ("frameTimeoutMs", frameTimeoutMs),
+            ("maxHandshakeFrameBytes", maxHandshakeFrameBytes),
+        ]
+        for (name, value) in positive where value <= 0 {
+            throw LarderError(.invalidArgument, "\(name) must be greater than 0", field: name)
+        }
+        if maxFrameBytes > Int(UInt32.max) - 4 {
+            throw LarderError(.invalidArgument, "maxFrameBytes must be below 4 GiB", field: "maxFrameBytes")
+        }
+        if maxDocumentBytes > maxJSONBytes / 2 {
+            throw LarderError(
+                .invalidArgument, "maxJSONBytes must be at least twice maxDocumentBytes so a record fits in a reply",
+                field: "maxJSONBytes")
+        }
+        if maxFrameBytes < Frame.headerSize + maxJSONBytes + maxBlobBytes {
+            throw LarderError(
+                .invalidArgument, "maxFrameBytes must hold a full JSON part plus a full blob (at least "
+                    + "\(Frame.headerSize + maxJSONBytes + maxBlobBytes))", field: "maxFrameBytes")
+        }
+    }
+}

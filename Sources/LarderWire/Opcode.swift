@@ -1,0 +1,89 @@
+/// A request type. The numeric values are part of the wire contract (Protocol.md, "Opcodes").
+public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: UInt16
+    public init(rawValue: UInt16) { self.rawValue = rawValue }
+
+    public static let hello = Opcode(rawValue: 0x0001)
+    public static let ping = Opcode(rawValue: 0x0002)
+
+    public static let create = Opcode(rawValue: 0x0010)
+    public static let get = Opcode(rawValue: 0x0011)
+    public static let getMany = Opcode(rawValue: 0x0012)
+    public static let replace = Opcode(rawValue: 0x0013)
+    public static let patch = Opcode(rawValue: 0x0014)
+    public static let delete = Opcode(rawValue: 0x0015)
+    public static let list = Opcode(rawValue: 0x0016)
+    public static let search = Opcode(rawValue: 0x0017)
+    public static let count = Opcode(rawValue: 0x0018)
+    public static let group = Opcode(rawValue: 0x0019)
+
+    public static let collections = Opcode(rawValue: 0x0020)
+    public static let dropCollection = Opcode(rawValue: 0x0021)
+    public static let index = Opcode(rawValue: 0x0022)
+
+    public static let blobPut = Opcode(rawValue: 0x0030)
+    public static let blobGet = Opcode(rawValue: 0x0031)
+    public static let blobHead = Opcode(rawValue: 0x0032)
+    public static let blobDelete = Opcode(rawValue: 0x0033)
+    public static let blobList = Opcode(rawValue: 0x0034)
+
+    public static let stats = Opcode(rawValue: 0x0040)
+
+    /// Reserved for the change feed.
+    public static let watch = Opcode(rawValue: 0x0050)
+    /// Reserved for the change feed.
+    public static let unwatch = Opcode(rawValue: 0x0051)
+    /// Reserved for the change feed: the opcode of pushed event frames.
+    public static let event = Opcode(rawValue: 0x0052)
+
+    /// Every opcode this version defines, including the reserved ones.
+    public static let all: [Opcode] = [
+        .hello, .ping, .create, .get, .getMany, .replace, .patch, .delete, .list, .search, .count, .group,
+        .collections, .dropCollection, .index, .blobPut, .blobGet, .blobHead, .blobDelete, .blobList, .stats,
+        .watch, .unwatch, .event,
+    ]
+
+    /// The upper-snake-case name used in Protocol.md, logs and STATS.
+    public var name: String {
+        switch self {
+        case .hello: "HELLO"
+        case .ping: "PING"
+        case .create: "CREATE"
+        case .get: "GET"
+        case .getMany: "GET_MANY"
+        case .replace: "REPLACE"
+        case .patch: "PATCH"
+        case .delete: "DELETE"
+        case .list: "LIST"
+        case .search: "SEARCH"
+        case .count: "COUNT"
+        case .group: "GROUP"
+        case .collections: "COLLECTIONS"
+        case .dropCollection: "DROP_COLLECTION"
+        case .index: "INDEX"
+        case .blobPut: "BLOB_PUT"
+        case .blobGet: "BLOB_GET"
+        case .blobHead: "BLOB_HEAD"
+        case .blobDelete: "BLOB_DELETE"
+        case .blobList: "BLOB_LIST"
+        case .stats: "STATS"
+        case .watch: "WATCH"
+        case .unwatch: "UNWATCH"
+        case .event: "EVENT"
+        default: "0x" + String(rawValue, radix: 16, uppercase: true)
+        }
+    }
+
+    /// True for opcodes this version reserves but does not serve yet.
+    public var isReserved: Bool { self == .watch || self == .unwatch || self == .event }
+
+    /// True for operations that change stored state (they go through the store's single writer).
+    public var isWrite: Bool {
+        switch self {
+        case .create, .replace, .patch, .delete, .dropCollection, .index, .blobPut, .blobDelete: true
+        default: false
+        }
+    }
+
+    public var description: String { name }
+}
