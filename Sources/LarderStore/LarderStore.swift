@@ -1,0 +1,1 @@
+// LarderStore: see StoreProtocols.swift (API) and SQLiteStore.swift (the SQLite implementation).

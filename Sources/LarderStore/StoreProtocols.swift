@@ -1,0 +1,368 @@
+import Foundation
+import LarderWire
+
+// The store's public surface. The server codes against `DocumentStore` and `BlobStore` only, so a PostgreSQL backend
+// can be added later without touching it; `SQLiteStore` is the one implementation today.
+//
+// Threading: every method is synchronous, thread-safe and callable from any thread. Reads run on a small pool of
+// read-only connections; writes go to one writer connection owned by a serial queue that batches concurrent writes
+// into one transaction (group commit). A synchronous write returns only after its COMMIT succeeded.
+// Never call a synchronous write from inside a `submitWrite` body (that would wait on its own queue).
+
+/// One stored document with its envelope.
+public struct StoredRecord: Sendable, Equatable {
+    public var id: UUID
+    /// Starts at 1 and grows by 1 with every write.
+    public var rev: Int64
+    /// Milliseconds since the Unix epoch.
+    public var createdAt: Int64
+    /// Milliseconds since the Unix epoch.
+    public var updatedAt: Int64
+    /// The exact stored compact JSON bytes of the `data` object; reads splice them without re-encoding.
+    public var data: [UInt8]
+
+    public init(id: UUID, rev: Int64, createdAt: Int64, updatedAt: Int64, data: [UInt8]) {
+        self.id = id
+        self.rev = rev
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+        self.data = data
+    }
+
+    /// Appends `{"id":"<uuid>","rev":N,"createdAt":"<ISO 8601>","updatedAt":"...","data":<data>}` to `out`,
+    /// splicing `data` verbatim.
+    public func write(into out: inout [UInt8]) {
+        out.reserveCapacity(out.count + data.count + 128)
+        out.append(contentsOf: RecordWriter.idPrefix)
+        RecordWriter.writeUUID(id, into: &out)
+        out.append(contentsOf: RecordWriter.revPrefix)
+        JSONWriter.writeInt(rev, into: &out)
+        out.append(contentsOf: RecordWriter.createdPrefix)
+        ISOTime.write(millis: createdAt, into: &out)
+        out.append(contentsOf: RecordWriter.updatedPrefix)
+        ISOTime.write(millis: updatedAt, into: &out)
+        out.append(contentsOf: RecordWriter.dataPrefix)
+        out.append(contentsOf: data)
+        out.append(UInt8(ascii: "}"))
+    }
+
+    /// The whole record as JSON bytes (see `write(into:)`).
+    public var bytes: [UInt8] {
+        var out: [UInt8] = []
+        write(into: &out)
+        return out
+    }
+
+    /// The decoded `data` object (for tests and tools; the hot path never decodes).
+    public func decodedData() throws(LarderError) -> JSONObject { try JSONParser.parseObject(data) }
+}
+
+/// The document a blob is attached to; deleting that document deletes the blob in the same transaction.
+public struct BlobAttachment: Sendable, Hashable {
+    public var collection: String
+    public var id: UUID
+    public init(collection: String, id: UUID) {
+        self.collection = collection
+        self.id = id
+    }
+
+    /// `{"collection": ..., "id": ...}`.
+    public var json: JSONObject { ["collection": .string(collection), "id": .string(id.lowercasedString)] }
+}
+
+/// A blob's metadata.
+public struct BlobMeta: Sendable, Equatable {
+    public var id: UUID
+    public var size: Int64
+    /// Lowercase hex SHA-256 of the bytes.
+    public var sha256: String
+    /// Always `image/jpeg` today.
+    public var contentType: String
+    public var width: Int
+    public var height: Int
+    /// Milliseconds since the Unix epoch.
+    public var createdAt: Int64
+    public var attachedTo: BlobAttachment?
+
+    public init(
+        id: UUID, size: Int64, sha256: String, contentType: String, width: Int, height: Int, createdAt: Int64,
+        attachedTo: BlobAttachment?
+    ) {
+        self.id = id
+        self.size = size
+        self.sha256 = sha256
+        self.contentType = contentType
+        self.width = width
+        self.height = height
+        self.createdAt = createdAt
+        self.attachedTo = attachedTo
+    }
+
+    /// `{"id","size","sha256","contentType","width","height","createdAt"(ISO 8601),"attachedTo"?}`.
+    public var json: JSONObject {
+        var object: JSONObject = [
+            "id": .string(id.lowercasedString), "size": .int(size), "sha256": .string(sha256),
+            "contentType": .string(contentType), "width": .int(Int64(width)), "height": .int(Int64(height)),
+            "createdAt": .string(ISOTime.string(millis: createdAt)),
+        ]
+        if let attachedTo { object["attachedTo"] = .object(attachedTo.json) }
+        return object
+    }
+}
+
+/// One page of records; `nextCursor` is nil on the last page.
+public struct Page: Sendable, Equatable {
+    public var records: [StoredRecord]
+    public var nextCursor: String?
+    public init(records: [StoredRecord], nextCursor: String?) {
+        self.records = records
+        self.nextCursor = nextCursor
+    }
+}
+
+/// One section of a GROUP answer: the key, how many records have it, and the first records (creation order).
+public struct Group: Sendable, Equatable {
+    /// The field's value; `null` for records where the field is missing or null.
+    public var key: JSON
+    public var count: Int
+    public var records: [StoredRecord]
+    public init(key: JSON, count: Int, records: [StoredRecord]) {
+        self.key = key
+        self.count = count
+        self.records = records
+    }
+}
+
+/// A collection and its document count.
+public struct CollectionInfo: Sendable, Equatable {
+    public var name: String
+    public var count: Int
+    public init(name: String, count: Int) {
+        self.name = name
+        self.count = count
+    }
+}
+
+/// Totals for STATS.
+public struct StoreStats: Sendable, Equatable {
+    public var documents: Int
+    public var blobs: Int
+    /// The size of the database files (main file plus WAL).
+    public var databaseBytes: Int64
+}
+
+/// The write operations, available inside one group-commit transaction (see `DocumentStore.submitWrite`).
+///
+/// Each body runs inside its own SAVEPOINT: when it throws, only its own changes are rolled back.
+public protocol WriteContext {
+    func create(_ collection: String, id: UUID?, data: JSONObject) throws(LarderError) -> StoredRecord
+    func replace(_ collection: String, id: UUID, data: JSONObject, expectedRev: Int64?) throws(LarderError)
+        -> StoredRecord
+    func patch(_ collection: String, id: UUID, patch: JSONObject, expectedRev: Int64?) throws(LarderError)
+        -> StoredRecord
+    func delete(_ collection: String, id: UUID, expectedRev: Int64?) throws(LarderError) -> (rev: Int64, blobsDeleted: Int)
+    func dropCollection(_ name: String) throws(LarderError) -> (documents: Int, blobs: Int)
+    func createIndex(_ collection: String, field: FieldPath) throws(LarderError) -> (name: String, created: Bool)
+    func blobPut(id: UUID?, bytes: [UInt8], expectedSHA256: String?, attachTo: BlobAttachment?) throws(LarderError)
+        -> BlobMeta
+    func blobDelete(_ id: UUID) throws(LarderError)
+}
+
+/// Documents: create, read, search and write JSON records in named collections.
+///
+/// Collection names match `^[A-Za-z][A-Za-z0-9_-]{0,63}$` (a letter, then up to 63 letters, digits, `_` or `-`);
+/// anything else is INVALID_ARGUMENT with field `collection`. A collection exists from its first write until dropped.
+public protocol DocumentStore: Sendable {
+    /// Creates a document; CONFLICT when `id` exists, PAYLOAD_TOO_LARGE over the document limit.
+    func create(_ collection: String, id: UUID?, data: JSONObject) throws(LarderError) -> StoredRecord
+    /// NOT_FOUND when absent.
+    func get(_ collection: String, id: UUID) throws(LarderError) -> StoredRecord
+    /// Found records in the order of `ids` (duplicates answered once), and the ids that do not exist.
+    func getMany(_ collection: String, ids: [UUID]) throws(LarderError) -> (records: [StoredRecord], missing: [UUID])
+    /// Replaces `data`; CONFLICT (details `currentRev`) when `expectedRev` differs.
+    func replace(_ collection: String, id: UUID, data: JSONObject, expectedRev: Int64?) throws(LarderError)
+        -> StoredRecord
+    /// Applies an RFC 7396 merge patch; CONFLICT (details `currentRev`) when `expectedRev` differs.
+    func patch(_ collection: String, id: UUID, patch: JSONObject, expectedRev: Int64?) throws(LarderError)
+        -> StoredRecord
+    /// Deletes a document and the blobs attached to it, in one transaction. Answers the deleted revision.
+    func delete(_ collection: String, id: UUID, expectedRev: Int64?) throws(LarderError) -> (rev: Int64, blobsDeleted: Int)
+    /// Records in creation order; `cursor` comes from a previous page's `nextCursor`.
+    func list(_ collection: String, limit: Int, cursor: String?) throws(LarderError) -> Page
+    /// Filter, text search, sort and keyset paging (see `SearchQuery`).
+    func search(_ collection: String, _ query: SearchQuery) throws(LarderError) -> Page
+    /// How many records match.
+    func count(_ collection: String, filter: Filter?, text: TextQuery?) throws(LarderError) -> Int
+    /// Sections by the value of `field` (ascending key order), each with its count and first `perGroup` records.
+    func group(_ collection: String, field: FieldPath, filter: Filter?, text: TextQuery?, perGroup: Int)
+        throws(LarderError) -> [Group]
+    /// Every collection with its document count, by name.
+    func collections() throws(LarderError) -> [CollectionInfo]
+    /// Drops a collection, its documents, indexes and attached blobs; NOT_FOUND when absent.
+    func dropCollection(_ name: String) throws(LarderError) -> (documents: Int, blobs: Int)
+    /// Declares an expression index on a field path; `created` is false when it existed.
+    func createIndex(_ collection: String, field: FieldPath) throws(LarderError) -> (name: String, created: Bool)
+    func stats() throws(LarderError) -> StoreStats
+    /// Moves the WAL into the main file (TRUNCATE); call on shutdown.
+    func checkpoint() throws(LarderError)
+    /// Closes every connection after pending writes finished. Later calls answer UNAVAILABLE.
+    func close()
+
+    /// Runs `body` inside the next group-commit transaction and calls `completion` (on the writer queue, so keep it
+    /// short) after the COMMIT succeeded, or with the error. Lets the server avoid blocking a thread per write.
+    func submitWrite<T: Sendable>(
+        _ body: @escaping @Sendable (any WriteContext) throws(LarderError) -> T,
+        completion: @escaping @Sendable (Result<T, LarderError>) -> Void)
+}
+
+extension DocumentStore {
+    /// `submitWrite` as an async call: returns after COMMIT.
+    public func write<T: Sendable>(_ body: @escaping @Sendable (any WriteContext) throws(LarderError) -> T)
+        async throws(LarderError) -> T
+    {
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, LarderError>, Never>) in
+            submitWrite(body) { continuation.resume(returning: $0) }
+        }
+        return try result.get()
+    }
+}
+
+/// JPEG blobs, optionally attached to a document.
+public protocol BlobStore: Sendable {
+    /// Validates the JPEG (UNSUPPORTED_MEDIA_TYPE), the size (PAYLOAD_TOO_LARGE), the expected SHA-256
+    /// (INVALID_ARGUMENT when different), the attachment (NOT_FOUND when the document is missing), the id (CONFLICT).
+    func blobPut(id: UUID?, bytes: [UInt8], expectedSHA256: String?, attachTo: BlobAttachment?) throws(LarderError)
+        -> BlobMeta
+    func blobGet(_ id: UUID) throws(LarderError) -> (meta: BlobMeta, bytes: [UInt8])
+    func blobHead(_ id: UUID) throws(LarderError) -> BlobMeta
+    func blobDelete(_ id: UUID) throws(LarderError)
+    /// Blobs in creation order, optionally only those attached to one document.
+    func blobList(limit: Int, cursor: String?, attachedTo: BlobAttachment?) throws(LarderError)
+        -> (blobs: [BlobMeta], nextCursor: String?)
+}
+
+extension UUID {
+    /// The canonical lowercase form, e.g. `3f2504e0-4f89-41d3-9a0c-0305e82c3301`.
+    public var lowercasedString: String {
+        var out: [UInt8] = []
+        out.reserveCapacity(36)
+        RecordWriter.appendUUIDDigits(self, into: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+/// Pieces of the record encoding, kept as byte constants.
+enum RecordWriter {
+    static let idPrefix = Array(#"{"id":""#.utf8)
+    static let revPrefix = Array(#"","rev":"#.utf8)
+    static let createdPrefix = Array(#","createdAt":""#.utf8)
+    static let updatedPrefix = Array(#"","updatedAt":""#.utf8)
+    static let dataPrefix = Array(#"","data":"#.utf8)
+    static let hex = Array("0123456789abcdef".utf8)
+
+    static func writeUUID(_ id: UUID, into out: inout [UInt8]) { appendUUIDDigits(id, into: &out) }
+
+    static func appendUUIDDigits(_ id: UUID, into out: inout [UInt8]) {
+        withUnsafeBytes(of: id.uuid) { raw in
+            for i in 0..<16 {
+                if i == 4 || i == 6 || i == 8 || i == 10 { out.append(UInt8(ascii: "-")) }
+                out.append(hex[Int(raw[i] >> 4)])
+                out.append(hex[Int(raw[i] & 0xF)])
+            }
+        }
+    }
+}
+
+/// ISO 8601 UTC timestamps with milliseconds, formatted by hand (civil-from-days), no DateFormatter.
+public enum ISOTime {
+    /// Appends `YYYY-MM-DDTHH:MM:SS.mmmZ` (no quotes) for `millis` since the epoch.
+    public static func write(millis: Int64, into out: inout [UInt8]) {
+        var days = millis / 86_400_000
+        var rem = millis % 86_400_000
+        if rem < 0 {
+            rem += 86_400_000
+            days -= 1
+        }
+        // Howard Hinnant's civil_from_days.
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let day = doy - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
+        func digits(_ value: Int64, _ count: Int) {
+            var divisor: Int64 = 1
+            for _ in 1..<count { divisor *= 10 }
+            var v = value
+            while divisor > 0 {
+                out.append(UInt8(ascii: "0") + UInt8((v / divisor) % 10))
+                v %= divisor
+                divisor /= 10
+            }
+        }
+        if year < 0 || year > 9999 {
+            out.append(contentsOf: String(year).utf8)
+        } else {
+            digits(year, 4)
+        }
+        out.append(UInt8(ascii: "-"))
+        digits(month, 2)
+        out.append(UInt8(ascii: "-"))
+        digits(day, 2)
+        out.append(UInt8(ascii: "T"))
+        digits(rem / 3_600_000, 2)
+        out.append(UInt8(ascii: ":"))
+        digits(rem / 60_000 % 60, 2)
+        out.append(UInt8(ascii: ":"))
+        digits(rem / 1000 % 60, 2)
+        out.append(UInt8(ascii: "."))
+        digits(rem % 1000, 3)
+        out.append(UInt8(ascii: "Z"))
+    }
+
+    /// The timestamp as a string.
+    public static func string(millis: Int64) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(24)
+        write(millis: millis, into: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+/// Where the store keeps its files and its limits.
+public struct StoreConfiguration: Sendable {
+    /// SQLite's `synchronous` setting. NORMAL (in WAL mode) survives a process crash; FULL also a power loss.
+    public enum Synchronous: String, Sendable {
+        case normal = "NORMAL"
+        case full = "FULL"
+    }
+
+    public var dataDirectory: String
+    public var synchronous: Synchronous
+    public var maxDocumentBytes: Int
+    public var maxBlobBytes: Int
+    public var readerCount: Int
+    /// Whether substring search of 3+ characters uses the trigram full-text index (results are identical either
+    /// way; off is for tests and benchmarks).
+    public var useTextIndex: Bool
+    /// Whether filters and sorts on indexed fields are written so SQLite can use the expression index (results are
+    /// identical either way; off is for tests and benchmarks).
+    public var useFieldIndexes: Bool
+
+    public init(
+        dataDirectory: String = "./larder-data", synchronous: Synchronous = .normal,
+        maxDocumentBytes: Int = 1 << 20, maxBlobBytes: Int = 32 << 20, readerCount: Int = 4,
+        useTextIndex: Bool = true, useFieldIndexes: Bool = true
+    ) {
+        self.dataDirectory = dataDirectory
+        self.synchronous = synchronous
+        self.maxDocumentBytes = maxDocumentBytes
+        self.maxBlobBytes = maxBlobBytes
+        self.readerCount = readerCount
+        self.useTextIndex = useTextIndex
+        self.useFieldIndexes = useFieldIndexes
+    }
+}

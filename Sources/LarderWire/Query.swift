@@ -1,0 +1,375 @@
+/// A field addressed by a search: a dot path into a document's `data` (`address.city`), or an envelope field.
+///
+/// Rules: at most 512 bytes and 32 segments; every segment non-empty, without control characters or `"`.
+/// A path starting with `$` must be one of `$id`, `$rev`, `$createdAt`, `$updatedAt` (the envelope); data keys that
+/// start with `$` cannot be addressed as the first segment.
+public struct FieldPath: Sendable, Hashable, CustomStringConvertible {
+    /// The envelope fields a path can name instead of a `data` member.
+    public enum Envelope: String, Sendable, Hashable, CaseIterable {
+        case id = "$id"
+        case rev = "$rev"
+        case createdAt = "$createdAt"
+        case updatedAt = "$updatedAt"
+    }
+
+    /// The data path's segments; empty for an envelope field.
+    public let segments: [String]
+    /// The envelope field, when the path names one.
+    public let envelope: Envelope?
+
+    public static let maxBytes = 512
+    public static let maxSegments = 32
+
+    /// Parses and validates a dot path; `field` names the request field for errors.
+    public init(_ string: String, field: String = "field") throws(LarderError) {
+        guard !string.isEmpty else { throw .invalid(field, "a field path must not be empty") }
+        guard string.utf8.count <= FieldPath.maxBytes else {
+            throw .invalid(field, "a field path is at most \(FieldPath.maxBytes) bytes")
+        }
+        if string.hasPrefix("$") {
+            guard let envelope = Envelope(rawValue: string) else {
+                throw .invalid(
+                    field, "unknown envelope field '\(string)'; use $id, $rev, $createdAt or $updatedAt")
+            }
+            self.envelope = envelope
+            self.segments = []
+            return
+        }
+        let parts = string.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        guard parts.count <= FieldPath.maxSegments else {
+            throw .invalid(field, "a field path has at most \(FieldPath.maxSegments) segments")
+        }
+        for part in parts {
+            guard !part.isEmpty else {
+                throw .invalid(field, "a field path's segments must not be empty (check for '..' or a trailing dot)")
+            }
+            for byte in part.utf8 where byte < 0x20 || byte == 0x7F || byte == UInt8(ascii: "\"") {
+                throw .invalid(field, "a field path must not contain control characters or '\"'")
+            }
+        }
+        self.segments = parts
+        self.envelope = nil
+    }
+
+    /// A data path from already-split segments (validated the same way).
+    public init(segments: [String]) throws(LarderError) {
+        try self.init(segments.joined(separator: "."))
+    }
+
+    /// The dot form, as written in requests.
+    public var description: String { envelope?.rawValue ?? segments.joined(separator: ".") }
+}
+
+/// A search filter: comparisons on fields, joined with and / or / not.
+///
+/// Wire form: `{"field":"price","op":"lt","value":50}`, `{"and":[...]}`, `{"or":[...]}`, `{"not":{...}}`.
+/// - `eq`, `ne`: value null, boolean, number or string; `ne` is `not eq` (a missing field matches `ne`).
+/// - `lt`, `lte`, `gt`, `gte`: value number or string; only fields of the same kind match (numbers by value,
+///   strings by UTF-8 byte order).
+/// - `in`: an array of at most 1000 scalars; matches when `eq` matches one of them.
+/// - `exists`: boolean; true matches a present field, even one holding null.
+/// - `prefix`: string; a string field starting with it (case-sensitive).
+/// - `contains`: string; a string field containing it, case-insensitively.
+public indirect enum Filter: Sendable, Equatable {
+    public enum Comparison: String, Sendable, Equatable, CaseIterable {
+        case eq, ne, lt, lte, gt, gte
+    }
+
+    case compare(FieldPath, Comparison, JSON)
+    case isIn(FieldPath, [JSON])
+    case exists(FieldPath, Bool)
+    case prefix(FieldPath, String)
+    case contains(FieldPath, String)
+    case and([Filter])
+    case or([Filter])
+    case not(Filter)
+
+    /// The deepest nesting of and / or / not accepted.
+    public static let maxDepth = 32
+    /// The most clauses (comparisons plus combinators) in one filter.
+    public static let maxClauses = 256
+    /// The most values in one `in`.
+    public static let maxInValues = 1000
+
+    /// Parses a filter object; errors name the offending field as a dot path under `path`.
+    public init(json: JSON, path: String = "filter") throws(LarderError) {
+        var clauses = 0
+        self = try Filter.parse(json, path: path, depth: 0, clauses: &clauses)
+    }
+
+    private static func parse(_ json: JSON, path: String, depth: Int, clauses: inout Int) throws(LarderError) -> Filter {
+        clauses += 1
+        guard clauses <= maxClauses else {
+            throw .invalid(path, "a filter has at most \(maxClauses) clauses")
+        }
+        guard depth < maxDepth else { throw .invalid(path, "filters nest at most \(maxDepth) deep") }
+        guard case .object(let object) = json else {
+            throw .invalid(path, "a filter must be an object, not a \(json.typeName)")
+        }
+        for combinator in ["and", "or"] {
+            guard let value = object[combinator] else { continue }
+            guard object.count == 1 else {
+                throw .invalid(path, "a '\(combinator)' filter must have no other members")
+            }
+            guard case .array(let items) = value, !items.isEmpty else {
+                throw .invalid("\(path).\(combinator)", "'\(combinator)' takes a non-empty array of filters")
+            }
+            var parsed: [Filter] = []
+            for (n, item) in items.enumerated() {
+                parsed.append(try parse(item, path: "\(path).\(combinator).\(n)", depth: depth + 1, clauses: &clauses))
+            }
+            return combinator == "and" ? .and(parsed) : .or(parsed)
+        }
+        if let inner = object["not"] {
+            guard object.count == 1 else { throw .invalid(path, "a 'not' filter must have no other members") }
+            return .not(try parse(inner, path: "\(path).not", depth: depth + 1, clauses: &clauses))
+        }
+        for key in object.keys where key != "field" && key != "op" && key != "value" {
+            throw .invalid("\(path).\(key)", "unknown filter member '\(key)'; use field/op/value, and, or, not")
+        }
+        guard case .string(let fieldString)? = object["field"] else {
+            throw .invalid("\(path).field", "a filter needs 'field', a string dot path")
+        }
+        let field = try FieldPath(fieldString, field: "\(path).field")
+        guard case .string(let op)? = object["op"] else {
+            throw .invalid("\(path).op", "a filter needs 'op': eq ne lt lte gt gte in exists prefix contains")
+        }
+        guard let value = object["value"] else {
+            throw .invalid("\(path).value", "a filter needs 'value'")
+        }
+        let valuePath = "\(path).value"
+        switch op {
+        case "eq", "ne":
+            guard value.isScalar else {
+                throw .invalid(valuePath, "'\(op)' compares with null, a boolean, a number or a string")
+            }
+            return .compare(field, Comparison(rawValue: op)!, value)
+        case "lt", "lte", "gt", "gte":
+            switch value {
+            case .int, .double, .string: return .compare(field, Comparison(rawValue: op)!, value)
+            default: throw .invalid(valuePath, "'\(op)' compares with a number or a string, not a \(value.typeName)")
+            }
+        case "in":
+            guard case .array(let items) = value else {
+                throw .invalid(valuePath, "'in' takes an array of values")
+            }
+            guard items.count <= maxInValues else {
+                throw .invalid(valuePath, "'in' takes at most \(maxInValues) values")
+            }
+            for (n, item) in items.enumerated() where !item.isScalar {
+                throw .invalid("\(valuePath).\(n)", "'in' values are null, booleans, numbers or strings")
+            }
+            return .isIn(field, items)
+        case "exists":
+            guard case .bool(let flag) = value else { throw .invalid(valuePath, "'exists' takes true or false") }
+            return .exists(field, flag)
+        case "prefix", "contains":
+            guard case .string(let text) = value else { throw .invalid(valuePath, "'\(op)' takes a string") }
+            return op == "prefix" ? .prefix(field, text) : .contains(field, text)
+        default:
+            throw .invalid("\(path).op", "unknown op '\(op)'; use eq ne lt lte gt gte in exists prefix contains")
+        }
+    }
+
+    /// The wire form.
+    public var json: JSON {
+        func leaf(_ field: FieldPath, _ op: String, _ value: JSON) -> JSON {
+            ["field": .string(field.description), "op": .string(op), "value": value]
+        }
+        switch self {
+        case .compare(let field, let op, let value): return leaf(field, op.rawValue, value)
+        case .isIn(let field, let values): return leaf(field, "in", .array(values))
+        case .exists(let field, let flag): return leaf(field, "exists", .bool(flag))
+        case .prefix(let field, let text): return leaf(field, "prefix", .string(text))
+        case .contains(let field, let text): return leaf(field, "contains", .string(text))
+        case .and(let items): return ["and": .array(items.map(\.json))]
+        case .or(let items): return ["or": .array(items.map(\.json))]
+        case .not(let inner): return ["not": inner.json]
+        }
+    }
+}
+
+/// A substring text search: `{"query": "北京", "fields": ["name", "address"]}`.
+///
+/// Case-insensitive (Unicode lowercase), any length from one character. Without `fields` it searches every string
+/// value anywhere in the document (not keys); a named field that holds an object or array searches the strings in it.
+public struct TextQuery: Sendable, Equatable {
+    public var query: String
+    /// nil: every string field.
+    public var fields: [FieldPath]?
+
+    public static let maxQueryBytes = 256
+    public static let maxFields = 32
+
+    public init(query: String, fields: [FieldPath]? = nil) {
+        self.query = query
+        self.fields = fields
+    }
+
+    public init(json: JSON, path: String = "text") throws(LarderError) {
+        guard case .object(let object) = json else { throw .invalid(path, "'text' must be an object") }
+        for key in object.keys where key != "query" && key != "fields" {
+            throw .invalid("\(path).\(key)", "unknown text member '\(key)'; use query and fields")
+        }
+        guard case .string(let query)? = object["query"], !query.isEmpty else {
+            throw .invalid("\(path).query", "'text.query' must be a non-empty string")
+        }
+        guard query.utf8.count <= TextQuery.maxQueryBytes else {
+            throw .invalid("\(path).query", "'text.query' is at most \(TextQuery.maxQueryBytes) bytes")
+        }
+        for byte in query.utf8 where byte < 0x20 {
+            throw .invalid("\(path).query", "'text.query' must not contain control characters")
+        }
+        self.query = query
+        switch object["fields"] {
+        case nil, .null?:
+            self.fields = nil
+        case .array(let items)?:
+            guard !items.isEmpty, items.count <= TextQuery.maxFields else {
+                throw .invalid("\(path).fields", "'text.fields' lists 1 to \(TextQuery.maxFields) field paths")
+            }
+            var fields: [FieldPath] = []
+            for (n, item) in items.enumerated() {
+                guard case .string(let string) = item else {
+                    throw .invalid("\(path).fields.\(n)", "a text field must be a string dot path")
+                }
+                let field = try FieldPath(string, field: "\(path).fields.\(n)")
+                guard field.envelope == nil else {
+                    throw .invalid("\(path).fields.\(n)", "text search covers data fields, not \(string)")
+                }
+                fields.append(field)
+            }
+            self.fields = fields
+        default:
+            throw .invalid("\(path).fields", "'text.fields' must be an array of field paths")
+        }
+    }
+
+    public var json: JSON {
+        var object: JSONObject = ["query": .string(query)]
+        if let fields { object["fields"] = .array(fields.map { .string($0.description) }) }
+        return .object(object)
+    }
+}
+
+/// One sort key: `{"field": "price", "order": "desc"}` (order defaults to "asc").
+///
+/// Order across kinds follows SQLite: missing/null first, then numbers (booleans sort as 0 and 1), then strings
+/// (UTF-8 byte order), then objects/arrays (as their JSON text); descending reverses it.
+public struct SortKey: Sendable, Equatable {
+    public var field: FieldPath
+    public var descending: Bool
+
+    public init(field: FieldPath, descending: Bool = false) {
+        self.field = field
+        self.descending = descending
+    }
+
+    public init(json: JSON, path: String) throws(LarderError) {
+        guard case .object(let object) = json else {
+            throw .invalid(path, "a sort key must be an object like {\"field\":\"price\",\"order\":\"desc\"}")
+        }
+        for key in object.keys where key != "field" && key != "order" {
+            throw .invalid("\(path).\(key)", "unknown sort member '\(key)'; use field and order")
+        }
+        guard case .string(let string)? = object["field"] else {
+            throw .invalid("\(path).field", "a sort key needs 'field', a string dot path")
+        }
+        field = try FieldPath(string, field: "\(path).field")
+        switch object["order"] {
+        case nil, .string("asc")?: descending = false
+        case .string("desc")?: descending = true
+        default: throw .invalid("\(path).order", "'order' is \"asc\" or \"desc\"")
+        }
+    }
+
+    public var json: JSON {
+        ["field": .string(field.description), "order": .string(descending ? "desc" : "asc")]
+    }
+}
+
+/// A SEARCH request: filter, text, sort, limit and cursor.
+///
+/// `{"filter": {...}, "text": {...}, "sort": [...], "limit": 50, "cursor": "..."}`; every member optional. A
+/// `collection` member is tolerated (the server reads it); any other member is INVALID_ARGUMENT. `limit` is 1 to 1000
+/// (default 50). Without `sort` records come in id order; `id` always breaks ties last. `cursor` is the previous page's
+/// `nextCursor`, valid only with the same sort.
+public struct SearchQuery: Sendable, Equatable {
+    public var filter: Filter?
+    public var text: TextQuery?
+    public var sort: [SortKey]
+    public var limit: Int
+    public var cursor: String?
+
+    public static let defaultLimit = 50
+    public static let maxLimit = 1000
+    public static let maxSortKeys = 8
+
+    public init(
+        filter: Filter? = nil, text: TextQuery? = nil, sort: [SortKey] = [], limit: Int = SearchQuery.defaultLimit,
+        cursor: String? = nil
+    ) {
+        self.filter = filter
+        self.text = text
+        self.sort = sort
+        self.limit = limit
+        self.cursor = cursor
+    }
+
+    public init(json: JSONObject) throws(LarderError) {
+        for key in json.keys where !["filter", "text", "sort", "limit", "cursor", "collection"].contains(key) {
+            throw .invalid(key, "unknown search member '\(key)'; use filter, text, sort, limit, cursor")
+        }
+        self.init()
+        if let value = json["filter"], !value.isNull { filter = try Filter(json: value) }
+        if let value = json["text"], !value.isNull { text = try TextQuery(json: value) }
+        switch json["sort"] {
+        case nil, .null?: break
+        case .array(let items)?:
+            guard items.count <= SearchQuery.maxSortKeys else {
+                throw .invalid("sort", "at most \(SearchQuery.maxSortKeys) sort keys")
+            }
+            for (n, item) in items.enumerated() { sort.append(try SortKey(json: item, path: "sort.\(n)")) }
+        default: throw .invalid("sort", "'sort' must be an array of {\"field\",\"order\"}")
+        }
+        limit = try SearchQuery.parseLimit(json["limit"], field: "limit")
+        switch json["cursor"] {
+        case nil, .null?: break
+        case .string(let string)?:
+            guard !string.isEmpty, string.utf8.count <= 4096 else {
+                throw .invalid("cursor", "'cursor' must be a previous page's nextCursor")
+            }
+            cursor = string
+        default: throw .invalid("cursor", "'cursor' must be a string from a previous page's nextCursor")
+        }
+    }
+
+    /// Reads a `limit` member: absent means 50, otherwise an integer from 1 to 1000.
+    public static func parseLimit(_ value: JSON?, field: String) throws(LarderError) -> Int {
+        guard let value, !value.isNull else { return defaultLimit }
+        guard let int = value.intValue, int >= 1, int <= Int64(maxLimit) else {
+            throw .invalid(field, "'\(field)' must be an integer from 1 to \(maxLimit)")
+        }
+        return Int(int)
+    }
+
+    public var json: JSONObject {
+        var object: JSONObject = [:]
+        if let filter { object["filter"] = filter.json }
+        if let text { object["text"] = text.json }
+        if !sort.isEmpty { object["sort"] = .array(sort.map(\.json)) }
+        object["limit"] = .int(Int64(limit))
+        if let cursor { object["cursor"] = .string(cursor) }
+        return object
+    }
+}
+
+extension JSON {
+    /// Null, a boolean, a number or a string.
+    public var isScalar: Bool {
+        switch self {
+        case .array, .object: false
+        default: true
+        }
+    }
+}
