@@ -1,0 +1,703 @@
+import Foundation
+
+/// A request or response body that maps to and from its JSON part.
+public protocol WireMessage: Sendable {
+    /// Reads the message, rejecting missing, mistyped and unknown fields with INVALID_ARGUMENT.
+    init(json: JSONObject) throws(LarderError)
+    /// The JSON object sent on the wire.
+    var json: JSONObject { get }
+}
+
+/// Protocol versions this implementation speaks.
+public enum ProtocolVersions {
+    public static let supported: [Int] = [1]
+}
+
+/// Largest number of ids in one GET_MANY.
+public let maxGetManyIDs = 1000
+/// Largest page (LIST, SEARCH, BLOB_LIST); the default is 50.
+public let maxPageLimit = 1000
+public let defaultPageLimit = 50
+
+/// The name of the compression algorithm Larder knows.
+public let zlibCompression = "zlib"
+
+// MARK: - Handshake
+
+/// `HELLO` request: what the client offers.
+public struct HelloRequest: WireMessage, Equatable {
+    public var versions: [Int]
+    public var compression: [String]
+    public var client: String
+    public var token: String?
+
+    public init(versions: [Int] = ProtocolVersions.supported, compression: [String] = [zlibCompression],
+                client: String, token: String? = nil) {
+        self.versions = versions
+        self.compression = compression
+        self.client = client
+        self.token = token
+    }
+
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        guard let versions = try r.optionalArray("versions", maxCount: 16), !versions.isEmpty else {
+            throw .invalid("versions", "versions must list at least one protocol version, e.g. [1]")
+        }
+        self.versions = []
+        for (n, v) in versions.enumerated() {
+            guard let i = v.intValue, (0...255).contains(i) else {
+                throw .invalid("versions.\(n)", "versions.\(n) must be an integer from 0 to 255")
+            }
+            self.versions.append(Int(i))
+        }
+        compression = []
+        for (n, c) in (try r.optionalArray("compression", maxCount: 16) ?? []).enumerated() {
+            guard let s = c.stringValue else {
+                throw .invalid("compression.\(n)", "compression.\(n) must be a string such as \"zlib\"")
+            }
+            compression.append(s)
+        }
+        client = try r.optionalString("client", maxLength: 256) ?? ""
+        token = try r.optionalString("token", maxLength: 4096)
+        try r.finish()
+    }
+
+    public var json: JSONObject {
+        var o: JSONObject = [
+            "versions": .array(versions.map { .int(Int64($0)) }),
+            "compression": .array(compression.map { .string($0) }),
+            "client": .string(client),
+        ]
+        if let token { o["token"] = .string(token) }
+        return o
+    }
+}
+
+/// `HELLO` response: what the server chose and every limit it enforces.
+public struct HelloResponse: WireMessage, Equatable {
+    public var version: Int
+    /// `"zlib"` or `"none"`.
+    public var compression: String
+    /// JSON parts at least this long are compressed (when compression is on and it pays).
+    public var compressionThreshold: Int
+    public var limits: Limits
+    /// The server's software version, e.g. `larder-server 0.1.0`.
+    public var server: String
+    public var authRequired: Bool
+
+    public init(version: Int, compression: String, compressionThreshold: Int, limits: Limits, server: String,
+                authRequired: Bool) {
+        self.version = version
+        self.compression = compression
+        self.compressionThreshold = compressionThreshold
+        self.limits = limits
+        self.server = server
+        self.authRequired = authRequired
+    }
+
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        version = Int(try r.int("version", range: 0...255))
+        compression = try r.string("compression")
+        compressionThreshold = Int(try r.int("compressionThreshold", range: 0...Int64(Int32.max)))
+        limits = try Limits(json: try r.object("limits"))
+        server = try r.string("server")
+        authRequired = try r.optionalBool("authRequired") ?? false
+    }
+
+    public var json: JSONObject {
+        [
+            "version": .int(Int64(version)), "compression": .string(compression),
+            "compressionThreshold": .int(Int64(compressionThreshold)), "limits": .object(limits.json),
+            "server": .string(server), "authRequired": .bool(authRequired),
+        ]
+    }
+}
+
+/// A request or response with no fields (`PING`, `COLLECTIONS`, `STATS` requests).
+public struct EmptyMessage: WireMessage, Equatable {
+    public init() {}
+    public init(json: JSONObject) throws(LarderError) { try FieldReader(json).finish() }
+    public var json: JSONObject { [:] }
+}
+
+// MARK: - Documents
+
+private func collectionName(_ r: inout FieldReader) throws(LarderError) -> String {
+    try r.string("collection", maxLength: 256)
+}
+
+private func expectedRev(_ r: inout FieldReader) throws(LarderError) -> Int64? {
+    try r.optionalInt("rev", range: 1...Int64.max)
+}
+
+/// `CREATE`: store a new document; the server assigns the id unless the client supplies one.
+public struct CreateRequest: WireMessage, Equatable {
+    public var collection: String
+    public var id: UUID?
+    public var data: JSONObject
+
+    public init(collection: String, id: UUID? = nil, data: JSONObject) {
+        self.collection = collection
+        self.id = id
+        self.data = data
+    }
+
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        collection = try collectionName(&r)
+        id = try r.optionalUUID("id")
+        data = try r.object("data")
+        try r.finish()
+    }
+
+    public var json: JSONObject {
+        var o: JSONObject = ["collection": .string(collection)]
+        if let id { o["id"] = .string(id.wireString) }
+        o["data"] = .object(data)
+        return o
+    }
+}
+
+/// `GET`, `BLOB_GET`-style requests that name one document.
+public struct GetRequest: WireMessage, Equatable {
+    public var collection: String
+    public var id: UUID
+
+    public init(collection: String, id: UUID) {
+        self.collection = collection
+        self.id = id
+    }
+
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        collection = try collectionName(&r)
+        id = try r.uuid("id")
+        try r.finish()
+    }
+
+    public var json: JSONObject { ["collection": .string(collection), "id": .string(id.wireString)] }
+}
+
+/// `GET_MANY`: up to 1,000 documents by id.
+public struct GetManyRequest: WireMessage, Equatable {
+    public var collection: String
+    public var ids: [UUID]
+
+    public init(collection: String, ids: [UUID]) {
+        self.collection = collection
+        self.ids = ids
+    }
+
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        collection = try collectionName(&r)
+        ids = try r.uuidArray("ids", maxCount: maxGetManyIDs)
+        try r.finish()
+    }
+
+    public var json: JSONObject {
+        ["collection": .string(collection), "ids": .array(ids.map { .string($0.wireString) })]
+    }
+}
+
+/// `REPLACE`: the document's data becomes `data`; `rev`, when given, must be the current revision.
+public struct ReplaceRequest: WireMessage, Equatable {
+    public var collection: String
+    public var id: UUID
+    public var data: JSONObject
+    public var rev: Int64?
+
+    public init(collection: String, id: UUID, data: JSONObject, rev: Int64? = nil) {
+        self.collection = collection
+        self.id = id
+        self.data = data
+        self.rev = rev
+    }
+
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        collection = try collectionName(&r)
+        id = try r.uuid("id")
+        data = try r.object("data")
+        rev = try expectedRev(&r)
+        try r.finish()
+    }
+
+    public var json: JSONObject {
+        var o: JSONObject = ["collection": .string(collection), "id": .string(id.wireString), "data": .object(data)]
+        if let rev { o["rev"] = .int(rev) }
+        return o
+    }
+}
+
+/// `PATCH`: an RFC 7396 merge patch (null removes a member, objects merge, anything else replaces).
+public struct PatchRequest: WireMessage, Equatable {
+    public var collection: String
+    public var id: UUID
+    public var patch: JSONObject
+    public var rev: Int64?
+
+    public init(collection: String, id: UUID, patch: JSONObject, rev: Int64? = nil) {
+        self.collection = collection
+        self.id = id
+        self.patch = patch
+        self.rev = rev
+    }
+
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        collection = try collectionName(&r)
+        id = try r.uuid("id")
+        patch = try r.object("patch")
+        rev = try expectedRev(&r)
+        try r.finish()
+    }
+
+    public var json: JSONObject {
+        var o: JSONObject = ["collection": .string(collection), "id": .string(id.wireString), "patch": .object(patch)]
+        if let rev { o["rev"] = .int(rev) }
+        return o
+    }
+}
+
+/// `DELETE`: removes a document and the blobs attached to it.
+public struct DeleteRequest: WireMessage, Equatable {
+    public var collection: String
+    public var id: UUID
+    public var rev: Int64?
+
+    public init(collection: String, id: UUID, rev: Int64? = nil) {
+        self.collection = collection
+        self.id = id
+        self.rev = rev
+    }
+
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        collection = try collectionName(&r)
+        id = try r.uuid("id")
+        rev = try expectedRev(&r)
+        try r.finish()
+    }
+
+    public var json: JSONObject {
+        var o: JSONObject = ["collection": .string(collection), "id": .string(id.wireString)]
+        if let rev { o["rev"] = .int(rev) }
+        return o
+    }
+}
+
+/// `DELETE` response.
+public struct DeleteResponse: WireMessage, Equatable {
+    public var id: UUID
+    /// The revision the document had when it was deleted.
+    public var rev: Int64
+    public var blobsDeleted: Int
+
+    public init(id: UUID, rev: Int64, blobsDeleted: Int) {
+        self.id = id
+        self.rev = rev
+        self.blobsDeleted = blobsDeleted
+    }
+
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        id = try r.uuid("id")
+        rev = try r.int("rev", range: 0...Int64.max)
+        blobsDeleted = Int(try r.int("blobsDeleted", range: 0...Int64.max))
+    }
+
+    public var json: JSONObject {
+        ["id": .string(id.wireString), "rev": .int(rev), "blobsDeleted": .int(Int64(blobsDeleted))]
+    }
+}
+
+/// `LIST`: documents in creation order, a page at a time.
+public struct ListRequest: WireMessage, Equatable {
+    public var collection: String
+    public var limit: Int
+    public var cursor: String?
+
+    public init(collection: String, limit: Int = defaultPageLimit, cursor: String? = nil) {
+        self.collection = collection
+        self.limit = limit
+        self.cursor = cursor
+    }
+
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        collection = try collectionName(&r)
+        limit = Int(try r.optionalInt("limit", range: 1...Int64(maxPageLimit)) ?? Int64(defaultPageLimit))
+        cursor = try r.optionalString("cursor", maxLength: 4096)
+        try r.finish()
+    }
+
+    public var json: JSONObject {
+        var o: JSONObject = ["collection": .string(collection), "limit": .int(Int64(limit))]
+        if let cursor { o["cursor"] = .string(cursor) }
+        return o
+    }
+}
+
+/// A stored document as a client reads it: the envelope plus the app's data.
+public struct Record: WireMessage, Equatable {
+    public var id: UUID
+    public var rev: Int64
+    /// Milliseconds since 1970, UTC.
+    public var createdAt: Int64
+    public var updatedAt: Int64
+    public var data: JSONObject
+
+    public init(id: UUID, rev: Int64, createdAt: Int64, updatedAt: Int64, data: JSONObject) {
+        self.id = id
+        self.rev = rev
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+        self.data = data
+    }
+
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        id = try r.uuid("id")
+        rev = try r.int("rev", range: 0...Int64.max)
+        createdAt = try Record.timestamp(&r, "createdAt")
+        updatedAt = try Record.timestamp(&r, "updatedAt")
+        data = try r.object("data")
+    }
+
+    private static func timestamp(_ r: inout FieldReader, _ name: String) throws(LarderError) -> Int64 {
+        let text = try r.string(name, maxLength: 64)
+        guard let ms = Timestamp.parse(text) else {
+            throw .invalid(name, "\(name) must be an ISO 8601 UTC timestamp such as 2026-11-30T00:26:28.123Z")
+        }
+        return ms
+    }
+
+    public var json: JSONObject {
+        [
+            "id": .string(id.wireString), "rev": .int(rev), "createdAt": .string(Timestamp.string(createdAt)),
+            "updatedAt": .string(Timestamp.string(updatedAt)), "data": .object(data),
+        ]
+    }
+}
+
+/// `GET_MANY` response: the records found, in request order, and the ids that were not.
+public struct GetManyResponse: WireMessage, Equatable {
+    public var records: [Record]
+    public var missing: [UUID]
+
+    public init(records: [Record], missing: [UUID]) {
+        self.records = records
+        self.missing = missing
+    }
+
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        records = try Record.array(&r, "records")
+        missing = try r.uuidArray("missing", maxCount: Int.max)
+    }
+
+    public var json: JSONObject {
+        ["records": .array(records.map { .object($0.json) }), "missing": .array(missing.map { .string($0.wireString) })]
+    }
+}
+
+extension Record {
+    static func array(_ r: inout FieldReader, _ name: String) throws(LarderError) -> [Record] {
+        var records: [Record] = []
+        for (n, item) in (try r.optionalArray(name, maxCount: Int.max) ?? []).enumerated() {
+            guard case .object(let o) = item else { throw .invalid("\(name).\(n)", "\(name).\(n) must be an object") }
+            records.append(try Record(json: o))
+        }
+        return records
+    }
+}
+
+/// A page of records (`LIST`, `SEARCH`): pass `nextCursor` back to get the next page; nil means the last page.
+public struct PageResponse: WireMessage, Equatable {
+    public var records: [Record]
+    public var nextCursor: String?
+
+    public init(records: [Record], nextCursor: String?) {
+        self.records = records
+        self.nextCursor = nextCursor
+    }
+
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        records = try Record.array(&r, "records")
+        nextCursor = try r.optionalString("nextCursor")
+    }
+
+    public var json: JSONObject {
+        var o: JSONObject = ["records": .array(records.map { .object($0.json) })]
+        o["nextCursor"] = nextCursor.map { .string($0) } ?? .null
+        return o
+    }
+}
+
+/// `COUNT` response.
+public struct CountResponse: WireMessage, Equatable {
+    public var count: Int
+    public init(count: Int) { self.count = count }
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        count = Int(try r.int("count", range: 0...Int64.max))
+    }
+    public var json: JSONObject { ["count": .int(Int64(count))] }
+}
+
+// MARK: - Collections
+
+/// `DROP_COLLECTION` request.
+public struct DropCollectionRequest: WireMessage, Equatable {
+    public var collection: String
+    public init(collection: String) { self.collection = collection }
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        collection = try collectionName(&r)
+        try r.finish()
+    }
+    public var json: JSONObject { ["collection": .string(collection)] }
+}
+
+/// `DROP_COLLECTION` response: what was removed.
+public struct DropCollectionResponse: WireMessage, Equatable {
+    public var collection: String
+    public var documents: Int
+    public var blobs: Int
+
+    public init(collection: String, documents: Int, blobs: Int) {
+        self.collection = collection
+        self.documents = documents
+        self.blobs = blobs
+    }
+
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        collection = try r.string("collection")
+        documents = Int(try r.int("documents", range: 0...Int64.max))
+        blobs = Int(try r.int("blobs", range: 0...Int64.max))
+    }
+
+    public var json: JSONObject {
+        ["collection": .string(collection), "documents": .int(Int64(documents)), "blobs": .int(Int64(blobs))]
+    }
+}
+
+/// `COLLECTIONS` response.
+public struct CollectionsResponse: WireMessage, Equatable {
+    public struct Entry: Sendable, Equatable {
+        public var name: String
+        public var count: Int
+        public init(name: String, count: Int) {
+            self.name = name
+            self.count = count
+        }
+    }
+    public var collections: [Entry]
+
+    public init(collections: [Entry]) { self.collections = collections }
+
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        collections = []
+        for (n, item) in (try r.optionalArray("collections", maxCount: Int.max) ?? []).enumerated() {
+            guard case .object(let o) = item else { throw .invalid("collections.\(n)", "must be an object") }
+            var e = FieldReader(o, path: "collections.\(n)")
+            collections.append(Entry(name: try e.string("name"), count: Int(try e.int("count", range: 0...Int64.max))))
+        }
+    }
+
+    public var json: JSONObject {
+        ["collections": .array(collections.map { .object(["name": .string($0.name), "count": .int(Int64($0.count))]) })]
+    }
+}
+
+// MARK: - Blobs
+
+/// A document that a blob is attached to; deleting the document deletes the blob.
+public struct BlobAttachment: Sendable, Hashable {
+    public var collection: String
+    public var id: UUID
+
+    public init(collection: String, id: UUID) {
+        self.collection = collection
+        self.id = id
+    }
+
+    init(json: JSONObject, path: String) throws(LarderError) {
+        var r = FieldReader(json, path: path)
+        collection = try r.string("collection", maxLength: 256)
+        id = try r.uuid("id")
+        try r.finish()
+    }
+
+    public var json: JSONObject { ["collection": .string(collection), "id": .string(id.wireString)] }
+}
+
+/// `BLOB_PUT` request; the JPEG bytes travel in the frame's binary part.
+public struct BlobPutRequest: WireMessage, Equatable {
+    public var id: UUID?
+    /// Lowercase hex SHA-256 the server checks the bytes against.
+    public var sha256: String?
+    public var attach: BlobAttachment?
+
+    public init(id: UUID? = nil, sha256: String? = nil, attach: BlobAttachment? = nil) {
+        self.id = id
+        self.sha256 = sha256
+        self.attach = attach
+    }
+
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        id = try r.optionalUUID("id")
+        sha256 = try r.optionalString("sha256", maxLength: 64)
+        if let sha256, sha256.utf8.count != 64 || !sha256.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) {
+            throw .invalid("sha256", "sha256 must be 64 lowercase hexadecimal characters")
+        }
+        attach = try r.optionalObject("attach").map { (o) throws(LarderError) in try BlobAttachment(json: o, path: "attach") }
+        try r.finish()
+    }
+
+    public var json: JSONObject {
+        var o = JSONObject()
+        if let id { o["id"] = .string(id.wireString) }
+        if let sha256 { o["sha256"] = .string(sha256) }
+        if let attach { o["attach"] = .object(attach.json) }
+        return o
+    }
+}
+
+/// `BLOB_GET`, `BLOB_HEAD` and `BLOB_DELETE` requests.
+public struct BlobIDRequest: WireMessage, Equatable {
+    public var id: UUID
+    public init(id: UUID) { self.id = id }
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        id = try r.uuid("id")
+        try r.finish()
+    }
+    public var json: JSONObject { ["id": .string(id.wireString)] }
+}
+
+/// A blob's metadata, as `BLOB_PUT`, `BLOB_GET`, `BLOB_HEAD` and `BLOB_LIST` answer it.
+public struct BlobInfo: WireMessage, Equatable {
+    public var id: UUID
+    public var size: Int64
+    public var sha256: String
+    public var contentType: String
+    public var width: Int
+    public var height: Int
+    public var createdAt: Int64
+    public var attachedTo: BlobAttachment?
+
+    public init(id: UUID, size: Int64, sha256: String, contentType: String, width: Int, height: Int,
+                createdAt: Int64, attachedTo: BlobAttachment?) {
+        self.id = id
+        self.size = size
+        self.sha256 = sha256
+        self.contentType = contentType
+        self.width = width
+        self.height = height
+        self.createdAt = createdAt
+        self.attachedTo = attachedTo
+    }
+
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        id = try r.uuid("id")
+        size = try r.int("size", range: 0...Int64.max)
+        sha256 = try r.string("sha256")
+        contentType = try r.string("contentType")
+        width = Int(try r.int("width", range: 0...65535))
+        height = Int(try r.int("height", range: 0...65535))
+        guard let ms = Timestamp.parse(try r.string("createdAt")) else {
+            throw .invalid("createdAt", "createdAt must be an ISO 8601 UTC timestamp")
+        }
+        createdAt = ms
+        attachedTo = try r.optionalObject("attachedTo").map { (o) throws(LarderError) in
+            try BlobAttachment(json: o, path: "attachedTo")
+        }
+    }
+
+    public var json: JSONObject {
+        var o: JSONObject = [
+            "id": .string(id.wireString), "size": .int(size), "sha256": .string(sha256),
+            "contentType": .string(contentType), "width": .int(Int64(width)), "height": .int(Int64(height)),
+            "createdAt": .string(Timestamp.string(createdAt)),
+        ]
+        o["attachedTo"] = attachedTo.map { .object($0.json) } ?? .null
+        return o
+    }
+}
+
+/// `BLOB_LIST` request: blobs in id order, optionally only those attached to one document.
+public struct BlobListRequest: WireMessage, Equatable {
+    public var limit: Int
+    public var cursor: String?
+    public var attachedTo: BlobAttachment?
+
+    public init(limit: Int = defaultPageLimit, cursor: String? = nil, attachedTo: BlobAttachment? = nil) {
+        self.limit = limit
+        self.cursor = cursor
+        self.attachedTo = attachedTo
+    }
+
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        limit = Int(try r.optionalInt("limit", range: 1...Int64(maxPageLimit)) ?? Int64(defaultPageLimit))
+        cursor = try r.optionalString("cursor", maxLength: 4096)
+        attachedTo = try r.optionalObject("attachedTo").map { (o) throws(LarderError) in
+            try BlobAttachment(json: o, path: "attachedTo")
+        }
+        try r.finish()
+    }
+
+    public var json: JSONObject {
+        var o: JSONObject = ["limit": .int(Int64(limit))]
+        if let cursor { o["cursor"] = .string(cursor) }
+        if let attachedTo { o["attachedTo"] = .object(attachedTo.json) }
+        return o
+    }
+}
+
+/// `BLOB_LIST` response.
+public struct BlobListResponse: WireMessage, Equatable {
+    public var blobs: [BlobInfo]
+    public var nextCursor: String?
+
+    public init(blobs: [BlobInfo], nextCursor: String?) {
+        self.blobs = blobs
+        self.nextCursor = nextCursor
+    }
+
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        blobs = []
+        for (n, item) in (try r.optionalArray("blobs", maxCount: Int.max) ?? []).enumerated() {
+            guard case .object(let o) = item else { throw .invalid("blobs.\(n)", "blobs.\(n) must be an object") }
+            blobs.append(try BlobInfo(json: o))
+        }
+        nextCursor = try r.optionalString("nextCursor")
+    }
+
+    public var json: JSONObject {
+        var o: JSONObject = ["blobs": .array(blobs.map { .object($0.json) })]
+        o["nextCursor"] = nextCursor.map { .string($0) } ?? .null
+        return o
+    }
+}
+
+/// `BLOB_DELETE` response.
+public struct BlobDeleteResponse: WireMessage, Equatable {
+    public var id: UUID
+    public init(id: UUID) { self.id = id }
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        id = try r.uuid("id")
+    }
+    public var json: JSONObject { ["id": .string(id.wireString), "deleted": true] }
+}
