@@ -38,9 +38,9 @@ public struct StoredRecord: Sendable, Equatable {
         out.append(contentsOf: RecordWriter.revPrefix)
         JSONWriter.writeInt(rev, into: &out)
         out.append(contentsOf: RecordWriter.createdPrefix)
-        ISOTime.write(millis: createdAt, into: &out)
+        Timestamp.write(createdAt, into: &out)
         out.append(contentsOf: RecordWriter.updatedPrefix)
-        ISOTime.write(millis: updatedAt, into: &out)
+        Timestamp.write(updatedAt, into: &out)
         out.append(contentsOf: RecordWriter.dataPrefix)
         out.append(contentsOf: data)
         out.append(UInt8(ascii: "}"))
@@ -57,58 +57,8 @@ public struct StoredRecord: Sendable, Equatable {
     public func decodedData() throws(LarderError) -> JSONObject { try JSONParser.parseObject(data) }
 }
 
-/// The document a blob is attached to; deleting that document deletes the blob in the same transaction.
-public struct BlobAttachment: Sendable, Hashable {
-    public var collection: String
-    public var id: UUID
-    public init(collection: String, id: UUID) {
-        self.collection = collection
-        self.id = id
-    }
-
-    /// `{"collection": ..., "id": ...}`.
-    public var json: JSONObject { ["collection": .string(collection), "id": .string(id.lowercasedString)] }
-}
-
-/// A blob's metadata.
-public struct BlobMeta: Sendable, Equatable {
-    public var id: UUID
-    public var size: Int64
-    /// Lowercase hex SHA-256 of the bytes.
-    public var sha256: String
-    /// Always `image/jpeg` today.
-    public var contentType: String
-    public var width: Int
-    public var height: Int
-    /// Milliseconds since the Unix epoch.
-    public var createdAt: Int64
-    public var attachedTo: BlobAttachment?
-
-    public init(
-        id: UUID, size: Int64, sha256: String, contentType: String, width: Int, height: Int, createdAt: Int64,
-        attachedTo: BlobAttachment?
-    ) {
-        self.id = id
-        self.size = size
-        self.sha256 = sha256
-        self.contentType = contentType
-        self.width = width
-        self.height = height
-        self.createdAt = createdAt
-        self.attachedTo = attachedTo
-    }
-
-    /// `{"id","size","sha256","contentType","width","height","createdAt"(ISO 8601),"attachedTo"?}`.
-    public var json: JSONObject {
-        var object: JSONObject = [
-            "id": .string(id.lowercasedString), "size": .int(size), "sha256": .string(sha256),
-            "contentType": .string(contentType), "width": .int(Int64(width)), "height": .int(Int64(height)),
-            "createdAt": .string(ISOTime.string(millis: createdAt)),
-        ]
-        if let attachedTo { object["attachedTo"] = .object(attachedTo.json) }
-        return object
-    }
-}
+/// A blob's metadata: the wire model, shared so that the server answers it without conversion.
+public typealias BlobMeta = BlobInfo
 
 /// One page of records; `nextCursor` is nil on the last page.
 public struct Page: Sendable, Equatable {
@@ -241,16 +191,6 @@ public protocol BlobStore: Sendable {
         -> (blobs: [BlobMeta], nextCursor: String?)
 }
 
-extension UUID {
-    /// The canonical lowercase form, e.g. `3f2504e0-4f89-41d3-9a0c-0305e82c3301`.
-    public var lowercasedString: String {
-        var out: [UInt8] = []
-        out.reserveCapacity(36)
-        RecordWriter.appendUUIDDigits(self, into: &out)
-        return String(decoding: out, as: UTF8.self)
-    }
-}
-
 /// Pieces of the record encoding, kept as byte constants.
 enum RecordWriter {
     static let idPrefix = Array(#"{"id":""#.utf8)
@@ -270,65 +210,6 @@ enum RecordWriter {
                 out.append(hex[Int(raw[i] & 0xF)])
             }
         }
-    }
-}
-
-/// ISO 8601 UTC timestamps with milliseconds, formatted by hand (civil-from-days), no DateFormatter.
-public enum ISOTime {
-    /// Appends `YYYY-MM-DDTHH:MM:SS.mmmZ` (no quotes) for `millis` since the epoch.
-    public static func write(millis: Int64, into out: inout [UInt8]) {
-        var days = millis / 86_400_000
-        var rem = millis % 86_400_000
-        if rem < 0 {
-            rem += 86_400_000
-            days -= 1
-        }
-        // Howard Hinnant's civil_from_days.
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let day = doy - (153 * mp + 2) / 5 + 1
-        let month = mp < 10 ? mp + 3 : mp - 9
-        let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
-        func digits(_ value: Int64, _ count: Int) {
-            var divisor: Int64 = 1
-            for _ in 1..<count { divisor *= 10 }
-            var v = value
-            while divisor > 0 {
-                out.append(UInt8(ascii: "0") + UInt8((v / divisor) % 10))
-                v %= divisor
-                divisor /= 10
-            }
-        }
-        if year < 0 || year > 9999 {
-            out.append(contentsOf: String(year).utf8)
-        } else {
-            digits(year, 4)
-        }
-        out.append(UInt8(ascii: "-"))
-        digits(month, 2)
-        out.append(UInt8(ascii: "-"))
-        digits(day, 2)
-        out.append(UInt8(ascii: "T"))
-        digits(rem / 3_600_000, 2)
-        out.append(UInt8(ascii: ":"))
-        digits(rem / 60_000 % 60, 2)
-        out.append(UInt8(ascii: ":"))
-        digits(rem / 1000 % 60, 2)
-        out.append(UInt8(ascii: "."))
-        digits(rem % 1000, 3)
-        out.append(UInt8(ascii: "Z"))
-    }
-
-    /// The timestamp as a string.
-    public static func string(millis: Int64) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity(24)
-        write(millis: millis, into: &out)
-        return String(decoding: out, as: UTF8.self)
     }
 }
 

@@ -125,5 +125,22 @@ public struct FieldReader {
 
 extension UUID {
     /// The lowercase textual form used on the wire.
-    public var wireString: String { uuidString.lowercased() }
+    public var wireString: String {
+        var out: [UInt8] = []
+        out.reserveCapacity(36)
+        writeWire(into: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Appends the lowercase textual form (no quotes) to `out`.
+    public func writeWire(into out: inout [UInt8]) {
+        let hex: StaticString = "0123456789abcdef"
+        withUnsafeBytes(of: uuid) { raw in
+            for i in 0..<16 {
+                if i == 4 || i == 6 || i == 8 || i == 10 { out.append(UInt8(ascii: "-")) }
+                out.append(hex.utf8Start[Int(raw[i] >> 4)])
+                out.append(hex.utf8Start[Int(raw[i] & 0xF)])
+            }
+        }
+    }
 }
