@@ -701,3 +701,177 @@ public struct BlobDeleteResponse: WireMessage, Equatable {
     }
     public var json: JSONObject { ["id": .string(id.wireString), "deleted": true] }
 }
+
+// MARK: - Search
+
+/// `SEARCH`: `{"collection", "filter"?, "text"?, "sort"?, "limit"?, "cursor"?}` (see `SearchQuery`).
+public struct SearchRequest: WireMessage, Equatable {
+    public var collection: String
+    public var query: SearchQuery
+
+    public init(collection: String, query: SearchQuery) {
+        self.collection = collection
+        self.query = query
+    }
+
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        collection = try collectionName(&r)
+        query = try SearchQuery(json: json)
+    }
+
+    public var json: JSONObject {
+        var o: JSONObject = ["collection": .string(collection)]
+        for (key, value) in query.json { o[key] = value }
+        return o
+    }
+}
+
+private func optionalFilter(_ r: inout FieldReader) throws(LarderError) -> Filter? {
+    try r.optionalJSON("filter").map { (value) throws(LarderError) in try Filter(json: value) }
+}
+
+private func optionalText(_ r: inout FieldReader) throws(LarderError) -> TextQuery? {
+    try r.optionalJSON("text").map { (value) throws(LarderError) in try TextQuery(json: value) }
+}
+
+/// `COUNT`: how many records match `filter` and `text`.
+public struct CountRequest: WireMessage, Equatable {
+    public var collection: String
+    public var filter: Filter?
+    public var text: TextQuery?
+
+    public init(collection: String, filter: Filter? = nil, text: TextQuery? = nil) {
+        self.collection = collection
+        self.filter = filter
+        self.text = text
+    }
+
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        collection = try collectionName(&r)
+        filter = try optionalFilter(&r)
+        text = try optionalText(&r)
+        try r.finish()
+    }
+
+    public var json: JSONObject {
+        var o: JSONObject = ["collection": .string(collection)]
+        if let filter { o["filter"] = filter.json }
+        if let text { o["text"] = text.json }
+        return o
+    }
+}
+
+/// `GROUP`: sections by the value of `field`, each with its count and first `perGroup` records (default 10).
+public struct GroupRequest: WireMessage, Equatable {
+    public static let defaultPerGroup = 10
+    public static let maxPerGroup = 100
+
+    public var collection: String
+    public var field: FieldPath
+    public var filter: Filter?
+    public var text: TextQuery?
+    public var perGroup: Int
+
+    public init(collection: String, field: FieldPath, filter: Filter? = nil, text: TextQuery? = nil,
+                perGroup: Int = GroupRequest.defaultPerGroup) {
+        self.collection = collection
+        self.field = field
+        self.filter = filter
+        self.text = text
+        self.perGroup = perGroup
+    }
+
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        collection = try collectionName(&r)
+        field = try FieldPath(try r.string("field", maxLength: FieldPath.maxBytes), field: "field")
+        filter = try optionalFilter(&r)
+        text = try optionalText(&r)
+        perGroup = Int(try r.optionalInt("perGroup", range: 0...Int64(GroupRequest.maxPerGroup))
+            ?? Int64(GroupRequest.defaultPerGroup))
+        try r.finish()
+    }
+
+    public var json: JSONObject {
+        var o: JSONObject = ["collection": .string(collection), "field": .string(field.description)]
+        if let filter { o["filter"] = filter.json }
+        if let text { o["text"] = text.json }
+        o["perGroup"] = .int(Int64(perGroup))
+        return o
+    }
+}
+
+/// `GROUP` response: sections in ascending key order; `key` is null for records without the field.
+public struct GroupResponse: WireMessage, Equatable {
+    public struct Section: Sendable, Equatable {
+        public var key: JSON
+        public var count: Int
+        public var records: [Record]
+        public init(key: JSON, count: Int, records: [Record]) {
+            self.key = key
+            self.count = count
+            self.records = records
+        }
+    }
+    public var groups: [Section]
+
+    public init(groups: [Section]) { self.groups = groups }
+
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        groups = []
+        for (n, item) in (try r.optionalArray("groups", maxCount: Int.max) ?? []).enumerated() {
+            guard case .object(let o) = item else { throw .invalid("groups.\(n)", "groups.\(n) must be an object") }
+            var g = FieldReader(o, path: "groups.\(n)")
+            let key = g.optionalJSON("key") ?? .null
+            let count = Int(try g.int("count", range: 0...Int64.max))
+            groups.append(Section(key: key, count: count, records: try Record.array(&g, "records")))
+        }
+    }
+
+    public var json: JSONObject {
+        [
+            "groups": .array(groups.map {
+                .object(["key": $0.key, "count": .int(Int64($0.count)), "records": .array($0.records.map { .object($0.json) })])
+            })
+        ]
+    }
+}
+
+/// `INDEX`: declare an expression index on a field path of a collection.
+public struct IndexRequest: WireMessage, Equatable {
+    public var collection: String
+    public var field: FieldPath
+
+    public init(collection: String, field: FieldPath) {
+        self.collection = collection
+        self.field = field
+    }
+
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        collection = try collectionName(&r)
+        field = try FieldPath(try r.string("field", maxLength: FieldPath.maxBytes), field: "field")
+        try r.finish()
+    }
+
+    public var json: JSONObject { ["collection": .string(collection), "field": .string(field.description)] }
+}
+
+/// `INDEX` response: the index's name and whether this call created it.
+public struct IndexResponse: WireMessage, Equatable {
+    public var name: String
+    public var created: Bool
+    public init(name: String, created: Bool) {
+        self.name = name
+        self.created = created
+    }
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        name = try r.string("name")
+        created = try r.optionalBool("created") ?? false
+    }
+    public var json: JSONObject { ["name": .string(name), "created": .bool(created)] }
+}
