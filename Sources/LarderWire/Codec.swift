@@ -86,7 +86,11 @@ public struct FrameDecoder {
     /// The header of the next frame if its prefix is complete, validated against the limits.
     public func peekHeader(_ buffer: ByteBuffer) throws(FrameError) -> FrameHeader? {
         guard buffer.readableCount >= Frame.prefixSize else {
-            // Reject a hopeless length as soon as its four bytes are in, not after 24 more.
+            // Reject a stranger (an HTTP request, TLS) and a hopeless length as soon as their bytes are in.
+            if buffer.readableCount >= 6 {
+                let magic = buffer.withUnsafeReadableBytes { UInt16($0[4]) << 8 | UInt16($0[5]) }
+                if magic != Frame.magic { throw FrameDecoder.badMagic }
+            }
             if buffer.readableCount >= 4 {
                 let length = buffer.withUnsafeReadableBytes { raw in
                     UInt32(raw[0]) << 24 | UInt32(raw[1]) << 16 | UInt32(raw[2]) << 8 | UInt32(raw[3])
@@ -99,6 +103,9 @@ public struct FrameDecoder {
         try validate(header)
         return header
     }
+
+    private static let badMagic = FrameError(
+        LarderError(.protocolError, "bad magic: this is not a Larder frame (bytes 4-5 must be 0x4C52, \"LR\")"))
 
     private func checkLength(_ length: UInt32, requestID: UInt32, opcode: Opcode) throws(FrameError) {
         if Int(length) > maxFrameBytes {
@@ -118,9 +125,7 @@ public struct FrameDecoder {
         func fail(_ status: Status, _ message: String, _ details: JSONObject = [:]) -> FrameError {
             FrameError(LarderError(status, message, details: details), requestID: h.requestID, opcode: h.opcode)
         }
-        guard h.magic == Frame.magic else {
-            throw FrameError(LarderError(.protocolError, "bad magic: this is not a Larder frame (expected 0x4C52 \"LR\")"))
-        }
+        guard h.magic == Frame.magic else { throw FrameDecoder.badMagic }
         guard h.version == Frame.version else {
             throw fail(
                 .unsupportedVersion, "frame version \(h.version) is not supported; this server speaks version 1",

@@ -66,9 +66,11 @@ public struct JSONParser {
 
     private mutating func expect(_ literal: StaticString, _ value: JSON) throws(LarderError) -> JSON {
         let count = literal.utf8CodeUnitCount
-        guard index + count <= buffer.count else { throw error("unexpected end of input") }
         let start = literal.utf8Start
-        for i in 0..<count where buffer[index + i] != start[i] { throw error("unknown literal") }
+        for i in 0..<min(count, buffer.count - index) where buffer[index + i] != start[i] {
+            throw error("unknown literal")
+        }
+        guard index + count <= buffer.count else { throw error("unexpected end of input") }
         index += count
         return value
     }
