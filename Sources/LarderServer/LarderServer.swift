@@ -1,1 +1,263 @@
-// LarderServer
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Dispatch
+import Foundation
+import LarderStore
+import LarderWire
+import Synchronization
+
+/// The Larder server: listens on TCP (and optionally a Unix socket), speaks the Larder protocol, and serves a store.
+///
+/// Usable in-process: `start()` binds (port 0 picks a free port) and returns the bound port; `shutdown()` stops
+/// accepting, answers new requests with UNAVAILABLE, finishes requests in flight, closes connections and the store.
+public final class LarderServer: Sendable {
+    /// The software version announced in HELLO and printed at start.
+    public static let version = "0.1.0"
+    public static var serverName: String { "larder-server \(version)" }
+
+    public let configuration: ServerConfiguration
+    private let context: ServerContext
+    private let store: Router.Store
+    private let shards: [IOShard]
+    private let acceptQueue = DispatchQueue(label: "larder.accept")
+    private let state = Mutex(State())
+
+    private struct State {
+        var started = false
+        var stopped = false
+        var listeners: [ListenerBox] = []
+        var nextShard = 0
+        var nextConnectionID = 0
+        var boundPort: Int?
+    }
+
+    /// A listening descriptor and its accept source (only touched on the accept queue once running).
+    private final class ListenerBox: @unchecked Sendable {
+        let fd: Int32
+        let source: any DispatchSourceRead
+        let unixPath: String?
+        init(fd: Int32, source: any DispatchSourceRead, unixPath: String?) {
+            self.fd = fd
+            self.source = source
+            self.unixPath = unixPath
+        }
+    }
+
+    /// Opens the store in `configuration.dataDirectory` (created if missing).
+    public convenience init(configuration: ServerConfiguration) throws(LarderError) {
+        do {
+            try FileManager.default.createDirectory(
+                atPath: configuration.dataDirectory, withIntermediateDirectories: true)
+        } catch {
+            throw LarderError(
+                .unavailable, "cannot create the data directory \(configuration.dataDirectory): "
+                    + "\(error.localizedDescription)")
+        }
+        guard access(configuration.dataDirectory, W_OK) == 0 else {
+            throw LarderError(.unavailable, "the data directory \(configuration.dataDirectory) is not writable")
+        }
+        let store = try SQLiteStore(
+            configuration: StoreConfiguration(
+                dataDirectory: configuration.dataDirectory, synchronous: configuration.synchronous,
+                maxDocumentBytes: configuration.limits.maxDocumentBytes,
+                maxBlobBytes: configuration.limits.maxBlobBytes))
+        self.init(configuration: configuration, store: store)
+    }
+
+    /// Serves an already open store (tests, embedding).
+    public init(configuration: ServerConfiguration, store: any DocumentStore & BlobStore) {
+        self.configuration = configuration
+        self.store = store
+        let now = DispatchTime.now().uptimeNanoseconds
+        let stats = ServerStats(now: now)
+        let workQueue = DispatchQueue(label: "larder.work", qos: .userInitiated, attributes: .concurrent)
+        let router = Router(
+            store: store, stats: stats, workQueue: workQueue, searchDelayMs: configuration.searchDelayMs,
+            serverName: LarderServer.serverName)
+        let machine = ConnectionStateMachine.Configuration(
+            limits: configuration.limits, token: configuration.token,
+            compressionThreshold: configuration.compressionThreshold, zlibLevel: configuration.zlibLevel,
+            outputHighWaterBytes: configuration.outputHighWaterBytes, serverName: LarderServer.serverName)
+        context = ServerContext(
+            router: router, stats: stats, logger: Logger(level: configuration.logLevel), machineConfiguration: machine)
+        shards = (0..<max(1, configuration.ioQueues)).map { IOShard(index: $0) }
+    }
+
+    /// Binds the listeners and starts accepting. Returns the bound TCP port.
+    @discardableResult
+    public func start() throws(IOError) -> Int {
+        _ = Socket.ignoreSIGPIPE
+        let backlog: Int32 = 1024
+        let (tcp, port) = try Socket.listenTCP(host: configuration.host, port: configuration.port, backlog: backlog)
+        var fds: [(Int32, String?)] = [(tcp, nil)]
+        if let path = configuration.socketPath {
+            do throws(IOError) {
+                fds.append((try Socket.listenUnix(path: path, backlog: backlog), path))
+            } catch {
+                Socket.close(tcp)
+                throw error
+            }
+        }
+        let limits = configuration.limits
+        let tickMs = max(10, min(1000, min(limits.idleTimeoutMs, limits.frameTimeoutMs) / 4))
+        for shard in shards { shard.startTimer(intervalMs: tickMs) }
+        var boxes: [ListenerBox] = []
+        for (fd, path) in fds {
+            let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: acceptQueue)
+            let box = ListenerBox(fd: fd, source: source, unixPath: path)
+            source.setEventHandler { [unowned self] in acceptAll(box) }
+            source.setCancelHandler {
+                Socket.close(fd)
+                if let path { _ = unlink(path) }
+            }
+            boxes.append(box)
+        }
+        state.withLock {
+            $0.started = true
+            $0.listeners = boxes
+            $0.boundPort = port
+        }
+        for box in boxes { box.source.activate() }
+        context.logger.debug("listening on \(addresses(port: port).joined(separator: ", "))")
+        return port
+    }
+
+    /// The bound TCP port once started.
+    public var port: Int? { state.withLock { $0.boundPort } }
+
+    /// The listening addresses, e.g. `["tcp://127.0.0.1:7411", "unix:///tmp/larder.sock"]`.
+    public func addresses(port: Int) -> [String] {
+        var list = ["tcp://\(configuration.host):\(port)"]
+        if let path = configuration.socketPath { list.append("unix://\(path)") }
+        return list
+    }
+
+    /// Connections open now.
+    public var openConnections: Int { context.stats.openConnections }
+
+    /// The largest unsent output any connection has held (bytes): the backpressure bound, for tests.
+    public var peakUnsentBytes: Int { context.stats.peakUnsentBytes }
+
+    private func acceptAll(_ listener: ListenerBox) {
+        // Bounded so one busy listener cannot starve the other.
+        for _ in 0..<256 {
+            let fd: Int32
+            do throws(IOError) {
+                guard let accepted = try Socket.accept(listener.fd) else { return }
+                fd = accepted
+            } catch {
+                // EMFILE and friends: log and let the next readiness event try again.
+                context.logger.warn("accept: \(error)")
+                if error.errno == EMFILE || error.errno == ENFILE { usleep(10_000) }
+                return
+            }
+            let stopping = state.withLock { $0.stopped }
+            if stopping || context.stats.openConnections >= configuration.limits.maxConnections {
+                refuse(fd, stopping: stopping)
+                continue
+            }
+            let (shard, id) = state.withLock { s -> (IOShard, Int) in
+                s.nextShard = (s.nextShard + 1) % shards.count
+                s.nextConnectionID += 1
+                return (shards[s.nextShard], s.nextConnectionID)
+            }
+            context.stats.connectionOpened()
+            let peer = listener.unixPath.map { "unix:\($0)" } ?? "tcp"
+            context.logger.info("conn \(id) opened (\(peer))")
+            let connection = Connection(fd: fd, id: id, peer: peer, shard: shard, context: context)
+            shard.queue.async { connection.start() }
+        }
+    }
+
+    /// Over the connection limit (or shutting down): one error frame, written best-effort, then close.
+    private func refuse(_ fd: Int32, stopping: Bool) {
+        context.stats.connectionRefused()
+        let limit = configuration.limits.maxConnections
+        let error =
+            stopping
+            ? LarderError(.unavailable, "the server is shutting down")
+            : LarderError(
+                .resourceExhausted, "the server has reached its limit of \(limit) connections; retry later",
+                details: ["limit": .int(Int64(limit))])
+        var bytes: [UInt8] = []
+        FrameEncoder().encode(
+            Frame(opcode: Opcode(rawValue: 0), requestID: 0, status: error.status, flags: .response, json: error.json.bytes),
+            into: &bytes)
+        _ = bytes.withUnsafeBytes { try? Socket.write(fd, $0) }
+        context.logger.info("connection refused: \(error.message)")
+        Socket.close(fd)
+    }
+
+    /// Graceful shutdown: stop accepting, answer new requests UNAVAILABLE, wait (up to the grace period) for requests
+    /// in flight and their replies, close every connection, checkpoint and close the store. Blocks until done; safe
+    /// to call more than once.
+    public func shutdown() {
+        let listeners = state.withLock { s -> [ListenerBox]? in
+            guard !s.stopped else { return nil }
+            s.stopped = true
+            return s.listeners
+        }
+        guard let listeners else { return }
+        context.logger.info("shutting down: \(context.inFlight.current) requests in flight")
+        acceptQueue.sync {
+            for listener in listeners { listener.source.cancel() }
+        }
+        for shard in shards {
+            shard.queue.sync { for connection in shard.connections.values { connection.beginShutdown() } }
+        }
+        let deadline = monotonicMs() + UInt64(configuration.shutdownGraceMs)
+        while context.inFlight.current > 0 && monotonicMs() < deadline { usleep(5_000) }
+        // Give replies a chance to reach clients that are reading.
+        while unsentTotal() > 0 && monotonicMs() < deadline { usleep(5_000) }
+        if context.inFlight.current > 0 {
+            context.logger.warn("shutdown grace period over with \(context.inFlight.current) requests in flight")
+        }
+        for shard in shards {
+            shard.queue.sync {
+                for connection in Array(shard.connections.values) { connection.forceClose(.shutdown) }
+                shard.stopTimer()
+            }
+        }
+        let closeDeadline = monotonicMs() + 2_000
+        while context.stats.openConnections > 0 && monotonicMs() < closeDeadline { usleep(2_000) }
+        // Requests cut off by the grace period still hold the store: wait for them a little before closing it.
+        do throws(LarderError) {
+            try store.checkpoint()
+        } catch {
+            context.logger.warn("checkpoint on shutdown failed: \(error)")
+        }
+        store.close()
+        context.logger.info("shutdown complete")
+    }
+
+    private func unsentTotal() -> Int {
+        var total = 0
+        for shard in shards {
+            total += shard.queue.sync { shard.connections.values.reduce(0) { $0 + $1.unsentBytes } }
+        }
+        return total
+    }
+
+    /// Runs until SIGTERM or SIGINT, then shuts down gracefully and returns. Call from the main thread after
+    /// `start()`; the signals are handled by dispatch sources, not by a handler function.
+    public func runUntilSignalled() {
+        signal(SIGTERM, SIG_IGN)
+        signal(SIGINT, SIG_IGN)
+        let done = DispatchSemaphore(value: 0)
+        let signalQueue = DispatchQueue(label: "larder.signals")
+        var sources: [any DispatchSourceSignal] = []
+        for number in [SIGTERM, SIGINT] {
+            let source = DispatchSource.makeSignalSource(signal: number, queue: signalQueue)
+            source.setEventHandler { done.signal() }
+            source.activate()
+            sources.append(source)
+        }
+        done.wait()
+        context.logger.info("signal received")
+        shutdown()
+        for source in sources { source.cancel() }
+    }
+}

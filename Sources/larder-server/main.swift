@@ -1,1 +1,45 @@
-print("not yet")
+import Foundation
+import LarderServer
+
+// A thin entry point: parse, start, print one line, run until SIGTERM/SIGINT, exit 0.
+// Exit codes: 0 after a clean shutdown, 64 for bad options, 1 when the server cannot start.
+
+func fail(_ message: String, code: Int32) -> Never {
+    FileHandle.standardError.write(Data("Error: \(message)\n".utf8))
+    if code == 64 { FileHandle.standardError.write(Data("\(ServerOptions.usageLine)\n".utf8)) }
+    exit(code)
+}
+
+let command: ServerOptions.Command
+let configuration: ServerConfiguration
+do {
+    (command, configuration) = try ServerOptions.parse(
+        Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment)
+} catch {
+    fail(error.message, code: 64)
+}
+
+if command == .help {
+    print(ServerOptions.helpText, terminator: "")
+    exit(0)
+}
+
+let server: LarderServer
+do {
+    server = try LarderServer(configuration: configuration)
+} catch {
+    fail(error.message, code: 1)
+}
+let port: Int
+do {
+    port = try server.start()
+} catch {
+    fail("cannot listen: \(error)", code: 1)
+}
+// Written unbuffered so a supervisor (or a test) reading the pipe sees the line at once.
+FileHandle.standardOutput.write(
+    Data(
+        ("\(LarderServer.serverName) listening on \(server.addresses(port: port).joined(separator: ", ")) "
+            + "data \(configuration.dataDirectory)\n").utf8))
+server.runUntilSignalled()
+exit(0)

@@ -1,0 +1,478 @@
+import LarderWire
+
+/// A reply ready to be framed: what a request handler produces.
+package struct Reply: Sendable {
+    package var opcode: Opcode
+    package var requestID: UInt32
+    package var status: Status
+    package var json: [UInt8]
+    package var binary: [UInt8]
+
+    package init(opcode: Opcode, requestID: UInt32, status: Status = .ok, json: [UInt8], binary: [UInt8] = []) {
+        self.opcode = opcode
+        self.requestID = requestID
+        self.status = status
+        self.json = json
+        self.binary = binary
+    }
+
+    /// An error reply: the status in the header and the error object as the JSON part.
+    package init(opcode: Opcode, requestID: UInt32, error: LarderError) {
+        self.init(opcode: opcode, requestID: requestID, status: error.status, json: error.json.bytes)
+    }
+}
+
+/// Why a connection closed; logged, and counted in STATS.
+package enum CloseReason: Sendable, Equatable, CustomStringConvertible {
+    /// The peer closed its side and every reply was sent.
+    case peerClosed
+    /// The byte stream broke the framing rules (or a request came before HELLO); an error frame was sent first.
+    case protocolError(Status)
+    case idleTimeout
+    case frameTimeout
+    /// A read or write failed (e.g. connection reset).
+    case ioError(String)
+    case shutdown
+    /// The connection limit was reached when it arrived.
+    case refused
+
+    package var description: String {
+        switch self {
+        case .peerClosed: "peer closed"
+        case .protocolError(let status): "protocol error (\(status.name))"
+        case .idleTimeout: "idle timeout"
+        case .frameTimeout: "frame deadline exceeded"
+        case .ioError(let message): "I/O error: \(message)"
+        case .shutdown: "server shutdown"
+        case .refused: "connection limit reached"
+        }
+    }
+}
+
+/// The protocol logic of one connection, without sockets: events in, actions out (STYLE.md #6).
+///
+/// It owns the inbound buffer, the decoder, the encoder and the unsent output. The `Connection` shell feeds it bytes
+/// and timer ticks, runs the requests it hands out, writes what it buffered, and performs the actions it returns.
+/// Times are milliseconds on a monotonic clock.
+package struct ConnectionStateMachine {
+    package struct Configuration: Sendable {
+        package var limits: Limits
+        package var token: String?
+        package var compressionThreshold: Int
+        package var zlibLevel: Int32
+        /// Unsent output at which reading pauses; it resumes below half of it.
+        package var outputHighWaterBytes: Int
+        package var serverName: String
+
+        package init(
+            limits: Limits = .default, token: String? = nil, compressionThreshold: Int = FrameEncoder.defaultThreshold,
+            zlibLevel: Int32 = FrameEncoder.defaultLevel, outputHighWaterBytes: Int = 4 << 20,
+            serverName: String = "larder-server"
+        ) {
+            self.limits = limits
+            self.token = token
+            self.compressionThreshold = compressionThreshold
+            self.zlibLevel = zlibLevel
+            self.outputHighWaterBytes = outputHighWaterBytes
+            self.serverName = serverName
+        }
+    }
+
+    package enum Action: Equatable {
+        /// Run this request off the connection's queue, then report `requestCompleted`.
+        case execute(Frame)
+        /// Output is waiting: write it (`unsentOutput` / `writeCompleted`).
+        case flush
+        case pauseReading
+        case resumeReading
+        /// Cancel the sources and close the descriptor; the state machine is finished.
+        case close(CloseReason)
+        /// A reply the state machine produced itself (HELLO, refusals), for STATS.
+        case record(Opcode, Status)
+    }
+
+    enum Phase: Equatable {
+        /// Before a successful HELLO: only HELLO and PING, small frames.
+        case handshake
+        case ready
+        /// No more reading; close once every request in flight is answered and the output is sent.
+        case closing(CloseReason, since: UInt64)
+        case closed
+    }
+
+    let configuration: Configuration
+    private(set) var phase: Phase = .handshake
+    private var decoder: FrameDecoder
+    private var encoder: FrameEncoder
+    private var inbound = ByteBuffer()
+    private var output: [UInt8] = []
+    private var outputOffset = 0
+    private(set) var inFlight = 0
+    /// Reading stopped because the unsent output passed the high-water mark.
+    private(set) var readingPaused = false
+    private(set) var shuttingDown = false
+    /// When the frame at the head of the inbound buffer started arriving.
+    private var frameStartedAt: UInt64?
+    private var lastActivity: UInt64
+    /// The largest unsent output this connection ever held (for tests and STATS).
+    private(set) var peakUnsentBytes = 0
+    private(set) var compressionNegotiated = false
+    /// Frame bytes received and sent as if nothing were compressed (for the compression ratio in STATS).
+    package private(set) var uncompressedBytesIn = 0
+    package private(set) var uncompressedBytesOut = 0
+
+    package init(configuration: Configuration, now: UInt64) {
+        self.configuration = configuration
+        let cap = configuration.limits.maxHandshakeFrameBytes
+        decoder = FrameDecoder(maxFrameBytes: cap, maxJSONBytes: cap, maxBinaryBytes: cap)
+        encoder = FrameEncoder(
+            compressionEnabled: false, threshold: configuration.compressionThreshold, level: configuration.zlibLevel)
+        lastActivity = now
+    }
+
+    /// Bytes written by the peer.
+    package var unsentBytes: Int { output.count - outputOffset }
+    package var isClosed: Bool { phase == .closed }
+    package var isHandshakeDone: Bool {
+        switch phase {
+        case .handshake: false
+        default: true
+        }
+    }
+
+    // MARK: Events
+
+    package mutating func bytesReceived(_ bytes: UnsafeRawBufferPointer, now: UInt64) -> [Action] {
+        switch phase {
+        case .handshake, .ready: return receive(bytes, now: now)
+        case .closing, .closed: return []
+        }
+    }
+
+    private mutating func receive(_ bytes: UnsafeRawBufferPointer, now: UInt64) -> [Action] {
+        lastActivity = now
+        inbound.append(bytes)
+        var actions: [Action] = []
+        processInbound(now: now, &actions)
+        return actions
+    }
+
+    /// The peer closed its sending side: answer what is in flight, then close.
+    package mutating func readEOF(now: UInt64) -> [Action] {
+        switch phase {
+        case .handshake, .ready:
+            var actions: [Action] = []
+            if inbound.readableCount > 0 {
+                // A frame cut short by the end of the stream.
+                fail(LarderError(.protocolError, "the connection ended in the middle of a frame"), requestID: 0,
+                    opcode: Opcode(rawValue: 0), now: now, &actions)
+                return actions
+            }
+            // Stop reading: a socket at end of stream stays readable and would wake us forever.
+            if !readingPaused { actions.append(.pauseReading) }
+            readingPaused = true
+            phase = .closing(.peerClosed, since: now)
+            closeIfDone(&actions)
+            return actions
+        case .closing, .closed:
+            return []
+        }
+    }
+
+    /// A request handed out by `.execute` finished.
+    package mutating func requestCompleted(_ reply: Reply, now: UInt64) -> [Action] {
+        inFlight -= 1
+        guard phase != .closed else { return [] }
+        var actions: [Action] = []
+        send(reply, &actions)
+        closeIfDone(&actions)
+        return actions
+    }
+
+    /// Calls `body` with the output not yet written; report what was written with `writeCompleted`.
+    package func withUnsentOutput<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
+        output.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[outputOffset...])) }
+    }
+
+    package mutating func writeCompleted(_ count: Int, now: UInt64) -> [Action] {
+        outputOffset += count
+        lastActivity = now
+        if outputOffset == output.count {
+            output.removeAll(keepingCapacity: output.capacity <= 64 << 10)
+            outputOffset = 0
+        } else if outputOffset >= 1 << 20 {
+            output.removeFirst(outputOffset)
+            outputOffset = 0
+        }
+        var actions: [Action] = []
+        if readingPaused && unsentBytes <= configuration.outputHighWaterBytes / 2 {
+            switch phase {
+            case .handshake, .ready:
+                readingPaused = false
+                actions.append(.resumeReading)
+                processInbound(now: now, &actions)
+            default:
+                break
+            }
+        }
+        closeIfDone(&actions)
+        return actions
+    }
+
+    /// The periodic tick: enforces the idle timeout, the frame deadline and the closing deadline.
+    package mutating func timerFired(now: UInt64) -> [Action] {
+        var actions: [Action] = []
+        let limits = configuration.limits
+        switch phase {
+        case .closed:
+            return []
+        case .closing(_, let since):
+            // A peer that stopped reading cannot hold a closing connection open forever.
+            if now >= since + UInt64(limits.frameTimeoutMs) {
+                phase = .closed
+                actions.append(.close(.frameTimeout))
+            }
+        case .handshake, .ready:
+            if let started = frameStartedAt, !readingPaused, now >= started + UInt64(limits.frameTimeoutMs) {
+                let error = LarderError(
+                    .deadlineExceeded, "a frame was not completed within \(limits.frameTimeoutMs) ms",
+                    details: ["limit": .int(Int64(limits.frameTimeoutMs))])
+                sendConnectionError(error, reason: .frameTimeout, now: now, &actions)
+            } else if inFlight == 0 && unsentBytes == 0 && inbound.readableCount == 0
+                && now >= lastActivity + UInt64(limits.idleTimeoutMs)
+            {
+                let error = LarderError(
+                    .deadlineExceeded, "the connection was idle for \(limits.idleTimeoutMs) ms",
+                    details: ["limit": .int(Int64(limits.idleTimeoutMs))])
+                sendConnectionError(error, reason: .idleTimeout, now: now, &actions)
+            }
+        }
+        return actions
+    }
+
+    /// The server is shutting down: later requests are answered UNAVAILABLE; the server closes the connection once
+    /// nothing is in flight.
+    package mutating func beginShutdown() {
+        shuttingDown = true
+    }
+
+    /// Closes at once (I/O error, end of the shutdown grace period).
+    package mutating func forceClose(_ reason: CloseReason) -> [Action] {
+        guard phase != .closed else { return [] }
+        phase = .closed
+        return [.close(reason)]
+    }
+
+    // MARK: Internals
+
+    private mutating func processInbound(now: UInt64, _ actions: inout [Action]) {
+        var decodedAny = false
+        decoding: while !readingPaused {
+            switch phase {
+            case .handshake, .ready: break
+            default: return
+            }
+            let frame: Frame
+            do throws(FrameError) {
+                guard let next = try decoder.next(&inbound) else { break decoding }
+                frame = next
+            } catch {
+                fail(error.error, requestID: error.requestID, opcode: error.opcode, now: now, &actions)
+                return
+            }
+            decodedAny = true
+            uncompressedBytesIn += Frame.prefixSize + frame.json.count + frame.binary.count
+            handle(frame, now: now, &actions)
+        }
+        if inbound.readableCount == 0 {
+            frameStartedAt = nil
+        } else if decodedAny || frameStartedAt == nil {
+            frameStartedAt = now
+        }
+    }
+
+    private mutating func handle(_ frame: Frame, now: UInt64, _ actions: inout [Action]) {
+        if frame.isResponse || frame.isPush {
+            let error = LarderError(.protocolError, "a client must not send response or push frames")
+            fail(error, requestID: frame.requestID, opcode: frame.opcode, now: now, &actions)
+            return
+        }
+        switch phase {
+        case .handshake:
+            if frame.opcode == .hello {
+                hello(frame, now: now, &actions)
+            } else if frame.opcode == .ping {
+                admit(frame, &actions)
+            } else {
+                let error =
+                    configuration.token == nil
+                    ? LarderError(.protocolError, "send HELLO first: only HELLO and PING are accepted before it")
+                    : LarderError(.unauthenticated, "send HELLO with the token first")
+                fail(error, requestID: frame.requestID, opcode: frame.opcode, now: now, &actions)
+            }
+        case .ready:
+            if frame.opcode == .hello {
+                let error = LarderError(.invalidArgument, "HELLO was already accepted on this connection")
+                reply(Reply(opcode: frame.opcode, requestID: frame.requestID, error: error), &actions)
+            } else {
+                admit(frame, &actions)
+            }
+        default:
+            break
+        }
+    }
+
+    /// Hands a request out to run, unless the server is shutting down or the in-flight limit is reached.
+    private mutating func admit(_ frame: Frame, _ actions: inout [Action]) {
+        if shuttingDown {
+            let error = LarderError(.unavailable, "the server is shutting down; retry on another server or later")
+            reply(Reply(opcode: frame.opcode, requestID: frame.requestID, error: error), &actions)
+        } else if inFlight >= configuration.limits.maxInFlight {
+            let limit = configuration.limits.maxInFlight
+            let error = LarderError(
+                .resourceExhausted,
+                "more than \(limit) requests in flight on this connection; wait for replies before sending more",
+                details: ["limit": .int(Int64(limit))])
+            reply(Reply(opcode: frame.opcode, requestID: frame.requestID, error: error), &actions)
+        } else {
+            inFlight += 1
+            actions.append(.execute(frame))
+        }
+    }
+
+    private mutating func hello(_ frame: Frame, now: UInt64, _ actions: inout [Action]) {
+        switch Handshake.negotiate(frame, configuration: configuration) {
+        case .accepted(let response, let compression):
+            phase = .ready
+            let limits = configuration.limits
+            decoder.maxFrameBytes = limits.maxFrameBytes
+            decoder.maxJSONBytes = limits.maxJSONBytes
+            decoder.maxBinaryBytes = limits.maxBlobBytes
+            compressionNegotiated = compression
+            reply(Reply(opcode: .hello, requestID: frame.requestID, json: response.json.bytes), &actions)
+            // Only replies after this one are compressed: the client learns the choice from this reply.
+            encoder.compressionEnabled = compression
+        case .rejected(let error, let close):
+            if close {
+                fail(error, requestID: frame.requestID, opcode: .hello, now: now, &actions)
+            } else {
+                reply(Reply(opcode: .hello, requestID: frame.requestID, error: error), &actions)
+            }
+        }
+    }
+
+    /// A reply the state machine made itself.
+    private mutating func reply(_ reply: Reply, _ actions: inout [Action]) {
+        actions.append(.record(reply.opcode, reply.status))
+        send(reply, &actions)
+    }
+
+    private mutating func send(_ reply: Reply, _ actions: inout [Action]) {
+        let wasEmpty = unsentBytes == 0
+        uncompressedBytesOut += Frame.prefixSize + reply.json.count + reply.binary.count
+        reply.json.withUnsafeBytes { json in
+            reply.binary.withUnsafeBytes { binary in
+                encoder.encode(
+                    opcode: reply.opcode, requestID: reply.requestID, status: reply.status, flags: .response,
+                    json: json, binary: binary, into: &output)
+            }
+        }
+        peakUnsentBytes = max(peakUnsentBytes, unsentBytes)
+        if wasEmpty { actions.append(.flush) }
+        if !readingPaused && unsentBytes > configuration.outputHighWaterBytes {
+            switch phase {
+            case .handshake, .ready:
+                readingPaused = true
+                actions.append(.pauseReading)
+            default:
+                break
+            }
+        }
+    }
+
+    /// A fatal error: an error frame, then close once it is sent.
+    private mutating func fail(
+        _ error: LarderError, requestID: UInt32, opcode: Opcode, now: UInt64, _ actions: inout [Action]
+    ) {
+        reply(Reply(opcode: opcode, requestID: requestID, error: error), &actions)
+        enterClosing(.protocolError(error.status), now: now, &actions)
+    }
+
+    /// A connection-level error (deadlines) with request id 0, then close.
+    private mutating func sendConnectionError(
+        _ error: LarderError, reason: CloseReason, now: UInt64, _ actions: inout [Action]
+    ) {
+        reply(Reply(opcode: Opcode(rawValue: 0), requestID: 0, error: error), &actions)
+        enterClosing(reason, now: now, &actions)
+    }
+
+    private mutating func enterClosing(_ reason: CloseReason, now: UInt64, _ actions: inout [Action]) {
+        if !readingPaused { actions.append(.pauseReading) }
+        readingPaused = true
+        phase = .closing(reason, since: now)
+        frameStartedAt = nil
+        closeIfDone(&actions)
+    }
+
+    private mutating func closeIfDone(_ actions: inout [Action]) {
+        guard case .closing(let reason, _) = phase, inFlight == 0, unsentBytes == 0 else { return }
+        phase = .closed
+        actions.append(.close(reason))
+    }
+}
+
+/// HELLO negotiation: pure, so it is tested without sockets.
+package enum Handshake {
+    package enum Outcome {
+        case accepted(HelloResponse, compression: Bool)
+        /// `close`: the connection ends after the error (a wrong token).
+        case rejected(LarderError, close: Bool)
+    }
+
+    package static func negotiate(_ frame: Frame, configuration: ConnectionStateMachine.Configuration) -> Outcome {
+        let request: HelloRequest
+        do throws(LarderError) {
+            request = try HelloRequest(json: try frame.jsonObject())
+        } catch {
+            return .rejected(error, close: false)
+        }
+        guard let version = request.versions.filter({ ProtocolVersions.supported.contains($0) }).max() else {
+            let offered = request.versions.map(String.init).joined(separator: ", ")
+            return .rejected(
+                LarderError(
+                    .unsupportedVersion,
+                    "none of the offered protocol versions (\(offered)) is supported; this server speaks "
+                        + ProtocolVersions.supported.map(String.init).joined(separator: ", "),
+                    field: "versions",
+                    details: ["supported": .array(ProtocolVersions.supported.map { .int(Int64($0)) })]),
+                close: false)
+        }
+        if let expected = configuration.token {
+            guard let presented = request.token else {
+                return .rejected(
+                    LarderError(.unauthenticated, "this server requires a token in HELLO", field: "token"), close: true)
+            }
+            guard constantTimeEqual(Array(presented.utf8), Array(expected.utf8)) else {
+                return .rejected(LarderError(.unauthenticated, "the token is not valid", field: "token"), close: true)
+            }
+        }
+        let compression = request.compression.contains(zlibCompression)
+        let response = HelloResponse(
+            version: version, compression: compression ? zlibCompression : "none",
+            compressionThreshold: configuration.compressionThreshold, limits: configuration.limits,
+            server: configuration.serverName, authRequired: configuration.token != nil)
+        return .accepted(response, compression: compression)
+    }
+
+    /// Compares without an early exit, so the time taken does not reveal how much of a guess was right.
+    package static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        var difference = UInt8(truncatingIfNeeded: a.count ^ b.count)
+        let n = max(a.count, b.count)
+        for i in 0..<n {
+            let x = i < a.count ? a[i] : 0
+            let y = i < b.count ? b[i] : 0
+            difference |= x ^ y
+        }
+        return difference == 0 && a.count == b.count
+    }
+}

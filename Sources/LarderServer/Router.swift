@@ -1,0 +1,242 @@
+import Dispatch
+import Foundation
+import LarderStore
+import LarderWire
+
+/// Runs one request against the store and produces its reply. Reads run on the concurrent work queue (so a slow
+/// SEARCH never holds back a GET); writes are handed to the store's group-commit writer and answered after COMMIT.
+package final class Router: Sendable {
+    package typealias Store = any DocumentStore & BlobStore
+
+    let store: Store
+    let stats: ServerStats
+    let workQueue: DispatchQueue
+    let searchDelayMs: Int
+    let serverName: String
+
+    package init(store: Store, stats: ServerStats, workQueue: DispatchQueue, searchDelayMs: Int, serverName: String) {
+        self.store = store
+        self.stats = stats
+        self.workQueue = workQueue
+        self.searchDelayMs = searchDelayMs
+        self.serverName = serverName
+    }
+
+    /// Handles `frame` and calls `completion` exactly once, on any thread.
+    package func handle(_ frame: Frame, completion: @escaping @Sendable (Reply) -> Void) {
+        let opcode = frame.opcode
+        let requestID = frame.requestID
+        let fail: @Sendable (LarderError) -> Void = { error in
+            completion(Reply(opcode: opcode, requestID: requestID, error: error))
+        }
+        let ok: @Sendable ([UInt8], [UInt8]) -> Void = { json, binary in
+            completion(Reply(opcode: opcode, requestID: requestID, json: json, binary: binary))
+        }
+
+        if opcode.isReserved {
+            return fail(
+                LarderError(
+                    .unknownOpcode,
+                    "\(opcode.name) is reserved for the change feed, which this server does not offer yet"))
+        }
+        guard Opcode.all.contains(opcode) else {
+            return fail(LarderError(.unknownOpcode, "opcode \(opcode.name) is not one this server knows"))
+        }
+        if opcode != .blobPut && !frame.binary.isEmpty {
+            return fail(LarderError(.invalidArgument, "\(opcode.name) takes no binary part"))
+        }
+        if opcode.isWrite {
+            write(frame, ok: ok, fail: fail)
+        } else {
+            workQueue.async { [self] in
+                do throws(LarderError) {
+                    let (json, binary) = try read(frame)
+                    ok(json, binary)
+                } catch {
+                    fail(error)
+                }
+            }
+        }
+    }
+
+    // MARK: Reads
+
+    private func read(_ frame: Frame) throws(LarderError) -> ([UInt8], [UInt8]) {
+        let object = try frame.jsonObject()
+        switch frame.opcode {
+        case .ping, .hello:
+            _ = try EmptyMessage(json: object)
+            return (Array("{}".utf8), [])
+        case .get:
+            let request = try GetRequest(json: object)
+            let record = try store.get(request.collection, id: request.id)
+            return (record.bytes, [])
+        case .getMany:
+            let request = try GetManyRequest(json: object)
+            let (records, missing) = try store.getMany(request.collection, ids: request.ids)
+            var out = Array(#"{"records":"#.utf8)
+            Router.writeRecords(records, into: &out)
+            out.append(contentsOf: #","missing":"#.utf8)
+            JSON.array(missing.map { .string($0.wireString) }).write(into: &out)
+            out.append(UInt8(ascii: "}"))
+            return (out, [])
+        case .list:
+            let request = try ListRequest(json: object)
+            return (Router.pageBytes(try store.list(request.collection, limit: request.limit, cursor: request.cursor)), [])
+        case .search:
+            let request = try SearchRequest(json: object)
+            if searchDelayMs > 0 { usleep(UInt32(min(searchDelayMs, 60_000)) * 1000) }
+            return (Router.pageBytes(try store.search(request.collection, request.query)), [])
+        case .count:
+            let request = try CountRequest(json: object)
+            let count = try store.count(request.collection, filter: request.filter, text: request.text)
+            return (CountResponse(count: count).json.bytes, [])
+        case .group:
+            let request = try GroupRequest(json: object)
+            let groups = try store.group(
+                request.collection, field: request.field, filter: request.filter, text: request.text,
+                perGroup: request.perGroup)
+            var out = Array(#"{"groups":["#.utf8)
+            for (n, group) in groups.enumerated() {
+                if n > 0 { out.append(UInt8(ascii: ",")) }
+                out.append(contentsOf: #"{"key":"#.utf8)
+                group.key.write(into: &out)
+                out.append(contentsOf: #","count":"#.utf8)
+                JSONWriter.writeInt(Int64(group.count), into: &out)
+                out.append(contentsOf: #","records":"#.utf8)
+                Router.writeRecords(group.records, into: &out)
+                out.append(UInt8(ascii: "}"))
+            }
+            out.append(contentsOf: "]}".utf8)
+            return (out, [])
+        case .collections:
+            _ = try EmptyMessage(json: object)
+            let entries = try store.collections().map { CollectionsResponse.Entry(name: $0.name, count: $0.count) }
+            return (CollectionsResponse(collections: entries).json.bytes, [])
+        case .blobGet:
+            let request = try BlobIDRequest(json: object)
+            let (meta, bytes) = try store.blobGet(request.id)
+            return (meta.json.bytes, bytes)
+        case .blobHead:
+            let request = try BlobIDRequest(json: object)
+            return (try store.blobHead(request.id).json.bytes, [])
+        case .blobList:
+            let request = try BlobListRequest(json: object)
+            let (blobs, cursor) = try store.blobList(
+                limit: request.limit, cursor: request.cursor, attachedTo: request.attachedTo)
+            return (BlobListResponse(blobs: blobs, nextCursor: cursor).json.bytes, [])
+        case .stats:
+            _ = try EmptyMessage(json: object)
+            var json = stats.json(now: DispatchTime.now().uptimeNanoseconds, server: serverName)
+            let storeStats = try store.stats()
+            json["store"] = .object([
+                "documents": .int(Int64(storeStats.documents)), "blobs": .int(Int64(storeStats.blobs)),
+                "databaseBytes": .int(storeStats.databaseBytes),
+            ])
+            return (json.bytes, [])
+        default:
+            throw LarderError(.internal, "\(frame.opcode.name) has no read handler")
+        }
+    }
+
+    static func writeRecords(_ records: [StoredRecord], into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "["))
+        for (n, record) in records.enumerated() {
+            if n > 0 { out.append(UInt8(ascii: ",")) }
+            record.write(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+    }
+
+    /// `{"records":[...],"nextCursor":...}` with each record's stored bytes spliced in.
+    static func pageBytes(_ page: Page) -> [UInt8] {
+        var out = Array(#"{"records":"#.utf8)
+        out.reserveCapacity(page.records.reduce(64) { $0 + $1.data.count + 128 })
+        writeRecords(page.records, into: &out)
+        out.append(contentsOf: #","nextCursor":"#.utf8)
+        if let cursor = page.nextCursor {
+            JSONWriter.writeString(cursor, into: &out)
+        } else {
+            out.append(contentsOf: "null".utf8)
+        }
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+
+    // MARK: Writes
+
+    private func write(
+        _ frame: Frame, ok: @escaping @Sendable ([UInt8], [UInt8]) -> Void,
+        fail: @escaping @Sendable (LarderError) -> Void
+    ) {
+        // Parse on the work queue, not the writer: the writer's time is the scarce resource.
+        workQueue.async { [store] in
+            let body: @Sendable (any WriteContext) throws(LarderError) -> ([UInt8], [UInt8])
+            do throws(LarderError) {
+                body = try Router.writeBody(frame)
+            } catch {
+                return fail(error)
+            }
+            store.submitWrite(body) { result in
+                switch result {
+                case .success(let (json, binary)): ok(json, binary)
+                case .failure(let error): fail(error)
+                }
+            }
+        }
+    }
+
+    /// Parses a write request and returns what to run inside the group-commit transaction.
+    static func writeBody(_ frame: Frame) throws(LarderError)
+        -> @Sendable (any WriteContext) throws(LarderError) -> ([UInt8], [UInt8])
+    {
+        let object = try frame.jsonObject()
+        switch frame.opcode {
+        case .create:
+            let r = try CreateRequest(json: object)
+            return { (c) throws(LarderError) in (try c.create(r.collection, id: r.id, data: r.data).bytes, []) }
+        case .replace:
+            let r = try ReplaceRequest(json: object)
+            return { (c) throws(LarderError) in
+                (try c.replace(r.collection, id: r.id, data: r.data, expectedRev: r.rev).bytes, [])
+            }
+        case .patch:
+            let r = try PatchRequest(json: object)
+            return { (c) throws(LarderError) in
+                (try c.patch(r.collection, id: r.id, patch: r.patch, expectedRev: r.rev).bytes, [])
+            }
+        case .delete:
+            let r = try DeleteRequest(json: object)
+            return { (c) throws(LarderError) in
+                let (rev, blobs) = try c.delete(r.collection, id: r.id, expectedRev: r.rev)
+                return (DeleteResponse(id: r.id, rev: rev, blobsDeleted: blobs).json.bytes, [])
+            }
+        case .dropCollection:
+            let r = try DropCollectionRequest(json: object)
+            return { (c) throws(LarderError) in
+                let (documents, blobs) = try c.dropCollection(r.collection)
+                return (DropCollectionResponse(collection: r.collection, documents: documents, blobs: blobs).json.bytes, [])
+            }
+        case .index:
+            let r = try IndexRequest(json: object)
+            return { (c) throws(LarderError) in
+                let (name, created) = try c.createIndex(r.collection, field: r.field)
+                return (IndexResponse(name: name, created: created).json.bytes, [])
+            }
+        case .blobPut:
+            let r = try BlobPutRequest(json: object)
+            let bytes = frame.binary
+            return { (c) throws(LarderError) in
+                (try c.blobPut(id: r.id, bytes: bytes, expectedSHA256: r.sha256, attachTo: r.attach).json.bytes, [])
+            }
+        case .blobDelete:
+            let r = try BlobIDRequest(json: object)
+            return { (c) throws(LarderError) in
+                try c.blobDelete(r.id)
+                return (BlobDeleteResponse(id: r.id).json.bytes, [])
+            }
+        default:
+            throw LarderError(.internal, "\(frame.opcode.name) has no write handler")
+        }
+    }
+}

@@ -1,0 +1,232 @@
+import Foundation
+import LarderStore
+import LarderWire
+
+/// Everything `LarderServer` needs to run; `ServerOptions.parse` builds one from a command line and the environment.
+public struct ServerConfiguration: Sendable {
+    /// IPv4 address to listen on.
+    public var host: String = "127.0.0.1"
+    /// TCP port; 0 picks a free one (read it back from `LarderServer.start()`).
+    public var port: Int = 7411
+    /// Also listen on this Unix domain socket path.
+    public var socketPath: String?
+    public var dataDirectory: String = "./larder-data"
+    /// When set, HELLO must present it; compared in constant time, never logged.
+    public var token: String?
+    public var limits: Limits = .default
+    public var zlibLevel: Int32 = FrameEncoder.defaultLevel
+    public var compressionThreshold: Int = FrameEncoder.defaultThreshold
+    public var synchronous: StoreConfiguration.Synchronous = .normal
+    public var logLevel: LogLevel = .info
+    /// Unsent output above which the server stops reading from a connection until it drains below half of it.
+    public var outputHighWaterBytes: Int = 4 << 20
+    /// How long shutdown waits for requests in flight and unsent replies before closing connections anyway.
+    public var shutdownGraceMs: Int = 10_000
+    /// Testing only: every SEARCH sleeps this long before running (to prove replies complete out of order).
+    public var searchDelayMs: Int = 0
+    /// Serial queues that own the connections (default: one per core).
+    public var ioQueues: Int = max(1, ProcessInfo.processInfo.activeProcessorCount)
+
+    public init() {}
+}
+
+/// The `larder-server` command line: `--opt value`, `--opt=value`, and a `LARDER_*` environment variable for each
+/// option (the command line wins).
+public enum ServerOptions {
+    /// What the command line asked for.
+    public enum Command: Sendable, Equatable {
+        case run
+        case help
+    }
+
+    /// A usage error (exit 64); `message` is printed after `Error: `.
+    public struct UsageError: Error, Sendable, Equatable, CustomStringConvertible {
+        public var message: String
+        public var description: String { message }
+    }
+
+    public static let usageLine = "Usage: larder-server [--host ADDR] [--port N] [--socket PATH] [--data-dir DIR] "
+        + "[--token T | --token-file F] [limits...] (see --help)"
+
+    struct Option: Sendable {
+        var name: String
+        var env: String
+        var valueName: String
+        var help: String
+        var apply: @Sendable (inout ServerConfiguration, String) throws(UsageError) -> Void
+    }
+
+    static func integer(_ name: String, _ text: String, min: Int = 0, max: Int = Int(Int32.max)) throws(UsageError)
+        -> Int
+    {
+        guard let value = Int(text), value >= min, value <= max else {
+            throw UsageError(message: "--\(name) needs an integer between \(min) and \(max), not '\(text)'")
+        }
+        return value
+    }
+
+    static let options: [Option] = {
+        let d = ServerConfiguration()
+        let l = Limits.default
+        func limit(_ name: String, _ help: String, _ defaultValue: Int, _ key: any WritableKeyPath<Limits, Int> & Sendable)
+            -> Option
+        {
+            Option(
+                name: name, env: envName(name), valueName: "N", help: "\(help) (default \(defaultValue))",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.limits[keyPath: key] = try integer(name, v, min: 1)
+                })
+        }
+        return [
+            Option(
+                name: "host", env: "LARDER_HOST", valueName: "ADDR", help: "IPv4 address to listen on (default \(d.host))",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in c.host = v }),
+            Option(
+                name: "port", env: "LARDER_PORT", valueName: "N", help: "TCP port, 0 for any free one (default \(d.port))",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.port = try integer("port", v, max: 65535)
+                }),
+            Option(
+                name: "socket", env: "LARDER_SOCKET", valueName: "PATH", help: "also listen on a Unix domain socket",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in c.socketPath = v }),
+            Option(
+                name: "data-dir", env: "LARDER_DATA_DIR", valueName: "DIR",
+                help: "where the database lives (default \(d.dataDirectory))",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in c.dataDirectory = v }),
+            Option(
+                name: "token", env: "LARDER_TOKEN", valueName: "T", help: "require this token in HELLO",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    guard !v.isEmpty else { throw UsageError(message: "--token must not be empty") }
+                    c.token = v
+                }),
+            Option(
+                name: "token-file", env: "LARDER_TOKEN_FILE", valueName: "FILE",
+                help: "read the token from a file (trailing newline ignored)",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    guard let data = FileManager.default.contents(atPath: v) else {
+                        throw UsageError(message: "cannot read the token file \(v)")
+                    }
+                    let token = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+                    guard !token.isEmpty else { throw UsageError(message: "the token file \(v) is empty") }
+                    c.token = token
+                }),
+            limit("max-frame-bytes", "largest frame", l.maxFrameBytes, \.maxFrameBytes),
+            limit("max-json-bytes", "largest JSON part after inflation", l.maxJSONBytes, \.maxJSONBytes),
+            limit("max-document-bytes", "largest document", l.maxDocumentBytes, \.maxDocumentBytes),
+            limit("max-blob-bytes", "largest blob", l.maxBlobBytes, \.maxBlobBytes),
+            limit("max-in-flight", "requests in flight per connection", l.maxInFlight, \.maxInFlight),
+            limit("max-connections", "connections at once", l.maxConnections, \.maxConnections),
+            limit("idle-timeout-ms", "close connections silent this long", l.idleTimeoutMs, \.idleTimeoutMs),
+            limit("frame-timeout-ms", "time to finish a started frame", l.frameTimeoutMs, \.frameTimeoutMs),
+            limit(
+                "max-handshake-frame-bytes", "largest frame before HELLO", l.maxHandshakeFrameBytes,
+                \.maxHandshakeFrameBytes),
+            Option(
+                name: "zlib-level", env: "LARDER_ZLIB_LEVEL", valueName: "0-9",
+                help: "zlib level for replies (default \(d.zlibLevel))",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.zlibLevel = Int32(try integer("zlib-level", v, min: 0, max: 9))
+                }),
+            Option(
+                name: "compression-threshold", env: "LARDER_COMPRESSION_THRESHOLD", valueName: "N",
+                help: "compress JSON parts of at least N bytes (default \(d.compressionThreshold))",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.compressionThreshold = try integer("compression-threshold", v)
+                }),
+            Option(
+                name: "synchronous", env: "LARDER_SYNCHRONOUS", valueName: "normal|full",
+                help: "SQLite durability: normal survives a crash, full a power loss (default normal)",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    guard let s = StoreConfiguration.Synchronous(rawValue: v.uppercased()) else {
+                        throw UsageError(message: "--synchronous must be normal or full, not '\(v)'")
+                    }
+                    c.synchronous = s
+                }),
+            Option(
+                name: "log-level", env: "LARDER_LOG_LEVEL", valueName: "LEVEL",
+                help: "error, warn, info or debug (default info)",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    guard let level = LogLevel(name: v) else {
+                        throw UsageError(message: "--log-level must be error, warn, info or debug, not '\(v)'")
+                    }
+                    c.logLevel = level
+                }),
+            Option(
+                name: "shutdown-grace-ms", env: "LARDER_SHUTDOWN_GRACE_MS", valueName: "N",
+                help: "how long shutdown waits for requests in flight (default \(d.shutdownGraceMs))",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.shutdownGraceMs = try integer("shutdown-grace-ms", v)
+                }),
+            Option(
+                name: "test-search-delay-ms", env: "LARDER_TEST_SEARCH_DELAY_MS", valueName: "N",
+                help: "testing only: delay every SEARCH",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.searchDelayMs = try integer("test-search-delay-ms", v)
+                }),
+        ]
+    }()
+
+    static func envName(_ option: String) -> String {
+        "LARDER_" + option.uppercased().replacingOccurrences(of: "-", with: "_")
+    }
+
+    /// Parses `arguments` (without the program name) over `environment`.
+    public static func parse(_ arguments: [String], environment: [String: String] = [:]) throws(UsageError)
+        -> (Command, ServerConfiguration)
+    {
+        var configuration = ServerConfiguration()
+        // The environment first, so the command line overrides it. --token-file after --token so an explicit file wins.
+        for option in options {
+            if let value = environment[option.env] { try option.apply(&configuration, value) }
+        }
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            index += 1
+            if argument == "--help" || argument == "-h" { return (.help, configuration) }
+            guard argument.hasPrefix("--") else {
+                throw UsageError(message: "unexpected argument '\(argument)'")
+            }
+            var name = String(argument.dropFirst(2))
+            var value: String?
+            if let equals = name.firstIndex(of: "=") {
+                value = String(name[name.index(after: equals)...])
+                name = String(name[..<equals])
+            }
+            guard let option = options.first(where: { $0.name == name }) else {
+                throw UsageError(message: "unknown option '--\(name)'")
+            }
+            if value == nil {
+                guard index < arguments.count else { throw UsageError(message: "--\(name) needs a value") }
+                value = arguments[index]
+                index += 1
+            }
+            try option.apply(&configuration, value!)
+        }
+        do throws(LarderError) {
+            try configuration.limits.validate()
+        } catch {
+            throw UsageError(message: error.message)
+        }
+        return (.run, configuration)
+    }
+
+    /// The `--help` text.
+    public static var helpText: String {
+        var text = """
+            larder-server: the Larder record-and-photo store server.
+
+            \(usageLine)
+
+            Options (each also read from the environment variable shown):
+
+            """
+        for option in options {
+            let left = "  --\(option.name) \(option.valueName)"
+            let padded = left.padding(toLength: max(left.count + 1, 36), withPad: " ", startingAt: 0)
+            text += "\(padded)\(option.help) [\(option.env)]\n"
+        }
+        text += "  --help".padding(toLength: 36, withPad: " ", startingAt: 0) + "show this help\n"
+        return text
+    }
+}

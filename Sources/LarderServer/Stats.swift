@@ -1,0 +1,161 @@
+import LarderWire
+import Synchronization
+
+/// A log-linear latency histogram: exact below 8, then 8 buckets per power of two (at most 12.5% relative error),
+/// covering every `UInt64`. Small, mergeable and cheap to record into.
+package struct LatencyHistogram: Sendable, Equatable {
+    static let bucketCount = 62 * 8
+    private(set) var counts: [UInt64]
+    package private(set) var total: UInt64 = 0
+    package private(set) var max: UInt64 = 0
+
+    package init() { counts = [UInt64](repeating: 0, count: LatencyHistogram.bucketCount) }
+
+    static func index(_ value: UInt64) -> Int {
+        if value < 8 { return Int(value) }
+        let exponent = 63 - value.leadingZeroBitCount
+        let sub = Int((value >> UInt64(exponent - 3)) & 7)
+        return (exponent - 2) * 8 + sub
+    }
+
+    /// The smallest value that lands in bucket `index`.
+    static func lowerBound(_ index: Int) -> UInt64 {
+        if index < 8 { return UInt64(index) }
+        let exponent = index / 8 + 2
+        return UInt64(8 + index % 8) << UInt64(exponent - 3)
+    }
+
+    package mutating func record(_ value: UInt64) {
+        counts[LatencyHistogram.index(value)] += 1
+        total += 1
+        max = Swift.max(max, value)
+    }
+
+    /// The value at quantile `q` (0...1): the upper end of the bucket holding that rank, capped by the maximum seen.
+    package func percentile(_ q: Double) -> UInt64 {
+        guard total > 0 else { return 0 }
+        let rank = Swift.max(1, UInt64((q * Double(total)).rounded(.up)))
+        var seen: UInt64 = 0
+        for (index, count) in counts.enumerated() where count > 0 {
+            seen += count
+            if seen >= rank {
+                let upper = index + 1 < LatencyHistogram.bucketCount ? LatencyHistogram.lowerBound(index + 1) - 1 : .max
+                return Swift.min(upper, max)
+            }
+        }
+        return max
+    }
+}
+
+/// Server-wide counters, shared by every connection queue.
+package final class ServerStats: Sendable {
+    struct Operation {
+        var count = 0
+        var errors = 0
+        var byStatus: [Status: Int] = [:]
+        var latency = LatencyHistogram()
+    }
+
+    struct State {
+        var connectionsOpen = 0
+        var connectionsTotal = 0
+        var connectionsRefused = 0
+        var operations: [Opcode: Operation] = [:]
+        var bytesInWire = 0
+        var bytesOutWire = 0
+        var bytesInUncompressed = 0
+        var bytesOutUncompressed = 0
+        var peakUnsentBytes = 0
+    }
+
+    private let state = Mutex(State())
+    let startedAt: UInt64
+
+    package init(now: UInt64) { startedAt = now }
+
+    package func connectionOpened() {
+        state.withLock {
+            $0.connectionsOpen += 1
+            $0.connectionsTotal += 1
+        }
+    }
+
+    package func connectionClosed() { state.withLock { $0.connectionsOpen -= 1 } }
+    package func connectionRefused() { state.withLock { $0.connectionsRefused += 1 } }
+
+    package func request(_ opcode: Opcode, _ status: Status, latencyMicros: UInt64?) {
+        state.withLock {
+            var operation = $0.operations[opcode] ?? Operation()
+            operation.count += 1
+            if status != .ok { operation.errors += 1 }
+            operation.byStatus[status, default: 0] += 1
+            if let latencyMicros { operation.latency.record(latencyMicros) }
+            $0.operations[opcode] = operation
+        }
+    }
+
+    package func traffic(wireIn: Int, wireOut: Int, uncompressedIn: Int, uncompressedOut: Int, peakUnsent: Int) {
+        guard wireIn | wireOut | uncompressedIn | uncompressedOut != 0 || peakUnsent > 0 else { return }
+        state.withLock {
+            $0.bytesInWire += wireIn
+            $0.bytesOutWire += wireOut
+            $0.bytesInUncompressed += uncompressedIn
+            $0.bytesOutUncompressed += uncompressedOut
+            $0.peakUnsentBytes = Swift.max($0.peakUnsentBytes, peakUnsent)
+        }
+    }
+
+    package var openConnections: Int { state.withLock { $0.connectionsOpen } }
+    package var peakUnsentBytes: Int { state.withLock { $0.peakUnsentBytes } }
+
+    /// The STATS answer, without the store's part.
+    package func json(now: UInt64, server: String) -> JSONObject {
+        let s = state.withLock { $0 }
+        var byOpcode = JSONObject()
+        var totalRequests = 0
+        var totalErrors = 0
+        var byStatusAll: [Status: Int] = [:]
+        for (opcode, operation) in s.operations.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            totalRequests += operation.count
+            totalErrors += operation.errors
+            var byStatus = JSONObject()
+            for (status, count) in operation.byStatus.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+                byStatus[status.name] = .int(Int64(count))
+                byStatusAll[status, default: 0] += count
+            }
+            let h = operation.latency
+            byOpcode[opcode.name] = .object([
+                "count": .int(Int64(operation.count)), "errors": .int(Int64(operation.errors)),
+                "byStatus": .object(byStatus),
+                "latencyMicros": .object([
+                    "count": .int(Int64(h.total)), "p50": .int(Int64(h.percentile(0.5))),
+                    "p90": .int(Int64(h.percentile(0.9))), "p99": .int(Int64(h.percentile(0.99))),
+                    "max": .int(Int64(h.max)),
+                ]),
+            ])
+        }
+        var byStatusJSON = JSONObject()
+        for (status, count) in byStatusAll.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            byStatusJSON[status.name] = .int(Int64(count))
+        }
+        let ratio = s.bytesOutWire > 0 ? Double(s.bytesOutUncompressed) / Double(s.bytesOutWire) : 1
+        return [
+            "server": .string(server),
+            "uptimeMs": .int(Int64((now &- startedAt) / 1_000_000)),
+            "connections": .object([
+                "open": .int(Int64(s.connectionsOpen)), "total": .int(Int64(s.connectionsTotal)),
+                "refused": .int(Int64(s.connectionsRefused)), "peakUnsentBytes": .int(Int64(s.peakUnsentBytes)),
+            ]),
+            "requests": .object([
+                "total": .int(Int64(totalRequests)), "errors": .int(Int64(totalErrors)),
+                "byStatus": .object(byStatusJSON), "byOpcode": .object(byOpcode),
+            ]),
+            "bytes": .object([
+                "inWire": .int(Int64(s.bytesInWire)), "outWire": .int(Int64(s.bytesOutWire)),
+                "inUncompressed": .int(Int64(s.bytesInUncompressed)),
+                "outUncompressed": .int(Int64(s.bytesOutUncompressed)),
+                "compressionRatio": .double((ratio * 1000).rounded() / 1000),
+            ]),
+        ]
+    }
+}

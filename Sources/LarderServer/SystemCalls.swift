@@ -1,0 +1,171 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A failed system call: its name and errno. `description` is what the operator reads.
+public struct IOError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var call: String
+    public var errno: Int32
+
+    public init(_ call: String, errno: Int32) {
+        self.call = call
+        self.errno = errno
+    }
+
+    public var description: String { "\(call) failed: \(String(cString: strerror(errno))) (errno \(errno))" }
+}
+
+/// The outcome of a non-blocking call that did not fail.
+enum IOResult: Equatable {
+    case done(Int)
+    case wouldBlock
+}
+
+/// Every system call of the server goes through here: `EINTR` is retried, `EAGAIN`/`EWOULDBLOCK` become
+/// `.wouldBlock`, anything else throws an `IOError` naming the call.
+@inline(__always)
+func systemCall(_ name: String, _ body: () -> Int) throws(IOError) -> IOResult {
+    while true {
+        let result = body()
+        if result >= 0 { return .done(result) }
+        let error = errno
+        if error == EINTR { continue }
+        if error == EAGAIN || error == EWOULDBLOCK { return .wouldBlock }
+        throw IOError(name, errno: error)
+    }
+}
+
+/// `systemCall` for calls that never legitimately block (socket, bind, setsockopt...).
+@discardableResult
+func blockingCall(_ name: String, _ body: () -> Int32) throws(IOError) -> Int32 {
+    switch try systemCall(name, { Int(body()) }) {
+    case .done(let value): return Int32(value)
+    case .wouldBlock: throw IOError(name, errno: EAGAIN)
+    }
+}
+
+/// Thin wrappers over the socket calls the server needs.
+enum Socket {
+    /// SIGPIPE would kill the process when a peer goes away mid-write; we get EPIPE instead.
+    static let ignoreSIGPIPE: Void = {
+        signal(SIGPIPE, SIG_IGN)
+    }()
+
+    static func setNonBlocking(_ fd: Int32) throws(IOError) {
+        let flags = try blockingCall("fcntl(F_GETFL)") { fcntl(fd, F_GETFL) }
+        try blockingCall("fcntl(F_SETFL)") { fcntl(fd, F_SETFL, flags | O_NONBLOCK) }
+    }
+
+    static func setOption(_ fd: Int32, _ level: Int32, _ option: Int32, _ value: Int32, _ name: String) throws(IOError) {
+        var value = value
+        try blockingCall("setsockopt(\(name))") {
+            setsockopt(fd, level, option, &value, socklen_t(MemoryLayout<Int32>.size))
+        }
+    }
+
+    #if canImport(Glibc)
+    static let streamType = Int32(SOCK_STREAM.rawValue)
+    #else
+    static let streamType = SOCK_STREAM
+    #endif
+
+    /// A listening TCP socket on `host:port` (IPv4 dotted quad, "localhost" or "0.0.0.0"); returns fd and real port.
+    static func listenTCP(host: String, port: Int, backlog: Int32) throws(IOError) -> (fd: Int32, port: Int) {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        let hostName = host == "localhost" ? "127.0.0.1" : host
+        guard inet_pton(AF_INET, hostName, &address.sin_addr) == 1 else {
+            throw IOError("inet_pton(\(host))", errno: EINVAL)
+        }
+        let fd = try blockingCall("socket") { socket(AF_INET, streamType, 0) }
+        do throws(IOError) {
+            try setOption(fd, SOL_SOCKET, SO_REUSEADDR, 1, "SO_REUSEADDR")
+            try blockingCall("bind(\(host):\(port))") {
+                withUnsafePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                    }
+                }
+            }
+            try blockingCall("listen") { listen(fd, backlog) }
+            var bound = sockaddr_in()
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            try blockingCall("getsockname") {
+                withUnsafeMutablePointer(to: &bound) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+                }
+            }
+            try setNonBlocking(fd)
+            return (fd, Int(UInt16(bigEndian: bound.sin_port)))
+        } catch {
+            Socket.close(fd)
+            throw error
+        }
+    }
+
+    /// A listening Unix domain socket at `path`; a stale socket file left by a dead server is removed first.
+    static func listenUnix(path: String, backlog: Int32) throws(IOError) -> Int32 {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let capacity = MemoryLayout.size(ofValue: address.sun_path)
+        let pathBytes = Array(path.utf8)
+        guard pathBytes.count < capacity else { throw IOError("bind(\(path)): path too long", errno: ENAMETOOLONG) }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: pathBytes)
+            raw[pathBytes.count] = 0
+        }
+        var info = stat()
+        if lstat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFSOCK { _ = unlink(path) }
+        let fd = try blockingCall("socket(AF_UNIX)") { socket(AF_UNIX, streamType, 0) }
+        do throws(IOError) {
+            try blockingCall("bind(\(path))") {
+                withUnsafePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                    }
+                }
+            }
+            try blockingCall("listen") { listen(fd, backlog) }
+            try setNonBlocking(fd)
+            return fd
+        } catch {
+            Socket.close(fd)
+            throw error
+        }
+    }
+
+    /// Accepts one pending connection, non-blocking, or nil when none is waiting.
+    static func accept(_ listener: Int32) throws(IOError) -> Int32? {
+        switch try systemCall("accept", { Int(Glibc.accept(listener, nil, nil)) }) {
+        case .wouldBlock: return nil
+        case .done(let fd):
+            let fd = Int32(fd)
+            do throws(IOError) {
+                try setNonBlocking(fd)
+            } catch {
+                Socket.close(fd)
+                throw error
+            }
+            // Fails harmlessly (EOPNOTSUPP) on Unix sockets.
+            var one: Int32 = 1
+            _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+            return fd
+        }
+    }
+
+    static func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(IOError) -> IOResult {
+        try systemCall("read") { Glibc.read(fd, buffer.baseAddress, buffer.count) }
+    }
+
+    static func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(IOError) -> IOResult {
+        try systemCall("write") { Glibc.write(fd, bytes.baseAddress, bytes.count) }
+    }
+
+    /// Closes a descriptor; EINTR is not retried (on Linux the descriptor is gone either way).
+    static func close(_ fd: Int32) {
+        _ = Glibc.close(fd)
+    }
+}
