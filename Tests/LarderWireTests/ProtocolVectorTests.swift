@@ -1,0 +1,121 @@
+import Foundation
+import LarderWire
+import Testing
+
+/// Every hex example in Protocol.md is decoded here, so the document and the code cannot drift apart.
+@Suite struct ProtocolVectorTests {
+    struct Vector {
+        var name: String
+        var bytes: [UInt8]
+    }
+
+    /// The ```hex blocks of Protocol.md; in each, `;` starts a comment and the first comment names the vector.
+    static let vectors: [Vector] = {
+        let url = URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Protocol.md")
+        let text = (try? String(contentsOf: url, encoding: .utf8)) ?? ""
+        var vectors: [Vector] = []
+        var current: Vector?
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix("```hex") {
+                current = Vector(name: "", bytes: [])
+                continue
+            }
+            guard var vector = current else { continue }
+            if line.hasPrefix("```") {
+                vectors.append(vector)
+                current = nil
+                continue
+            }
+            let parts = line.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false)
+            if parts.count > 1, vector.name.isEmpty, let range = parts[1].range(of: "vector:") {
+                vector.name = parts[1][range.upperBound...].trimmingCharacters(in: .whitespaces)
+            }
+            vector.bytes += parts[0].split(separator: " ").map { UInt8($0, radix: 16)! }
+            current = vector
+        }
+        return vectors
+    }()
+
+    static func vector(_ name: String) throws -> Frame {
+        let vector = try #require(vectors.first { $0.name == name }, "Protocol.md has no vector \(name)")
+        var decoder = FrameDecoder()
+        var buffer = ByteBuffer(vector.bytes)
+        let frame = try #require(try decoder.next(&buffer))
+        #expect(buffer.readableCount == 0, "vector \(name) has bytes after its frame")
+        return frame
+    }
+
+    static let expectedNames: Set<String> = [
+        "hello-request", "hello-response", "ping-request", "ping-response", "create-request", "blob-put-request",
+        "error-response", "search-response-compressed",
+    ]
+
+    @Test func everyVectorIsNamedAndChecked() {
+        #expect(Self.vectors.count >= 6)
+        #expect(Set(Self.vectors.map(\.name)) == Self.expectedNames)
+    }
+
+    @Test func helloRequest() throws {
+        let frame = try Self.vector("hello-request")
+        #expect(frame.opcode == .hello && frame.requestID == 1 && !frame.isResponse)
+        let hello = try HelloRequest(json: frame.jsonObject())
+        #expect(hello == HelloRequest(versions: [1], compression: ["zlib"], client: "larder-cli 0.1.0"))
+        // Re-encoding gives the same bytes.
+        #expect(FrameEncoder().encode(frame) == Self.vectors.first { $0.name == "hello-request" }!.bytes)
+    }
+
+    @Test func helloResponse() throws {
+        let frame = try Self.vector("hello-response")
+        #expect(frame.opcode == .hello && frame.requestID == 1 && frame.isResponse && frame.status == .ok)
+        let hello = try HelloResponse(json: frame.jsonObject())
+        #expect(hello.version == 1 && hello.compression == "zlib" && hello.compressionThreshold == 1024)
+        #expect(hello.limits == .default)
+        #expect(hello.authRequired == false)
+    }
+
+    @Test func ping() throws {
+        let request = try Self.vector("ping-request")
+        let response = try Self.vector("ping-response")
+        #expect(request.opcode == .ping && request.json.isEmpty && request.requestID == 2)
+        #expect(response.opcode == .ping && response.isResponse && response.requestID == 2)
+        #expect(try request.jsonObject().isEmpty)
+    }
+
+    @Test func create() throws {
+        let frame = try Self.vector("create-request")
+        let create = try CreateRequest(json: frame.jsonObject())
+        #expect(frame.opcode == .create && frame.requestID == 3)
+        #expect(create == CreateRequest(collection: "todos", data: ["title": "Buy milk 買牛奶", "isFinish": false]))
+    }
+
+    @Test func blobPut() throws {
+        let frame = try Self.vector("blob-put-request")
+        let put = try BlobPutRequest(json: frame.jsonObject())
+        #expect(frame.opcode == .blobPut && frame.requestID == 4)
+        #expect(put.attach == BlobAttachment(collection: "items", id: UUID(uuidString: "3f2504e0-4f89-41d3-9a0c-0305e82c3301")!))
+        #expect(frame.binary.prefix(2) == [0xFF, 0xD8] && frame.binary.suffix(2) == [0xFF, 0xD9])
+        #expect(frame.binary.count == 17)
+    }
+
+    @Test func errorResponse() throws {
+        let frame = try Self.vector("error-response")
+        #expect(frame.status == .notFound && frame.isResponse && frame.opcode == .get && frame.requestID == 5)
+        let error = LarderError(status: frame.status, json: .object(try frame.jsonObject()))
+        #expect(error.field == "id")
+        #expect(error.message.hasPrefix("no document"))
+    }
+
+    @Test func compressedSearchResponse() throws {
+        let vector = try #require(Self.vectors.first { $0.name == "search-response-compressed" })
+        #expect(vector.bytes[7] & Frame.Flags.compressed.rawValue != 0)
+        let frame = try Self.vector("search-response-compressed")
+        #expect(frame.json.count == 1983)
+        let page = try PageResponse(json: frame.jsonObject())
+        #expect(page.records.count == 8)
+        #expect(page.records.first?.data["name"] == "张三")
+        #expect(page.records.last?.data["address"] == "北京市海淀区中关村大街8号")
+        #expect(page.nextCursor == nil)
+    }
+}
