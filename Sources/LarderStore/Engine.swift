@@ -1,0 +1,205 @@
+import CSQLite
+import Dispatch
+import Foundation
+import LarderWire
+
+/// State shared by the writer, the readers and the write contexts: configuration, the schema features found at open,
+/// and which field paths have expression indexes.
+final class StoreCore: @unchecked Sendable {
+    let configuration: StoreConfiguration
+    let databasePath: String
+    /// Whether this SQLite has FTS5 with the trigram tokenizer (3.34+ built with FTS5).
+    let hasTrigram: Bool
+    private let lock = NSLock()
+    private var indexed: Set<String> = []
+
+    init(configuration: StoreConfiguration, databasePath: String, hasTrigram: Bool) {
+        self.configuration = configuration
+        self.databasePath = databasePath
+        self.hasTrigram = hasTrigram
+    }
+
+    private static func key(_ collection: String, _ path: FieldPath) -> String { collection + "\u{0}" + path.description }
+
+    func isIndexed(_ collection: String, _ path: FieldPath) -> Bool {
+        guard configuration.useFieldIndexes else { return false }
+        let key = StoreCore.key(collection, path)
+        return lock.withLock { indexed.contains(key) }
+    }
+
+    func setIndexed(_ collection: String, _ path: FieldPath) {
+        let key = StoreCore.key(collection, path)
+        _ = lock.withLock { indexed.insert(key) }
+    }
+
+    func loadIndexes(_ pairs: [(String, String)]) {
+        lock.withLock {
+            for (collection, path) in pairs { indexed.insert(collection + "\u{0}" + path) }
+        }
+    }
+
+    func dropIndexes(of collection: String) {
+        lock.withLock { indexed = indexed.filter { !$0.hasPrefix(collection + "\u{0}") } }
+    }
+}
+
+/// The single writer: one connection, touched only on `queue`. Concurrent submissions that arrive while a transaction
+/// runs are batched into the next one (group commit); each runs in its own SAVEPOINT, and every completion is called
+/// only after that transaction's COMMIT returned.
+final class Writer: @unchecked Sendable {
+    struct Job {
+        /// Runs the body inside the open transaction and returns what to deliver once the COMMIT outcome is known.
+        let execute: (SQLiteWriteContext) -> (LarderError?) -> Void
+    }
+
+    static let queueKey = DispatchSpecificKey<ObjectIdentifier>()
+    static let maxBatch = 512
+
+    let queue = DispatchQueue(label: "larder.store.writer", qos: .userInitiated)
+    private let core: StoreCore
+    private var connection: Connection?  // only on `queue`
+    private let lock = NSLock()
+    private var jobs: [Job] = []  // under `lock`
+    private var scheduled = false  // under `lock`
+    private var closed = false  // under `lock`
+
+    init(connection: Connection, core: StoreCore) {
+        self.connection = connection
+        self.core = core
+        queue.setSpecific(key: Writer.queueKey, value: ObjectIdentifier(self))
+    }
+
+    var isOnQueue: Bool { DispatchQueue.getSpecific(key: Writer.queueKey) == ObjectIdentifier(self) }
+
+    /// Queues a job; schedules a drain only when none is pending, so a burst of writes shares one transaction.
+    func enqueue(_ job: Job) -> Bool {
+        var mustSchedule = false
+        let accepted: Bool = lock.withLock {
+            guard !closed else { return false }
+            jobs.append(job)
+            if !scheduled {
+                scheduled = true
+                mustSchedule = true
+            }
+            return true
+        }
+        if mustSchedule { queue.async { self.drain() } }
+        return accepted
+    }
+
+    private func drain() {
+        while true {
+            let batch: [Job] = lock.withLock {
+                if jobs.isEmpty {
+                    scheduled = false
+                    return []
+                }
+                let take = min(jobs.count, Writer.maxBatch)
+                let batch = Array(jobs.prefix(take))
+                jobs.removeFirst(take)
+                return batch
+            }
+            if batch.isEmpty { return }
+            run(batch)
+        }
+    }
+
+    private func run(_ batch: [Job]) {
+        guard let connection else {
+            let error = LarderError(.unavailable, "the store is closed")
+            for job in batch { job.execute(SQLiteWriteContext.closed(core))(error) }
+            return
+        }
+        let context = SQLiteWriteContext(connection: connection, core: core)
+        do {
+            try connection.execute("BEGIN IMMEDIATE")
+        } catch {
+            for job in batch { job.execute(SQLiteWriteContext.closed(core))(error) }
+            return
+        }
+        var deliveries: [(LarderError?) -> Void] = []
+        deliveries.reserveCapacity(batch.count)
+        for job in batch { deliveries.append(job.execute(context)) }
+        var commitError: LarderError?
+        do {
+            try connection.execute("COMMIT")
+            for action in context.afterCommit { action() }
+        } catch {
+            commitError = error
+            try? connection.execute("ROLLBACK")
+        }
+        for deliver in deliveries { deliver(commitError) }
+    }
+
+    /// Runs `body` on the writer queue outside any batch (checkpoint, close).
+    func exclusive<T>(_ body: (Connection?) -> T) -> T {
+        if isOnQueue { return body(connection) }
+        return queue.sync { body(connection) }
+    }
+
+    /// Refuses new work, waits for queued work, and closes the connection.
+    func close() {
+        lock.withLock { closed = true }
+        guard !isOnQueue else { return }
+        queue.sync {}  // a drain scheduled before `closed` finishes first
+        queue.sync { connection = nil }
+    }
+}
+
+/// The read-only connections. Each borrower has a connection to itself; WAL lets them read while the writer writes.
+final class ReaderPool: @unchecked Sendable {
+    private let lock = NSLock()
+    private var idle: [Connection]
+    private var closed = false
+    private let semaphore: DispatchSemaphore
+
+    init(path: String, count: Int) throws(LarderError) {
+        var connections: [Connection] = []
+        for _ in 0..<max(1, count) { connections.append(try Connection(path: path, readOnly: true)) }
+        idle = connections
+        semaphore = DispatchSemaphore(value: connections.count)
+    }
+
+    /// Borrows a connection; `transaction` wraps the body in one read transaction (one consistent snapshot).
+    func read<T>(transaction: Bool = false, _ body: (Connection) throws(LarderError) -> T) throws(LarderError) -> T {
+        semaphore.wait()
+        defer { semaphore.signal() }
+        let connection: Connection? = lock.withLock { closed ? nil : idle.popLast() }
+        guard let connection else { throw LarderError(.unavailable, "the store is closed") }
+        defer { lock.withLock { if !closed { idle.append(connection) } } }
+        if transaction { try connection.execute("BEGIN") }
+        defer { if transaction { try? connection.execute("COMMIT") } }
+        return try body(connection)
+    }
+
+    func close() {
+        lock.withLock {
+            closed = true
+            idle.removeAll()
+        }
+    }
+}
+
+/// A small thread-safe box for handing a result from the writer queue to a waiting thread.
+final class ResultBox<T: Sendable>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Result<T, LarderError>?
+    let done = DispatchSemaphore(value: 0)
+
+    func set(_ result: Result<T, LarderError>) {
+        lock.withLock { value = result }
+        done.signal()
+    }
+
+    func wait() throws(LarderError) -> T {
+        done.wait()
+        let result = lock.withLock { value! }
+        return try result.get()
+    }
+}
+
+func nowMillis() -> Int64 {
+    var spec = timespec()
+    clock_gettime(CLOCK_REALTIME, &spec)
+    return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
+}

@@ -1,0 +1,188 @@
+import Foundation
+import LarderWire
+
+extension FieldPath {
+    /// The SQLite JSON path with every segment quoted: `$."address"."city"`. Segments never contain `"` (FieldPath
+    /// rejects it), so the quoting is unambiguous.
+    var jsonPath: String {
+        var path = "$"
+        for segment in segments { path += ".\"" + segment + "\"" }
+        return path
+    }
+
+    /// `jsonPath` as an SQL string literal (single quotes doubled). Used only where SQLite needs a literal: CREATE
+    /// INDEX expressions, and queries on indexed paths (so the planner can match the index expression).
+    var sqlLiteral: String { "'" + jsonPath.replacingOccurrences(of: "'", with: "''") + "'" }
+}
+
+/// Translates filters, text search and sorts into an SQL condition with numbered parameters. Field paths are bound as
+/// parameters, except on indexed paths where the literal (built from the validated path) must match the index.
+struct SQLBuilder {
+    let collection: String
+    let core: StoreCore
+    private(set) var values: [SQLValue] = []
+
+    init(collection: String, core: StoreCore) {
+        self.collection = collection
+        self.core = core
+        _ = param(.text(collection))  // ?1 is always the collection
+    }
+
+    mutating func param(_ value: SQLValue) -> String {
+        values.append(value)
+        return "?\(values.count)"
+    }
+
+    /// The value expression and (for data fields) the json_type expression of a field.
+    mutating func field(_ path: FieldPath) -> (value: String, type: String?) {
+        if let envelope = path.envelope {
+            switch envelope {
+            case .id: return ("id", nil)
+            case .rev: return ("rev", nil)
+            case .createdAt: return ("createdAt", nil)
+            case .updatedAt: return ("updatedAt", nil)
+            }
+        }
+        let path_ = core.isIndexed(collection, path) ? path.sqlLiteral : param(.text(path.jsonPath))
+        return ("json_extract(data, \(path_))", "json_type(data, \(path_))")
+    }
+
+    static func sqlValue(_ json: JSON) -> SQLValue {
+        switch json {
+        case .null: .null
+        case .bool(let b): .int(b ? 1 : 0)
+        case .int(let i): .int(i)
+        case .double(let d): .double(d)
+        case .string(let s): .text(s)
+        case .array, .object: .text(String(decoding: json.bytes, as: UTF8.self))
+        }
+    }
+
+    private mutating func equals(_ path: FieldPath, _ value: JSON) -> String {
+        let (x, t) = field(path)
+        if path.envelope == .id, case .string(let s) = value { return "\(x) = \(param(.text(s.lowercased())))" }
+        guard let t else {
+            switch value {
+            case .int, .double, .string: return "\(x) = \(param(SQLBuilder.sqlValue(value)))"
+            default: return "0"
+            }
+        }
+        switch value {
+        case .null: return "\(t) = 'null'"
+        case .bool(let b): return "\(t) = '\(b ? "true" : "false")'"
+        case .int, .double: return "(\(t) IN ('integer','real') AND \(x) = \(param(SQLBuilder.sqlValue(value))))"
+        case .string(let s): return "(\(t) = 'text' AND \(x) = \(param(.text(s))))"
+        case .array, .object: return "0"
+        }
+    }
+
+    mutating func condition(_ filter: Filter) -> String {
+        switch filter {
+        case .and(let items): return "(" + items.map { condition($0) }.joined(separator: " AND ") + ")"
+        case .or(let items): return "(" + items.map { condition($0) }.joined(separator: " OR ") + ")"
+        case .not(let inner): return "(NOT coalesce(\(condition(inner)), 0))"
+        case .compare(let path, .eq, let value): return equals(path, value)
+        case .compare(let path, .ne, let value): return "(NOT coalesce(\(equals(path, value)), 0))"
+        case .compare(let path, let op, let value):
+            let symbol = [Filter.Comparison.lt: "<", .lte: "<=", .gt: ">", .gte: ">="][op]!
+            let (x, t) = field(path)
+            var bound = SQLBuilder.sqlValue(value)
+            if path.envelope == .id, case .text(let s) = bound { bound = .text(s.lowercased()) }
+            let comparison = "\(x) \(symbol) \(param(bound))"
+            guard let t else { return comparison }
+            switch value {
+            case .string: return "(\(t) = 'text' AND \(comparison))"
+            default: return "(\(t) IN ('integer','real') AND \(comparison))"
+            }
+        case .isIn(let path, let values):
+            if values.isEmpty { return "0" }
+            return "(" + values.map { equals(path, $0) }.joined(separator: " OR ") + ")"
+        case .exists(let path, let flag):
+            let (_, t) = field(path)
+            guard let t else { return flag ? "1" : "0" }
+            return flag ? "\(t) IS NOT NULL" : "\(t) IS NULL"
+        case .prefix(let path, let text):
+            let (x, t) = field(path)
+            let p = param(.text(text))
+            let test = "\(x) >= \(p) AND substr(\(x), 1, length(\(p))) = \(p)"
+            return t.map { "(\($0) = 'text' AND \(test))" } ?? "(typeof(\(x)) = 'text' AND \(test))"
+        case .contains(let path, let text):
+            let (x, t) = field(path)
+            let test = "instr(larder_fold(\(x)), \(param(.text(TextFold.fold(text))))) > 0"
+            return t.map { "(\($0) = 'text' AND \(test))" } ?? "coalesce(\(test), 0)"
+        }
+    }
+
+    /// Substring search. The precomputed `search` column holds every string value folded; a 3+ character query first
+    /// narrows by the trigram index, and the exact `instr` test always decides, so both paths answer the same.
+    mutating func text(_ query: TextQuery) -> String {
+        let folded = TextFold.fold(query.query)
+        let q = param(.text(folded))
+        var parts: [String] = []
+        if core.hasTrigram && core.configuration.useTextIndex && folded.unicodeScalars.count >= 3 {
+            let match = "\"" + folded.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+            parts.append("seq IN (SELECT rowid FROM documents_fts WHERE documents_fts MATCH \(param(.text(match))))")
+        }
+        parts.append("instr(search, \(q)) > 0")
+        if let fields = query.fields {
+            let tests = fields.map { path in
+                "EXISTS (SELECT 1 FROM json_tree(documents.data, \(param(.text(path.jsonPath)))) AS j "
+                    + "WHERE j.type = 'text' AND instr(larder_fold(j.value), \(q)) > 0)"
+            }
+            parts.append("(" + tests.joined(separator: " OR ") + ")")
+        }
+        return "(" + parts.joined(separator: " AND ") + ")"
+    }
+
+    /// `collection = ?1 AND filter AND text`.
+    mutating func whereClause(filter: Filter?, text: TextQuery?) -> String {
+        var clause = "collection = ?1"
+        if let filter { clause += " AND " + condition(filter) }
+        if let text { clause += " AND " + self.text(text) }
+        return clause
+    }
+}
+
+/// Opaque page cursors: base64url of a small JSON object. Search cursors carry the sort signature, the last record's
+/// sort values and its id; list cursors carry a creation sequence number.
+enum Cursor {
+    static func encode(_ object: JSONObject) -> String {
+        Data(object.bytes).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    static func decode(_ string: String, field: String = "cursor") throws(LarderError) -> JSONObject {
+        var base64 = string.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base64.count % 4 != 0 { base64 += "=" }
+        guard let data = Data(base64Encoded: base64), let object = try? JSONParser.parseObject(Array(data)) else {
+            throw LarderError(.invalidArgument, "the cursor is not one this store issued; pass nextCursor unchanged",
+                field: field)
+        }
+        return object
+    }
+
+    static func json(_ value: SQLValue) -> JSON {
+        switch value {
+        case .null: .null
+        case .int(let i): .int(i)
+        case .double(let d): .object(["d": .double(d)])
+        case .text(let s): .string(s)
+        case .blob: .null
+        }
+    }
+
+    static func sqlValue(_ json: JSON) -> SQLValue? {
+        switch json {
+        case .null: .null
+        case .int(let i): .int(i)
+        case .string(let s): .text(s)
+        case .object(let o): o["d"]?.doubleValue.map { .double($0) }
+        default: nil
+        }
+    }
+
+    static func signature(_ sort: [SortKey]) -> String {
+        sort.map { $0.field.description + ($0.descending ? ":desc" : ":asc") }.joined(separator: ",")
+    }
+}

@@ -1,0 +1,187 @@
+import LarderWire
+
+/// SHA-256 (FIPS 180-4), written here because Linux has no CryptoKit and the store takes no OpenSSL dependency.
+public struct SHA256: Sendable {
+    private var state: (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32) = (
+        0x6a09_e667, 0xbb67_ae85, 0x3c6e_f372, 0xa54f_f53a, 0x510e_527f, 0x9b05_688c, 0x1f83_d9ab, 0x5be0_cd19
+    )
+    private var buffer: [UInt8] = []
+    private var length: UInt64 = 0
+
+    private static let k: [UInt32] = [
+        0x428a_2f98, 0x7137_4491, 0xb5c0_fbcf, 0xe9b5_dba5, 0x3956_c25b, 0x59f1_11f1, 0x923f_82a4, 0xab1c_5ed5,
+        0xd807_aa98, 0x1283_5b01, 0x2431_85be, 0x550c_7dc3, 0x72be_5d74, 0x80de_b1fe, 0x9bdc_06a7, 0xc19b_f174,
+        0xe49b_69c1, 0xefbe_4786, 0x0fc1_9dc6, 0x240c_a1cc, 0x2de9_2c6f, 0x4a74_84aa, 0x5cb0_a9dc, 0x76f9_88da,
+        0x983e_5152, 0xa831_c66d, 0xb003_27c8, 0xbf59_7fc7, 0xc6e0_0bf3, 0xd5a7_9147, 0x06ca_6351, 0x1429_2967,
+        0x27b7_0a85, 0x2e1b_2138, 0x4d2c_6dfc, 0x5338_0d13, 0x650a_7354, 0x766a_0abb, 0x81c2_c92e, 0x9272_2c85,
+        0xa2bf_e8a1, 0xa81a_664b, 0xc24b_8b70, 0xc76c_51a3, 0xd192_e819, 0xd699_0624, 0xf40e_3585, 0x106a_a070,
+        0x19a4_c116, 0x1e37_6c08, 0x2748_774c, 0x34b0_bcb5, 0x391c_0cb3, 0x4ed8_aa4a, 0x5b9c_ca4f, 0x682e_6ff3,
+        0x748f_82ee, 0x78a5_636f, 0x84c8_7814, 0x8cc7_0208, 0x90be_fffa, 0xa450_6ceb, 0xbef9_a3f7, 0xc671_78f2,
+    ]
+
+    public init() {}
+
+    /// The lowercase hex digest of `bytes`.
+    public static func hex(_ bytes: [UInt8]) -> String {
+        var hasher = SHA256()
+        hasher.update(bytes)
+        return hasher.finalizeHex()
+    }
+
+    public mutating func update(_ bytes: [UInt8]) {
+        length &+= UInt64(bytes.count)
+        bytes.withUnsafeBufferPointer { input in
+            var offset = 0
+            if !buffer.isEmpty {
+                let take = min(64 - buffer.count, input.count)
+                buffer.append(contentsOf: input[0..<take])
+                offset = take
+                if buffer.count == 64 {
+                    let block = buffer
+                    block.withUnsafeBufferPointer { compress(UnsafeRawBufferPointer($0)) }
+                    buffer.removeAll(keepingCapacity: true)
+                }
+            }
+            while input.count - offset >= 64 {
+                compress(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: input[offset..<(offset + 64)])))
+                offset += 64
+            }
+            if offset < input.count { buffer.append(contentsOf: input[offset...]) }
+        }
+    }
+
+    public mutating func finalize() -> [UInt8] {
+        let bitLength = length &* 8
+        var tail = buffer
+        tail.append(0x80)
+        while tail.count % 64 != 56 { tail.append(0) }
+        for shift in stride(from: 56, through: 0, by: -8) { tail.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift))) }
+        tail.withUnsafeBufferPointer { all in
+            var offset = 0
+            while offset < all.count {
+                compress(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: all[offset..<(offset + 64)])))
+                offset += 64
+            }
+        }
+        buffer.removeAll()
+        var digest: [UInt8] = []
+        digest.reserveCapacity(32)
+        for word in [state.0, state.1, state.2, state.3, state.4, state.5, state.6, state.7] {
+            digest.append(UInt8(truncatingIfNeeded: word >> 24))
+            digest.append(UInt8(truncatingIfNeeded: word >> 16))
+            digest.append(UInt8(truncatingIfNeeded: word >> 8))
+            digest.append(UInt8(truncatingIfNeeded: word))
+        }
+        return digest
+    }
+
+    public mutating func finalizeHex() -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        for byte in finalize() {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0xF)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    @inline(__always)
+    private static func rotr(_ x: UInt32, _ n: UInt32) -> UInt32 { (x >> n) | (x << (32 - n)) }
+
+    private mutating func compress(_ block: UnsafeRawBufferPointer) {
+        var w = (
+            (0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32),
+            (0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32),
+            (0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32),
+            (0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32),
+            (0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32),
+            (0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32),
+            (0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32),
+            (0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32, 0 as UInt32)
+        )
+        let k = SHA256.k
+        withUnsafeMutableBytes(of: &w) { raw in
+            let w = raw.bindMemory(to: UInt32.self)
+            for i in 0..<16 {
+                let b = i * 4
+                w[i] = UInt32(block[b]) << 24 | UInt32(block[b + 1]) << 16 | UInt32(block[b + 2]) << 8 | UInt32(block[b + 3])
+            }
+            for i in 16..<64 {
+                let s0 = SHA256.rotr(w[i - 15], 7) ^ SHA256.rotr(w[i - 15], 18) ^ (w[i - 15] >> 3)
+                let s1 = SHA256.rotr(w[i - 2], 17) ^ SHA256.rotr(w[i - 2], 19) ^ (w[i - 2] >> 10)
+                w[i] = w[i - 16] &+ s0 &+ w[i - 7] &+ s1
+            }
+            var (a, b, c, d, e, f, g, h) = state
+            k.withUnsafeBufferPointer { k in
+                for i in 0..<64 {
+                    let s1 = SHA256.rotr(e, 6) ^ SHA256.rotr(e, 11) ^ SHA256.rotr(e, 25)
+                    let ch = (e & f) ^ (~e & g)
+                    let t1 = h &+ s1 &+ ch &+ k[i] &+ w[i]
+                    let s0 = SHA256.rotr(a, 2) ^ SHA256.rotr(a, 13) ^ SHA256.rotr(a, 22)
+                    let maj = (a & b) ^ (a & c) ^ (b & c)
+                    let t2 = s0 &+ maj
+                    h = g
+                    g = f
+                    f = e
+                    e = d &+ t1
+                    d = c
+                    c = b
+                    b = a
+                    a = t1 &+ t2
+                }
+            }
+            state = (
+                state.0 &+ a, state.1 &+ b, state.2 &+ c, state.3 &+ d, state.4 &+ e, state.5 &+ f, state.6 &+ g,
+                state.7 &+ h
+            )
+        }
+    }
+}
+
+/// What the JPEG validator found.
+public struct JPEGInfo: Sendable, Equatable {
+    public var width: Int
+    public var height: Int
+}
+
+/// Validates JPEG structure by walking its markers: SOI, segments up to a SOFn frame header (width and height), and
+/// EOI as the last two bytes. Entropy-coded data is not decoded.
+public enum JPEG {
+    public static func inspect(_ bytes: [UInt8]) throws(LarderError) -> JPEGInfo {
+        func reject(_ why: String) -> LarderError {
+            LarderError(.unsupportedMediaType, "the blob is not a well-formed JPEG: \(why); only image/jpeg is stored")
+        }
+        let n = bytes.count
+        guard n >= 4, bytes[0] == 0xFF, bytes[1] == 0xD8 else { throw reject("it does not start with SOI (FF D8)") }
+        guard bytes[n - 2] == 0xFF, bytes[n - 1] == 0xD9 else {
+            throw reject("it does not end with EOI (FF D9); it may be truncated")
+        }
+        var i = 2
+        while i < n - 2 {
+            guard bytes[i] == 0xFF else { throw reject("expected a marker at byte \(i)") }
+            var marker = bytes[i + 1]
+            i += 1
+            while marker == 0xFF && i + 1 < n {  // fill bytes
+                i += 1
+                marker = bytes[i]
+            }
+            i += 1
+            if marker == 0x01 || (0xD0...0xD7).contains(marker) { continue }
+            if marker == 0xD8 || marker == 0xD9 || marker == 0x00 { throw reject("unexpected marker before the frame header") }
+            guard i + 2 <= n else { throw reject("a segment header is cut off") }
+            let length = Int(bytes[i]) << 8 | Int(bytes[i + 1])
+            guard length >= 2, i + length <= n else { throw reject("a segment is longer than the data") }
+            let isSOF = (0xC0...0xCF).contains(marker) && marker != 0xC4 && marker != 0xC8 && marker != 0xCC
+            if isSOF {
+                guard length >= 8 else { throw reject("the frame header is too short") }
+                let height = Int(bytes[i + 3]) << 8 | Int(bytes[i + 4])
+                let width = Int(bytes[i + 5]) << 8 | Int(bytes[i + 6])
+                guard width > 0, height > 0 else { throw reject("the frame header gives a zero width or height") }
+                return JPEGInfo(width: width, height: height)
+            }
+            if marker == 0xDA { throw reject("scan data starts before any frame header") }
+            i += length
+        }
+        throw reject("no frame header (SOFn) found")
+    }
+}

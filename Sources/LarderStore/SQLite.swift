@@ -1,0 +1,245 @@
+import CSQLite
+import Foundation
+import LarderWire
+
+/// A value bound to or read from a statement.
+enum SQLValue: Sendable, Equatable {
+    case null
+    case int(Int64)
+    case double(Double)
+    case text(String)
+    case blob([UInt8])
+}
+
+/// One SQLite connection. Not thread-safe: exactly one queue (the writer) or one borrower (a reader) uses it at a time,
+/// which is why it is opened with SQLITE_OPEN_NOMUTEX.
+final class Connection {
+    let handle: OpaquePointer
+    private var cache: [String: Statement] = [:]
+
+    init(path: String, readOnly: Bool) throws(LarderError) {
+        var db: OpaquePointer?
+        let flags = (readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)) | SQLITE_OPEN_NOMUTEX
+        let rc = sqlite3_open_v2(path, &db, flags, nil)
+        guard rc == SQLITE_OK, let db else {
+            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            if let db { sqlite3_close_v2(db) }
+            throw LarderError(.internal, "cannot open the database at \(path): \(message) (code \(rc))")
+        }
+        handle = db
+        sqlite3_extended_result_codes(db, 1)
+        sqlite3_busy_timeout(db, 10_000)
+        registerFunctions()
+    }
+
+    deinit {
+        cache.removeAll()
+        sqlite3_close_v2(handle)
+    }
+
+    /// Adds `larder_fold(text)`: the same Unicode lowercasing the store applies to text queries, so `contains` and
+    /// named-field text search fold exactly like the precomputed search column.
+    private func registerFunctions() {
+        sqlite3_create_function_v2(
+            handle, "larder_fold", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, nil,
+            { context, argc, argv in
+                guard argc == 1, let value = argv?[0], sqlite3_value_type(value) == SQLITE_TEXT,
+                    let text = sqlite3_value_text(value)
+                else {
+                    sqlite3_result_null(context)
+                    return
+                }
+                let count = Int(sqlite3_value_bytes(value))
+                let string = String(decoding: UnsafeBufferPointer(start: text, count: count), as: UTF8.self)
+                var folded = TextFold.fold(string)
+                folded.withUTF8 { utf8 in
+                    sqlite3_result_text(
+                        context, UnsafeRawPointer(utf8.baseAddress!).assumingMemoryBound(to: CChar.self),
+                        Int32(utf8.count), larder_sqlite_transient())
+                }
+            }, nil, nil, nil)
+    }
+
+    var errorMessage: String { String(cString: sqlite3_errmsg(handle)) }
+
+    func error(_ rc: Int32, _ what: String) -> LarderError {
+        let status: Status = (rc & 0xFF) == SQLITE_BUSY || (rc & 0xFF) == SQLITE_LOCKED ? .unavailable : .internal
+        return LarderError(status, "the database failed to \(what): \(errorMessage) (code \(rc))")
+    }
+
+    /// Runs one or more statements without results (DDL, PRAGMA, BEGIN/COMMIT).
+    func execute(_ sql: String) throws(LarderError) {
+        var message: UnsafeMutablePointer<CChar>?
+        let rc = sqlite3_exec(handle, sql, nil, nil, &message)
+        if rc != SQLITE_OK {
+            let text = message.map { String(cString: $0) } ?? errorMessage
+            sqlite3_free(message)
+            throw LarderError(.internal, "the database failed to run '\(sql.prefix(60))': \(text) (code \(rc))")
+        }
+    }
+
+    /// A cached prepared statement, reset and with fresh bindings.
+    func statement(_ sql: String) throws(LarderError) -> Statement {
+        if let cached = cache[sql] {
+            cached.reset()
+            return cached
+        }
+        var raw: OpaquePointer?
+        let rc = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &raw, nil)
+        guard rc == SQLITE_OK, let raw else { throw error(rc, "prepare a statement") }
+        let statement = Statement(raw, connection: self)
+        if cache.count > 256 { cache.removeAll() }
+        cache[sql] = statement
+        return statement
+    }
+
+    /// Prepares, binds and steps to completion; returns the number of changed rows.
+    @discardableResult
+    func run(_ sql: String, _ values: [SQLValue] = []) throws(LarderError) -> Int {
+        let statement = try self.statement(sql)
+        defer { statement.reset() }
+        try statement.bind(values)
+        while try statement.step() {}
+        return Int(sqlite3_changes(handle))
+    }
+
+    /// Runs a query and maps each row.
+    func query<T>(_ sql: String, _ values: [SQLValue] = [], _ row: (Statement) throws(LarderError) -> T)
+        throws(LarderError) -> [T]
+    {
+        let statement = try self.statement(sql)
+        defer { statement.reset() }
+        try statement.bind(values)
+        var rows: [T] = []
+        while try statement.step() { rows.append(try row(statement)) }
+        return rows
+    }
+
+    /// The first column of the first row as an integer.
+    func scalar(_ sql: String, _ values: [SQLValue] = []) throws(LarderError) -> Int64? {
+        try query(sql, values) { $0.int(0) }.first
+    }
+
+    func clearCache() { cache.removeAll() }
+}
+
+/// A prepared statement, finalized in `deinit`.
+final class Statement {
+    let handle: OpaquePointer
+    unowned let connection: Connection
+
+    init(_ handle: OpaquePointer, connection: Connection) {
+        self.handle = handle
+        self.connection = connection
+    }
+
+    deinit { sqlite3_finalize(handle) }
+
+    func reset() {
+        sqlite3_reset(handle)
+        sqlite3_clear_bindings(handle)
+    }
+
+    func bind(_ values: [SQLValue]) throws(LarderError) {
+        for (n, value) in values.enumerated() { try bind(at: Int32(n + 1), value) }
+    }
+
+    func bind(at index: Int32, _ value: SQLValue) throws(LarderError) {
+        let rc: Int32
+        switch value {
+        case .null: rc = sqlite3_bind_null(handle, index)
+        case .int(let v): rc = sqlite3_bind_int64(handle, index, v)
+        case .double(let v): rc = sqlite3_bind_double(handle, index, v)
+        case .text(let s): rc = sqlite3_bind_text(handle, index, s, -1, larder_sqlite_transient())
+        case .blob(let bytes):
+            rc = bytes.withUnsafeBytes { raw in
+                sqlite3_bind_blob64(
+                    handle, index, raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, sqlite3_uint64(raw.count),
+                    larder_sqlite_transient())
+            }
+        }
+        guard rc == SQLITE_OK else { throw connection.error(rc, "bind a value") }
+    }
+
+    /// Binds JSON text given as bytes.
+    func bindText(_ bytes: [UInt8], at index: Int32) throws(LarderError) {
+        let rc = bytes.withUnsafeBytes { raw -> Int32 in
+            let empty: StaticString = ""
+            let pointer = raw.baseAddress.map { $0.assumingMemoryBound(to: CChar.self) }
+                ?? UnsafeRawPointer(empty.utf8Start).assumingMemoryBound(to: CChar.self)
+            return sqlite3_bind_text64(
+                handle, index, pointer, sqlite3_uint64(raw.count), larder_sqlite_transient(), UInt8(SQLITE_UTF8))
+        }
+        guard rc == SQLITE_OK else { throw connection.error(rc, "bind a value") }
+    }
+
+    /// Steps once: true when a row is ready, false when done.
+    func step() throws(LarderError) -> Bool {
+        let rc = sqlite3_step(handle)
+        if rc == SQLITE_ROW { return true }
+        if rc == SQLITE_DONE { return false }
+        let error = connection.error(rc, "run a statement")
+        sqlite3_reset(handle)
+        if (rc & 0xFF) == SQLITE_CONSTRAINT {
+            throw LarderError(.conflict, "a uniqueness rule was violated: \(connection.errorMessage)")
+        }
+        throw error
+    }
+
+    func isNull(_ column: Int32) -> Bool { sqlite3_column_type(handle, column) == SQLITE_NULL }
+    func int(_ column: Int32) -> Int64 { sqlite3_column_int64(handle, column) }
+    func double(_ column: Int32) -> Double { sqlite3_column_double(handle, column) }
+
+    func text(_ column: Int32) -> String {
+        guard let pointer = sqlite3_column_text(handle, column) else { return "" }
+        let count = Int(sqlite3_column_bytes(handle, column))
+        return String(decoding: UnsafeBufferPointer(start: pointer, count: count), as: UTF8.self)
+    }
+
+    /// The column's bytes (text or blob) without conversion.
+    func bytes(_ column: Int32) -> [UInt8] {
+        let type = sqlite3_column_type(handle, column)
+        if type == SQLITE_TEXT {
+            guard let pointer = sqlite3_column_text(handle, column) else { return [] }
+            return Array(UnsafeBufferPointer(start: pointer, count: Int(sqlite3_column_bytes(handle, column))))
+        }
+        guard let pointer = sqlite3_column_blob(handle, column) else { return [] }
+        let count = Int(sqlite3_column_bytes(handle, column))
+        return Array(UnsafeRawBufferPointer(start: pointer, count: count))
+    }
+
+    func value(_ column: Int32) -> SQLValue {
+        switch sqlite3_column_type(handle, column) {
+        case SQLITE_INTEGER: .int(int(column))
+        case SQLITE_FLOAT: .double(double(column))
+        case SQLITE_TEXT: .text(text(column))
+        case SQLITE_BLOB: .blob(bytes(column))
+        default: .null
+        }
+    }
+
+    func uuid(_ column: Int32) -> UUID { UUID(uuidString: text(column)) ?? UUID(uuid: UUID_NULL) }
+}
+
+private let UUID_NULL: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+
+/// The one text folding used for search: Unicode lowercase (Latin letters case-insensitive; CJK unchanged).
+enum TextFold {
+    static func fold(_ string: String) -> String { string.lowercased() }
+
+    /// Every string value anywhere in `object` (not keys), folded and joined by U+001F so that a query (which may not
+    /// contain control characters) never matches across two fields.
+    static func searchText(_ object: JSONObject) -> String {
+        var parts: [String] = []
+        func walk(_ value: JSON) {
+            switch value {
+            case .string(let s): parts.append(s)
+            case .array(let items): items.forEach(walk)
+            case .object(let o): for (_, v) in o { walk(v) }
+            default: break
+            }
+        }
+        for (_, value) in object { walk(value) }
+        return fold(parts.joined(separator: "\u{1F}"))
+    }
+}

@@ -1,0 +1,533 @@
+import CSQLite
+import Dispatch
+import Foundation
+import LarderWire
+
+/// The SQLite implementation of `DocumentStore` and `BlobStore`.
+///
+/// One file `larder.sqlite` in the data directory, WAL mode. Documents live in one `documents` table keyed by
+/// (collection, id), so collection names never reach SQL text except as bound values (and, validated, in index names).
+/// Blob bytes are stored in SQLite itself: the bytes, their metadata and the document they belong to then commit (and
+/// are deleted) in one transaction, with SQLite's WAL providing the fsync ordering; 32 MiB is well within its limits.
+public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
+    let core: StoreCore
+    let writer: Writer
+    let readers: ReaderPool
+
+    /// The collection name rule: a letter, then up to 63 letters, digits, `_` or `-`.
+    public static func validateCollection(_ name: String, field: String = "collection") throws(LarderError) {
+        let bytes = Array(name.utf8)
+        func isLetter(_ b: UInt8) -> Bool { (b >= 65 && b <= 90) || (b >= 97 && b <= 122) }
+        guard let first = bytes.first, isLetter(first), bytes.count <= 64,
+            bytes.allSatisfy({ isLetter($0) || ($0 >= 48 && $0 <= 57) || $0 == 95 || $0 == 45 })
+        else {
+            throw LarderError(
+                .invalidArgument,
+                "a collection name is a letter followed by up to 63 letters, digits, '_' or '-'", field: field)
+        }
+    }
+
+    /// Opens (creating when needed) the store in `configuration.dataDirectory`.
+    public init(configuration: StoreConfiguration = StoreConfiguration()) throws(LarderError) {
+        let directory = configuration.dataDirectory
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        } catch {
+            throw LarderError(
+                .internal, "cannot create the data directory '\(directory)': check the path and its permissions")
+        }
+        guard access(directory, W_OK | X_OK) == 0 else {
+            throw LarderError(
+                .internal, "the data directory '\(directory)' is not writable; fix its permissions or choose another")
+        }
+        let path = (directory as NSString).appendingPathComponent("larder.sqlite")
+        let connection = try Connection(path: path, readOnly: false)
+        try connection.execute("PRAGMA journal_mode=WAL")
+        try connection.execute("PRAGMA synchronous=\(configuration.synchronous.rawValue)")
+        let hasTrigram = (try? connection.execute(
+            "CREATE VIRTUAL TABLE temp.larder_probe USING fts5(x, tokenize='trigram'); DROP TABLE temp.larder_probe"))
+            != nil
+        try Schema.migrate(connection, trigram: hasTrigram)
+        let core = StoreCore(configuration: configuration, databasePath: path, hasTrigram: hasTrigram)
+        core.loadIndexes(try connection.query("SELECT collection, path FROM field_indexes") { ($0.text(0), $0.text(1)) })
+        self.core = core
+        self.writer = Writer(connection: connection, core: core)
+        self.readers = try ReaderPool(path: path, count: configuration.readerCount)
+    }
+
+    deinit { close() }
+
+    public var configuration: StoreConfiguration { core.configuration }
+
+    // MARK: Writes
+
+    public func submitWrite<T: Sendable>(
+        _ body: @escaping @Sendable (any WriteContext) throws(LarderError) -> T,
+        completion: @escaping @Sendable (Result<T, LarderError>) -> Void
+    ) {
+        let job = Writer.Job { context in
+            let result: Result<T, LarderError>
+            if let closedError = context.closedError {
+                result = .failure(closedError)
+            } else {
+                do throws(LarderError) {
+                    try context.connection!.execute("SAVEPOINT w")
+                    let value = try body(context)
+                    try context.connection!.execute("RELEASE w")
+                    result = .success(value)
+                } catch {
+                    context.rollbackSavepoint()
+                    result = .failure(error)
+                }
+            }
+            return { commitError in completion(commitError.map { .failure($0) } ?? result) }
+        }
+        if !writer.enqueue(job) { completion(.failure(LarderError(.unavailable, "the store is closed"))) }
+    }
+
+    /// Submits and waits for the COMMIT.
+    func syncWrite<T: Sendable>(_ body: @escaping @Sendable (any WriteContext) throws(LarderError) -> T)
+        throws(LarderError) -> T
+    {
+        guard !writer.isOnQueue else {
+            throw LarderError(.internal, "a synchronous write was called from inside a write; use the WriteContext")
+        }
+        let box = ResultBox<T>()
+        submitWrite(body) { box.set($0) }
+        return try box.wait()
+    }
+
+    public func create(_ collection: String, id: UUID?, data: JSONObject) throws(LarderError) -> StoredRecord {
+        try SQLiteStore.validateCollection(collection)
+        let bytes = try encode(data)
+        return try syncWrite { context throws(LarderError) in
+            try (context as! SQLiteWriteContext).insert(collection, id: id, bytes: bytes, data: data)
+        }
+    }
+
+    public func replace(_ collection: String, id: UUID, data: JSONObject, expectedRev: Int64?) throws(LarderError)
+        -> StoredRecord
+    {
+        try SQLiteStore.validateCollection(collection)
+        return try syncWrite { context throws(LarderError) in
+            try context.replace(collection, id: id, data: data, expectedRev: expectedRev)
+        }
+    }
+
+    public func patch(_ collection: String, id: UUID, patch: JSONObject, expectedRev: Int64?) throws(LarderError)
+        -> StoredRecord
+    {
+        try SQLiteStore.validateCollection(collection)
+        return try syncWrite { context throws(LarderError) in
+            try context.patch(collection, id: id, patch: patch, expectedRev: expectedRev)
+        }
+    }
+
+    public func delete(_ collection: String, id: UUID, expectedRev: Int64?) throws(LarderError)
+        -> (rev: Int64, blobsDeleted: Int)
+    {
+        try SQLiteStore.validateCollection(collection)
+        let result = try syncWrite { context throws(LarderError) -> DeleteResult in
+            let r = try context.delete(collection, id: id, expectedRev: expectedRev)
+            return DeleteResult(rev: r.rev, blobs: r.blobsDeleted)
+        }
+        return (result.rev, result.blobs)
+    }
+
+    public func dropCollection(_ name: String) throws(LarderError) -> (documents: Int, blobs: Int) {
+        try SQLiteStore.validateCollection(name)
+        let result = try syncWrite { context throws(LarderError) -> DeleteResult in
+            let r = try context.dropCollection(name)
+            return DeleteResult(rev: Int64(r.documents), blobs: r.blobs)
+        }
+        return (Int(result.rev), result.blobs)
+    }
+
+    public func createIndex(_ collection: String, field: FieldPath) throws(LarderError) -> (name: String, created: Bool) {
+        try SQLiteStore.validateCollection(collection)
+        let result = try syncWrite { context throws(LarderError) -> IndexResult in
+            let r = try context.createIndex(collection, field: field)
+            return IndexResult(name: r.name, created: r.created)
+        }
+        return (result.name, result.created)
+    }
+
+    public func blobPut(id: UUID?, bytes: [UInt8], expectedSHA256: String?, attachTo: BlobAttachment?)
+        throws(LarderError) -> BlobMeta
+    {
+        // Validation and hashing happen on the caller's thread, keeping the writer queue short.
+        let prepared = try PreparedBlob(
+            id: id, bytes: bytes, expectedSHA256: expectedSHA256, attachTo: attachTo, core: core)
+        return try syncWrite { context throws(LarderError) in
+            try (context as! SQLiteWriteContext).insertBlob(prepared)
+        }
+    }
+
+    public func blobDelete(_ id: UUID) throws(LarderError) {
+        try syncWrite { context throws(LarderError) in try context.blobDelete(id) }
+    }
+
+    func encode(_ data: JSONObject) throws(LarderError) -> [UInt8] {
+        let bytes = data.bytes
+        guard bytes.count <= core.configuration.maxDocumentBytes else {
+            throw LarderError(
+                .payloadTooLarge,
+                "the document is \(bytes.count) bytes; the limit is \(core.configuration.maxDocumentBytes)",
+                field: "data")
+        }
+        return bytes
+    }
+
+    // MARK: Reads
+
+    static let recordColumns = "id, rev, createdAt, updatedAt, data"
+
+    static func record(_ row: Statement, at offset: Int32 = 0) -> StoredRecord {
+        StoredRecord(
+            id: row.uuid(offset), rev: row.int(offset + 1), createdAt: row.int(offset + 2),
+            updatedAt: row.int(offset + 3), data: row.bytes(offset + 4))
+    }
+
+    public func get(_ collection: String, id: UUID) throws(LarderError) -> StoredRecord {
+        try SQLiteStore.validateCollection(collection)
+        let rows = try readers.read { db throws(LarderError) in
+            try db.query(
+                "SELECT \(SQLiteStore.recordColumns) FROM documents WHERE collection = ?1 AND id = ?2",
+                [.text(collection), .text(id.wireString)]
+            ) { SQLiteStore.record($0) }
+        }
+        guard let record = rows.first else { throw SQLiteStore.notFound(collection, id) }
+        return record
+    }
+
+    static func notFound(_ collection: String, _ id: UUID) -> LarderError {
+        LarderError(.notFound, "no document \(id.wireString) in collection '\(collection)'", field: "id")
+    }
+
+    public func getMany(_ collection: String, ids: [UUID]) throws(LarderError) -> (records: [StoredRecord], missing: [UUID]) {
+        try SQLiteStore.validateCollection(collection)
+        guard ids.count <= 1000 else {
+            throw LarderError(.invalidArgument, "ask for at most 1000 ids at a time", field: "ids")
+        }
+        var unique: [UUID] = []
+        var seen: Set<UUID> = []
+        for id in ids where seen.insert(id).inserted { unique.append(id) }
+        let list = JSON.array(unique.map { .string($0.wireString) })
+        let rows = try readers.read { db throws(LarderError) in
+            try db.query(
+                "SELECT \(SQLiteStore.recordColumns) FROM documents WHERE collection = ?1 AND id IN "
+                    + "(SELECT value FROM json_each(?2))",
+                [.text(collection), .text(String(decoding: list.bytes, as: UTF8.self))]
+            ) { SQLiteStore.record($0) }
+        }
+        var byId: [UUID: StoredRecord] = [:]
+        for record in rows { byId[record.id] = record }
+        return (unique.compactMap { byId[$0] }, unique.filter { byId[$0] == nil })
+    }
+
+    static func checkLimit(_ limit: Int) throws(LarderError) {
+        guard limit >= 1 && limit <= SearchQuery.maxLimit else {
+            throw LarderError(.invalidArgument, "limit must be from 1 to \(SearchQuery.maxLimit)", field: "limit")
+        }
+    }
+
+    public func list(_ collection: String, limit: Int, cursor: String?) throws(LarderError) -> Page {
+        try SQLiteStore.validateCollection(collection)
+        try SQLiteStore.checkLimit(limit)
+        var after: Int64 = 0
+        if let cursor {
+            guard case .int(let seq)? = try Cursor.decode(cursor)["seq"] else {
+                throw LarderError(.invalidArgument, "the cursor is not a LIST cursor", field: "cursor")
+            }
+            after = seq
+        }
+        let rows = try readers.read { db throws(LarderError) in
+            try db.query(
+                "SELECT \(SQLiteStore.recordColumns), seq FROM documents WHERE collection = ?1 AND seq > ?2 "
+                    + "ORDER BY seq LIMIT ?3",
+                [.text(collection), .int(after), .int(Int64(limit + 1))]
+            ) { (SQLiteStore.record($0), $0.int(5)) }
+        }
+        let page = rows.prefix(limit)
+        let next = rows.count > limit ? Cursor.encode(["seq": .int(page.last!.1)]) : nil
+        return Page(records: page.map(\.0), nextCursor: next)
+    }
+
+    public func search(_ collection: String, _ query: SearchQuery) throws(LarderError) -> Page {
+        try SQLiteStore.validateCollection(collection)
+        try SQLiteStore.checkLimit(query.limit)
+        var builder = SQLBuilder(collection: collection, core: core)
+        var clause = builder.whereClause(filter: query.filter, text: query.text)
+        let keys = query.sort.map { builder.field($0.field).value }
+        let signature = Cursor.signature(query.sort)
+        if let cursor = query.cursor {
+            let object = try Cursor.decode(cursor)
+            guard case .string(signature)? = object["s"], case .array(let raw)? = object["v"],
+                raw.count == keys.count, case .string(let lastId)? = object["id"]
+            else {
+                throw LarderError(
+                    .invalidArgument, "the cursor belongs to a query with another sort; start again without it",
+                    field: "cursor")
+            }
+            var values: [SQLValue] = []
+            for item in raw {
+                guard let value = Cursor.sqlValue(item) else {
+                    throw LarderError(.invalidArgument, "the cursor is damaged; start again without it", field: "cursor")
+                }
+                values.append(value)
+            }
+            // Keyset: rows strictly after the last one in (keys..., id) order, NULLs first ascending / last descending.
+            func after(_ i: Int) -> String {
+                if i == keys.count { return "id > \(builder.param(.text(lastId)))" }
+                let x = keys[i]
+                let descending = query.sort[i].descending
+                let strict: String
+                let equal: String
+                if values[i] == .null {
+                    strict = descending ? "0" : "\(x) IS NOT NULL"
+                    equal = "\(x) IS NULL"
+                } else {
+                    let v = builder.param(values[i])
+                    strict = descending ? "(\(x) < \(v) OR \(x) IS NULL)" : "\(x) > \(v)"
+                    equal = "\(x) = \(v)"
+                }
+                return "(\(strict) OR (\(equal) AND \(after(i + 1))))"
+            }
+            clause += " AND " + after(0)
+        }
+        var order = query.sort.enumerated().map { "\(keys[$0.offset]) \($0.element.descending ? "DESC" : "ASC")" }
+        order.append("id ASC")
+        let keyColumns = keys.isEmpty ? "" : ", " + keys.joined(separator: ", ")
+        let sql = "SELECT \(SQLiteStore.recordColumns)\(keyColumns) FROM documents WHERE \(clause) ORDER BY "
+            + order.joined(separator: ", ") + " LIMIT \(query.limit + 1)"
+        let values = builder.values
+        let keyCount = keys.count
+        let rows = try readers.read { db throws(LarderError) in
+            try db.query(sql, values) { row in
+                (SQLiteStore.record(row), (0..<keyCount).map { row.value(Int32(5 + $0)) })
+            }
+        }
+        let page = rows.prefix(query.limit)
+        var next: String?
+        if rows.count > query.limit, let last = page.last {
+            next = Cursor.encode([
+                "s": .string(signature), "v": .array(last.1.map(Cursor.json)),
+                "id": .string(last.0.id.wireString),
+            ])
+        }
+        return Page(records: page.map(\.0), nextCursor: next)
+    }
+
+    public func count(_ collection: String, filter: Filter?, text: TextQuery?) throws(LarderError) -> Int {
+        try SQLiteStore.validateCollection(collection)
+        var builder = SQLBuilder(collection: collection, core: core)
+        let clause = builder.whereClause(filter: filter, text: text)
+        let values = builder.values
+        return try readers.read { db throws(LarderError) in
+            Int(try db.scalar("SELECT count(*) FROM documents WHERE \(clause)", values) ?? 0)
+        }
+    }
+
+    public static let maxGroups = 1000
+
+    public func group(_ collection: String, field: FieldPath, filter: Filter?, text: TextQuery?, perGroup: Int)
+        throws(LarderError) -> [Group]
+    {
+        try SQLiteStore.validateCollection(collection)
+        guard perGroup >= 0 && perGroup <= SearchQuery.maxLimit else {
+            throw LarderError(.invalidArgument, "perGroup must be from 0 to \(SearchQuery.maxLimit)", field: "perGroup")
+        }
+        var builder = SQLBuilder(collection: collection, core: core)
+        let clause = builder.whereClause(filter: filter, text: text)
+        let (x, t) = builder.field(field)
+        let typeExpr = t ?? "'integer'"
+        let kind =
+            "CASE WHEN \(typeExpr) IS NULL OR \(typeExpr) = 'null' THEN 'null' "
+            + "WHEN \(typeExpr) IN ('integer','real') THEN 'number' ELSE \(typeExpr) END"
+        let inner = "SELECT \(kind) AS kt, \(x) AS k, seq, \(SQLiteStore.recordColumns) FROM documents WHERE \(clause)"
+        let groupsSQL = "SELECT kt, k, count(*) FROM (\(inner)) GROUP BY kt, k ORDER BY k, kt LIMIT \(SQLiteStore.maxGroups)"
+        let recordsSQL =
+            "SELECT kt, k, \(SQLiteStore.recordColumns) FROM (SELECT *, row_number() OVER "
+            + "(PARTITION BY kt, k ORDER BY seq) AS rn FROM (\(inner))) WHERE rn <= \(perGroup) ORDER BY k, kt, rn"
+        let values = builder.values
+        let (groupRows, recordRows) = try readers.read(transaction: true) { db throws(LarderError) in
+            let groups = try db.query(groupsSQL, values) { ($0.text(0), $0.value(1), Int($0.int(2))) }
+            let records = perGroup == 0 ? [] : try db.query(recordsSQL, values) { row in
+                (row.text(0), row.value(1), SQLiteStore.record(row, at: 2))
+            }
+            return (groups, records)
+        }
+        func groupKey(_ kind: String, _ value: SQLValue) -> String {
+            switch value {
+            case .int(let i): kind + ":" + String(Double(i))
+            case .double(let d): kind + ":" + String(d)
+            case .text(let s): kind + ":" + s
+            default: kind + ":"
+            }
+        }
+        var recordsByKey: [String: [StoredRecord]] = [:]
+        for (kind, value, record) in recordRows { recordsByKey[groupKey(kind, value), default: []].append(record) }
+        return groupRows.map { kind, value, count in
+            let key: JSON
+            switch (kind, value) {
+            case ("null", _): key = .null
+            case ("true", _): key = .bool(true)
+            case ("false", _): key = .bool(false)
+            case ("object", .text(let s)), ("array", .text(let s)):
+                key = (try? JSONParser.parse(Array(s.utf8))) ?? .string(s)
+            case (_, .int(let i)): key = .int(i)
+            case (_, .double(let d)): key = .double(d)
+            case (_, .text(let s)): key = .string(s)
+            default: key = .null
+            }
+            return Group(key: key, count: count, records: recordsByKey[groupKey(kind, value)] ?? [])
+        }
+    }
+
+    public func collections() throws(LarderError) -> [CollectionInfo] {
+        try readers.read { db throws(LarderError) in
+            try db.query(
+                "SELECT name, (SELECT count(*) FROM documents WHERE collection = c.name) FROM collections AS c "
+                    + "ORDER BY name"
+            ) { CollectionInfo(name: $0.text(0), count: Int($0.int(1))) }
+        }
+    }
+
+    public func stats() throws(LarderError) -> StoreStats {
+        let (documents, blobs) = try readers.read(transaction: true) { db throws(LarderError) in
+            (Int(try db.scalar("SELECT count(*) FROM documents") ?? 0),
+                Int(try db.scalar("SELECT count(*) FROM blobs") ?? 0))
+        }
+        var bytes: Int64 = 0
+        for suffix in ["", "-wal"] {
+            let attributes = try? FileManager.default.attributesOfItem(atPath: core.databasePath + suffix)
+            bytes += (attributes?[.size] as? NSNumber)?.int64Value ?? 0
+        }
+        return StoreStats(documents: documents, blobs: blobs, databaseBytes: bytes)
+    }
+
+    public func checkpoint() throws(LarderError) {
+        let result: LarderError? = writer.exclusive { connection in
+            guard let connection else { return LarderError(.unavailable, "the store is closed") }
+            do throws(LarderError) {
+                try connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                return nil
+            } catch {
+                return error
+            }
+        }
+        if let result { throw result }
+    }
+
+    public func close() {
+        writer.close()
+        readers.close()
+    }
+
+    /// `PRAGMA integrity_check` on a reader: "ok" when the database is sound.
+    public func integrityCheck() throws(LarderError) -> String {
+        try readers.read { db throws(LarderError) in
+            try db.query("PRAGMA integrity_check") { $0.text(0) }.joined(separator: "\n")
+        }
+    }
+
+    // MARK: Blob reads
+
+    static let blobColumns = "id, size, sha256, contentType, width, height, createdAt, attachedCollection, attachedId"
+
+    static func blobMeta(_ row: Statement) -> BlobMeta {
+        var attachment: BlobAttachment?
+        if !row.isNull(7) { attachment = BlobAttachment(collection: row.text(7), id: row.uuid(8)) }
+        return BlobMeta(
+            id: row.uuid(0), size: row.int(1), sha256: row.text(2), contentType: row.text(3), width: Int(row.int(4)),
+            height: Int(row.int(5)), createdAt: row.int(6), attachedTo: attachment)
+    }
+
+    static func blobNotFound(_ id: UUID) -> LarderError {
+        LarderError(.notFound, "no blob \(id.wireString)", field: "id")
+    }
+
+    public func blobGet(_ id: UUID) throws(LarderError) -> (meta: BlobMeta, bytes: [UInt8]) {
+        let rows = try readers.read { db throws(LarderError) in
+            try db.query("SELECT \(SQLiteStore.blobColumns), bytes FROM blobs WHERE id = ?1", [.text(id.wireString)]) {
+                (SQLiteStore.blobMeta($0), $0.bytes(9))
+            }
+        }
+        guard let row = rows.first else { throw SQLiteStore.blobNotFound(id) }
+        return row
+    }
+
+    public func blobHead(_ id: UUID) throws(LarderError) -> BlobMeta {
+        let rows = try readers.read { db throws(LarderError) in
+            try db.query("SELECT \(SQLiteStore.blobColumns) FROM blobs WHERE id = ?1", [.text(id.wireString)]) {
+                SQLiteStore.blobMeta($0)
+            }
+        }
+        guard let meta = rows.first else { throw SQLiteStore.blobNotFound(id) }
+        return meta
+    }
+
+    public func blobList(limit: Int, cursor: String?, attachedTo: BlobAttachment?) throws(LarderError)
+        -> (blobs: [BlobMeta], nextCursor: String?)
+    {
+        try SQLiteStore.checkLimit(limit)
+        var after: Int64 = 0
+        if let cursor {
+            guard case .int(let seq)? = try Cursor.decode(cursor)["blobSeq"] else {
+                throw LarderError(.invalidArgument, "the cursor is not a BLOB_LIST cursor", field: "cursor")
+            }
+            after = seq
+        }
+        var sql = "SELECT \(SQLiteStore.blobColumns), seq FROM blobs WHERE seq > ?1"
+        var values: [SQLValue] = [.int(after), .int(Int64(limit + 1))]
+        if let attachedTo {
+            try SQLiteStore.validateCollection(attachedTo.collection, field: "attachedTo.collection")
+            sql += " AND attachedCollection = ?3 AND attachedId = ?4"
+            values += [.text(attachedTo.collection), .text(attachedTo.id.wireString)]
+        }
+        sql += " ORDER BY seq LIMIT ?2"
+        let rows = try readers.read { [sql, values] db throws(LarderError) in
+            try db.query(sql, values) { (SQLiteStore.blobMeta($0), $0.int(9)) }
+        }
+        let page = rows.prefix(limit)
+        let next = rows.count > limit ? Cursor.encode(["blobSeq": .int(page.last!.1)]) : nil
+        return (page.map(\.0), next)
+    }
+}
+
+struct DeleteResult: Sendable {
+    var rev: Int64
+    var blobs: Int
+}
+
+struct IndexResult: Sendable {
+    var name: String
+    var created: Bool
+}
+
+/// A blob validated and hashed before it reaches the writer.
+struct PreparedBlob: Sendable {
+    var meta: BlobMeta
+    var bytes: [UInt8]
+
+    init(id: UUID?, bytes: [UInt8], expectedSHA256: String?, attachTo: BlobAttachment?, core: StoreCore)
+        throws(LarderError)
+    {
+        let limit = core.configuration.maxBlobBytes
+        guard bytes.count <= limit else {
+            throw LarderError(.payloadTooLarge, "the blob is \(bytes.count) bytes; the limit is \(limit)", field: "bytes")
+        }
+        let info = try JPEG.inspect(bytes)
+        let digest = SHA256.hex(bytes)
+        if let expectedSHA256, expectedSHA256.lowercased() != digest {
+            throw LarderError(
+                .invalidArgument, "the blob's SHA-256 differs from the expected one; it was damaged in transit, resend it",
+                field: "sha256", details: ["actualSHA256": .string(digest)])
+        }
+        if let attachTo { try SQLiteStore.validateCollection(attachTo.collection, field: "attachTo.collection") }
+        meta = BlobMeta(
+            id: id ?? UUID(), size: Int64(bytes.count), sha256: digest, contentType: "image/jpeg", width: info.width,
+            height: info.height, createdAt: nowMillis(), attachedTo: attachTo)
+        self.bytes = bytes
+    }
+}

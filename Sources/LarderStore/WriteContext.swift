@@ -1,0 +1,316 @@
+import Foundation
+import LarderWire
+
+/// The write operations on the writer connection, inside the open group-commit transaction.
+final class SQLiteWriteContext: WriteContext {
+    let connection: Connection?
+    let core: StoreCore
+    let closedError: LarderError?
+    /// Side effects on in-memory state that may happen only once the transaction committed.
+    var afterCommit: [() -> Void] = []
+
+    init(connection: Connection, core: StoreCore) {
+        self.connection = connection
+        self.core = core
+        self.closedError = nil
+    }
+
+    private init(core: StoreCore, error: LarderError) {
+        self.connection = nil
+        self.core = core
+        self.closedError = error
+    }
+
+    static func closed(_ core: StoreCore) -> SQLiteWriteContext {
+        SQLiteWriteContext(core: core, error: LarderError(.unavailable, "the store is closed"))
+    }
+
+    private var db: Connection { connection! }
+
+    func rollbackSavepoint() {
+        try? db.execute("ROLLBACK TO w")
+        try? db.execute("RELEASE w")
+    }
+
+    private func encode(_ data: JSONObject) throws(LarderError) -> [UInt8] {
+        let bytes = data.bytes
+        let limit = core.configuration.maxDocumentBytes
+        guard bytes.count <= limit else {
+            throw LarderError(.payloadTooLarge, "the document is \(bytes.count) bytes; the limit is \(limit)", field: "data")
+        }
+        return bytes
+    }
+
+    private func ensureCollection(_ name: String) throws(LarderError) {
+        try db.run("INSERT OR IGNORE INTO collections(name, createdAt) VALUES (?1, ?2)", [.text(name), .int(nowMillis())])
+    }
+
+    func create(_ collection: String, id: UUID?, data: JSONObject) throws(LarderError) -> StoredRecord {
+        try SQLiteStore.validateCollection(collection)
+        return try insert(collection, id: id, bytes: try encode(data), data: data)
+    }
+
+    func insert(_ collection: String, id: UUID?, bytes: [UInt8], data: JSONObject) throws(LarderError) -> StoredRecord {
+        try ensureCollection(collection)
+        let id = id ?? UUID()
+        let now = nowMillis()
+        let statement = try db.statement(
+            "INSERT INTO documents(collection, id, rev, createdAt, updatedAt, data, search) "
+                + "VALUES (?1, ?2, 1, ?3, ?3, ?4, ?5)")
+        defer { statement.reset() }
+        try statement.bind([.text(collection), .text(id.wireString), .int(now)])
+        try statement.bindText(bytes, at: 4)
+        try statement.bind(at: 5, .text(TextFold.searchText(data)))
+        do throws(LarderError) {
+            while try statement.step() {}
+        } catch where error.status == .conflict {
+            throw LarderError(
+                .conflict, "a document with id \(id.wireString) already exists in '\(collection)'; "
+                    + "use REPLACE or PATCH to change it", field: "id")
+        }
+        return StoredRecord(id: id, rev: 1, createdAt: now, updatedAt: now, data: bytes)
+    }
+
+    private struct Current {
+        var seq: Int64
+        var rev: Int64
+        var createdAt: Int64
+        var data: [UInt8]
+    }
+
+    private func current(_ collection: String, _ id: UUID, expectedRev: Int64?, withData: Bool) throws(LarderError)
+        -> Current
+    {
+        let rows = try db.query(
+            "SELECT seq, rev, createdAt\(withData ? ", data" : "") FROM documents WHERE collection = ?1 AND id = ?2",
+            [.text(collection), .text(id.wireString)]
+        ) { Current(seq: $0.int(0), rev: $0.int(1), createdAt: $0.int(2), data: withData ? $0.bytes(3) : []) }
+        guard let row = rows.first else { throw SQLiteStore.notFound(collection, id) }
+        if let expectedRev, expectedRev != row.rev {
+            throw LarderError(
+                .conflict,
+                "the document is at revision \(row.rev), not \(expectedRev); read it again and retry",
+                field: "expectedRev", details: ["currentRev": .int(row.rev)])
+        }
+        return row
+    }
+
+    private func update(_ collection: String, _ id: UUID, _ row: Current, _ data: JSONObject) throws(LarderError)
+        -> StoredRecord
+    {
+        let bytes = try encode(data)
+        let now = nowMillis()
+        let statement = try db.statement(
+            "UPDATE documents SET rev = rev + 1, updatedAt = ?1, data = ?2, search = ?3 WHERE seq = ?4")
+        defer { statement.reset() }
+        try statement.bind([.int(now)])
+        try statement.bindText(bytes, at: 2)
+        try statement.bind(at: 3, .text(TextFold.searchText(data)))
+        try statement.bind(at: 4, .int(row.seq))
+        while try statement.step() {}
+        return StoredRecord(id: id, rev: row.rev + 1, createdAt: row.createdAt, updatedAt: now, data: bytes)
+    }
+
+    func replace(_ collection: String, id: UUID, data: JSONObject, expectedRev: Int64?) throws(LarderError)
+        -> StoredRecord
+    {
+        try SQLiteStore.validateCollection(collection)
+        let row = try current(collection, id, expectedRev: expectedRev, withData: false)
+        return try update(collection, id, row, data)
+    }
+
+    func patch(_ collection: String, id: UUID, patch: JSONObject, expectedRev: Int64?) throws(LarderError)
+        -> StoredRecord
+    {
+        try SQLiteStore.validateCollection(collection)
+        let row = try current(collection, id, expectedRev: expectedRev, withData: true)
+        let stored = try JSONParser.parseObject(row.data)
+        return try update(collection, id, row, MergePatch.apply(patch, to: stored))
+    }
+
+    func delete(_ collection: String, id: UUID, expectedRev: Int64?) throws(LarderError) -> (rev: Int64, blobsDeleted: Int) {
+        try SQLiteStore.validateCollection(collection)
+        let row = try current(collection, id, expectedRev: expectedRev, withData: false)
+        try db.run("DELETE FROM documents WHERE seq = ?1", [.int(row.seq)])
+        let blobs = try db.run(
+            "DELETE FROM blobs WHERE attachedCollection = ?1 AND attachedId = ?2",
+            [.text(collection), .text(id.wireString)])
+        return (row.rev, blobs)
+    }
+
+    func dropCollection(_ name: String) throws(LarderError) -> (documents: Int, blobs: Int) {
+        try SQLiteStore.validateCollection(name)
+        guard try db.scalar("SELECT 1 FROM collections WHERE name = ?1", [.text(name)]) != nil else {
+            throw LarderError(.notFound, "no collection '\(name)'", field: "collection")
+        }
+        let indexes = try db.query("SELECT name FROM field_indexes WHERE collection = ?1", [.text(name)]) { $0.text(0) }
+        for index in indexes {
+            // Index names are built from a validated collection name and hex digits only.
+            try db.execute("DROP INDEX IF EXISTS \"\(index)\"")
+        }
+        try db.run("DELETE FROM field_indexes WHERE collection = ?1", [.text(name)])
+        let blobs = try db.run("DELETE FROM blobs WHERE attachedCollection = ?1", [.text(name)])
+        let documents = try db.run("DELETE FROM documents WHERE collection = ?1", [.text(name)])
+        try db.run("DELETE FROM collections WHERE name = ?1", [.text(name)])
+        let core = self.core
+        afterCommit.append { core.dropIndexes(of: name) }
+        return (documents, blobs)
+    }
+
+    func createIndex(_ collection: String, field: FieldPath) throws(LarderError) -> (name: String, created: Bool) {
+        try SQLiteStore.validateCollection(collection)
+        guard field.envelope == nil else {
+            throw LarderError(
+                .invalidArgument, "indexes are declared on data fields; envelope fields need none", field: "field")
+        }
+        let name = "ix_\(collection)_" + String(SHA256.hex(Array(field.description.utf8)).prefix(16))
+        if try db.scalar(
+            "SELECT 1 FROM field_indexes WHERE collection = ?1 AND path = ?2", [.text(collection), .text(field.description)])
+            != nil
+        {
+            return (name, false)
+        }
+        try ensureCollection(collection)
+        try db.execute(
+            "CREATE INDEX IF NOT EXISTS \"\(name)\" ON documents(collection, json_extract(data, \(field.sqlLiteral)))")
+        try db.run(
+            "INSERT INTO field_indexes(collection, path, name) VALUES (?1, ?2, ?3)",
+            [.text(collection), .text(field.description), .text(name)])
+        let core = self.core
+        afterCommit.append { core.setIndexed(collection, field) }
+        return (name, true)
+    }
+
+    func blobPut(id: UUID?, bytes: [UInt8], expectedSHA256: String?, attachTo: BlobAttachment?) throws(LarderError)
+        -> BlobMeta
+    {
+        try insertBlob(PreparedBlob(id: id, bytes: bytes, expectedSHA256: expectedSHA256, attachTo: attachTo, core: core))
+    }
+
+    func insertBlob(_ blob: PreparedBlob) throws(LarderError) -> BlobMeta {
+        let meta = blob.meta
+        if let attachment = meta.attachedTo {
+            guard try db.scalar(
+                "SELECT 1 FROM documents WHERE collection = ?1 AND id = ?2",
+                [.text(attachment.collection), .text(attachment.id.wireString)]) != nil
+            else {
+                throw LarderError(
+                    .notFound, "cannot attach the blob: no document \(attachment.id.wireString) in '\(attachment.collection)'",
+                    field: "attachTo")
+            }
+        }
+        do throws(LarderError) {
+            try db.run(
+                "INSERT INTO blobs(id, size, sha256, contentType, width, height, createdAt, attachedCollection, "
+                    + "attachedId, bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                [
+                    .text(meta.id.wireString), .int(meta.size), .text(meta.sha256), .text(meta.contentType),
+                    .int(Int64(meta.width)), .int(Int64(meta.height)), .int(meta.createdAt),
+                    meta.attachedTo.map { .text($0.collection) } ?? .null,
+                    meta.attachedTo.map { .text($0.id.wireString) } ?? .null, .blob(blob.bytes),
+                ])
+        } catch where error.status == .conflict {
+            throw LarderError(.conflict, "a blob with id \(meta.id.wireString) already exists", field: "id")
+        }
+        return meta
+    }
+
+    func blobDelete(_ id: UUID) throws(LarderError) {
+        let changed = try db.run("DELETE FROM blobs WHERE id = ?1", [.text(id.wireString)])
+        guard changed > 0 else { throw SQLiteStore.blobNotFound(id) }
+    }
+}
+
+/// RFC 7396 JSON merge patch: null removes a member, objects merge recursively, anything else replaces.
+public enum MergePatch {
+    public static func apply(_ patch: JSONObject, to target: JSONObject) -> JSONObject {
+        var result = target
+        for (key, value) in patch {
+            switch value {
+            case .null:
+                result[key] = nil
+            case .object(let inner):
+                let base = result[key]?.objectValue ?? [:]
+                result[key] = .object(apply(inner, to: base))
+            default:
+                result[key] = value
+            }
+        }
+        return result
+    }
+}
+
+/// The schema and its migrations, recorded in `larder_migrations`.
+enum Schema {
+    static let migrations: [String] = [
+        """
+        CREATE TABLE collections(name TEXT PRIMARY KEY, createdAt INTEGER NOT NULL) WITHOUT ROWID;
+        CREATE TABLE documents(
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            collection TEXT NOT NULL,
+            id TEXT NOT NULL,
+            rev INTEGER NOT NULL,
+            createdAt INTEGER NOT NULL,
+            updatedAt INTEGER NOT NULL,
+            data TEXT NOT NULL,
+            search TEXT NOT NULL);
+        CREATE UNIQUE INDEX documents_id ON documents(collection, id);
+        CREATE TABLE field_indexes(
+            collection TEXT NOT NULL, path TEXT NOT NULL, name TEXT NOT NULL,
+            PRIMARY KEY(collection, path)) WITHOUT ROWID;
+        CREATE TABLE blobs(
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            id TEXT NOT NULL UNIQUE,
+            size INTEGER NOT NULL,
+            sha256 TEXT NOT NULL,
+            contentType TEXT NOT NULL,
+            width INTEGER NOT NULL,
+            height INTEGER NOT NULL,
+            createdAt INTEGER NOT NULL,
+            attachedCollection TEXT,
+            attachedId TEXT,
+            bytes BLOB NOT NULL);
+        CREATE INDEX blobs_attached ON blobs(attachedCollection, attachedId) WHERE attachedCollection IS NOT NULL;
+        """
+    ]
+
+    /// The trigram index over the `search` column, kept in step by triggers (external content, so no second copy).
+    static let fullText = """
+        CREATE VIRTUAL TABLE IF NOT EXISTS documents_fts USING fts5(
+            search, content='documents', content_rowid='seq', tokenize='trigram case_sensitive 1');
+        CREATE TRIGGER IF NOT EXISTS documents_fts_insert AFTER INSERT ON documents BEGIN
+            INSERT INTO documents_fts(rowid, search) VALUES (new.seq, new.search);
+        END;
+        CREATE TRIGGER IF NOT EXISTS documents_fts_delete AFTER DELETE ON documents BEGIN
+            INSERT INTO documents_fts(documents_fts, rowid, search) VALUES ('delete', old.seq, old.search);
+        END;
+        CREATE TRIGGER IF NOT EXISTS documents_fts_update AFTER UPDATE OF search ON documents BEGIN
+            INSERT INTO documents_fts(documents_fts, rowid, search) VALUES ('delete', old.seq, old.search);
+            INSERT INTO documents_fts(rowid, search) VALUES (new.seq, new.search);
+        END;
+        """
+
+    static func migrate(_ db: Connection, trigram: Bool) throws(LarderError) {
+        try db.execute(
+            "CREATE TABLE IF NOT EXISTS larder_migrations(version INTEGER PRIMARY KEY, appliedAt INTEGER NOT NULL)")
+        let applied = try db.scalar("SELECT coalesce(max(version), 0) FROM larder_migrations") ?? 0
+        for (n, sql) in migrations.enumerated() where Int64(n + 1) > applied {
+            try db.execute("BEGIN IMMEDIATE")
+            do throws(LarderError) {
+                try db.execute(sql)
+                try db.run(
+                    "INSERT INTO larder_migrations(version, appliedAt) VALUES (?1, ?2)", [.int(Int64(n + 1)), .int(nowMillis())])
+                try db.execute("COMMIT")
+            } catch {
+                try? db.execute("ROLLBACK")
+                throw error
+            }
+        }
+        if trigram {
+            let exists = try db.scalar("SELECT 1 FROM sqlite_master WHERE name = 'documents_fts'") != nil
+            if !exists {
+                try db.execute("BEGIN IMMEDIATE; \(fullText) INSERT INTO documents_fts(documents_fts) VALUES ('rebuild'); COMMIT")
+            }
+        }
+    }
+}

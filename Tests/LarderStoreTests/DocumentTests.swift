@@ -1,0 +1,315 @@
+import Foundation
+import LarderWire
+import Testing
+
+@testable import LarderStore
+
+@Suite struct DocumentTests {
+    @Test func createGetRoundTripsExactBytes() throws {
+        try withStore { store, _ in
+            let data = try object(#"{"name":"王小明","height":172.5,"tags":["a","b"],"nested":{"x":null}}"#)
+            let created = try store.create("profiles", id: nil, data: data)
+            #expect(created.rev == 1)
+            #expect(created.createdAt == created.updatedAt)
+            #expect(created.data == data.bytes)
+            let read = try store.get("profiles", id: created.id)
+            #expect(read == created)
+            #expect(try read.decodedData() == data)
+        }
+    }
+
+    @Test func recordEncodingSplicesDataAndFormatsTimestamps() throws {
+        let id = try #require(UUID(uuidString: "3F2504E0-4F89-41D3-9A0C-0305E82C3301"))
+        let record = StoredRecord(
+            id: id, rev: 7, createdAt: 1_795_998_388_123, updatedAt: 0, data: Array(#"{"a":1}"#.utf8))
+        let text = String(decoding: record.bytes, as: UTF8.self)
+        #expect(
+            text == #"{"id":"3f2504e0-4f89-41d3-9a0c-0305e82c3301","rev":7,"createdAt":"2026-11-30T00:26:28.123Z","#
+                + #""updatedAt":"1970-01-01T00:00:00.000Z","data":{"a":1}}"#)
+        #expect(try JSONParser.parseObject(record.bytes)["data"] == ["a": 1])
+    }
+
+    @Test func clientSuppliedIdAndDuplicateIsConflict() throws {
+        try withStore { store, _ in
+            let id = UUID()
+            let record = try store.create("todos", id: id, data: ["title": "x"])
+            #expect(record.id == id)
+            expectError(.conflict, field: "id") { _ = try store.create("todos", id: id, data: ["title": "y"]) }
+            #expect(try store.get("todos", id: id).string("title") == "x")
+            // The same id in another collection is a different document.
+            _ = try store.create("other", id: id, data: [:])
+        }
+    }
+
+    @Test func missingDocumentsAreNotFound() throws {
+        try withStore { store, _ in
+            expectError(.notFound, field: "id") { _ = try store.get("todos", id: UUID()) }
+            expectError(.notFound) { _ = try store.replace("todos", id: UUID(), data: [:], expectedRev: nil) }
+            expectError(.notFound) { _ = try store.patch("todos", id: UUID(), patch: [:], expectedRev: nil) }
+            expectError(.notFound) { _ = try store.delete("todos", id: UUID(), expectedRev: nil) }
+            expectError(.notFound, field: "collection") { _ = try store.dropCollection("todos") }
+        }
+    }
+
+    @Test(arguments: ["", "1abc", "_x", "a b", "a.b", "a\"b", "名字", String(repeating: "a", count: 65), "a;DROP"])
+    func invalidCollectionNamesAreRejected(name: String) throws {
+        try withStore { store, _ in
+            expectError(.invalidArgument, field: "collection") { _ = try store.create(name, id: nil, data: [:]) }
+            expectError(.invalidArgument, field: "collection") { _ = try store.get(name, id: UUID()) }
+            expectError(.invalidArgument, field: "collection") { _ = try store.search(name, SearchQuery()) }
+        }
+    }
+
+    @Test(arguments: ["a", "Todos", "shop_items", "pokemon-items", "A" + String(repeating: "9", count: 63)])
+    func validCollectionNamesAreAccepted(name: String) throws {
+        try withStore { store, _ in _ = try store.create(name, id: nil, data: [:]) }
+    }
+
+    @Test func documentSizeLimit() throws {
+        try withStore({ $0.maxDocumentBytes = 100 }) { store, _ in
+            let big: JSONObject = ["text": .string(String(repeating: "x", count: 100))]
+            expectError(.payloadTooLarge, field: "data") { _ = try store.create("c", id: nil, data: big) }
+            let small = try store.create("c", id: nil, data: ["text": "x"])
+            expectError(.payloadTooLarge) { _ = try store.replace("c", id: small.id, data: big, expectedRev: nil) }
+            expectError(.payloadTooLarge) { _ = try store.patch("c", id: small.id, patch: big, expectedRev: nil) }
+            #expect(try store.get("c", id: small.id).rev == 1)
+        }
+    }
+
+    @Test func replaceBumpsRevisionAndChecksExpectedRevision() throws {
+        try withStore { store, _ in
+            let created = try store.create("todos", id: nil, data: ["title": "a"])
+            let replaced = try store.replace("todos", id: created.id, data: ["title": "b"], expectedRev: 1)
+            #expect(replaced.rev == 2)
+            #expect(replaced.createdAt == created.createdAt)
+            #expect(replaced.updatedAt >= created.updatedAt)
+            do throws(LarderError) {
+                _ = try store.replace("todos", id: created.id, data: ["title": "c"], expectedRev: 1)
+                Issue.record("expected CONFLICT")
+            } catch {
+                #expect(error.status == .conflict)
+                #expect(error.details["currentRev"] == .int(2))
+                #expect(error.field == "expectedRev")
+            }
+            let unconditional = try store.replace("todos", id: created.id, data: ["title": "d"], expectedRev: nil)
+            #expect(unconditional.rev == 3)
+            #expect(try store.get("todos", id: created.id) == unconditional)
+        }
+    }
+
+    @Test func mergePatchSemantics() throws {
+        try withStore { store, _ in
+            let created = try store.create(
+                "profiles", id: nil,
+                data: try object(#"{"name":"Emily","address":{"city":"Taipei","zip":"100"},"tags":[1,2],"weight":55}"#))
+            let patched = try store.patch(
+                "profiles", id: created.id,
+                patch: try object(#"{"weight":null,"address":{"zip":null,"street":"Main"},"tags":[3],"isMale":false}"#),
+                expectedRev: 1)
+            #expect(patched.rev == 2)
+            #expect(
+                try patched.decodedData()
+                    == (try object(
+                        #"{"name":"Emily","address":{"city":"Taipei","street":"Main"},"tags":[3],"isMale":false}"#)))
+            #expect(try store.get("profiles", id: created.id) == patched)
+            expectError(.conflict) { _ = try store.patch("profiles", id: created.id, patch: [:], expectedRev: 1) }
+            // A nested object patched onto a scalar replaces it with the patch minus its nulls.
+            let again = try store.patch(
+                "profiles", id: created.id, patch: try object(#"{"name":{"first":"E","drop":null}}"#), expectedRev: 2)
+            #expect(try again.decodedData()["name"] == ["first": "E"])
+        }
+    }
+
+    @Test func mergePatchFunctionMatchesRFC7396Examples() throws {
+        let cases: [(String, String, String)] = [
+            (#"{"a":"b"}"#, #"{"a":"c"}"#, #"{"a":"c"}"#),
+            (#"{"a":"b"}"#, #"{"b":"c"}"#, #"{"a":"b","b":"c"}"#),
+            (#"{"a":"b"}"#, #"{"a":null}"#, #"{}"#),
+            (#"{"a":"b","b":"c"}"#, #"{"a":null}"#, #"{"b":"c"}"#),
+            (#"{"a":["b"]}"#, #"{"a":"c"}"#, #"{"a":"c"}"#),
+            (#"{"a":"c"}"#, #"{"a":["b"]}"#, #"{"a":["b"]}"#),
+            (#"{"a":{"b":"c"}}"#, #"{"a":{"b":"d","c":null}}"#, #"{"a":{"b":"d"}}"#),
+            (#"{"a":[{"b":"c"}]}"#, #"{"a":[1]}"#, #"{"a":[1]}"#),
+            (#"{}"#, #"{"a":{"bb":{"ccc":null}}}"#, #"{"a":{"bb":{}}}"#),
+        ]
+        for (target, patch, expected) in cases {
+            #expect(MergePatch.apply(try object(patch), to: try object(target)) == (try object(expected)))
+        }
+    }
+
+    @Test func deleteChecksRevisionAndRemoves() throws {
+        try withStore { store, _ in
+            let created = try store.create("todos", id: nil, data: ["title": "a"])
+            expectError(.conflict) { _ = try store.delete("todos", id: created.id, expectedRev: 5) }
+            let deleted = try store.delete("todos", id: created.id, expectedRev: 1)
+            #expect(deleted.rev == 1)
+            #expect(deleted.blobsDeleted == 0)
+            expectError(.notFound) { _ = try store.get("todos", id: created.id) }
+        }
+    }
+
+    @Test func getManyAnswersFoundInOrderAndMissing() throws {
+        try withStore { store, _ in
+            let a = try store.create("c", id: nil, data: ["n": 1])
+            let b = try store.create("c", id: nil, data: ["n": 2])
+            let ghost = UUID()
+            let result = try store.getMany("c", ids: [b.id, ghost, a.id, b.id])
+            #expect(result.records.map(\.id) == [b.id, a.id])
+            #expect(result.missing == [ghost])
+            expectError(.invalidArgument, field: "ids") {
+                _ = try store.getMany("c", ids: (0..<1001).map { _ in UUID() })
+            }
+        }
+    }
+
+    @Test func listPagesInCreationOrder() throws {
+        try withStore { store, _ in
+            var ids: [UUID] = []
+            for n in 0..<25 { ids.append(try store.create("c", id: nil, data: ["n": .int(Int64(n))]).id) }
+            var seen: [UUID] = []
+            var cursor: String?
+            repeat {
+                let page = try store.list("c", limit: 10, cursor: cursor)
+                seen += page.records.map(\.id)
+                cursor = page.nextCursor
+            } while cursor != nil
+            #expect(seen == ids)
+            expectError(.invalidArgument, field: "limit") { _ = try store.list("c", limit: 0, cursor: nil) }
+            expectError(.invalidArgument, field: "limit") { _ = try store.list("c", limit: 1001, cursor: nil) }
+            expectError(.invalidArgument, field: "cursor") { _ = try store.list("c", limit: 5, cursor: "garbage!") }
+            #expect(try store.list("empty", limit: 5, cursor: nil) == Page(records: [], nextCursor: nil))
+        }
+    }
+
+    @Test func collectionsCountsAndDrop() throws {
+        try withStore { store, _ in
+            for _ in 0..<3 { _ = try store.create("todos", id: nil, data: [:]) }
+            _ = try store.create("items", id: nil, data: [:])
+            #expect(try store.collections() == [CollectionInfo(name: "items", count: 1), CollectionInfo(name: "todos", count: 3)])
+            _ = try store.createIndex("todos", field: try FieldPath("title"))
+            let dropped = try store.dropCollection("todos")
+            #expect(dropped.documents == 3)
+            #expect(try store.collections() == [CollectionInfo(name: "items", count: 1)])
+            expectError(.notFound) { _ = try store.dropCollection("todos") }
+            // A collection comes back on its next write, without the old index.
+            _ = try store.create("todos", id: nil, data: ["title": "again"])
+            #expect(try store.count("todos", filter: nil, text: nil) == 1)
+            #expect(try store.createIndex("todos", field: try FieldPath("title")).created)
+            let stats = try store.stats()
+            #expect(stats.documents == 2)
+            #expect(stats.databaseBytes > 0)
+        }
+    }
+
+    @Test func createIndexIsIdempotentAndRejectsEnvelope() throws {
+        try withStore { store, _ in
+            let first = try store.createIndex("items", field: try FieldPath("price"))
+            #expect(first.created)
+            let second = try store.createIndex("items", field: try FieldPath("price"))
+            #expect(!second.created)
+            #expect(second.name == first.name)
+            expectError(.invalidArgument, field: "field") { _ = try store.createIndex("items", field: try FieldPath("$id")) }
+            #expect(try store.collections().map(\.name) == ["items"])
+        }
+    }
+
+    @Test func concurrentWritesShareTransactionsAndAllCommit() async throws {
+        try await withStoreAsync { store in
+            try await withThrowingTaskGroup(of: StoredRecord.self) { group in
+                for n in 0..<200 {
+                    group.addTask { try store.create("c", id: nil, data: ["n": .int(Int64(n))]) }
+                }
+                var count = 0
+                for try await _ in group { count += 1 }
+                #expect(count == 200)
+            }
+            #expect(try store.count("c", filter: nil, text: nil) == 200)
+        }
+    }
+
+    @Test func failingWriteInABatchDoesNotAffectOthers() async throws {
+        try await withStoreAsync { store in
+            let existing = try store.create("c", id: nil, data: ["n": 0])
+            let results = await withTaskGroup(of: Bool.self) { group in
+                for n in 0..<50 {
+                    group.addTask {
+                        do {
+                            // Every fifth write collides with the existing id.
+                            _ = try store.create("c", id: n % 5 == 0 ? existing.id : nil, data: ["n": .int(Int64(n))])
+                            return true
+                        } catch { return false }
+                    }
+                }
+                var ok = 0
+                for await success in group where success { ok += 1 }
+                return ok
+            }
+            #expect(results == 40)
+            #expect(try store.count("c", filter: nil, text: nil) == 41)
+        }
+    }
+
+    @Test func submitWriteRunsSeveralOperationsAtomically() async throws {
+        try await withStoreAsync { store in
+            let a = try store.create("c", id: nil, data: ["n": 1])
+            // The second operation fails, so the first one in the same body is rolled back too.
+            await #expect(throws: LarderError.self) {
+                try await store.write { context throws(LarderError) in
+                    _ = try context.replace("c", id: a.id, data: ["n": 2], expectedRev: nil)
+                    _ = try context.create("c", id: a.id, data: [:])
+                }
+            }
+            #expect(try store.get("c", id: a.id).rev == 1)
+            let rev = try await store.write { context throws(LarderError) in
+                try context.patch("c", id: a.id, patch: ["m": 1], expectedRev: 1).rev
+            }
+            #expect(rev == 2)
+        }
+    }
+
+    @Test func closedStoreAnswersUnavailable() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-closed-\(UUID().wireString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory))
+        _ = try store.create("c", id: nil, data: [:])
+        try store.checkpoint()
+        store.close()
+        expectError(.unavailable) { _ = try store.create("c", id: nil, data: [:]) }
+        expectError(.unavailable) { _ = try store.count("c", filter: nil, text: nil) }
+        // Reopening finds the data.
+        let reopened = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory))
+        #expect(try reopened.count("c", filter: nil, text: nil) == 1)
+        #expect(try reopened.integrityCheck() == "ok")
+        reopened.close()
+    }
+
+    @Test func unwritableDirectoryIsAClearError() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-ro-\(UUID().wireString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        chmod(directory, 0o500)
+        defer { chmod(directory, 0o700) }
+        guard getuid() != 0 else { return }  // root writes anywhere
+        expectError(.internal) { _ = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory)) }
+    }
+
+    @Test func fileInPlaceOfDirectoryIsAClearError() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("larder-file-\(UUID().wireString)").path
+        _ = FileManager.default.createFile(atPath: path, contents: Data([1]))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        do throws(LarderError) {
+            _ = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: path))
+            Issue.record("expected an error")
+        } catch {
+            #expect(error.message.contains(path))
+        }
+    }
+}
+
+func withStoreAsync(_ body: (SQLiteStore) async throws -> Void) async throws {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-store-\(UUID().wireString)").path
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let store = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory))
+    defer { store.close() }
+    try await body(store)
+}
