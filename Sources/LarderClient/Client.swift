@@ -1,0 +1,396 @@
+import Foundation
+import Synchronization
+import LarderWire
+
+/// A connection pool to one Larder server, with an async method for every operation.
+///
+/// Create one per server and share it: it is `Sendable`, and many tasks may call it at once. Each of its
+/// `connections` carries many requests in flight (up to the server's announced `maxInFlight`), matched to their
+/// replies by request id. Connections open lazily on first use; one that breaks fails its requests in flight with
+/// `UNAVAILABLE` (a write is never retried, since it may have been applied) and the next request opens a new one.
+///
+/// ```swift
+/// let client = LarderClient(host: "127.0.0.1", port: 7411)
+/// let items = client.collection("items", of: Item.self)
+/// let stored = try await items.create(Item(name: "poke-ball"))
+/// ```
+public final class LarderClient: Sendable {
+    /// Where the server listens.
+    public enum Endpoint: Sendable, Hashable, CustomStringConvertible {
+        /// A TCP host name or address and port.
+        case tcp(host: String, port: Int)
+        /// A Unix domain socket path (same host only; the cheapest transport).
+        case unix(path: String)
+
+        /// `host:port` or the socket path.
+        public var description: String {
+            switch self {
+            case .tcp(let host, let port): host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+            case .unix(let path): path
+            }
+        }
+    }
+
+    /// How the client connects and how long it waits.
+    public struct Configuration: Sendable {
+        /// Where the server listens.
+        public var endpoint: Endpoint
+        /// The token sent in HELLO when the server requires one.
+        public var token: String?
+        /// The client name sent in HELLO (the server may log it).
+        public var clientName: String
+        /// Connections in the pool (at least 1); requests go to the least busy one.
+        public var connections: Int
+        /// Deadline for each request, from the call until the reply; nil waits forever.
+        public var requestTimeout: Duration?
+        /// Deadline for connecting and the HELLO handshake.
+        public var connectTimeout: Duration
+        /// Offer zlib compression of JSON parts in HELLO.
+        public var compression: Bool
+
+        /// A configuration with the defaults: one connection, 30-second requests, 5-second connects, zlib offered.
+        public init(
+            endpoint: Endpoint = .tcp(host: "127.0.0.1", port: 7411), token: String? = nil,
+            clientName: String = "LarderClient", connections: Int = 1, requestTimeout: Duration? = .seconds(30),
+            connectTimeout: Duration = .seconds(5), compression: Bool = true
+        ) {
+            self.endpoint = endpoint
+            self.token = token
+            self.clientName = clientName
+            self.connections = connections
+            self.requestTimeout = requestTimeout
+            self.connectTimeout = connectTimeout
+            self.compression = compression
+        }
+    }
+
+    /// The configuration this client was made with.
+    public let configuration: Configuration
+
+    private enum Slot {
+        case empty
+        case opening(Task<Result<Connection, LarderError>, Never>)
+        case open(Connection)
+    }
+
+    private let slots: Mutex<[Slot]>
+
+    /// A client for the server described by `configuration`; nothing connects until the first request.
+    public init(configuration: Configuration) {
+        self.configuration = configuration
+        slots = Mutex(Array(repeating: .empty, count: max(1, configuration.connections)))
+    }
+
+    /// A client for a TCP server.
+    public convenience init(
+        host: String = "127.0.0.1", port: Int = 7411, token: String? = nil, connections: Int = 1,
+        requestTimeout: Duration? = .seconds(30)
+    ) {
+        self.init(
+            configuration: Configuration(
+                endpoint: .tcp(host: host, port: port), token: token, connections: connections,
+                requestTimeout: requestTimeout))
+    }
+
+    /// A client for a server's Unix domain socket.
+    public convenience init(socketPath: String, token: String? = nil, connections: Int = 1) {
+        self.init(configuration: Configuration(endpoint: .unix(path: socketPath), token: token, connections: connections))
+    }
+
+    deinit {
+        close()
+    }
+
+    /// Closes every connection; requests in flight fail with `UNAVAILABLE`. Later requests reconnect.
+    public func close() {
+        let old = slots.withLock { slots in
+            defer { slots = Array(repeating: .empty, count: slots.count) }
+            return slots
+        }
+        for slot in old {
+            switch slot {
+            case .open(let connection): connection.close()
+            case .opening(let task): Task { if case .success(let c) = await task.value { c.close() } }
+            case .empty: break
+            }
+        }
+    }
+
+    /// Opens a connection now (instead of on the first request) and returns what the server announced in HELLO.
+    @discardableResult
+    public func connect() async throws(LarderError) -> HelloResponse {
+        let connection = try await connection()
+        return connection.hello!
+    }
+
+    /// Picks the least busy open connection, opening one in an empty or broken slot first.
+    private func connection() async throws(LarderError) -> Connection {
+        enum Pick {
+            case ready(Connection)
+            case wait(Task<Result<Connection, LarderError>, Never>, Int)
+        }
+        let configuration = configuration
+        let pick: Pick = slots.withLock { slots in
+            var best: (Connection, Int)?
+            for (index, slot) in slots.enumerated() {
+                switch slot {
+                case .open(let connection) where connection.isClosed:
+                    slots[index] = .empty
+                case .open(let connection):
+                    let load = connection.load
+                    if load == 0 { return .ready(connection) }
+                    if best == nil || load < best!.1 { best = (connection, load) }
+                default: break
+                }
+            }
+            // Open another connection only when every open one is busy and a slot is free.
+            if let index = slots.firstIndex(where: { if case .empty = $0 { true } else { false } }) {
+                let task = Task { () async -> Result<Connection, LarderError> in
+                    do throws(LarderError) {
+                        return .success(try await Connection.open(configuration))
+                    } catch {
+                        return .failure(error)
+                    }
+                }
+                slots[index] = .opening(task)
+                return .wait(task, index)
+            }
+            if let best { return .ready(best.0) }
+            for (index, slot) in slots.enumerated() {
+                if case .opening(let task) = slot { return .wait(task, index) }
+            }
+            fatalError("a pool slot is always empty, opening or open")
+        }
+        switch pick {
+        case .ready(let connection): return connection
+        case .wait(let task, let index):
+            let result = await task.value
+            slots.withLock { slots in
+                guard index < slots.count, case .opening(let current) = slots[index], current == task else { return }
+                switch result {
+                case .success(let connection): slots[index] = .open(connection)
+                case .failure: slots[index] = .empty
+                }
+            }
+            return try result.get()
+        }
+    }
+
+    // MARK: - Raw requests
+
+    /// A successful reply: its JSON object and binary part.
+    public struct Reply: Sendable {
+        /// The reply's JSON part.
+        public var json: JSONObject
+        /// The reply's binary part (a JPEG for `BLOB_GET`), empty otherwise.
+        public var binary: [UInt8]
+
+        /// A reply with these parts.
+        public init(json: JSONObject, binary: [UInt8] = []) {
+            self.json = json
+            self.binary = binary
+        }
+    }
+
+    /// Sends any request and returns the reply; for opcodes this client has no method for yet (e.g. `WATCH`).
+    ///
+    /// An error reply is thrown as `LarderError`; so is a request the server's limits would refuse
+    /// (PAYLOAD_TOO_LARGE, checked before anything is sent).
+    public func request(
+        _ opcode: Opcode, json: JSONObject = [:], binary: [UInt8] = [], timeout: Duration? = nil,
+        progress: (@Sendable (_ done: Int, _ total: Int) -> Void)? = nil
+    ) async throws(LarderError) -> Reply {
+        let frame = try await call(opcode, json, binary: binary, timeout: timeout, progress: progress)
+        return Reply(json: try frame.jsonObject(), binary: frame.binary)
+    }
+
+    func call(
+        _ opcode: Opcode, _ json: JSONObject, binary: [UInt8] = [], timeout: Duration? = nil,
+        progress: (@Sendable (Int, Int) -> Void)? = nil
+    ) async throws(LarderError) -> Frame {
+        let connection = try await connection()
+        return try await connection.call(
+            opcode, json: json.bytes, binary: binary, timeout: timeout ?? configuration.requestTimeout,
+            progress: progress)
+    }
+
+    func message<M: WireMessage>(
+        _ type: M.Type, _ opcode: Opcode, _ json: JSONObject, binary: [UInt8] = []
+    ) async throws(LarderError) -> M {
+        try M(json: try await call(opcode, json, binary: binary).jsonObject())
+    }
+
+    // MARK: - Server
+
+    /// Sends PING and returns the round-trip time.
+    @discardableResult
+    public func ping() async throws(LarderError) -> Duration {
+        let connection = try await connection()
+        let clock = ContinuousClock()
+        let start = clock.now
+        _ = try await connection.call(.ping, json: [], binary: [], timeout: configuration.requestTimeout)
+        return clock.now - start
+    }
+
+    /// The server's statistics (uptime, connections, requests, latencies, counts; see Protocol.md, STATS).
+    public func stats() async throws(LarderError) -> JSONObject {
+        try await call(.stats, [:]).jsonObject()
+    }
+
+    /// What the server announced in HELLO on the connection most recently opened, connecting if none is open.
+    public func serverHello() async throws(LarderError) -> HelloResponse {
+        try await connect()
+    }
+
+    // MARK: - Documents
+
+    /// Stores a new document and returns its record; the server assigns the id unless `id` is given.
+    public func create(_ collection: String, _ data: JSONObject, id: UUID? = nil) async throws(LarderError) -> Record {
+        try await message(Record.self, .create, CreateRequest(collection: collection, id: id, data: data).json)
+    }
+
+    /// Reads one document (NOT_FOUND when it does not exist).
+    public func get(_ collection: String, id: UUID) async throws(LarderError) -> Record {
+        try await message(Record.self, .get, GetRequest(collection: collection, id: id).json)
+    }
+
+    /// Reads up to 1,000 documents by id: the records found, in request order, and the ids that were not.
+    public func getMany(_ collection: String, ids: [UUID]) async throws(LarderError) -> GetManyResponse {
+        try await message(GetManyResponse.self, .getMany, GetManyRequest(collection: collection, ids: ids).json)
+    }
+
+    /// Replaces a document's data; with `rev`, only if that is still its revision (CONFLICT otherwise).
+    public func replace(
+        _ collection: String, id: UUID, data: JSONObject, rev: Int64? = nil
+    ) async throws(LarderError) -> Record {
+        try await message(
+            Record.self, .replace, ReplaceRequest(collection: collection, id: id, data: data, rev: rev).json)
+    }
+
+    /// Applies an RFC 7396 merge patch (null removes a member); with `rev`, only if that is still the revision.
+    public func patch(
+        _ collection: String, id: UUID, patch: JSONObject, rev: Int64? = nil
+    ) async throws(LarderError) -> Record {
+        try await message(Record.self, .patch, PatchRequest(collection: collection, id: id, patch: patch, rev: rev).json)
+    }
+
+    /// Deletes a document and the blobs attached to it; with `rev`, only if that is still its revision.
+    @discardableResult
+    public func delete(_ collection: String, id: UUID, rev: Int64? = nil) async throws(LarderError) -> DeleteResponse {
+        try await message(DeleteResponse.self, .delete, DeleteRequest(collection: collection, id: id, rev: rev).json)
+    }
+
+    /// One page of a collection in creation order; pass the page's `nextCursor` back for the next.
+    public func list(
+        _ collection: String, limit: Int = defaultPageLimit, cursor: String? = nil
+    ) async throws(LarderError) -> PageResponse {
+        try await message(
+            PageResponse.self, .list, ListRequest(collection: collection, limit: limit, cursor: cursor).json)
+    }
+
+    /// One page of the records matching `query`.
+    public func search(_ collection: String, _ query: SearchQuery) async throws(LarderError) -> PageResponse {
+        try await message(PageResponse.self, .search, SearchRequest(collection: collection, query: query).json)
+    }
+
+    /// How many records match `filter` and `text` (all of them when both are nil).
+    public func count(
+        _ collection: String, filter: Filter? = nil, text: TextQuery? = nil
+    ) async throws(LarderError) -> Int {
+        try await message(
+            CountResponse.self, .count, CountRequest(collection: collection, filter: filter, text: text).json
+        ).count
+    }
+
+    /// Sections of a collection by the value of `field` (e.g. `category`), each with its count and first records.
+    public func group(
+        _ collection: String, by field: String, filter: Filter? = nil, text: TextQuery? = nil,
+        perGroup: Int = GroupRequest.defaultPerGroup
+    ) async throws(LarderError) -> GroupResponse {
+        let request = GroupRequest(
+            collection: collection, field: try FieldPath(field), filter: filter, text: text, perGroup: perGroup)
+        return try await message(GroupResponse.self, .group, request.json)
+    }
+
+    // MARK: - Collections
+
+    /// Every collection with its document count.
+    public func collections() async throws(LarderError) -> [CollectionsResponse.Entry] {
+        try await message(CollectionsResponse.self, .collections, [:]).collections
+    }
+
+    /// Deletes a collection, its documents and their blobs.
+    @discardableResult
+    public func dropCollection(_ collection: String) async throws(LarderError) -> DropCollectionResponse {
+        try await message(
+            DropCollectionResponse.self, .dropCollection, DropCollectionRequest(collection: collection).json)
+    }
+
+    /// Declares an index on a field path (idempotent); `created` is false when it already existed.
+    @discardableResult
+    public func index(_ collection: String, field: String) async throws(LarderError) -> IndexResponse {
+        try await message(
+            IndexResponse.self, .index, IndexRequest(collection: collection, field: try FieldPath(field)).json)
+    }
+
+    // MARK: - Blobs
+
+    /// A blob's metadata and bytes.
+    public struct Blob: Sendable, Equatable {
+        /// The blob's metadata.
+        public var info: BlobInfo
+        /// The JPEG bytes.
+        public var bytes: [UInt8]
+
+        /// A blob with this metadata and these bytes.
+        public init(info: BlobInfo, bytes: [UInt8]) {
+            self.info = info
+            self.bytes = bytes
+        }
+    }
+
+    /// Stores a JPEG, optionally attached to a document (deleting the document then deletes the blob).
+    ///
+    /// `sha256` (lowercase hex), when given, is checked by the server. `progress` is called while a blob of 1 MiB
+    /// or more is sent.
+    public func blobPut(
+        _ bytes: [UInt8], id: UUID? = nil, sha256: String? = nil, attachTo attachment: BlobAttachment? = nil,
+        progress: (@Sendable (_ sent: Int, _ total: Int) -> Void)? = nil
+    ) async throws(LarderError) -> BlobInfo {
+        let request = BlobPutRequest(id: id, sha256: sha256, attach: attachment)
+        return try BlobInfo(
+            json: try await call(.blobPut, request.json, binary: bytes, progress: progress).jsonObject())
+    }
+
+    /// Reads a blob's metadata and bytes; `progress` is called while a blob of 1 MiB or more arrives.
+    public func blobGet(
+        _ id: UUID, progress: (@Sendable (_ received: Int, _ total: Int) -> Void)? = nil
+    ) async throws(LarderError) -> Blob {
+        let frame = try await call(.blobGet, BlobIDRequest(id: id).json, progress: progress)
+        return Blob(info: try BlobInfo(json: try frame.jsonObject()), bytes: frame.binary)
+    }
+
+    /// Reads a blob's metadata only.
+    public func blobHead(_ id: UUID) async throws(LarderError) -> BlobInfo {
+        try await message(BlobInfo.self, .blobHead, BlobIDRequest(id: id).json)
+    }
+
+    /// Deletes a blob.
+    @discardableResult
+    public func blobDelete(_ id: UUID) async throws(LarderError) -> BlobDeleteResponse {
+        try await message(BlobDeleteResponse.self, .blobDelete, BlobIDRequest(id: id).json)
+    }
+
+    /// One page of blobs in id order, optionally only those attached to one document.
+    public func blobList(
+        limit: Int = defaultPageLimit, cursor: String? = nil, attachedTo: BlobAttachment? = nil
+    ) async throws(LarderError) -> BlobListResponse {
+        try await message(
+            BlobListResponse.self, .blobList, BlobListRequest(limit: limit, cursor: cursor, attachedTo: attachedTo).json)
+    }
+}
+
+extension LarderError {
+    /// True when the client could not reach the server at all (the CLI exits 2); nothing was sent.
+    public var isConnectFailure: Bool { details["reason"] == "connect" }
+}

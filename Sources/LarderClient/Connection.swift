@@ -1,0 +1,372 @@
+import Foundation
+import LarderWire
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// One connection to a server: a reader thread that dispatches replies by request id to waiting tasks, and a
+/// lock-protected write path that any task may use.
+///
+/// Every request holds one of the server's `maxInFlight` slots from the moment it is written until its reply
+/// arrives; a request that finds no free slot waits in a queue (still bound by its deadline). A request that times
+/// out or is cancelled keeps its slot until the server answers, so the client never exceeds the announced limit.
+final class Connection: @unchecked Sendable {
+    /// Where this connection goes, for error messages.
+    let endpoint: String
+
+    private struct Waiter {
+        var continuation: CheckedContinuation<Result<Frame, LarderError>, Never>?
+        /// Set when the deadline or a cancellation arrived before the continuation was registered.
+        var aborted: LarderError?
+        /// The request, kept until it is written (it may wait for a slot).
+        var request: Frame?
+        var holdsSlot = false
+        /// Called on the reader thread with (bytes received, frame size) while a large reply arrives.
+        var progress: (@Sendable (Int, Int) -> Void)?
+    }
+
+    // Guarded by `lock`.
+    private let lock = NSLock()
+    private var waiters: [UInt32: Waiter] = [:]
+    private var queue: [UInt32] = []
+    private var freeSlots = 1
+    private var nextID: UInt32 = 1
+    private var failure: LarderError?
+    /// An error frame the server sent for no particular request (id 0) just before closing.
+    private var serverError: LarderError?
+    private var helloResponse: HelloResponse?
+
+    // Guarded by `writeLock`.
+    private let writeLock = NSLock()
+    private var encoder = FrameEncoder()
+    private var output: [UInt8] = []
+    private var fd: Int32
+
+    private init(fd: Int32, endpoint: String) {
+        self.fd = fd
+        self.endpoint = endpoint
+    }
+
+    /// Connects, starts the reader thread and performs the HELLO handshake.
+    static func open(_ configuration: LarderClient.Configuration) async throws(LarderError) -> Connection {
+        let endpoint = configuration.endpoint
+        let timeoutMs = Int(configuration.connectTimeout.components.seconds * 1000)
+            + Int(configuration.connectTimeout.components.attoseconds / 1_000_000_000_000_000)
+        let fd = try Socket.connect(endpoint, timeoutMs: max(1, timeoutMs))
+        let connection = Connection(fd: fd, endpoint: endpoint.description)
+        let thread = Thread { connection.readLoop() }
+        thread.name = "larder-client-reader"
+        thread.stackSize = 256 << 10
+        thread.start()
+        let hello = HelloRequest(
+            compression: configuration.compression ? [zlibCompression] : [], client: configuration.clientName,
+            token: configuration.token)
+        let reply: Frame
+        do {
+            reply = try await connection.call(
+                .hello, json: hello.json.bytes, binary: [], timeout: configuration.connectTimeout)
+        } catch {
+            connection.close(error)
+            throw error.status == .deadlineExceeded
+                ? Socket.connectError(endpoint.description, "no answer to HELLO within the connect timeout")
+                : error
+        }
+        do throws(LarderError) {
+            let response = try HelloResponse(json: try reply.jsonObject())
+            guard ProtocolVersions.supported.contains(response.version) else {
+                throw LarderError(.unsupportedVersion, "the server chose protocol version \(response.version)")
+            }
+            connection.negotiated(response)
+            return connection
+        } catch {
+            connection.close(error)
+            throw error
+        }
+    }
+
+    private func negotiated(_ hello: HelloResponse) {
+        writeLock.withLock {
+            encoder.compressionEnabled = hello.compression == zlibCompression
+            encoder.threshold = hello.compressionThreshold
+        }
+        var writes: [UInt32] = []
+        lock.withLock {
+            helloResponse = hello
+            // The HELLO slot was returned when its reply arrived; the rest of the server's budget opens now.
+            freeSlots += max(1, hello.limits.maxInFlight) - 1
+            while freeSlots > 0, !queue.isEmpty {
+                let id = queue.removeFirst()
+                guard waiters[id] != nil else { continue }
+                waiters[id]!.holdsSlot = true
+                freeSlots -= 1
+                writes.append(id)
+            }
+        }
+        for id in writes { write(id) }
+    }
+
+    /// What the server announced in HELLO.
+    var hello: HelloResponse? { lock.withLock { helloResponse } }
+
+    /// True once the connection has failed or been closed; the client then opens a new one.
+    var isClosed: Bool { lock.withLock { failure != nil } }
+
+    /// Requests written or waiting on this connection.
+    var load: Int { lock.withLock { waiters.count } }
+
+    // MARK: - Requests
+
+    /// Sends one request and waits for its reply; an error reply is thrown as the server's `LarderError`.
+    func call(
+        _ opcode: Opcode, json: [UInt8], binary: [UInt8], timeout: Duration?,
+        progress: (@Sendable (Int, Int) -> Void)? = nil
+    ) async throws(LarderError) -> Frame {
+        if let limits = hello?.limits {
+            try Connection.checkSize(json: json.count, binary: binary.count, limits: limits)
+        }
+        let registered: Result<UInt32, LarderError> = lock.withLock {
+            if let failure { return .failure(failure) }
+            let id = nextID
+            nextID = nextID == UInt32.max ? 1 : nextID + 1
+            waiters[id] = Waiter(
+                request: Frame(opcode: opcode, requestID: id, json: json, binary: binary), progress: progress)
+            return .success(id)
+        }
+        let id = try registered.get()
+        let timer: Task<Void, Never>? = timeout.map { timeout in
+            Task { [weak self] in
+                guard (try? await Task.sleep(for: timeout)) != nil else { return }
+                self?.abandon(
+                    id, LarderError(
+                        .deadlineExceeded, "\(opcode.name) got no answer from \(self?.endpoint ?? "the server") "
+                            + "within \(timeout); it may or may not have been applied"))
+            }
+        }
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Result<Frame, LarderError>, Never>) in
+                register(id, continuation)
+            }
+        } onCancel: {
+            abandon(id, LarderError(.deadlineExceeded, "\(opcode.name) was cancelled before the server answered"))
+        }
+        timer?.cancel()
+        let frame = try result.get()
+        guard frame.status == .ok else {
+            let json = (try? JSONParser.parse(frame.json)) ?? .null
+            throw LarderError(status: frame.status, json: json)
+        }
+        return frame
+    }
+
+    /// Throws PAYLOAD_TOO_LARGE, without sending anything, for a request the server would refuse for its size.
+    static func checkSize(json: Int, binary: Int, limits: Limits) throws(LarderError) {
+        if json > limits.maxJSONBytes {
+            throw LarderError(
+                .payloadTooLarge, "the request's JSON is \(json) bytes; the server accepts at most \(limits.maxJSONBytes)",
+                details: ["limit": .int(Int64(limits.maxJSONBytes))])
+        }
+        if binary > limits.maxBlobBytes {
+            throw LarderError(
+                .payloadTooLarge, "the blob is \(binary) bytes; the server accepts at most \(limits.maxBlobBytes)",
+                details: ["limit": .int(Int64(limits.maxBlobBytes))])
+        }
+        if Frame.headerSize + json + binary > limits.maxFrameBytes {
+            throw LarderError(
+                .payloadTooLarge, "the request frame would be \(Frame.headerSize + json + binary) bytes; the server "
+                    + "accepts at most \(limits.maxFrameBytes)", details: ["limit": .int(Int64(limits.maxFrameBytes))])
+        }
+    }
+
+    private func register(_ id: UInt32, _ continuation: CheckedContinuation<Result<Frame, LarderError>, Never>) {
+        enum Next { case fail(LarderError), write, wait }
+        let next: Next = lock.withLock {
+            guard var waiter = waiters[id] else {
+                return .fail(failure ?? LarderError(.unavailable, "the connection to \(endpoint) was closed"))
+            }
+            if let aborted = waiter.aborted {
+                waiters[id] = nil
+                return .fail(aborted)
+            }
+            waiter.continuation = continuation
+            if freeSlots > 0 {
+                freeSlots -= 1
+                waiter.holdsSlot = true
+                waiters[id] = waiter
+                return .write
+            }
+            waiters[id] = waiter
+            queue.append(id)
+            return .wait
+        }
+        switch next {
+        case .fail(let error): continuation.resume(returning: .failure(error))
+        case .write: write(id)
+        case .wait: break
+        }
+    }
+
+    /// Gives up waiting for request `id` (deadline or cancellation); a written request keeps its slot until the
+    /// server's reply arrives and is dropped.
+    private func abandon(_ id: UInt32, _ error: LarderError) {
+        let continuation: CheckedContinuation<Result<Frame, LarderError>, Never>? = lock.withLock {
+            guard var waiter = waiters[id] else { return nil }
+            guard let continuation = waiter.continuation else {
+                waiter.aborted = error
+                waiters[id] = waiter
+                return nil
+            }
+            if waiter.holdsSlot {
+                waiter.continuation = nil
+                waiter.progress = nil
+                waiters[id] = waiter
+            } else {
+                waiters[id] = nil
+                queue.removeAll { $0 == id }
+            }
+            return continuation
+        }
+        continuation?.resume(returning: .failure(error))
+    }
+
+    /// Writes request `id`, which holds a slot.
+    private func write(_ id: UInt32) {
+        guard
+            let taken = lock.withLock({ () -> (Frame, (@Sendable (Int, Int) -> Void)?)? in
+                guard let frame = waiters[id]?.request else { return nil }
+                waiters[id]!.request = nil
+                return (frame, waiters[id]!.progress)
+            })
+        else { return }
+        let (frame, progress) = taken
+        let errorCode: Int32 = writeLock.withLock {
+            guard fd >= 0 else { return EBADF }
+            output.removeAll(keepingCapacity: output.capacity <= 1 << 20)
+            encoder.encode(frame, into: &output)
+            let total = output.count
+            var report: ((Int) -> Void)?
+            if frame.binary.count >= 1 << 20, let progress { report = { progress($0, total) } }
+            return output.withUnsafeBytes { Socket.writeAll(fd, $0, progress: report) }
+        }
+        if errorCode != 0 {
+            close(
+                LarderError(
+                    .unavailable, "the connection to \(endpoint) broke while sending \(frame.opcode.name) ("
+                        + Socket.errnoText(errorCode) + "); requests in flight may or may not have been applied"))
+        }
+    }
+
+    // MARK: - Reading
+
+    private func readLoop() {
+        var decoder = FrameDecoder()
+        var buffer = ByteBuffer()
+        let capacity = 64 << 10
+        let chunk = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16)
+        defer { chunk.deallocate() }
+        var ending: LarderError?
+        reading: while true {
+            let n = Socket.read(fd, chunk, capacity)
+            if n <= 0 {
+                let pending = load
+                let why = n == 0 ? "the server closed the connection" : Socket.errnoText(Int32(-n))
+                ending = LarderError(
+                    .unavailable, "lost the connection to \(endpoint): \(why)"
+                        + (pending > 0 ? "; \(pending) request(s) in flight may or may not have been applied" : ""))
+                break
+            }
+            buffer.append(UnsafeRawBufferPointer(start: chunk, count: n))
+            do throws(FrameError) {
+                while let frame = try decoder.next(&buffer) {
+                    if frame.opcode == .hello, frame.status == .ok,
+                        let limits = try? HelloResponse(json: frame.jsonObject()).limits
+                    {
+                        // Accept replies as large as the server may send, not just the defaults.
+                        decoder.maxFrameBytes = max(decoder.maxFrameBytes, limits.maxFrameBytes)
+                        decoder.maxJSONBytes = max(decoder.maxJSONBytes, limits.maxJSONBytes)
+                        decoder.maxBinaryBytes = max(decoder.maxBinaryBytes, limits.maxBlobBytes)
+                    }
+                    deliver(frame)
+                }
+                if let header = try decoder.peekHeader(buffer), header.binaryLength >= 1 << 20 {
+                    let progress = lock.withLock { waiters[header.requestID]?.progress }
+                    progress?(buffer.readableCount, 4 + Int(header.length))
+                }
+            } catch {
+                ending = LarderError(
+                    error.error.status, "the server at \(endpoint) sent a frame the client cannot read: "
+                        + error.error.message)
+                break reading
+            }
+        }
+        close(ending ?? LarderError(.unavailable, "lost the connection to \(endpoint)"))
+        writeLock.withLock {
+            closeDescriptor(fd)
+            fd = -1
+        }
+    }
+
+    private func deliver(_ frame: Frame) {
+        guard !frame.isPush else { return }
+        var writes: [UInt32] = []
+        let continuation: CheckedContinuation<Result<Frame, LarderError>, Never>? = lock.withLock {
+            guard let waiter = waiters.removeValue(forKey: frame.requestID) else {
+                if frame.status != .ok {
+                    serverError = LarderError(status: frame.status, json: (try? JSONParser.parse(frame.json)) ?? .null)
+                }
+                return nil
+            }
+            if waiter.holdsSlot {
+                freeSlots += 1
+                while freeSlots > 0, !queue.isEmpty {
+                    let id = queue.removeFirst()
+                    guard waiters[id] != nil else { continue }
+                    waiters[id]!.holdsSlot = true
+                    freeSlots -= 1
+                    writes.append(id)
+                }
+            }
+            return waiter.continuation
+        }
+        continuation?.resume(returning: .success(frame))
+        if !writes.isEmpty {
+            // Never write on the reader thread: a blocked write there would stop the replies that unblock it.
+            let ids = writes
+            DispatchQueue.global().async { for id in ids { self.write(id) } }
+        }
+    }
+
+    /// Fails every request in flight with `error` and shuts the socket; later calls fail at once.
+    func close(_ error: LarderError = LarderError(.unavailable, "the client closed the connection")) {
+        let continuations: [CheckedContinuation<Result<Frame, LarderError>, Never>] = lock.withLock {
+            guard failure == nil else { return [] }
+            var error = error
+            if let serverError, error.status == .unavailable, error.details["reason"] == nil {
+                error = LarderError(
+                    serverError.status, serverError.message + " (the server then closed the connection)",
+                    field: serverError.field, details: serverError.details)
+            }
+            failure = error
+            let continuations = waiters.values.compactMap(\.continuation)
+            waiters.removeAll()
+            queue.removeAll()
+            return continuations
+        }
+        for continuation in continuations { continuation.resume(returning: .failure(lock.withLock { failure! })) }
+        writeLock.withLock {
+            if fd >= 0 { _ = shutdown(fd, Int32(SHUT_RDWR)) }
+        }
+    }
+
+    deinit {
+        if fd >= 0 { closeDescriptor(fd) }
+    }
+}
+
+private func closeDescriptor(_ fd: Int32) {
+    _ = close(fd)
+}

@@ -1,0 +1,235 @@
+import Foundation
+import LarderWire
+
+/// A stored model value with its envelope: id, revision and timestamps.
+public struct Stored<Model: Codable & Sendable>: Sendable {
+    /// The document's id.
+    public var id: UUID
+    /// The document's revision (1 after create, +1 per write); pass it back for optimistic concurrency.
+    public var rev: Int64
+    /// When the document was created (millisecond precision).
+    public var createdAt: Date
+    /// When the document was last written (millisecond precision).
+    public var updatedAt: Date
+    /// The app's model value.
+    public var value: Model
+
+    /// Decodes a record's data as `Model`.
+    public init(_ record: Record) throws(LarderError) {
+        id = record.id
+        rev = record.rev
+        createdAt = Timestamp.date(record.createdAt)
+        updatedAt = Timestamp.date(record.updatedAt)
+        value = try ModelCoding.decode(Model.self, from: record.data, id: record.id)
+    }
+}
+
+extension Stored: Equatable where Model: Equatable {}
+
+/// A page of typed records; pass `nextCursor` back for the next page (nil on the last page).
+public struct Page<Model: Codable & Sendable>: Sendable {
+    /// The page's records.
+    public var records: [Stored<Model>]
+    /// The cursor of the next page, or nil.
+    public var nextCursor: String?
+
+    /// The models alone, without their envelopes.
+    public var values: [Model] { records.map(\.value) }
+}
+
+/// A section of a GROUP answer: the key (e.g. `"Ball"`), how many records share it, and the first of them.
+public struct Section<Model: Codable & Sendable>: Sendable {
+    /// The grouped field's value; `.null` for records without it.
+    public var key: JSON
+    /// Records in the section (they may be more than `records`).
+    public var count: Int
+    /// The section's first records.
+    public var records: [Stored<Model>]
+}
+
+/// Converts Codable models to and from stored JSON objects. Dates are ISO 8601 UTC strings with milliseconds
+/// (`2024-05-01T12:30:00.000Z`); both that form and the one without fraction are read.
+public enum ModelCoding {
+    /// Encodes a model as the JSON object that is stored.
+    public static func encode<Model: Encodable>(_ value: Model) throws(LarderError) -> JSONObject {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(Timestamp.string(Int64((date.timeIntervalSince1970 * 1000).rounded())))
+        }
+        let data: Data
+        do {
+            data = try encoder.encode(value)
+        } catch {
+            throw LarderError(.invalidArgument, "cannot encode \(Model.self) as JSON: \(error)")
+        }
+        do throws(LarderError) {
+            return try JSONParser.parseObject(data)
+        } catch {
+            throw LarderError(
+                .invalidArgument, "\(Model.self) must encode as a JSON object (a struct or class with keyed members)")
+        }
+    }
+
+    /// Decodes a stored JSON object as a model; `id` names the record in the error.
+    public static func decode<Model: Decodable>(
+        _ type: Model.Type, from object: JSONObject, id: UUID? = nil
+    ) throws(LarderError) -> Model {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .custom { decoder in
+            let container = try decoder.singleValueContainer()
+            let text = try container.decode(String.self)
+            if let ms = Timestamp.parse(text) { return Timestamp.date(ms) }
+            if let date = try? Date(text, strategy: .iso8601) { return date }
+            throw DecodingError.dataCorruptedError(
+                in: container, debugDescription: "'\(text)' is not an ISO 8601 date such as 2024-05-01T12:30:00Z")
+        }
+        do {
+            return try decoder.decode(Model.self, from: Data(object.bytes))
+        } catch let error as DecodingError {
+            let record = id.map { "record \($0.wireString)" } ?? "a record"
+            var path = ""
+            var detail = "\(error)"
+            switch error {
+            case .keyNotFound(let key, let context):
+                path = (context.codingPath + [key]).map(\.stringValue).joined(separator: ".")
+                detail = "missing field"
+            case .typeMismatch(_, let context), .valueNotFound(_, let context), .dataCorrupted(let context):
+                path = context.codingPath.map(\.stringValue).joined(separator: ".")
+                detail = context.debugDescription
+            @unknown default: break
+            }
+            throw LarderError(
+                .invalidArgument, "\(record) does not decode as \(Model.self): \(detail)",
+                field: path.isEmpty ? nil : path)
+        } catch {
+            throw LarderError(.invalidArgument, "cannot decode \(Model.self): \(error)")
+        }
+    }
+}
+
+/// Typed access to one collection: app model structs in, `Stored` models out, no hand-written JSON.
+///
+/// ```swift
+/// struct Todo: Codable, Sendable { var title: String; var isFinish: Bool; var due: Date? }
+/// let todos = client.collection("todos", of: Todo.self)
+/// let stored = try await todos.create(Todo(title: "Buy milk", isFinish: false, due: nil), id: UUID())
+/// ```
+public struct LarderCollection<Model: Codable & Sendable>: Sendable {
+    /// The collection's name.
+    public let name: String
+    /// The client requests go through.
+    public let client: LarderClient
+
+    /// Typed access to collection `name` through `client`.
+    public init(name: String, client: LarderClient) {
+        self.name = name
+        self.client = client
+    }
+
+    /// Stores a new value; the server assigns the id unless `id` is given (CONFLICT if it exists).
+    public func create(_ value: Model, id: UUID? = nil) async throws(LarderError) -> Stored<Model> {
+        try Stored(try await client.create(name, try ModelCoding.encode(value), id: id))
+    }
+
+    /// Reads one value (NOT_FOUND when it does not exist).
+    public func get(_ id: UUID) async throws(LarderError) -> Stored<Model> {
+        try Stored(try await client.get(name, id: id))
+    }
+
+    /// Reads many values by id, in request order; missing ids are skipped.
+    public func get(_ ids: [UUID]) async throws(LarderError) -> [Stored<Model>] {
+        var result: [Stored<Model>] = []
+        var start = 0
+        while start < ids.count {
+            let chunk = Array(ids[start..<min(ids.count, start + maxGetManyIDs)])
+            for record in try await client.getMany(name, ids: chunk).records { result.append(try Stored(record)) }
+            start += chunk.count
+        }
+        return result
+    }
+
+    /// Replaces the value of document `id`; with `rev`, only if that is still its revision (CONFLICT otherwise).
+    public func replace(_ id: UUID, with value: Model, rev: Int64? = nil) async throws(LarderError) -> Stored<Model> {
+        try Stored(try await client.replace(name, id: id, data: try ModelCoding.encode(value), rev: rev))
+    }
+
+    /// Writes back an edited stored value, failing with CONFLICT if someone else wrote it since it was read.
+    public func save(_ stored: Stored<Model>) async throws(LarderError) -> Stored<Model> {
+        try await replace(stored.id, with: stored.value, rev: stored.rev)
+    }
+
+    /// Applies a merge patch (e.g. `["isFinish": true]`) and returns the new value.
+    public func patch(_ id: UUID, _ patch: JSONObject, rev: Int64? = nil) async throws(LarderError) -> Stored<Model> {
+        try Stored(try await client.patch(name, id: id, patch: patch, rev: rev))
+    }
+
+    /// Deletes document `id` and the blobs attached to it.
+    @discardableResult
+    public func delete(_ id: UUID, rev: Int64? = nil) async throws(LarderError) -> DeleteResponse {
+        try await client.delete(name, id: id, rev: rev)
+    }
+
+    /// One page in creation order.
+    public func list(limit: Int = defaultPageLimit, cursor: String? = nil) async throws(LarderError) -> Page<Model> {
+        try Self.page(try await client.list(name, limit: limit, cursor: cursor))
+    }
+
+    /// Every value in creation order, reading page after page.
+    public func all() async throws(LarderError) -> [Stored<Model>] {
+        var result: [Stored<Model>] = []
+        var cursor: String?
+        repeat {
+            let page = try await list(limit: maxPageLimit, cursor: cursor)
+            result += page.records
+            cursor = page.nextCursor
+        } while cursor != nil
+        return result
+    }
+
+    /// One page of the values matching `query`.
+    public func search(_ query: SearchQuery) async throws(LarderError) -> Page<Model> {
+        try Self.page(try await client.search(name, query))
+    }
+
+    /// One page of the values matching a filter and a text search, sorted.
+    public func search(
+        filter: Filter? = nil, text: TextQuery? = nil, sort: [SortKey] = [], limit: Int = SearchQuery.defaultLimit
+    ) async throws(LarderError) -> Page<Model> {
+        try await search(SearchQuery(filter: filter, text: text, sort: sort, limit: limit))
+    }
+
+    /// How many values match.
+    public func count(filter: Filter? = nil, text: TextQuery? = nil) async throws(LarderError) -> Int {
+        try await client.count(name, filter: filter, text: text)
+    }
+
+    /// Sections by the value of `field`, in ascending key order.
+    public func group(
+        by field: String, filter: Filter? = nil, text: TextQuery? = nil, perGroup: Int = GroupRequest.defaultPerGroup
+    ) async throws(LarderError) -> [Section<Model>] {
+        var sections: [Section<Model>] = []
+        for group in try await client.group(name, by: field, filter: filter, text: text, perGroup: perGroup).groups {
+            var records: [Stored<Model>] = []
+            for record in group.records { records.append(try Stored(record)) }
+            sections.append(Section(key: group.key, count: group.count, records: records))
+        }
+        return sections
+    }
+
+    private static func page(_ response: PageResponse) throws(LarderError) -> Page<Model> {
+        var records: [Stored<Model>] = []
+        records.reserveCapacity(response.records.count)
+        for record in response.records { records.append(try Stored(record)) }
+        return Page(records: records, nextCursor: response.nextCursor)
+    }
+}
+
+extension LarderClient {
+    /// Typed access to collection `name`, storing and loading `Model` values.
+    public func collection<Model: Codable & Sendable>(
+        _ name: String, of type: Model.Type = Model.self
+    ) -> LarderCollection<Model> {
+        LarderCollection(name: name, client: self)
+    }
+}
