@@ -1,0 +1,281 @@
+import Foundation
+import LarderWire
+import Testing
+
+@testable import LarderServer
+
+/// The connection's protocol logic, driven without sockets.
+struct ConnectionStateMachineTests {
+    typealias Machine = ConnectionStateMachine
+
+    static func frameBytes(_ opcode: Opcode, id: UInt32, json: JSONObject = [:], binary: [UInt8] = []) -> [UInt8] {
+        FrameEncoder().encode(Frame(opcode: opcode, requestID: id, json: json.bytes, binary: binary))
+    }
+
+    static let hello = frameBytes(.hello, id: 1, json: HelloRequest(client: "test").json)
+
+    /// Feeds bytes and returns the actions.
+    static func feed(_ machine: inout Machine, _ bytes: [UInt8], now: UInt64 = 0) -> [Machine.Action] {
+        bytes.withUnsafeBytes { machine.bytesReceived($0, now: now) }
+    }
+
+    /// Decodes everything the machine wants to write, and marks it written.
+    static func drain(_ machine: inout Machine, now: UInt64 = 0) -> (frames: [Frame], actions: [Machine.Action]) {
+        var buffer = ByteBuffer()
+        let count = machine.withUnsentOutput { raw in
+            buffer.append(raw)
+            return raw.count
+        }
+        let actions = count > 0 ? machine.writeCompleted(count, now: now) : []
+        var decoder = FrameDecoder(maxFrameBytes: 1 << 30, maxJSONBytes: 1 << 30, maxBinaryBytes: 1 << 30)
+        var frames: [Frame] = []
+        while let frame = try! decoder.next(&buffer) { frames.append(frame) }
+        return (frames, actions)
+    }
+
+    static func executed(_ actions: [Machine.Action]) -> [Frame] {
+        actions.compactMap { if case .execute(let frame) = $0 { frame } else { nil } }
+    }
+
+    static func closeReason(_ actions: [Machine.Action]) -> CloseReason? {
+        actions.lazy.compactMap { if case .close(let reason) = $0 { reason } else { nil } }.first
+    }
+
+    static func ready(_ configuration: Machine.Configuration = .init()) -> Machine {
+        var machine = Machine(configuration: configuration, now: 0)
+        _ = feed(&machine, hello)
+        _ = drain(&machine)
+        return machine
+    }
+
+    @Test func helloIsAnsweredAndRaisesTheLimits() throws {
+        var machine = Machine(configuration: .init(), now: 0)
+        let actions = Self.feed(&machine, Self.hello)
+        #expect(actions.contains(.flush))
+        #expect(actions.contains(.record(.hello, .ok)))
+        let (frames, _) = Self.drain(&machine)
+        #expect(frames.count == 1)
+        let response = try HelloResponse(json: frames[0].jsonObject())
+        #expect(response.version == 1)
+        #expect(response.compression == "zlib")
+        #expect(response.limits == .default)
+        #expect(!response.authRequired)
+        #expect(frames[0].requestID == 1 && frames[0].isResponse)
+        #expect(machine.isHandshakeDone)
+        // A frame larger than the handshake cap is fine now.
+        let big = Self.frameBytes(.get, id: 2, json: ["pad": .string(String(repeating: "x", count: 100_000))])
+        #expect(Self.executed(Self.feed(&machine, big)).count == 1)
+    }
+
+    @Test func beforeHelloOnlyHelloAndPingAreAccepted() {
+        var machine = Machine(configuration: .init(), now: 0)
+        #expect(Self.executed(Self.feed(&machine, Self.frameBytes(.ping, id: 7))).map(\.requestID) == [7])
+        _ = machine.requestCompleted(Reply(opcode: .ping, requestID: 7, json: Array("{}".utf8)), now: 0)
+        let actions = Self.feed(&machine, Self.frameBytes(.get, id: 8, json: ["collection": "a"]))
+        #expect(Self.executed(actions).isEmpty)
+        #expect(actions.contains(.pauseReading))
+        let (frames, after) = Self.drain(&machine)
+        #expect(frames.last?.status == .protocolError)
+        #expect(frames.last?.requestID == 8)
+        #expect(Self.closeReason(after) == .protocolError(.protocolError))
+    }
+
+    @Test func beforeHelloWithATokenTheAnswerIsUnauthenticated() {
+        var machine = Machine(configuration: .init(token: "s3cret"), now: 0)
+        _ = Self.feed(&machine, Self.frameBytes(.get, id: 3, json: ["collection": "a"]))
+        let (frames, after) = Self.drain(&machine)
+        #expect(frames.map(\.status) == [.unauthenticated])
+        #expect(Self.closeReason(after) != nil)
+    }
+
+    @Test func handshakeFramesAreCapped() {
+        var machine = Machine(configuration: .init(), now: 0)
+        let big = Self.frameBytes(.hello, id: 1, json: ["client": .string(String(repeating: "x", count: 70_000))])
+        _ = Self.feed(&machine, Array(big.prefix(4096)))
+        let (frames, after) = Self.drain(&machine)
+        #expect(frames.map(\.status) == [.payloadTooLarge])
+        #expect(Self.closeReason(after) == .protocolError(.payloadTooLarge))
+    }
+
+    @Test func inFlightOverflowIsResourceExhausted() {
+        var machine = Self.ready(.init(limits: Limits(maxInFlight: 2)))
+        var bytes: [UInt8] = []
+        for id in UInt32(10)..<15 { bytes += Self.frameBytes(.get, id: id, json: ["collection": "a"]) }
+        let actions = Self.feed(&machine, bytes)
+        #expect(Self.executed(actions).map(\.requestID) == [10, 11])
+        let (frames, _) = Self.drain(&machine)
+        #expect(frames.map(\.requestID) == [12, 13, 14])
+        #expect(frames.allSatisfy { $0.status == .resourceExhausted })
+        // Completing one frees a slot; replies may come out of order.
+        _ = machine.requestCompleted(Reply(opcode: .get, requestID: 11, json: Array("{}".utf8)), now: 0)
+        #expect(Self.executed(Self.feed(&machine, Self.frameBytes(.get, id: 20, json: [:]))).map(\.requestID) == [20])
+        #expect(Self.drain(&machine).frames.map(\.requestID) == [11])
+    }
+
+    @Test func backpressurePausesAndResumesReading() {
+        var machine = Self.ready(.init(outputHighWaterBytes: 1000))
+        var bytes: [UInt8] = []
+        for id in UInt32(1)...5 { bytes += Self.frameBytes(.get, id: id) }
+        #expect(Self.executed(Self.feed(&machine, bytes)).count == 5)
+        let big = [UInt8](repeating: UInt8(ascii: " "), count: 600)
+        #expect(!machine.requestCompleted(Reply(opcode: .get, requestID: 1, json: big), now: 0).contains(.pauseReading))
+        #expect(machine.requestCompleted(Reply(opcode: .get, requestID: 2, json: big), now: 0).contains(.pauseReading))
+        // While paused, frames already buffered are not decoded.
+        let held = Self.feed(&machine, Self.frameBytes(.get, id: 9))
+        #expect(Self.executed(held).isEmpty)
+        let (frames, actions) = Self.drain(&machine)
+        #expect(frames.count == 2)
+        #expect(actions.contains(.resumeReading))
+        #expect(Self.executed(actions).map(\.requestID) == [9])
+        #expect(machine.peakUnsentBytes > 1000)
+    }
+
+    @Test func idleConnectionsAreClosed() {
+        var machine = Self.ready(.init(limits: Limits(idleTimeoutMs: 1000)))
+        #expect(machine.timerFired(now: 999).isEmpty)
+        let actions = machine.timerFired(now: 1000)
+        #expect(actions.contains(.record(Opcode(rawValue: 0), .deadlineExceeded)))
+        let (frames, after) = Self.drain(&machine, now: 1000)
+        #expect(frames.map(\.status) == [.deadlineExceeded])
+        #expect(frames.first?.requestID == 0)
+        #expect(Self.closeReason(after) == .idleTimeout)
+    }
+
+    @Test func aConnectionWithRequestsInFlightIsNotIdle() {
+        var machine = Self.ready(.init(limits: Limits(idleTimeoutMs: 1000)))
+        _ = Self.feed(&machine, Self.frameBytes(.search, id: 4), now: 0)
+        #expect(machine.timerFired(now: 5000).isEmpty)
+    }
+
+    @Test func aStartedFrameMustFinishInTime() {
+        var machine = Self.ready(.init(limits: Limits(frameTimeoutMs: 500)))
+        let frame = Self.frameBytes(.get, id: 1, json: ["collection": "a"])
+        _ = Self.feed(&machine, Array(frame.prefix(10)), now: 100)
+        #expect(machine.timerFired(now: 599).isEmpty)
+        _ = Self.feed(&machine, Array(frame[10..<12]), now: 550)
+        _ = machine.timerFired(now: 600)
+        let (frames, after) = Self.drain(&machine, now: 600)
+        #expect(frames.map(\.status) == [.deadlineExceeded])
+        #expect(Self.closeReason(after) == .frameTimeout)
+    }
+
+    @Test func protocolErrorsSendAnErrorThenClose() {
+        var machine = Self.ready()
+        var bad = Self.frameBytes(.get, id: 5)
+        bad[4] = 0x00  // magic
+        let actions = Self.feed(&machine, bad)
+        #expect(actions.contains(.pauseReading))
+        #expect(Self.closeReason(actions) == nil)  // not before the error frame is written
+        let (frames, after) = Self.drain(&machine)
+        #expect(frames.map(\.status) == [.protocolError])
+        #expect(Self.closeReason(after) == .protocolError(.protocolError))
+    }
+
+    @Test func endOfStreamMidFrameIsAProtocolError() {
+        var machine = Self.ready()
+        _ = Self.feed(&machine, Array(Self.frameBytes(.get, id: 1).prefix(20)))
+        _ = machine.readEOF(now: 0)
+        let (frames, after) = Self.drain(&machine)
+        #expect(frames.map(\.status) == [.protocolError])
+        #expect(Self.closeReason(after) != nil)
+    }
+
+    @Test func endOfStreamWaitsForRequestsInFlight() {
+        var machine = Self.ready()
+        _ = Self.feed(&machine, Self.frameBytes(.get, id: 1))
+        let eof = machine.readEOF(now: 0)
+        #expect(eof.contains(.pauseReading))
+        #expect(Self.closeReason(eof) == nil)
+        _ = machine.requestCompleted(Reply(opcode: .get, requestID: 1, json: Array("{}".utf8)), now: 0)
+        let (frames, after) = Self.drain(&machine)
+        #expect(frames.map(\.requestID) == [1])
+        #expect(Self.closeReason(after) == .peerClosed)
+    }
+
+    @Test func duringShutdownNewRequestsAreUnavailable() {
+        var machine = Self.ready()
+        machine.beginShutdown()
+        #expect(Self.executed(Self.feed(&machine, Self.frameBytes(.get, id: 3))).isEmpty)
+        #expect(Self.drain(&machine).frames.map(\.status) == [.unavailable])
+    }
+
+    @Test func responseFramesFromAClientAreRejected() {
+        var machine = Self.ready()
+        let bytes = FrameEncoder().encode(Frame(opcode: .get, requestID: 2, flags: .response))
+        _ = Self.feed(&machine, bytes)
+        #expect(Self.drain(&machine).frames.map(\.status) == [.protocolError])
+    }
+
+    @Test func repliesAreCompressedAfterZlibIsNegotiated() {
+        var machine = Self.ready()
+        _ = Self.feed(&machine, Self.frameBytes(.search, id: 2))
+        let json = Array(("{\"records\":[" + String(repeating: "{\"a\":\"bbbbbbbb\"},", count: 200) + "{}]}").utf8)
+        _ = machine.requestCompleted(Reply(opcode: .search, requestID: 2, json: json), now: 0)
+        var header: FrameHeader?
+        machine.withUnsentOutput { header = FrameHeader($0) }
+        #expect(header?.flags.contains(.compressed) == true)
+        #expect(machine.uncompressedBytesOut > machine.unsentBytes)
+        #expect(Self.drain(&machine).frames.first?.json == json)
+    }
+}
+
+struct HandshakeTests {
+    static func hello(_ request: HelloRequest) -> Frame {
+        Frame(opcode: .hello, requestID: 1, json: request.json.bytes)
+    }
+
+    @Test func versionIsTheHighestCommonOne() {
+        guard case .accepted(let response, _) = Handshake.negotiate(
+            Self.hello(HelloRequest(versions: [3, 1, 2], client: "t")), configuration: .init())
+        else { Issue.record("rejected"); return }
+        #expect(response.version == 1)
+    }
+
+    @Test func unsupportedVersionListsTheSupportedOnes() {
+        guard case .rejected(let error, let close) = Handshake.negotiate(
+            Self.hello(HelloRequest(versions: [2], client: "t")), configuration: .init())
+        else { Issue.record("accepted"); return }
+        #expect(error.status == .unsupportedVersion)
+        #expect(error.details["supported"] == [1])
+        #expect(!close)
+    }
+
+    @Test func compressionOnlyWhenOffered() {
+        guard case .accepted(let response, let on) = Handshake.negotiate(
+            Self.hello(HelloRequest(compression: [], client: "t")), configuration: .init())
+        else { Issue.record("rejected"); return }
+        #expect(response.compression == "none" && !on)
+    }
+
+    @Test func tokenIsCheckedAndNeverEchoed() {
+        let configuration = ConnectionStateMachine.Configuration(token: "correct horse")
+        for token in [nil, "wrong", "correct hors", "correct horse!"] as [String?] {
+            guard case .rejected(let error, let close) = Handshake.negotiate(
+                Self.hello(HelloRequest(client: "t", token: token)), configuration: configuration)
+            else { Issue.record("accepted \(token ?? "nil")"); continue }
+            #expect(error.status == .unauthenticated)
+            #expect(close)
+            #expect(!error.message.contains("correct"))
+            if let token { #expect(!error.message.contains(token)) }
+        }
+        guard case .accepted(let response, _) = Handshake.negotiate(
+            Self.hello(HelloRequest(client: "t", token: "correct horse")), configuration: configuration)
+        else { Issue.record("rejected"); return }
+        #expect(response.authRequired)
+    }
+
+    @Test func constantTimeEqual() {
+        #expect(Handshake.constantTimeEqual(Array("abc".utf8), Array("abc".utf8)))
+        #expect(!Handshake.constantTimeEqual(Array("abc".utf8), Array("abd".utf8)))
+        #expect(!Handshake.constantTimeEqual(Array("abc".utf8), Array("abcd".utf8)))
+        #expect(!Handshake.constantTimeEqual([], Array("a".utf8)))
+        #expect(Handshake.constantTimeEqual([], []))
+    }
+
+    @Test func malformedHelloIsInvalidArgument() {
+        let frame = Frame(opcode: .hello, requestID: 1, json: Array(#"{"versions":[1],"colour":1}"#.utf8))
+        guard case .rejected(let error, let close) = Handshake.negotiate(frame, configuration: .init())
+        else { Issue.record("accepted"); return }
+        #expect(error.status == .invalidArgument && !close)
+    }
+}

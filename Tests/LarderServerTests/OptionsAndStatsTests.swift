@@ -1,0 +1,105 @@
+import LarderWire
+import Testing
+
+@testable import LarderServer
+
+struct ServerOptionsTests {
+    @Test func defaults() throws {
+        let (command, c) = try ServerOptions.parse([])
+        #expect(command == .run)
+        #expect(c.host == "127.0.0.1" && c.port == 7411 && c.socketPath == nil)
+        #expect(c.dataDirectory == "./larder-data" && c.token == nil)
+        #expect(c.limits == .default)
+        #expect(c.synchronous == .normal && c.logLevel == .info)
+    }
+
+    @Test func bothSpellingsAndEveryLimit() throws {
+        let (_, c) = try ServerOptions.parse([
+            "--port=0", "--host", "0.0.0.0", "--socket", "/tmp/l.sock", "--data-dir=/tmp/d", "--token", "t",
+            "--max-frame-bytes", "50000000", "--max-json-bytes=8000000", "--max-document-bytes", "2000000",
+            "--max-blob-bytes", "40000000", "--max-in-flight", "7", "--max-connections", "9",
+            "--idle-timeout-ms", "1000", "--frame-timeout-ms", "2000", "--max-handshake-frame-bytes", "4096",
+            "--zlib-level", "6", "--compression-threshold", "100", "--synchronous", "full", "--log-level", "debug",
+        ])
+        #expect(c.port == 0 && c.host == "0.0.0.0" && c.socketPath == "/tmp/l.sock" && c.dataDirectory == "/tmp/d")
+        #expect(c.token == "t")
+        #expect(
+            c.limits
+                == Limits(
+                    maxFrameBytes: 50_000_000, maxJSONBytes: 8_000_000, maxDocumentBytes: 2_000_000,
+                    maxBlobBytes: 40_000_000, maxInFlight: 7, maxConnections: 9, idleTimeoutMs: 1000,
+                    frameTimeoutMs: 2000, maxHandshakeFrameBytes: 4096))
+        #expect(c.zlibLevel == 6 && c.compressionThreshold == 100 && c.synchronous == .full && c.logLevel == .debug)
+    }
+
+    @Test func environmentIsOverriddenByTheCommandLine() throws {
+        let env = ["LARDER_PORT": "9000", "LARDER_MAX_IN_FLIGHT": "3", "LARDER_LOG_LEVEL": "warn"]
+        let (_, c) = try ServerOptions.parse(["--port", "9001"], environment: env)
+        #expect(c.port == 9001 && c.limits.maxInFlight == 3 && c.logLevel == .warn)
+    }
+
+    @Test(arguments: [
+        (["--nope"], "unknown option '--nope'"),
+        (["--port"], "--port needs a value"),
+        (["--port", "70000"], "--port needs an integer between 0 and 65535, not '70000'"),
+        (["--max-in-flight", "0"], "--max-in-flight needs an integer between 1 and 2147483647, not '0'"),
+        (["--synchronous", "sometimes"], "--synchronous must be normal or full, not 'sometimes'"),
+        (["stray"], "unexpected argument 'stray'"),
+        (["--token-file", "/nonexistent/token"], "cannot read the token file /nonexistent/token"),
+    ])
+    func usageErrors(arguments: [String], message: String) {
+        #expect(throws: ServerOptions.UsageError(message: message)) { try ServerOptions.parse(arguments) }
+    }
+
+    @Test func inconsistentLimitsAreAUsageError() {
+        #expect(throws: ServerOptions.UsageError.self) { try ServerOptions.parse(["--max-document-bytes", "4000000"]) }
+    }
+
+    @Test func help() throws {
+        #expect(try ServerOptions.parse(["--port", "1", "--help"]).0 == .help)
+        for option in ServerOptions.options {
+            #expect(ServerOptions.helpText.contains("--\(option.name) "))
+            #expect(ServerOptions.helpText.contains(option.env))
+        }
+    }
+}
+
+struct LatencyHistogramTests {
+    @Test func bucketsCoverEveryValueInOrder() {
+        var previous = -1
+        for value: UInt64 in [0, 1, 7, 8, 9, 15, 16, 18, 100, 1000, 65_535, 1 << 40, .max] {
+            let index = LatencyHistogram.index(value)
+            #expect(index > previous && index < LatencyHistogram.bucketCount)
+            #expect(LatencyHistogram.lowerBound(index) <= value)
+            if index + 1 < LatencyHistogram.bucketCount { #expect(LatencyHistogram.lowerBound(index + 1) > value) }
+            previous = index
+        }
+    }
+
+    @Test func percentilesWithinOneBucket() {
+        var h = LatencyHistogram()
+        for v in 1...1000 { h.record(UInt64(v)) }
+        for (q, exact) in [(0.5, 500.0), (0.9, 900.0), (0.99, 990.0)] {
+            let p = Double(h.percentile(q))
+            #expect(p >= exact && p <= exact * 1.125, "p\(q) = \(p)")
+        }
+        #expect(h.percentile(1) == 1000 && h.max == 1000 && h.total == 1000)
+        #expect(LatencyHistogram().percentile(0.5) == 0)
+    }
+
+    @Test func statsJSONShape() {
+        let stats = ServerStats(now: 0)
+        stats.connectionOpened()
+        stats.connectionRefused()
+        stats.request(.get, .ok, latencyMicros: 120)
+        stats.request(.get, .notFound, latencyMicros: 80)
+        stats.traffic(wireIn: 100, wireOut: 50, uncompressedIn: 100, uncompressedOut: 200, peakUnsent: 10)
+        let json = JSON.object(stats.json(now: 2_000_000_000, server: "s"))
+        #expect(json["uptimeMs"] == 2000)
+        #expect(json["connections"]?["open"] == 1 && json["connections"]?["refused"] == 1)
+        #expect(json["requests"]?["total"] == 2 && json["requests"]?["errors"] == 1)
+        #expect(json["requests"]?["byStatus"]?["NOT_FOUND"] == 1)
+        #expect(json["requests"]?["byOpcode"]?["GET"]?["latencyMicros"]?["max"] == 120)
+        #expect(json["bytes"]?["compressionRatio"] == 4.0)
+    }
+}
