@@ -253,7 +253,10 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
         return Page(records: page.map(\.0), nextCursor: next)
     }
 
-    public func search(_ collection: String, _ query: SearchQuery) throws(LarderError) -> Page {
+    /// The SQL of a search: the statement, its bound values, and how many sort-key columns follow the record's.
+    func searchSQL(_ collection: String, _ query: SearchQuery) throws(LarderError)
+        -> (sql: String, values: [SQLValue], keyCount: Int)
+    {
         try SQLiteStore.validateCollection(collection)
         try SQLiteStore.checkLimit(query.limit)
         var builder = SQLBuilder(collection: collection, core: core)
@@ -300,8 +303,20 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
         let keyColumns = keys.isEmpty ? "" : ", " + keys.joined(separator: ", ")
         let sql = "SELECT \(SQLiteStore.recordColumns)\(keyColumns) FROM documents WHERE \(clause) ORDER BY "
             + order.joined(separator: ", ") + " LIMIT \(query.limit + 1)"
-        let values = builder.values
-        let keyCount = keys.count
+        return (sql, builder.values, keys.count)
+    }
+
+    /// `EXPLAIN QUERY PLAN` of a search, for tests that prove an index is used.
+    func explain(_ collection: String, _ query: SearchQuery) throws(LarderError) -> String {
+        let (sql, values, _) = try searchSQL(collection, query)
+        return try readers.read { db throws(LarderError) in
+            try db.query("EXPLAIN QUERY PLAN " + sql, values) { $0.text(3) }.joined(separator: "\n")
+        }
+    }
+
+    public func search(_ collection: String, _ query: SearchQuery) throws(LarderError) -> Page {
+        let (sql, values, keyCount) = try searchSQL(collection, query)
+        let signature = Cursor.signature(query.sort)
         let rows = try readers.read { db throws(LarderError) in
             try db.query(sql, values) { row in
                 (SQLiteStore.record(row), (0..<keyCount).map { row.value(Int32(5 + $0)) })
