@@ -1,0 +1,142 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+import LarderClient
+
+/// An in-process stand-in for the server: a TCP listener on 127.0.0.1 port 0 that decodes frames and lets a test
+/// decide every reply, so that the client's behaviour with out-of-order replies, slow answers and a peer that dies
+/// mid-request can be checked without the real server.
+final class FakeServer: @unchecked Sendable {
+    /// What a handler may do with one request.
+    enum Action {
+        case reply(Frame)
+        /// Keep the request; `flush` lets the handler answer held requests later (in any order).
+        case hold
+        /// Close the connection without answering.
+        case die
+    }
+
+    typealias Handler = @Sendable (_ request: Frame, _ server: FakeServer) -> Action
+
+    let port: Int
+    let limits: Limits
+    private let listener: Int32
+    private let handler: Handler
+    private let lock = NSLock()
+    private var held: [(Frame, Int32)] = []
+    private var clients: [Int32] = []
+    private(set) var inFlight = 0
+    private(set) var maxSeenInFlight = 0
+    private(set) var requests: [Frame] = []
+
+    init(limits: Limits = Limits(maxInFlight: 128), handler: @escaping Handler) {
+        self.limits = limits
+        self.handler = handler
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        self.listener = listener
+        var one: Int32 = 1
+        setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        _ = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        listen(listener, 16)
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
+        }
+        port = Int(UInt16(bigEndian: address.sin_port))
+        let thread = Thread { [self] in acceptLoop() }
+        thread.start()
+    }
+
+    /// A HELLO answer announcing `limits`, no compression.
+    func helloReply(_ request: Frame) -> Frame {
+        let hello = HelloResponse(
+            version: 1, compression: "none", compressionThreshold: 1024, limits: limits, server: "fake 0",
+            authRequired: false)
+        return FakeServer.reply(request, hello.json)
+    }
+
+    static func reply(_ request: Frame, _ json: JSONObject, status: Status = .ok, binary: [UInt8] = []) -> Frame {
+        Frame(
+            opcode: request.opcode, requestID: request.requestID, status: status, flags: .response, json: json.bytes,
+            binary: binary)
+    }
+
+    /// Requests held so far with their connections, in arrival order; the caller answers them with `send`.
+    func takeHeld() -> [(Frame, Int32)] {
+        lock.withLock {
+            defer { held.removeAll() }
+            return held
+        }
+    }
+
+    /// Sends a reply on connection `fd`.
+    func send(_ frame: Frame, to fd: Int32) {
+        let bytes = FrameEncoder().encode(frame)
+        lock.withLock { inFlight -= 1 }
+        _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
+    /// Closes every client connection.
+    func killClients() {
+        let fds = lock.withLock {
+            defer { clients.removeAll() }
+            return clients
+        }
+        for fd in fds { shutdown(fd, Int32(SHUT_RDWR)) }
+    }
+
+    func stop() {
+        killClients()
+        shutdown(listener, Int32(SHUT_RDWR))
+        close(listener)
+    }
+
+    private func acceptLoop() {
+        while true {
+            let fd = accept(listener, nil, nil)
+            guard fd >= 0 else { return }
+            lock.withLock { clients.append(fd) }
+            let thread = Thread { [self] in serve(fd) }
+            thread.start()
+        }
+    }
+
+    private func serve(_ fd: Int32) {
+        var decoder = FrameDecoder()
+        var buffer = ByteBuffer()
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        defer {
+            lock.withLock { clients.removeAll { $0 == fd } }
+            close(fd)
+        }
+        while true {
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            guard n > 0 else { return }
+            buffer.append(chunk[0..<n])
+            while let frame = try? decoder.next(&buffer) {
+                lock.withLock {
+                    requests.append(frame)
+                    inFlight += 1
+                    maxSeenInFlight = max(maxSeenInFlight, inFlight)
+                }
+                let action = frame.opcode == .hello ? .reply(helloReply(frame)) : handler(frame, self)
+                switch action {
+                case .reply(let reply): send(reply, to: fd)
+                case .hold: lock.withLock { held.append((frame, fd)) }
+                case .die:
+                    shutdown(fd, Int32(SHUT_RDWR))
+                    return
+                }
+            }
+        }
+    }
+}
