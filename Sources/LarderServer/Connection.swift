@@ -212,7 +212,8 @@ final class Connection: @unchecked Sendable {
             case .flush:
                 flush()
             case .pauseReading:
-                if readState == .running {
+                // After close() the source is cancelled; suspending it then would stop its cancel handler.
+                if readState == .running && !closing {
                     readSource.suspend()
                     readState = .suspended
                 }

@@ -1,0 +1,276 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import LarderServer
+import LarderWire
+import Testing
+
+/// Every opcode through a real server on a real socket, and the concurrency the protocol promises.
+struct ServerEndToEndTests {
+    @Test func everyOpcode() throws {
+        try withServer { server, port in
+            let c = try RawClient.tcp(port: port)
+            #expect(try c.call(.ping).status == .ok)  // PING before HELLO is allowed
+            let hello = try c.hello()
+            #expect(hello.version == 1 && hello.compression == "zlib" && hello.server.hasPrefix("larder-server"))
+
+            let created = try c.call(.create, ["collection": "todos", "data": ["title": "买菜", "done": false]])
+            #expect(created.status == .ok, "\(created.text)")
+            let record = try Record(json: created.jsonObject())
+            #expect(record.rev == 1 && record.data["title"] == "买菜")
+            let id = record.id.wireString
+            let second = try c.call(.create, ["collection": "todos", "data": ["title": "walk", "done": true]])
+            let id2 = try Record(json: second.jsonObject()).id.wireString
+
+            let got = try c.call(.get, ["collection": "todos", "id": .string(id)])
+            #expect(try Record(json: got.jsonObject()) == record)
+            let missing = UUID().wireString
+            let many = try c.call(.getMany, ["collection": "todos", "ids": [.string(id), .string(missing)]])
+            let manyResponse = try GetManyResponse(json: many.jsonObject())
+            #expect(manyResponse.records.map(\.id.wireString) == [id] && manyResponse.missing.map(\.wireString) == [missing])
+
+            let replaced = try c.call(
+                .replace, ["collection": "todos", "id": .string(id), "data": ["title": "买菜", "done": true], "rev": 1])
+            #expect(try Record(json: replaced.jsonObject()).rev == 2)
+            let conflict = try c.call(.replace, ["collection": "todos", "id": .string(id), "data": [:], "rev": 1])
+            #expect(conflict.status == .conflict)
+            let patched = try c.call(.patch, ["collection": "todos", "id": .string(id), "patch": ["note": "x"]])
+            #expect(try Record(json: patched.jsonObject()).data["note"] == "x")
+
+            let list = try PageResponse(json: c.call(.list, ["collection": "todos", "limit": 1]).jsonObject())
+            #expect(list.records.count == 1 && list.nextCursor != nil)
+            let search = try c.call(
+                .search,
+                [
+                    "collection": "todos", "filter": ["field": "done", "op": "eq", "value": true],
+                    "sort": [["field": "title", "order": "asc"]],
+                ])
+            #expect(search.status == .ok, "\(search.text)")
+            #expect(try PageResponse(json: search.jsonObject()).records.count == 2)
+            let text = try c.call(.search, ["collection": "todos", "text": ["query": "菜"]])
+            #expect(try PageResponse(json: text.jsonObject()).records.map(\.id.wireString) == [id])
+            let count = try c.call(.count, ["collection": "todos", "filter": ["field": "done", "op": "eq", "value": true]])
+            #expect(try CountResponse(json: count.jsonObject()).count == 2)
+            let group = try c.call(.group, ["collection": "todos", "field": "done"])
+            #expect(group.status == .ok, "\(group.text)")
+            #expect(try GroupResponse(json: group.jsonObject()).groups.map(\.count) == [2])
+            let index = try c.call(.index, ["collection": "todos", "field": "title"])
+            #expect(try IndexResponse(json: index.jsonObject()).created)
+            let collections = try CollectionsResponse(json: c.call(.collections).jsonObject())
+            #expect(collections.collections == [.init(name: "todos", count: 2)])
+
+            let photo = try ServerFixtures.data("rocket.jpg")
+            let put = try c.call(
+                .blobPut, ["attach": ["collection": "todos", "id": .string(id2)]], binary: photo)
+            #expect(put.status == .ok, "\(put.text)")
+            let info = try BlobInfo(json: put.jsonObject())
+            #expect(info.size == Int64(photo.count) && info.width > 0)
+            let blobGet = try c.call(.blobGet, ["id": .string(info.id.wireString)])
+            #expect(blobGet.binary == photo)
+            #expect(try BlobInfo(json: blobGet.jsonObject()) == info)
+            #expect(try BlobInfo(json: c.call(.blobHead, ["id": .string(info.id.wireString)]).jsonObject()) == info)
+            let blobList = try BlobListResponse(json: c.call(.blobList).jsonObject())
+            #expect(blobList.blobs == [info])
+            let second2 = try c.call(.blobPut, [:], binary: try ServerFixtures.data("grace_hopper.jpg"))
+            let info2 = try BlobInfo(json: second2.jsonObject())
+            #expect(try c.call(.blobDelete, ["id": .string(info2.id.wireString)]).status == .ok)
+            #expect(try c.call(.blobHead, ["id": .string(info2.id.wireString)]).status == .notFound)
+            let notJPEG = try c.call(.blobPut, [:], binary: Array("not a jpeg".utf8))
+            #expect(notJPEG.status == .unsupportedMediaType)
+
+            let deleted = try c.call(.delete, ["collection": "todos", "id": .string(id2)])
+            #expect(try DeleteResponse(json: deleted.jsonObject()).blobsDeleted == 1)
+            #expect(try c.call(.get, ["collection": "todos", "id": .string(id2)]).status == .notFound)
+
+            let stats = try c.call(.stats)
+            #expect(stats.status == .ok)
+            let value = stats.value
+            #expect(value["store"]?["documents"] == 1)
+            #expect(value["connections"]?["open"] == 1)
+            #expect(value["requests"]?["byOpcode"]?["CREATE"]?["count"] == 2)
+            #expect(value["requests"]?["byOpcode"]?["GET"]?["byStatus"]?["NOT_FOUND"] == 1)
+            #expect(value["bytes"]?["inWire"]?.intValue ?? 0 > 0)
+
+            let dropped = try c.call(.dropCollection, ["collection": "todos"])
+            #expect(try DropCollectionResponse(json: dropped.jsonObject()).documents == 1)
+
+            for reserved in [Opcode.watch, .unwatch, .event] {
+                let answer = try c.call(reserved)
+                #expect(answer.status == .unknownOpcode)
+                #expect(answer.text.contains("change feed"))
+            }
+            #expect(try c.call(Opcode(rawValue: 0x7777)).status == .unknownOpcode)
+            #expect(try c.call(.ping).status == .ok)  // still open
+            #expect(server.openConnections == 1)
+        }
+    }
+
+    @Test func largeRepliesAreCompressedWhenNegotiated() throws {
+        try withServer { _, port in
+            let c = try RawClient.tcp(port: port)
+            try c.hello()
+            for n in 0..<40 {
+                _ = try c.call(.create, ["collection": "p", "data": ["name": .string("person \(n)"), "bio": "same text"]])
+            }
+            let page = try c.call(.search, ["collection": "p", "limit": 40])
+            #expect(c.lastFlags.contains(.compressed))
+            #expect(try PageResponse(json: page.jsonObject()).records.count == 40)
+            let plain = try RawClient.tcp(port: port)
+            try plain.hello(compression: [])
+            _ = try plain.call(.search, ["collection": "p", "limit": 40])
+            #expect(!plain.lastFlags.contains(.compressed))
+        }
+    }
+
+    @Test func thousandPipelinedRequestsAreMatchedByID() throws {
+        try withServer({ $0.limits.maxInFlight = 1000 }) { _, port in
+            let c = try RawClient.tcp(port: port)
+            try c.hello()
+            let id = try Record(json: c.call(.create, ["collection": "c", "data": ["n": 0]]).jsonObject()).id
+            var batch: [UInt8] = []
+            var expected: [UInt32: Opcode] = [:]
+            for n in UInt32(1000)..<2000 {
+                let opcode: Opcode = n % 3 == 0 ? .create : (n % 3 == 1 ? .get : .ping)
+                let json: JSONObject =
+                    opcode == .create ? ["collection": "c", "data": ["n": .int(Int64(n))]]
+                    : opcode == .get ? ["collection": "c", "id": .string(id.wireString)] : [:]
+                batch += c.encode(opcode, json, id: n)
+                expected[n] = opcode
+            }
+            try c.writeAll(batch)
+            var seen: Set<UInt32> = []
+            for _ in 0..<1000 {
+                guard let frame = try c.receive() else { throw ServerTestError("closed early") }
+                #expect(frame.status == .ok, "\(frame.requestID): \(frame.text)")
+                #expect(expected[frame.requestID] == frame.opcode)
+                #expect(seen.insert(frame.requestID).inserted)
+            }
+            #expect(seen.count == 1000)
+            #expect(try CountResponse(json: c.call(.count, ["collection": "c"]).jsonObject()).count == 334)
+        }
+    }
+
+    @Test func aSlowSearchDoesNotHoldBackAGet() throws {
+        try withServer({ $0.searchDelayMs = 600 }) { _, port in
+            let c = try RawClient.tcp(port: port)
+            try c.hello()
+            let id = try Record(json: c.call(.create, ["collection": "s", "data": ["a": 1]]).jsonObject()).id
+            let searchID = try c.send(.search, ["collection": "s"])
+            let getID = try c.send(.get, ["collection": "s", "id": .string(id.wireString)])
+            let first = try #require(try c.receive())
+            let second = try #require(try c.receive())
+            #expect(first.requestID == getID && first.status == .ok)
+            #expect(second.requestID == searchID && second.status == .ok)
+        }
+    }
+
+    @Test func hundredConcurrentConnectionsDoMixedWork() throws {
+        try withServer { server, port in
+            let clients = try (0..<100).map { _ in try RawClient.tcp(port: port) }
+            // Every connection has a request in flight at once, round after round.
+            for c in clients { try c.send(.hello, HelloRequest(client: "many").json) }
+            for c in clients { #expect(try c.receive()?.status == .ok) }
+            var ids: [UUID] = []
+            for (n, c) in clients.enumerated() { try c.send(.create, ["collection": "m", "data": ["n": .int(Int64(n))]]) }
+            for c in clients {
+                let frame = try #require(try c.receive())
+                #expect(frame.status == .ok)
+                ids.append(try Record(json: frame.jsonObject()).id)
+            }
+            for round in 0..<5 {
+                for (n, c) in clients.enumerated() {
+                    switch (n + round) % 4 {
+                    case 0: try c.send(.get, ["collection": "m", "id": .string(ids[(n + round) % 100].wireString)])
+                    case 1: try c.send(.search, ["collection": "m", "filter": ["field": "n", "op": "lt", "value": 10]])
+                    case 2: try c.send(.patch, ["collection": "m", "id": .string(ids[n].wireString), "patch": ["r": .int(Int64(round))]])
+                    default: try c.send(.count, ["collection": "m"])
+                    }
+                }
+                for c in clients {
+                    let frame = try #require(try c.receive())
+                    #expect(frame.status == .ok, "\(frame.opcode.name): \(frame.text)")
+                }
+            }
+            #expect(server.openConnections == 100)
+        }
+    }
+
+    @Test func unixDomainSocket() throws {
+        let path = "/tmp/larder-test-\(UUID().uuidString.prefix(8)).sock"
+        // A stale socket file from a dead server must not stop the new one.
+        try withServer({ $0.socketPath = path }) { _, _ in }
+        #expect(!FileManager.default.fileExists(atPath: path))
+        let stale = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: Array(path.utf8))
+            raw[path.utf8.count] = 0
+        }
+        _ = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(stale, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        close(stale)
+        #expect(FileManager.default.fileExists(atPath: path))
+        try withServer({ $0.socketPath = path }) { _, _ in
+            let c = try RawClient.unix(path: path)
+            try c.hello()
+            let created = try c.call(.create, ["collection": "u", "data": ["via": "unix"]])
+            let id = try Record(json: created.jsonObject()).id
+            #expect(try c.call(.get, ["collection": "u", "id": .string(id.wireString)]).value["data"]?["via"] == "unix")
+        }
+        #expect(!FileManager.default.fileExists(atPath: path))
+    }
+
+    @Test func authenticationOnAndOff() throws {
+        try withServer({ $0.token = "let-me-in" }) { _, port in
+            let early = try RawClient.tcp(port: port)
+            try early.send(.get, ["collection": "a", "id": .string(UUID().wireString)])
+            #expect(try early.framesUntilClosed().map(\.status) == [.unauthenticated])
+
+            let none = try RawClient.tcp(port: port)
+            try none.send(.hello, HelloRequest(client: "t").json)
+            let refused = try none.framesUntilClosed()
+            #expect(refused.map(\.status) == [.unauthenticated])
+
+            let wrong = try RawClient.tcp(port: port)
+            try wrong.send(.hello, HelloRequest(client: "t", token: "let-me-out").json)
+            let frames = try wrong.framesUntilClosed()
+            #expect(frames.map(\.status) == [.unauthenticated])
+            #expect(!frames[0].text.contains("let-me"))
+
+            let right = try RawClient.tcp(port: port)
+            #expect(try right.ping() == .ok)
+            #expect(try right.hello(token: "let-me-in").authRequired)
+            #expect(try right.call(.collections).status == .ok)
+        }
+        try withServer { _, port in
+            let c = try RawClient.tcp(port: port)
+            #expect(try !c.hello().authRequired)
+            #expect(try c.call(.collections).status == .ok)
+            let early = try RawClient.tcp(port: port)
+            try early.send(.collections)
+            #expect(try early.framesUntilClosed().map(\.status) == [.protocolError])
+        }
+    }
+
+    @Test func helloNegotiation() throws {
+        try withServer { _, port in
+            let c = try RawClient.tcp(port: port)
+            let bad = try c.call(.hello, HelloRequest(versions: [7], client: "t").json)
+            #expect(bad.status == .unsupportedVersion)
+            #expect(bad.value["supported"] == [1])
+            let typo = try c.call(.hello, ["versions": [1], "clinet": "t"])
+            #expect(typo.status == .invalidArgument && typo.value["field"] == "clinet")
+            #expect(try c.hello().version == 1)  // the connection stayed usable
+            #expect(try c.call(.hello, HelloRequest(client: "t").json).status == .invalidArgument)
+        }
+    }
+}
+
+extension RawClient {
+    func ping() throws -> Status { try call(.ping).status }
+}

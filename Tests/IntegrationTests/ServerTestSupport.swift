@@ -1,0 +1,192 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+import LarderServer
+import LarderWire
+import Testing
+
+/// A failure of the raw test client.
+struct ServerTestError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// A tiny blocking client over a raw socket: frames encoded with `FrameEncoder`, decoded with `FrameDecoder`.
+/// Deliberately independent of LarderClient, so the server is tested against the wire format alone.
+final class RawClient {
+    let fd: Int32
+    private var decoder = FrameDecoder(maxFrameBytes: 1 << 30, maxJSONBytes: 1 << 30, maxBinaryBytes: 1 << 30)
+    private var buffer = ByteBuffer()
+    let encoder = FrameEncoder()
+    private var nextID: UInt32 = 1
+    /// The header flags of the last frame received (to see compression on the wire).
+    private(set) var lastFlags: Frame.Flags = []
+
+    private init(fd: Int32) { self.fd = fd }
+    deinit { Glibc.close(fd) }
+
+    static func tcp(port: Int) throws -> RawClient {
+        #if canImport(Glibc)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+        let fd = socket(AF_INET, SOCK_STREAM, 0)
+        #endif
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard result == 0 else {
+            Glibc.close(fd)
+            throw ServerTestError("connect to port \(port) failed: errno \(errno)")
+        }
+        return RawClient(fd: fd)
+    }
+
+    static func unix(path: String) throws -> RawClient {
+        #if canImport(Glibc)
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+        let fd = socket(AF_UNIX, SOCK_STREAM, 0)
+        #endif
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard result == 0 else {
+            Glibc.close(fd)
+            throw ServerTestError("connect to \(path) failed: errno \(errno)")
+        }
+        return RawClient(fd: fd)
+    }
+
+    func writeAll(_ bytes: [UInt8]) throws {
+        var offset = 0
+        try bytes.withUnsafeBytes { raw in
+            while offset < raw.count {
+                let n = Glibc.write(fd, raw.baseAddress! + offset, raw.count - offset)
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    throw ServerTestError("write failed: errno \(errno)")
+                }
+                offset += n
+            }
+        }
+    }
+
+    /// Sends a request and returns its id.
+    @discardableResult
+    func send(_ opcode: Opcode, _ json: JSONObject = [:], binary: [UInt8] = [], id: UInt32? = nil) throws -> UInt32 {
+        let requestID = id ?? nextID
+        nextID = max(nextID, requestID) &+ 1
+        try writeAll(encode(opcode, json, binary: binary, id: requestID))
+        return requestID
+    }
+
+    func encode(_ opcode: Opcode, _ json: JSONObject = [:], binary: [UInt8] = [], id: UInt32) -> [UInt8] {
+        encoder.encode(Frame(opcode: opcode, requestID: id, json: json.bytes, binary: binary))
+    }
+
+    /// The next frame, or nil when the server closed the connection. Throws after `timeout` seconds of silence.
+    func receive(timeout: Double = 10) throws -> Frame? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            do {
+                if let header = try decoder.peekHeader(buffer) { lastFlags = header.flags }
+                if let frame = try decoder.next(&buffer) { return frame }
+            } catch {
+                throw ServerTestError("undecodable reply: \(error)")
+            }
+            let remaining = deadline.timeIntervalSinceNow
+            guard remaining > 0 else { throw ServerTestError("no reply within \(timeout) s") }
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&pfd, 1, Int32(min(remaining, 3600) * 1000))
+            if ready < 0 && errno == EINTR { continue }
+            guard ready > 0 else { continue }
+            var chunk = [UInt8](repeating: 0, count: 256 << 10)
+            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n == 0 { return nil }
+            if n < 0 {
+                if errno == EINTR || errno == EAGAIN { continue }
+                if errno == ECONNRESET { return nil }
+                throw ServerTestError("read failed: errno \(errno)")
+            }
+            buffer.append(chunk[0..<n])
+        }
+    }
+
+    /// Sends and waits for the reply with the same id (other replies are an error here).
+    func call(_ opcode: Opcode, _ json: JSONObject = [:], binary: [UInt8] = []) throws -> Frame {
+        let id = try send(opcode, json, binary: binary)
+        guard let frame = try receive() else { throw ServerTestError("connection closed awaiting \(opcode.name)") }
+        guard frame.requestID == id else { throw ServerTestError("reply to \(frame.requestID), expected \(id)") }
+        return frame
+    }
+
+    /// HELLO; throws unless it succeeds.
+    @discardableResult
+    func hello(token: String? = nil, compression: [String] = ["zlib"]) throws -> HelloResponse {
+        let frame = try call(.hello, HelloRequest(compression: compression, client: "server-tests", token: token).json)
+        guard frame.status == .ok else { throw ServerTestError("HELLO failed: \(String(decoding: frame.json, as: UTF8.self))") }
+        return try HelloResponse(json: frame.jsonObject())
+    }
+
+    /// Reads until the server closes; returns the frames seen. Throws if it stays open past `timeout`.
+    func framesUntilClosed(timeout: Double = 10) throws -> [Frame] {
+        var frames: [Frame] = []
+        while let frame = try receive(timeout: timeout) { frames.append(frame) }
+        return frames
+    }
+
+    func shutdownWrite() { Glibc.shutdown(fd, Int32(SHUT_WR)) }
+}
+
+/// A server on port 0 in a fresh temporary data directory, shut down when `body` returns.
+func withServer(
+    _ configure: (inout ServerConfiguration) -> Void = { _ in },
+    _ body: (LarderServer, Int) throws -> Void
+) throws {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-server-\(UUID().uuidString)")
+    defer { try? FileManager.default.removeItem(at: directory) }
+    var configuration = ServerConfiguration()
+    configuration.port = 0
+    configuration.dataDirectory = directory.appendingPathComponent("data").path
+    configuration.logLevel = .error
+    configuration.ioQueues = 2
+    configure(&configuration)
+    let server = try LarderServer(configuration: configuration)
+    let port = try server.start()
+    defer { server.shutdown() }
+    try body(server, port)
+}
+
+extension Frame {
+    /// The JSON part as a value (for expectations).
+    var value: JSON { (try? JSONParser.parse(json.isEmpty ? Array("{}".utf8) : json)) ?? .null }
+    var text: String { String(decoding: json, as: UTF8.self) }
+}
+
+/// The fixture photos and records of the integration tests.
+enum ServerFixtures {
+    static func data(_ name: String) throws -> [UInt8] {
+        guard let url = Bundle.module.url(forResource: name, withExtension: nil, subdirectory: "Fixtures") else {
+            throw ServerTestError("fixture \(name) missing")
+        }
+        return Array(try Data(contentsOf: url))
+    }
+}
