@@ -1,0 +1,234 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import LarderServer
+import LarderWire
+import Testing
+
+/// Small limits so that crossing each one is cheap.
+private func smallLimits(_ c: inout ServerConfiguration) {
+    c.limits.maxJSONBytes = 64 << 10
+    c.limits.maxDocumentBytes = 16 << 10
+    c.limits.maxBlobBytes = 256 << 10
+    c.limits.maxFrameBytes = 24 + (64 << 10) + (256 << 10)
+}
+
+/// A frame built byte by byte, so tests can lie in any field.
+private func rawFrame(
+    opcode: Opcode, id: UInt32, version: UInt8 = 1, magic: UInt16 = 0x4C52, flags: UInt8 = 0, json: [UInt8],
+    uncompressedLength: Int = 0
+) -> [UInt8] {
+    func u32(_ v: Int) -> [UInt8] { [UInt8(v >> 24 & 0xFF), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)] }
+    var out = u32(24 + json.count)
+    out += [UInt8(magic >> 8), UInt8(magic & 0xFF), version, flags]
+    out += [UInt8(opcode.rawValue >> 8), UInt8(opcode.rawValue & 0xFF), 0, 0]
+    out += u32(Int(id)) + u32(json.count) + u32(0) + u32(uncompressedLength)
+    return out + json
+}
+
+struct ServerLimitTests {
+    @Test func frameOverTheLimitIsRejectedBeforeItsBody() throws {
+        try withServer(smallLimits) { server, port in
+            let c = try RawClient.tcp(port: port)
+            try c.hello()
+            var bytes = c.encode(.ping, id: 9)
+            let huge = server.configuration.limits.maxFrameBytes + 1
+            bytes.replaceSubrange(0..<4, with: [UInt8(huge >> 24), UInt8(huge >> 16 & 0xFF), UInt8(huge >> 8 & 0xFF), UInt8(huge & 0xFF)])
+            try c.writeAll(Array(bytes.prefix(4)))  // four bytes are enough to know
+            let frames = try c.framesUntilClosed()
+            #expect(frames.map(\.status) == [.payloadTooLarge])
+            #expect(frames.first?.value["limit"]?.intValue == Int64(server.configuration.limits.maxFrameBytes))
+        }
+    }
+
+    @Test func jsonPartOverTheLimitClosesTheConnection() throws {
+        try withServer(smallLimits) { _, port in
+            let c = try RawClient.tcp(port: port)
+            try c.hello()
+            try c.send(.create, ["collection": "a", "data": ["pad": .string(String(repeating: "x", count: 70_000))]])
+            #expect(try c.framesUntilClosed().map(\.status) == [.payloadTooLarge])
+        }
+    }
+
+    @Test func documentOverTheLimitIsAnErrorButTheConnectionStays() throws {
+        try withServer(smallLimits) { _, port in
+            let c = try RawClient.tcp(port: port)
+            try c.hello()
+            let big = try c.call(.create, ["collection": "a", "data": ["pad": .string(String(repeating: "x", count: 20_000))]])
+            #expect(big.status == .payloadTooLarge)
+            #expect(try c.call(.create, ["collection": "a", "data": ["pad": "small"]]).status == .ok)
+        }
+    }
+
+    @Test func blobOverTheLimitClosesTheConnection() throws {
+        try withServer(smallLimits) { _, port in
+            let c = try RawClient.tcp(port: port)
+            try c.hello()
+            try c.send(.blobPut, [:], binary: [UInt8](repeating: 0xFF, count: 300 << 10))
+            #expect(try c.framesUntilClosed().map(\.status) == [.payloadTooLarge])
+        }
+    }
+
+    @Test func connectionsOverTheLimitAreRefused() throws {
+        try withServer({ $0.limits.maxConnections = 3 }) { server, port in
+            var clients = try (0..<3).map { _ in try RawClient.tcp(port: port) }
+            for c in clients { try c.hello() }
+            let extra = try RawClient.tcp(port: port)
+            #expect(try extra.framesUntilClosed().map(\.status) == [.resourceExhausted])
+            clients.removeLast()
+            let deadline = Date().addingTimeInterval(5)
+            while server.openConnections > 2 && Date() < deadline { usleep(10_000) }
+            let again = try RawClient.tcp(port: port)
+            try again.hello()
+            #expect(try again.call(.stats).value["connections"]?["refused"] == 1)
+        }
+    }
+
+    @Test func requestsOverTheInFlightLimitAreResourceExhausted() throws {
+        try withServer({
+            $0.limits.maxInFlight = 2
+            $0.searchDelayMs = 300
+        }) { _, port in
+            let c = try RawClient.tcp(port: port)
+            try c.hello()
+            var batch: [UInt8] = []
+            for id in UInt32(100)..<105 { batch += c.encode(.search, ["collection": "x"], id: id) }
+            try c.writeAll(batch)
+            var statuses: [UInt32: Status] = [:]
+            for _ in 0..<5 {
+                let frame = try #require(try c.receive())
+                statuses[frame.requestID] = frame.status
+            }
+            #expect(statuses.values.filter { $0 == .ok }.count == 2)
+            #expect(statuses.values.filter { $0 == .resourceExhausted }.count == 3)
+            #expect(statuses[100] == .ok && statuses[101] == .ok)
+            #expect(try c.call(.ping).status == .ok)
+        }
+    }
+
+    @Test func idleConnectionsAreClosed() throws {
+        try withServer({ $0.limits.idleTimeoutMs = 300 }) { _, port in
+            let c = try RawClient.tcp(port: port)
+            try c.hello()
+            let started = Date()
+            let frames = try c.framesUntilClosed(timeout: 5)
+            #expect(frames.map(\.status) == [.deadlineExceeded])
+            #expect(frames.first?.requestID == 0)
+            #expect(Date().timeIntervalSince(started) >= 0.25)
+        }
+    }
+
+    @Test func aFrameThatStartsMustFinish() throws {
+        try withServer({ $0.limits.frameTimeoutMs = 300 }) { _, port in
+            let c = try RawClient.tcp(port: port)
+            try c.hello()
+            let frame = c.encode(.get, ["collection": "a", "id": .string(UUID().wireString)], id: 3)
+            try c.writeAll(Array(frame.prefix(10)))
+            #expect(try c.framesUntilClosed(timeout: 5).map(\.status) == [.deadlineExceeded])
+        }
+    }
+
+    /// Each broken stream gets its status (and a close where the stream cannot go on) while another client works.
+    @Test func malformedInputIsContained() throws {
+        try withServer { _, port in
+            let observer = try RawClient.tcp(port: port)
+            try observer.hello()
+            let id = try Record(json: observer.call(.create, ["collection": "o", "data": ["k": 1]]).jsonObject()).id
+            func observerWorks() throws {
+                #expect(try observer.call(.ping).status == .ok)
+                #expect(try observer.call(.get, ["collection": "o", "id": .string(id.wireString)]).status == .ok)
+            }
+            let ping = rawFrame(opcode: .ping, id: 4, json: Array("{}".utf8))
+
+            let badMagic = try RawClient.tcp(port: port)
+            try badMagic.hello()
+            try badMagic.writeAll(rawFrame(opcode: .ping, id: 4, magic: 0x4854, json: Array("{}".utf8)))
+            #expect(try badMagic.framesUntilClosed().map(\.status) == [.protocolError])
+            try observerWorks()
+
+            let wrongVersion = try RawClient.tcp(port: port)
+            try wrongVersion.writeAll(rawFrame(opcode: .hello, id: 1, version: 9, json: Array("{}".utf8)))
+            let versionFrames = try wrongVersion.framesUntilClosed()
+            #expect(versionFrames.map(\.status) == [.unsupportedVersion])
+            #expect(versionFrames.first?.requestID == 1)
+            try observerWorks()
+
+            let truncated = try RawClient.tcp(port: port)
+            try truncated.hello()
+            try truncated.writeAll(Array(ping.prefix(ping.count - 1)))
+            truncated.shutdownWrite()
+            #expect(try truncated.framesUntilClosed().map(\.status) == [.protocolError])
+            try observerWorks()
+
+            let bomb = try RawClient.tcp(port: port)
+            try bomb.hello()
+            let inflated = Array(("{\"pad\":\"" + String(repeating: " ", count: 3_000_000) + "\"}").utf8)
+            let compressed = Deflater(level: 9).compress(inflated)
+            #expect(compressed.count < 10_000)
+            try bomb.writeAll(
+                rawFrame(opcode: .create, id: 6, flags: 0x01, json: compressed, uncompressedLength: 1000))
+            let bombFrames = try bomb.framesUntilClosed()
+            #expect(bombFrames.count == 1)
+            #expect(bombFrames.first.map { $0.status == .protocolError || $0.status == .payloadTooLarge } == true)
+            try observerWorks()
+
+            let invalidJSON = try RawClient.tcp(port: port)
+            try invalidJSON.hello()
+            try invalidJSON.writeAll(rawFrame(opcode: .create, id: 7, json: Array("{\"collection\": nope".utf8)))
+            let invalid = try #require(try invalidJSON.receive())
+            #expect(invalid.status == .invalidArgument && invalid.requestID == 7)
+            #expect(try invalidJSON.call(.ping).status == .ok)
+            try observerWorks()
+
+            let unknown = try RawClient.tcp(port: port)
+            try unknown.hello()
+            #expect(try unknown.call(Opcode(rawValue: 0x0EEE)).status == .unknownOpcode)
+            #expect(try unknown.call(.ping).status == .ok)
+            try observerWorks()
+        }
+    }
+
+    /// A client that writes requests and never reads: the server stops reading from it once its unsent output
+    /// passes the high-water mark, so what it buffers stays bounded.
+    @Test func aClientThatNeverReadsCannotGrowServerMemory() throws {
+        let highWater = 64 << 10
+        try withServer({ $0.outputHighWaterBytes = highWater }) { server, port in
+            let setup = try RawClient.tcp(port: port)
+            try setup.hello()
+            let doc = try setup.call(.create, ["collection": "b", "data": ["pad": .string(String(repeating: "y", count: 2000))]])
+            let id = try Record(json: doc.jsonObject()).id
+
+            let greedy = try RawClient.tcp(port: port)
+            try greedy.hello()
+            var one = 32 << 10
+            setsockopt(greedy.fd, SOL_SOCKET, SO_RCVBUF, &one, socklen_t(MemoryLayout<Int32>.size))
+            let flags = fcntl(greedy.fd, F_GETFL)
+            _ = fcntl(greedy.fd, F_SETFL, flags | O_NONBLOCK)
+            var chunk: [UInt8] = []
+            for n in UInt32(1)...100 { chunk += greedy.encode(.get, ["collection": "b", "id": .string(id.wireString)], id: n) }
+            var stalls = 0
+            var sent = 0
+            var pending = chunk[...]
+            while stalls < 20 && sent < 200 << 20 {
+                let n = pending.withUnsafeBytes { Glibc.write(greedy.fd, $0.baseAddress, $0.count) }
+                if n > 0 {
+                    sent += n
+                    stalls = 0
+                    pending = pending.dropFirst(n)
+                    if pending.isEmpty { pending = chunk[...] }
+                } else {
+                    stalls += 1
+                    usleep(50_000)
+                }
+            }
+            #expect(stalls == 20, "the server kept reading \(sent) bytes")
+            let peak = server.peakUnsentBytes
+            let replySize = 2_200
+            #expect(peak >= highWater)
+            #expect(peak <= highWater + (server.configuration.limits.maxInFlight + 1) * replySize)
+            #expect(try setup.call(.stats).value["connections"]?["peakUnsentBytes"]?.intValue == Int64(peak))
+            #expect(try setup.call(.ping).status == .ok)
+        }
+    }
+}

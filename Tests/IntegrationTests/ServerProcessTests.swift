@@ -1,0 +1,143 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import LarderServer
+import LarderWire
+import Testing
+
+/// The built `larder-server` binary as a subprocess: start-up line, exit codes, SIGTERM with requests in flight.
+struct ServerProcessTests {
+    /// The binary sits next to the test bundle in the build products directory.
+    static func binary() throws -> URL {
+        let url = Bundle.module.bundleURL.deletingLastPathComponent().appendingPathComponent("larder-server")
+        guard FileManager.default.isExecutableFile(atPath: url.path) else {
+            throw ServerTestError("larder-server not built at \(url.path); run swift build first")
+        }
+        return url
+    }
+
+    struct Run {
+        let process: Process
+        let stdout: Pipe
+        let stderr: Pipe
+    }
+
+    static func launch(_ arguments: [String]) throws -> Run {
+        let process = Process()
+        process.executableURL = try binary()
+        process.arguments = arguments
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        return Run(process: process, stdout: out, stderr: err)
+    }
+
+    static func firstLine(_ pipe: Pipe) -> String {
+        var bytes: [UInt8] = []
+        while !bytes.contains(UInt8(ascii: "\n")) {
+            let data = pipe.fileHandleForReading.availableData
+            if data.isEmpty { break }
+            bytes += data
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    static func temporaryDirectory() -> URL {
+        FileManager.default.temporaryDirectory.appendingPathComponent("larder-proc-\(UUID().uuidString)")
+    }
+
+    @Test func sigtermWithRequestsInFlightAnswersThemAllAndExitsZero() throws {
+        let directory = Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let data = directory.appendingPathComponent("data").path
+        let run = try Self.launch(["--port", "0", "--data-dir", data, "--test-search-delay-ms=500", "--log-level", "error"])
+        let line = Self.firstLine(run.stdout)
+        #expect(line.hasPrefix("larder-server \(LarderServer.version) listening on tcp://127.0.0.1:"))
+        #expect(line.contains("data \(data)"))
+        guard let portText = line.split(separator: ":").dropFirst(2).first?.prefix(while: \.isNumber),
+            let port = Int(portText)
+        else {
+            run.process.terminate()
+            throw ServerTestError("no port in \(line)")
+        }
+
+        let c = try RawClient.tcp(port: port)
+        try c.hello()
+        var batch: [UInt8] = []
+        var expected: Set<UInt32> = []
+        for id in UInt32(100)..<120 {
+            batch += id % 2 == 0
+                ? c.encode(.search, ["collection": "t"], id: id)
+                : c.encode(.create, ["collection": "t", "data": ["n": .int(Int64(id))]], id: id)
+            expected.insert(id)
+        }
+        try c.writeAll(batch)
+        usleep(150_000)  // every request read and in flight (the searches sleep 500 ms)
+        kill(run.process.processIdentifier, SIGTERM)
+        usleep(100_000)
+        try c.send(.ping, id: 500)  // arrives during shutdown
+
+        let frames = try c.framesUntilClosed(timeout: 15)
+        var answered: Set<UInt32> = []
+        for frame in frames where expected.contains(frame.requestID) {
+            #expect(frame.status == .ok, "\(frame.opcode.name) \(frame.requestID): \(frame.text)")
+            answered.insert(frame.requestID)
+        }
+        #expect(answered == expected, "lost: \(expected.subtracting(answered).sorted())")
+        #expect(frames.first { $0.requestID == 500 }?.status == .unavailable)
+        run.process.waitUntilExit()
+        #expect(run.process.terminationStatus == 0)
+
+        // Every acknowledged write is there after a restart.
+        var configuration = ServerConfiguration()
+        configuration.port = 0
+        configuration.dataDirectory = data
+        configuration.logLevel = .error
+        let server = try LarderServer(configuration: configuration)
+        let again = try RawClient.tcp(port: try server.start())
+        defer { server.shutdown() }
+        try again.hello()
+        #expect(try CountResponse(json: again.call(.count, ["collection": "t"]).jsonObject()).count == 10)
+    }
+
+    @Test func badOptionsExit64() throws {
+        let run = try Self.launch(["--port", "banana"])
+        run.process.waitUntilExit()
+        #expect(run.process.terminationStatus == 64)
+        let message = String(decoding: run.stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(message.hasPrefix("Error: --port needs an integer"))
+        #expect(message.contains("Usage: larder-server"))
+    }
+
+    @Test func helpExitsZero() throws {
+        let run = try Self.launch(["--help"])
+        let text = String(decoding: run.stdout.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        run.process.waitUntilExit()
+        #expect(run.process.terminationStatus == 0)
+        #expect(text.contains("--max-in-flight") && text.contains("LARDER_TOKEN"))
+    }
+
+    @Test func portTakenExits1AndSaysSo() throws {
+        let directory = Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try withServer { _, port in
+            let run = try Self.launch(["--port", "\(port)", "--data-dir", directory.path])
+            run.process.waitUntilExit()
+            #expect(run.process.terminationStatus == 1)
+            let message = String(decoding: run.stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            #expect(message.contains("Error: cannot listen") && message.contains("\(port)"))
+            #expect(message.contains("in use"))
+        }
+    }
+
+    @Test func unwritableDataDirectoryExits1() throws {
+        let run = try Self.launch(["--port", "0", "--data-dir", "/proc/larder-cannot-be-here"])
+        run.process.waitUntilExit()
+        #expect(run.process.terminationStatus == 1)
+        let message = String(decoding: run.stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(message.contains("data directory /proc/larder-cannot-be-here"))
+    }
+}
