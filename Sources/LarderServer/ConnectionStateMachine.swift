@@ -299,7 +299,10 @@ package struct ConnectionStateMachine {
         }
         switch phase {
         case .handshake:
-            if frame.opcode == .hello {
+            if frame.opcode == .hello && shuttingDown {
+                let error = LarderError(.unavailable, "the server is shutting down; retry on another server or later")
+                reply(Reply(opcode: frame.opcode, requestID: frame.requestID, error: error), &actions)
+            } else if frame.opcode == .hello {
                 hello(frame, now: now, &actions)
             } else if frame.opcode == .ping {
                 admit(frame, &actions)

@@ -9,14 +9,14 @@ import Testing
 /// Every opcode through a real server on a real socket, and the concurrency the protocol promises.
 struct ServerEndToEndTests {
     @Test func everyOpcode() throws {
-        try withServer { server, port in
+        try withServerOnPort0 { server, port in
             let c = try RawClient.tcp(port: port)
             #expect(try c.call(.ping).status == .ok)  // PING before HELLO is allowed
             let hello = try c.hello()
             #expect(hello.version == 1 && hello.compression == "zlib" && hello.server.hasPrefix("larder-server"))
 
             let created = try c.call(.create, ["collection": "todos", "data": ["title": "买菜", "done": false]])
-            #expect(created.status == .ok, "\(created.text)")
+            #expect(created.status == .ok, "\(created.replyText)")
             let record = try Record(json: created.jsonObject())
             #expect(record.rev == 1 && record.data["title"] == "买菜")
             let id = record.id.wireString
@@ -46,14 +46,14 @@ struct ServerEndToEndTests {
                     "collection": "todos", "filter": ["field": "done", "op": "eq", "value": true],
                     "sort": [["field": "title", "order": "asc"]],
                 ])
-            #expect(search.status == .ok, "\(search.text)")
+            #expect(search.status == .ok, "\(search.replyText)")
             #expect(try PageResponse(json: search.jsonObject()).records.count == 2)
             let text = try c.call(.search, ["collection": "todos", "text": ["query": "菜"]])
             #expect(try PageResponse(json: text.jsonObject()).records.map(\.id.wireString) == [id])
             let count = try c.call(.count, ["collection": "todos", "filter": ["field": "done", "op": "eq", "value": true]])
             #expect(try CountResponse(json: count.jsonObject()).count == 2)
             let group = try c.call(.group, ["collection": "todos", "field": "done"])
-            #expect(group.status == .ok, "\(group.text)")
+            #expect(group.status == .ok, "\(group.replyText)")
             #expect(try GroupResponse(json: group.jsonObject()).groups.map(\.count) == [2])
             let index = try c.call(.index, ["collection": "todos", "field": "title"])
             #expect(try IndexResponse(json: index.jsonObject()).created)
@@ -63,7 +63,7 @@ struct ServerEndToEndTests {
             let photo = try ServerFixtures.data("rocket.jpg")
             let put = try c.call(
                 .blobPut, ["attach": ["collection": "todos", "id": .string(id2)]], binary: photo)
-            #expect(put.status == .ok, "\(put.text)")
+            #expect(put.status == .ok, "\(put.replyText)")
             let info = try BlobInfo(json: put.jsonObject())
             #expect(info.size == Int64(photo.count) && info.width > 0)
             let blobGet = try c.call(.blobGet, ["id": .string(info.id.wireString)])
@@ -85,7 +85,7 @@ struct ServerEndToEndTests {
 
             let stats = try c.call(.stats)
             #expect(stats.status == .ok)
-            let value = stats.value
+            let value = stats.replyJSON
             #expect(value["store"]?["documents"] == 1)
             #expect(value["connections"]?["open"] == 1)
             #expect(value["requests"]?["byOpcode"]?["CREATE"]?["count"] == 2)
@@ -98,7 +98,7 @@ struct ServerEndToEndTests {
             for reserved in [Opcode.watch, .unwatch, .event] {
                 let answer = try c.call(reserved)
                 #expect(answer.status == .unknownOpcode)
-                #expect(answer.text.contains("change feed"))
+                #expect(answer.replyText.contains("change feed"))
             }
             #expect(try c.call(Opcode(rawValue: 0x7777)).status == .unknownOpcode)
             #expect(try c.call(.ping).status == .ok)  // still open
@@ -107,7 +107,7 @@ struct ServerEndToEndTests {
     }
 
     @Test func largeRepliesAreCompressedWhenNegotiated() throws {
-        try withServer { _, port in
+        try withServerOnPort0 { _, port in
             let c = try RawClient.tcp(port: port)
             try c.hello()
             for n in 0..<40 {
@@ -124,7 +124,7 @@ struct ServerEndToEndTests {
     }
 
     @Test func thousandPipelinedRequestsAreMatchedByID() throws {
-        try withServer({ $0.limits.maxInFlight = 1000 }) { _, port in
+        try withServerOnPort0({ $0.limits.maxInFlight = 1000 }) { _, port in
             let c = try RawClient.tcp(port: port)
             try c.hello()
             let id = try Record(json: c.call(.create, ["collection": "c", "data": ["n": 0]]).jsonObject()).id
@@ -142,7 +142,7 @@ struct ServerEndToEndTests {
             var seen: Set<UInt32> = []
             for _ in 0..<1000 {
                 guard let frame = try c.receive() else { throw ServerTestError("closed early") }
-                #expect(frame.status == .ok, "\(frame.requestID): \(frame.text)")
+                #expect(frame.status == .ok, "\(frame.requestID): \(frame.replyText)")
                 #expect(expected[frame.requestID] == frame.opcode)
                 #expect(seen.insert(frame.requestID).inserted)
             }
@@ -152,7 +152,7 @@ struct ServerEndToEndTests {
     }
 
     @Test func aSlowSearchDoesNotHoldBackAGet() throws {
-        try withServer({ $0.searchDelayMs = 600 }) { _, port in
+        try withServerOnPort0({ $0.searchDelayMs = 600 }) { _, port in
             let c = try RawClient.tcp(port: port)
             try c.hello()
             let id = try Record(json: c.call(.create, ["collection": "s", "data": ["a": 1]]).jsonObject()).id
@@ -166,7 +166,7 @@ struct ServerEndToEndTests {
     }
 
     @Test func hundredConcurrentConnectionsDoMixedWork() throws {
-        try withServer { server, port in
+        try withServerOnPort0 { server, port in
             let clients = try (0..<100).map { _ in try RawClient.tcp(port: port) }
             // Every connection has a request in flight at once, round after round.
             for c in clients { try c.send(.hello, HelloRequest(client: "many").json) }
@@ -189,7 +189,7 @@ struct ServerEndToEndTests {
                 }
                 for c in clients {
                     let frame = try #require(try c.receive())
-                    #expect(frame.status == .ok, "\(frame.opcode.name): \(frame.text)")
+                    #expect(frame.status == .ok, "\(frame.opcode.name): \(frame.replyText)")
                 }
             }
             #expect(server.openConnections == 100)
@@ -199,7 +199,7 @@ struct ServerEndToEndTests {
     @Test func unixDomainSocket() throws {
         let path = "/tmp/larder-test-\(UUID().uuidString.prefix(8)).sock"
         // A stale socket file from a dead server must not stop the new one.
-        try withServer({ $0.socketPath = path }) { _, _ in }
+        try withServerOnPort0({ $0.socketPath = path }) { _, _ in }
         #expect(!FileManager.default.fileExists(atPath: path))
         let stale = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_un()
@@ -215,18 +215,18 @@ struct ServerEndToEndTests {
         }
         close(stale)
         #expect(FileManager.default.fileExists(atPath: path))
-        try withServer({ $0.socketPath = path }) { _, _ in
+        try withServerOnPort0({ $0.socketPath = path }) { _, _ in
             let c = try RawClient.unix(path: path)
             try c.hello()
             let created = try c.call(.create, ["collection": "u", "data": ["via": "unix"]])
             let id = try Record(json: created.jsonObject()).id
-            #expect(try c.call(.get, ["collection": "u", "id": .string(id.wireString)]).value["data"]?["via"] == "unix")
+            #expect(try c.call(.get, ["collection": "u", "id": .string(id.wireString)]).replyJSON["data"]?["via"] == "unix")
         }
         #expect(!FileManager.default.fileExists(atPath: path))
     }
 
     @Test func authenticationOnAndOff() throws {
-        try withServer({ $0.token = "let-me-in" }) { _, port in
+        try withServerOnPort0({ $0.token = "let-me-in" }) { _, port in
             let early = try RawClient.tcp(port: port)
             try early.send(.get, ["collection": "a", "id": .string(UUID().wireString)])
             #expect(try early.framesUntilClosed().map(\.status) == [.unauthenticated])
@@ -240,14 +240,14 @@ struct ServerEndToEndTests {
             try wrong.send(.hello, HelloRequest(client: "t", token: "let-me-out").json)
             let frames = try wrong.framesUntilClosed()
             #expect(frames.map(\.status) == [.unauthenticated])
-            #expect(!frames[0].text.contains("let-me"))
+            #expect(!frames[0].replyText.contains("let-me"))
 
             let right = try RawClient.tcp(port: port)
             #expect(try right.ping() == .ok)
             #expect(try right.hello(token: "let-me-in").authRequired)
             #expect(try right.call(.collections).status == .ok)
         }
-        try withServer { _, port in
+        try withServerOnPort0 { _, port in
             let c = try RawClient.tcp(port: port)
             #expect(try !c.hello().authRequired)
             #expect(try c.call(.collections).status == .ok)
@@ -258,13 +258,13 @@ struct ServerEndToEndTests {
     }
 
     @Test func helloNegotiation() throws {
-        try withServer { _, port in
+        try withServerOnPort0 { _, port in
             let c = try RawClient.tcp(port: port)
             let bad = try c.call(.hello, HelloRequest(versions: [7], client: "t").json)
             #expect(bad.status == .unsupportedVersion)
-            #expect(bad.value["supported"] == [1])
+            #expect(bad.replyJSON["supported"] == [1])
             let typo = try c.call(.hello, ["versions": [1], "clinet": "t"])
-            #expect(typo.status == .invalidArgument && typo.value["field"] == "clinet")
+            #expect(typo.status == .invalidArgument && typo.replyJSON["field"] == "clinet")
             #expect(try c.hello().version == 1)  // the connection stayed usable
             #expect(try c.call(.hello, HelloRequest(client: "t").json).status == .invalidArgument)
         }

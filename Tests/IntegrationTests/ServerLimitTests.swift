@@ -29,7 +29,7 @@ private func rawFrame(
 
 struct ServerLimitTests {
     @Test func frameOverTheLimitIsRejectedBeforeItsBody() throws {
-        try withServer(smallLimits) { server, port in
+        try withServerOnPort0(smallLimits) { server, port in
             let c = try RawClient.tcp(port: port)
             try c.hello()
             var bytes = c.encode(.ping, id: 9)
@@ -38,12 +38,12 @@ struct ServerLimitTests {
             try c.writeAll(Array(bytes.prefix(4)))  // four bytes are enough to know
             let frames = try c.framesUntilClosed()
             #expect(frames.map(\.status) == [.payloadTooLarge])
-            #expect(frames.first?.value["limit"]?.intValue == Int64(server.configuration.limits.maxFrameBytes))
+            #expect(frames.first?.replyJSON["limit"]?.intValue == Int64(server.configuration.limits.maxFrameBytes))
         }
     }
 
     @Test func jsonPartOverTheLimitClosesTheConnection() throws {
-        try withServer(smallLimits) { _, port in
+        try withServerOnPort0(smallLimits) { _, port in
             let c = try RawClient.tcp(port: port)
             try c.hello()
             try c.send(.create, ["collection": "a", "data": ["pad": .string(String(repeating: "x", count: 70_000))]])
@@ -52,7 +52,7 @@ struct ServerLimitTests {
     }
 
     @Test func documentOverTheLimitIsAnErrorButTheConnectionStays() throws {
-        try withServer(smallLimits) { _, port in
+        try withServerOnPort0(smallLimits) { _, port in
             let c = try RawClient.tcp(port: port)
             try c.hello()
             let big = try c.call(.create, ["collection": "a", "data": ["pad": .string(String(repeating: "x", count: 20_000))]])
@@ -62,7 +62,7 @@ struct ServerLimitTests {
     }
 
     @Test func blobOverTheLimitClosesTheConnection() throws {
-        try withServer(smallLimits) { _, port in
+        try withServerOnPort0(smallLimits) { _, port in
             let c = try RawClient.tcp(port: port)
             try c.hello()
             try c.send(.blobPut, [:], binary: [UInt8](repeating: 0xFF, count: 300 << 10))
@@ -71,7 +71,7 @@ struct ServerLimitTests {
     }
 
     @Test func connectionsOverTheLimitAreRefused() throws {
-        try withServer({ $0.limits.maxConnections = 3 }) { server, port in
+        try withServerOnPort0({ $0.limits.maxConnections = 3 }) { server, port in
             var clients = try (0..<3).map { _ in try RawClient.tcp(port: port) }
             for c in clients { try c.hello() }
             let extra = try RawClient.tcp(port: port)
@@ -81,12 +81,12 @@ struct ServerLimitTests {
             while server.openConnections > 2 && Date() < deadline { usleep(10_000) }
             let again = try RawClient.tcp(port: port)
             try again.hello()
-            #expect(try again.call(.stats).value["connections"]?["refused"] == 1)
+            #expect(try again.call(.stats).replyJSON["connections"]?["refused"] == 1)
         }
     }
 
     @Test func requestsOverTheInFlightLimitAreResourceExhausted() throws {
-        try withServer({
+        try withServerOnPort0({
             $0.limits.maxInFlight = 2
             $0.searchDelayMs = 300
         }) { _, port in
@@ -108,7 +108,7 @@ struct ServerLimitTests {
     }
 
     @Test func idleConnectionsAreClosed() throws {
-        try withServer({ $0.limits.idleTimeoutMs = 300 }) { _, port in
+        try withServerOnPort0({ $0.limits.idleTimeoutMs = 300 }) { _, port in
             let c = try RawClient.tcp(port: port)
             try c.hello()
             let started = Date()
@@ -120,7 +120,7 @@ struct ServerLimitTests {
     }
 
     @Test func aFrameThatStartsMustFinish() throws {
-        try withServer({ $0.limits.frameTimeoutMs = 300 }) { _, port in
+        try withServerOnPort0({ $0.limits.frameTimeoutMs = 300 }) { _, port in
             let c = try RawClient.tcp(port: port)
             try c.hello()
             let frame = c.encode(.get, ["collection": "a", "id": .string(UUID().wireString)], id: 3)
@@ -131,7 +131,7 @@ struct ServerLimitTests {
 
     /// Each broken stream gets its status (and a close where the stream cannot go on) while another client works.
     @Test func malformedInputIsContained() throws {
-        try withServer { _, port in
+        try withServerOnPort0 { _, port in
             let observer = try RawClient.tcp(port: port)
             try observer.hello()
             let id = try Record(json: observer.call(.create, ["collection": "o", "data": ["k": 1]]).jsonObject()).id
@@ -193,7 +193,7 @@ struct ServerLimitTests {
     /// passes the high-water mark, so what it buffers stays bounded.
     @Test func aClientThatNeverReadsCannotGrowServerMemory() throws {
         let highWater = 64 << 10
-        try withServer({ $0.outputHighWaterBytes = highWater }) { server, port in
+        try withServerOnPort0({ $0.outputHighWaterBytes = highWater }) { server, port in
             let setup = try RawClient.tcp(port: port)
             try setup.hello()
             let doc = try setup.call(.create, ["collection": "b", "data": ["pad": .string(String(repeating: "y", count: 2000))]])
@@ -227,7 +227,7 @@ struct ServerLimitTests {
             let replySize = 2_200
             #expect(peak >= highWater)
             #expect(peak <= highWater + (server.configuration.limits.maxInFlight + 1) * replySize)
-            #expect(try setup.call(.stats).value["connections"]?["peakUnsentBytes"]?.intValue == Int64(peak))
+            #expect(try setup.call(.stats).replyJSON["connections"]?["peakUnsentBytes"]?.intValue == Int64(peak))
             #expect(try setup.call(.ping).status == .ok)
         }
     }

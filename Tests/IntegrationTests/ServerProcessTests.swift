@@ -83,7 +83,7 @@ struct ServerProcessTests {
         let frames = try c.framesUntilClosed(timeout: 15)
         var answered: Set<UInt32> = []
         for frame in frames where expected.contains(frame.requestID) {
-            #expect(frame.status == .ok, "\(frame.opcode.name) \(frame.requestID): \(frame.text)")
+            #expect(frame.status == .ok, "\(frame.opcode.name) \(frame.requestID): \(frame.replyText)")
             answered.insert(frame.requestID)
         }
         #expect(answered == expected, "lost: \(expected.subtracting(answered).sorted())")
@@ -123,7 +123,7 @@ struct ServerProcessTests {
     @Test func portTakenExits1AndSaysSo() throws {
         let directory = Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        try withServer { _, port in
+        try withServerOnPort0 { _, port in
             let run = try Self.launch(["--port", "\(port)", "--data-dir", directory.path])
             run.process.waitUntilExit()
             #expect(run.process.terminationStatus == 1)

@@ -157,7 +157,7 @@ final class RawClient {
 }
 
 /// A server on port 0 in a fresh temporary data directory, shut down when `body` returns.
-func withServer(
+func withServerOnPort0(
     _ configure: (inout ServerConfiguration) -> Void = { _ in },
     _ body: (LarderServer, Int) throws -> Void
 ) throws {
@@ -177,8 +177,8 @@ func withServer(
 
 extension Frame {
     /// The JSON part as a value (for expectations).
-    var value: JSON { (try? JSONParser.parse(json.isEmpty ? Array("{}".utf8) : json)) ?? .null }
-    var text: String { String(decoding: json, as: UTF8.self) }
+    var replyJSON: JSON { (try? JSONParser.parse(json.isEmpty ? Array("{}".utf8) : json)) ?? .null }
+    var replyText: String { String(decoding: json, as: UTF8.self) }
 }
 
 /// The fixture photos and records of the integration tests.
