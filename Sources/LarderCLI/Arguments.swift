@@ -1,0 +1,267 @@
+/// A command-line mistake: printed as `Error: <message>` and the command's usage line, exit 64.
+public struct UsageError: Error, Equatable, CustomStringConvertible {
+    /// What was wrong.
+    public var message: String
+    /// The usage line of the command concerned (or the tool's).
+    public var usage: String
+
+    /// A usage error with its usage line.
+    public init(_ message: String, usage: String = CommandSpec.toolUsage) {
+        self.message = message
+        self.usage = usage
+    }
+
+    /// The message.
+    public var description: String { message }
+}
+
+/// One option of a command: `--name VALUE` / `--name=VALUE`, or a flag `--name`.
+public struct OptionSpec: Sendable, Equatable {
+    /// The long name, without dashes.
+    public var name: String
+    /// A one-letter alias (`-o`), if any.
+    public var short: Character?
+    /// The value's placeholder (`N`, `FILE`); nil for a flag.
+    public var value: String?
+    /// One line of help.
+    public var help: String
+
+    /// An option or flag.
+    public init(_ name: String, short: Character? = nil, value: String? = nil, help: String) {
+        self.name = name
+        self.short = short
+        self.value = value
+        self.help = help
+    }
+}
+
+/// A command's shape: its words, positional arguments, options and help text.
+public struct CommandSpec: Sendable {
+    /// The command words, e.g. `["blob", "put"]`.
+    public var words: [String]
+    /// The positional arguments as shown in usage, e.g. `COLLECTION ID JSON`.
+    public var arguments: String
+    /// The fewest and most positional arguments (`Int.max` for any number).
+    public var arity: ClosedRange<Int>
+    /// One line for the command list.
+    public var summary: String
+    /// Longer help shown by `--help`, examples included.
+    public var details: String
+    /// The command's own options.
+    public var options: [OptionSpec]
+
+    /// A command description.
+    public init(
+        _ words: [String], arguments: String = "", arity: ClosedRange<Int> = 0...0, summary: String,
+        details: String = "", options: [OptionSpec] = []
+    ) {
+        self.words = words
+        self.arguments = arguments
+        self.arity = arity
+        self.summary = summary
+        self.details = details
+        self.options = options
+    }
+
+    /// The command's name, e.g. `blob put`.
+    public var name: String { words.joined(separator: " ") }
+
+    /// The usage line, e.g. `Usage: larder get COLLECTION ID [global options]`.
+    public var usage: String {
+        var line = "Usage: larder \(name)"
+        if !arguments.isEmpty { line += " \(arguments)" }
+        for option in options {
+            line += option.value.map { " [--\(option.name) \($0)]" } ?? " [--\(option.name)]"
+        }
+        return line
+    }
+
+    /// The tool's usage line.
+    public static let toolUsage = "Usage: larder [--host H] [--port N | --socket PATH] [--token T] [--json] COMMAND ..."
+        + " (larder --help lists the commands)"
+
+    /// Options every command accepts, before or after the command.
+    public static let globalOptions: [OptionSpec] = [
+        OptionSpec("host", value: "HOST", help: "server host (env LARDER_HOST, default 127.0.0.1)"),
+        OptionSpec("port", value: "N", help: "server TCP port (env LARDER_PORT, default 7411)"),
+        OptionSpec("socket", value: "PATH", help: "connect to a Unix socket instead (env LARDER_SOCKET)"),
+        OptionSpec("token", value: "T", help: "auth token (env LARDER_TOKEN)"),
+        OptionSpec("timeout", value: "SECONDS", help: "per-request deadline (default 30)"),
+        OptionSpec("json", help: "JSON output (the default when stdout is not a terminal)"),
+        OptionSpec("help", short: "h", help: "show help"),
+    ]
+}
+
+/// A parsed command line: the command, its positional arguments and option values, and the global options.
+public struct Invocation: Equatable {
+    /// The command words found (empty: none was given).
+    public var words: [String] = []
+    /// Positional arguments after the command words.
+    public var arguments: [String] = []
+    /// Option values by long name, in order (a repeated option has several).
+    public var values: [String: [String]] = [:]
+    /// Flags given, by long name.
+    public var flags: Set<String> = []
+
+    /// An empty invocation.
+    public init() {}
+
+    /// The last value of option `name`.
+    public func value(_ name: String) -> String? { values[name]?.last }
+
+    /// Whether flag `name` was given.
+    public func flag(_ name: String) -> Bool { flags.contains(name) }
+
+    /// Parses `arguments` against the command table: global options anywhere, `--opt v` and `--opt=v`, `--` ends
+    /// options, `-` is a positional (stdin).
+    public static func parse(_ arguments: [String], commands: [CommandSpec]) throws(UsageError) -> (Invocation, CommandSpec?) {
+        var invocation = Invocation()
+        var command: CommandSpec?
+        var positionals: [String] = []
+        var index = 0
+        var optionsEnded = false
+
+        func usage() -> String { command?.usage ?? CommandSpec.toolUsage }
+
+        /// Settles the command from the positionals seen so far, once they name one.
+        func resolve() throws(UsageError) {
+            guard command == nil, let first = positionals.first else { return }
+            let candidates = commands.filter { $0.words[0] == first }
+            guard !candidates.isEmpty else {
+                throw UsageError("unknown command '\(first)'; run larder --help for the list")
+            }
+            if let single = candidates.first(where: { $0.words.count == 1 }) {
+                command = single
+                positionals.removeFirst()
+                return
+            }
+            guard positionals.count >= 2 else { return }
+            guard let match = candidates.first(where: { $0.words[1] == positionals[1] }) else {
+                let names = candidates.map { $0.words[1] }.joined(separator: ", ")
+                throw UsageError("unknown command '\(first) \(positionals[1])'; use one of: \(names)")
+            }
+            command = match
+            positionals.removeFirst(2)
+        }
+
+        while index < arguments.count {
+            let token = arguments[index]
+            index += 1
+            if optionsEnded || token == "-" || !token.hasPrefix("-") || token.count == 1 {
+                positionals.append(token)
+                try resolve()
+                continue
+            }
+            if token == "--" {
+                optionsEnded = true
+                continue
+            }
+            var name: String
+            var inline: String?
+            if token.hasPrefix("--") {
+                let body = token.dropFirst(2)
+                if let equals = body.firstIndex(of: "=") {
+                    name = String(body[..<equals])
+                    inline = String(body[body.index(after: equals)...])
+                } else {
+                    name = String(body)
+                }
+            } else {
+                // A short option: -o FILE, -oFILE, -h.
+                let letter = token[token.index(after: token.startIndex)]
+                let known = (CommandSpec.globalOptions + (command?.options ?? [])).first { $0.short == letter }
+                guard let known else { throw UsageError("unknown option \(token)", usage: usage()) }
+                name = known.name
+                if token.count > 2 { inline = String(token.dropFirst(2)) }
+            }
+            let spec = CommandSpec.globalOptions.first { $0.name == name }
+                ?? command?.options.first { $0.name == name }
+            guard let spec else {
+                if command == nil, commands.contains(where: { $0.options.contains { $0.name == name } }) {
+                    throw UsageError("--\(name) goes after the command it belongs to", usage: usage())
+                }
+                throw UsageError("unknown option --\(name)", usage: usage())
+            }
+            if let placeholder = spec.value {
+                let value: String
+                if let inline {
+                    value = inline
+                } else {
+                    guard index < arguments.count else {
+                        throw UsageError("--\(name) needs a value (\(placeholder))", usage: usage())
+                    }
+                    value = arguments[index]
+                    index += 1
+                }
+                invocation.values[name, default: []].append(value)
+            } else {
+                guard inline == nil else { throw UsageError("--\(name) takes no value", usage: usage()) }
+                invocation.flags.insert(name)
+            }
+        }
+        if command == nil, let first = positionals.first {
+            if invocation.flags.contains("help") {
+                // `larder blob --help`: help for the group.
+                invocation.words = [first]
+                return (invocation, nil)
+            }
+            let names = commands.filter { $0.words[0] == first }.map { $0.name }.joined(separator: ", ")
+            throw UsageError("'\(first)' needs a subcommand: \(names)")
+        }
+        invocation.words = command?.words ?? []
+        invocation.arguments = positionals
+        if let command, !invocation.flags.contains("help"), !command.arity.contains(positionals.count) {
+            if positionals.count < command.arity.lowerBound {
+                let missing = command.arguments.split(separator: " ")
+                    .filter { !$0.hasPrefix("[") }.dropFirst(positionals.count).first.map(String.init) ?? "argument"
+                throw UsageError("missing \(missing)", usage: command.usage)
+            }
+            throw UsageError("unexpected argument '\(positionals[command.arity.upperBound])'", usage: command.usage)
+        }
+        return (invocation, command)
+    }
+}
+
+/// Splits a prompt line into words like a shell: whitespace separates, quotes group, backslash escapes.
+public func splitCommandLine(_ line: String) throws(UsageError) -> [String] {
+    var words: [String] = []
+    var current = ""
+    var inWord = false
+    var quote: Character?
+    var escaped = false
+    for character in line {
+        if escaped {
+            current.append(character)
+            escaped = false
+            continue
+        }
+        if let open = quote {
+            if character == open {
+                quote = nil
+            } else if character == "\\" && open == "\"" {
+                escaped = true
+            } else {
+                current.append(character)
+            }
+            continue
+        }
+        switch character {
+        case "\\":
+            escaped = true
+            inWord = true
+        case "'", "\"":
+            quote = character
+            inWord = true
+        case " ", "\t", "\n", "\r":
+            if inWord { words.append(current) }
+            current = ""
+            inWord = false
+        default:
+            current.append(character)
+            inWord = true
+        }
+    }
+    if quote != nil { throw UsageError("unterminated quote in: \(line)") }
+    if inWord { words.append(current) }
+    return words
+}

@@ -1,0 +1,426 @@
+import Foundation
+import LarderClient
+
+/// A failure of the CLI itself (a file it cannot read, bad JSON): `Error: <message>`, exit 1.
+struct CommandFailure: Error {
+    var message: String
+}
+
+/// What a command runs with.
+struct Context {
+    var invocation: Invocation
+    var client: LarderClient
+    var output: Output
+
+    var arguments: [String] { invocation.arguments }
+
+    func collection(_ index: Int = 0) -> String { arguments[index] }
+
+    func uuid(_ text: String, _ what: String = "ID") throws(UsageError) -> UUID {
+        guard text.utf8.count == 36, let id = UUID(uuidString: text) else {
+            throw UsageError("\(what) must be a UUID like 3f2504e0-4f89-11d3-9a0c-0305e82c3301, not '\(text)'")
+        }
+        return id
+    }
+
+    func object(_ text: String, _ what: String = "JSON") throws(UsageError) -> JSONObject {
+        do throws(LarderError) {
+            return try JSONParser.parseObject(Array(text.utf8))
+        } catch {
+            throw UsageError("\(what) must be a JSON object such as '{\"name\":\"poke-ball\"}': \(error.message)")
+        }
+    }
+
+    func int(_ name: String, range: ClosedRange<Int>) throws(UsageError) -> Int? {
+        guard let text = invocation.value(name) else { return nil }
+        guard let value = Int(text), range.contains(value) else {
+            throw UsageError("--\(name) must be an integer from \(range.lowerBound) to \(range.upperBound), not '\(text)'")
+        }
+        return value
+    }
+
+    func rev() throws(UsageError) -> Int64? { try int("rev", range: 1...Int.max).map(Int64.init) }
+
+    func attachment(_ name: String) throws(UsageError) -> BlobAttachment? {
+        guard let text = invocation.value(name) else { return nil }
+        let parts = text.split(separator: "/", maxSplits: 1).map(String.init)
+        guard parts.count == 2 else { throw UsageError("--\(name) takes COLLECTION/ID, not '\(text)'") }
+        return BlobAttachment(collection: parts[0], id: try uuid(parts[1], "--\(name)'s ID"))
+    }
+
+    /// `--where`, `--filter`, `--contains` and `--in` as a filter and a text query.
+    func query() throws(UsageError) -> (Filter?, TextQuery?) {
+        let filter = try FilterSyntax.filter(wheres: invocation.values["where"] ?? [], json: invocation.value("filter"))
+        var text: TextQuery?
+        if let contains = invocation.value("contains") {
+            var fields: [FieldPath]?
+            if let list = invocation.value("in") {
+                fields = []
+                for name in list.split(separator: ",") {
+                    do throws(LarderError) {
+                        fields!.append(try FieldPath(name.trimmingCharacters(in: .whitespaces)))
+                    } catch {
+                        throw UsageError("--in: \(error.message)")
+                    }
+                }
+            }
+            text = TextQuery(query: contains, fields: fields)
+        } else if invocation.value("in") != nil {
+            throw UsageError("--in names the fields that --contains searches; add --contains TEXT")
+        }
+        return (filter, text)
+    }
+}
+
+/// The command table: shapes, help and implementations.
+enum Commands {
+    static let queryOptions = [
+        OptionSpec("where", value: "EXPR", help: "a comparison such as price<50 (repeatable; see below)"),
+        OptionSpec("filter", value: "JSON", help: "a filter in wire form, e.g. {\"or\":[...]}"),
+        OptionSpec("contains", value: "TEXT", help: "text search, case-insensitive, any length"),
+        OptionSpec("in", value: "FIELD,...", help: "fields --contains searches (default: all string fields)"),
+    ]
+    static let pageOptions = [
+        OptionSpec("limit", value: "N", help: "records per page, 1 to 1000 (default 50)"),
+        OptionSpec("cursor", value: "C", help: "continue after a previous page"),
+        OptionSpec("all", help: "follow cursors to the end"),
+    ]
+
+    static let searchExamples = """
+        Examples:
+          larder search items --where 'price<50' --where discount=true      # cheap and discounted
+          larder search students --contains 北京 --in address                # students living in Beijing
+          larder search students --contains 张                               # any field (All scope)
+          larder search pokemon_items --where category=Ball --sort name
+          larder search items --sort price:desc --limit 3
+        """
+
+    static let all: [CommandSpec] = [
+        CommandSpec(
+            ["ping"], summary: "check the server answers; --count N prints a latency summary",
+            options: [
+                OptionSpec("count", short: "c", value: "N", help: "pings to send (default 1)"),
+                OptionSpec("interval", value: "MS", help: "pause between pings (default 0)"),
+            ]),
+        CommandSpec(
+            ["create"], arguments: "COLLECTION JSON", arity: 2...2, summary: "store a new document",
+            details: "Example: larder create todos '{\"title\":\"Buy milk 買牛奶\",\"isFinish\":false}'",
+            options: [OptionSpec("id", value: "UUID", help: "use this id instead of a server-made one")]),
+        CommandSpec(
+            ["get"], arguments: "COLLECTION ID [ID...]", arity: 2...1001, summary: "read documents by id"),
+        CommandSpec(
+            ["replace"], arguments: "COLLECTION ID JSON", arity: 3...3, summary: "replace a document's data",
+            options: [OptionSpec("rev", value: "N", help: "only if the document is still at this revision")]),
+        CommandSpec(
+            ["patch"], arguments: "COLLECTION ID JSON", arity: 3...3,
+            summary: "merge a JSON patch into a document (null removes a field)",
+            details: "Example: larder patch todos ID '{\"isFinish\":true}'",
+            options: [OptionSpec("rev", value: "N", help: "only if the document is still at this revision")]),
+        CommandSpec(
+            ["delete"], arguments: "COLLECTION ID", arity: 2...2, summary: "delete a document and its blobs",
+            options: [OptionSpec("rev", value: "N", help: "only if the document is still at this revision")]),
+        CommandSpec(
+            ["list"], arguments: "COLLECTION", arity: 1...1, summary: "documents in creation order",
+            options: pageOptions),
+        CommandSpec(
+            ["search"], arguments: "COLLECTION", arity: 1...1, summary: "documents matching filters and text",
+            details: FilterSyntax.help + "\n" + searchExamples,
+            options: queryOptions + [
+                OptionSpec("sort", value: "FIELD[:desc]", help: "sort key (repeatable; id breaks ties)")
+            ] + pageOptions),
+        CommandSpec(
+            ["count"], arguments: "COLLECTION", arity: 1...1, summary: "how many documents match",
+            details: FilterSyntax.help, options: queryOptions),
+        CommandSpec(
+            ["group"], arguments: "COLLECTION FIELD", arity: 2...2,
+            summary: "sections by a field's value, with counts",
+            details: "Example: larder group pokemon_items category",
+            options: queryOptions + [OptionSpec("per-group", value: "N", help: "records shown per section (default 10)")]),
+        CommandSpec(["collections"], summary: "collections and their document counts"),
+        CommandSpec(["drop"], arguments: "COLLECTION", arity: 1...1, summary: "delete a collection with its blobs"),
+        CommandSpec(["index"], arguments: "COLLECTION FIELD", arity: 2...2, summary: "declare an index on a field"),
+        CommandSpec(
+            ["blob", "put"], arguments: "FILE", arity: 1...1, summary: "store a JPEG (FILE or - for stdin)",
+            options: [
+                OptionSpec("attach", value: "COLLECTION/ID", help: "delete the blob with this document"),
+                OptionSpec("id", value: "UUID", help: "use this id"),
+            ]),
+        CommandSpec(
+            ["blob", "get"], arguments: "ID", arity: 1...1, summary: "write a blob's bytes to a file",
+            details: "Without -o the bytes go to stdout, but never to a terminal.",
+            options: [OptionSpec("output", short: "o", value: "FILE", help: "where to write (- for stdout)")]),
+        CommandSpec(["blob", "info"], arguments: "ID", arity: 1...1, summary: "a blob's metadata"),
+        CommandSpec(["blob", "delete"], arguments: "ID", arity: 1...1, summary: "delete a blob"),
+        CommandSpec(
+            ["blob", "list"], summary: "blobs in creation order",
+            options: [
+                OptionSpec("attached-to", value: "COLLECTION/ID", help: "only blobs attached to this document")
+            ] + pageOptions),
+        CommandSpec(["stats"], summary: "server statistics"),
+        CommandSpec(
+            ["import"], arguments: "COLLECTION [FILE|-]", arity: 1...2,
+            summary: "create documents from a JSON array or NDJSON (file or stdin)",
+            details: """
+                Each element is a document's data, or an exported record ({"id","data",...}) whose id is kept.
+                Requests are pipelined; ends with 'created: N, errors: M' and exits 1 if any failed.
+                Example: larder import students samples/students.json
+                """,
+            options: [OptionSpec("window", value: "N", help: "requests in flight (default 64)")]),
+        CommandSpec(
+            ["export"], arguments: "COLLECTION", arity: 1...1, summary: "every record as NDJSON",
+            options: [OptionSpec("data", help: "only the data objects, not the envelopes")]),
+        CommandSpec(["watch"], arguments: "COLLECTION", arity: 1...1, summary: "follow changes (needs the change feed)"),
+        CommandSpec(["help"], arguments: "[COMMAND]", arity: 0...2, summary: "show help for a command"),
+    ]
+
+    static func run(_ command: CommandSpec, _ context: Context) async throws -> Int32 {
+        let c = context
+        let out = c.output
+        let client = c.client
+        switch command.name {
+        case "ping": return try await ping(c)
+        case "create":
+            let id = try c.invocation.value("id").map { (text) throws(UsageError) in try c.uuid(text) }
+            out.record(try await client.create(c.collection(), try c.object(c.arguments[1]), id: id))
+        case "get":
+            let ids = try c.arguments.dropFirst().map { (text) throws(UsageError) in try c.uuid(text) }
+            if ids.count == 1 {
+                out.record(try await client.get(c.collection(), id: ids[0]))
+            } else {
+                let response = try await client.getMany(c.collection(), ids: ids)
+                out.records(response.records)
+                if !response.missing.isEmpty {
+                    throw LarderError(
+                        .notFound, "not found: " + response.missing.map(\.wireString).joined(separator: ", "))
+                }
+            }
+        case "replace":
+            out.record(
+                try await client.replace(
+                    c.collection(), id: try c.uuid(c.arguments[1]), data: try c.object(c.arguments[2]), rev: try c.rev()))
+        case "patch":
+            out.record(
+                try await client.patch(
+                    c.collection(), id: try c.uuid(c.arguments[1]), patch: try c.object(c.arguments[2]),
+                    rev: try c.rev()))
+        case "delete":
+            let response = try await client.delete(c.collection(), id: try c.uuid(c.arguments[1]), rev: try c.rev())
+            if out.json {
+                out.json(.object(response.json))
+            } else {
+                out.line("deleted \(response.id.wireString) at rev \(response.rev), blobs deleted: \(response.blobsDeleted)")
+            }
+        case "list", "search":
+            var cursor = c.invocation.value("cursor")
+            let limit = try c.int("limit", range: 1...maxPageLimit) ?? defaultPageLimit
+            let (filter, text) = try c.query()
+            var sort: [SortKey] = []
+            for key in c.invocation.values["sort"] ?? [] {
+                let descending = key.hasSuffix(":desc")
+                let name = descending ? String(key.dropLast(5)) : key.hasSuffix(":asc") ? String(key.dropLast(4)) : key
+                do throws(LarderError) {
+                    sort.append(SortKey(field: try FieldPath(name), descending: descending))
+                } catch {
+                    throw UsageError("--sort: \(error.message)", usage: command.usage)
+                }
+            }
+            var all: [Record] = []
+            repeat {
+                let page =
+                    command.name == "list"
+                    ? try await client.list(c.collection(), limit: limit, cursor: cursor)
+                    : try await client.search(
+                        c.collection(),
+                        SearchQuery(filter: filter, text: text, sort: sort, limit: limit, cursor: cursor))
+                cursor = page.nextCursor
+                if out.json {
+                    out.records(page.records)
+                } else {
+                    all += page.records
+                }
+            } while c.invocation.flag("all") && cursor != nil
+            if !out.json { out.records(all) }
+            if let cursor { out.error("more: --cursor \(cursor)") }
+        case "count":
+            let (filter, text) = try c.query()
+            let count = try await client.count(c.collection(), filter: filter, text: text)
+            if out.json { out.json(["count": .int(Int64(count))]) } else { out.line(String(count)) }
+        case "group":
+            let (filter, text) = try c.query()
+            let perGroup = try c.int("per-group", range: 0...GroupRequest.maxPerGroup) ?? GroupRequest.defaultPerGroup
+            let response = try await client.group(
+                c.collection(), by: c.arguments[1], filter: filter, text: text, perGroup: perGroup)
+            for section in response.groups {
+                if out.json {
+                    out.json([
+                        "key": section.key, "count": .int(Int64(section.count)),
+                        "records": .array(section.records.map { .object($0.json) }),
+                    ])
+                } else {
+                    let key = section.key.isNull ? "(none)" : Output.cell(section.key, limit: 60)
+                    out.line(out.bold("\(key) (\(section.count))"))
+                    out.records(section.records)
+                    out.line("")
+                }
+            }
+        case "collections":
+            let entries = try await client.collections()
+            if out.json {
+                for entry in entries { out.json(["name": .string(entry.name), "count": .int(Int64(entry.count))]) }
+            } else {
+                out.table(["collection", "documents"], entries.map { [$0.name, String($0.count)] })
+            }
+        case "drop":
+            let response = try await client.dropCollection(c.collection())
+            if out.json {
+                out.json(.object(response.json))
+            } else {
+                out.line("dropped \(response.collection): \(response.documents) documents, \(response.blobs) blobs")
+            }
+        case "index":
+            let response = try await client.index(c.collection(), field: c.arguments[1])
+            if out.json {
+                out.json(.object(response.json))
+            } else {
+                out.line("\(response.name) \(response.created ? "created" : "already existed")")
+            }
+        case "blob put": return try await blobPut(c)
+        case "blob get": return try await blobGet(c)
+        case "blob info": blobInfo(out, try await client.blobHead(try c.uuid(c.arguments[0])))
+        case "blob delete":
+            let response = try await client.blobDelete(try c.uuid(c.arguments[0]))
+            if out.json { out.json(.object(response.json)) } else { out.line("deleted blob \(response.id.wireString)") }
+        case "blob list":
+            var cursor = c.invocation.value("cursor")
+            let limit = try c.int("limit", range: 1...maxPageLimit) ?? defaultPageLimit
+            let attached = try c.attachment("attached-to")
+            var blobs: [BlobInfo] = []
+            repeat {
+                let page = try await client.blobList(limit: limit, cursor: cursor, attachedTo: attached)
+                blobs += page.blobs
+                cursor = page.nextCursor
+            } while c.invocation.flag("all") && cursor != nil
+            if out.json {
+                for blob in blobs { out.json(.object(blob.json)) }
+            } else {
+                out.table(
+                    ["id", "size", "pixels", "attached to", "created"],
+                    blobs.map {
+                        [
+                            $0.id.wireString, String($0.size), "\($0.width)x\($0.height)",
+                            $0.attachedTo.map { "\($0.collection)/\($0.id.wireString.prefix(8))" } ?? "",
+                            Timestamp.string($0.createdAt),
+                        ]
+                    })
+            }
+            if let cursor { out.error("more: --cursor \(cursor)") }
+        case "stats":
+            let stats = try await client.stats()
+            if out.json {
+                out.json(.object(stats))
+            } else {
+                func walk(_ prefix: String, _ value: JSON) {
+                    if case .object(let object) = value {
+                        for (key, member) in object { walk(prefix.isEmpty ? key : "\(prefix).\(key)", member) }
+                    } else {
+                        out.line(out.bold(prefix) + "  " + Output.cell(value, limit: 100))
+                    }
+                }
+                walk("", .object(stats))
+            }
+        case "import": return try await Transfer.importRecords(c)
+        case "export": return try await Transfer.export(c)
+        case "watch":
+            let reply = try await client.request(.watch, json: ["collection": .string(c.collection())])
+            if out.json { out.json(.object(reply.json)) } else { out.line("watching \(c.collection())") }
+        default:
+            throw UsageError("'\(command.name)' is not implemented")
+        }
+        return 0
+    }
+
+    static func blobInfo(_ out: Output, _ info: BlobInfo) {
+        if out.json { return out.json(.object(info.json)) }
+        var rows: [(String, String)] = [
+            ("id", info.id.wireString), ("size", "\(info.size) bytes"), ("sha256", info.sha256),
+            ("type", info.contentType), ("pixels", "\(info.width)x\(info.height)"),
+            ("created", Timestamp.string(info.createdAt)),
+        ]
+        if let attached = info.attachedTo { rows.append(("attached to", "\(attached.collection)/\(attached.id.wireString)")) }
+        for (key, value) in rows { out.line(out.bold(Output.pad(key, 11)) + "  " + value) }
+    }
+
+    static func ping(_ c: Context) async throws -> Int32 {
+        let count = try c.int("count", range: 1...1_000_000) ?? 1
+        let interval = try c.int("interval", range: 0...3_600_000) ?? 0
+        var times: [Double] = []
+        for n in 1...count {
+            let rtt = try await c.client.ping()
+            let ms = Double(rtt.components.seconds) * 1000 + Double(rtt.components.attoseconds) / 1e15
+            times.append(ms)
+            if c.output.json {
+                c.output.json(["seq": .int(Int64(n)), "ms": .double((ms * 1000).rounded() / 1000)])
+            } else {
+                c.output.line(String(format: "PONG seq=%d time=%.3f ms", n, ms))
+            }
+            if interval > 0 && n < count { try? await Task.sleep(for: .milliseconds(interval)) }
+        }
+        if count > 1 {
+            let sorted = times.sorted()
+            func pct(_ p: Double) -> Double { sorted[min(sorted.count - 1, Int((Double(sorted.count) * p).rounded(.up)) - 1)] }
+            let avg = times.reduce(0, +) / Double(times.count)
+            if c.output.json {
+                func r(_ v: Double) -> JSON { .double((v * 1000).rounded() / 1000) }
+                c.output.json([
+                    "count": .int(Int64(count)), "minMs": r(sorted[0]), "avgMs": r(avg), "p50Ms": r(pct(0.5)),
+                    "p99Ms": r(pct(0.99)), "maxMs": r(sorted[sorted.count - 1]),
+                ])
+            } else {
+                c.output.line(
+                    String(
+                        format: "%d pings: min %.3f / avg %.3f / p50 %.3f / p99 %.3f / max %.3f ms", count, sorted[0],
+                        avg, pct(0.5), pct(0.99), sorted[sorted.count - 1]))
+            }
+        }
+        return 0
+    }
+
+    static func blobPut(_ c: Context) async throws -> Int32 {
+        let path = c.arguments[0]
+        let bytes = try Transfer.read(path)
+        let id = try c.invocation.value("id").map { (text) throws(UsageError) in try c.uuid(text) }
+        let progress = Output.Progress(label: "put", enabled: c.output.stderrIsTerminal && bytes.count >= 1 << 20)
+        let info = try await c.client.blobPut(
+            bytes, id: id, attachTo: try c.attachment("attach"), progress: { progress.update($0, $1) })
+        progress.finish()
+        blobInfo(c.output, info)
+        return 0
+    }
+
+    static func blobGet(_ c: Context) async throws -> Int32 {
+        let destination = c.invocation.value("output")
+        let toStdout = destination == nil || destination == "-"
+        if toStdout && c.output.stdoutIsTerminal {
+            throw UsageError(
+                "refusing to write JPEG bytes to a terminal; use -o FILE or redirect stdout",
+                usage: "Usage: larder blob get ID -o FILE")
+        }
+        let id = try c.uuid(c.arguments[0])
+        let progress = Output.Progress(label: "get", enabled: c.output.stderrIsTerminal)
+        let blob = try await c.client.blobGet(id, progress: { progress.update($0, $1) })
+        progress.finish()
+        if toStdout {
+            c.output.bytes(blob.bytes)
+        } else if let destination {
+            guard FileManager.default.createFile(atPath: destination, contents: Data(blob.bytes)) else {
+                throw CommandFailure(message: "cannot write \(destination)")
+            }
+            if c.output.json {
+                c.output.json(.object(blob.info.json))
+            } else {
+                c.output.line("wrote \(blob.bytes.count) bytes to \(destination) (sha256 \(blob.info.sha256))")
+            }
+        }
+        return 0
+    }
+}
