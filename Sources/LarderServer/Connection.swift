@@ -20,8 +20,11 @@ final class IOShard: @unchecked Sendable {
     /// 10,000 idle connections then cost no buffer memory.
     let readBuffer: UnsafeMutableRawBufferPointer
     private var timer: (any DispatchSourceTimer)?
+    /// Only used on `queue`.
+    let encoders: SharedEncoders
 
-    init(index: Int) {
+    init(index: Int, configuration: ConnectionStateMachine.Configuration) {
+        encoders = SharedEncoders(configuration: configuration)
         queue = DispatchQueue(label: "larder.io.\(index)")
         readBuffer = .allocate(byteCount: 64 << 10, alignment: 16)
     }
@@ -91,7 +94,8 @@ final class Connection: @unchecked Sendable {
         self.peer = peer
         self.shard = shard
         self.context = context
-        machine = ConnectionStateMachine(configuration: context.machineConfiguration, now: monotonicMs())
+        machine = ConnectionStateMachine(
+            configuration: context.machineConfiguration, now: monotonicMs(), encoders: shard.encoders)
         readSource = DispatchSource.makeReadSource(fileDescriptor: fd, queue: shard.queue)
         writeSource = DispatchSource.makeWriteSource(fileDescriptor: fd, queue: shard.queue)
     }

@@ -103,7 +103,8 @@ package struct ConnectionStateMachine {
     let configuration: Configuration
     private(set) var phase: Phase = .handshake
     private var decoder: FrameDecoder
-    private var encoder: FrameEncoder
+    /// Shared by every connection of a queue: a zlib deflater costs ~100 KB, far too much per idle connection.
+    private let encoders: SharedEncoders
     private var inbound = ByteBuffer()
     private var output: [UInt8] = []
     private var outputOffset = 0
@@ -121,12 +122,14 @@ package struct ConnectionStateMachine {
     package private(set) var uncompressedBytesIn = 0
     package private(set) var uncompressedBytesOut = 0
 
-    package init(configuration: Configuration, now: UInt64) {
+    private var encoderEnabled = false
+
+    /// `encoders` must be used only on the queue that drives this machine (each queue has its own).
+    package init(configuration: Configuration, now: UInt64, encoders: SharedEncoders? = nil) {
         self.configuration = configuration
         let cap = configuration.limits.maxHandshakeFrameBytes
         decoder = FrameDecoder(maxFrameBytes: cap, maxJSONBytes: cap, maxBinaryBytes: cap)
-        encoder = FrameEncoder(
-            compressionEnabled: false, threshold: configuration.compressionThreshold, level: configuration.zlibLevel)
+        self.encoders = encoders ?? SharedEncoders(configuration: configuration)
         lastActivity = now
     }
 
@@ -354,7 +357,7 @@ package struct ConnectionStateMachine {
             compressionNegotiated = compression
             reply(Reply(opcode: .hello, requestID: frame.requestID, json: response.json.bytes), &actions)
             // Only replies after this one are compressed: the client learns the choice from this reply.
-            encoder.compressionEnabled = compression
+            encoderEnabled = compression
         case .rejected(let error, let close):
             if close {
                 fail(error, requestID: frame.requestID, opcode: .hello, now: now, &actions)
@@ -375,7 +378,7 @@ package struct ConnectionStateMachine {
         uncompressedBytesOut += Frame.prefixSize + reply.json.count + reply.binary.count
         reply.json.withUnsafeBytes { json in
             reply.binary.withUnsafeBytes { binary in
-                encoder.encode(
+                (encoderEnabled ? encoders.compressing : encoders.plain).encode(
                     opcode: reply.opcode, requestID: reply.requestID, status: reply.status, flags: .response,
                     json: json, binary: binary, into: &output)
             }
@@ -477,5 +480,17 @@ package enum Handshake {
             difference |= x ^ y
         }
         return difference == 0 && a.count == b.count
+    }
+}
+
+/// The frame encoders of one connection queue, shared by its connections (never across queues).
+package final class SharedEncoders {
+    let plain: FrameEncoder
+    let compressing: FrameEncoder
+
+    package init(configuration: ConnectionStateMachine.Configuration) {
+        plain = FrameEncoder(compressionEnabled: false)
+        compressing = FrameEncoder(
+            compressionEnabled: true, threshold: configuration.compressionThreshold, level: configuration.zlibLevel)
     }
 }

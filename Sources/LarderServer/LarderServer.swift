@@ -83,7 +83,7 @@ public final class LarderServer: Sendable {
             outputHighWaterBytes: configuration.outputHighWaterBytes, serverName: LarderServer.serverName)
         context = ServerContext(
             router: router, stats: stats, logger: Logger(level: configuration.logLevel), machineConfiguration: machine)
-        shards = (0..<max(1, configuration.ioQueues)).map { IOShard(index: $0) }
+        shards = (0..<max(1, configuration.ioQueues)).map { IOShard(index: $0, configuration: machine) }
     }
 
     /// Binds the listeners and starts accepting. Returns the bound TCP port.
