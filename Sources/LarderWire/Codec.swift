@@ -69,7 +69,8 @@ public struct FrameDecoder {
     public var maxJSONBytes: Int
     /// Largest binary part accepted.
     public var maxBinaryBytes: Int
-    private let inflater = Inflater()
+    /// Created on the first compressed frame: most connections never send one, and a zlib stream costs ~7 KiB.
+    private var inflater: Inflater?
 
     public init(limits: Limits = .default) {
         maxFrameBytes = limits.maxFrameBytes
@@ -171,12 +172,14 @@ public struct FrameDecoder {
         let total = 4 + Int(header.length)
         guard buffer.readableCount >= total else { return nil }
         let jsonLength = Int(header.jsonLength)
+        if header.flags.contains(.compressed) && inflater == nil { inflater = Inflater() }
+        let inflater = self.inflater
         let result: Result<Frame, FrameError> = buffer.withUnsafeReadableBytes { raw in
             let jsonBytes = UnsafeRawBufferPointer(rebasing: raw[Frame.prefixSize..<(Frame.prefixSize + jsonLength)])
             let json: [UInt8]
             if header.flags.contains(.compressed) {
                 do throws(LarderError) {
-                    json = try inflater.inflate(jsonBytes, expectedLength: Int(header.uncompressedLength))
+                    json = try inflater!.inflate(jsonBytes, expectedLength: Int(header.uncompressedLength))
                 } catch {
                     return .failure(FrameError(error, requestID: header.requestID, opcode: header.opcode))
                 }
