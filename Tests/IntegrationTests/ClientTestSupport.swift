@@ -1,0 +1,58 @@
+import Foundation
+import LarderClient
+import LarderServer
+import LarderStore
+
+/// A real in-process server on port 0 over a temporary data directory, restartable on the same port and data.
+final class ClientTestServer: @unchecked Sendable {
+    let directory: String
+    private(set) var server: LarderServer
+    let port: Int
+    private let configure: @Sendable (inout ServerConfiguration) -> Void
+
+    init(_ configure: @escaping @Sendable (inout ServerConfiguration) -> Void = { _ in }) throws {
+        directory = NSTemporaryDirectory() + "larder-client-\(UUID().uuidString)"
+        self.configure = configure
+        var configuration = ServerConfiguration()
+        configuration.port = 0
+        configuration.dataDirectory = directory
+        configuration.logLevel = .error
+        configuration.ioQueues = 1
+        configure(&configuration)
+        server = try LarderServer(configuration: configuration)
+        port = try server.start()
+    }
+
+    /// Stops the server and starts a new one on the same port and data directory.
+    func restart() throws {
+        server.shutdown()
+        var configuration = ServerConfiguration()
+        configuration.port = port
+        configuration.dataDirectory = directory
+        configuration.logLevel = .error
+        configuration.ioQueues = 1
+        configure(&configuration)
+        server = try LarderServer(configuration: configuration)
+        _ = try server.start()
+    }
+
+    func stop() {
+        server.shutdown()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    func client(connections: Int = 1) -> LarderClient {
+        LarderClient(port: port, connections: connections)
+    }
+}
+
+enum ClientFixtures {
+    static func bytes(_ name: String) throws -> [UInt8] {
+        guard let url = Bundle.module.url(forResource: "Fixtures/\(name)", withExtension: nil),
+            let data = FileManager.default.contents(atPath: url.path)
+        else { throw CocoaError(.fileNoSuchFile) }
+        return Array(data)
+    }
+
+    static func sha256(_ bytes: [UInt8]) -> String { LarderStore.SHA256.hex(bytes) }
+}
