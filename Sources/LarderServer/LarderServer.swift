@@ -63,7 +63,8 @@ public final class LarderServer: Sendable {
             configuration: StoreConfiguration(
                 dataDirectory: configuration.dataDirectory, synchronous: configuration.synchronous,
                 maxDocumentBytes: configuration.limits.maxDocumentBytes,
-                maxBlobBytes: configuration.limits.maxBlobBytes))
+                maxBlobBytes: configuration.limits.maxBlobBytes,
+                maxPageBytes: Router.pageBudget(maxJSONBytes: configuration.limits.maxJSONBytes)))
         self.init(configuration: configuration, store: store)
     }
 
@@ -76,7 +77,7 @@ public final class LarderServer: Sendable {
         let workQueue = DispatchQueue(label: "larder.work", qos: .userInitiated, attributes: .concurrent)
         let router = Router(
             store: store, stats: stats, workQueue: workQueue, searchDelayMs: configuration.searchDelayMs,
-            serverName: LarderServer.serverName)
+            serverName: LarderServer.serverName, maxReplyJSONBytes: configuration.limits.maxJSONBytes)
         let machine = ConnectionStateMachine.Configuration(
             limits: configuration.limits, token: configuration.token,
             compressionThreshold: configuration.compressionThreshold, zlibLevel: configuration.zlibLevel,

@@ -13,8 +13,17 @@ package final class Router: Sendable {
     let workQueue: DispatchQueue
     let searchDelayMs: Int
     let serverName: String
+    let maxReplyJSONBytes: Int
 
-    package init(store: Store, stats: ServerStats, workQueue: DispatchQueue, searchDelayMs: Int, serverName: String) {
+    /// The record bytes a page may carry under a JSON limit, leaving room for what wraps the records (member names,
+    /// the cursor, group keys).
+    package static func pageBudget(maxJSONBytes: Int) -> Int { maxJSONBytes - max(8 << 10, maxJSONBytes / 16) }
+
+    package init(
+        store: Store, stats: ServerStats, workQueue: DispatchQueue, searchDelayMs: Int, serverName: String,
+        maxReplyJSONBytes: Int = Limits.default.maxJSONBytes
+    ) {
+        self.maxReplyJSONBytes = maxReplyJSONBytes
         self.store = store
         self.stats = stats
         self.workQueue = workQueue
@@ -29,7 +38,15 @@ package final class Router: Sendable {
         let fail: @Sendable (LarderError) -> Void = { error in
             completion(Reply(opcode: opcode, requestID: requestID, error: error))
         }
+        let maxJSON = maxReplyJSONBytes
         let ok: @Sendable ([UInt8], [UInt8]) -> Void = { json, binary in
+            // The store keeps pages under the limit; this is the net under every other answer, since a reply over
+            // the JSON limit would break the client's connection rather than fail one request.
+            guard json.count <= maxJSON else {
+                return completion(Reply(opcode: opcode, requestID: requestID, error: LarderError(
+                    .payloadTooLarge, "the answer would be \(json.count) bytes of JSON, over the limit of \(maxJSON); "
+                        + "ask for less at a time", details: ["limit": .int(Int64(maxJSON))])))
+            }
             completion(Reply(opcode: opcode, requestID: requestID, json: json, binary: binary))
         }
 

@@ -115,6 +115,18 @@ final class Connection {
         return rows
     }
 
+    /// Steps through the rows of `sql`, calling `row` for each until it returns false.
+    func forEachRow(_ sql: String, _ values: [SQLValue] = [], _ row: (Statement) throws(LarderError) -> Bool)
+        throws(LarderError)
+    {
+        let statement = try self.statement(sql)
+        defer { statement.reset() }
+        try statement.bind(values)
+        while try statement.step() {
+            guard try row(statement) else { return }
+        }
+    }
+
     /// The first column of the first row as an integer.
     func scalar(_ sql: String, _ values: [SQLValue] = []) throws(LarderError) -> Int64? {
         try query(sql, values) { $0.int(0) }.first

@@ -214,11 +214,25 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
         for id in ids where seen.insert(id).inserted { unique.append(id) }
         let list = JSON.array(unique.map { .string($0.wireString) })
         let rows = try readers.read { db throws(LarderError) in
-            try db.query(
+            var rows: [StoredRecord] = []
+            var budget = PageBudget(maxBytes: configuration.maxPageBytes)
+            var fits = true
+            try db.forEachRow(
                 "SELECT \(SQLiteStore.recordColumns) FROM documents WHERE collection = ?1 AND id IN "
                     + "(SELECT value FROM json_each(?2))",
                 [.text(collection), .text(String(decoding: list.bytes, as: UTF8.self))]
-            ) { SQLiteStore.record($0) }
+            ) { row in
+                let record = SQLiteStore.record(row)
+                fits = budget.admit(record, isFirst: rows.isEmpty)
+                if fits { rows.append(record) }
+                return fits
+            }
+            guard fits else {
+                throw LarderError(
+                    .payloadTooLarge, "these \(unique.count) documents together pass the answer limit of "
+                        + "\(configuration.maxPageBytes) bytes; ask for fewer ids at a time", field: "ids")
+            }
+            return rows
         }
         var byId: [UUID: StoredRecord] = [:]
         for record in rows { byId[record.id] = record }
@@ -241,15 +255,12 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
             }
             after = seq
         }
-        let rows = try readers.read { db throws(LarderError) in
-            try db.query(
-                "SELECT \(SQLiteStore.recordColumns), seq FROM documents WHERE collection = ?1 AND seq > ?2 "
-                    + "ORDER BY seq LIMIT ?3",
-                [.text(collection), .int(after), .int(Int64(limit + 1))]
-            ) { (SQLiteStore.record($0), $0.int(5)) }
-        }
-        let page = rows.prefix(limit)
-        let next = rows.count > limit ? Cursor.encode(["seq": .int(page.last!.1)]) : nil
+        let (page, more) = try readPage(
+            "SELECT \(SQLiteStore.recordColumns), seq FROM documents WHERE collection = ?1 AND seq > ?2 "
+                + "ORDER BY seq LIMIT ?3",
+            [.text(collection), .int(after), .int(Int64(limit + 1))], limit: limit
+        ) { (SQLiteStore.record($0), $0.int(5)) }
+        let next = more ? Cursor.encode(["seq": .int(page.last!.1)]) : nil
         return Page(records: page.map(\.0), nextCursor: next)
     }
 
@@ -317,20 +328,39 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
     public func search(_ collection: String, _ query: SearchQuery) throws(LarderError) -> Page {
         let (sql, values, keyCount) = try searchSQL(collection, query)
         let signature = Cursor.signature(query.sort)
-        let rows = try readers.read { db throws(LarderError) in
-            try db.query(sql, values) { row in
-                (SQLiteStore.record(row), (0..<keyCount).map { row.value(Int32(5 + $0)) })
-            }
+        let (page, more) = try readPage(sql, values, limit: query.limit) { row in
+            (SQLiteStore.record(row), (0..<keyCount).map { row.value(Int32(5 + $0)) })
         }
-        let page = rows.prefix(query.limit)
         var next: String?
-        if rows.count > query.limit, let last = page.last {
+        if more, let last = page.last {
             next = Cursor.encode([
                 "s": .string(signature), "v": .array(last.1.map(Cursor.json)),
                 "id": .string(last.0.id.wireString),
             ])
         }
         return Page(records: page.map(\.0), nextCursor: next)
+    }
+
+    /// Reads up to `limit` rows of a page query (which asks for `limit + 1`), stopping early when the records would
+    /// pass `maxPageBytes`; `more` says whether a next page exists.
+    private func readPage<T>(
+        _ sql: String, _ values: [SQLValue], limit: Int, _ row: (Statement) -> (StoredRecord, T)
+    ) throws(LarderError) -> (page: [(StoredRecord, T)], more: Bool) {
+        try readers.read { db throws(LarderError) in
+            var page: [(StoredRecord, T)] = []
+            var budget = PageBudget(maxBytes: configuration.maxPageBytes)
+            var more = false
+            try db.forEachRow(sql, values) { statement in
+                let item = row(statement)
+                guard page.count < limit, budget.admit(item.0, isFirst: page.isEmpty) else {
+                    more = true
+                    return false
+                }
+                page.append(item)
+                return true
+            }
+            return (page, more)
+        }
     }
 
     public func count(_ collection: String, filter: Filter?, text: TextQuery?) throws(LarderError) -> Int {
@@ -367,8 +397,15 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
         let values = builder.values
         let (groupRows, recordRows) = try readers.read(transaction: true) { db throws(LarderError) in
             let groups = try db.query(groupsSQL, values) { ($0.text(0), $0.value(1), Int($0.int(2))) }
-            let records = perGroup == 0 ? [] : try db.query(recordsSQL, values) { row in
-                (row.text(0), row.value(1), SQLiteStore.record(row, at: 2))
+            var records: [(String, SQLValue, StoredRecord)] = []
+            var budget = PageBudget(maxBytes: configuration.maxPageBytes)
+            if perGroup > 0 {
+                try db.forEachRow(recordsSQL, values) { row in
+                    let record = SQLiteStore.record(row, at: 2)
+                    guard budget.admit(record, isFirst: records.isEmpty) else { return false }
+                    records.append((row.text(0), row.value(1), record))
+                    return true
+                }
             }
             return (groups, records)
         }
@@ -544,5 +581,22 @@ struct PreparedBlob: Sendable {
             id: id ?? UUID(), size: Int64(bytes.count), sha256: digest, contentType: "image/jpeg", width: info.width,
             height: info.height, createdAt: nowMillis(), attachedTo: attachTo)
         self.bytes = bytes
+    }
+}
+
+/// Counts the bytes an answer's records will take, so a page stops before it passes the JSON limit.
+struct PageBudget {
+    /// The envelope around `data`: id, rev, two timestamps, member names and punctuation.
+    static let envelopeBytes = 160
+    var remaining: Int
+
+    init(maxBytes: Int) { remaining = maxBytes }
+
+    /// Whether `record` fits; the first record of an answer always does (a document is at most half the JSON limit).
+    mutating func admit(_ record: StoredRecord, isFirst: Bool) -> Bool {
+        let cost = record.data.count + PageBudget.envelopeBytes
+        guard isFirst || cost <= remaining else { return false }
+        remaining -= cost
+        return true
     }
 }

@@ -232,12 +232,16 @@ public struct StoreConfiguration: Sendable {
     /// Whether filters and sorts on indexed fields are written so SQLite can use the expression index (results are
     /// identical either way; off is for tests and benchmarks).
     public var useFieldIndexes: Bool
+    /// The most record bytes one answer (a LIST or SEARCH page, GET_MANY, GROUP) may carry, so that every answer fits
+    /// the protocol's JSON limit: a page stops early (with a cursor), GROUP lists fewer records, GET_MANY is refused.
+    public var maxPageBytes: Int
 
     public init(
         dataDirectory: String = "./larder-data", synchronous: Synchronous = .normal,
         maxDocumentBytes: Int = 1 << 20, maxBlobBytes: Int = 32 << 20, readerCount: Int = 4,
-        useTextIndex: Bool = true, useFieldIndexes: Bool = true
+        useTextIndex: Bool = true, useFieldIndexes: Bool = true, maxPageBytes: Int = 4 << 20
     ) {
+        self.maxPageBytes = maxPageBytes
         self.dataDirectory = dataDirectory
         self.synchronous = synchronous
         self.maxDocumentBytes = maxDocumentBytes
