@@ -96,14 +96,18 @@ final class FakeServer: @unchecked Sendable {
 
     func stop() {
         killClients()
+        // The accept thread closes the descriptor when accept fails, so that its number cannot be reused by
+        // another test's socket while that thread might still accept on it.
         shutdown(listener, Int32(SHUT_RDWR))
-        close(listener)
     }
 
     private func acceptLoop() {
         while true {
             let fd = accept(listener, nil, nil)
-            guard fd >= 0 else { return }
+            guard fd >= 0 else {
+                close(listener)
+                return
+            }
             lock.withLock { clients.append(fd) }
             let thread = Thread { [self] in serve(fd) }
             thread.start()
