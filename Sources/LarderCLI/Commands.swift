@@ -390,8 +390,12 @@ enum Commands {
         let bytes = try Transfer.read(path)
         let id = try c.invocation.value("id").map { (text) throws(UsageError) in try c.uuid(text) }
         let progress = Output.Progress(label: "put", enabled: c.output.stderrIsTerminal && bytes.count >= 1 << 20)
+        // The digest travels with the bytes, so the server refuses a photo damaged on the way.
+        var digest = SHA256()
+        digest.update(bytes)
         let info = try await c.client.blobPut(
-            bytes, id: id, attachTo: try c.attachment("attach"), progress: { progress.update($0, $1) })
+            bytes, id: id, sha256: digest.finalizeHex(), attachTo: try c.attachment("attach"),
+            progress: { progress.update($0, $1) })
         progress.finish()
         blobInfo(c.output, info)
         return 0

@@ -54,5 +54,5 @@ enum ClientFixtures {
         return Array(data)
     }
 
-    static func sha256(_ bytes: [UInt8]) -> String { LarderStore.SHA256.hex(bytes) }
+    static func sha256(_ bytes: [UInt8]) -> String { LarderWire.SHA256.hex(bytes) }
 }
