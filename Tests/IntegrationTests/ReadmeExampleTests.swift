@@ -1,0 +1,32 @@
+import Foundation
+import LarderClient
+import Testing
+
+/// The library example in README.md, run as written against a real server, so the README cannot drift.
+@Suite struct ReadmeExampleTests {
+    struct Purchase: Codable, Sendable {
+        var store: String
+        var item: String
+        var date: Date
+        var price: Int
+        var discount: Bool
+    }
+
+    @Test func theReadmeLibraryExampleWorks() async throws {
+        let server = try ClientTestServer()
+        defer { server.stop() }
+        let jpegBytes = try ClientFixtures.bytes("rocket.jpg")
+
+        let client = LarderClient(host: "127.0.0.1", port: server.port)
+        let purchases = client.collection("items", of: Purchase.self)
+        let saved = try await purchases.create(Purchase(store: "7-Eleven", item: "鮪魚飯糰", date: .now, price: 35, discount: true))
+        let photo = try await client.blobPut(jpegBytes, attachTo: BlobAttachment(collection: "items", id: saved.id))
+        let cheap = try await purchases.search(filter: .compare(try FieldPath("price"), .lt, 50), sort: [], limit: 20)
+
+        #expect(cheap.values.map(\.item) == ["鮪魚飯糰"])
+        #expect(photo.attachedTo?.id == saved.id)
+        try await purchases.delete(saved.id)
+        await #expect(throws: LarderError.self) { _ = try await client.blobHead(photo.id) }
+        client.close()
+    }
+}
