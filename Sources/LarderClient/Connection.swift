@@ -99,13 +99,7 @@ final class Connection: @unchecked Sendable {
             helloResponse = hello
             // The HELLO slot was returned when its reply arrived; the rest of the server's budget opens now.
             freeSlots += max(1, hello.limits.maxInFlight) - 1
-            while freeSlots > 0, !queue.isEmpty {
-                let id = queue.removeFirst()
-                guard waiters[id] != nil else { continue }
-                waiters[id]!.holdsSlot = true
-                freeSlots -= 1
-                writes.append(id)
-            }
+            writes = grantFreeSlots()
         }
         for id in writes { write(id) }
     }
@@ -208,6 +202,19 @@ final class Connection: @unchecked Sendable {
         case .write: write(id)
         case .wait: break
         }
+    }
+
+    /// Hands free in-flight slots to queued requests, oldest first; returns the ids to write. Call with `lock` held.
+    private func grantFreeSlots() -> [UInt32] {
+        var granted: [UInt32] = []
+        while freeSlots > 0, !queue.isEmpty {
+            let id = queue.removeFirst()
+            guard waiters[id] != nil else { continue }
+            waiters[id]!.holdsSlot = true
+            freeSlots -= 1
+            granted.append(id)
+        }
+        return granted
     }
 
     /// Gives up waiting for request `id` (deadline or cancellation); a written request keeps its slot until the
@@ -322,13 +329,7 @@ final class Connection: @unchecked Sendable {
             }
             if waiter.holdsSlot {
                 freeSlots += 1
-                while freeSlots > 0, !queue.isEmpty {
-                    let id = queue.removeFirst()
-                    guard waiters[id] != nil else { continue }
-                    waiters[id]!.holdsSlot = true
-                    freeSlots -= 1
-                    writes.append(id)
-                }
+                writes += grantFreeSlots()
             }
             return waiter.continuation
         }
