@@ -98,10 +98,38 @@ public struct FieldReader {
 
     /// Parses a UUID in its 36-character textual form.
     public static func uuid(_ text: String, field: String) throws(LarderError) -> UUID {
-        guard text.utf8.count == 36, let id = UUID(uuidString: text) else {
+        guard let id = strictUUID(text) else {
             throw .invalid(field, "\(field) must be a UUID like 3f2504e0-4f89-11d3-9a0c-0305e82c3301")
         }
         return id
+    }
+
+    /// Exactly 36 bytes: hex digits (either case) with hyphens at 8, 13, 18 and 23, nothing else. Not
+    /// `UUID(uuidString:)`: on Linux it reads "0x", "+" and spaces inside a group, so several texts named one id.
+    static func strictUUID(_ text: String) -> UUID? {
+        let utf8 = text.utf8
+        guard utf8.count == 36 else { return nil }
+        var uuid: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        let valid = withUnsafeMutableBytes(of: &uuid) { out -> Bool in
+            var nibbles = 0
+            for (i, byte) in utf8.enumerated() {
+                if i == 8 || i == 13 || i == 18 || i == 23 {
+                    guard byte == UInt8(ascii: "-") else { return false }
+                    continue
+                }
+                let value: UInt8
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): value = byte - UInt8(ascii: "0")
+                case UInt8(ascii: "a")...UInt8(ascii: "f"): value = byte - UInt8(ascii: "a") + 10
+                case UInt8(ascii: "A")...UInt8(ascii: "F"): value = byte - UInt8(ascii: "A") + 10
+                default: return false
+                }
+                out[nibbles / 2] |= nibbles % 2 == 0 ? value << 4 : value
+                nibbles += 1
+            }
+            return true
+        }
+        return valid ? UUID(uuid: uuid) : nil
     }
 
     public mutating func uuidArray(_ name: String, maxCount: Int) throws(LarderError) -> [UUID] {

@@ -1,0 +1,32 @@
+import Foundation
+import LarderWire
+import Testing
+
+/// One test per problem the fuzzer (scripts/fuzz, Fuzz/FuzzWire.swift) found; the inputs are in Fuzz/regressions and
+/// `scripts/fuzz --replay` runs them through the fuzz target itself. RELIABILITY.md lists the findings.
+@Suite struct ReliabilityFuzzFindingsTests {
+    /// Finding 1: Foundation's `UUID(uuidString:)` on Linux reads "+", "0x" and spaces inside a group, so several
+    /// texts named one document (`...-0305+82c3301` was `...-0305082c3301`). Ids are now parsed strictly.
+    @Test(arguments: [
+        "3f2504e0-4f89-41d3-9a0c-0305+82c3301", "3f2504e0-4f89-41d3-9a0c-0305 82c3301",
+        "+f2504e0-4f89-41d3-9a0c-0305e82c3301", "0x2504e0-4f89-41d3-9a0c-0305e82c3301",
+        "3f2504e0-4f89-41d3-9a0c-0305e82c330g", "3f2504e0+4f89-41d3-9a0c-0305e82c3301",
+        "3f2504e0-4f89-41d3-9a0c-0305e82c330\u{0}", "{3f2504e0-4f89-41d3-9a0c-0305e82c33}",
+        "3f2504e04f8941d39a0c0305e82c3301", "../../etc/passwd", "",
+    ])
+    func idsThatAreNotExactlyAUUIDAreRejected(_ text: String) {
+        #expect(throws: LarderError.self) { try FieldReader.uuid(text, field: "id") }
+    }
+
+    @Test func idsInEitherCaseNameTheSameDocument() throws {
+        let lower = try FieldReader.uuid("3f2504e0-4f89-41d3-9a0c-0305e82c3301", field: "id")
+        let upper = try FieldReader.uuid("3F2504E0-4F89-41D3-9A0C-0305E82C3301", field: "id")
+        #expect(lower == upper)
+        #expect(lower.wireString == "3f2504e0-4f89-41d3-9a0c-0305e82c3301")
+        for _ in 0..<100 {
+            let id = UUID()
+            #expect(try FieldReader.uuid(id.uuidString, field: "id") == id)
+            #expect(try FieldReader.uuid(id.wireString, field: "id") == id)
+        }
+    }
+}
