@@ -36,6 +36,11 @@ public enum JPEG {
             let isSOF = (0xC0...0xCF).contains(marker) && marker != 0xC4 && marker != 0xC8 && marker != 0xCC
             if isSOF {
                 guard length >= 8 else { throw reject("the frame header is too short") }
+                // A header whose length disagrees with its component count is not one (hostile table, RELIABILITY.md).
+                let components = Int(bytes[i + 7])
+                guard components > 0, length == 8 + 3 * components else {
+                    throw reject("the frame header's length \(length) does not fit its \(components) components")
+                }
                 let height = Int(bytes[i + 3]) << 8 | Int(bytes[i + 4])
                 let width = Int(bytes[i + 5]) << 8 | Int(bytes[i + 6])
                 guard width > 0, height > 0 else { throw reject("the frame header gives a zero width or height") }
