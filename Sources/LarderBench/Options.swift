@@ -1,0 +1,341 @@
+/// A bad command line: printed as `Error: <message>` plus the usage line, exit status 64.
+public struct UsageError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+/// Which server speaks at the other end.
+public enum Target: String, Sendable, CaseIterable {
+    /// A Larder server, over the Larder protocol.
+    case larder
+    /// A Redis server: GET and SET of the same value sizes, over RESP.
+    case redis
+    /// A raw loopback sink that answers each 4-byte request with a fixed number of bytes (`tcp-copy`).
+    case raw
+}
+
+/// Everything a `larder-bench run` is told. Defaults are the issue's reference case: 50 connections, one request in
+/// flight each, 250-byte documents.
+public struct BenchOptions: Sendable, Equatable {
+    public var host = "127.0.0.1"
+    /// The TCP port; nil means the target's default (7411 for Larder, 6379 for Redis).
+    public var port: Int?
+    /// A Unix domain socket path; used instead of host and port when given.
+    public var socketPath: String?
+    public var target: Target = .larder
+    public var connections = 50
+    /// Requests in flight per connection (pipeline depth).
+    public var pipeline = 1
+    /// Load-generator threads; connections are spread over them.
+    public var threads = 1
+    /// Seconds of measured load; nil when only `requests` bounds the run (10 s when neither is given).
+    public var duration: Double?
+    /// Measured requests in all; nil for a timed run.
+    public var requests: Int?
+    /// Seconds of load before measuring starts; their requests are not in the results.
+    public var warmup: Double = 0
+    /// Documents written before the run (nil: the key space, or 1000, when the mix reads documents, else 0).
+    public var preload: Int?
+    /// Blobs written before the run (nil: `preload` capped at 32 when the mix has blob-get, else 0).
+    public var preloadBlobs: Int?
+    /// How many preloaded documents reads choose from (nil: the preload count).
+    public var keyspace: Int?
+    public var mix = OperationMix([(.get, 100)])
+    public var docSize = 250
+    public var blobSize = 1 << 20
+    public var jpegDirectory: String?
+    public var keys: KeyDistribution = .uniform
+    public var zipfTheta = 0.99
+    public var seed: UInt64 = 1
+    /// Open loop: total requests per second across all connections, sent on schedule.
+    public var rate: Double?
+    public var json = false
+    public var assertions: [Assertion] = []
+    public var token: String?
+    public var collection = "bench"
+    /// Offer zlib in HELLO, as the real client does.
+    public var compression = true
+    /// Seconds to wait for answers after the load stops, and for connecting.
+    public var timeout: Double = 10
+    /// No progress lines on stderr.
+    public var quiet = false
+    /// Bytes each request is answered with by the `raw` target.
+    public var rawResponseSize = 1 << 20
+
+    public init() {}
+
+    /// The port actually used.
+    public var resolvedPort: Int { port ?? (target == .redis ? 6379 : 7411) }
+    /// The run's bound when neither `--duration` nor `--requests` is given.
+    public var resolvedDuration: Double? { duration ?? (requests == nil ? 10 : nil) }
+
+    var mixReadsDocuments: Bool { mix.operations.contains { $0.readsPreloadedDocuments } }
+    var mixHasDocuments: Bool { mix.operations.contains { $0 != .blobGet && $0 != .blobPut } }
+    /// Documents are preloaded only when the mix has document operations; blobs only when it reads blobs.
+    public var resolvedPreload: Int {
+        guard mixHasDocuments else { return 0 }
+        return preload ?? (mixReadsDocuments ? (keyspace ?? 1000) : 0)
+    }
+    public var resolvedPreloadBlobs: Int {
+        preloadBlobs ?? (mix.contains(.blobGet) ? min(preload ?? 32, 32) : 0)
+    }
+    public var resolvedKeyspace: Int { keyspace ?? resolvedPreload }
+
+    /// Checks the combination of options (each option's own range is checked while parsing).
+    public func validate() throws(UsageError) {
+        if target == .redis {
+            let unsupported = mix.operations.filter { !BenchOperation.redisOperations.contains($0) }
+            if !unsupported.isEmpty {
+                throw UsageError(
+                    "--target redis runs GET and SET only: use get, create (SET of a new key) or replace (SET of an "
+                        + "existing key), not \(unsupported.map(\.name).joined(separator: ", "))")
+            }
+            if jpegDirectory != nil { throw UsageError("--jpeg-dir has no meaning with --target redis") }
+        }
+        if mixReadsDocuments && resolvedKeyspace == 0 {
+            let readers = mix.operations.filter(\.readsPreloadedDocuments).map(\.name).joined(separator: ", ")
+            throw UsageError("the mix reads existing documents (\(readers)): give --preload N so that reads hit")
+        }
+        if mix.contains(.blobGet) && resolvedPreloadBlobs == 0 {
+            throw UsageError("the mix has blob-get: give --preload N or --preload-blobs N so that reads hit")
+        }
+        // --preload 0 --keyspace N trusts that an earlier run loaded the documents.
+        if let preload, preload > 0, let keyspace, keyspace > preload {
+            throw UsageError("--keyspace (\(keyspace)) exceeds --preload (\(preload)): reads would miss")
+        }
+        if let rate, rate < Double(connections) / 3600 {
+            throw UsageError("--rate \(rate) is too low for \(connections) connections")
+        }
+        if threads > connections { throw UsageError("--threads (\(threads)) cannot exceed --connections") }
+    }
+}
+
+/// What the command line asked for.
+public enum BenchCommand: Sendable, Equatable {
+    case help
+    case run(BenchOptions)
+}
+
+/// The `larder-bench run` command line, parsed by hand in swift-argument-parser's shape.
+public enum BenchArguments {
+    public static let usageLine =
+        "Usage: larder-bench run [--target larder|redis] [--host H] [--port N | --socket PATH] [--connections N] "
+        + "[--pipeline N] [--duration S | --requests N] [--rate OPS] [--mix OP=W,...] [--json] [--assert EXPR] ..."
+
+    /// Parses the options after `run` (or after the program name when the first argument is an option).
+    public static func parse(_ arguments: [String]) throws(UsageError) -> BenchCommand {
+        var options = BenchOptions()
+        var i = 0
+        func value(_ name: String, _ inline: String?) throws(UsageError) -> String {
+            if let inline { return inline }
+            i += 1
+            guard i < arguments.count else { throw UsageError("\(name) needs a value") }
+            return arguments[i]
+        }
+        while i < arguments.count {
+            let argument = arguments[i]
+            var name = argument
+            var inline: String?
+            if argument.hasPrefix("--"), let eq = argument.firstIndex(of: "=") {
+                name = String(argument[..<eq])
+                inline = String(argument[argument.index(after: eq)...])
+            }
+            func flag() throws(UsageError) {
+                if inline != nil { throw UsageError("\(name) takes no value") }
+            }
+            switch name {
+            case "-h", "--help", "help":
+                return .help
+            case "--host":
+                options.host = try value(name, inline)
+                if options.host.isEmpty { throw UsageError("--host cannot be empty") }
+            case "--port": options.port = try integer(name, try value(name, inline), 1...65535)
+            case "--socket": options.socketPath = try value(name, inline)
+            case "--target":
+                let text = try value(name, inline)
+                guard let target = Target(rawValue: text), target != .raw else {
+                    throw UsageError("--target must be larder or redis, not '\(text)'")
+                }
+                options.target = target
+            case "--connections", "-c": options.connections = try integer(name, try value(name, inline), 1...10_000)
+            case "--pipeline", "-P": options.pipeline = try integer(name, try value(name, inline), 1...1024)
+            case "--threads": options.threads = try integer(name, try value(name, inline), 1...256)
+            case "--duration", "-d": options.duration = try seconds(name, try value(name, inline), allowZero: false)
+            case "--requests", "-n": options.requests = try integer(name, try value(name, inline), 1...Int(Int32.max))
+            case "--warmup": options.warmup = try seconds(name, try value(name, inline), allowZero: true)
+            case "--preload": options.preload = try integer(name, try value(name, inline), 0...100_000_000)
+            case "--preload-blobs": options.preloadBlobs = try integer(name, try value(name, inline), 0...1_000_000)
+            case "--keyspace": options.keyspace = try integer(name, try value(name, inline), 1...100_000_000)
+            case "--mix": options.mix = try OperationMix.parse(try value(name, inline))
+            case "--doc-size": options.docSize = try size(name, try value(name, inline), 64...(1 << 20))
+            case "--blob-size": options.blobSize = try size(name, try value(name, inline), 32...(32 << 20))
+            case "--jpeg-dir": options.jpegDirectory = try value(name, inline)
+            case "--keys":
+                let text = try value(name, inline)
+                guard let keys = KeyDistribution(rawValue: text) else {
+                    throw UsageError("--keys must be uniform, zipf or sequential, not '\(text)'")
+                }
+                options.keys = keys
+            case "--zipf-theta":
+                let text = try value(name, inline)
+                guard let theta = Double(text), theta > 0, theta < 1 else {
+                    throw UsageError("--zipf-theta must be a number between 0 and 1 (exclusive), not '\(text)'")
+                }
+                options.zipfTheta = theta
+            case "--seed":
+                let text = try value(name, inline)
+                guard let seed = UInt64(text) else { throw UsageError("--seed must be a non-negative integer") }
+                options.seed = seed
+            case "--rate":
+                let text = try value(name, inline)
+                guard let rate = Double(text), rate.isFinite, rate > 0, rate <= 100_000_000 else {
+                    throw UsageError("--rate must be a number of operations per second above 0, not '\(text)'")
+                }
+                options.rate = rate
+            case "--json":
+                try flag()
+                options.json = true
+            case "--quiet", "-q":
+                try flag()
+                options.quiet = true
+            case "--no-compression":
+                try flag()
+                options.compression = false
+            case "--assert": options.assertions.append(try Assertion.parse(try value(name, inline)))
+            case "--max-error-rate":
+                let text = try value(name, inline)
+                options.assertions.append(try Assertion.parse("errors<=" + text, as: "--max-error-rate \(text)"))
+            case "--token": options.token = try value(name, inline)
+            case "--collection":
+                let text = try value(name, inline)
+                guard isCollectionName(text) else {
+                    throw UsageError("--collection must match ^[A-Za-z][A-Za-z0-9_-]{0,63}$, not '\(text)'")
+                }
+                options.collection = text
+            case "--timeout": options.timeout = try seconds(name, try value(name, inline), allowZero: false)
+            default:
+                if argument.hasPrefix("-") { throw UsageError("unknown option '\(name)'") }
+                throw UsageError("unexpected argument '\(argument)'")
+            }
+            i += 1
+        }
+        try options.validate()
+        return .run(options)
+    }
+
+    static func integer(_ name: String, _ text: String, _ range: ClosedRange<Int>) throws(UsageError) -> Int {
+        guard let n = Int(text.replacingUnderscores), range.contains(n) else {
+            throw UsageError("\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound), "
+                + "not '\(text)'")
+        }
+        return n
+    }
+
+    /// Seconds: `10`, `2.5`, `10s`, `500ms`, `2m`.
+    static func seconds(_ name: String, _ text: String, allowZero: Bool) throws(UsageError) -> Double {
+        let units: [(String, Double)] = [("ms", 0.001), ("us", 0.000_001), ("s", 1), ("m", 60)]
+        var number = Substring(text)
+        var scale = 1.0
+        for (suffix, factor) in units where text.hasSuffix(suffix) {
+            number = number.dropLast(suffix.count)
+            scale = factor
+            break
+        }
+        guard let value = Double(number), value.isFinite, value > 0 || (allowZero && value == 0),
+            value * scale <= 86_400
+        else {
+            throw UsageError("\(name) must be a duration such as 10, 2.5s or 500ms, not '\(text)'")
+        }
+        return value * scale
+    }
+
+    /// Bytes: `250`, `64k`, `64KiB`, `1M`, `1MiB` (k and M are binary).
+    static func size(_ name: String, _ text: String, _ range: ClosedRange<Int>) throws(UsageError) -> Int {
+        let units: [(String, Int)] = [("KiB", 1024), ("MiB", 1 << 20), ("k", 1024), ("K", 1024), ("M", 1 << 20)]
+        var number = Substring(text)
+        var scale = 1
+        for (suffix, factor) in units where text.hasSuffix(suffix) {
+            number = number.dropLast(suffix.count)
+            scale = factor
+            break
+        }
+        guard let n = Int(String(number).replacingUnderscores), n > 0, range.contains(n * scale) else {
+            throw UsageError("\(name) must be a size from \(range.lowerBound) to \(range.upperBound) bytes "
+                + "(suffixes k and M allowed), not '\(text)'")
+        }
+        return n * scale
+    }
+
+    static func isCollectionName(_ s: String) -> Bool {
+        let bytes = Array(s.utf8)
+        guard (1...64).contains(bytes.count), let first = bytes.first, isLetter(first) else { return false }
+        return bytes.allSatisfy {
+            isLetter($0) || ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) || $0 == UInt8(ascii: "_")
+                || $0 == UInt8(ascii: "-")
+        }
+    }
+
+    static func isLetter(_ b: UInt8) -> Bool {
+        (b >= UInt8(ascii: "a") && b <= UInt8(ascii: "z")) || (b >= UInt8(ascii: "A") && b <= UInt8(ascii: "Z"))
+    }
+
+    public static let helpText = """
+        larder-bench run: load-test a Larder server (or Redis, with the same engine)
+
+        \(usageLine)
+
+        Target:
+          --target larder|redis   what to load (default larder); redis runs GET and SET of the same value sizes
+          --host H                server address (default 127.0.0.1)
+          --port N                TCP port (default 7411 for larder, 6379 for redis)
+          --socket PATH           a Unix domain socket instead of TCP
+          --token T               the server's auth token (Redis: sent with AUTH)
+          --collection NAME       the collection to use (default bench)
+          --no-compression        do not offer zlib in HELLO
+
+        Load:
+          --connections N, -c N   connections (default 50)
+          --pipeline N, -P N      requests in flight per connection (default 1)
+          --threads N             generator threads sharing the connections (default 1)
+          --rate OPS              open loop: send OPS requests/s in all, each at its scheduled time; latency is
+                                  measured from the scheduled time (coordinated omission corrected), the
+                                  uncorrected figures are shown beside it, and the achieved rate is reported
+          --duration S, -d S      seconds of measured load (default 10; also 500ms, 2m)
+          --requests N, -n N      stop after N measured requests (with --duration, whichever comes first)
+          --warmup S              seconds of load before measuring (excluded from results; default 0)
+          --timeout S             seconds to wait for the last answers and for connecting (default 10)
+
+        Workload:
+          --mix OP=W,...          operation weights (default get=100); operations: get, create, replace, patch,
+                                  delete, search, count, blob-put, blob-get. delete removes documents this run
+                                  created (a create is sent instead while there are none); search finds a document
+                                  by its number field "n"; count counts one of 100 groups
+          --preload N             documents written before the run so that reads hit (default 1000 when the mix
+                                  reads documents), and blobs for blob-get (up to 32 unless --preload-blobs says)
+          --preload-blobs N       blobs written before the run
+          --keyspace N            reads choose among the first N preloaded documents (default: all)
+          --doc-size BYTES        the JSON size of a document's data (default 250)
+          --blob-size BYTES       the size of synthetic JPEG blobs (default 1M; suffixes k, M)
+          --jpeg-dir DIR          upload the *.jpg files of DIR instead of synthetic blobs
+          --keys uniform|zipf|sequential
+                                  how reads choose a key (default uniform; zipf uses --zipf-theta, default 0.99)
+          --seed N                seed of every random choice (default 1)
+
+        Results (stdout; progress lines every second on stderr unless --quiet):
+          --json                  one JSON object: schemaVersion, configuration, per-second series,
+                                  per-operation counts, errors, opsPerSec and latency percentiles
+          --assert EXPR           a check on the results; the exit status is 1 when one fails. EXPR is
+                                  [OP.]METRIC(<|<=|>|>=)VALUE: METRIC is p50, p90, p99, p99.9 (any pN), mean, max
+                                  (with a unit: ns, us, ms, s), ops (per second), count, or errors (a share of
+                                  requests: 0.5% or 0.005). Examples: 'get.p99<5ms', 'ops>=20000', 'errors<1%'
+          --max-error-rate R      the same as --assert 'errors<=R'
+
+        Exit status: 0 success, 1 an assertion failed, 2 the run could not be made (cannot connect, the server
+        broke the protocol), 64 bad options.
+        """
+}
+
+extension String {
+    var replacingUnderscores: String { String(filter { $0 != "_" }) }
+}

@@ -1,0 +1,201 @@
+import Foundation
+
+/// The bytes the load is made of: document ids and bodies, JPEG blobs, Redis keys and values.
+///
+/// Preloaded documents and blobs get deterministic ids derived from the payload sizes, so a second run with the same
+/// sizes finds them already there (their CREATE answers CONFLICT, which preloading accepts) and a run with other
+/// sizes never reads stale ones. Documents created during a run get ids from a per-run nonce.
+public struct Payloads: Sendable {
+    public let docSize: Int
+    /// The blobs to upload, used in turn; never empty.
+    public let blobs: [[UInt8]]
+    /// 32 bits that tell preloaded datasets of different shapes apart.
+    let datasetTag: UInt32
+    /// Random per run: the ids of documents and blobs created during the run.
+    let runNonce: UInt32
+    /// Filler for padding documents and Redis values.
+    let filler: [UInt8]
+
+    public init(docSize: Int, blobs: [[UInt8]], runNonce: UInt32) {
+        self.docSize = docSize
+        self.blobs = blobs.isEmpty ? [Payloads.syntheticJPEG(size: 1024)] : blobs
+        var hash: UInt32 = 2_166_136_261  // FNV-1a over the shape of the data
+        func mix(_ v: Int) {
+            for shift in stride(from: 0, to: 64, by: 8) {
+                hash = (hash ^ UInt32(truncatingIfNeeded: v >> shift)) &* 16_777_619
+            }
+        }
+        mix(docSize)
+        mix(self.blobs.count)
+        for blob in self.blobs { mix(blob.count) }
+        datasetTag = hash
+        self.runNonce = runNonce
+        var rng = SplitMix64(seed: UInt64(docSize))
+        filler = (0..<(docSize + 64)).map { _ in UInt8(ascii: "a") + UInt8(rng.below(26)) }
+    }
+
+    // MARK: Ids
+
+    static let hexDigits = Array("0123456789abcdef".utf8)
+
+    @inline(__always)
+    static func appendHex(_ value: UInt64, digits: Int, into out: inout [UInt8]) {
+        var shift = (digits - 1) * 4
+        while shift >= 0 {
+            out.append(hexDigits[Int((value >> UInt64(shift)) & 0xF)])
+            shift -= 4
+        }
+    }
+
+    /// `tttttttt-0000-4000-8000-kkkkkkkkkkkk`: preloaded document `key`.
+    @inline(__always)
+    func appendDocumentID(_ key: UInt64, into out: inout [UInt8]) {
+        Payloads.appendHex(UInt64(datasetTag), digits: 8, into: &out)
+        out.append(contentsOf: Payloads.documentMiddle)
+        Payloads.appendHex(key, digits: 12, into: &out)
+    }
+
+    /// `tttttttt-0000-4000-9000-kkkkkkkkkkkk`: preloaded blob `key`.
+    @inline(__always)
+    func appendBlobID(_ key: UInt64, into out: inout [UInt8]) {
+        Payloads.appendHex(UInt64(datasetTag), digits: 8, into: &out)
+        out.append(contentsOf: Payloads.blobMiddle)
+        Payloads.appendHex(key, digits: 12, into: &out)
+    }
+
+    /// `nnnnnnnn-wwww-4000-a000-cccccccccccc`: the `counter`th object created by worker `worker` in this run.
+    @inline(__always)
+    func appendCreatedID(worker: Int, counter: UInt64, into out: inout [UInt8]) {
+        Payloads.appendHex(UInt64(runNonce), digits: 8, into: &out)
+        out.append(UInt8(ascii: "-"))
+        Payloads.appendHex(UInt64(worker), digits: 4, into: &out)
+        out.append(contentsOf: Payloads.createdMiddle)
+        Payloads.appendHex(counter, digits: 12, into: &out)
+    }
+
+    static let documentMiddle = Array("-0000-4000-8000-".utf8)
+    static let blobMiddle = Array("-0000-4000-9000-".utf8)
+    static let createdMiddle = Array("-4000-a000-".utf8)
+
+    /// The preloaded document id of `key` as a string (tests, diagnostics).
+    public func documentID(_ key: UInt64) -> String {
+        var out: [UInt8] = []
+        appendDocumentID(key, into: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    // MARK: Documents
+
+    /// Appends the data object of document `key`: `{"n":K,"group":G,"name":"doc K","pad":"..."}`, padded so that
+    /// it is `docSize` bytes long.
+    @inline(__always)
+    func appendDocument(_ key: UInt64, into out: inout [UInt8]) {
+        let start = out.count
+        out.append(contentsOf: Payloads.docN)
+        appendDecimal(key, into: &out)
+        out.append(contentsOf: Payloads.docGroup)
+        appendDecimal(key % 100, into: &out)
+        out.append(contentsOf: Payloads.docName)
+        appendDecimal(key, into: &out)
+        out.append(contentsOf: Payloads.docPad)
+        let written = out.count - start + 2
+        let pad = max(0, docSize - written)
+        let offset = Int(key % 64)
+        filler.withUnsafeBufferPointer { out.append(contentsOf: UnsafeBufferPointer(rebasing: $0[offset..<offset + pad])) }
+        out.append(contentsOf: Payloads.docEnd)
+    }
+
+    static let docN = Array(#"{"n":"#.utf8)
+    static let docGroup = Array(#","group":"#.utf8)
+    static let docName = Array(#","name":"doc "#.utf8)
+    static let docPad = Array(#"","pad":""#.utf8)
+    static let docEnd = Array(#""}"#.utf8)
+
+    /// A Redis value of `docSize` bytes.
+    func redisValue(_ key: UInt64) -> ArraySlice<UInt8> {
+        let offset = Int(key % 64)
+        return filler[offset..<offset + docSize]
+    }
+
+    // MARK: Blobs
+
+    /// A JPEG of exactly `size` bytes (at least 32) that any structural validator accepts: SOI, a baseline frame
+    /// header (SOF0, 1x1 grey), filler in comment (COM) segments of at most 64 KiB each, and EOI. Nothing is decoded,
+    /// so no scan data is needed.
+    public static func syntheticJPEG(size: Int, seed: UInt64 = 7) -> [UInt8] {
+        precondition(size >= 21)
+        let sof: [UInt8] = [0xFF, 0xC0, 0x00, 0x0B, 0x08, 0x00, 0x01, 0x00, 0x01, 0x01, 0x01, 0x11, 0x00]
+        var out: [UInt8] = [0xFF, 0xD8] + sof
+        out.reserveCapacity(size)
+        var remaining = size - out.count - 2  // bytes for COM segments, each 4 + payload
+        var rng = SplitMix64(seed: seed)
+        while remaining > 0 {
+            var segment = min(remaining, 4 + 65_533)
+            // Never leave 1 to 3 bytes: too few for another segment header.
+            if (1...3).contains(remaining - segment) { segment -= 4 }
+            let payload = segment - 4
+            out += [0xFF, 0xFE, UInt8((payload + 2) >> 8), UInt8(truncatingIfNeeded: payload + 2)]
+            // Filler without 0xFF, so that no byte of it looks like a marker to a careless scanner.
+            for _ in 0..<payload { out.append(UInt8(truncatingIfNeeded: rng.next() % 0xFF)) }
+            remaining -= segment
+        }
+        out += [0xFF, 0xD9]
+        return out
+    }
+
+    /// The `*.jpg` and `*.jpeg` files of `directory`, in name order; each must start with SOI and end with EOI.
+    public static func loadJPEGs(from directory: String) throws(UsageError) -> [[UInt8]] {
+        let names: [String]
+        do {
+            names = try FileManager.default.contentsOfDirectory(atPath: directory).sorted()
+        } catch {
+            throw UsageError("--jpeg-dir: cannot read the directory \(directory)")
+        }
+        var blobs: [[UInt8]] = []
+        for name in names where name.lowercased().hasSuffix(".jpg") || name.lowercased().hasSuffix(".jpeg") {
+            let path = (directory as NSString).appendingPathComponent(name)
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw UsageError("--jpeg-dir: cannot read \(path)")
+            }
+            let bytes = [UInt8](data)
+            guard bytes.count >= 4, bytes[0] == 0xFF, bytes[1] == 0xD8, bytes[bytes.count - 2] == 0xFF,
+                bytes[bytes.count - 1] == 0xD9
+            else {
+                throw UsageError("--jpeg-dir: \(path) is not a JPEG (no SOI at the start or no EOI at the end)")
+            }
+            blobs.append(bytes)
+        }
+        if blobs.isEmpty { throw UsageError("--jpeg-dir: no .jpg files in \(directory)") }
+        return blobs
+    }
+}
+
+/// Appends `value` in decimal.
+@inline(__always)
+func appendDecimal(_ value: UInt64, into out: inout [UInt8]) {
+    if value < 10 {
+        out.append(UInt8(ascii: "0") + UInt8(value))
+        return
+    }
+    withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { tmp in
+        var v = value
+        var n = 0
+        while v > 0 {
+            tmp[19 - n] = UInt8(ascii: "0") + UInt8(v % 10)
+            v /= 10
+            n += 1
+        }
+        out.append(contentsOf: UnsafeBufferPointer(rebasing: tmp[(20 - n)..<20]))
+    }
+}
+
+/// The number of decimal digits of `value`.
+func decimalDigits(_ value: UInt64) -> Int {
+    var n = 1
+    var v = value
+    while v >= 10 {
+        v /= 10
+        n += 1
+    }
+    return n
+}
