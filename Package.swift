@@ -27,13 +27,16 @@ let package = Package(
         .target(name: "LarderServer", dependencies: ["LarderWire", "LarderStore"], swiftSettings: strict),
         .target(name: "LarderClient", dependencies: ["LarderWire"], swiftSettings: strict),
         .target(name: "LarderCLI", dependencies: ["LarderClient"], swiftSettings: strict),
+        .target(name: "LarderBench", dependencies: ["LarderWire"], swiftSettings: strict),
         .executableTarget(name: "larder-server", dependencies: ["LarderServer"], swiftSettings: strict),
         .executableTarget(name: "larder", dependencies: ["LarderCLI"], swiftSettings: strict),
-        .executableTarget(name: "larder-bench", dependencies: ["LarderClient", "LarderStore"], swiftSettings: strict),
+        .executableTarget(
+            name: "larder-bench", dependencies: ["LarderBench", "LarderClient", "LarderStore"], swiftSettings: strict),
         .testTarget(name: "LarderWireTests", dependencies: ["LarderWire"], resources: [.copy("Vectors")]),
         .testTarget(name: "LarderStoreTests", dependencies: ["LarderStore"], resources: [.copy("Fixtures")]),
         .testTarget(name: "LarderServerTests", dependencies: ["LarderServer"]),
         .testTarget(name: "LarderClientTests", dependencies: ["LarderClient", "LarderCLI"]),
+        .testTarget(name: "LarderBenchTests", dependencies: ["LarderBench", "LarderServer", "LarderStore"]),
         .testTarget(
             name: "IntegrationTests",
             dependencies: ["LarderServer", "LarderClient", "LarderStore"],
