@@ -1,12 +1,144 @@
 import Foundation
+import LarderBench
+import LarderStore
 
-// larder-bench: subcommands measure one layer each. `wire` is the codec in-process.
-let arguments = Array(CommandLine.arguments.dropFirst())
-switch arguments.first {
-case "wire":
-    let seconds = arguments.dropFirst().first.flatMap(Double.init) ?? 2
-    WireBench.run(seconds: seconds)
-default:
-    FileHandle.standardError.write(Data("usage: larder-bench wire [SECONDS]\n".utf8))
+// larder-bench: subcommands measure one layer each. `run` loads a server over the network (the default when the first
+// argument is an option), `tcp-copy` measures the raw loopback floor, `wire` the codec in-process, `store` the store
+// in-process. Exit codes: 0 success, 1 an assertion failed, 2 the run could not be made, 64 bad usage.
+
+let topUsage = "Usage: larder-bench <run|tcp-copy|wire|store> [options]   (larder-bench <command> --help)"
+let topHelp = """
+    larder-bench: measure Larder, layer by layer
+
+    \(topUsage)
+
+    Commands:
+      run [options]          load a Larder (or Redis) server over the network: closed or open loop, an operation mix,
+                             a latency report per operation, --json, --assert (the default command: options alone
+                             mean run)
+      tcp-copy [options]     the raw loopback floor: an in-process sink answers each request with --size bytes, driven
+                             by the same engine (compare with a blob-get run of the same size)
+      wire [SECONDS]         the codec in-process: frame encode/decode, zlib levels
+      store [options]        the store in-process: create, get, search, blobs (LarderStore's own benchmark)
+
+    """
+
+let stderr = FileHandle.standardError
+func printError(_ message: String) { stderr.write(Data((message + "\n").utf8)) }
+func usageFailure(_ message: String, usage: String) -> Never {
+    printError("Error: \(message)")
+    printError(usage)
     exit(64)
+}
+let log: @Sendable (String) -> Void = { line in FileHandle.standardError.write(Data((line + "\n").utf8)) }
+
+/// Prints the results (text or JSON) and exits with the status they call for.
+func finish(_ results: BenchResults, json: Bool) -> Never {
+    if json {
+        FileHandle.standardOutput.write(Data(results.json.bytes + [0x0A]))
+    } else {
+        FileHandle.standardOutput.write(Data(results.text.utf8))
+    }
+    for failed in results.assertions where !failed.passed {
+        printError("Error: assertion failed: \(failed.assertion.expression)")
+    }
+    exit(results.passed ? 0 : 1)
+}
+
+var arguments = Array(CommandLine.arguments.dropFirst())
+let command = arguments.first.map { $0.hasPrefix("-") && $0 != "-h" && $0 != "--help" ? "run" : $0 } ?? "help"
+if command != "run" || arguments.first == "run" { arguments = Array(arguments.dropFirst()) }
+
+switch command {
+case "run":
+    let parsed: BenchCommand
+    do {
+        parsed = try BenchArguments.parse(arguments)
+    } catch {
+        usageFailure(error.message, usage: BenchArguments.usageLine)
+    }
+    guard case .run(let options) = parsed else {
+        print(BenchArguments.helpText, terminator: "")
+        exit(0)
+    }
+    do {
+        finish(try runBenchmark(options, log: log), json: options.json)
+    } catch {
+        printError("Error: \(error.message)")
+        exit(2)
+    }
+
+case "tcp-copy":
+    let copy: TCPCopyOptions
+    do {
+        guard let parsed = try TCPCopyOptions.parse(arguments) else {
+            print(TCPCopyOptions.helpText, terminator: "")
+            exit(0)
+        }
+        copy = parsed
+    } catch {
+        usageFailure(error.message, usage: TCPCopyOptions.usageLine)
+    }
+    do {
+        finish(try runTCPCopy(copy, log: log), json: copy.json)
+    } catch {
+        printError("Error: \(error.message)")
+        exit(2)
+    }
+
+case "wire":
+    if arguments.first == "--help" || arguments.first == "-h" {
+        print("Usage: larder-bench wire [SECONDS]\n\nCodec throughput in-process: frame encode/decode, zlib levels.")
+        exit(0)
+    }
+    guard arguments.count <= 1, let seconds = arguments.first.map(Double.init) ?? 2, seconds > 0 else {
+        usageFailure("wire takes one optional number of seconds per case", usage: "Usage: larder-bench wire [SECONDS]")
+    }
+    WireBench.run(seconds: seconds)
+
+case "store":
+    let storeUsage = "Usage: larder-bench store [--dir DIR] [--documents N]"
+    var directory: String?
+    var documents = 100_000
+    var i = 0
+    while i < arguments.count {
+        let a = arguments[i]
+        switch a {
+        case "-h", "--help":
+            print("""
+                larder-bench store: the store in-process (no network)
+
+                \(storeUsage)
+
+                Creates a fresh store under DIR (default: the temporary directory) and measures create and get by id,
+                search with and without indexes over N documents (default 100000), and 1 MiB blob put and get.
+                """)
+            exit(0)
+        case "--dir":
+            guard i + 1 < arguments.count else { usageFailure("--dir needs a value", usage: storeUsage) }
+            directory = arguments[i + 1]
+            i += 1
+        case "--documents":
+            guard i + 1 < arguments.count, let n = Int(arguments[i + 1]), n >= 1000 else {
+                usageFailure("--documents must be a whole number of at least 1000", usage: storeUsage)
+            }
+            documents = n
+            i += 1
+        default:
+            usageFailure("unexpected argument '\(a)'", usage: storeUsage)
+        }
+        i += 1
+    }
+    do {
+        try runStoreBenchmark(directory: directory, documents: documents)
+    } catch {
+        printError("Error: \(error)")
+        exit(2)
+    }
+
+case "help", "-h", "--help":
+    print(topHelp, terminator: "")
+
+default:
+    usageFailure("unknown command '\(command)'", usage: topUsage)
 }
