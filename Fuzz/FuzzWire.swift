@@ -5,7 +5,8 @@
 // ConnectionStateMachine.swift on top), so `swift build` and `swift test` never see it.
 //
 // The first byte picks a mode (byte % 4), the rest is that mode's input; seeds in Fuzz/seeds start with an ASCII
-// digit so they stay readable ('0' = 0x30 = stream, '1' json, '2' zlib, '3' connection). Besides "no crash, no hang",
+// digit so they stay readable ('0' = 0x30 = stream, '1' json, '2' zlib, '3' connection), except 'J': a blob, for
+// the JPEG validator and SHA-256. Besides "no crash, no hang",
 // every mode checks invariants; a broken one traps, which libFuzzer reports as a crash with the input saved.
 
 import LarderWire
@@ -15,6 +16,7 @@ public func larderFuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CI
     guard let data, size > 0 else { return 0 }
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
     let input = Array(bytes.dropFirst())
+    if bytes[0] == UInt8(ascii: "J") { return FuzzBlob.run(input) }
     switch bytes[0] % 4 {
     case 0: FuzzStream.run(input)
     case 1: FuzzJSON.run(input)
@@ -245,6 +247,29 @@ enum FuzzZlib {
             try inflater.inflate(raw, expectedLength: stream.count)
         }
         check(back == stream, "deflate then inflate changed the bytes")
+    }
+}
+
+// MARK: - Mode J: a blob
+
+enum FuzzBlob {
+    static func run(_ bytes: [UInt8]) {
+        if let info = try? JPEG.inspect(bytes) {
+            check(info.width > 0 && info.height > 0, "a JPEG of \(info.width)x\(info.height) was accepted")
+            check(bytes.count >= 4 && bytes[0] == 0xFF && bytes[1] == 0xD8, "a JPEG without SOI was accepted")
+        }
+        // Hashing in pieces gives the one-shot digest.
+        var rng = SplitMix64(bytes)
+        var hasher = SHA256()
+        var offset = 0
+        while offset < bytes.count {
+            let end = min(bytes.count, offset + 1 + rng.next(upTo: 130))
+            hasher.update(Array(bytes[offset..<end]))
+            offset = end
+        }
+        let hex = SHA256.hex(bytes)
+        check(hasher.finalizeHex() == hex, "SHA-256 in pieces differs from one shot")
+        check(hex.utf8.count == 64, "a SHA-256 hex digest of \(hex.utf8.count) digits")
     }
 }
 

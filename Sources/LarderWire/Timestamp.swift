@@ -64,9 +64,11 @@ public enum Timestamp {
             }
             return v
         }
+        // Only instants that exist: no February 30th, no leap second (Unix time has none). Otherwise a date past the
+        // end of year 9999 would be read, and written back as another instant (found by the fuzzer).
         guard let year = num(0, 4), let month = num(5, 2), let day = num(8, 2), let hour = num(11, 2),
-            let minute = num(14, 2), let second = num(17, 2), (1...12).contains(month), (1...31).contains(day),
-            hour < 24, minute < 60, second < 61
+            let minute = num(14, 2), let second = num(17, 2), (1...12).contains(month),
+            (1...daysIn(month: month, year: year)).contains(day), hour < 24, minute < 60, second < 60
         else { return nil }
         var millis: Int64 = 0
         if b.count == 24 {
@@ -75,6 +77,14 @@ public enum Timestamp {
         }
         let days = daysFromCivil(year, month, day)
         return ((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000 + millis
+    }
+
+    static func daysIn(month: Int64, year: Int64) -> Int64 {
+        switch month {
+        case 2: year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) ? 29 : 28
+        case 4, 6, 9, 11: 30
+        default: 31
+        }
     }
 
     /// Converts to a `Date`.

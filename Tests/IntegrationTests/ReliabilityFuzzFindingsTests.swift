@@ -30,3 +30,28 @@ import Testing
         }
     }
 }
+
+/// Finding 2: `Timestamp.parse` took February 30th and second 60, so `9999-12-31T23:59:60.999Z` became an instant in
+/// year 10000 that is written back as `9999-01-01T00:00:00.999Z`. Only instants that exist are read now.
+@Suite struct ReliabilityTimestampFindingTests {
+    @Test(arguments: [
+        "9999-12-31T23:59:60.999Z", "2026-02-29T00:00:00Z", "2026-04-31T00:00:00.000Z", "1900-02-29T12:00:00Z",
+        "2026-11-30T24:00:00Z", "2026-11-30T00:60:00Z", "2026-11-00T00:00:00Z", "2026-13-01T00:00:00Z",
+    ])
+    func datesThatDoNotExistAreNotRead(_ text: String) {
+        #expect(Timestamp.parse(text) == nil)
+    }
+
+    @Test func everyReadInstantIsWrittenBackAsItself() throws {
+        #expect(Timestamp.parse("2024-02-29T23:59:59.999Z") != nil)
+        #expect(Timestamp.parse("2000-02-29T00:00:00Z") != nil)
+        let last = try #require(Timestamp.parse("9999-12-31T23:59:59.999Z"))
+        #expect(Timestamp.string(last) == "9999-12-31T23:59:59.999Z")
+        let first = try #require(Timestamp.parse("0000-01-01T00:00:00.000Z"))
+        #expect(Timestamp.string(first) == "0000-01-01T00:00:00.000Z")
+        for _ in 0..<1000 {
+            let ms = Int64.random(in: first...last)
+            #expect(Timestamp.parse(Timestamp.string(ms)) == ms)
+        }
+    }
+}
