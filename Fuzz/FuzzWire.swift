@@ -16,8 +16,8 @@ public func larderFuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CI
     guard let data, size > 0 else { return 0 }
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
     let input = Array(bytes.dropFirst())
-    if bytes[0] == UInt8(ascii: "J") { return FuzzBlob.run(input) }
-    switch bytes[0] % 4 {
+    switch bytes[0] == UInt8(ascii: "J") ? 4 : bytes[0] % 4 {
+    case 4: FuzzBlob.run(input)
     case 0: FuzzStream.run(input)
     case 1: FuzzJSON.run(input)
     case 2: FuzzZlib.run(input)
