@@ -10,13 +10,16 @@ final class StoreCore: @unchecked Sendable {
     let databasePath: String
     /// Whether this SQLite has FTS5 with the trigram tokenizer (3.34+ built with FTS5).
     let hasTrigram: Bool
+    /// The last committed change and the listeners told of new ones.
+    let feed: ChangeFeedState
     private let lock = NSLock()
     private var indexed: Set<String> = []
 
-    init(configuration: StoreConfiguration, databasePath: String, hasTrigram: Bool) {
+    init(configuration: StoreConfiguration, databasePath: String, hasTrigram: Bool, lastChangeSeq: Int64) {
         self.configuration = configuration
         self.databasePath = databasePath
         self.hasTrigram = hasTrigram
+        self.feed = ChangeFeedState(lastSeq: lastChangeSeq)
     }
 
     private static func key(_ collection: String, _ path: FieldPath) -> String { collection + "\u{0}" + path.description }
@@ -62,6 +65,7 @@ final class Writer: @unchecked Sendable {
     private var jobs: [Job] = []  // under `lock`
     private var scheduled = false  // under `lock`
     private var closed = false  // under `lock`
+    private var prune = PruneSchedule()  // only on `queue`
 
     init(connection: Connection, core: StoreCore) {
         self.connection = connection
@@ -120,15 +124,37 @@ final class Writer: @unchecked Sendable {
         var deliveries: [(LarderError?) -> Void] = []
         deliveries.reserveCapacity(batch.count)
         for job in batch { deliveries.append(job.execute(context)) }
+        pruneChangesIfDue(context, connection)
         var commitError: LarderError?
         do {
             try connection.execute("COMMIT")
             for action in context.afterCommit { action() }
+            // Before the completions: a subscriber learns of a write no later than its writer does.
+            core.feed.committed(context.changes)
         } catch {
             commitError = error
             try? connection.execute("ROLLBACK")
         }
         for deliver in deliveries { deliver(commitError) }
+    }
+
+    /// Prunes the change log inside the batch's transaction, in a savepoint of its own so that a failure leaves the
+    /// log and its `changesPrunedThrough` mark as they were (and the batch's writes untouched).
+    private func pruneChangesIfDue(_ context: SQLiteWriteContext, _ connection: Connection) {
+        prune.changesSincePrune += context.changes.count
+        let now = nowMillis()
+        let configuration = core.configuration
+        guard prune.isDue(retainEvents: configuration.changeRetentionEvents, now: now) else { return }
+        do throws(LarderError) {
+            try connection.execute("SAVEPOINT prune")
+            try context.pruneChanges(
+                retainEvents: configuration.changeRetentionEvents, retainMs: configuration.changeRetentionMs, now: now)
+            try connection.execute("RELEASE prune")
+        } catch {
+            try? connection.execute("ROLLBACK TO prune")
+            try? connection.execute("RELEASE prune")
+        }
+        prune.pruned(now: now)
     }
 
     /// Runs `body` on the writer queue outside any batch (checkpoint, close).

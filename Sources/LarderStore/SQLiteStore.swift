@@ -48,7 +48,9 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
             "CREATE VIRTUAL TABLE temp.larder_probe USING fts5(x, tokenize='trigram'); DROP TABLE temp.larder_probe"))
             != nil
         try Schema.migrate(connection, trigram: hasTrigram)
-        let core = StoreCore(configuration: configuration, databasePath: path, hasTrigram: hasTrigram)
+        let lastChangeSeq = try connection.scalar("SELECT seq FROM sqlite_sequence WHERE name = 'changes'") ?? 0
+        let core = StoreCore(
+            configuration: configuration, databasePath: path, hasTrigram: hasTrigram, lastChangeSeq: lastChangeSeq)
         core.loadIndexes(try connection.query("SELECT collection, path FROM field_indexes") { ($0.text(0), $0.text(1)) })
         self.core = core
         self.writer = Writer(connection: connection, core: core)
@@ -58,6 +60,8 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
     deinit { close() }
 
     public var configuration: StoreConfiguration { core.configuration }
+
+    var feed: ChangeFeedState { core.feed }
 
     // MARK: Writes
 
@@ -70,6 +74,7 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
             if let closedError = context.closedError {
                 result = .failure(closedError)
             } else {
+                let logged = context.changes.count
                 do throws(LarderError) {
                     try context.connection!.execute("SAVEPOINT w")
                     let value = try body(context)
@@ -77,6 +82,8 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
                     result = .success(value)
                 } catch {
                     context.rollbackSavepoint()
+                    // The rolled-back write's log entries never existed.
+                    context.changes.removeSubrange(logged...)
                     result = .failure(error)
                 }
             }
@@ -446,16 +453,19 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
     }
 
     public func stats() throws(LarderError) -> StoreStats {
-        let (documents, blobs) = try readers.read(transaction: true) { db throws(LarderError) in
+        let (documents, blobs, changes, lastChange) = try readers.read(transaction: true) { db throws(LarderError) in
             (Int(try db.scalar("SELECT count(*) FROM documents") ?? 0),
-                Int(try db.scalar("SELECT count(*) FROM blobs") ?? 0))
+                Int(try db.scalar("SELECT count(*) FROM blobs") ?? 0),
+                Int(try db.scalar("SELECT count(*) FROM changes") ?? 0),
+                try db.scalar("SELECT seq FROM sqlite_sequence WHERE name = 'changes'") ?? 0)
         }
         var bytes: Int64 = 0
         for suffix in ["", "-wal"] {
             let attributes = try? FileManager.default.attributesOfItem(atPath: core.databasePath + suffix)
             bytes += (attributes?[.size] as? NSNumber)?.int64Value ?? 0
         }
-        return StoreStats(documents: documents, blobs: blobs, databaseBytes: bytes)
+        return StoreStats(
+            documents: documents, blobs: blobs, databaseBytes: bytes, changes: changes, lastChangeSeq: lastChange)
     }
 
     public func checkpoint() throws(LarderError) {

@@ -99,6 +99,10 @@ public struct StoreStats: Sendable, Equatable {
     public var blobs: Int
     /// The size of the database files (main file plus WAL).
     public var databaseBytes: Int64
+    /// Changes the change log holds now.
+    public var changes: Int
+    /// The sequence number of the last committed change.
+    public var lastChangeSeq: Int64
 }
 
 /// The write operations, available inside one group-commit transaction (see `DocumentStore.submitWrite`).
@@ -163,6 +167,18 @@ public protocol DocumentStore: Sendable {
     func submitWrite<T: Sendable>(
         _ body: @escaping @Sendable (any WriteContext) throws(LarderError) -> T,
         completion: @escaping @Sendable (Result<T, LarderError>) -> Void)
+
+    // The change log (WATCH).
+
+    /// The sequence number of the last committed change (0 before the first). It moves before the change listeners
+    /// are called, so a reader of it who then listens misses nothing.
+    var lastChangeSeq: Int64 { get }
+    /// Calls `listener` on the writer queue after every COMMIT that logged changes, with those changes, in commit
+    /// order, before the writes' completions. It must be quick and never block: every write waits for it.
+    func addChangeListener(_ listener: @escaping @Sendable ([ChangeEntry]) -> Void)
+    /// Up to `limit` changes after `seq` (of `collection`, or of all when nil), oldest first, stopping early once their
+    /// documents pass `maxBytes`; with where the log stood in the same snapshot.
+    func changes(after seq: Int64, collection: String?, limit: Int, maxBytes: Int) throws(LarderError) -> ChangePage
 }
 
 extension DocumentStore {
@@ -235,12 +251,19 @@ public struct StoreConfiguration: Sendable {
     /// The most record bytes one answer (a LIST or SEARCH page, GET_MANY, GROUP) may carry, so that every answer fits
     /// the protocol's JSON limit: a page stops early (with a cursor), GROUP lists fewer records, GET_MANY is refused.
     public var maxPageBytes: Int
+    /// The change log keeps the newest this many changes (WATCH `since` can replay them)...
+    public var changeRetentionEvents: Int
+    /// ...none older than this many milliseconds. The writer prunes as it commits.
+    public var changeRetentionMs: Int64
 
     public init(
         dataDirectory: String = "./larder-data", synchronous: Synchronous = .normal,
         maxDocumentBytes: Int = 1 << 20, maxBlobBytes: Int = 32 << 20, readerCount: Int = 4,
-        useTextIndex: Bool = true, useFieldIndexes: Bool = true, maxPageBytes: Int = 4 << 20
+        useTextIndex: Bool = true, useFieldIndexes: Bool = true, maxPageBytes: Int = 4 << 20,
+        changeRetentionEvents: Int = 100_000, changeRetentionMs: Int64 = 86_400_000
     ) {
+        self.changeRetentionEvents = changeRetentionEvents
+        self.changeRetentionMs = changeRetentionMs
         self.maxPageBytes = maxPageBytes
         self.dataDirectory = dataDirectory
         self.synchronous = synchronous

@@ -8,6 +8,8 @@ final class SQLiteWriteContext: WriteContext {
     let closedError: LarderError?
     /// Side effects on in-memory state that may happen only once the transaction committed.
     var afterCommit: [() -> Void] = []
+    /// The changes logged in this transaction, in order; published to the change listeners after COMMIT.
+    var changes: [ChangeEntry] = []
 
     init(connection: Connection, core: StoreCore) {
         self.connection = connection
@@ -68,13 +70,16 @@ final class SQLiteWriteContext: WriteContext {
                 .conflict, "a document with id \(id.wireString) already exists in '\(collection)'; "
                     + "use REPLACE or PATCH to change it", field: "id")
         }
-        return StoredRecord(id: id, rev: 1, createdAt: now, updatedAt: now, data: bytes)
+        let record = StoredRecord(id: id, rev: 1, createdAt: now, updatedAt: now, data: bytes)
+        try recordChange(.create, collection, record: record)
+        return record
     }
 
     private struct Current {
         var seq: Int64
         var rev: Int64
         var createdAt: Int64
+        var updatedAt: Int64
         var data: [UInt8]
     }
 
@@ -82,9 +87,14 @@ final class SQLiteWriteContext: WriteContext {
         -> Current
     {
         let rows = try db.query(
-            "SELECT seq, rev, createdAt\(withData ? ", data" : "") FROM documents WHERE collection = ?1 AND id = ?2",
+            "SELECT seq, rev, createdAt, updatedAt\(withData ? ", data" : "") FROM documents WHERE collection = ?1 "
+                + "AND id = ?2",
             [.text(collection), .text(id.wireString)]
-        ) { Current(seq: $0.int(0), rev: $0.int(1), createdAt: $0.int(2), data: withData ? $0.bytes(3) : []) }
+        ) {
+            Current(
+                seq: $0.int(0), rev: $0.int(1), createdAt: $0.int(2), updatedAt: $0.int(3),
+                data: withData ? $0.bytes(4) : [])
+        }
         guard let row = rows.first else { throw SQLiteStore.notFound(collection, id) }
         if let expectedRev, expectedRev != row.rev {
             throw LarderError(
@@ -95,9 +105,9 @@ final class SQLiteWriteContext: WriteContext {
         return row
     }
 
-    private func update(_ collection: String, _ id: UUID, _ row: Current, _ data: JSONObject) throws(LarderError)
-        -> StoredRecord
-    {
+    private func update(
+        _ collection: String, _ id: UUID, _ row: Current, _ data: JSONObject, kind: ChangeKind
+    ) throws(LarderError) -> StoredRecord {
         let bytes = try encode(data)
         let now = nowMillis()
         let statement = try db.statement(
@@ -108,7 +118,9 @@ final class SQLiteWriteContext: WriteContext {
         try statement.bind(at: 3, .text(TextFold.searchText(data)))
         try statement.bind(at: 4, .int(row.seq))
         while try statement.step() {}
-        return StoredRecord(id: id, rev: row.rev + 1, createdAt: row.createdAt, updatedAt: now, data: bytes)
+        let record = StoredRecord(id: id, rev: row.rev + 1, createdAt: row.createdAt, updatedAt: now, data: bytes)
+        try recordChange(kind, collection, record: record)
+        return record
     }
 
     func replace(_ collection: String, id: UUID, data: JSONObject, expectedRev: Int64?) throws(LarderError)
@@ -116,7 +128,7 @@ final class SQLiteWriteContext: WriteContext {
     {
         try SQLiteStore.validateCollection(collection)
         let row = try current(collection, id, expectedRev: expectedRev, withData: false)
-        return try update(collection, id, row, data)
+        return try update(collection, id, row, data, kind: .replace)
     }
 
     func patch(_ collection: String, id: UUID, patch: JSONObject, expectedRev: Int64?) throws(LarderError)
@@ -125,16 +137,20 @@ final class SQLiteWriteContext: WriteContext {
         try SQLiteStore.validateCollection(collection)
         let row = try current(collection, id, expectedRev: expectedRev, withData: true)
         let stored = try JSONParser.parseObject(row.data)
-        return try update(collection, id, row, MergePatch.apply(patch, to: stored))
+        return try update(collection, id, row, MergePatch.apply(patch, to: stored), kind: .patch)
     }
 
     func delete(_ collection: String, id: UUID, expectedRev: Int64?) throws(LarderError) -> (rev: Int64, blobsDeleted: Int) {
         try SQLiteStore.validateCollection(collection)
-        let row = try current(collection, id, expectedRev: expectedRev, withData: false)
+        // The data goes into the change log, so a subscriber's filter can tell whether the deletion concerns it.
+        let row = try current(collection, id, expectedRev: expectedRev, withData: true)
         try db.run("DELETE FROM documents WHERE seq = ?1", [.int(row.seq)])
         let blobs = try db.run(
             "DELETE FROM blobs WHERE attachedCollection = ?1 AND attachedId = ?2",
             [.text(collection), .text(id.wireString)])
+        try recordChange(
+            .delete, collection,
+            record: StoredRecord(id: id, rev: row.rev, createdAt: row.createdAt, updatedAt: row.updatedAt, data: row.data))
         return (row.rev, blobs)
     }
 
@@ -152,6 +168,8 @@ final class SQLiteWriteContext: WriteContext {
         let blobs = try db.run("DELETE FROM blobs WHERE attachedCollection = ?1", [.text(name)])
         let documents = try db.run("DELETE FROM documents WHERE collection = ?1", [.text(name)])
         try db.run("DELETE FROM collections WHERE name = ?1", [.text(name)])
+        // One event for the whole collection, not one per document: a drop costs the log O(1).
+        try recordChange(.drop, name, record: nil)
         let core = self.core
         afterCommit.append { core.dropIndexes(of: name) }
         return (documents, blobs)
@@ -189,11 +207,10 @@ final class SQLiteWriteContext: WriteContext {
 
     func insertBlob(_ blob: PreparedBlob) throws(LarderError) -> BlobMeta {
         let meta = blob.meta
+        var document: StoredRecord?
         if let attachment = meta.attachedTo {
-            guard try db.scalar(
-                "SELECT 1 FROM documents WHERE collection = ?1 AND id = ?2",
-                [.text(attachment.collection), .text(attachment.id.wireString)]) != nil
-            else {
+            document = try self.document(attachment)
+            guard document != nil else {
                 throw LarderError(
                     .notFound, "cannot attach the blob: no document \(attachment.id.wireString) in '\(attachment.collection)'",
                     field: "attachTo")
@@ -212,12 +229,29 @@ final class SQLiteWriteContext: WriteContext {
         } catch where error.status == .conflict {
             throw LarderError(.conflict, "a blob with id \(meta.id.wireString) already exists", field: "id")
         }
+        if let attachment = meta.attachedTo, let document {
+            try recordChange(.blobAttach, attachment.collection, record: document, blob: meta)
+        }
         return meta
     }
 
+    /// The document a blob is (to be) attached to, when it exists.
+    private func document(_ attachment: BlobAttachment) throws(LarderError) -> StoredRecord? {
+        try db.query(
+            "SELECT \(SQLiteStore.recordColumns) FROM documents WHERE collection = ?1 AND id = ?2",
+            [.text(attachment.collection), .text(attachment.id.wireString)]
+        ) { SQLiteStore.record($0) }.first
+    }
+
     func blobDelete(_ id: UUID) throws(LarderError) {
-        let changed = try db.run("DELETE FROM blobs WHERE id = ?1", [.text(id.wireString)])
-        guard changed > 0 else { throw SQLiteStore.blobNotFound(id) }
+        let metas = try db.query("SELECT \(SQLiteStore.blobColumns) FROM blobs WHERE id = ?1", [.text(id.wireString)]) {
+            SQLiteStore.blobMeta($0)
+        }
+        guard let meta = metas.first else { throw SQLiteStore.blobNotFound(id) }
+        try db.run("DELETE FROM blobs WHERE id = ?1", [.text(id.wireString)])
+        if let attachment = meta.attachedTo, let document = try document(attachment) {
+            try recordChange(.blobDelete, attachment.collection, record: document, blob: meta)
+        }
     }
 }
 
@@ -271,7 +305,24 @@ enum Schema {
             attachedId TEXT,
             bytes BLOB NOT NULL);
         CREATE INDEX blobs_attached ON blobs(attachedCollection, attachedId) WHERE attachedCollection IS NOT NULL;
+        """,
+        // 2: the change log behind WATCH. `seq` is AUTOINCREMENT so a number is never reused, even after pruning.
         """
+        CREATE TABLE changes(
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            collection TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            time INTEGER NOT NULL,
+            id TEXT,
+            rev INTEGER,
+            createdAt INTEGER,
+            updatedAt INTEGER,
+            data TEXT,
+            blob TEXT);
+        CREATE INDEX changes_collection ON changes(collection, seq);
+        CREATE TABLE larder_meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+        INSERT INTO larder_meta(key, value) VALUES ('changesPrunedThrough', 0);
+        """,
     ]
 
     /// The trigram index over the `search` column, kept in step by triggers (external content, so no second copy).

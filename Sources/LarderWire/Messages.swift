@@ -875,3 +875,212 @@ public struct IndexResponse: WireMessage, Equatable {
     }
     public var json: JSONObject { ["name": .string(name), "created": .bool(created)] }
 }
+
+// MARK: - Change feed
+
+/// `WATCH`: subscribe to the committed changes of one collection (or all), optionally filtered, optionally replaying
+/// what happened after `since`.
+public struct WatchRequest: WireMessage, Equatable {
+    /// The collection to follow; nil follows every collection.
+    public var collection: String?
+    /// Only changes whose document matches (the SEARCH filter language, evaluated on the document as written).
+    public var filter: Filter?
+    /// Replay the changes after this sequence number from the change log before following live ones.
+    public var since: Int64?
+    /// Leave `record` out of the events (ids, revisions and sequence numbers only).
+    public var idsOnly: Bool
+
+    /// A subscription request; every member is optional.
+    public init(collection: String? = nil, filter: Filter? = nil, since: Int64? = nil, idsOnly: Bool = false) {
+        self.collection = collection
+        self.filter = filter
+        self.since = since
+        self.idsOnly = idsOnly
+    }
+
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        collection = try r.optionalString("collection", maxLength: 256)
+        filter = try r.optionalJSON("filter").map { (value) throws(LarderError) in try Filter(json: value) }
+        since = try r.optionalInt("since", range: 0...Int64.max)
+        idsOnly = try r.optionalBool("idsOnly") ?? false
+        try r.finish()
+    }
+
+    public var json: JSONObject {
+        var o = JSONObject()
+        if let collection { o["collection"] = .string(collection) }
+        if let filter { o["filter"] = filter.json }
+        if let since { o["since"] = .int(since) }
+        if idsOnly { o["idsOnly"] = true }
+        return o
+    }
+}
+
+/// `WATCH` response: the subscription's id (the request id of its event frames) and the last committed sequence
+/// number when it started.
+public struct WatchResponse: WireMessage, Equatable {
+    /// Chosen by the server, unique on its connection; events carry it as their request id.
+    public var subscription: UInt32
+    /// The last committed change when the subscription started; live events follow it.
+    public var seq: Int64
+
+    /// A WATCH answer.
+    public init(subscription: UInt32, seq: Int64) {
+        self.subscription = subscription
+        self.seq = seq
+    }
+
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        subscription = UInt32(try r.int("subscription", range: 1...Int64(UInt32.max)))
+        seq = try r.int("seq", range: 0...Int64.max)
+    }
+
+    public var json: JSONObject { ["subscription": .int(Int64(subscription)), "seq": .int(seq)] }
+}
+
+/// `UNWATCH` request, and (with `ended: true`) its response.
+public struct UnwatchRequest: WireMessage, Equatable {
+    /// The id a WATCH answered.
+    public var subscription: UInt32
+
+    /// An UNWATCH of `subscription`.
+    public init(subscription: UInt32) { self.subscription = subscription }
+
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        subscription = UInt32(try r.int("subscription", range: 1...Int64(UInt32.max)))
+        try r.finish()
+    }
+
+    public var json: JSONObject { ["subscription": .int(Int64(subscription))] }
+}
+
+/// `UNWATCH` response: no event of the subscription follows it.
+public struct UnwatchResponse: WireMessage, Equatable {
+    /// The subscription that ended.
+    public var subscription: UInt32
+
+    /// An UNWATCH answer.
+    public init(subscription: UInt32) { self.subscription = subscription }
+
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        subscription = UInt32(try r.int("subscription", range: 1...Int64(UInt32.max)))
+    }
+
+    public var json: JSONObject { ["subscription": .int(Int64(subscription)), "ended": true] }
+}
+
+/// What an event reports. A struct rather than an enum so that a client keeps working when a later server adds a
+/// kind (Protocol.md: clients ignore kinds they do not know).
+public struct ChangeKind: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+
+    /// A document was created; the event carries the record.
+    public static let create = ChangeKind(rawValue: "create")
+    /// A document's data was replaced; the event carries the new record.
+    public static let replace = ChangeKind(rawValue: "replace")
+    /// A document was patched; the event carries the new record.
+    public static let patch = ChangeKind(rawValue: "patch")
+    /// A document was deleted (with its blobs); `rev` is the revision it had.
+    public static let delete = ChangeKind(rawValue: "delete")
+    /// A blob was attached to the document (`BLOB_PUT` with `attach`); the event carries the blob.
+    public static let blobAttach = ChangeKind(rawValue: "blobAttach")
+    /// A blob attached to the document was deleted (`BLOB_DELETE`); the event carries the blob.
+    public static let blobDelete = ChangeKind(rawValue: "blobDelete")
+    /// The collection was dropped: every document in it is gone.
+    public static let drop = ChangeKind(rawValue: "drop")
+    /// Control: `since` is older than the change log keeps; reload, then follow the events after `seq`.
+    public static let resync = ChangeKind(rawValue: "resync")
+    /// Control: the subscriber fell behind its buffer and the subscription ended; WATCH again with `since: seq`.
+    public static let gap = ChangeKind(rawValue: "gap")
+
+    /// The kinds that record a committed write (the rest are control events).
+    public static let changes: [ChangeKind] = [.create, .replace, .patch, .delete, .blobAttach, .blobDelete, .drop]
+
+    /// True for `resync` and `gap`, which report on the subscription rather than on a write.
+    public var isControl: Bool { self == .resync || self == .gap }
+
+    public var description: String { rawValue }
+}
+
+/// One pushed `EVENT` frame's JSON part: a committed change, or a control event (`resync`, `gap`).
+///
+/// Which members are present depends on `kind` (Protocol.md, "Events"): `collection` on every change, `id`, `rev`
+/// and `time` on document and blob changes, `record` on create / replace / patch unless the subscription asked for
+/// ids only, `blob` on blob changes, `oldestSeq` on resync.
+public struct ChangeEvent: WireMessage, Equatable {
+    /// The subscription the event belongs to (also the frame's request id).
+    public var subscription: UInt32
+    /// The change's sequence number. For `resync`, the position live events follow; for `gap`, the last change the
+    /// subscription had processed (pass it as `since` to resume).
+    public var seq: Int64
+    public var kind: ChangeKind
+    /// The collection written to.
+    public var collection: String?
+    /// The document written to (for blob kinds, the document the blob is attached to).
+    public var id: UUID?
+    /// The document's revision after the write (for `delete`, the revision it had).
+    public var rev: Int64?
+    /// When the write was applied, in milliseconds since 1970 (server clock).
+    public var time: Int64?
+    /// The document after the write.
+    public var record: Record?
+    /// The blob attached or deleted.
+    public var blob: BlobInfo?
+    /// For `resync`: the oldest change the log still holds.
+    public var oldestSeq: Int64?
+
+    /// An event; members that do not apply to `kind` stay nil.
+    public init(
+        subscription: UInt32, seq: Int64, kind: ChangeKind, collection: String? = nil, id: UUID? = nil,
+        rev: Int64? = nil, time: Int64? = nil, record: Record? = nil, blob: BlobInfo? = nil, oldestSeq: Int64? = nil
+    ) {
+        self.subscription = subscription
+        self.seq = seq
+        self.kind = kind
+        self.collection = collection
+        self.id = id
+        self.rev = rev
+        self.time = time
+        self.record = record
+        self.blob = blob
+        self.oldestSeq = oldestSeq
+    }
+
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        subscription = UInt32(try r.int("subscription", range: 1...Int64(UInt32.max)))
+        seq = try r.int("seq", range: 0...Int64.max)
+        kind = ChangeKind(rawValue: try r.string("kind", maxLength: 64))
+        collection = try r.optionalString("collection")
+        id = try r.optionalUUID("id")
+        rev = try r.optionalInt("rev", range: 0...Int64.max)
+        if let text = try r.optionalString("time", maxLength: 64) {
+            guard let ms = Timestamp.parse(text) else {
+                throw .invalid("time", "time must be an ISO 8601 UTC timestamp such as 2026-11-30T00:26:28.123Z")
+            }
+            time = ms
+        } else {
+            time = nil
+        }
+        record = try r.optionalObject("record").map { (o) throws(LarderError) in try Record(json: o) }
+        blob = try r.optionalObject("blob").map { (o) throws(LarderError) in try BlobInfo(json: o) }
+        oldestSeq = try r.optionalInt("oldestSeq", range: 0...Int64.max)
+    }
+
+    public var json: JSONObject {
+        var o: JSONObject = ["subscription": .int(Int64(subscription)), "seq": .int(seq), "kind": .string(kind.rawValue)]
+        if let collection { o["collection"] = .string(collection) }
+        if let id { o["id"] = .string(id.wireString) }
+        if let rev { o["rev"] = .int(rev) }
+        if let time { o["time"] = .string(Timestamp.string(time)) }
+        if let record { o["record"] = .object(record.json) }
+        if let blob { o["blob"] = .object(blob.json) }
+        if let oldestSeq { o["oldestSeq"] = .int(oldestSeq) }
+        return o
+    }
+}

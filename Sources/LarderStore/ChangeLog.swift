@@ -1,0 +1,206 @@
+import CSQLite
+import Foundation
+import LarderWire
+
+/// One committed write as the change log keeps it.
+///
+/// Every document write (create, replace, patch, delete), every blob attached to or deleted from a document, and
+/// every dropped collection gets one entry, written in the same transaction as the write itself, so an entry exists
+/// exactly when its write committed. Unattached blobs and index declarations belong to no collection and are not
+/// logged.
+public struct ChangeEntry: Sendable, Equatable {
+    /// Strictly increasing, durable, never reused (SQLite AUTOINCREMENT); commit order.
+    public var seq: Int64
+    /// One of `ChangeKind.changes`.
+    public var kind: ChangeKind
+    public var collection: String
+    /// When the write was applied, in milliseconds since 1970.
+    public var time: Int64
+    /// The document after the write; for `delete` the document as it was (so a filter can still be evaluated); for
+    /// blob kinds the document the blob is attached to; nil for `drop`.
+    public var record: StoredRecord?
+    /// The blob of a `blobAttach` or `blobDelete`.
+    public var blob: BlobMeta?
+
+    /// An entry; the store makes these, the public initializer is for tests and tools.
+    public init(
+        seq: Int64, kind: ChangeKind, collection: String, time: Int64, record: StoredRecord?, blob: BlobMeta? = nil
+    ) {
+        self.seq = seq
+        self.kind = kind
+        self.collection = collection
+        self.time = time
+        self.record = record
+        self.blob = blob
+    }
+}
+
+/// A page of the change log and where the log stood when it was read (one consistent snapshot).
+public struct ChangePage: Sendable, Equatable {
+    /// The entries after the requested sequence number, oldest first.
+    public var entries: [ChangeEntry]
+    /// True when the page stopped at its count or byte budget: read again after the last entry.
+    public var more: Bool
+    /// The last committed change when the page was read (0 when nothing was ever logged).
+    public var lastSeq: Int64
+    /// Every change up to and including this one has been pruned; a reader that saw less has missed some.
+    public var prunedThrough: Int64
+
+    /// A page; the store makes these.
+    public init(entries: [ChangeEntry], more: Bool, lastSeq: Int64, prunedThrough: Int64) {
+        self.entries = entries
+        self.more = more
+        self.lastSeq = lastSeq
+        self.prunedThrough = prunedThrough
+    }
+}
+
+/// The in-memory side of the change log: the last committed sequence number and the listeners told of each commit.
+final class ChangeFeedState: @unchecked Sendable {
+    private let lock = NSLock()
+    private var last: Int64
+    private var listeners: [@Sendable ([ChangeEntry]) -> Void] = []
+
+    init(lastSeq: Int64) { last = lastSeq }
+
+    var lastSeq: Int64 { lock.withLock { last } }
+
+    func add(_ listener: @escaping @Sendable ([ChangeEntry]) -> Void) {
+        lock.withLock { listeners.append(listener) }
+    }
+
+    /// Called on the writer queue after a COMMIT: moves the last sequence number first, then tells the listeners, so
+    /// that anyone who reads `lastSeq` and then registers for what follows cannot miss a commit.
+    func committed(_ entries: [ChangeEntry]) {
+        guard let newest = entries.last?.seq else { return }
+        let current = lock.withLock { () -> [@Sendable ([ChangeEntry]) -> Void] in
+            last = max(last, newest)
+            return listeners
+        }
+        for listener in current { listener(entries) }
+    }
+}
+
+/// When the writer prunes the log: by count every 1/64 of the retention (at least every change), and by age at
+/// most once a second.
+struct PruneSchedule {
+    var changesSincePrune = 0
+    var lastPruneAt: Int64 = 0
+
+    mutating func isDue(retainEvents: Int, now: Int64) -> Bool {
+        changesSincePrune >= max(1, retainEvents / 64) || now - lastPruneAt >= 1000
+    }
+
+    mutating func pruned(now: Int64) {
+        changesSincePrune = 0
+        lastPruneAt = now
+    }
+}
+
+extension SQLiteWriteContext {
+    static let changeColumns = "seq, collection, kind, time, id, rev, createdAt, updatedAt, data, blob"
+
+    /// Appends a change to the log inside the open transaction; the listeners hear of it after COMMIT.
+    func recordChange(_ kind: ChangeKind, _ collection: String, record: StoredRecord?, blob: BlobMeta? = nil)
+        throws(LarderError)
+    {
+        guard let db = connection else { return }
+        let time = nowMillis()
+        let statement = try db.statement(
+            "INSERT INTO changes(collection, kind, time, id, rev, createdAt, updatedAt, data, blob) "
+                + "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")
+        defer { statement.reset() }
+        try statement.bind([.text(collection), .text(kind.rawValue), .int(time)])
+        if let record {
+            try statement.bind(at: 4, .text(record.id.wireString))
+            try statement.bind(at: 5, .int(record.rev))
+            try statement.bind(at: 6, .int(record.createdAt))
+            try statement.bind(at: 7, .int(record.updatedAt))
+            try statement.bindText(record.data, at: 8)
+        }
+        if let blob { try statement.bindText(blob.json.bytes, at: 9) }
+        while try statement.step() {}
+        let seq = sqlite3_last_insert_rowid(db.handle)
+        changes.append(ChangeEntry(seq: seq, kind: kind, collection: collection, time: time, record: record, blob: blob))
+    }
+
+    /// Deletes what the retention no longer covers: all but the newest `retainEvents` changes, and those older than
+    /// `retainMs`. Runs inside the writer's transaction, so pruning commits (or not) with the batch.
+    func pruneChanges(retainEvents: Int, retainMs: Int64, now: Int64) throws(LarderError) {
+        guard let db = connection else { return }
+        guard let last = try db.scalar("SELECT seq FROM sqlite_sequence WHERE name = 'changes'") else { return }
+        let pruned = try db.scalar("SELECT value FROM larder_meta WHERE key = 'changesPrunedThrough'") ?? 0
+        var bound = last - Int64(retainEvents)
+        // The first change young enough to keep; the scan walks only the old ones, which are deleted.
+        if let young = try db.scalar(
+            "SELECT seq FROM changes WHERE seq > ?1 AND time >= ?2 ORDER BY seq LIMIT 1",
+            [.int(max(pruned, bound)), .int(now - retainMs)])
+        {
+            bound = max(bound, young - 1)
+        } else {
+            bound = last
+        }
+        guard bound > pruned else { return }
+        try db.run("DELETE FROM changes WHERE seq <= ?1", [.int(bound)])
+        try db.run("UPDATE larder_meta SET value = ?1 WHERE key = 'changesPrunedThrough'", [.int(bound)])
+    }
+}
+
+extension SQLiteStore {
+    /// The sequence number of the last committed change (0 before the first).
+    public var lastChangeSeq: Int64 { feed.lastSeq }
+
+    /// Calls `listener` on the writer queue after every COMMIT that logged changes, with those changes, in commit
+    /// order. Keep it short and never block in it: every write waits for it.
+    public func addChangeListener(_ listener: @escaping @Sendable ([ChangeEntry]) -> Void) {
+        feed.add(listener)
+    }
+
+    /// Up to `limit` changes after `seq` (of `collection`, or of every collection when nil), oldest first, stopping
+    /// early once their documents pass `maxBytes` (a page holds at least one change).
+    public func changes(after seq: Int64, collection: String?, limit: Int, maxBytes: Int) throws(LarderError)
+        -> ChangePage
+    {
+        if let collection { try SQLiteStore.validateCollection(collection) }
+        var sql = "SELECT \(SQLiteWriteContext.changeColumns) FROM changes WHERE seq > ?1"
+        let limit = max(1, limit)
+        // One row more than asked for says whether another page follows.
+        var values: [SQLValue] = [.int(seq), .int(Int64(limit) + 1)]
+        if let collection {
+            sql += " AND collection = ?3"
+            values.append(.text(collection))
+        }
+        sql += " ORDER BY seq LIMIT ?2"
+        return try readers.read(transaction: true) { [sql, values] db throws(LarderError) in
+            let last = try db.scalar("SELECT seq FROM sqlite_sequence WHERE name = 'changes'") ?? 0
+            let pruned = try db.scalar("SELECT value FROM larder_meta WHERE key = 'changesPrunedThrough'") ?? 0
+            var entries: [ChangeEntry] = []
+            var bytes = 0
+            var more = false
+            try db.forEachRow(sql, values) { row in
+                if entries.count >= limit || (!entries.isEmpty && bytes >= maxBytes) {
+                    more = true
+                    return false
+                }
+                let entry = SQLiteStore.changeEntry(row)
+                bytes += (entry.record?.data.count ?? 0) + 256
+                entries.append(entry)
+                return true
+            }
+            return ChangePage(entries: entries, more: more, lastSeq: last, prunedThrough: pruned)
+        }
+    }
+
+    static func changeEntry(_ row: Statement) -> ChangeEntry {
+        var record: StoredRecord?
+        if !row.isNull(4) {
+            record = StoredRecord(
+                id: row.uuid(4), rev: row.int(5), createdAt: row.int(6), updatedAt: row.int(7), data: row.bytes(8))
+        }
+        var blob: BlobMeta?
+        if !row.isNull(9) { blob = try? BlobMeta(json: JSONParser.parseObject(row.bytes(9))) }
+        return ChangeEntry(
+            seq: row.int(0), kind: ChangeKind(rawValue: row.text(2)), collection: row.text(1), time: row.int(3),
+            record: record, blob: blob)
+    }
+}
