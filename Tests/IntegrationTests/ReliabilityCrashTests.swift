@@ -1,0 +1,201 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import LarderClient
+import LarderStore
+import LarderWire
+import Synchronization
+import Testing
+
+/// Every write a client saw acknowledged, as the client saw it. Unanswered writes are of unknown outcome (Protocol.md
+/// section 7) and are not recorded.
+final class AcknowledgedWrites: Sendable {
+    struct Document: Sendable {
+        var rev: Int64
+        var data: JSONObject
+        var hasBlob: Bool
+    }
+
+    struct State: Sendable {
+        var documents: [UUID: Document] = [:]
+        var deleted: Set<UUID> = []
+        /// Blob id to its SHA-256; attached blobs name their document.
+        var blobs: [UUID: (sha256: String, attachedTo: UUID?)] = [:]
+    }
+
+    let state = Mutex(State())
+
+    func created(_ record: Record) {
+        state.withLock { $0.documents[record.id] = Document(rev: record.rev, data: record.data, hasBlob: false) }
+    }
+
+    func updated(_ record: Record) {
+        state.withLock { $0.documents[record.id]?.rev = record.rev; $0.documents[record.id]?.data = record.data }
+    }
+
+    func deleted(_ id: UUID) {
+        state.withLock {
+            $0.documents[id] = nil
+            $0.deleted.insert(id)
+        }
+    }
+
+    func blob(_ info: BlobInfo, document: UUID?) {
+        state.withLock {
+            $0.blobs[info.id] = (info.sha256, document)
+            if let document { $0.documents[document]?.hasBlob = true }
+        }
+    }
+
+    var snapshot: State { state.withLock { $0 } }
+}
+
+/// Crash recovery (issue 7): clients write documents and blobs against a real `larder-server`, which is killed with
+/// SIGKILL at a random moment and restarted; every acknowledged write must be there (blobs by SHA-256), every
+/// acknowledged delete gone, and `PRAGMA integrity_check` must say ok. `scripts/crash-test ROUNDS` runs many rounds.
+@Suite struct ReliabilityCrashTests {
+    static let collection = "crash"
+
+    /// One writer: creates, patches (revision-checked), deletes and blob puts in a loop until its server is gone.
+    static func writer(_ number: Int, port: Int, ledger: AcknowledgedWrites, stop: StopFlag) async -> Int {
+        let client = LarderClient(port: port, connections: 1, requestTimeout: .seconds(20))
+        defer { client.close() }
+        var mine: [UUID] = []
+        var operations = 0
+        while !stop.isStopped {
+            operations += 1
+            do throws(LarderError) {
+                switch operations % 6 {
+                case 0:
+                    let bytes = uniqueJPEG(commentBytes: Int.random(in: 1_000...40_000))
+                    let target = operations % 12 == 0 ? mine.randomElement() : nil
+                    let attach = target.map { BlobAttachment(collection: collection, id: $0) }
+                    let info = try await client.blobPut(bytes, sha256: SHA256.hex(bytes), attachTo: attach)
+                    ledger.blob(info, document: target)
+                case 1, 3:
+                    guard let id = mine.randomElement(), let known = ledger.snapshot.documents[id] else { continue }
+                    let record = try await client.patch(
+                        collection, id: id, patch: ["patched": .int(Int64(operations))], rev: known.rev)
+                    ledger.updated(record)
+                case 5 where mine.count > 4:
+                    // Only documents without blobs: deleting one also deletes its blobs, which the ledger keeps.
+                    guard let index = mine.indices.first(where: { ledger.snapshot.documents[mine[$0]]?.hasBlob == false })
+                    else { continue }
+                    let id = mine.remove(at: index)
+                    let rev = ledger.snapshot.documents[id]?.rev
+                    _ = try await client.delete(collection, id: id, rev: rev)
+                    ledger.deleted(id)
+                default:
+                    let data: JSONObject = [
+                        "writer": .int(Int64(number)), "n": .int(Int64(operations)),
+                        "text": .string(String(repeating: "crash ", count: Int.random(in: 1...200))),
+                    ]
+                    let record = try await client.create(collection, data, id: UUID())
+                    ledger.created(record)
+                    mine.append(record.id)
+                }
+            } catch {
+                // The server was killed (or is about to be): every later request fails the same way.
+                if !stop.isStopped { try? await Task.sleep(for: .milliseconds(10)) }
+                if stop.isStopped || error.status == .unavailable { break }
+            }
+        }
+        return operations
+    }
+
+    /// Checks a restarted server against the ledger; returns (documents, blobs) checked.
+    static func verify(port: Int, ledger: AcknowledgedWrites) async throws -> (Int, Int) {
+        let client = LarderClient(port: port, connections: 2, requestTimeout: .seconds(30))
+        defer { client.close() }
+        let expected = ledger.snapshot
+        let ids = Array(expected.documents.keys)
+        for start in stride(from: 0, to: ids.count, by: 1000) {
+            let chunk = Array(ids[start..<min(ids.count, start + 1000)])
+            let found = try await client.getMany(collection, ids: chunk)
+            #expect(found.missing.isEmpty, "\(found.missing.count) acknowledged documents lost: \(found.missing.prefix(3))")
+            for record in found.records {
+                guard let want = expected.documents[record.id] else { continue }
+                // A write that was sent but never answered may have committed too: the revision can only be ahead.
+                #expect(record.rev >= want.rev, "document \(record.id) went back from rev \(want.rev) to \(record.rev)")
+                if record.rev == want.rev { #expect(record.data == want.data, "document \(record.id) changed") }
+            }
+        }
+        let deleted = Array(expected.deleted)
+        for start in stride(from: 0, to: deleted.count, by: 1000) {
+            let chunk = Array(deleted[start..<min(deleted.count, start + 1000)])
+            let found = try await client.getMany(collection, ids: chunk)
+            #expect(found.records.isEmpty, "\(found.records.count) acknowledged deletes came back")
+        }
+        for (id, want) in expected.blobs {
+            let blob = try await client.blobGet(id)
+            #expect(blob.info.sha256 == want.sha256 && SHA256.hex(blob.bytes) == want.sha256, "blob \(id) changed")
+            #expect(blob.info.attachedTo?.id == want.attachedTo, "blob \(id) lost its attachment")
+        }
+        // No torn blob anywhere, acknowledged or not: each one's bytes hash to its recorded digest.
+        var cursor: String?
+        var all = 0
+        repeat {
+            let page = try await client.blobList(limit: 200, cursor: cursor)
+            for info in page.blobs where expected.blobs[info.id] == nil {
+                let blob = try await client.blobGet(info.id)
+                #expect(SHA256.hex(blob.bytes) == info.sha256, "unacknowledged blob \(info.id) is torn")
+            }
+            all += page.blobs.count
+            cursor = page.nextCursor
+        } while cursor != nil
+        #expect(all >= expected.blobs.count)
+        return (ids.count, expected.blobs.count)
+    }
+
+    static func integrityCheck(_ directory: String) throws -> String {
+        let store = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory))
+        defer { store.close() }
+        return try store.integrityCheck()
+    }
+
+    /// The whole run: `rounds` kills, each after `maxWriteMs` or less of writing by `writers` clients.
+    static func run(rounds: Int, writers: Int, maxWriteMs: Int) async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("larder-crash-\(UUID().wireString)")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let directory = root.appendingPathComponent("data").path
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        let ledger = AcknowledgedWrites()
+        var server = try ServerChild(dataDirectory: directory)
+        for round in 1...rounds {
+            let stop = StopFlag()
+            let killAfter = Int.random(in: (maxWriteMs / 5)...maxWriteMs)
+            let current = server
+            let operations = await withTaskGroup(of: Int.self) { group in
+                for n in 0..<writers {
+                    group.addTask { await writer(n, port: current.port, ledger: ledger, stop: stop) }
+                }
+                group.addTask {
+                    try? await Task.sleep(for: .milliseconds(killAfter))
+                    current.kill()
+                    stop.stop()
+                    return 0
+                }
+                return await group.reduce(0, +)
+            }
+            #expect(server.process.terminationReason == .uncaughtSignal)
+            let integrity = try integrityCheck(directory)
+            #expect(integrity == "ok", "round \(round): integrity_check says \(integrity)")
+            server = try ServerChild(dataDirectory: directory)
+            let (documents, blobs) = try await verify(port: server.port, ledger: ledger)
+            report(
+                "crash-test round \(round)/\(rounds): killed after \(killAfter) ms and \(operations) operations; "
+                    + "\(documents) documents, \(blobs) blobs, \(ledger.snapshot.deleted.count) deletes acknowledged "
+                    + "so far, all found; integrity_check \(integrity)")
+        }
+        #expect(server.stop() == 0)
+        #expect(try integrityCheck(directory) == "ok")
+    }
+
+    @Test func acknowledgedWritesSurviveSIGKILL() async throws {
+        try await Self.run(
+            rounds: ReliabilityKnobs.int("LARDER_CRASH_ROUNDS", default: 3),
+            writers: ReliabilityKnobs.int("LARDER_CRASH_WRITERS", default: 4),
+            maxWriteMs: ReliabilityKnobs.int("LARDER_CRASH_MAX_WRITE_MS", default: 600))
+    }
+}

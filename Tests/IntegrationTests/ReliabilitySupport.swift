@@ -1,0 +1,148 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import LarderWire
+import Synchronization
+
+/// Knobs the reliability scripts turn: `scripts/crash-test 50` runs the crash test with `LARDER_CRASH_ROUNDS=50`.
+/// Without them each test runs its small in-suite version.
+enum ReliabilityKnobs {
+    static func int(_ name: String, default value: Int) -> Int {
+        ProcessInfo.processInfo.environment[name].flatMap { Int($0) } ?? value
+    }
+
+    static func isSet(_ name: String) -> Bool { ProcessInfo.processInfo.environment[name] != nil }
+}
+
+/// `larder-server` as a child process in a data directory: started on port 0, its port read from its first line.
+final class ServerChild: @unchecked Sendable {
+    let process: Process
+    let port: Int
+    let dataDirectory: String
+    let logPath: String
+
+    /// Starts the built binary (next to the test bundle) and waits for its "listening on" line.
+    init(dataDirectory: String, arguments: [String] = []) throws {
+        self.dataDirectory = dataDirectory
+        logPath = dataDirectory + ".server.log"
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        let process = Process()
+        process.executableURL = try ServerProcessTests.binary()
+        process.arguments = ["--port", "0", "--data-dir", dataDirectory, "--log-level", "warn"] + arguments
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle(forWritingAtPath: logPath) ?? FileHandle.nullDevice
+        try process.run()
+        self.process = process
+        let line = ServerProcessTests.firstLine(out)
+        guard let portText = line.split(separator: ":").dropFirst(2).first?.prefix(while: \.isNumber),
+            let port = Int(portText)
+        else {
+            process.terminate()
+            process.waitUntilExit()
+            throw ServerTestError("larder-server did not start: '\(line)'; log: \(Self.tail(logPath))")
+        }
+        self.port = port
+    }
+
+    var pid: pid_t { process.processIdentifier }
+
+    /// SIGKILL: no shutdown, no checkpoint, no flush.
+    func kill() {
+        Glibc.kill(pid, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    /// SIGTERM and wait for the clean exit.
+    func stop() -> Int32 {
+        process.terminate()
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    /// Resident set size from /proc, in bytes.
+    var residentBytes: Int? {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+            let kb = Int(line.split(separator: " ").dropFirst().first ?? "")
+        else { return nil }
+        return kb * 1024
+    }
+
+    /// Open file descriptors, from /proc.
+    var openDescriptors: Int? {
+        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd"))?.count
+    }
+
+    /// What each open descriptor is (`socket:[123]`, a file path), for telling a leak from a file opened late.
+    var descriptorTargets: [String] {
+        let directory = "/proc/\(pid)/fd"
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        return names.compactMap { try? FileManager.default.destinationOfSymbolicLink(atPath: "\(directory)/\($0)") }
+            .map { $0.hasPrefix("socket:") ? "socket" : $0 }.sorted()
+    }
+
+    static func tail(_ path: String) -> String {
+        let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").suffix(5).joined(separator: " | ")
+    }
+}
+
+/// A JPEG the validator accepts whose bytes are unique: SOI, a comment segment of random bytes, a 3x2 frame header,
+/// EOI. The SHA-256 of each one is then a real check of which bytes came back.
+func uniqueJPEG(commentBytes: Int) -> [UInt8] {
+    let count = max(1, min(commentBytes, 65_533))
+    var bytes: [UInt8] = [0xFF, 0xD8, 0xFF, 0xFE, UInt8((count + 2) >> 8), UInt8((count + 2) & 0xFF)]
+    bytes.reserveCapacity(count + 24)
+    var generator = SystemRandomNumberGenerator()
+    for _ in 0..<count { bytes.append(UInt8.random(in: 0...255, using: &generator)) }
+    bytes += [0xFF, 0xC0, 0x00, 0x0B, 0x08, 0x00, 0x02, 0x00, 0x03, 0x01, 0x01, 0x11, 0x00, 0xFF, 0xD9]
+    return bytes
+}
+
+/// Latencies in microseconds and their percentiles.
+struct LatencySample {
+    private(set) var micros: [Double] = []
+
+    mutating func add(_ value: Double) { micros.append(value) }
+    mutating func add(_ other: LatencySample) { micros += other.micros }
+
+    var count: Int { micros.count }
+
+    func percentile(_ p: Double) -> Double {
+        guard !micros.isEmpty else { return 0 }
+        let sorted = micros.sorted()
+        let rank = Int((p / 100 * Double(sorted.count)).rounded(.up)) - 1
+        return sorted[max(0, min(sorted.count - 1, rank))]
+    }
+}
+
+/// Monotonic seconds.
+func monotonicSeconds() -> Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
+
+/// A flag several tasks read and one sets.
+final class StopFlag: Sendable {
+    private let value = Atomic<Bool>(false)
+    func stop() { value.store(true, ordering: .relaxed) }
+    var isStopped: Bool { value.load(ordering: .relaxed) }
+}
+
+/// A count several tasks add to.
+final class SharedCounter: Sendable {
+    private let atomic = Atomic<Int>(0)
+    func add(_ delta: Int) { atomic.add(delta, ordering: .relaxed) }
+    var value: Int { atomic.load(ordering: .relaxed) }
+}
+
+/// A value several tasks share under a lock.
+final class Locked<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+    init(_ value: Value) { mutex = Mutex(value) }
+    func withLock<R: Sendable>(_ body: (inout sending Value) -> sending R) -> R { mutex.withLock(body) }
+}
+
+/// Prints a line at once (test output is otherwise buffered), so a long script run shows its progress.
+func report(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
