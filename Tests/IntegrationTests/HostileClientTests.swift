@@ -324,7 +324,7 @@ struct StoreSnapshot: Equatable {
             bad("a second HELLO", .hello, #"{"versions":[1]}"#),
             bad("an unknown opcode", Opcode(rawValue: 0x0EEE), "{}", .unknownOpcode),
             bad("opcode 0", Opcode(rawValue: 0), "{}", .unknownOpcode),
-            bad("the reserved WATCH", .watch, #"{"collection":"items"}"#, .unknownOpcode),
+            bad("an EVENT frame from a client", .event, #"{"collection":"items"}"#, .unknownOpcode),
             HostileCase(
                 name: "a binary part on a GET", bytes: HostileFrames.request(.get, #"{"collection":"items","id":"\#(id)"}"#, binary: [1, 2, 3]),
                 expect: .open(.invalidArgument)),
