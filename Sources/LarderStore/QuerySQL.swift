@@ -96,7 +96,7 @@ struct SQLBuilder {
             }
         case .isIn(let path, let values):
             if values.isEmpty { return "0" }
-            return "(" + values.map { equals(path, $0) }.joined(separator: " OR ") + ")"
+            return inList(path, values)
         case .exists(let path, let flag):
             let (_, t) = field(path)
             guard let t else { return flag ? "1" : "0" }
@@ -111,6 +111,38 @@ struct SQLBuilder {
             let test = "instr(larder_fold(\(x)), \(param(.text(TextFold.fold(text))))) > 0"
             return t.map { "(\($0) = 'text' AND \(test))" } ?? "coalesce(\(test), 0)"
         }
+    }
+
+    /// `in` as at most five tests whatever the number of values: numbers and strings each as one bound JSON array
+    /// (`x IN (SELECT value FROM json_each(?))`), null and booleans as `equals`. One `equals` per value joined by OR
+    /// nested a level per value, and SQLite refuses expressions deeper than 1,000 (found by the hostile table).
+    private mutating func inList(_ path: FieldPath, _ values: [JSON]) -> String {
+        var numbers: [JSON] = []
+        var strings: [JSON] = []
+        var others: [JSON] = []
+        for value in values {
+            switch value {
+            case .int, .double: numbers.append(value)
+            case .string(let s): strings.append(path.envelope == .id ? .string(s.lowercased()) : value)
+            default: if !others.contains(value) { others.append(value) }
+            }
+        }
+        let (x, t) = field(path)
+        var tests: [String] = []
+        func list(_ items: [JSON]) -> String {
+            let array = param(.text(String(decoding: JSON.array(items).bytes, as: UTF8.self)))
+            return "\(x) IN (SELECT value FROM json_each(\(array)))"
+        }
+        if !numbers.isEmpty {
+            let test = list(numbers)
+            tests.append(t.map { "(\($0) IN ('integer','real') AND \(test))" } ?? test)
+        }
+        if !strings.isEmpty {
+            let test = list(strings)
+            tests.append(t.map { "(\($0) = 'text' AND \(test))" } ?? test)
+        }
+        for value in others { tests.append(equals(path, value)) }
+        return "(" + tests.joined(separator: " OR ") + ")"
     }
 
     /// Substring search. The precomputed `search` column holds every string value folded; a 3+ character query first

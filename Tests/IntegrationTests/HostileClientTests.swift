@@ -298,6 +298,10 @@ struct StoreSnapshot: Equatable {
         let manyClauses = (0..<300).map { _ in #"{"field":"a","op":"eq","value":1}"# }.joined(separator: ",")
         let manyIDs = (0..<1001).map { _ in "\"\(UUID().wireString)\"" }.joined(separator: ",")
         let manyValues = (0..<1001).map(String.init).joined(separator: ",")
+        let thousand = (0..<1000).map(String.init).joined(separator: ",")
+        let maxClauses = (0..<255).map { #"{"field":"price","op":"eq","value":\#($0)}"# }.joined(separator: ",")
+        let mostIns = (0..<255).map { _ in #"{"field":"price","op":"in","value":[\#(thousand)]}"# }
+            .joined(separator: ",")
         let longPath = (0..<33).map { _ in "a" }.joined(separator: ".")
         return [
             bad("a collection that is a number", .create, #"{"collection":5,"data":{}}"#),
@@ -315,6 +319,9 @@ struct StoreSnapshot: Equatable {
             bad("filters nested 40 deep", .search, #"{"collection":"items","filter":\#(deepFilter)}"#),
             bad("a filter of 300 clauses", .count, #"{"collection":"items","filter":{"or":[\#(manyClauses)]}}"#),
             bad("'in' with 1,001 values", .search, #"{"collection":"items","filter":{"field":"a","op":"in","value":[\#(manyValues)]}}"#),
+            bad("'in' with 1,000 values, the most allowed (hostile finding 3)", .search, #"{"collection":"items","filter":{"field":"price","op":"in","value":[\#(thousand)]}}"#, .ok),
+            bad("an 'or' of 255 clauses, the most allowed", .count, #"{"collection":"items","filter":{"or":[\#(maxClauses)]}}"#, .ok),
+            bad("255 'in' filters of 1,000 values (hostile finding 3)", .count, #"{"collection":"items","filter":{"and":[\#(mostIns)]}}"#, .ok),
             bad("GET_MANY of 1,001 ids", .getMany, #"{"collection":"items","ids":[\#(manyIDs)]}"#),
             bad("a field path of 33 segments", .group, #"{"collection":"items","field":"\#(longPath)"}"#),
             bad("a text query of 300 bytes", .search, #"{"collection":"items","text":{"query":"\#(String(repeating: "x", count: 300))"}}"#),
