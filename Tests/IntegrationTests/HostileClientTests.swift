@@ -146,6 +146,10 @@ struct StoreSnapshot: Equatable {
                 #expect(try healthy.call(.ping).status == .ok, "\(row.name): the healthy client lost its ping")
                 let record = try healthy.call(.get, ["collection": "items", "id": .string(existing.wireString)])
                 #expect(record.status == .ok, "\(row.name): the healthy client lost its GET")
+                // Writes still work (an index gone wrong would break every insert), and leave no trace.
+                let canary = try healthy.call(.create, ["collection": "canary", "data": ["name": "c", "price": 1]])
+                #expect(canary.status == .ok, "\(row.name): the healthy client cannot write: \(canary.replyText)")
+                #expect(try healthy.call(.dropCollection, ["collection": "canary"]).status == .ok)
                 #expect(try StoreSnapshot.take(healthy) == before, "\(row.name) changed what is stored")
             }
         }
@@ -396,6 +400,10 @@ struct StoreSnapshot: Equatable {
             bad("a cursor of this sort carrying SQL as its id", .search, #"{"collection":"items","cursor":"eyJzIjoiIiwidiI6W10sImlkIjoiJyBPUiAxPTEgLS0ifQ"}"#, .ok),
             bad("an INDEX on a field path with SQL quotes", .index, #"{"collection":"items","field":"x'); DROP TABLE documents; --"}"#, .ok),
             bad("a filter on that indexed path", .count, #"{"collection":"items","filter":{"field":"x'); DROP TABLE documents; --","op":"gt","value":0}}"#, .ok),
+            bad("JSON-path syntax in a filter field", .search, #"{"collection":"items","filter":{"field":"a[0].$.b*","op":"exists","value":true}}"#, .ok),
+            bad("a field path ending in a backslash", .count, #"{"collection":"items","filter":{"field":"name\\","op":"eq","value":"x"}}"#, .ok),
+            bad("an INDEX on a path ending in a backslash", .index, #"{"collection":"items","field":"name\\"}"#, .ok),
+            bad("a sort on that indexed path", .search, #"{"collection":"items","sort":[{"field":"name\\","order":"desc"}]}"#, .ok),
             bad("SQL in a filter value", .count, #"{"collection":"items","filter":{"field":"name","op":"eq","value":"x' OR '1'='1"}}"#, .ok),
             bad("FTS syntax in a text query", .search, #"{"collection":"items","text":{"query":"ball\" OR NEAR(a b) OR *"}}"#, .ok),
             bad("SQL in a sort field", .search, #"{"collection":"items","sort":[{"field":"price'); DROP TABLE documents; --","order":"desc"}]}"#, .ok),
