@@ -84,7 +84,7 @@ import Testing
         let redis = try FakeRedis()
         defer { redis.stop() }
         let o = try options([
-            "--target", "redis", "--port", "\(redis.port)", "--connections", "3", "--pipeline", "8",
+            "--target", "redis", "--port", "\(redis.port)", "--connections", "3", "--pipeline", "8", "--threads", "2",
             "--requests", "900", "--preload", "50", "--mix", "get=80,replace=10,create=10", "--doc-size", "300",
         ])
         let results = try runBenchmark(o)
@@ -98,6 +98,7 @@ import Testing
         #expect(counts.other == 0)
         #expect(redis.keys == 50 + Int(creates))  // replace overwrites preloaded keys, create adds new ones
         #expect(redis.value("bench:7")?.count == 300)
+        #expect(results.series.reduce(0) { $0 + $1.count } == 900)  // both threads' seconds add up
 
         // Keys that were never loaded: every GET answers nil, and the report says so.
         let misses = try options([
