@@ -329,7 +329,9 @@ final class Worker<D: Driver> {
                 return
             }
             guard case .done(let n) = outcome else {
-                if carried > 0 { c.partial.append(contentsOf: UnsafeRawBufferPointer(rebasing: readBuffer[0..<carried])) }
+                if carried > 0 {
+                    c.partial.append(contentsOf: UnsafeRawBufferPointer(rebasing: readBuffer[0..<carried]))
+                }
                 return
             }
             if n == 0 {

@@ -101,7 +101,9 @@ public struct Payloads: Sendable {
         let written = out.count - start + 2
         let pad = max(0, docSize - written)
         let offset = Int(key % 64)
-        filler.withUnsafeBufferPointer { out.append(contentsOf: UnsafeBufferPointer(rebasing: $0[offset..<offset + pad])) }
+        filler.withUnsafeBufferPointer {
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: $0[offset..<offset + pad]))
+        }
         out.append(contentsOf: Payloads.docEnd)
     }
 

@@ -243,7 +243,9 @@ private func runWorker<D: Driver>(
     _ index: Int, _ workers: Int, _ phase: Phase, _ aggregator: Aggregator, _ fds: [(Int, Int32)],
     _ start: UInt64, _ makeDriver: () -> D
 ) {
-    let connections = fds.map { Connection(fd: $0.1, globalIndex: $0.0, driver: makeDriver(), pipeline: phase.pipeline) }
+    let connections = fds.map {
+        Connection(fd: $0.1, globalIndex: $0.0, driver: makeDriver(), pipeline: phase.pipeline)
+    }
     let worker = Worker(index: index, workers: workers, phase: phase, aggregator: aggregator, connections: connections)
     let now = Sys.now()
     if start > now { usleep(UInt32((start - now) / 1000)) }

@@ -128,7 +128,9 @@ enum Sys {
         var offset = 0
         while offset < bytes.count {
             let start = offset
-            let outcome = try call("write") { bytes.withUnsafeBytes { write(fd, $0.baseAddress! + start, $0.count - start) } }
+            let outcome = try call("write") {
+                bytes.withUnsafeBytes { write(fd, $0.baseAddress! + start, $0.count - start) }
+            }
             if case .done(let n) = outcome { offset += n }
         }
     }

@@ -9,7 +9,9 @@ import Testing
 /// distributions.
 @Suite struct DriverTests {
     /// Feeds `stream` to `driver` in chunks from `split`, carrying unconsumed bytes over as the engine does.
-    static func feed<D: Driver>(_ driver: inout D, _ stream: [UInt8], split: (Int) -> Int) throws -> [(UInt32, UInt16)] {
+    static func feed<D: Driver>(
+        _ driver: inout D, _ stream: [UInt8], split: (Int) -> Int
+    ) throws -> [(UInt32, UInt16)] {
         var completions: [(UInt32, UInt16)] = []
         var carried: [UInt8] = []
         var offset = 0
@@ -36,8 +38,9 @@ import Testing
             (1, .ok, [], []),
         ]
         for (id, status, json, binary) in answers {
-            encoder.encode(Frame(opcode: .get, requestID: id, status: status, flags: .response, json: json, binary: binary),
-                           into: &stream)
+            let frame = Frame(
+                opcode: .get, requestID: id, status: status, flags: .response, json: json, binary: binary)
+            encoder.encode(frame, into: &stream)
         }
         // A pushed frame (the change feed) answers nothing and is skipped.
         encoder.encode(Frame(opcode: .event, requestID: 0, flags: .push, json: Array("{}".utf8)), into: &stream)
@@ -51,13 +54,15 @@ import Testing
     }
 
     @Test func larderRejectsAStranger() {
-        var driver = LarderDriver(payloads: DriverTests.payloads, worker: 0, collection: "bench", encoder: FrameEncoder())
+        var driver = LarderDriver(
+            payloads: DriverTests.payloads, worker: 0, collection: "bench", encoder: FrameEncoder())
         let http = Array("HTTP/1.1 400 Bad Request\r\n\r\n".utf8)
         #expect(throws: BenchError.self) { try DriverTests.feed(&driver, http, split: { _ in 100 }) }
     }
 
     @Test func larderRequestsAreValidMessages() throws {
-        var driver = LarderDriver(payloads: DriverTests.payloads, worker: 3, collection: "bench", encoder: FrameEncoder())
+        var driver = LarderDriver(
+            payloads: DriverTests.payloads, worker: 3, collection: "bench", encoder: FrameEncoder())
         var decoder = FrameDecoder()
         for op in BenchOperation.allCases {
             for kind in [IDKind.created, .preloaded] {
@@ -110,7 +115,8 @@ import Testing
         #expect(text.hasPrefix("*3\r\n$3\r\nSET\r\n$7\r\nbench:7\r\n$250\r\n") && out.count == 32 + 250 + 2)
         out.removeAll()
         driver.encode(Request(op: .create, key: 7, idKind: .created), requestID: 0, into: &out)
-        #expect(String(decoding: out, as: UTF8.self).hasPrefix("*3\r\n$3\r\nSET\r\n$42\r\nbench:0000abcd-0000-4000-a000-"))
+        let created = String(decoding: out, as: UTF8.self)
+        #expect(created.hasPrefix("*3\r\n$3\r\nSET\r\n$42\r\nbench:0000abcd-0000-4000-a000-"))
     }
 
     @Test func syntheticJPEGsAreExactAndValid() throws {

@@ -11,13 +11,14 @@ import Testing
 @testable import LarderBench
 
 /// Runs `body` with an in-process Larder server on a free port over a fresh data directory.
-func withLarderServer<T>(_ body: (Int) throws -> T) throws -> T {
+func withLarderServer<T>(socketPath: String? = nil, _ body: (Int) throws -> T) throws -> T {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-bench-test-\(UUID())")
     defer { try? FileManager.default.removeItem(at: directory) }
     var configuration = ServerConfiguration()
     configuration.port = 0
     configuration.dataDirectory = directory.appendingPathComponent("data").path
     configuration.logLevel = .error
+    configuration.socketPath = socketPath
     let server = try LarderServer(configuration: configuration)
     let port = try server.start()
     defer { server.shutdown() }
@@ -32,11 +33,14 @@ final class FakeRedis: Sendable {
     }
 
     let port: Int
+    /// Microseconds each GET waits before it is answered: a slow server, for coordinated omission.
+    let getDelayMicros: UInt32
     private let listener: Int32
     private let store = Mutex([String: [UInt8]]())
     private let seen = Mutex(Counts())
 
-    init() throws {
+    init(getDelayMicros: UInt32 = 0) throws {
+        self.getDelayMicros = getDelayMicros
         (listener, port) = try Sys.listenLoopback()
         let listener = listener
         let thread = Thread { [self] in
@@ -97,6 +101,7 @@ final class FakeRedis: Sendable {
             return Array("+OK\r\n".utf8)
         case ("GET", 2):
             seen.withLock { $0.get += 1 }
+            if getDelayMicros > 0 { usleep(getDelayMicros) }
             guard let value = store.withLock({ $0[String(decoding: command[1], as: UTF8.self)] }) else {
                 return Array("$-1\r\n".utf8)
             }
