@@ -17,7 +17,7 @@ struct Context {
     func collection(_ index: Int = 0) -> String { arguments[index] }
 
     func uuid(_ text: String, _ what: String = "ID") throws(UsageError) -> UUID {
-        guard text.utf8.count == 36, let id = UUID(uuidString: text) else {
+        guard let id = UUID(wireString: text) else {
             throw UsageError("\(what) must be a UUID like 3f2504e0-4f89-11d3-9a0c-0305e82c3301, not '\(text)'")
         }
         return id

@@ -29,7 +29,7 @@ enum Transfer {
                 return
             }
             if case .string(let idText)? = object["id"], case .object(let data)? = object["data"],
-                let id = UUID(uuidString: idText)
+                let id = UUID(wireString: idText)
             {
                 items.append(Item(line: line, id: id, data: data))
             } else {

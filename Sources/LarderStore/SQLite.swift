@@ -230,7 +230,7 @@ final class Statement {
         }
     }
 
-    func uuid(_ column: Int32) -> UUID { UUID(uuidString: text(column)) ?? UUID(uuid: UUID_NULL) }
+    func uuid(_ column: Int32) -> UUID { UUID(wireString: text(column)) ?? UUID(uuid: UUID_NULL) }
 }
 
 private let UUID_NULL: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)

@@ -152,6 +152,13 @@ public struct FieldReader {
 }
 
 extension UUID {
+    /// Parses the strict 36-character form (hex digits of either case, hyphens at 8, 13, 18 and 23), without
+    /// Foundation's `sscanf`-based parser, which is slow on the read path and lenient about what it accepts.
+    public init?(wireString text: String) {
+        guard let id = FieldReader.strictUUID(text) else { return nil }
+        self = id
+    }
+
     /// The lowercase textual form used on the wire.
     public var wireString: String {
         var out: [UInt8] = []
