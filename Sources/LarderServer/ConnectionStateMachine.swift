@@ -62,18 +62,23 @@ package struct ConnectionStateMachine {
         package var zlibLevel: Int32
         /// Unsent output at which reading pauses; it resumes below half of it.
         package var outputHighWaterBytes: Int
+        /// Bytes of requests read and not yet answered (JSON parts inflated, plus binary parts) at which reading
+        /// pauses; it resumes below half of it. Without it, 128 pipelined frames of 4 KiB that each inflate to
+        /// 4 MiB held half a gigabyte (hostile finding 4, RELIABILITY.md).
+        package var inputHighWaterBytes: Int
         package var serverName: String
 
         package init(
             limits: Limits = .default, token: String? = nil, compressionThreshold: Int = FrameEncoder.defaultThreshold,
             zlibLevel: Int32 = FrameEncoder.defaultLevel, outputHighWaterBytes: Int = 4 << 20,
-            serverName: String = "larder-server"
+            inputHighWaterBytes: Int = 16 << 20, serverName: String = "larder-server"
         ) {
             self.limits = limits
             self.token = token
             self.compressionThreshold = compressionThreshold
             self.zlibLevel = zlibLevel
             self.outputHighWaterBytes = outputHighWaterBytes
+            self.inputHighWaterBytes = inputHighWaterBytes
             self.serverName = serverName
         }
     }
@@ -109,6 +114,9 @@ package struct ConnectionStateMachine {
     private var output: [UInt8] = []
     private var outputOffset = 0
     private(set) var inFlight = 0
+    /// What the requests in flight hold (JSON inflated plus binary), in total and by request id.
+    private(set) var inFlightRequestBytes = 0
+    private var requestBytes: [UInt32: [Int]] = [:]
     /// Reading stopped because the unsent output passed the high-water mark.
     private(set) var readingPaused = false
     private(set) var shuttingDown = false
@@ -185,9 +193,14 @@ package struct ConnectionStateMachine {
     /// A request handed out by `.execute` finished.
     package mutating func requestCompleted(_ reply: Reply, now: UInt64) -> [Action] {
         inFlight -= 1
+        if var sizes = requestBytes.removeValue(forKey: reply.requestID), !sizes.isEmpty {
+            inFlightRequestBytes -= sizes.removeFirst()
+            if !sizes.isEmpty { requestBytes[reply.requestID] = sizes }
+        }
         guard phase != .closed else { return [] }
         var actions: [Action] = []
         send(reply, &actions)
+        resumeIfBelowLowWater(now: now, &actions)
         closeIfDone(&actions)
         return actions
     }
@@ -208,16 +221,7 @@ package struct ConnectionStateMachine {
             outputOffset = 0
         }
         var actions: [Action] = []
-        if readingPaused && unsentBytes <= configuration.outputHighWaterBytes / 2 {
-            switch phase {
-            case .handshake, .ready:
-                readingPaused = false
-                actions.append(.resumeReading)
-                processInbound(now: now, &actions)
-            default:
-                break
-            }
-        }
+        resumeIfBelowLowWater(now: now, &actions)
         closeIfDone(&actions)
         return actions
     }
@@ -342,7 +346,43 @@ package struct ConnectionStateMachine {
             reply(Reply(opcode: frame.opcode, requestID: frame.requestID, error: error), &actions)
         } else {
             inFlight += 1
+            let size = frame.json.count + frame.binary.count
+            inFlightRequestBytes += size
+            requestBytes[frame.requestID, default: []].append(size)
             actions.append(.execute(frame))
+            pauseIfOverHighWater(&actions)
+        }
+    }
+
+    /// Stops reading (and decoding) while the unsent output or the requests in flight are over their high-water
+    /// marks; frames already buffered stay undecoded, so compressed ones stay small.
+    private mutating func pauseIfOverHighWater(_ actions: inout [Action]) {
+        guard !readingPaused,
+            unsentBytes > configuration.outputHighWaterBytes || inFlightRequestBytes > configuration.inputHighWaterBytes
+        else { return }
+        switch phase {
+        case .handshake, .ready:
+            readingPaused = true
+            actions.append(.pauseReading)
+        default:
+            break
+        }
+    }
+
+    /// Reads again once both are below half their marks.
+    private mutating func resumeIfBelowLowWater(now: UInt64, _ actions: inout [Action]) {
+        guard readingPaused, unsentBytes <= configuration.outputHighWaterBytes / 2,
+            inFlightRequestBytes <= configuration.inputHighWaterBytes / 2
+        else { return }
+        switch phase {
+        case .handshake, .ready:
+            readingPaused = false
+            // The time spent paused was the server's, not the client's: a frame half read restarts its deadline.
+            frameStartedAt = nil
+            actions.append(.resumeReading)
+            processInbound(now: now, &actions)
+        default:
+            break
         }
     }
 
@@ -385,15 +425,7 @@ package struct ConnectionStateMachine {
         }
         peakUnsentBytes = max(peakUnsentBytes, unsentBytes)
         if wasEmpty { actions.append(.flush) }
-        if !readingPaused && unsentBytes > configuration.outputHighWaterBytes {
-            switch phase {
-            case .handshake, .ready:
-                readingPaused = true
-                actions.append(.pauseReading)
-            default:
-                break
-            }
-        }
+        pauseIfOverHighWater(&actions)
     }
 
     /// A fatal error: an error frame, then close once it is sent.

@@ -1,4 +1,5 @@
 import Foundation
+import LarderServer
 import LarderStore
 import LarderWire
 import Testing
@@ -64,5 +65,80 @@ import Testing
             let rev = try FieldPath("$rev")
             #expect(try Self.ids(store, .isIn(rev, [1, "2"])) == Set(stored))
         }
+    }
+}
+
+/// Finding 4: every frame read was inflated and handed out at once, up to 128 per connection, so 128 pipelined
+/// frames of 4 KiB that each inflate to 4 MiB made the server hold half a gigabyte for 0.5 MB sent. Reading now
+/// pauses while the requests in flight hold more than `inputHighWaterBytes`.
+@Suite struct ReliabilityInflationFindingTests {
+    static func bomb(_ encoder: FrameEncoder, id: UInt32, inflated: Int) -> [UInt8] {
+        let json: JSONObject = ["collection": "b", "data": ["pad": .string(String(repeating: " ", count: inflated - 40))]]
+        return encoder.encode(Frame(opcode: .create, requestID: id, json: json.bytes))
+    }
+
+    @Test func readingPausesWhileRequestsInFlightHoldTooMuch() throws {
+        let configuration = ConnectionStateMachine.Configuration(inputHighWaterBytes: 1 << 20)
+        var machine = ConnectionStateMachine(configuration: configuration, now: 0)
+        let hello = FrameEncoder().encode(
+            Frame(opcode: .hello, requestID: 1, json: HelloRequest(client: "t").json.bytes))
+        _ = hello.withUnsafeBytes { machine.bytesReceived($0, now: 0) }
+        #expect(machine.isHandshakeDone)
+        let encoder = FrameEncoder(compressionEnabled: true, threshold: 0)
+        var stream: [UInt8] = []
+        for id in UInt32(10)..<74 { stream += Self.bomb(encoder, id: id, inflated: 256 << 10) }
+        #expect(stream.count < 64 * 2048, "the frames compress to \(stream.count) bytes")
+
+        var pending: [Frame] = []
+        func run(_ actions: [ConnectionStateMachine.Action]) -> Bool {
+            var paused = false
+            for action in actions {
+                if case .execute(let frame) = action { pending.append(frame) }
+                if action == .pauseReading { paused = true }
+            }
+            return paused
+        }
+        #expect(stream.withUnsafeBytes { run(machine.bytesReceived($0, now: 1)) })
+        #expect(pending.count == 5, "1 MiB holds four frames of 256 KiB; the fifth crosses the mark")
+        var executed = pending.count
+        while let frame = pending.first {
+            pending.removeFirst()
+            let actions = machine.requestCompleted(Reply(opcode: .create, requestID: frame.requestID, json: []), now: 2)
+            let before = pending.count
+            _ = run(actions)
+            executed += pending.count - before
+            #expect(pending.count <= 5)
+        }
+        #expect(executed == 64, "every frame ran in the end")
+    }
+
+    /// The same against a real server: its peak RSS stays far below what the frames inflate to.
+    @Test func aServerFedCompressionBombsStaysSmall() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("larder-bomb-\(UUID().wireString)")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let server = try ServerChild(dataDirectory: root.appendingPathComponent("data").path)
+        defer { _ = server.stop() }
+        let c = try RawClient.tcp(port: server.port)
+        try c.hello()
+        let before = try #require(server.residentBytes)
+        // Encoded once (4 MiB of JSON is slow to write in a debug build); each copy gets its own request id.
+        let one = Self.bomb(FrameEncoder(compressionEnabled: true, threshold: 0), id: 0, inflated: 4 << 20)
+        var stream: [UInt8] = []
+        for id in UInt32(10)..<138 {
+            var frame = one
+            frame.replaceSubrange(12..<16, with: [0, 0, UInt8(id >> 8), UInt8(id & 0xFF)])
+            stream += frame
+        }
+        try c.writeAll(stream)
+        var statuses: [Status] = []
+        while statuses.count < 128, let frame = try c.receive(timeout: 60) { statuses.append(frame.status) }
+        #expect(statuses == Array(repeating: .payloadTooLarge, count: 128), "documents over 1 MiB are refused")
+        let peak = try #require(server.peakResidentBytes)
+        report(
+            "inflation: 128 frames, \(stream.count) bytes on the wire, \(128 * 4) MiB inflated; server RSS "
+                + "\(before >> 20) MB before, peak \(peak >> 20) MB")
+        // Before the fix the peak was ~400 MB over the baseline; the mark (16 MiB) plus parsing stays far under.
+        #expect(peak - before < 160 << 20)
     }
 }

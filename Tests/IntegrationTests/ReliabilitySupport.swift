@@ -62,9 +62,14 @@ final class ServerChild: @unchecked Sendable {
     }
 
     /// Resident set size from /proc, in bytes.
-    var residentBytes: Int? {
+    var residentBytes: Int? { status("VmRSS:") }
+
+    /// The largest resident set size so far ("high water mark"), in bytes.
+    var peakResidentBytes: Int? { status("VmHWM:") }
+
+    private func status(_ key: String) -> Int? {
         guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix(key) }),
             let kb = Int(line.split(separator: " ").dropFirst().first ?? "")
         else { return nil }
         return kb * 1024
