@@ -5,6 +5,7 @@ import Darwin
 #endif
 import Dispatch
 import Synchronization
+import LarderStore
 import LarderWire
 
 /// Monotonic milliseconds for the state machines.
@@ -22,11 +23,26 @@ final class IOShard: @unchecked Sendable {
     private var timer: (any DispatchSourceTimer)?
     /// Only used on `queue`.
     let encoders: SharedEncoders
+    /// The connections holding a subscription (only on `queue`).
+    var watchers: [ObjectIdentifier: Connection] = [:]
+    /// The newest change published to this shard (only on `queue`). Changes reach a shard in commit order, so every
+    /// change up to it has either reached the live subscriptions or is in the log for those catching up.
+    var publishedSeq: Int64
 
-    init(index: Int, configuration: ConnectionStateMachine.Configuration) {
+    init(index: Int, configuration: ConnectionStateMachine.Configuration, publishedSeq: Int64 = 0) {
         encoders = SharedEncoders(configuration: configuration)
         queue = DispatchQueue(label: "larder.io.\(index)")
         readBuffer = .allocate(byteCount: 64 << 10, alignment: 16)
+        self.publishedSeq = publishedSeq
+    }
+
+    /// A batch of committed changes, on `queue`: pushed to every live subscription of the shard's connections.
+    func deliver(_ entries: [ChangeEntry]) {
+        guard let last = entries.last?.seq else { return }
+        publishedSeq = max(publishedSeq, last)
+        guard !watchers.isEmpty else { return }
+        let changes = PreparedChanges(entries)
+        for connection in watchers.values { connection.deliver(changes) }
     }
 
     deinit { readBuffer.deallocate() }
@@ -87,6 +103,11 @@ final class Connection: @unchecked Sendable {
     private var wireIn = 0
     private var wireOut = 0
     private var reportedPeak = 0
+    /// The change feed's subscriptions, by id.
+    private var subscriptions: [UInt32: Subscription] = [:]
+    private var lastSubscriptionID: UInt32 = 0
+    /// Changes read from the log per catch-up page.
+    static let catchUpPageSize = 256
 
     init(fd: Int32, id: Int, peer: String, shard: IOShard, context: ServerContext) {
         self.fd = fd
@@ -150,6 +171,16 @@ final class Connection: @unchecked Sendable {
     }
 
     private func flush() {
+        var actions: [ConnectionStateMachine.Action] = []
+        writeNow(&actions)
+        if machine.unsentBytes == 0 { setWriting(false) }
+        perform(actions)
+        // Output drained: subscriptions replaying the log may read their next page.
+        continueCatchUps()
+    }
+
+    /// Writes what the socket takes now; the machine's resulting actions are appended to `actions`, not performed.
+    private func writeNow(_ actions: inout [ConnectionStateMachine.Action]) {
         while !closing && machine.unsentBytes > 0 {
             let result: Result<IOResult, IOError> = machine.withUnsentOutput { bytes in
                 do throws(IOError) {
@@ -160,16 +191,16 @@ final class Connection: @unchecked Sendable {
             }
             switch result {
             case .failure(let error):
-                return perform(machine.forceClose(.ioError(error.description)))
+                actions += machine.forceClose(.ioError(error.description))
+                return
             case .success(.wouldBlock):
                 setWriting(true)
                 return
             case .success(.done(let count)):
                 wireOut += count
-                perform(machine.writeCompleted(count, now: monotonicMs()))
+                actions += machine.writeCompleted(count, now: monotonicMs())
             }
         }
-        if machine.unsentBytes == 0 { setWriting(false) }
     }
 
     private func setWriting(_ on: Bool) {
@@ -190,6 +221,7 @@ final class Connection: @unchecked Sendable {
     }
 
     private func execute(_ frame: Frame) {
+        if frame.opcode == .watch || frame.opcode == .unwatch { return executeWatch(frame) }
         let started = DispatchTime.now().uptimeNanoseconds
         context.inFlight.add(1)
         let logger = context.logger
@@ -216,13 +248,14 @@ final class Connection: @unchecked Sendable {
             case .flush:
                 flush()
             case .pauseReading:
-                // After close() the source is cancelled; suspending it then would stop its cancel handler.
-                if readState == .running && !closing {
+                // After close() the source is cancelled; suspending it then would stop its cancel handler. The
+                // machine's own flag decides, not the action's order: a nested flush may already have resumed.
+                if readState == .running && !closing && machine.readingPaused {
                     readSource.suspend()
                     readState = .suspended
                 }
             case .resumeReading:
-                if readState == .suspended && !closing {
+                if readState == .suspended && !closing && !machine.readingPaused {
                     readSource.resume()
                     readState = .running
                 }
@@ -274,7 +307,231 @@ final class Connection: @unchecked Sendable {
     private func finish() {
         Socket.close(fd)
         shard.connections[ObjectIdentifier(self)] = nil
+        if !subscriptions.isEmpty {
+            context.stats.watchesEnded(subscriptions.count)
+            subscriptions.removeAll()
+            watchingChanged()
+        }
         context.stats.connectionClosed()
+    }
+
+    // MARK: The change feed
+
+    private var limits: Limits { context.machineConfiguration.limits }
+
+    /// WATCH and UNWATCH are answered here, on the shard queue, because they change this connection's subscriptions:
+    /// the answer is queued before any event of the subscription can be.
+    private func executeWatch(_ frame: Frame) {
+        let started = DispatchTime.now().uptimeNanoseconds
+        let reply = frame.opcode == .watch ? watch(frame) : unwatch(frame)
+        context.stats.request(
+            reply.opcode, reply.status, latencyMicros: (DispatchTime.now().uptimeNanoseconds &- started) / 1000)
+        if reply.status != .ok {
+            context.logger.debug("conn \(id) request \(reply.requestID) \(reply.opcode.name) -> \(reply.status.name)")
+        }
+        perform(machine.requestCompleted(reply, now: monotonicMs()))
+        continueCatchUps()
+    }
+
+    private func watch(_ frame: Frame) -> Reply {
+        do throws(LarderError) {
+            guard frame.binary.isEmpty else { throw LarderError(.invalidArgument, "WATCH takes no binary part") }
+            let request = try WatchRequest(json: frame.jsonObject())
+            if let collection = request.collection { try SQLiteStore.validateCollection(collection) }
+            guard subscriptions.count < limits.maxWatches else {
+                throw LarderError(
+                    .resourceExhausted, "this connection already holds \(limits.maxWatches) subscriptions; "
+                        + "UNWATCH one or open another connection", details: ["limit": .int(Int64(limits.maxWatches))])
+            }
+            // Read before the subscription exists: every change after it is either published to this shard later
+            // (and pushed live) or, with `since`, read from the log.
+            let last = context.router.store.lastChangeSeq
+            lastSubscriptionID = lastSubscriptionID == UInt32.max ? 1 : lastSubscriptionID + 1
+            let subscriptionID = lastSubscriptionID
+            subscriptions[subscriptionID] = Subscription(
+                id: subscriptionID, collection: request.collection, filter: request.filter, idsOnly: request.idsOnly,
+                lastSeq: request.since ?? last, state: request.since == nil ? .live : .catchingUp,
+                checkResync: request.since != nil)
+            watchingChanged()
+            context.stats.watchStarted()
+            return Reply(
+                opcode: .watch, requestID: frame.requestID,
+                json: WatchResponse(subscription: subscriptionID, seq: last).json.bytes)
+        } catch {
+            return Reply(opcode: .watch, requestID: frame.requestID, error: error)
+        }
+    }
+
+    private func unwatch(_ frame: Frame) -> Reply {
+        do throws(LarderError) {
+            guard frame.binary.isEmpty else { throw LarderError(.invalidArgument, "UNWATCH takes no binary part") }
+            let request = try UnwatchRequest(json: frame.jsonObject())
+            guard subscriptions.removeValue(forKey: request.subscription) != nil else {
+                throw LarderError(
+                    .notFound, "no subscription \(request.subscription) on this connection", field: "subscription")
+            }
+            watchingChanged()
+            context.stats.watchesEnded(1)
+            return Reply(
+                opcode: .unwatch, requestID: frame.requestID,
+                json: UnwatchResponse(subscription: request.subscription).json.bytes)
+        } catch {
+            return Reply(opcode: .unwatch, requestID: frame.requestID, error: error)
+        }
+    }
+
+    /// Keeps the shard's list of watching connections and the machine's idle rule in step with `subscriptions`.
+    private func watchingChanged() {
+        let watching = !subscriptions.isEmpty
+        machine.isWatching = watching
+        shard.watchers[ObjectIdentifier(self)] = watching && !closing ? self : nil
+    }
+
+    /// Committed changes, on the shard queue: pushed to each live subscription they concern, in commit order. A
+    /// subscription whose connection holds more than `maxWatchBufferBytes` unsent when an event is due gets a gap
+    /// event and ends; the writer and the other connections never wait for it.
+    func deliver(_ changes: PreparedChanges) {
+        guard !closing, machine.canPush else { return }
+        let bound = limits.maxWatchBufferBytes
+        var actions: [ConnectionStateMachine.Action] = []
+        var sent = 0
+        var gaps = 0
+        subscriptions: for subscriptionID in subscriptions.keys.sorted() {
+            guard var subscription = subscriptions[subscriptionID], subscription.state == .live else { continue }
+            var overflowed = false
+            for index in changes.entries.indices where changes.entries[index].seq > subscription.lastSeq {
+                let match = changes.match(index, subscription)
+                if match != .no {
+                    // Offer the socket what is queued before calling the buffer full.
+                    if machine.unsentBytes > bound { writeNow(&actions) }
+                    guard machine.canPush else { break subscriptions }
+                    if machine.unsentBytes > bound {
+                        overflowed = true
+                        break
+                    }
+                    let json = changes.event(
+                        index, for: subscriptionID, idsOnly: subscription.idsOnly, matches: match == .yes)
+                    actions += machine.push(opcode: .event, requestID: subscriptionID, json: json)
+                    sent += 1
+                }
+                subscription.lastSeq = changes.entries[index].seq
+            }
+            if overflowed {
+                subscriptions[subscriptionID] = nil
+                let json = EventEncoder.gap(subscription: subscriptionID, seq: subscription.lastSeq)
+                actions += machine.push(opcode: .event, requestID: subscriptionID, json: json)
+                gaps += 1
+                context.logger.info("conn \(id) subscription \(subscriptionID) fell behind its buffer of \(bound) bytes: gap")
+            } else {
+                subscriptions[subscriptionID] = subscription
+            }
+        }
+        if gaps > 0 {
+            watchingChanged()
+            context.stats.watchesEnded(gaps)
+        }
+        context.stats.watchDelivered(events: sent, gaps: gaps, resyncs: 0)
+        perform(actions)
+    }
+
+    /// Starts a log read for each subscription replaying it, while the output is below half the watch buffer (the
+    /// replay is paced by the subscriber's reading, so it never overflows).
+    private func continueCatchUps() {
+        for id in subscriptions.keys.sorted() where subscriptions[id]?.state == .catchingUp {
+            guard !closing, machine.canPush, machine.unsentBytes <= limits.maxWatchBufferBytes / 2 else { return }
+            readLog(id)
+        }
+    }
+
+    private func readLog(_ subscriptionID: UInt32) {
+        guard var subscription = subscriptions[subscriptionID] else { return }
+        subscription.state = .reading
+        subscriptions[subscriptionID] = subscription
+        let store = context.router.store
+        let maxBytes = max(16 << 10, limits.maxWatchBufferBytes / 4)
+        let shard = self.shard
+        let wanted = subscription
+        context.router.workQueue.async { [self] in
+            let result: Result<LogPage, LarderError>
+            do throws(LarderError) {
+                let page = try store.changes(
+                    after: wanted.lastSeq, collection: wanted.collection, limit: Connection.catchUpPageSize,
+                    maxBytes: maxBytes)
+                result = .success(LogPage(page, for: wanted))
+            } catch {
+                result = .failure(error)
+            }
+            shard.queue.async { self.logRead(subscriptionID, result) }
+        }
+    }
+
+    /// A page of the log arrived for a subscription catching up: check `since` against the retention (first page),
+    /// push the page's events, and go live once the log has been read past everything published to this shard.
+    private func logRead(_ subscriptionID: UInt32, _ result: Result<LogPage, LarderError>) {
+        guard !closing, machine.canPush, var subscription = subscriptions[subscriptionID], subscription.state == .reading
+        else { return }
+        var actions: [ConnectionStateMachine.Action] = []
+        switch result {
+        case .failure(let error):
+            context.logger.warn("conn \(id) subscription \(subscriptionID): the change log failed to read: \(error)")
+            subscriptions[subscriptionID] = nil
+            watchingChanged()
+            context.stats.watchesEnded(1)
+            context.stats.watchDelivered(events: 0, gaps: 1, resyncs: 0)
+            actions += machine.push(
+                opcode: .event, requestID: subscriptionID,
+                json: EventEncoder.gap(subscription: subscriptionID, seq: subscription.lastSeq))
+        case .success(let page):
+            var exhausted = !page.more
+            var events = page.events
+            var resyncs = 0
+            if subscription.checkResync {
+                subscription.checkResync = false
+                if subscription.lastSeq < page.prunedThrough || subscription.lastSeq > page.lastSeq {
+                    // Never a silent gap: the subscriber must reload, then follows the changes after `lastSeq`.
+                    actions += machine.push(
+                        opcode: .event, requestID: subscriptionID,
+                        json: EventEncoder.resync(
+                            subscription: subscriptionID, seq: page.lastSeq, oldestSeq: page.prunedThrough + 1))
+                    subscription.lastSeq = page.lastSeq
+                    events = []
+                    exhausted = true
+                    resyncs = 1
+                }
+            }
+            if resyncs == 0 {
+                subscription.lastSeq = page.more ? page.lastEntrySeq : max(subscription.lastSeq, page.lastSeq)
+            }
+            for json in events { actions += machine.push(opcode: .event, requestID: subscriptionID, json: json) }
+            subscription.state = exhausted && shard.publishedSeq <= subscription.lastSeq ? .live : .catchingUp
+            subscriptions[subscriptionID] = subscription
+            context.stats.watchDelivered(events: events.count, gaps: 0, resyncs: resyncs)
+        }
+        perform(actions)
+        continueCatchUps()
+    }
+}
+
+/// A page of the change log prepared off the I/O queue for one subscription: its matching events already encoded.
+struct LogPage: Sendable {
+    var events: [[UInt8]]
+    var more: Bool
+    /// The last change in the page (valid when `more`).
+    var lastEntrySeq: Int64
+    var lastSeq: Int64
+    var prunedThrough: Int64
+
+    init(_ page: ChangePage, for subscription: Subscription) {
+        let changes = PreparedChanges(page.entries)
+        events = page.entries.indices.compactMap { index in
+            let match = changes.match(index, subscription)
+            guard match != .no else { return nil }
+            return changes.event(index, for: subscription.id, idsOnly: subscription.idsOnly, matches: match == .yes)
+        }
+        more = page.more
+        lastEntrySeq = page.entries.last?.seq ?? 0
+        lastSeq = page.lastSeq
+        prunedThrough = page.prunedThrough
     }
 }
 

@@ -126,6 +126,8 @@ package struct ConnectionStateMachine {
     /// The largest unsent output this connection ever held (for tests and STATS).
     private(set) var peakUnsentBytes = 0
     private(set) var compressionNegotiated = false
+    /// The connection holds a subscription: waiting for events is not idleness (set by the shell).
+    package var isWatching = false
     /// Frame bytes received and sent as if nothing were compressed (for the compression ratio in STATS).
     package private(set) var uncompressedBytesIn = 0
     package private(set) var uncompressedBytesOut = 0
@@ -205,6 +207,18 @@ package struct ConnectionStateMachine {
         return actions
     }
 
+    /// Whether pushed frames are accepted: after HELLO and before closing.
+    package var canPush: Bool { phase == .ready }
+
+    /// Queues a frame the server sends unasked (a change-feed event: push flag, no response flag). Nothing is queued
+    /// before HELLO or once the connection is closing.
+    package mutating func push(opcode: Opcode, requestID: UInt32, json: [UInt8]) -> [Action] {
+        guard canPush else { return [] }
+        var actions: [Action] = []
+        send(Reply(opcode: opcode, requestID: requestID, json: json), flags: .push, &actions)
+        return actions
+    }
+
     /// Calls `body` with the output not yet written; report what was written with `writeCompleted`.
     package func withUnsentOutput<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
         output.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[outputOffset...])) }
@@ -245,7 +259,7 @@ package struct ConnectionStateMachine {
                     .deadlineExceeded, "a frame was not completed within \(limits.frameTimeoutMs) ms",
                     details: ["limit": .int(Int64(limits.frameTimeoutMs))])
                 sendConnectionError(error, reason: .frameTimeout, now: now, &actions)
-            } else if inFlight == 0 && unsentBytes == 0 && inbound.readableCount == 0
+            } else if inFlight == 0 && unsentBytes == 0 && inbound.readableCount == 0 && !isWatching
                 && now >= lastActivity + UInt64(limits.idleTimeoutMs)
             {
                 let error = LarderError(
@@ -413,13 +427,13 @@ package struct ConnectionStateMachine {
         send(reply, &actions)
     }
 
-    private mutating func send(_ reply: Reply, _ actions: inout [Action]) {
+    private mutating func send(_ reply: Reply, flags: Frame.Flags = .response, _ actions: inout [Action]) {
         let wasEmpty = unsentBytes == 0
         uncompressedBytesOut += Frame.prefixSize + reply.json.count + reply.binary.count
         reply.json.withUnsafeBytes { json in
             reply.binary.withUnsafeBytes { binary in
                 (encoderEnabled ? encoders.compressing : encoders.plain).encode(
-                    opcode: reply.opcode, requestID: reply.requestID, status: reply.status, flags: .response,
+                    opcode: reply.opcode, requestID: reply.requestID, status: reply.status, flags: flags,
                     json: json, binary: binary, into: &output)
             }
         }

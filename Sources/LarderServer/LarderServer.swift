@@ -22,6 +22,7 @@ public final class LarderServer: Sendable {
     private let context: ServerContext
     private let store: Router.Store
     private let shards: [IOShard]
+    private let hub: WatchHub
     private let acceptQueue = DispatchQueue(label: "larder.accept")
     private let state = Mutex(State())
 
@@ -64,7 +65,9 @@ public final class LarderServer: Sendable {
                 dataDirectory: configuration.dataDirectory, synchronous: configuration.synchronous,
                 maxDocumentBytes: configuration.limits.maxDocumentBytes,
                 maxBlobBytes: configuration.limits.maxBlobBytes,
-                maxPageBytes: Router.pageBudget(maxJSONBytes: configuration.limits.maxJSONBytes)))
+                maxPageBytes: Router.pageBudget(maxJSONBytes: configuration.limits.maxJSONBytes),
+                changeRetentionEvents: configuration.changeRetentionEvents,
+                changeRetentionMs: configuration.changeRetentionMs))
         self.init(configuration: configuration, store: store)
     }
 
@@ -84,7 +87,13 @@ public final class LarderServer: Sendable {
             outputHighWaterBytes: configuration.outputHighWaterBytes, serverName: LarderServer.serverName)
         context = ServerContext(
             router: router, stats: stats, logger: Logger(level: configuration.logLevel), machineConfiguration: machine)
-        shards = (0..<max(1, configuration.ioQueues)).map { IOShard(index: $0, configuration: machine) }
+        let lastChangeSeq = store.lastChangeSeq
+        shards = (0..<max(1, configuration.ioQueues)).map {
+            IOShard(index: $0, configuration: machine, publishedSeq: lastChangeSeq)
+        }
+        let hub = WatchHub(shards: shards)
+        self.hub = hub
+        store.addChangeListener { [weak hub] entries in hub?.publish(entries) }
     }
 
     /// Binds the listeners and starts accepting. Returns the bound TCP port.

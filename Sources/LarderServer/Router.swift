@@ -50,11 +50,12 @@ package final class Router: Sendable {
             completion(Reply(opcode: opcode, requestID: requestID, json: json, binary: binary))
         }
 
-        if opcode.isReserved {
-            return fail(
-                LarderError(
-                    .unknownOpcode,
-                    "\(opcode.name) is reserved for the change feed, which this server does not offer yet"))
+        if opcode == .event {
+            return fail(LarderError(.unknownOpcode, "EVENT frames are pushed by the server; a client never sends one"))
+        }
+        if opcode == .watch || opcode == .unwatch {
+            // They change a connection's subscriptions, so the connection answers them itself.
+            return fail(LarderError(.internal, "\(opcode.name) is answered by the connection, not the router"))
         }
         guard Opcode.all.contains(opcode) else {
             return fail(LarderError(.unknownOpcode, "opcode \(opcode.name) is not one this server knows"))
@@ -148,7 +149,8 @@ package final class Router: Sendable {
             let storeStats = try store.stats()
             json["store"] = .object([
                 "documents": .int(Int64(storeStats.documents)), "blobs": .int(Int64(storeStats.blobs)),
-                "databaseBytes": .int(storeStats.databaseBytes),
+                "databaseBytes": .int(storeStats.databaseBytes), "changes": .int(Int64(storeStats.changes)),
+                "lastChangeSeq": .int(storeStats.lastChangeSeq),
             ])
             return (json.bytes, [])
         default:

@@ -26,6 +26,10 @@ public struct ServerConfiguration: Sendable {
     public var searchDelayMs: Int = 0
     /// Serial queues that own the connections (default: one per core).
     public var ioQueues: Int = max(1, ProcessInfo.processInfo.activeProcessorCount)
+    /// The change log keeps the newest this many changes for WATCH `since`...
+    public var changeRetentionEvents: Int = 100_000
+    /// ...none older than this (milliseconds).
+    public var changeRetentionMs: Int64 = 86_400_000
 
     public init() {}
 }
@@ -121,6 +125,22 @@ public enum ServerOptions {
             limit(
                 "max-handshake-frame-bytes", "largest frame before HELLO", l.maxHandshakeFrameBytes,
                 \.maxHandshakeFrameBytes),
+            limit("max-watches", "WATCH subscriptions per connection", l.maxWatches, \.maxWatches),
+            limit(
+                "max-watch-buffer-bytes", "unsent bytes a subscriber may hold before its subscription gaps",
+                l.maxWatchBufferBytes, \.maxWatchBufferBytes),
+            Option(
+                name: "change-retention", env: "LARDER_CHANGE_RETENTION", valueName: "N",
+                help: "changes the log keeps for WATCH since (default \(d.changeRetentionEvents))",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.changeRetentionEvents = try integer("change-retention", v, min: 1)
+                }),
+            Option(
+                name: "change-retention-ms", env: "LARDER_CHANGE_RETENTION_MS", valueName: "N",
+                help: "the oldest change the log keeps, in ms (default \(d.changeRetentionMs))",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.changeRetentionMs = Int64(try integer("change-retention-ms", v, min: 1))
+                }),
             Option(
                 name: "zlib-level", env: "LARDER_ZLIB_LEVEL", valueName: "0-9",
                 help: "zlib level for replies (default \(d.zlibLevel))",

@@ -66,6 +66,11 @@ package final class ServerStats: Sendable {
         var bytesInUncompressed = 0
         var bytesOutUncompressed = 0
         var peakUnsentBytes = 0
+        var watchesOpen = 0
+        var watchesTotal = 0
+        var watchEvents = 0
+        var watchGaps = 0
+        var watchResyncs = 0
     }
 
     private let state = Mutex(State())
@@ -104,6 +109,27 @@ package final class ServerStats: Sendable {
             $0.peakUnsentBytes = Swift.max($0.peakUnsentBytes, peakUnsent)
         }
     }
+
+    package func watchStarted() {
+        state.withLock {
+            $0.watchesOpen += 1
+            $0.watchesTotal += 1
+        }
+    }
+
+    package func watchesEnded(_ count: Int) { state.withLock { $0.watchesOpen -= count } }
+
+    /// Events pushed; counted per delivery, not per event, to keep the lock off the hot path.
+    package func watchDelivered(events: Int, gaps: Int, resyncs: Int) {
+        guard events | gaps | resyncs != 0 else { return }
+        state.withLock {
+            $0.watchEvents += events
+            $0.watchGaps += gaps
+            $0.watchResyncs += resyncs
+        }
+    }
+
+    package var openWatches: Int { state.withLock { $0.watchesOpen } }
 
     package var openConnections: Int { state.withLock { $0.connectionsOpen } }
     package var peakUnsentBytes: Int { state.withLock { $0.peakUnsentBytes } }
@@ -149,6 +175,11 @@ package final class ServerStats: Sendable {
             "requests": .object([
                 "total": .int(Int64(totalRequests)), "errors": .int(Int64(totalErrors)),
                 "byStatus": .object(byStatusJSON), "byOpcode": .object(byOpcode),
+            ]),
+            "watch": .object([
+                "subscriptions": .int(Int64(s.watchesOpen)), "started": .int(Int64(s.watchesTotal)),
+                "events": .int(Int64(s.watchEvents)), "gaps": .int(Int64(s.watchGaps)),
+                "resyncs": .int(Int64(s.watchResyncs)),
             ]),
             "bytes": .object([
                 "inWire": .int(Int64(s.bytesInWire)), "outWire": .int(Int64(s.bytesOutWire)),

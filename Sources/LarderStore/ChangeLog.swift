@@ -21,10 +21,13 @@ public struct ChangeEntry: Sendable, Equatable {
     public var record: StoredRecord?
     /// The blob of a `blobAttach` or `blobDelete`.
     public var blob: BlobMeta?
+    /// The document's data before a `replace` or `patch`, so a filter can tell a document that stopped matching.
+    public var previous: [UInt8]?
 
     /// An entry; the store makes these, the public initializer is for tests and tools.
     public init(
-        seq: Int64, kind: ChangeKind, collection: String, time: Int64, record: StoredRecord?, blob: BlobMeta? = nil
+        seq: Int64, kind: ChangeKind, collection: String, time: Int64, record: StoredRecord?, blob: BlobMeta? = nil,
+        previous: [UInt8]? = nil
     ) {
         self.seq = seq
         self.kind = kind
@@ -32,6 +35,7 @@ public struct ChangeEntry: Sendable, Equatable {
         self.time = time
         self.record = record
         self.blob = blob
+        self.previous = previous
     }
 }
 
@@ -98,17 +102,18 @@ struct PruneSchedule {
 }
 
 extension SQLiteWriteContext {
-    static let changeColumns = "seq, collection, kind, time, id, rev, createdAt, updatedAt, data, blob"
+    static let changeColumns = "seq, collection, kind, time, id, rev, createdAt, updatedAt, data, blob, previous"
 
     /// Appends a change to the log inside the open transaction; the listeners hear of it after COMMIT.
-    func recordChange(_ kind: ChangeKind, _ collection: String, record: StoredRecord?, blob: BlobMeta? = nil)
-        throws(LarderError)
-    {
+    func recordChange(
+        _ kind: ChangeKind, _ collection: String, record: StoredRecord?, blob: BlobMeta? = nil,
+        previous: [UInt8]? = nil
+    ) throws(LarderError) {
         guard let db = connection else { return }
         let time = nowMillis()
         let statement = try db.statement(
-            "INSERT INTO changes(collection, kind, time, id, rev, createdAt, updatedAt, data, blob) "
-                + "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")
+            "INSERT INTO changes(collection, kind, time, id, rev, createdAt, updatedAt, data, blob, previous) "
+                + "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)")
         defer { statement.reset() }
         try statement.bind([.text(collection), .text(kind.rawValue), .int(time)])
         if let record {
@@ -119,9 +124,12 @@ extension SQLiteWriteContext {
             try statement.bindText(record.data, at: 8)
         }
         if let blob { try statement.bindText(blob.json.bytes, at: 9) }
+        if let previous { try statement.bindText(previous, at: 10) }
         while try statement.step() {}
         let seq = sqlite3_last_insert_rowid(db.handle)
-        changes.append(ChangeEntry(seq: seq, kind: kind, collection: collection, time: time, record: record, blob: blob))
+        changes.append(
+            ChangeEntry(
+                seq: seq, kind: kind, collection: collection, time: time, record: record, blob: blob, previous: previous))
     }
 
     /// Deletes what the retention no longer covers: all but the newest `retainEvents` changes, and those older than
@@ -183,7 +191,7 @@ extension SQLiteStore {
                     return false
                 }
                 let entry = SQLiteStore.changeEntry(row)
-                bytes += (entry.record?.data.count ?? 0) + 256
+                bytes += (entry.record?.data.count ?? 0) + (entry.previous?.count ?? 0) + 256
                 entries.append(entry)
                 return true
             }
@@ -201,6 +209,6 @@ extension SQLiteStore {
         if !row.isNull(9) { blob = try? BlobMeta(json: JSONParser.parseObject(row.bytes(9))) }
         return ChangeEntry(
             seq: row.int(0), kind: ChangeKind(rawValue: row.text(2)), collection: row.text(1), time: row.int(3),
-            record: record, blob: blob)
+            record: record, blob: blob, previous: row.isNull(10) ? nil : row.bytes(10))
     }
 }

@@ -119,7 +119,7 @@ final class SQLiteWriteContext: WriteContext {
         try statement.bind(at: 4, .int(row.seq))
         while try statement.step() {}
         let record = StoredRecord(id: id, rev: row.rev + 1, createdAt: row.createdAt, updatedAt: now, data: bytes)
-        try recordChange(kind, collection, record: record)
+        try recordChange(kind, collection, record: record, previous: row.data)
         return record
     }
 
@@ -127,7 +127,8 @@ final class SQLiteWriteContext: WriteContext {
         -> StoredRecord
     {
         try SQLiteStore.validateCollection(collection)
-        let row = try current(collection, id, expectedRev: expectedRev, withData: false)
+        // The data it had goes into the change log with the new one (a filter can then tell it stopped matching).
+        let row = try current(collection, id, expectedRev: expectedRev, withData: true)
         return try update(collection, id, row, data, kind: .replace)
     }
 
@@ -323,6 +324,8 @@ enum Schema {
         CREATE TABLE larder_meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
         INSERT INTO larder_meta(key, value) VALUES ('changesPrunedThrough', 0);
         """,
+        // 3: a replace or patch keeps the data it replaced, so a WATCH filter sees a document leave it.
+        "ALTER TABLE changes ADD COLUMN previous TEXT;",
     ]
 
     /// The trigram index over the `search` column, kept in step by triggers (external content, so no second copy).

@@ -18,11 +18,17 @@ public struct Limits: Sendable, Equatable {
     public var frameTimeoutMs: Int
     /// Largest frame accepted before a successful HELLO.
     public var maxHandshakeFrameBytes: Int
+    /// Subscriptions (WATCH) one connection may hold at once.
+    public var maxWatches: Int
+    /// Unsent bytes a connection may hold when a live event is due; past it the subscription gets a gap event and
+    /// ends (a subscriber that stops reading cannot make the server buffer without bound).
+    public var maxWatchBufferBytes: Int
 
     public init(
         maxFrameBytes: Int = 40 << 20, maxJSONBytes: Int = 4 << 20, maxDocumentBytes: Int = 1 << 20,
         maxBlobBytes: Int = 32 << 20, maxInFlight: Int = 128, maxConnections: Int = 10_000,
-        idleTimeoutMs: Int = 300_000, frameTimeoutMs: Int = 30_000, maxHandshakeFrameBytes: Int = 64 << 10
+        idleTimeoutMs: Int = 300_000, frameTimeoutMs: Int = 30_000, maxHandshakeFrameBytes: Int = 64 << 10,
+        maxWatches: Int = 16, maxWatchBufferBytes: Int = 1 << 20
     ) {
         self.maxFrameBytes = maxFrameBytes
         self.maxJSONBytes = maxJSONBytes
@@ -33,6 +39,8 @@ public struct Limits: Sendable, Equatable {
         self.idleTimeoutMs = idleTimeoutMs
         self.frameTimeoutMs = frameTimeoutMs
         self.maxHandshakeFrameBytes = maxHandshakeFrameBytes
+        self.maxWatches = maxWatches
+        self.maxWatchBufferBytes = maxWatchBufferBytes
     }
 
     /// The defaults documented in Protocol.md.
@@ -45,7 +53,8 @@ public struct Limits: Sendable, Equatable {
             "maxDocumentBytes": .int(Int64(maxDocumentBytes)), "maxBlobBytes": .int(Int64(maxBlobBytes)),
             "maxInFlight": .int(Int64(maxInFlight)), "maxConnections": .int(Int64(maxConnections)),
             "idleTimeoutMs": .int(Int64(idleTimeoutMs)), "frameTimeoutMs": .int(Int64(frameTimeoutMs)),
-            "maxHandshakeFrameBytes": .int(Int64(maxHandshakeFrameBytes)),
+            "maxHandshakeFrameBytes": .int(Int64(maxHandshakeFrameBytes)), "maxWatches": .int(Int64(maxWatches)),
+            "maxWatchBufferBytes": .int(Int64(maxWatchBufferBytes)),
         ]
     }
 
@@ -65,6 +74,8 @@ public struct Limits: Sendable, Equatable {
         try read("idleTimeoutMs", &idleTimeoutMs)
         try read("frameTimeoutMs", &frameTimeoutMs)
         try read("maxHandshakeFrameBytes", &maxHandshakeFrameBytes)
+        try read("maxWatches", &maxWatches)
+        try read("maxWatchBufferBytes", &maxWatchBufferBytes)
     }
 
     /// Checks that the limits fit together; the message names the limit to change.
@@ -73,7 +84,8 @@ public struct Limits: Sendable, Equatable {
             ("maxFrameBytes", maxFrameBytes), ("maxJSONBytes", maxJSONBytes), ("maxDocumentBytes", maxDocumentBytes),
             ("maxBlobBytes", maxBlobBytes), ("maxInFlight", maxInFlight), ("maxConnections", maxConnections),
             ("idleTimeoutMs", idleTimeoutMs), ("frameTimeoutMs", frameTimeoutMs),
-            ("maxHandshakeFrameBytes", maxHandshakeFrameBytes),
+            ("maxHandshakeFrameBytes", maxHandshakeFrameBytes), ("maxWatches", maxWatches),
+            ("maxWatchBufferBytes", maxWatchBufferBytes),
         ]
         for (name, value) in positive where value <= 0 {
             throw LarderError(.invalidArgument, "\(name) must be greater than 0", field: name)

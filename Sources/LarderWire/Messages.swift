@@ -1009,9 +1009,10 @@ public struct ChangeKind: RawRepresentable, Hashable, Sendable, CustomStringConv
 
 /// One pushed `EVENT` frame's JSON part: a committed change, or a control event (`resync`, `gap`).
 ///
-/// Which members are present depends on `kind` (Protocol.md, "Events"): `collection` on every change, `id`, `rev`
-/// and `time` on document and blob changes, `record` on create / replace / patch unless the subscription asked for
-/// ids only, `blob` on blob changes, `oldestSeq` on resync.
+/// Which members are present depends on `kind` (Protocol.md, section 5.7): `collection` and `time` on every change,
+/// `id` and `rev` on document and blob changes, `record` on create / replace / patch unless the subscription asked
+/// for ids only, `blob` on blob changes, `oldestSeq` on resync, `matches: false` on a change that took the document
+/// out of the subscription's filter.
 public struct ChangeEvent: WireMessage, Equatable {
     /// The subscription the event belongs to (also the frame's request id).
     public var subscription: UInt32
@@ -1033,12 +1034,16 @@ public struct ChangeEvent: WireMessage, Equatable {
     public var blob: BlobInfo?
     /// For `resync`: the oldest change the log still holds.
     public var oldestSeq: Int64?
+    /// False when the write made the document stop matching the subscription's filter: a filtered view drops it.
+    public var matches: Bool
 
     /// An event; members that do not apply to `kind` stay nil.
     public init(
         subscription: UInt32, seq: Int64, kind: ChangeKind, collection: String? = nil, id: UUID? = nil,
-        rev: Int64? = nil, time: Int64? = nil, record: Record? = nil, blob: BlobInfo? = nil, oldestSeq: Int64? = nil
+        rev: Int64? = nil, time: Int64? = nil, record: Record? = nil, blob: BlobInfo? = nil, oldestSeq: Int64? = nil,
+        matches: Bool = true
     ) {
+        self.matches = matches
         self.subscription = subscription
         self.seq = seq
         self.kind = kind
@@ -1070,6 +1075,7 @@ public struct ChangeEvent: WireMessage, Equatable {
         record = try r.optionalObject("record").map { (o) throws(LarderError) in try Record(json: o) }
         blob = try r.optionalObject("blob").map { (o) throws(LarderError) in try BlobInfo(json: o) }
         oldestSeq = try r.optionalInt("oldestSeq", range: 0...Int64.max)
+        matches = try r.optionalBool("matches") ?? true
     }
 
     public var json: JSONObject {
@@ -1081,6 +1087,7 @@ public struct ChangeEvent: WireMessage, Equatable {
         if let record { o["record"] = .object(record.json) }
         if let blob { o["blob"] = .object(blob.json) }
         if let oldestSeq { o["oldestSeq"] = .int(oldestSeq) }
+        if !matches { o["matches"] = false }
         return o
     }
 }

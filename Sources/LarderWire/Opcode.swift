@@ -29,14 +29,14 @@ public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConverti
 
     public static let stats = Opcode(rawValue: 0x0040)
 
-    /// Reserved for the change feed.
+    /// Subscribes to the change feed.
     public static let watch = Opcode(rawValue: 0x0050)
-    /// Reserved for the change feed.
+    /// Ends a subscription.
     public static let unwatch = Opcode(rawValue: 0x0051)
-    /// Reserved for the change feed: the opcode of pushed event frames.
+    /// The opcode of pushed event frames (server to client only).
     public static let event = Opcode(rawValue: 0x0052)
 
-    /// Every opcode this version defines, including the reserved ones.
+    /// Every opcode this version defines.
     public static let all: [Opcode] = [
         .hello, .ping, .create, .get, .getMany, .replace, .patch, .delete, .list, .search, .count, .group,
         .collections, .dropCollection, .index, .blobPut, .blobGet, .blobHead, .blobDelete, .blobList, .stats,
@@ -73,9 +73,6 @@ public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConverti
         default: "0x" + String(rawValue, radix: 16, uppercase: true)
         }
     }
-
-    /// True for opcodes this version reserves but does not serve yet.
-    public var isReserved: Bool { self == .watch || self == .unwatch || self == .event }
 
     /// True for operations that change stored state (they go through the store's single writer).
     public var isWrite: Bool {

@@ -46,6 +46,9 @@ import Testing
             #expect(log.map(\.seq) == Array(1...8))
             #expect(log.map(\.collection) == ["items", "items", "items", "items", "items", "items", "todos", "todos"])
             #expect(log[0].record == a && log[1].record == b && log[2].record == c)
+            // A replace or patch keeps what it replaced; the others need no before-image.
+            #expect(log[0].previous == nil && log[1].previous == a.data && log[2].previous == b.data)
+            #expect(log[5].previous == nil)
             #expect(log[3].blob == attached && log[3].record == c)  // the document the blob went to
             #expect(log[4].blob?.id == attached.id && log[4].record?.id == a.id)
             #expect(log[5].record?.rev == deleted.rev && log[5].record?.data == c.data)  // the last data, for filters

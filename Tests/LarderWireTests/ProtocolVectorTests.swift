@@ -49,7 +49,7 @@ import Testing
 
     static let expectedNames: Set<String> = [
         "hello-request", "hello-response", "ping-request", "ping-response", "create-request", "blob-put-request",
-        "error-response", "search-response-compressed",
+        "error-response", "search-response-compressed", "event-push",
     ]
 
     @Test func everyVectorIsNamedAndChecked() {
@@ -73,6 +73,11 @@ import Testing
         #expect(hello.version == 1 && hello.compression == "zlib" && hello.compressionThreshold == 1024)
         #expect(hello.limits == .default)
         #expect(hello.authRequired == false)
+        // Exactly what the server writes, every limit included.
+        let expected = HelloResponse(
+            version: 1, compression: "zlib", compressionThreshold: 1024, limits: .default,
+            server: "larder-server 0.1.0", authRequired: false)
+        #expect(frame.json == expected.json.bytes)
     }
 
     @Test func ping() throws {
@@ -105,6 +110,20 @@ import Testing
         let error = LarderError(status: frame.status, json: .object(try frame.jsonObject()))
         #expect(error.field == "id")
         #expect(error.message.hasPrefix("no document"))
+    }
+
+    @Test func eventPush() throws {
+        let frame = try Self.vector("event-push")
+        #expect(frame.opcode == .event && frame.isPush && !frame.isResponse && frame.status == .ok)
+        let event = try ChangeEvent(json: frame.jsonObject())
+        #expect(frame.requestID == event.subscription && event.subscription == 1)
+        #expect(event.seq == 42 && event.kind == .create && event.collection == "todos" && event.rev == 1)
+        #expect(event.id == UUID(uuidString: "3f2504e0-4f89-41d3-9a0c-0305e82c3301"))
+        #expect(event.time == Timestamp.parse("2026-11-30T00:26:28.123Z"))
+        #expect(event.record?.data == ["title": "Buy milk", "isFinish": false])
+        // The model writes the same bytes, and the frame re-encodes to the vector.
+        #expect(event.json.bytes == frame.json)
+        #expect(FrameEncoder().encode(frame) == Self.vectors.first { $0.name == "event-push" }!.bytes)
     }
 
     @Test func compressedSearchResponse() throws {
