@@ -203,6 +203,11 @@ enum FuzzJSON {
         roundTrip(GroupResponse.self, object)
         roundTrip(IndexRequest.self, object)
         roundTrip(IndexResponse.self, object)
+        roundTrip(WatchRequest.self, object)
+        roundTrip(WatchResponse.self, object)
+        roundTrip(UnwatchRequest.self, object)
+        roundTrip(UnwatchResponse.self, object)
+        roundTrip(ChangeEvent.self, object)
         if let query = try? SearchQuery(json: object) {
             check((try? SearchQuery(json: query.json)) == query, "a search query changes in a round trip")
         }
@@ -350,7 +355,14 @@ enum FuzzConnection {
             case 5:
                 apply(machine.readEOF(now: now))
             default:
-                if arg & 1 == 0 { machine.beginShutdown() } else { apply(machine.forceClose(.shutdown)) }
+                switch arg % 3 {
+                case 0: machine.beginShutdown()
+                case 1: apply(machine.forceClose(.shutdown))
+                default:
+                    // A change-feed event pushed unasked (WATCH); dropped before HELLO and once closing.
+                    let json = Array("{\"subscription\":1,\"seq\":\(arg),\"kind\":\"drop\"}".utf8)
+                    apply(machine.push(opcode: .event, requestID: 1, json: json))
+                }
             }
         }
         // Whatever is still unsent must decode too.
@@ -363,7 +375,7 @@ enum FuzzConnection {
     static func drain(_ decoder: inout FrameDecoder, _ buffer: inout ByteBuffer) {
         do throws(FrameError) {
             while let frame = try decoder.next(&buffer) {
-                check(frame.isResponse, "the server sent a frame without the response flag")
+                check(frame.isResponse != frame.isPush, "the server sent a frame that is not one of response or push")
                 if !frame.json.isEmpty {
                     check((try? JSONParser.parseObject(frame.json)) != nil, "the server sent a JSON part that is no object")
                 }
