@@ -95,6 +95,18 @@ enum Commands {
           larder search items --sort price:desc --limit 3
         """
 
+    static let watchExamples = """
+        Each event is a line: its sequence number, kind, collection/id, revision and the document (JSON lines with
+        --json or when stdout is not a terminal). Without COLLECTION every collection is followed. A document that a
+        write takes out of the --where filter shows as "left". If the watcher falls behind it resumes where it was;
+        if --since is older than the server's change log, a resync line says so (reload, then follow).
+
+        Examples:
+          larder watch todos                               # every change to the todo list
+          larder watch items --where 'price<50' --json     # cheap purchases, as JSON lines
+          larder watch --since 1200                        # everything after change 1200, then live
+        """
+
     static let all: [CommandSpec] = [
         CommandSpec(
             ["ping"], summary: "check the server answers; --count N prints a latency summary",
@@ -169,7 +181,16 @@ enum Commands {
         CommandSpec(
             ["export"], arguments: "COLLECTION", arity: 1...1, summary: "every record as NDJSON",
             options: [OptionSpec("data", help: "only the data objects, not the envelopes")]),
-        CommandSpec(["watch"], arguments: "COLLECTION", arity: 1...1, summary: "follow changes (needs the change feed)"),
+        CommandSpec(
+            ["watch"], arguments: "[COLLECTION]", arity: 0...1,
+            summary: "print changes as they are committed, until Ctrl-C",
+            details: FilterSyntax.help + "\n" + watchExamples,
+            options: [
+                OptionSpec("since", value: "SEQ", help: "first replay the changes after this sequence number"),
+                OptionSpec("where", value: "EXPR", help: "only documents matching, e.g. price<50 (repeatable)"),
+                OptionSpec("filter", value: "JSON", help: "a filter in wire form, e.g. {\"or\":[...]}"),
+                OptionSpec("ids-only", help: "leave the documents out (ids, revisions, sequence numbers)"),
+            ]),
         CommandSpec(["help"], arguments: "[COMMAND]", arity: 0...2, summary: "show help for a command"),
     ]
 
@@ -330,9 +351,7 @@ enum Commands {
             }
         case "import": return try await Transfer.importRecords(c)
         case "export": return try await Transfer.export(c)
-        case "watch":
-            let reply = try await client.request(.watch, json: ["collection": .string(c.collection())])
-            if out.json { out.json(.object(reply.json)) } else { out.line("watching \(c.collection())") }
+        case "watch": return try await watch(c)
         default:
             throw UsageError("'\(command.name)' is not implemented")
         }

@@ -124,7 +124,7 @@ public final class LarderClient: Sendable {
     }
 
     /// Picks the least busy open connection, opening one in an empty or broken slot first.
-    private func connection() async throws(LarderError) -> Connection {
+    func connection() async throws(LarderError) -> Connection {
         enum Pick {
             case ready(Connection)
             case wait(Task<Result<Connection, LarderError>, Never>, Int)
@@ -192,7 +192,8 @@ public final class LarderClient: Sendable {
         }
     }
 
-    /// Sends any request and returns the reply; for opcodes this client has no method for yet (e.g. `WATCH`).
+    /// Sends any request and returns the reply, for opcodes this client has no method for. (`WATCH` has one:
+    /// `watch(collection:filter:since:idsOnly:bufferLimit:)`; a raw WATCH's events are dropped.)
     ///
     /// An error reply is thrown as `LarderError`; so is a request the server's limits would refuse
     /// (PAYLOAD_TOO_LARGE, checked before anything is sent).

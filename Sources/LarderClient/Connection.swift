@@ -28,6 +28,9 @@ final class Connection: @unchecked Sendable {
         var holdsSlot = false
         /// Called on the reader thread with (bytes received, frame size) while a large reply arrives.
         var progress: (@Sendable (Int, Int) -> Void)?
+        /// Called on the reader thread with the reply before the next frame is read (WATCH registers its events'
+        /// destination there, so none can arrive first).
+        var onReply: (@Sendable (Frame) -> Void)?
     }
 
     // Guarded by `lock`.
@@ -40,6 +43,8 @@ final class Connection: @unchecked Sendable {
     /// An error frame the server sent for no particular request (id 0) just before closing.
     private var serverError: LarderError?
     private var helloResponse: HelloResponse?
+    /// Where each subscription's EVENT frames go, by subscription id.
+    private var subscriptions: [UInt32: EventSink] = [:]
 
     // Guarded by `writeLock`.
     private let writeLock = NSLock()
@@ -118,7 +123,7 @@ final class Connection: @unchecked Sendable {
     /// Sends one request and waits for its reply; an error reply is thrown as the server's `LarderError`.
     func call(
         _ opcode: Opcode, json: [UInt8], binary: [UInt8], timeout: Duration?,
-        progress: (@Sendable (Int, Int) -> Void)? = nil
+        progress: (@Sendable (Int, Int) -> Void)? = nil, onReply: (@Sendable (Frame) -> Void)? = nil
     ) async throws(LarderError) -> Frame {
         if let limits = hello?.limits {
             try Connection.checkSize(json: json.count, binary: binary.count, limits: limits)
@@ -128,7 +133,8 @@ final class Connection: @unchecked Sendable {
             let id = nextID
             nextID = nextID == UInt32.max ? 1 : nextID + 1
             waiters[id] = Waiter(
-                request: Frame(opcode: opcode, requestID: id, json: json, binary: binary), progress: progress)
+                request: Frame(opcode: opcode, requestID: id, json: json, binary: binary), progress: progress,
+                onReply: onReply)
             return .success(id)
         }
         let id = try registered.get()
@@ -318,21 +324,23 @@ final class Connection: @unchecked Sendable {
     }
 
     private func deliver(_ frame: Frame) {
-        guard !frame.isPush else { return }
+        if frame.isPush { return deliverEvent(frame) }
         var writes: [UInt32] = []
-        let continuation: CheckedContinuation<Result<Frame, LarderError>, Never>? = lock.withLock {
+        let (continuation, onReply) = lock.withLock {
+            () -> (CheckedContinuation<Result<Frame, LarderError>, Never>?, (@Sendable (Frame) -> Void)?) in
             guard let waiter = waiters.removeValue(forKey: frame.requestID) else {
                 if frame.status != .ok {
                     serverError = LarderError(status: frame.status, json: (try? JSONParser.parse(frame.json)) ?? .null)
                 }
-                return nil
+                return (nil, nil)
             }
             if waiter.holdsSlot {
                 freeSlots += 1
                 writes += grantFreeSlots()
             }
-            return waiter.continuation
+            return (waiter.continuation, waiter.onReply)
         }
+        onReply?(frame)
         continuation?.resume(returning: .success(frame))
         if !writes.isEmpty {
             // Never write on the reader thread: a blocked write there would stop the replies that unblock it.
@@ -341,9 +349,58 @@ final class Connection: @unchecked Sendable {
         }
     }
 
+    // MARK: - The change feed
+
+    /// Sends WATCH; its answer registers `sink` for the subscription's events on the reader thread, before any
+    /// event can be read.
+    func watch(_ json: [UInt8], sink: EventSink, timeout: Duration?) async throws(LarderError) -> Frame {
+        try await call(.watch, json: json, binary: [], timeout: timeout, onReply: { [weak self] frame in
+            guard let self, frame.status == .ok,
+                let response = try? WatchResponse(json: frame.jsonObject())
+            else { return }
+            if sink.started(response) {
+                lock.withLock { subscriptions[response.subscription] = sink }
+            } else {
+                // Cancelled (or timed out) while the answer was on its way.
+                unwatch(response.subscription)
+            }
+        })
+    }
+
+    /// Forgets a subscription and tells the server (UNWATCH), without waiting for its answer.
+    func unwatch(_ id: UInt32) {
+        let open = lock.withLock { () -> Bool in
+            subscriptions[id] = nil
+            return failure == nil
+        }
+        guard open else { return }
+        let json = UnwatchRequest(subscription: id).json.bytes
+        Task { _ = try? await self.call(.unwatch, json: json, binary: [], timeout: .seconds(30)) }
+    }
+
+    /// An EVENT frame, on the reader thread: to its subscription's stream. Other pushed opcodes (from a later server)
+    /// are ignored.
+    private func deliverEvent(_ frame: Frame) {
+        guard frame.opcode == .event, let sink = lock.withLock({ subscriptions[frame.requestID] }),
+            let event = try? ChangeEvent(json: frame.jsonObject())
+        else { return }
+        if !sink.receive(event) {
+            lock.withLock {
+                if subscriptions[frame.requestID] === sink { subscriptions[frame.requestID] = nil }
+            }
+        }
+    }
+
     /// Fails every request in flight with `error` and shuts the socket; later calls fail at once.
     func close(_ error: LarderError = LarderError(.unavailable, "the client closed the connection")) {
+        var sinks: [EventSink] = []
+        defer {
+            let failure = lock.withLock { self.failure } ?? error
+            for sink in sinks { sink.fail(failure) }
+        }
         let continuations: [CheckedContinuation<Result<Frame, LarderError>, Never>] = lock.withLock {
+            sinks = Array(subscriptions.values)
+            subscriptions.removeAll()
             guard failure == nil else { return [] }
             var error = error
             if let serverError, error.status == .unavailable, error.details["reason"] == nil {

@@ -1,0 +1,208 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import LarderClient
+import LarderServer
+import Testing
+
+/// The change feed through the client library (`LarderSubscription`) and the `larder watch` command.
+@Suite(.serialized) struct WatchClientTests {
+    /// The next `count` events of `feed`, failing the test after `seconds`.
+    static func take(_ count: Int, from feed: LarderSubscription, seconds: Double = 10) async throws -> [ChangeEvent] {
+        try await withThrowingTaskGroup(of: [ChangeEvent].self) { group in
+            group.addTask {
+                var events: [ChangeEvent] = []
+                for try await event in feed {
+                    events.append(event)
+                    if events.count == count { break }
+                }
+                return events
+            }
+            group.addTask {
+                try await Task.sleep(for: .seconds(seconds))
+                throw LarderError(.deadlineExceeded, "no \(count) events within \(seconds) s")
+            }
+            let events = try await group.next()!
+            group.cancelAll()
+            return events
+        }
+    }
+
+    @Test func twoClientsSeeEachOthersWritesInOrder() async throws {
+        let server = try ClientTestServer()
+        defer { server.stop() }
+        let phone = server.client()
+        let tablet = server.client()
+        defer {
+            phone.close()
+            tablet.close()
+        }
+        let feed = try await tablet.watch(collection: "items")
+        #expect(feed.startSeq == 0 && feed.lastSeq == 0)
+        let bought = try await phone.create("items", ["item": "鮪魚飯糰", "price": 35])
+        let discounted = try await phone.patch("items", id: bought.id, patch: ["discount": true])
+        try await phone.delete("items", id: bought.id)
+        let events = try await Self.take(3, from: feed)
+        #expect(events.map(\.kind) == [.create, .patch, .delete])
+        #expect(events.map(\.seq) == [1, 2, 3])
+        #expect(events[0].record == bought && events[1].record == discounted)
+        #expect(feed.lastSeq == 3)
+        // Cancelling sends UNWATCH: the server's count drops, and the sequence ends.
+        feed.cancel()
+        var open: JSON? = 1
+        for _ in 0..<100 where open != 0 {
+            open = try await phone.stats()["watch"]?["subscriptions"]
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(open == 0)
+        var after: [ChangeEvent] = []
+        for try await event in feed { after.append(event) }
+        #expect(after.isEmpty)
+    }
+
+    @Test func resumingWithLastSeqYieldsExactlyTheMissedEventsEvenAcrossARestart() async throws {
+        let server = try ClientTestServer()
+        defer { server.stop() }
+        let writer = server.client()
+        let reader = server.client()
+        defer {
+            writer.close()
+            reader.close()
+        }
+        let first = try await reader.watch(collection: "todos", filter: .compare(try FieldPath("done"), .eq, false))
+        for n in 0..<3 { _ = try await writer.create("todos", ["n": .int(Int64(n)), "done": false]) }
+        _ = try await writer.create("todos", ["n": 99, "done": true])  // not for this filter
+        #expect(try await Self.take(3, from: first).map(\.seq) == [1, 2, 3])
+        let resumeAt = first.lastSeq
+        first.cancel()
+        for n in 3..<6 { _ = try await writer.create("todos", ["n": .int(Int64(n)), "done": .bool(n == 4)]) }
+
+        // The server restarts: the change log is on disk; a subscription open then fails with UNAVAILABLE.
+        let open = try await reader.watch(collection: "todos")
+        try server.restart()
+        let broken = await #expect(throws: LarderError.self) { _ = try await Self.take(1, from: open) }
+        #expect(broken?.status == .unavailable)
+
+        let second = try await reader.watch(
+            collection: "todos", filter: .compare(try FieldPath("done"), .eq, false), since: resumeAt)
+        let missed = try await Self.take(2, from: second)
+        #expect(missed.map { $0.record?.data["n"] } == [3, 5])
+        #expect(missed.map(\.seq) == [5, 7])
+        _ = try await writer.create("todos", ["n": 6, "done": false])
+        #expect(try await Self.take(1, from: second).map(\.seq) == [8])
+    }
+
+    @Test func aConsumerThatFallsBehindGetsAGapErrorAndResumes() async throws {
+        let server = try ClientTestServer()
+        defer { server.stop() }
+        let client = server.client()
+        defer { client.close() }
+        let feed = try await client.watch(collection: "log", idsOnly: true, bufferLimit: 5)
+        for n in 0..<20 { _ = try await client.create("log", ["n": .int(Int64(n))]) }
+        try await Task.sleep(for: .milliseconds(200))  // every event has reached the client's buffer of five
+        var received: [Int64] = []
+        let gap = await #expect(throws: LarderError.self) {
+            for try await event in feed { received.append(event.seq) }
+        }
+        #expect(received == [1, 2, 3, 4, 5])
+        #expect(gap?.status == .resourceExhausted && gap?.details["reason"] == "gap" && gap?.details["seq"] == 5)
+        let resumed = try await client.watch(collection: "log", since: feed.lastSeq, idsOnly: true)
+        #expect(try await Self.take(15, from: resumed).map(\.seq) == Array(6...20))
+    }
+
+    @Test func aResyncComesFirstWhenTheLogNoLongerReachesBack() async throws {
+        let server = try ClientTestServer { $0.changeRetentionEvents = 2 }
+        defer { server.stop() }
+        let client = server.client()
+        defer { client.close() }
+        for n in 0..<6 { _ = try await client.create("c", ["n": .int(Int64(n))]) }
+        let feed = try await client.watch(collection: "c", since: 1)
+        let events = try await Self.take(1, from: feed)
+        #expect(events.map(\.kind) == [.resync] && events[0].seq == 6 && events[0].oldestSeq == 5)
+        #expect(feed.lastSeq == 6)
+    }
+
+    // MARK: larder watch
+
+    /// The `larder` binary running in the background, its stdout read line by line.
+    final class Background: @unchecked Sendable {
+        let process = Process()
+        private let pipe = Pipe()
+        private var buffer = Data()
+
+        init(_ arguments: [String]) throws {
+            process.executableURL = CLITests.binary
+            process.arguments = arguments
+            var environment = ProcessInfo.processInfo.environment
+            for key in ["LARDER_HOST", "LARDER_PORT", "LARDER_SOCKET", "LARDER_TOKEN"] { environment[key] = nil }
+            process.environment = environment
+            process.standardOutput = pipe
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+        }
+
+        /// The next `count` lines of stdout as JSON; throws after `seconds`.
+        func lines(_ count: Int, seconds: Double = 10) throws -> [JSON] {
+            let deadline = Date().addingTimeInterval(seconds)
+            let fd = pipe.fileHandleForReading.fileDescriptor
+            var lines: [JSON] = []
+            while lines.count < count {
+                if let newline = buffer.firstIndex(of: 0x0A) {
+                    lines.append(try JSONParser.parse(Array(buffer[..<newline])))
+                    buffer.removeSubrange(...newline)
+                    continue
+                }
+                var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                guard Date() < deadline else { throw ServerTestError("larder watch printed \(lines.count) lines") }
+                guard poll(&pfd, 1, 100) > 0 else { continue }
+                var chunk = [UInt8](repeating: 0, count: 65536)
+                let n = read(fd, &chunk, chunk.count)
+                guard n > 0 else { throw ServerTestError("larder watch closed its output") }
+                buffer.append(contentsOf: chunk[0..<n])
+            }
+            return lines
+        }
+
+        /// Ctrl-C, then the exit status.
+        func interrupt() -> Int32 {
+            kill(process.processIdentifier, SIGINT)
+            process.waitUntilExit()
+            return process.terminationStatus
+        }
+    }
+
+    @Test func larderWatchPrintsEventsUntilCtrlC() async throws {
+        let server = try ClientTestServer()
+        defer { server.stop() }
+        let client = server.client()
+        defer { client.close() }
+        let port = ["--port", String(server.port)]
+        // --since 0, so no write can come before the command has subscribed.
+        let all = try Background(["watch", "items", "--since", "0"] + port)
+        let cheap = try Background(["watch", "items", "--where", "price<50", "--ids-only", "--since", "0"] + port)
+        let first = try await client.create("items", ["item": "茶葉蛋", "price": 13])
+        _ = try await client.create("items", ["item": "Bento 便當", "price": 89])
+        _ = try await client.patch("items", id: first.id, patch: ["price": 60])
+        _ = try await client.create("todos", ["title": "not followed"])
+
+        let lines = try all.lines(3)
+        #expect(lines.map { $0["kind"] } == ["create", "create", "patch"])
+        #expect(lines.map { $0["seq"] } == [1, 2, 3])
+        #expect(lines[0]["record"]?["data"]?["item"] == "茶葉蛋")
+        let filtered = try cheap.lines(2)
+        #expect(filtered.map { $0["seq"] } == [1, 3])
+        #expect(filtered[1]["matches"] == false && filtered.allSatisfy { $0["record"] == nil })
+        #expect(all.interrupt() == 0)
+        #expect(cheap.interrupt() == 0)
+    }
+
+    @Test func larderWatchUsageErrors() throws {
+        var r = try CLITests.run(["watch", "items", "--since", "-1", "--port", "1"])
+        #expect(r.status == 64 && r.stderr.contains("--since"))
+        r = try CLITests.run(["watch", "a", "b", "--port", "1"])
+        #expect(r.status == 64)
+        r = try CLITests.run(["help", "watch"])
+        #expect(r.status == 0 && r.stdout.contains("--ids-only"))
+    }
+}
