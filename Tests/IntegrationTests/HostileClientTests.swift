@@ -469,6 +469,8 @@ struct StoreSnapshot: Equatable {
     @Test func theTableIsLargeAndItsNamesUnique() {
         let all = Self.framing + Self.compression + Self.json + Self.fields + Self.idsAndNames + Self.blobs
         #expect(all.count >= 40)
+        let closing = all.filter { if case .closed = $0.expect { true } else { false } }.count
+        report("hostile: \(all.count) cases, \(closing) ending in a close, \(all.count - closing) leaving it open")
         #expect(Set(all.map(\.name)).count == all.count, "duplicate case names")
     }
 

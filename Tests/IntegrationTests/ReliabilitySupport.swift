@@ -13,6 +13,10 @@ enum ReliabilityKnobs {
     }
 
     static func isSet(_ name: String) -> Bool { ProcessInfo.processInfo.environment[name] != nil }
+
+    /// Under scripts/sanitize (which sets both): memory costs several times more, and the sanitizer's symbolizer
+    /// runs as a child process talking through pipes.
+    static var sanitized: Bool { isSet("ASAN_OPTIONS") || isSet("TSAN_OPTIONS") }
 }
 
 /// `larder-server` as a child process in a data directory: started on port 0, its port read from its first line.
