@@ -127,6 +127,7 @@ final class Writer: @unchecked Sendable {
         pruneChangesIfDue(context, connection)
         var commitError: LarderError?
         do {
+            if core.hasTrigram { try Schema.flushFullText(connection) }
             try connection.execute("COMMIT")
             for action in context.afterCommit { action() }
             // Before the completions: a subscriber learns of a write no later than its writer does.

@@ -48,6 +48,7 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
             "CREATE VIRTUAL TABLE temp.larder_probe USING fts5(x, tokenize='trigram'); DROP TABLE temp.larder_probe"))
             != nil
         try Schema.migrate(connection, trigram: hasTrigram)
+        if hasTrigram { try connection.execute(Schema.pendingFullText) }
         let lastChangeSeq = try connection.scalar("SELECT seq FROM sqlite_sequence WHERE name = 'changes'") ?? 0
         let core = StoreCore(
             configuration: configuration, databasePath: path, hasTrigram: hasTrigram, lastChangeSeq: lastChangeSeq)
@@ -487,10 +488,47 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
     }
 
     /// `PRAGMA integrity_check` on a reader: "ok" when the database is sound.
+    /// SQLite's `integrity_check`, then the trigram index checked against the documents it indexes: `ok` when both
+    /// pass, otherwise what they reported.
     public func integrityCheck() throws(LarderError) -> String {
-        try readers.read { db throws(LarderError) in
+        let pages = try readers.read { db throws(LarderError) in
             try db.query("PRAGMA integrity_check") { $0.text(0) }.joined(separator: "\n")
         }
+        guard pages == "ok", core.hasTrigram else { return pages }
+        // The check writes (FTS5's own check, and a scratch index built from the documents to compare term by term
+        // with the live one, rolled back after), so it runs on the writer connection.
+        let fullText: String = writer.exclusive { connection in
+            guard let connection else { return "the store is closed" }
+            do throws(LarderError) {
+                try connection.execute("INSERT INTO documents_fts(documents_fts) VALUES ('integrity-check')")
+                try connection.execute(
+                    """
+                    BEGIN;
+                    CREATE VIRTUAL TABLE fts_check USING fts5(
+                        search, content='documents', content_rowid='seq', tokenize='trigram case_sensitive 1');
+                    INSERT INTO fts_check(fts_check) VALUES ('rebuild');
+                    CREATE VIRTUAL TABLE temp.fts_live_terms USING fts5vocab(main, documents_fts, instance);
+                    CREATE VIRTUAL TABLE temp.fts_check_terms USING fts5vocab(main, fts_check, instance);
+                    """)
+                defer {
+                    try? connection.execute(
+                        "ROLLBACK; DROP TABLE IF EXISTS temp.fts_live_terms; DROP TABLE IF EXISTS temp.fts_check_terms")
+                }
+                let differences = try connection.scalar(
+                    """
+                    SELECT count(*) FROM (
+                        SELECT * FROM (SELECT term, doc, offset FROM temp.fts_live_terms
+                                       EXCEPT SELECT term, doc, offset FROM temp.fts_check_terms)
+                        UNION ALL
+                        SELECT * FROM (SELECT term, doc, offset FROM temp.fts_check_terms
+                                       EXCEPT SELECT term, doc, offset FROM temp.fts_live_terms))
+                    """) ?? 0
+                return differences == 0 ? "ok" : "trigram index: \(differences) entries differ from the documents"
+            } catch {
+                return "trigram index: \(error.message)"
+            }
+        }
+        return fullText
     }
 
     // MARK: Blob reads

@@ -326,23 +326,57 @@ enum Schema {
         """,
         // 3: a replace or patch keeps the data it replaced, so a WATCH filter sees a document leave it.
         "ALTER TABLE changes ADD COLUMN previous TEXT;",
+        // 4: the trigram index is maintained once per group commit (see `pendingFullText`), not by triggers per row.
+        """
+        DROP TRIGGER IF EXISTS documents_fts_insert;
+        DROP TRIGGER IF EXISTS documents_fts_delete;
+        DROP TRIGGER IF EXISTS documents_fts_update;
+        """,
     ]
 
-    /// The trigram index over the `search` column, kept in step by triggers (external content, so no second copy).
+    /// The trigram index over the `search` column (external content, so no second copy of the text).
     static let fullText = """
         CREATE VIRTUAL TABLE IF NOT EXISTS documents_fts USING fts5(
             search, content='documents', content_rowid='seq', tokenize='trigram case_sensitive 1');
-        CREATE TRIGGER IF NOT EXISTS documents_fts_insert AFTER INSERT ON documents BEGIN
-            INSERT INTO documents_fts(rowid, search) VALUES (new.seq, new.search);
+        """
+
+    /// The writer's record of how the `search` column changed in the open transaction, applied to the trigram index
+    /// in one pass just before COMMIT (`flushFullText`).
+    ///
+    /// Why not triggers on the index itself: every write runs in its own SAVEPOINT (so a failing write undoes only
+    /// itself), and FTS5 writes its pending terms out as a new segment at every savepoint: one segment, and soon a
+    /// merge, per document. Logging into a temporary table is cheap, rolls back with the savepoint like everything
+    /// else, and leaves FTS5 one flush per group commit. The triggers are TEMP: only the writer connection writes.
+    static let pendingFullText = """
+        CREATE TEMP TABLE IF NOT EXISTS fts_pending(
+            n INTEGER PRIMARY KEY, seq INTEGER NOT NULL, old TEXT, new TEXT);
+        CREATE INDEX IF NOT EXISTS temp.fts_pending_seq ON fts_pending(seq, n);
+        CREATE TEMP TRIGGER IF NOT EXISTS fts_pending_insert AFTER INSERT ON main.documents BEGIN
+            INSERT INTO fts_pending(seq, old, new) VALUES (new.seq, NULL, new.search);
         END;
-        CREATE TRIGGER IF NOT EXISTS documents_fts_delete AFTER DELETE ON documents BEGIN
-            INSERT INTO documents_fts(documents_fts, rowid, search) VALUES ('delete', old.seq, old.search);
+        CREATE TEMP TRIGGER IF NOT EXISTS fts_pending_delete AFTER DELETE ON main.documents BEGIN
+            INSERT INTO fts_pending(seq, old, new) VALUES (old.seq, old.search, NULL);
         END;
-        CREATE TRIGGER IF NOT EXISTS documents_fts_update AFTER UPDATE OF search ON documents BEGIN
-            INSERT INTO documents_fts(documents_fts, rowid, search) VALUES ('delete', old.seq, old.search);
-            INSERT INTO documents_fts(rowid, search) VALUES (new.seq, new.search);
+        CREATE TEMP TRIGGER IF NOT EXISTS fts_pending_update AFTER UPDATE OF search ON main.documents BEGIN
+            INSERT INTO fts_pending(seq, old, new) VALUES (old.seq, old.search, NULL);
+            INSERT INTO fts_pending(seq, old, new) VALUES (new.seq, NULL, new.search);
         END;
         """
+
+    /// Brings the trigram index up to date with the transaction's writes: for each row, remove what the index held
+    /// before the transaction (the first logged `old`) and add what the row holds now (the last logged `new`).
+    static func flushFullText(_ db: Connection) throws(LarderError) {
+        try db.execute(
+            """
+            INSERT INTO documents_fts(documents_fts, rowid, search)
+                SELECT 'delete', p.seq, p.old FROM fts_pending p
+                WHERE p.old IS NOT NULL AND p.n = (SELECT min(q.n) FROM fts_pending q WHERE q.seq = p.seq);
+            INSERT INTO documents_fts(rowid, search)
+                SELECT p.seq, p.new FROM fts_pending p
+                WHERE p.new IS NOT NULL AND p.n = (SELECT max(q.n) FROM fts_pending q WHERE q.seq = p.seq);
+            DELETE FROM fts_pending;
+            """)
+    }
 
     static func migrate(_ db: Connection, trigram: Bool) throws(LarderError) {
         try db.execute(
