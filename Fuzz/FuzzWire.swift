@@ -377,7 +377,8 @@ enum FuzzConnection {
             while let frame = try decoder.next(&buffer) {
                 check(frame.isResponse != frame.isPush, "the server sent a frame that is not one of response or push")
                 if !frame.json.isEmpty {
-                    check((try? JSONParser.parseObject(frame.json)) != nil, "the server sent a JSON part that is no object")
+                    let object = try? JSONParser.parseObject(frame.json)
+                    check(object != nil, "the server sent a JSON part that is no object")
                 }
             }
         } catch {

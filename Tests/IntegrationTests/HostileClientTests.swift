@@ -83,7 +83,8 @@ struct StoreSnapshot: Equatable {
         let collections = try c.call(.collections)
         var snapshot = StoreSnapshot(collections: collections.replyText, records: [:], blobs: "", blobBytes: [:])
         for entry in try CollectionsResponse(json: collections.jsonObject()).collections {
-            snapshot.records[entry.name] = try c.call(.list, ["collection": .string(entry.name), "limit": 1000]).replyText
+            let list = try c.call(.list, ["collection": .string(entry.name), "limit": 1000])
+            snapshot.records[entry.name] = list.replyText
         }
         let blobs = try c.call(.blobList, ["limit": 1000])
         snapshot.blobs = blobs.replyText
@@ -108,7 +109,8 @@ struct StoreSnapshot: Equatable {
     static func seed(_ c: RawClient) throws {
         let id = existing.wireString
         for (n, name) in ["poke-ball", "great-ball", "ultra-ball"].enumerated() {
-            let json: JSONObject = ["collection": "items", "data": ["name": .string(name), "price": .int(Int64(n * 100))]]
+            let data: JSONObject = ["name": .string(name), "price": .int(Int64(n * 100))]
+            let json: JSONObject = ["collection": "items", "data": .object(data)]
             #expect(try c.call(.create, n == 0 ? json.merging(["id": .string(id)]) : json).status == .ok)
         }
         #expect(try c.call(.create, ["collection": "notes", "data": ["text": "北京市海淀区"]]).status == .ok)
@@ -119,7 +121,9 @@ struct StoreSnapshot: Equatable {
 
     /// Runs every case on its own connection, checking after each one that a healthy client is served and the
     /// snapshot is unchanged.
-    static func run(_ cases: [HostileCase], configure: @escaping (inout ServerConfiguration) -> Void = { _ in }) throws {
+    static func run(
+        _ cases: [HostileCase], configure: @escaping (inout ServerConfiguration) -> Void = { _ in }
+    ) throws {
         try withServerOnPort0(configure) { _, port in
             let healthy = try RawClient.tcp(port: port)
             try healthy.hello()
@@ -166,7 +170,8 @@ struct StoreSnapshot: Equatable {
                 expect: .closed([.protocolError])),
             HostileCase(
                 name: "a TLS ClientHello", hello: false,
-                bytes: [0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xFC, 0x03, 0x03] + Array(repeating: 0xAB, count: 40),
+                bytes: [0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xFC, 0x03, 0x03]
+                    + Array(repeating: 0xAB, count: 40),
                 expect: .closed([.protocolError])),
             HostileCase(
                 name: "bad magic after HELLO", bytes: HostileFrames.frame(2, json: [], magic: 0x4854),
@@ -196,7 +201,8 @@ struct StoreSnapshot: Equatable {
                     0x30, json: Array("{}".utf8), flags: 0x02, length: 26, jsonLength: 0xFFFF_FFF0, binaryLength: 0x12),
                 expect: .closed([.protocolError])),
             HostileCase(
-                name: "length disagreeing with the parts", bytes: HostileFrames.frame(2, json: Array("{}".utf8), length: 30),
+                name: "length disagreeing with the parts",
+                bytes: HostileFrames.frame(2, json: Array("{}".utf8), length: 30),
                 expect: .closed([.protocolError])),
             HostileCase(
                 name: "a reserved flag bit", bytes: HostileFrames.frame(2, json: [], flags: 0x80),
@@ -226,7 +232,8 @@ struct StoreSnapshot: Equatable {
                 bytes: HostileFrames.request(.ping, bytes: Array(repeating: 0x20, count: 70_000)),
                 expect: .closed([.payloadTooLarge])),
             HostileCase(
-                name: "pipelined: a good PING, then garbage", bytes: ping + Array("garbage-garbage-garbage-garbage".utf8),
+                name: "pipelined: a good PING, then garbage",
+                bytes: ping + Array("garbage-garbage-garbage-garbage".utf8),
                 expect: .closed([.ok, .protocolError])),
         ]
     }()
@@ -240,7 +247,8 @@ struct StoreSnapshot: Equatable {
         return [
             HostileCase(
                 name: "a compression bomb declaring 1,000 bytes",
-                bytes: HostileFrames.compressed(.create, bomb, uncompressedLength: 1000), expect: .closed([.protocolError])),
+                bytes: HostileFrames.compressed(
+                    .create, bomb, uncompressedLength: 1000), expect: .closed([.protocolError])),
             HostileCase(
                 name: "a compression bomb declaring 4 GiB",
                 bytes: HostileFrames.compressed(.create, bomb, uncompressedLength: 0xFFFF_FFFF),
@@ -255,11 +263,13 @@ struct StoreSnapshot: Equatable {
                 expect: .closed([.protocolError])),
             HostileCase(
                 name: "a corrupt zlib stream",
-                bytes: HostileFrames.compressed(.create, [0x78, 0x9C] + Array(repeating: 0xEE, count: 40), uncompressedLength: 50),
+                bytes: HostileFrames.compressed(
+                    .create, [0x78, 0x9C] + Array(repeating: 0xEE, count: 40), uncompressedLength: 50),
                 expect: .closed([.protocolError])),
             HostileCase(
                 name: "bytes after the end of the zlib stream",
-                bytes: HostileFrames.compressed(.create, smallStream + [1, 2, 3], uncompressedLength: UInt32(small.count)),
+                bytes: HostileFrames.compressed(
+                    .create, smallStream + [1, 2, 3], uncompressedLength: UInt32(small.count)),
                 expect: .closed([.protocolError])),
         ]
     }()
@@ -271,24 +281,65 @@ struct StoreSnapshot: Equatable {
         let deepArrays = String(repeating: "[", count: 10_000) + String(repeating: "]", count: 10_000)
         let deepObjects = String(repeating: #"{"a":"#, count: 10_000) + "1" + String(repeating: "}", count: 10_000)
         return [
-            HostileCase(name: "invalid UTF-8 in a string", bytes: create(Array(#"{"s":""#.utf8) + [0xFF, 0xFE] + Array(#""}"#.utf8)), expect: .open(.invalidArgument)),
-            HostileCase(name: "an overlong UTF-8 slash", bytes: create(Array(#"{"s":""#.utf8) + [0xC0, 0xAF] + Array(#""}"#.utf8)), expect: .open(.invalidArgument)),
-            HostileCase(name: "UTF-8 of a surrogate", bytes: create(Array(#"{"s":""#.utf8) + [0xED, 0xA0, 0x80] + Array(#""}"#.utf8)), expect: .open(.invalidArgument)),
-            HostileCase(name: "a lone surrogate escape", bytes: create(Array(#"{"s":"\ud800"}"#.utf8)), expect: .open(.invalidArgument)),
-            HostileCase(name: "invalid UTF-8 in a member name", bytes: create([0x7B, 0x22, 0xC3, 0x22, 0x3A, 0x31, 0x7D]), expect: .open(.invalidArgument)),
-            HostileCase(name: "JSON that is an array", bytes: HostileFrames.request(.create, "[1,2,3]"), expect: .open(.invalidArgument)),
-            HostileCase(name: "JSON that is a string", bytes: HostileFrames.request(.get, #""items""#), expect: .open(.invalidArgument)),
-            HostileCase(name: "JSON that is null", bytes: HostileFrames.request(.count, "null"), expect: .open(.invalidArgument)),
-            HostileCase(name: "10,000 levels of arrays", bytes: create(Array(deepArrays.utf8)), expect: .open(.invalidArgument)),
-            HostileCase(name: "10,000 levels of objects", bytes: create(Array(deepObjects.utf8)), expect: .open(.invalidArgument)),
-            HostileCase(name: "a number over a double", bytes: create(Array(#"{"n":1e400}"#.utf8)), expect: .open(.invalidArgument)),
-            HostileCase(name: "a 5,000-digit integer", bytes: create(Array(#"{"n":\#(String(repeating: "9", count: 5000))}"#.utf8)), expect: .open(.invalidArgument)),
+            HostileCase(
+                name: "invalid UTF-8 in a string",
+                bytes: create(Array(#"{"s":""#.utf8) + [0xFF, 0xFE] + Array(#""}"#.utf8)),
+                expect: .open(.invalidArgument)),
+            HostileCase(
+                name: "an overlong UTF-8 slash",
+                bytes: create(Array(#"{"s":""#.utf8) + [0xC0, 0xAF] + Array(#""}"#.utf8)),
+                expect: .open(.invalidArgument)),
+            HostileCase(
+                name: "UTF-8 of a surrogate",
+                bytes: create(Array(#"{"s":""#.utf8) + [0xED, 0xA0, 0x80] + Array(#""}"#.utf8)),
+                expect: .open(.invalidArgument)),
+            HostileCase(
+                name: "a lone surrogate escape", bytes: create(Array(#"{"s":"\ud800"}"#.utf8)),
+                expect: .open(.invalidArgument)),
+            HostileCase(
+                name: "invalid UTF-8 in a member name", bytes: create([0x7B, 0x22, 0xC3, 0x22, 0x3A, 0x31, 0x7D]),
+                expect: .open(.invalidArgument)),
+            HostileCase(
+                name: "JSON that is an array", bytes: HostileFrames.request(.create, "[1,2,3]"),
+                expect: .open(.invalidArgument)),
+            HostileCase(
+                name: "JSON that is a string", bytes: HostileFrames.request(.get, #""items""#),
+                expect: .open(.invalidArgument)),
+            HostileCase(
+                name: "JSON that is null", bytes: HostileFrames.request(.count, "null"),
+                expect: .open(.invalidArgument)),
+            HostileCase(
+                name: "10,000 levels of arrays", bytes: create(Array(deepArrays.utf8)),
+                expect: .open(.invalidArgument)),
+            HostileCase(
+                name: "10,000 levels of objects", bytes: create(Array(deepObjects.utf8)),
+                expect: .open(.invalidArgument)),
+            HostileCase(
+                name: "a number over a double", bytes: create(Array(#"{"n":1e400}"#.utf8)),
+                expect: .open(.invalidArgument)),
+            HostileCase(
+                name: "a 5,000-digit integer",
+                bytes: create(Array(#"{"n":\#(String(repeating: "9", count: 5000))}"#.utf8)),
+                expect: .open(.invalidArgument)),
             HostileCase(name: "NaN", bytes: create(Array(#"{"n":NaN}"#.utf8)), expect: .open(.invalidArgument)),
-            HostileCase(name: "duplicate member names", bytes: HostileFrames.request(.get, #"{"collection":"items","collection":"notes","id":"\#(existing.wireString)"}"#), expect: .open(.invalidArgument)),
-            HostileCase(name: "bytes after the object", bytes: HostileFrames.request(.ping, "{} {}"), expect: .open(.invalidArgument)),
-            HostileCase(name: "an unterminated object", bytes: HostileFrames.request(.count, #"{"collection":"items""#), expect: .open(.invalidArgument)),
-            HostileCase(name: "a raw control character in a string", bytes: create(Array("{\"s\":\"a\u{1}b\"}".utf8)), expect: .open(.invalidArgument)),
-            HostileCase(name: "a NUL byte between members", bytes: HostileFrames.request(.count, bytes: Array(#"{"collection":"items""#.utf8) + [0] + [0x7D]), expect: .open(.invalidArgument)),
+            HostileCase(
+                name: "duplicate member names",
+                bytes: HostileFrames.request(
+                    .get, #"{"collection":"items","collection":"notes","id":"\#(existing.wireString)"}"#),
+                expect: .open(.invalidArgument)),
+            HostileCase(
+                name: "bytes after the object", bytes: HostileFrames.request(.ping, "{} {}"),
+                expect: .open(.invalidArgument)),
+            HostileCase(
+                name: "an unterminated object", bytes: HostileFrames.request(.count, #"{"collection":"items""#),
+                expect: .open(.invalidArgument)),
+            HostileCase(
+                name: "a raw control character in a string", bytes: create(Array("{\"s\":\"a\u{1}b\"}".utf8)),
+                expect: .open(.invalidArgument)),
+            HostileCase(
+                name: "a NUL byte between members",
+                bytes: HostileFrames.request(.count, bytes: Array(#"{"collection":"items""#.utf8) + [0] + [0x7D]),
+                expect: .open(.invalidArgument)),
         ]
     }()
 
@@ -318,17 +369,31 @@ struct StoreSnapshot: Equatable {
             bad("a limit of a billion", .search, #"{"collection":"items","limit":1000000000}"#),
             bad("a patch that is an array", .patch, #"{"collection":"items","id":"\#(id)","patch":[]}"#),
             bad("an unknown member", .create, #"{"colection":"items","collection":"items","data":{}}"#),
-            bad("an unknown filter member", .search, #"{"collection":"items","filter":{"field":"a","op":"eq","value":1,"x":1}}"#),
-            bad("an unknown filter op", .count, #"{"collection":"items","filter":{"field":"a","op":"like","value":"%"}}"#),
+            bad(
+                "an unknown filter member", .search,
+                #"{"collection":"items","filter":{"field":"a","op":"eq","value":1,"x":1}}"#),
+            bad(
+                "an unknown filter op", .count,
+                #"{"collection":"items","filter":{"field":"a","op":"like","value":"%"}}"#),
             bad("filters nested 40 deep", .search, #"{"collection":"items","filter":\#(deepFilter)}"#),
             bad("a filter of 300 clauses", .count, #"{"collection":"items","filter":{"or":[\#(manyClauses)]}}"#),
-            bad("'in' with 1,001 values", .search, #"{"collection":"items","filter":{"field":"a","op":"in","value":[\#(manyValues)]}}"#),
-            bad("'in' with 1,000 values, the most allowed (hostile finding 3)", .search, #"{"collection":"items","filter":{"field":"price","op":"in","value":[\#(thousand)]}}"#, .ok),
-            bad("an 'or' of 255 clauses, the most allowed", .count, #"{"collection":"items","filter":{"or":[\#(maxClauses)]}}"#, .ok),
-            bad("255 'in' filters of 1,000 values (hostile finding 3)", .count, #"{"collection":"items","filter":{"and":[\#(mostIns)]}}"#, .ok),
+            bad(
+                "'in' with 1,001 values", .search,
+                #"{"collection":"items","filter":{"field":"a","op":"in","value":[\#(manyValues)]}}"#),
+            bad(
+                "'in' with 1,000 values, the most allowed (hostile finding 3)", .search,
+                #"{"collection":"items","filter":{"field":"price","op":"in","value":[\#(thousand)]}}"#, .ok),
+            bad(
+                "an 'or' of 255 clauses, the most allowed", .count,
+                #"{"collection":"items","filter":{"or":[\#(maxClauses)]}}"#, .ok),
+            bad(
+                "255 'in' filters of 1,000 values (hostile finding 3)", .count,
+                #"{"collection":"items","filter":{"and":[\#(mostIns)]}}"#, .ok),
             bad("GET_MANY of 1,001 ids", .getMany, #"{"collection":"items","ids":[\#(manyIDs)]}"#),
             bad("a field path of 33 segments", .group, #"{"collection":"items","field":"\#(longPath)"}"#),
-            bad("a text query of 300 bytes", .search, #"{"collection":"items","text":{"query":"\#(String(repeating: "x", count: 300))"}}"#),
+            bad(
+                "a text query of 300 bytes", .search,
+                #"{"collection":"items","text":{"query":"\#(String(repeating: "x", count: 300))"}}"#),
             bad("an unknown envelope field", .search, #"{"collection":"items","sort":[{"field":"$seq"}]}"#),
             bad("members in a PING", .ping, #"{"x":1}"#),
             bad("members in STATS", .stats, #"{"verbose":true}"#),
@@ -337,28 +402,39 @@ struct StoreSnapshot: Equatable {
             bad("opcode 0", Opcode(rawValue: 0), "{}", .unknownOpcode),
             bad("an EVENT frame from a client", .event, #"{"collection":"items"}"#, .unknownOpcode),
             HostileCase(
-                name: "a binary part on a GET", bytes: HostileFrames.request(.get, #"{"collection":"items","id":"\#(id)"}"#, binary: [1, 2, 3]),
+                name: "a binary part on a GET",
+                bytes: HostileFrames.request(.get, #"{"collection":"items","id":"\#(id)"}"#, binary: [1, 2, 3]),
                 expect: .open(.invalidArgument)),
             HostileCase(
-                name: "a GET before HELLO", hello: false, bytes: HostileFrames.request(.get, #"{"collection":"items","id":"\#(id)"}"#),
+                name: "a GET before HELLO", hello: false,
+                bytes: HostileFrames.request(.get, #"{"collection":"items","id":"\#(id)"}"#),
                 expect: .closed([.protocolError])),
             HostileCase(
-                name: "a CREATE before HELLO", hello: false, bytes: HostileFrames.request(.create, #"{"collection":"items","data":{}}"#),
+                name: "a CREATE before HELLO", hello: false,
+                bytes: HostileFrames.request(.create, #"{"collection":"items","data":{}}"#),
                 expect: .closed([.protocolError])),
             HostileCase(
-                name: "a HELLO with no versions", hello: false, bytes: HostileFrames.request(.hello, #"{"versions":[]}"#),
+                name: "a HELLO with no versions", hello: false,
+                bytes: HostileFrames.request(.hello, #"{"versions":[]}"#),
                 expect: .open(.invalidArgument)),
             HostileCase(
-                name: "a HELLO offering only version 99", hello: false, bytes: HostileFrames.request(.hello, #"{"versions":[99]}"#),
+                name: "a HELLO offering only version 99", hello: false,
+                bytes: HostileFrames.request(.hello, #"{"versions":[99]}"#),
                 expect: .open(.unsupportedVersion)),
             HostileCase(
                 name: "a HELLO with a 5,000-byte client name", hello: false,
-                bytes: HostileFrames.request(.hello, #"{"versions":[1],"client":"\#(String(repeating: "c", count: 5000))"}"#),
+                bytes: HostileFrames.request(
+                    .hello, #"{"versions":[1],"client":"\#(String(repeating: "c", count: 5000))"}"#),
                 expect: .open(.invalidArgument)),
-            bad("a CREATE over the document limit", .create, #"{"collection":"items","data":{"pad":"\#(String(repeating: "p", count: 1_100_000))"}}"#, .payloadTooLarge),
+            bad(
+                "a CREATE over the document limit", .create,
+                #"{"collection":"items","data":{"pad":"\#(String(repeating: "p", count: 1_100_000))"}}"#,
+                .payloadTooLarge),
             bad("a stale revision", .replace, #"{"collection":"items","id":"\#(id)","data":{},"rev":99}"#, .conflict),
             bad("a CREATE with a taken id", .create, #"{"collection":"items","id":"\#(id)","data":{}}"#, .conflict),
-            bad("a DELETE of a missing document", .delete, #"{"collection":"items","id":"\#(missing.wireString)"}"#, .notFound),
+            bad(
+                "a DELETE of a missing document", .delete, #"{"collection":"items","id":"\#(missing.wireString)"}"#,
+                .notFound),
             bad("a DROP of a missing collection", .dropCollection, #"{"collection":"nothing"}"#, .notFound),
         ]
     }()
@@ -372,9 +448,15 @@ struct StoreSnapshot: Equatable {
             bad("a path for an id", .get, #"{"collection":"items","id":"../../etc/passwd"}"#),
             bad("a path for a blob id", .blobGet, #"{"id":"../../etc/passwd"}"#),
             bad("an absolute path for a blob id", .blobDelete, #"{"id":"/etc/passwd"}"#),
-            bad("an id with a plus sign (fuzz finding 1)", .get, #"{"collection":"items","id":"3f2504e0-4f89-41d3-9a0c-0305+82c3301"}"#),
-            bad("an id with 0x (fuzz finding 1)", .delete, #"{"collection":"items","id":"0x2504e0-4f89-41d3-9a0c-0305e82c3301"}"#),
-            bad("an id with a space", .replace, #"{"collection":"items","id":"3f2504e0-4f89-41d3-9a0c-0305 82c3301","data":{}}"#),
+            bad(
+                "an id with a plus sign (fuzz finding 1)", .get,
+                #"{"collection":"items","id":"3f2504e0-4f89-41d3-9a0c-0305+82c3301"}"#),
+            bad(
+                "an id with 0x (fuzz finding 1)", .delete,
+                #"{"collection":"items","id":"0x2504e0-4f89-41d3-9a0c-0305e82c3301"}"#),
+            bad(
+                "an id with a space", .replace,
+                #"{"collection":"items","id":"3f2504e0-4f89-41d3-9a0c-0305 82c3301","data":{}}"#),
             bad("an id with a NUL", .get, #"{"collection":"items","id":"3f2504e0-4f89-41d3-9a0c-0305e82c330\u0000"}"#),
             bad("an id in braces", .get, #"{"collection":"items","id":"{3f2504e0-4f89-41d3-9a0c-0305e82c33}"}"#),
             bad("an empty id", .get, #"{"collection":"items","id":""}"#),
@@ -383,31 +465,67 @@ struct StoreSnapshot: Equatable {
             bad("SQL in a collection name", .create, #"{"collection":"items\"; DROP TABLE documents; --","data":{}}"#),
             bad("SQL quotes in a collection name", .search, #"{"collection":"items' OR '1'='1"}"#),
             bad("SQL in a DROP_COLLECTION", .dropCollection, #"{"collection":"items; DROP TABLE blobs"}"#),
-            bad("SQL in an INDEX collection", .index, #"{"collection":"x\"(a); DROP TABLE documents; --","field":"a"}"#),
+            bad(
+                "SQL in an INDEX collection", .index,
+                #"{"collection":"x\"(a); DROP TABLE documents; --","field":"a"}"#),
             bad("a path for a collection", .list, #"{"collection":"../../etc"}"#),
             bad("a collection of 65 characters", .count, #"{"collection":"\#(String(repeating: "c", count: 65))"}"#),
             bad("an empty collection", .count, #"{"collection":""}"#),
             bad("a collection starting with a digit", .create, #"{"collection":"1items","data":{}}"#),
             bad("a collection with a non-ASCII letter", .create, #"{"collection":"ïtems","data":{}}"#),
-            bad("a filter field with a double quote", .search, #"{"collection":"items","filter":{"field":"name\") OR 1=1; DROP TABLE documents; --","op":"eq","value":1}}"#),
-            bad("a sort field with a control character", .search, #"{"collection":"items","sort":[{"field":"a\u0001"}]}"#),
-            bad("an index field with a double quote", .index, #"{"collection":"items","field":"x\"); DROP TABLE documents; --"}"#),
+            bad(
+                "a filter field with a double quote", .search,
+                #"{"collection":"items","filter":{"field":"name\") OR 1=1; DROP TABLE documents; --","op":"eq","#
+                    + #""value":1}}"#),
+            bad(
+                "a sort field with a control character", .search,
+                #"{"collection":"items","sort":[{"field":"a\u0001"}]}"#),
+            bad(
+                "an index field with a double quote", .index,
+                #"{"collection":"items","field":"x\"); DROP TABLE documents; --"}"#),
             bad("a cursor that is SQL", .search, #"{"collection":"items","cursor":"'; DROP TABLE documents; --"}"#),
             bad("a LIST cursor that is SQL", .list, #"{"collection":"items","cursor":"1 OR 1=1"}"#),
-            bad("a cursor from another sort", .search, #"{"collection":"items","sort":[{"field":"price"}],"cursor":"eyJzIjoiIiwidiI6W10sImlkIjoiJyBPUiAxPTEgLS0ifQ"}"#),
+            bad(
+                "a cursor from another sort", .search,
+                #"{"collection":"items","sort":[{"field":"price"}],"#
+                    + #""cursor":"eyJzIjoiIiwidiI6W10sImlkIjoiJyBPUiAxPTEgLS0ifQ"}"#),
             // SQL text where any string may go is data: bound as a value, it matches nothing and changes nothing.
-            bad("SQL in a filter field path", .search, #"{"collection":"items","filter":{"field":"a') OR 1=1; DROP TABLE documents; --","op":"eq","value":"x"}}"#, .ok),
-            bad("a cursor of this sort carrying SQL as its id", .search, #"{"collection":"items","cursor":"eyJzIjoiIiwidiI6W10sImlkIjoiJyBPUiAxPTEgLS0ifQ"}"#, .ok),
-            bad("an INDEX on a field path with SQL quotes", .index, #"{"collection":"items","field":"x'); DROP TABLE documents; --"}"#, .ok),
-            bad("a filter on that indexed path", .count, #"{"collection":"items","filter":{"field":"x'); DROP TABLE documents; --","op":"gt","value":0}}"#, .ok),
-            bad("JSON-path syntax in a filter field", .search, #"{"collection":"items","filter":{"field":"a[0].$.b*","op":"exists","value":true}}"#, .ok),
-            bad("a field path ending in a backslash", .count, #"{"collection":"items","filter":{"field":"name\\","op":"eq","value":"x"}}"#, .ok),
+            bad(
+                "SQL in a filter field path", .search,
+                #"{"collection":"items","filter":{"field":"a') OR 1=1; DROP TABLE documents; --","op":"eq","#
+                    + #""value":"x"}}"#,
+                .ok),
+            bad(
+                "a cursor of this sort carrying SQL as its id", .search,
+                #"{"collection":"items","cursor":"eyJzIjoiIiwidiI6W10sImlkIjoiJyBPUiAxPTEgLS0ifQ"}"#, .ok),
+            bad(
+                "an INDEX on a field path with SQL quotes", .index,
+                #"{"collection":"items","field":"x'); DROP TABLE documents; --"}"#, .ok),
+            bad(
+                "a filter on that indexed path", .count,
+                #"{"collection":"items","filter":{"field":"x'); DROP TABLE documents; --","op":"gt","value":0}}"#, .ok),
+            bad(
+                "JSON-path syntax in a filter field", .search,
+                #"{"collection":"items","filter":{"field":"a[0].$.b*","op":"exists","value":true}}"#, .ok),
+            bad(
+                "a field path ending in a backslash", .count,
+                #"{"collection":"items","filter":{"field":"name\\","op":"eq","value":"x"}}"#, .ok),
             bad("an INDEX on a path ending in a backslash", .index, #"{"collection":"items","field":"name\\"}"#, .ok),
-            bad("a sort on that indexed path", .search, #"{"collection":"items","sort":[{"field":"name\\","order":"desc"}]}"#, .ok),
-            bad("SQL in a filter value", .count, #"{"collection":"items","filter":{"field":"name","op":"eq","value":"x' OR '1'='1"}}"#, .ok),
-            bad("FTS syntax in a text query", .search, #"{"collection":"items","text":{"query":"ball\" OR NEAR(a b) OR *"}}"#, .ok),
-            bad("SQL in a sort field", .search, #"{"collection":"items","sort":[{"field":"price'); DROP TABLE documents; --","order":"desc"}]}"#, .ok),
-            bad("SQL in a GROUP field", .group, #"{"collection":"items","field":"x' || (SELECT name FROM sqlite_master) || '"}"#, .ok),
+            bad(
+                "a sort on that indexed path", .search,
+                #"{"collection":"items","sort":[{"field":"name\\","order":"desc"}]}"#, .ok),
+            bad(
+                "SQL in a filter value", .count,
+                #"{"collection":"items","filter":{"field":"name","op":"eq","value":"x' OR '1'='1"}}"#, .ok),
+            bad(
+                "FTS syntax in a text query", .search,
+                #"{"collection":"items","text":{"query":"ball\" OR NEAR(a b) OR *"}}"#, .ok),
+            bad(
+                "SQL in a sort field", .search,
+                #"{"collection":"items","sort":[{"field":"price'); DROP TABLE documents; --","order":"desc"}]}"#, .ok),
+            bad(
+                "SQL in a GROUP field", .group,
+                #"{"collection":"items","field":"x' || (SELECT name FROM sqlite_master) || '"}"#, .ok),
             bad("a wrong id for the collection", .get, #"{"collection":"notes","id":"\#(id)"}"#, .notFound),
         ]
     }()
@@ -455,11 +573,15 @@ struct StoreSnapshot: Equatable {
                 #"{"attach":{"collection":"items","id":"\#(missing.wireString)"}}"#, jpeg, .notFound),
             put(
                 "an attachment with SQL in its collection",
-                #"{"attach":{"collection":"items' OR 1=1 --","id":"\#(existing.wireString)"}}"#, jpeg, .invalidArgument),
-            put("an attachment with a path for an id", #"{"attach":{"collection":"items","id":"../x"}}"#, jpeg, .invalidArgument),
+                #"{"attach":{"collection":"items' OR 1=1 --","id":"\#(existing.wireString)"}}"#, jpeg,
+                .invalidArgument),
+            put(
+                "an attachment with a path for an id", #"{"attach":{"collection":"items","id":"../x"}}"#, jpeg,
+                .invalidArgument),
             put("an unknown member in BLOB_PUT", #"{"contentType":"image/png"}"#, jpeg, .invalidArgument),
             HostileCase(
-                name: "a BLOB_GET of a missing blob", bytes: HostileFrames.request(.blobGet, #"{"id":"\#(missing.wireString)"}"#),
+                name: "a BLOB_GET of a missing blob",
+                bytes: HostileFrames.request(.blobGet, #"{"id":"\#(missing.wireString)"}"#),
                 expect: .open(.notFound)),
         ]
     }()

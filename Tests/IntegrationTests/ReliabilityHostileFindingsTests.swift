@@ -73,7 +73,8 @@ import Testing
 /// pauses while the requests in flight hold more than `inputHighWaterBytes`.
 @Suite struct ReliabilityInflationFindingTests {
     static func bomb(_ encoder: FrameEncoder, id: UInt32, inflated: Int) -> [UInt8] {
-        let json: JSONObject = ["collection": "b", "data": ["pad": .string(String(repeating: " ", count: inflated - 40))]]
+        let pad = String(repeating: " ", count: inflated - 40)
+        let json: JSONObject = ["collection": "b", "data": ["pad": .string(pad)]]
         return encoder.encode(Frame(opcode: .create, requestID: id, json: json.bytes))
     }
 

@@ -54,7 +54,7 @@ struct SoakSample: Sendable {
                 case 0..<20:
                     let data: JSONObject = [
                         "worker": .int(Int64(number)), "n": .int(Int64(n)), "kind": .string(["a", "b", "c"][n % 3]),
-                        "text": .string("soak \(n) " + String(repeating: "北京 larder ", count: Int.random(in: 1...30))),
+                        "text": .string("soak \(n) " + String(repeating: "北京 larder ", count: .random(in: 1...30))),
                     ]
                     let record = try await client.create(collection, data)
                     documents.append((record.id, record.rev))
@@ -180,7 +180,8 @@ struct SoakSample: Sendable {
                     samples.withLock { $0.append(sample) }
                     if second % 60 == 0 {
                         report(
-                            "soak: \(second / 60) min, RSS \(sample.residentBytes >> 20) MB, \(sample.descriptors) fds, "
+                            "soak: \(second / 60) min, RSS \(sample.residentBytes >> 20) MB, "
+                                + "\(sample.descriptors) fds, "
                                 + "\(operations) operations, \(tally.failures.value) failures")
                     }
                 }
@@ -192,7 +193,8 @@ struct SoakSample: Sendable {
         // Every client is gone: the server must give back every descriptor it took for them.
         var descriptorsAfter = server.openDescriptors ?? -1
         let settle = monotonicSeconds() + 5
-        while server.descriptorTargets.filter({ $0 == "socket" }).count > baselineTargets.filter({ $0 == "socket" }).count
+        let baselineSockets = baselineTargets.filter { $0 == "socket" }.count
+        while server.descriptorTargets.filter({ $0 == "socket" }).count > baselineSockets
             && monotonicSeconds() < settle
         {
             usleep(50_000)
@@ -276,6 +278,7 @@ struct SoakVerdict {
         lines.append(
             "fds min/max \(allFDs.min()!)/\(allFDs.max()!); quarter medians "
                 + fds.map(String.init).joined(separator: " / ") + " -> \(descriptorsGrow ? "GROWING" : "flat")")
-        lines.append("operations per second after warm-up: min \(ops.first!) median \(ops[ops.count / 2]) max \(ops.last!)")
+        lines.append(
+            "operations per second after warm-up: min \(ops.first!) median \(ops[ops.count / 2]) max \(ops.last!)")
     }
 }
