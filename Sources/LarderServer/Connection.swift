@@ -36,8 +36,29 @@ final class IOShard: @unchecked Sendable {
         self.publishedSeq = publishedSeq
     }
 
-    /// A batch of committed changes, on `queue`: pushed to every live subscription of the shard's connections.
-    func deliver(_ entries: [ChangeEntry]) {
+    /// Committed changes waiting for `queue`, and whether a drain is scheduled (under the mutex: the writer queue
+    /// appends, `queue` drains).
+    private let inbox = Mutex<(pending: [ChangeEntry], scheduled: Bool)>(([], false))
+
+    /// Called on the store's writer queue: queues a batch and schedules a drain unless one is pending. Batches that
+    /// arrive while the shard is busy are pushed together, so a connection gets one write for many commits when the
+    /// fan-out falls behind, rather than one per commit.
+    func publish(_ entries: [ChangeEntry]) {
+        let schedule = inbox.withLock { inbox -> Bool in
+            inbox.pending += entries
+            defer { inbox.scheduled = true }
+            return !inbox.scheduled
+        }
+        if schedule { queue.async { self.drain() } }
+    }
+
+    /// On `queue`: every change published so far, in commit order, to every live subscription of the shard.
+    private func drain() {
+        let entries = inbox.withLock { inbox -> [ChangeEntry] in
+            inbox.scheduled = false
+            defer { inbox.pending = [] }
+            return inbox.pending
+        }
         guard let last = entries.last?.seq else { return }
         publishedSeq = max(publishedSeq, last)
         guard !watchers.isEmpty else { return }
@@ -103,6 +124,9 @@ final class Connection: @unchecked Sendable {
     private var wireIn = 0
     private var wireOut = 0
     private var reportedPeak = 0
+    /// While a read is being handled, flushes wait for its end, so pipelined answers share a `write(2)`.
+    private var batchingFlushes = false
+    private var flushPending = false
     /// The change feed's subscriptions, by id.
     private var subscriptions: [UInt32: Subscription] = [:]
     private var lastSubscriptionID: UInt32 = 0
@@ -166,7 +190,14 @@ final class Connection: @unchecked Sendable {
             perform(machine.readEOF(now: monotonicMs()))
         case .done(let count):
             wireIn += count
+            // Answers produced while this read is handled (point reads answer at once) leave in one write.
+            batchingFlushes = true
             perform(machine.bytesReceived(UnsafeRawBufferPointer(rebasing: shard.readBuffer[0..<count]), now: monotonicMs()))
+            batchingFlushes = false
+            if flushPending {
+                flushPending = false
+                flush()
+            }
         }
     }
 
@@ -226,17 +257,21 @@ final class Connection: @unchecked Sendable {
         context.inFlight.add(1)
         let logger = context.logger
         logger.debug("conn \(id) request \(frame.requestID) \(frame.opcode.name)")
+        if let reply = context.router.handleInline(frame) { return completed(reply, started: started) }
         context.router.handle(frame) { [self] reply in
-            shard.queue.async { [self] in
-                let micros = (DispatchTime.now().uptimeNanoseconds &- started) / 1000
-                context.stats.request(reply.opcode, reply.status, latencyMicros: micros)
-                context.inFlight.add(-1)
-                if reply.status != .ok {
-                    logger.debug("conn \(id) request \(reply.requestID) \(reply.opcode.name) -> \(reply.status.name)")
-                }
-                perform(machine.requestCompleted(reply, now: monotonicMs()))
-            }
+            shard.queue.async { [self] in completed(reply, started: started) }
         }
+    }
+
+    /// A request's answer is ready; on the shard queue.
+    private func completed(_ reply: Reply, started: UInt64) {
+        let micros = (DispatchTime.now().uptimeNanoseconds &- started) / 1000
+        context.stats.request(reply.opcode, reply.status, latencyMicros: micros)
+        context.inFlight.add(-1)
+        if reply.status != .ok {
+            context.logger.debug("conn \(id) request \(reply.requestID) \(reply.opcode.name) -> \(reply.status.name)")
+        }
+        perform(machine.requestCompleted(reply, now: monotonicMs()))
     }
 
     /// The one place where the state machine's actions become side effects.
@@ -246,7 +281,11 @@ final class Connection: @unchecked Sendable {
             case .execute(let frame):
                 execute(frame)
             case .flush:
-                flush()
+                if batchingFlushes {
+                    flushPending = true
+                } else {
+                    flush()
+                }
             case .pauseReading:
                 // After close() the source is cancelled; suspending it then would stop its cancel handler. The
                 // machine's own flag decides, not the action's order: a nested flush may already have resumed.
