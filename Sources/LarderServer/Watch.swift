@@ -158,6 +158,6 @@ final class WatchHub: Sendable {
     init(shards: [IOShard]) { self.shards = shards }
 
     func publish(_ entries: [ChangeEntry]) {
-        for shard in shards { shard.queue.async { shard.deliver(entries) } }
+        for shard in shards { shard.publish(entries) }
     }
 }
