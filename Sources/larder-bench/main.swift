@@ -6,7 +6,7 @@ import LarderStore
 // argument is an option), `tcp-copy` measures the raw loopback floor, `wire` the codec in-process, `store` the store
 // in-process. Exit codes: 0 success, 1 an assertion failed, 2 the run could not be made, 64 bad usage.
 
-let topUsage = "Usage: larder-bench <run|tcp-copy|wire|store> [options]   (larder-bench <command> --help)"
+let topUsage = "Usage: larder-bench <run|tcp-copy|wire|store|watch> [options]   (larder-bench <command> --help)"
 let topHelp = """
     larder-bench: measure Larder, layer by layer
 
@@ -20,6 +20,7 @@ let topHelp = """
                              by the same engine (compare with a blob-get run of the same size)
       wire [SECONDS]         the codec in-process: frame encode/decode, zlib levels
       store [options]        the store in-process: create, get, search, blobs (LarderStore's own benchmark)
+      watch [options]        change-feed fan-out: one writer, N subscribers (default 1000) of a running server
 
     """
 
@@ -131,6 +132,24 @@ case "store":
     }
     do {
         try runStoreBenchmark(directory: directory, documents: documents)
+    } catch {
+        printError("Error: \(error)")
+        exit(2)
+    }
+
+case "watch":
+    let watchOptions: WatchBench.Options
+    do {
+        guard let parsed = try WatchBench.Options.parse(arguments) else {
+            print(WatchBench.Options.help, terminator: "")
+            exit(0)
+        }
+        watchOptions = parsed
+    } catch {
+        usageFailure(error.message, usage: WatchBench.Options.usage)
+    }
+    do {
+        try WatchBench.run(watchOptions)
     } catch {
         printError("Error: \(error)")
         exit(2)

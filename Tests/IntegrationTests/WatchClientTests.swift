@@ -123,6 +123,32 @@ import Testing
         #expect(feed.lastSeq == 6)
     }
 
+    @Test func theReadmeWatchExampleRuns() async throws {
+        let server = try ClientTestServer()
+        defer { server.stop() }
+        let client = LarderClient(host: "127.0.0.1", port: server.port)
+        defer { client.close() }
+        let following = Task {
+            // As README.md writes it:
+            let feed = try await client.watch(collection: "items", filter: .compare(try FieldPath("price"), .lt, 50))
+            for try await event in feed {
+                switch event.kind {
+                case .create, .replace, .patch: print(event.matches ? "show" : "hide", event.id!, event.record?.data ?? [:])
+                case .delete: print("hide", event.id!)
+                case .resync: print("reload the list")  // `since` was older than the server's change log
+                default: break                           // kinds a later server may add
+                }
+            }
+        }
+        let writer = server.client()
+        defer { writer.close() }
+        let item = try await writer.create("items", ["item": "茶葉蛋", "price": 13])
+        try await writer.delete("items", id: item.id)
+        try await Task.sleep(for: .milliseconds(100))
+        following.cancel()  // cancelling the task ends the sequence (and sends UNWATCH)
+        try await following.value
+    }
+
     // MARK: larder watch
 
     /// The `larder` binary running in the background, its stdout read line by line.
