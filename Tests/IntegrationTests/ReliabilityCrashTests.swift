@@ -20,6 +20,8 @@ final class AcknowledgedWrites: Sendable {
     struct State: Sendable {
         var documents: [UUID: Document] = [:]
         var deleted: Set<UUID> = []
+        /// Deletes sent and not answered: the document may or may not exist, so it is not checked.
+        var deleting: Set<UUID> = []
         /// Blob id to its SHA-256; attached blobs name their document.
         var blobs: [UUID: (sha256: String, attachedTo: UUID?)] = [:]
     }
@@ -34,9 +36,17 @@ final class AcknowledgedWrites: Sendable {
         state.withLock { $0.documents[record.id]?.rev = record.rev; $0.documents[record.id]?.data = record.data }
     }
 
-    func deleted(_ id: UUID) {
+    /// Called before a DELETE is sent: until its answer, the document's fate is unknown.
+    func deleting(_ id: UUID) {
         state.withLock {
             $0.documents[id] = nil
+            $0.deleting.insert(id)
+        }
+    }
+
+    func deleted(_ id: UUID) {
+        state.withLock {
+            $0.deleting.remove(id)
             $0.deleted.insert(id)
         }
     }
@@ -86,6 +96,7 @@ final class AcknowledgedWrites: Sendable {
                     }
                     let id = mine.remove(at: index)
                     let rev = ledger.snapshot.documents[id]?.rev
+                    ledger.deleting(id)
                     _ = try await client.delete(collection, id: id, rev: rev)
                     ledger.deleted(id)
                 default:
@@ -106,33 +117,53 @@ final class AcknowledgedWrites: Sendable {
         return operations
     }
 
-    /// Checks a restarted server against the ledger; returns (documents, blobs) checked.
-    static func verify(port: Int, ledger: AcknowledgedWrites) async throws -> (Int, Int) {
+    /// What a check of a restarted server found.
+    struct Check {
+        var documents = 0
+        var blobs = 0
+        /// Deletes sent but never answered, and how many of them had committed before the kill.
+        var unansweredDeletes = 0
+        var unansweredDeletesCommitted = 0
+        /// Each one is also recorded as a test issue.
+        var problems: [String] = []
+
+        mutating func expect(_ condition: Bool, _ problem: @autoclosure () -> String) {
+            if !condition { problems.append(problem()) }
+        }
+    }
+
+    /// Checks a restarted server against the ledger.
+    static func verify(port: Int, ledger: AcknowledgedWrites) async throws -> Check {
         let client = LarderClient(port: port, connections: 2, requestTimeout: .seconds(30))
         defer { client.close() }
         let expected = ledger.snapshot
+        var check = Check(documents: expected.documents.count, blobs: expected.blobs.count)
         let ids = Array(expected.documents.keys)
         for start in stride(from: 0, to: ids.count, by: 1000) {
-            let chunk = Array(ids[start..<min(ids.count, start + 1000)])
-            let found = try await client.getMany(collection, ids: chunk)
-            #expect(found.missing.isEmpty, "\(found.missing.count) acknowledged documents lost")
+            let found = try await client.getMany(collection, ids: Array(ids[start..<min(ids.count, start + 1000)]))
+            for id in found.missing { check.expect(false, "acknowledged document \(id) lost") }
             for record in found.records {
                 guard let want = expected.documents[record.id] else { continue }
                 // A write that was sent but never answered may have committed too: the revision can only be ahead.
-                #expect(record.rev >= want.rev, "document \(record.id) went back from rev \(want.rev) to \(record.rev)")
-                if record.rev == want.rev { #expect(record.data == want.data, "document \(record.id) changed") }
+                check.expect(record.rev >= want.rev, "document \(record.id) went back to rev \(record.rev)")
+                check.expect(record.rev != want.rev || record.data == want.data, "document \(record.id) changed")
             }
         }
         let deleted = Array(expected.deleted)
         for start in stride(from: 0, to: deleted.count, by: 1000) {
             let chunk = Array(deleted[start..<min(deleted.count, start + 1000)])
             let found = try await client.getMany(collection, ids: chunk)
-            #expect(found.records.isEmpty, "\(found.records.count) acknowledged deletes came back")
+            for record in found.records { check.expect(false, "acknowledged delete of \(record.id) undone") }
+        }
+        if !expected.deleting.isEmpty {
+            let found = try await client.getMany(collection, ids: Array(expected.deleting.prefix(1000)))
+            check.unansweredDeletes = found.records.count + found.missing.count
+            check.unansweredDeletesCommitted = found.missing.count
         }
         for (id, want) in expected.blobs {
             let blob = try await client.blobGet(id)
-            #expect(blob.info.sha256 == want.sha256 && SHA256.hex(blob.bytes) == want.sha256, "blob \(id) changed")
-            #expect(blob.info.attachedTo?.id == want.attachedTo, "blob \(id) lost its attachment")
+            check.expect(blob.info.sha256 == want.sha256 && SHA256.hex(blob.bytes) == want.sha256, "blob \(id) changed")
+            check.expect(blob.info.attachedTo?.id == want.attachedTo, "blob \(id) lost its attachment")
         }
         // No torn blob anywhere, acknowledged or not: each one's bytes hash to its recorded digest.
         var cursor: String?
@@ -141,13 +172,14 @@ final class AcknowledgedWrites: Sendable {
             let page = try await client.blobList(limit: 200, cursor: cursor)
             for info in page.blobs where expected.blobs[info.id] == nil {
                 let blob = try await client.blobGet(info.id)
-                #expect(SHA256.hex(blob.bytes) == info.sha256, "unacknowledged blob \(info.id) is torn")
+                check.expect(SHA256.hex(blob.bytes) == info.sha256, "unacknowledged blob \(info.id) is torn")
             }
             all += page.blobs.count
             cursor = page.nextCursor
         } while cursor != nil
-        #expect(all >= expected.blobs.count)
-        return (ids.count, expected.blobs.count)
+        check.expect(all >= expected.blobs.count, "\(expected.blobs.count - all) acknowledged blobs lost")
+        for problem in check.problems { Issue.record(Comment(rawValue: problem)) }
+        return check
     }
 
     static func integrityCheck(_ directory: String) throws -> String {
@@ -184,11 +216,14 @@ final class AcknowledgedWrites: Sendable {
             let integrity = try integrityCheck(directory)
             #expect(integrity == "ok", "round \(round): integrity_check says \(integrity)")
             server = try ServerChild(dataDirectory: directory)
-            let (documents, blobs) = try await verify(port: server.port, ledger: ledger)
+            let check = try await verify(port: server.port, ledger: ledger)
             report(
                 "crash-test round \(round)/\(rounds): killed after \(killAfter) ms and \(operations) operations; "
-                    + "\(documents) documents, \(blobs) blobs, \(ledger.snapshot.deleted.count) deletes acknowledged "
-                    + "so far, all found; integrity_check \(integrity)")
+                    + "\(check.documents) documents, \(check.blobs) blobs, \(ledger.snapshot.deleted.count) deletes "
+                    + "acknowledged so far (\(check.unansweredDeletesCommitted) of \(check.unansweredDeletes) "
+                    + "unanswered deletes had committed), "
+                    + (check.problems.isEmpty ? "all as acknowledged" : "\(check.problems.count) PROBLEMS")
+                    + "; integrity_check \(integrity)")
         }
         #expect(server.stop() == 0)
         #expect(try integrityCheck(directory) == "ok")
