@@ -1,0 +1,35 @@
+import Foundation
+import LarderClient
+import Testing
+
+/// The library against a `larder-server` process killed with SIGKILL in the middle of a request.
+@Suite(.serialized) struct ClientKilledServerTests {
+    @Test func aRequestInFlightFailsClearlyAndTheNextCallReconnects() async throws {
+        let directory = NSTemporaryDirectory() + "larder-killed-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        // Every SEARCH takes 3 s, so one is surely in flight when the server dies.
+        let first = try ServerChild(dataDirectory: directory, arguments: ["--test-search-delay-ms", "3000"])
+        let client = LarderClient(port: first.port)
+        defer { client.close() }
+        let created = try await client.create("todos", ["title": "Buy milk 買牛奶", "isFinish": false])
+
+        async let slow = client.search("todos", SearchQuery())
+        try await Task.sleep(for: .milliseconds(300))
+        first.kill()
+        do {
+            _ = try await slow
+            Issue.record("a search in flight on a killed server succeeded")
+        } catch let error as LarderError {
+            #expect(error.status == .unavailable)
+            #expect(error.message.contains("127.0.0.1:\(first.port)"), "\(error.message)")
+        }
+
+        // The same port and data: the next call connects again and finds what was acknowledged.
+        let second = try ServerChild(dataDirectory: directory, arguments: ["--port", "\(first.port)"])
+        defer { _ = second.stop() }
+        #expect(second.port == first.port)
+        let again = try await client.get("todos", id: created.id)
+        #expect(again.data == created.data)
+        #expect(again.rev == 1)
+    }
+}
