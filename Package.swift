@@ -32,7 +32,7 @@ let package = Package(
         .executableTarget(name: "larder", dependencies: ["LarderCLI"], swiftSettings: strict),
         .executableTarget(
             name: "larder-bench", dependencies: ["LarderBench", "LarderClient", "LarderStore"], swiftSettings: strict),
-        .testTarget(name: "LarderWireTests", dependencies: ["LarderWire"], resources: [.copy("Vectors")]),
+        .testTarget(name: "LarderWireTests", dependencies: ["LarderWire"]),
         .testTarget(name: "LarderStoreTests", dependencies: ["LarderStore"], resources: [.copy("Fixtures")]),
         .testTarget(name: "LarderServerTests", dependencies: ["LarderServer"]),
         .testTarget(name: "LarderClientTests", dependencies: ["LarderClient", "LarderCLI"]),

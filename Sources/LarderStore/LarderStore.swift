@@ -1,1 +1,0 @@
-// LarderStore: see StoreProtocols.swift (API) and SQLiteStore.swift (the SQLite implementation).
