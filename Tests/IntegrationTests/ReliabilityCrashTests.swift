@@ -68,7 +68,9 @@ final class AcknowledgedWrites: Sendable {
     static let collection = "crash"
 
     /// One writer: creates, patches (revision-checked), deletes and blob puts in a loop until its server is gone.
-    static func writer(_ number: Int, port: Int, ledger: AcknowledgedWrites, stop: StopFlag) async -> Int {
+    static func writer(
+        _ number: Int, port: Int, ledger: AcknowledgedWrites, stop: StopFlag, acknowledged: SharedCounter
+    ) async -> Int {
         let client = LarderClient(port: port, connections: 1, requestTimeout: .seconds(20))
         defer { client.close() }
         var mine: [UUID] = []
@@ -83,11 +85,13 @@ final class AcknowledgedWrites: Sendable {
                     let attach = target.map { BlobAttachment(collection: collection, id: $0) }
                     let info = try await client.blobPut(bytes, sha256: SHA256.hex(bytes), attachTo: attach)
                     ledger.blob(info, document: target)
+                    acknowledged.add(1)
                 case 1, 3:
                     guard let id = mine.randomElement(), let known = ledger.snapshot.documents[id] else { continue }
                     let record = try await client.patch(
                         collection, id: id, patch: ["patched": .int(Int64(operations))], rev: known.rev)
                     ledger.updated(record)
+                    acknowledged.add(1)
                 case 5 where mine.count > 4:
                     // Only documents without blobs: deleting one also deletes its blobs, which the ledger keeps.
                     let documents = ledger.snapshot.documents
@@ -99,6 +103,7 @@ final class AcknowledgedWrites: Sendable {
                     ledger.deleting(id)
                     _ = try await client.delete(collection, id: id, rev: rev)
                     ledger.deleted(id)
+                    acknowledged.add(1)
                 default:
                     let data: JSONObject = [
                         "writer": .int(Int64(number)), "n": .int(Int64(operations)),
@@ -106,6 +111,7 @@ final class AcknowledgedWrites: Sendable {
                     ]
                     let record = try await client.create(collection, data, id: UUID())
                     ledger.created(record)
+                    acknowledged.add(1)
                     mine.append(record.id)
                 }
             } catch {
@@ -200,12 +206,24 @@ final class AcknowledgedWrites: Sendable {
             let stop = StopFlag()
             let killAfter = Int.random(in: (maxWriteMs / 5)...maxWriteMs)
             let current = server
+            let acknowledged = SharedCounter()
+            let killedAtMs = SharedCounter()
+            let started = monotonicSeconds()
             let operations = await withTaskGroup(of: Int.self) { group in
                 for n in 0..<writers {
-                    group.addTask { await writer(n, port: current.port, ledger: ledger, stop: stop) }
+                    group.addTask {
+                        await writer(n, port: current.port, ledger: ledger, stop: stop, acknowledged: acknowledged)
+                    }
                 }
                 group.addTask {
                     try? await Task.sleep(for: .milliseconds(killAfter))
+                    // On a busy machine the writers may have done little yet: wait for some acknowledged writes
+                    // (for at most 10 s more), so every round kills a server with writes in flight.
+                    let patience = monotonicSeconds() + 10
+                    while acknowledged.value < 40 && monotonicSeconds() < patience {
+                        try? await Task.sleep(for: .milliseconds(10))
+                    }
+                    killedAtMs.add(Int((monotonicSeconds() - started) * 1000))
                     current.kill()
                     stop.stop()
                     return 0
@@ -218,7 +236,7 @@ final class AcknowledgedWrites: Sendable {
             server = try ServerChild(dataDirectory: directory)
             let check = try await verify(port: server.port, ledger: ledger)
             report(
-                "crash-test round \(round)/\(rounds): killed after \(killAfter) ms and \(operations) operations; "
+                "crash-test round \(round)/\(rounds): killed after \(killedAtMs.value) ms and \(operations) operations; "
                     + "\(check.documents) documents, \(check.blobs) blobs, \(ledger.snapshot.deleted.count) deletes "
                     + "acknowledged so far (\(check.unansweredDeletesCommitted) of \(check.unansweredDeletes) "
                     + "unanswered deletes had committed), "
