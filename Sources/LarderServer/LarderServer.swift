@@ -47,6 +47,22 @@ public final class LarderServer: Sendable {
         }
     }
 
+    /// Says why `path` cannot be created, in terms of its nearest existing ancestor (Foundation's own error only
+    /// says "the operation could not be completed").
+    static func whyNotCreatable(_ path: String) -> String {
+        var ancestor = (path as NSString).deletingLastPathComponent
+        while !ancestor.isEmpty && ancestor != "/" && !FileManager.default.fileExists(atPath: ancestor) {
+            ancestor = (ancestor as NSString).deletingLastPathComponent
+        }
+        if ancestor.isEmpty { ancestor = "." }
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: ancestor, isDirectory: &isDirectory), !isDirectory.boolValue {
+            return "\(ancestor) is a file, not a directory"
+        }
+        if access(ancestor, W_OK | X_OK) != 0 { return "no permission to create entries in \(ancestor)" }
+        return "the file system refused (is it read-only or full?)"
+    }
+
     /// Opens the store in `configuration.dataDirectory` (created if missing).
     public convenience init(configuration: ServerConfiguration) throws(LarderError) {
         do {
@@ -55,7 +71,7 @@ public final class LarderServer: Sendable {
         } catch {
             throw LarderError(
                 .unavailable, "cannot create the data directory \(configuration.dataDirectory): "
-                    + "\(error.localizedDescription)")
+                    + LarderServer.whyNotCreatable(configuration.dataDirectory) + "; choose another --data-dir")
         }
         guard access(configuration.dataDirectory, W_OK) == 0 else {
             throw LarderError(.unavailable, "the data directory \(configuration.dataDirectory) is not writable")

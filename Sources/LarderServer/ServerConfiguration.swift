@@ -186,6 +186,29 @@ public enum ServerOptions {
         ]
     }()
 
+    /// `maxJSONBytes` -> `max-json-bytes`: the option that sets a limit announced in HELLO.
+    static func optionName(limit: String) -> String {
+        var out = ""
+        var previousWasUpper = false
+        for character in limit {
+            if character.isUppercase {
+                if !out.isEmpty && !previousWasUpper { out.append("-") }
+                out.append(Character(character.lowercased()))
+                previousWasUpper = true
+            } else {
+                if previousWasUpper && out.count > 1 && !out.hasSuffix("-") {
+                    // The end of an acronym: "JSONBytes" -> "json-bytes".
+                    let last = out.removeLast()
+                    if !out.hasSuffix("-") { out.append("-") }
+                    out.append(last)
+                }
+                out.append(character)
+                previousWasUpper = false
+            }
+        }
+        return out
+    }
+
     static func envName(_ option: String) -> String {
         "LARDER_" + option.uppercased().replacingOccurrences(of: "-", with: "_")
     }
@@ -226,7 +249,12 @@ public enum ServerOptions {
         do throws(LarderError) {
             try configuration.limits.validate()
         } catch {
-            throw UsageError(message: error.message)
+            // The limits speak of themselves by their HELLO names; a person at the command line set an option.
+            var message = error.message
+            for name in configuration.limits.json.keys.sorted(by: { $0.count > $1.count }) {
+                message = message.replacingOccurrences(of: name, with: "--" + ServerOptions.optionName(limit: name))
+            }
+            throw UsageError(message: message)
         }
         return (.run, configuration)
     }

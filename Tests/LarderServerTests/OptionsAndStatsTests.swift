@@ -1,3 +1,4 @@
+import Foundation
 import LarderWire
 import Testing
 
@@ -101,5 +102,43 @@ struct LatencyHistogramTests {
         #expect(json["requests"]?["byStatus"]?["NOT_FOUND"] == 1)
         #expect(json["requests"]?["byOpcode"]?["GET"]?["latencyMicros"]?["max"] == 120)
         #expect(json["bytes"]?["compressionRatio"] == 4.0)
+    }
+}
+
+/// Every limit announced in HELLO can be set on the command line, and errors about limits name the option.
+@Suite struct LimitOptionTests {
+    @Test func everyAnnouncedLimitHasAnOption() {
+        let optionNames = Set(ServerOptions.options.map(\.name))
+        for limit in Limits.default.json.keys {
+            #expect(optionNames.contains(ServerOptions.optionName(limit: limit)), "no option for \(limit)")
+        }
+        #expect(ServerOptions.optionName(limit: "maxJSONBytes") == "max-json-bytes")
+        #expect(ServerOptions.optionName(limit: "idleTimeoutMs") == "idle-timeout-ms")
+    }
+
+    @Test func inconsistentLimitsAreAUsageErrorNamingTheOptions() {
+        #expect {
+            _ = try ServerOptions.parse(["--max-json-bytes", "100"], environment: [:])
+        } throws: { error in
+            "\(error)".contains("--max-json-bytes must be at least twice --max-document-bytes")
+        }
+    }
+}
+
+@Suite struct DataDirectoryMessageTests {
+    @Test func aFileInTheWayIsNamed() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("larder-file-\(UUID().uuidString)").path
+        _ = FileManager.default.createFile(atPath: file, contents: Data("x".utf8))
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        #expect(LarderServer.whyNotCreatable(file + "/data/deeper") == "\(file) is a file, not a directory")
+        var configuration = ServerConfiguration()
+        configuration.dataDirectory = file + "/data"
+        configuration.port = 0
+        #expect {
+            _ = try LarderServer(configuration: configuration)
+        } throws: { error in
+            let message = (error as? LarderError)?.message ?? ""
+            return message.contains("is a file, not a directory") && message.contains("--data-dir")
+        }
     }
 }
