@@ -164,6 +164,9 @@ public final class LarderServer: Sendable {
     /// Connections open now.
     public var openConnections: Int { context.stats.openConnections }
 
+    /// Requests being executed now, on every connection.
+    public var requestsInFlight: Int { context.inFlight.current }
+
     /// The largest unsent output any connection has held (bytes): the backpressure bound, for tests.
     public var peakUnsentBytes: Int { context.stats.peakUnsentBytes }
 

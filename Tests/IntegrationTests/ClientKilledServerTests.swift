@@ -8,13 +8,21 @@ import Testing
         let directory = NSTemporaryDirectory() + "larder-killed-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: directory) }
         // Every SEARCH takes 3 s, so one is surely in flight when the server dies.
-        let first = try ServerChild(dataDirectory: directory, arguments: ["--test-search-delay-ms", "3000"])
+        let first = try ServerChild(
+            dataDirectory: directory, arguments: ["--test-search-delay-ms", "3000", "--log-level", "debug"])
         let client = LarderClient(port: first.port)
         defer { client.close() }
         let created = try await client.create("todos", ["title": "Buy milk 買牛奶", "isFinish": false])
 
         async let slow = client.search("todos", SearchQuery())
-        try await Task.sleep(for: .milliseconds(300))
+        // Kill only once the server has the SEARCH (its debug log names each request as it starts), however long a
+        // busy machine takes to send it.
+        let deadline = Date().addingTimeInterval(30)
+        while !((try? String(contentsOfFile: first.logPath, encoding: .utf8)) ?? "").contains(" SEARCH"),
+            Date() < deadline
+        {
+            try await Task.sleep(for: .milliseconds(20))
+        }
         first.kill()
         do {
             _ = try await slow

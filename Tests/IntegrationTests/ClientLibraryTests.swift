@@ -132,7 +132,9 @@ import Testing
         defer { client.close() }
         let stored = try await client.create("students", ["name": "张三", "address": "北京市海淀区"])
         let search = Task { try await client.search("students", SearchQuery(text: TextQuery(query: "北京"))) }
-        try await Task.sleep(for: .milliseconds(200))
+        // Restart only once the server runs the SEARCH, however long a busy machine takes to send it.
+        let deadline = Date().addingTimeInterval(30)
+        while server.server.requestsInFlight == 0 && Date() < deadline { try await Task.sleep(for: .milliseconds(10)) }
         try server.restart()
         let error = await #expect(throws: LarderError.self) { _ = try await search.value }
         #expect(error?.status == .unavailable)
