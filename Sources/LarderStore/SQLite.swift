@@ -230,7 +230,11 @@ final class Statement {
         }
     }
 
-    func uuid(_ column: Int32) -> UUID { UUID(wireString: text(column)) ?? UUID(uuid: UUID_NULL) }
+    func uuid(_ column: Int32) -> UUID {
+        guard let pointer = sqlite3_column_text(handle, column) else { return UUID(uuid: UUID_NULL) }
+        let count = Int(sqlite3_column_bytes(handle, column))
+        return UUID(wireUTF8: UnsafeBufferPointer(start: pointer, count: count)) ?? UUID(uuid: UUID_NULL)
+    }
 }
 
 private let UUID_NULL: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)

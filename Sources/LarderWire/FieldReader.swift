@@ -107,24 +107,30 @@ public struct FieldReader {
     /// Exactly 36 bytes: hex digits (either case) with hyphens at 8, 13, 18 and 23, nothing else. Not
     /// `UUID(uuidString:)`: on Linux it reads "0x", "+" and spaces inside a group, so several texts named one id.
     static func strictUUID(_ text: String) -> UUID? {
-        let utf8 = text.utf8
+        var text = text
+        return text.withUTF8 { strictUUID(utf8: $0) }
+    }
+
+    /// `strictUUID` over raw UTF-8 bytes (a database column, a frame), without making a String first.
+    static func strictUUID(utf8: UnsafeBufferPointer<UInt8>) -> UUID? {
         guard utf8.count == 36 else { return nil }
         var uuid: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
         let valid = withUnsafeMutableBytes(of: &uuid) { out -> Bool in
             var nibbles = 0
-            for (i, byte) in utf8.enumerated() {
+            for i in 0..<36 {
+                let byte = utf8[i]
                 if i == 8 || i == 13 || i == 18 || i == 23 {
                     guard byte == UInt8(ascii: "-") else { return false }
                     continue
                 }
                 let value: UInt8
                 switch byte {
-                case UInt8(ascii: "0")...UInt8(ascii: "9"): value = byte - UInt8(ascii: "0")
-                case UInt8(ascii: "a")...UInt8(ascii: "f"): value = byte - UInt8(ascii: "a") + 10
-                case UInt8(ascii: "A")...UInt8(ascii: "F"): value = byte - UInt8(ascii: "A") + 10
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): value = byte &- UInt8(ascii: "0")
+                case UInt8(ascii: "a")...UInt8(ascii: "f"): value = byte &- UInt8(ascii: "a") &+ 10
+                case UInt8(ascii: "A")...UInt8(ascii: "F"): value = byte &- UInt8(ascii: "A") &+ 10
                 default: return false
                 }
-                out[nibbles / 2] |= nibbles % 2 == 0 ? value << 4 : value
+                out[nibbles >> 1] |= nibbles & 1 == 0 ? value << 4 : value
                 nibbles += 1
             }
             return true
@@ -156,6 +162,12 @@ extension UUID {
     /// Foundation's `sscanf`-based parser, which is slow on the read path and lenient about what it accepts.
     public init?(wireString text: String) {
         guard let id = FieldReader.strictUUID(text) else { return nil }
+        self = id
+    }
+
+    /// Parses the strict 36-character form from raw UTF-8 bytes.
+    public init?(wireUTF8 bytes: UnsafeBufferPointer<UInt8>) {
+        guard let id = FieldReader.strictUUID(utf8: bytes) else { return nil }
         self = id
     }
 
