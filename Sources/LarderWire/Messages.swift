@@ -15,9 +15,10 @@ public enum ProtocolVersions {
 
 /// Largest number of ids in one GET_MANY.
 public let maxGetManyIDs = 1000
-/// Largest page (LIST, SEARCH, BLOB_LIST); the default is 50.
-public let maxPageLimit = 1000
-public let defaultPageLimit = 50
+/// Largest page (LIST, SEARCH, BLOB_LIST): one rule for every paged answer, the one `SearchQuery` enforces.
+public let maxPageLimit = SearchQuery.maxLimit
+/// The page size when a request names none.
+public let defaultPageLimit = SearchQuery.defaultLimit
 
 /// The name of the compression algorithm Larder knows.
 public let zlibCompression = "zlib"
