@@ -111,13 +111,13 @@ extension SQLiteWriteContext {
     ) throws(LarderError) {
         guard let db = connection else { return }
         let time = nowMillis()
-        let statement = try db.statement(
-            "INSERT INTO changes(collection, kind, time, id, rev, createdAt, updatedAt, data, blob, previous) "
-                + "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)")
+        let statement = try db.statement(.insertChange)
         defer { statement.reset() }
-        try statement.bind([.text(collection), .text(kind.rawValue), .int(time)])
+        try statement.bind(at: 1, .text(collection))
+        try statement.bind(at: 2, .text(kind.rawValue))
+        try statement.bind(at: 3, .int(time))
         if let record {
-            try statement.bind(at: 4, .text(record.id.wireString))
+            try statement.bindUUID(record.id, at: 4)
             try statement.bind(at: 5, .int(record.rev))
             try statement.bind(at: 6, .int(record.createdAt))
             try statement.bind(at: 7, .int(record.updatedAt))

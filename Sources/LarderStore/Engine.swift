@@ -66,6 +66,7 @@ final class Writer: @unchecked Sendable {
     private var scheduled = false  // under `lock`
     private var closed = false  // under `lock`
     private var prune = PruneSchedule()  // only on `queue`
+    private let uuids = RandomUUIDs()  // only on `queue`
 
     init(connection: Connection, core: StoreCore) {
         self.connection = connection
@@ -114,9 +115,9 @@ final class Writer: @unchecked Sendable {
             for job in batch { job.execute(SQLiteWriteContext.closed(core))(error) }
             return
         }
-        let context = SQLiteWriteContext(connection: connection, core: core)
+        let context = SQLiteWriteContext(connection: connection, core: core, uuids: uuids)
         do {
-            try connection.execute("BEGIN IMMEDIATE")
+            try connection.run(.begin)
         } catch {
             for job in batch { job.execute(SQLiteWriteContext.closed(core))(error) }
             return
@@ -128,13 +129,13 @@ final class Writer: @unchecked Sendable {
         var commitError: LarderError?
         do {
             if core.hasTrigram { try Schema.flushFullText(connection) }
-            try connection.execute("COMMIT")
+            try connection.run(.commit)
             for action in context.afterCommit { action() }
             // Before the completions: a subscriber learns of a write no later than its writer does.
             core.feed.committed(context.changes)
         } catch {
             commitError = error
-            try? connection.execute("ROLLBACK")
+            try? connection.run(.rollback)
         }
         for deliver in deliveries { deliver(commitError) }
     }
@@ -238,4 +239,50 @@ func nowMillis() -> Int64 {
     var spec = timespec()
     clock_gettime(CLOCK_REALTIME, &spec)
     return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
+}
+
+/// Random version 4 UUIDs for the writer, drawn from a buffer of system random bytes refilled 4 KiB at a time: one
+/// read of /dev/urandom per 256 ids instead of Foundation opening and reading it for each. Not thread-safe: one
+/// owner (the writer queue).
+final class RandomUUIDs {
+    private var buffer: [UInt8] = []  // allocated at the first id
+    private var offset = 0
+
+    func next() -> UUID {
+        if offset + 16 > buffer.count {
+            if buffer.isEmpty { buffer = [UInt8](repeating: 0, count: 4096) }
+            buffer.withUnsafeMutableBytes { RandomUUIDs.fill($0) }
+            offset = 0
+        }
+        var uuid: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &uuid) { raw in
+            buffer.withUnsafeBytes { source in
+                raw.copyMemory(from: UnsafeRawBufferPointer(rebasing: source[offset..<offset + 16]))
+            }
+            raw[6] = (raw[6] & 0x0F) | 0x40  // version 4
+            raw[8] = (raw[8] & 0x3F) | 0x80  // RFC 4122 variant
+        }
+        offset += 16
+        return UUID(uuid: uuid)
+    }
+
+    /// Fills `bytes` from the system's cryptographic generator (/dev/urandom, what Foundation's `UUID()` reads on
+    /// Linux), falling back to `SystemRandomNumberGenerator` should that fail.
+    private static func fill(_ bytes: UnsafeMutableRawBufferPointer) {
+        var done = 0
+        let fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC)
+        if fd >= 0 {
+            while done < bytes.count {
+                let n = read(fd, bytes.baseAddress! + done, bytes.count - done)
+                if n > 0 {
+                    done += n
+                } else if n == 0 || errno != EINTR {
+                    break
+                }
+            }
+            close(fd)
+        }
+        var generator = SystemRandomNumberGenerator()
+        for i in done..<bytes.count { bytes[i] = generator.next() }
+    }
 }

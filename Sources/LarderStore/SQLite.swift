@@ -16,6 +16,8 @@ enum SQLValue: Sendable, Equatable {
 final class Connection {
     let handle: OpaquePointer
     private var cache: [String: Statement] = [:]
+    /// The writer's per-write statements, prepared once and found by number (no hashing of their text per call).
+    private var fixed: [Statement?] = Array(repeating: nil, count: FixedSQL.allCases.count)
 
     init(path: String, readOnly: Bool) throws(LarderError) {
         var db: OpaquePointer?
@@ -34,6 +36,7 @@ final class Connection {
 
     deinit {
         cache.removeAll()
+        fixed.removeAll()
         sqlite3_close_v2(handle)
     }
 
@@ -93,6 +96,28 @@ final class Connection {
         return statement
     }
 
+    /// One of the writer's fixed statements, prepared on first use and kept; reset and with fresh bindings.
+    func statement(_ key: FixedSQL) throws(LarderError) -> Statement {
+        if let statement = fixed[key.rawValue] {
+            statement.reset()
+            return statement
+        }
+        var raw: OpaquePointer?
+        let rc = sqlite3_prepare_v3(handle, key.sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &raw, nil)
+        guard rc == SQLITE_OK, let raw else { throw error(rc, "prepare a statement") }
+        let statement = Statement(raw, connection: self)
+        fixed[key.rawValue] = statement
+        return statement
+    }
+
+    /// Runs one fixed statement without results (BEGIN, COMMIT, SAVEPOINT...) from its prepared form: what `execute`
+    /// does without parsing the SQL again each time.
+    func run(_ key: FixedSQL) throws(LarderError) {
+        let statement = try self.statement(key)
+        defer { statement.reset() }
+        while try statement.step() {}
+    }
+
     /// Prepares, binds and steps to completion; returns the number of changed rows.
     @discardableResult
     func run(_ sql: String, _ values: [SQLValue] = []) throws(LarderError) -> Int {
@@ -132,7 +157,51 @@ final class Connection {
         try query(sql, values) { $0.int(0) }.first
     }
 
-    func clearCache() { cache.removeAll() }
+    func clearCache() {
+        cache.removeAll()
+        fixed = Array(repeating: nil, count: FixedSQL.allCases.count)
+    }
+}
+
+/// The statements the writer runs for every write or every batch. Each is a single statement (a prepared statement
+/// holds one), kept prepared on the writer connection.
+enum FixedSQL: Int, CaseIterable {
+    case begin, commit, rollback
+    case savepoint, release, rollbackToSavepoint
+    case ensureCollection, insertDocument, selectCurrent, updateDocument, insertChange
+    case flushFullTextDeletes, flushFullTextInserts, clearFullTextPending
+
+    var sql: String {
+        switch self {
+        case .begin: "BEGIN IMMEDIATE"
+        case .commit: "COMMIT"
+        case .rollback: "ROLLBACK"
+        case .savepoint: "SAVEPOINT w"
+        case .release: "RELEASE w"
+        case .rollbackToSavepoint: "ROLLBACK TO w"
+        case .ensureCollection: "INSERT OR IGNORE INTO collections(name, createdAt) VALUES (?1, ?2)"
+        case .insertDocument:
+            "INSERT INTO documents(collection, id, rev, createdAt, updatedAt, data, search) "
+                + "VALUES (?1, ?2, 1, ?3, ?3, ?4, ?5)"
+        case .selectCurrent:
+            "SELECT seq, rev, createdAt, updatedAt, data FROM documents WHERE collection = ?1 AND id = ?2"
+        case .updateDocument: "UPDATE documents SET rev = rev + 1, updatedAt = ?1, data = ?2, search = ?3 WHERE seq = ?4"
+        case .insertChange:
+            "INSERT INTO changes(collection, kind, time, id, rev, createdAt, updatedAt, data, blob, previous) "
+                + "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+        case .flushFullTextDeletes:
+            // For each row: remove what the index held before the transaction (the first logged `old`)...
+            "INSERT INTO documents_fts(documents_fts, rowid, search) "
+                + "SELECT 'delete', p.seq, p.old FROM fts_pending p "
+                + "WHERE p.old IS NOT NULL AND p.n = (SELECT min(q.n) FROM fts_pending q WHERE q.seq = p.seq)"
+        case .flushFullTextInserts:
+            // ...and add what the row holds now (the last logged `new`).
+            "INSERT INTO documents_fts(rowid, search) "
+                + "SELECT p.seq, p.new FROM fts_pending p "
+                + "WHERE p.new IS NOT NULL AND p.n = (SELECT max(q.n) FROM fts_pending q WHERE q.seq = p.seq)"
+        case .clearFullTextPending: "DELETE FROM fts_pending"
+        }
+    }
 }
 
 /// A prepared statement, finalized in `deinit`.
@@ -183,6 +252,14 @@ final class Statement {
                 handle, index, pointer, sqlite3_uint64(raw.count), larder_sqlite_transient(), UInt8(SQLITE_UTF8))
         }
         guard rc == SQLITE_OK else { throw connection.error(rc, "bind a value") }
+    }
+
+    /// Binds a UUID as its 36-character lowercase text (the form the id columns hold), without making a String.
+    func bindUUID(_ id: UUID, at index: Int32) throws(LarderError) {
+        var text: [UInt8] = []
+        text.reserveCapacity(36)
+        RecordWriter.appendUUIDDigits(id, into: &text)
+        try bindText(text, at: index)
     }
 
     /// Steps once: true when a row is ready, false when done.
@@ -246,16 +323,41 @@ enum TextFold {
     /// Every string value anywhere in `object` (not keys), folded and joined by U+001F so that a query (which may not
     /// contain control characters) never matches across two fields.
     static func searchText(_ object: JSONObject) -> String {
-        var parts: [String] = []
+        String(decoding: searchBytes(object), as: UTF8.self)
+    }
+
+    /// `searchText` as UTF-8 bytes, what the writer binds. The strings are joined as bytes; when they are all ASCII
+    /// the fold is A-Z to a-z in place (exactly what `lowercased()` does to ASCII), otherwise the joined text goes
+    /// through `fold` as a whole, as it always did.
+    static func searchBytes(_ object: JSONObject) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(128)
+        var first = true
+        var nonASCII: UInt8 = 0
+        func append(_ string: String) {
+            if first { first = false } else { out.append(0x1F) }
+            var string = string
+            string.withUTF8 { utf8 in
+                for byte in utf8 { nonASCII |= byte }
+                out.append(contentsOf: utf8)
+            }
+        }
         func walk(_ value: JSON) {
             switch value {
-            case .string(let s): parts.append(s)
-            case .array(let items): items.forEach(walk)
+            case .string(let s): append(s)
+            case .array(let items): for item in items { walk(item) }
             case .object(let o): for (_, v) in o { walk(v) }
             default: break
             }
         }
         for (_, value) in object { walk(value) }
-        return fold(parts.joined(separator: "\u{1F}"))
+        guard nonASCII < 0x80 else {
+            var folded = fold(String(decoding: out, as: UTF8.self))
+            return folded.withUTF8 { Array($0) }
+        }
+        out.withUnsafeMutableBufferPointer { bytes in
+            for i in bytes.indices where bytes[i] &- 65 < 26 { bytes[i] |= 0x20 }
+        }
+        return out
     }
 }

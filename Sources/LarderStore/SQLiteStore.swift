@@ -77,9 +77,9 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
             } else {
                 let logged = context.changes.count
                 do throws(LarderError) {
-                    try context.connection!.execute("SAVEPOINT w")
+                    try context.connection!.run(.savepoint)
                     let value = try body(context)
-                    try context.connection!.execute("RELEASE w")
+                    try context.connection!.run(.release)
                     result = .success(value)
                 } catch {
                     context.rollbackSavepoint()
@@ -107,9 +107,10 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
 
     public func create(_ collection: String, id: UUID?, data: JSONObject) throws(LarderError) -> StoredRecord {
         try SQLiteStore.validateCollection(collection)
-        let bytes = try encode(data)
+        // Encoded and folded here, on the caller's thread: the writer's time is the scarce resource.
+        let document = try prepare(data)
         return try syncWrite { context throws(LarderError) in
-            try (context as! SQLiteWriteContext).insert(collection, id: id, bytes: bytes, data: data)
+            try (context as! SQLiteWriteContext).insert(collection, id: id, document: document)
         }
     }
 
@@ -117,8 +118,9 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
         -> StoredRecord
     {
         try SQLiteStore.validateCollection(collection)
+        let document = try prepare(data)
         return try syncWrite { context throws(LarderError) in
-            try context.replace(collection, id: id, data: data, expectedRev: expectedRev)
+            try context.replace(collection, id: id, document: document, expectedRev: expectedRev)
         }
     }
 
@@ -175,15 +177,15 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
         try syncWrite { context throws(LarderError) in try context.blobDelete(id) }
     }
 
-    func encode(_ data: JSONObject) throws(LarderError) -> [UInt8] {
-        let bytes = data.bytes
-        guard bytes.count <= core.configuration.maxDocumentBytes else {
+    func prepare(_ data: JSONObject) throws(LarderError) -> PreparedDocument {
+        let document = PreparedDocument(data)
+        guard document.data.count <= core.configuration.maxDocumentBytes else {
             throw LarderError(
                 .payloadTooLarge,
-                "the document is \(bytes.count) bytes; the limit is \(core.configuration.maxDocumentBytes)",
+                "the document is \(document.data.count) bytes; the limit is \(core.configuration.maxDocumentBytes)",
                 field: "data")
         }
-        return bytes
+        return document
     }
 
     // MARK: Reads

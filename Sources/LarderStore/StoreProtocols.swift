@@ -105,12 +105,32 @@ public struct StoreStats: Sendable, Equatable {
     public var lastChangeSeq: Int64
 }
 
+/// A document's data made ready for the writer: its compact JSON bytes (what the row stores and reads splice) and its
+/// folded search text. Making one costs the encoding and the folding; doing that before `submitWrite`, on the
+/// caller's thread, keeps that work off the single writer thread. The size limit is checked when it is written.
+public struct PreparedDocument: Sendable, Equatable {
+    /// The compact JSON of the object, exactly as `JSONObject.bytes` writes it.
+    public let data: [UInt8]
+    /// `TextFold.searchText` of the object, as UTF-8.
+    let search: [UInt8]
+
+    public init(_ object: JSONObject) {
+        data = object.bytes
+        search = TextFold.searchBytes(object)
+    }
+}
+
 /// The write operations, available inside one group-commit transaction (see `DocumentStore.submitWrite`).
 ///
 /// Each body runs inside its own SAVEPOINT: when it throws, only its own changes are rolled back.
 public protocol WriteContext {
     func create(_ collection: String, id: UUID?, data: JSONObject) throws(LarderError) -> StoredRecord
+    /// `create` with the data prepared beforehand (off the writer thread).
+    func create(_ collection: String, id: UUID?, document: PreparedDocument) throws(LarderError) -> StoredRecord
     func replace(_ collection: String, id: UUID, data: JSONObject, expectedRev: Int64?) throws(LarderError)
+        -> StoredRecord
+    /// `replace` with the data prepared beforehand (off the writer thread).
+    func replace(_ collection: String, id: UUID, document: PreparedDocument, expectedRev: Int64?) throws(LarderError)
         -> StoredRecord
     func patch(_ collection: String, id: UUID, patch: JSONObject, expectedRev: Int64?) throws(LarderError)
         -> StoredRecord

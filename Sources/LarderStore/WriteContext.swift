@@ -11,16 +11,21 @@ final class SQLiteWriteContext: WriteContext {
     /// The changes logged in this transaction, in order; published to the change listeners after COMMIT.
     var changes: [ChangeEntry] = []
 
-    init(connection: Connection, core: StoreCore) {
+    /// Where new document ids come from (the writer's, used only on its queue).
+    private let uuids: RandomUUIDs
+
+    init(connection: Connection, core: StoreCore, uuids: RandomUUIDs) {
         self.connection = connection
         self.core = core
         self.closedError = nil
+        self.uuids = uuids
     }
 
     private init(core: StoreCore, error: LarderError) {
         self.connection = nil
         self.core = core
         self.closedError = error
+        self.uuids = RandomUUIDs()
     }
 
     static func closed(_ core: StoreCore) -> SQLiteWriteContext {
@@ -30,39 +35,48 @@ final class SQLiteWriteContext: WriteContext {
     private var db: Connection { connection! }
 
     func rollbackSavepoint() {
-        try? db.execute("ROLLBACK TO w")
-        try? db.execute("RELEASE w")
+        try? db.run(.rollbackToSavepoint)
+        try? db.run(.release)
     }
 
-    private func encode(_ data: JSONObject) throws(LarderError) -> [UInt8] {
-        let bytes = data.bytes
+    private func checkSize(_ document: PreparedDocument) throws(LarderError) {
         let limit = core.configuration.maxDocumentBytes
-        guard bytes.count <= limit else {
-            throw LarderError(.payloadTooLarge, "the document is \(bytes.count) bytes; the limit is \(limit)", field: "data")
+        guard document.data.count <= limit else {
+            throw LarderError(
+                .payloadTooLarge, "the document is \(document.data.count) bytes; the limit is \(limit)", field: "data")
         }
-        return bytes
     }
 
     private func ensureCollection(_ name: String) throws(LarderError) {
-        try db.run("INSERT OR IGNORE INTO collections(name, createdAt) VALUES (?1, ?2)", [.text(name), .int(nowMillis())])
+        let statement = try db.statement(.ensureCollection)
+        defer { statement.reset() }
+        try statement.bind(at: 1, .text(name))
+        try statement.bind(at: 2, .int(nowMillis()))
+        while try statement.step() {}
     }
 
     func create(_ collection: String, id: UUID?, data: JSONObject) throws(LarderError) -> StoredRecord {
-        try SQLiteStore.validateCollection(collection)
-        return try insert(collection, id: id, bytes: try encode(data), data: data)
+        try create(collection, id: id, document: PreparedDocument(data))
     }
 
-    func insert(_ collection: String, id: UUID?, bytes: [UInt8], data: JSONObject) throws(LarderError) -> StoredRecord {
+    func create(_ collection: String, id: UUID?, document: PreparedDocument) throws(LarderError) -> StoredRecord {
+        try SQLiteStore.validateCollection(collection)
+        try checkSize(document)
+        return try insert(collection, id: id, document: document)
+    }
+
+    /// Inserts a document whose collection name and size were checked.
+    func insert(_ collection: String, id: UUID?, document: PreparedDocument) throws(LarderError) -> StoredRecord {
         try ensureCollection(collection)
-        let id = id ?? UUID()
+        let id = id ?? uuids.next()
         let now = nowMillis()
-        let statement = try db.statement(
-            "INSERT INTO documents(collection, id, rev, createdAt, updatedAt, data, search) "
-                + "VALUES (?1, ?2, 1, ?3, ?3, ?4, ?5)")
+        let statement = try db.statement(.insertDocument)
         defer { statement.reset() }
-        try statement.bind([.text(collection), .text(id.wireString), .int(now)])
-        try statement.bindText(bytes, at: 4)
-        try statement.bind(at: 5, .text(TextFold.searchText(data)))
+        try statement.bind(at: 1, .text(collection))
+        try statement.bindUUID(id, at: 2)
+        try statement.bind(at: 3, .int(now))
+        try statement.bindText(document.data, at: 4)
+        try statement.bindText(document.search, at: 5)
         do throws(LarderError) {
             while try statement.step() {}
         } catch where error.status == .conflict {
@@ -70,7 +84,7 @@ final class SQLiteWriteContext: WriteContext {
                 .conflict, "a document with id \(id.wireString) already exists in '\(collection)'; "
                     + "use REPLACE or PATCH to change it", field: "id")
         }
-        let record = StoredRecord(id: id, rev: 1, createdAt: now, updatedAt: now, data: bytes)
+        let record = StoredRecord(id: id, rev: 1, createdAt: now, updatedAt: now, data: document.data)
         try recordChange(.create, collection, record: record)
         return record
     }
@@ -83,19 +97,15 @@ final class SQLiteWriteContext: WriteContext {
         var data: [UInt8]
     }
 
-    private func current(_ collection: String, _ id: UUID, expectedRev: Int64?, withData: Bool) throws(LarderError)
-        -> Current
-    {
-        let rows = try db.query(
-            "SELECT seq, rev, createdAt, updatedAt\(withData ? ", data" : "") FROM documents WHERE collection = ?1 "
-                + "AND id = ?2",
-            [.text(collection), .text(id.wireString)]
-        ) {
-            Current(
-                seq: $0.int(0), rev: $0.int(1), createdAt: $0.int(2), updatedAt: $0.int(3),
-                data: withData ? $0.bytes(4) : [])
-        }
-        guard let row = rows.first else { throw SQLiteStore.notFound(collection, id) }
+    private func current(_ collection: String, _ id: UUID, expectedRev: Int64?) throws(LarderError) -> Current {
+        let statement = try db.statement(.selectCurrent)
+        defer { statement.reset() }
+        try statement.bind(at: 1, .text(collection))
+        try statement.bindUUID(id, at: 2)
+        guard try statement.step() else { throw SQLiteStore.notFound(collection, id) }
+        let row = Current(
+            seq: statement.int(0), rev: statement.int(1), createdAt: statement.int(2), updatedAt: statement.int(3),
+            data: statement.bytes(4))
         if let expectedRev, expectedRev != row.rev {
             throw LarderError(
                 .conflict,
@@ -106,19 +116,18 @@ final class SQLiteWriteContext: WriteContext {
     }
 
     private func update(
-        _ collection: String, _ id: UUID, _ row: Current, _ data: JSONObject, kind: ChangeKind
+        _ collection: String, _ id: UUID, _ row: Current, _ document: PreparedDocument, kind: ChangeKind
     ) throws(LarderError) -> StoredRecord {
-        let bytes = try encode(data)
+        try checkSize(document)
         let now = nowMillis()
-        let statement = try db.statement(
-            "UPDATE documents SET rev = rev + 1, updatedAt = ?1, data = ?2, search = ?3 WHERE seq = ?4")
+        let statement = try db.statement(.updateDocument)
         defer { statement.reset() }
-        try statement.bind([.int(now)])
-        try statement.bindText(bytes, at: 2)
-        try statement.bind(at: 3, .text(TextFold.searchText(data)))
+        try statement.bind(at: 1, .int(now))
+        try statement.bindText(document.data, at: 2)
+        try statement.bindText(document.search, at: 3)
         try statement.bind(at: 4, .int(row.seq))
         while try statement.step() {}
-        let record = StoredRecord(id: id, rev: row.rev + 1, createdAt: row.createdAt, updatedAt: now, data: bytes)
+        let record = StoredRecord(id: id, rev: row.rev + 1, createdAt: row.createdAt, updatedAt: now, data: document.data)
         try recordChange(kind, collection, record: record, previous: row.data)
         return record
     }
@@ -126,25 +135,31 @@ final class SQLiteWriteContext: WriteContext {
     func replace(_ collection: String, id: UUID, data: JSONObject, expectedRev: Int64?) throws(LarderError)
         -> StoredRecord
     {
+        try replace(collection, id: id, document: PreparedDocument(data), expectedRev: expectedRev)
+    }
+
+    func replace(_ collection: String, id: UUID, document: PreparedDocument, expectedRev: Int64?) throws(LarderError)
+        -> StoredRecord
+    {
         try SQLiteStore.validateCollection(collection)
         // The data it had goes into the change log with the new one (a filter can then tell it stopped matching).
-        let row = try current(collection, id, expectedRev: expectedRev, withData: true)
-        return try update(collection, id, row, data, kind: .replace)
+        let row = try current(collection, id, expectedRev: expectedRev)
+        return try update(collection, id, row, document, kind: .replace)
     }
 
     func patch(_ collection: String, id: UUID, patch: JSONObject, expectedRev: Int64?) throws(LarderError)
         -> StoredRecord
     {
         try SQLiteStore.validateCollection(collection)
-        let row = try current(collection, id, expectedRev: expectedRev, withData: true)
+        let row = try current(collection, id, expectedRev: expectedRev)
         let stored = try JSONParser.parseObject(row.data)
-        return try update(collection, id, row, MergePatch.apply(patch, to: stored), kind: .patch)
+        return try update(collection, id, row, PreparedDocument(MergePatch.apply(patch, to: stored)), kind: .patch)
     }
 
     func delete(_ collection: String, id: UUID, expectedRev: Int64?) throws(LarderError) -> (rev: Int64, blobsDeleted: Int) {
         try SQLiteStore.validateCollection(collection)
         // The data goes into the change log, so a subscriber's filter can tell whether the deletion concerns it.
-        let row = try current(collection, id, expectedRev: expectedRev, withData: true)
+        let row = try current(collection, id, expectedRev: expectedRev)
         try db.run("DELETE FROM documents WHERE seq = ?1", [.int(row.seq)])
         let blobs = try db.run(
             "DELETE FROM blobs WHERE attachedCollection = ?1 AND attachedId = ?2",
@@ -365,17 +380,12 @@ enum Schema {
 
     /// Brings the trigram index up to date with the transaction's writes: for each row, remove what the index held
     /// before the transaction (the first logged `old`) and add what the row holds now (the last logged `new`).
+    /// The three statements are `FixedSQL.flushFullTextDeletes`, `.flushFullTextInserts` and
+    /// `.clearFullTextPending`, kept prepared.
     static func flushFullText(_ db: Connection) throws(LarderError) {
-        try db.execute(
-            """
-            INSERT INTO documents_fts(documents_fts, rowid, search)
-                SELECT 'delete', p.seq, p.old FROM fts_pending p
-                WHERE p.old IS NOT NULL AND p.n = (SELECT min(q.n) FROM fts_pending q WHERE q.seq = p.seq);
-            INSERT INTO documents_fts(rowid, search)
-                SELECT p.seq, p.new FROM fts_pending p
-                WHERE p.new IS NOT NULL AND p.n = (SELECT max(q.n) FROM fts_pending q WHERE q.seq = p.seq);
-            DELETE FROM fts_pending;
-            """)
+        try db.run(.flushFullTextDeletes)
+        try db.run(.flushFullTextInserts)
+        try db.run(.clearFullTextPending)
     }
 
     static func migrate(_ db: Connection, trigram: Bool) throws(LarderError) {

@@ -1,0 +1,125 @@
+import Foundation
+import LarderWire
+import Testing
+
+@testable import LarderStore
+
+/// The writer's cheaper paths must store exactly what the plain ones did: the same search text, the same bytes, ids
+/// of the same kind, and the same errors.
+@Suite struct WriterPathTests {
+    /// What `TextFold.searchText` computed before its byte-level fast path: the strings joined, then lowercased.
+    static func reference(_ object: JSONObject) -> String {
+        var parts: [String] = []
+        func walk(_ value: JSON) {
+            switch value {
+            case .string(let s): parts.append(s)
+            case .array(let items): items.forEach(walk)
+            case .object(let o): for (_, v) in o { walk(v) }
+            default: break
+            }
+        }
+        for (_, value) in object { walk(value) }
+        return parts.joined(separator: "\u{1F}").lowercased()
+    }
+
+    @Test(arguments: [
+        #"{}"#,
+        #"{"a":1,"b":null,"c":true}"#,
+        #"{"name":"Grace HOPPER","tags":["Drink","COFFEE"],"n":{"deep":{"x":"AbC@[`{Z"}}}"#,
+        #"{"s":"","t":"","u":["",""]}"#,
+        #"{"name":"王小明 ÉCOLE","city":"İstanbul","greek":"ΣΟΦΟΣ","mixed":["ABC","Straße","ǅ"]}"#,
+        #"{"emoji":"Too sweet 🍯 OK","ctrl":"a\u0001B\tC"}"#,
+        #"{"k":"\u00c0\u0130","ascii":"PLAIN"}"#,
+    ])
+    func searchTextMatchesJoinThenLowercase(text: String) throws {
+        let data = try object(text)
+        #expect(TextFold.searchText(data) == WriterPathTests.reference(data))
+        #expect(TextFold.searchBytes(data) == Array(WriterPathTests.reference(data).utf8))
+        #expect(PreparedDocument(data).data == data.bytes)
+    }
+
+    @Test func storedSearchColumnIsTheFoldedText() throws {
+        try withStore { store, directory in
+            let data = try object(#"{"name":"Emily CHEN","city":"台北 Xinyi","tags":["VIP"]}"#)
+            let record = try store.create("people", id: nil, data: data)
+            let db = try Connection(path: (directory as NSString).appendingPathComponent("larder.sqlite"), readOnly: true)
+            let search = try db.query("SELECT search FROM documents WHERE id = ?1", [.text(record.id.wireString)]) {
+                $0.text(0)
+            }
+            #expect(search == [WriterPathTests.reference(data)])
+            #expect(try store.count("people", filter: nil, text: TextQuery(query: "emily chen")) == 1)
+            #expect(try store.count("people", filter: nil, text: TextQuery(query: "vip")) == 1)
+        }
+    }
+
+    @Test func generatedIdsAreDistinctVersion4() {
+        let uuids = RandomUUIDs()
+        var seen: Set<UUID> = []
+        for _ in 0..<1_000 {  // several refills of the 4 KiB buffer
+            let id = uuids.next()
+            #expect(seen.insert(id).inserted)
+            let text = id.wireString
+            #expect(Array(text)[14] == "4")
+            #expect("89ab".contains(Array(text)[19]))
+        }
+    }
+
+    @Test func preparedWritesThroughTheContextMatchThePlainOnes() throws {
+        try withStore { store, _ in
+            let data = try object(#"{"title":"Buy milk 買牛奶","isFinish":false}"#)
+            let id = UUID()
+            let created = try store.syncWrite { context throws(LarderError) in
+                try context.create("todos", id: id, document: PreparedDocument(data))
+            }
+            #expect(created.id == id && created.rev == 1 && created.data == data.bytes)
+            #expect(try store.get("todos", id: id) == created)
+            let newer = try object(#"{"title":"Buy oat milk","isFinish":true}"#)
+            let replaced = try store.syncWrite { context throws(LarderError) in
+                try context.replace("todos", id: id, document: PreparedDocument(newer), expectedRev: 1)
+            }
+            #expect(replaced.rev == 2 && replaced.data == newer.bytes)
+            #expect(try store.count("todos", filter: nil, text: TextQuery(query: "oat milk")) == 1)
+            #expect(try store.count("todos", filter: nil, text: TextQuery(query: "牛奶")) == 0)
+            expectError(.conflict, field: "expectedRev") {
+                _ = try store.syncWrite { context throws(LarderError) in
+                    try context.replace("todos", id: id, document: PreparedDocument(data), expectedRev: 1)
+                }
+            }
+            expectError(.conflict, field: "id") {
+                _ = try store.syncWrite { context throws(LarderError) in
+                    try context.create("todos", id: id, document: PreparedDocument(data))
+                }
+            }
+            expectError(.invalidArgument, field: "collection") {
+                _ = try store.syncWrite { context throws(LarderError) in
+                    try context.create("1bad", id: nil, document: PreparedDocument(data))
+                }
+            }
+            let changes = try store.changes(after: 0, collection: "todos", limit: 10, maxBytes: 1 << 20).entries
+            #expect(changes.map(\.kind) == [.create, .replace])
+            #expect(changes.last?.previous == data.bytes)
+        }
+    }
+
+    @Test func preparedDocumentsOverTheLimitAreRefusedOnTheWriter() throws {
+        try withStore({ $0.maxDocumentBytes = 64 }) { store, _ in
+            let big = PreparedDocument(["text": .string(String(repeating: "x", count: 100))])
+            expectError(.payloadTooLarge, field: "data") {
+                _ = try store.syncWrite { context throws(LarderError) in
+                    try context.create("notes", id: nil, document: big)
+                }
+            }
+            let small = try store.create("notes", id: nil, data: ["text": "ok"])
+            expectError(.payloadTooLarge, field: "data") {
+                _ = try store.syncWrite { context throws(LarderError) in
+                    try context.replace("notes", id: small.id, document: big, expectedRev: nil)
+                }
+            }
+            expectError(.payloadTooLarge, field: "data") {
+                _ = try store.replace("notes", id: small.id, data: ["text": .string(String(repeating: "y", count: 100))],
+                    expectedRev: nil)
+            }
+            #expect(try store.get("notes", id: small.id).rev == 1)
+        }
+    }
+}
