@@ -128,7 +128,11 @@ final class Writer: @unchecked Sendable {
         pruneChangesIfDue(context, connection)
         var commitError: LarderError?
         do {
-            if core.hasTrigram { try Schema.flushFullText(connection) }
+            if core.hasTrigram,
+                try Schema.fullTextBacklogCount(connection) >= core.configuration.fullTextBacklog
+            {
+                try Schema.flushFullText(connection)
+            }
             try connection.run(.commit)
             for action in context.afterCommit { action() }
             // Before the completions: a subscriber learns of a write no later than its writer does.
@@ -159,6 +163,19 @@ final class Writer: @unchecked Sendable {
         prune.pruned(now: now)
     }
 
+    /// Brings the trigram index up to date in a transaction of its own (outside any batch).
+    static func flushFullText(_ connection: Connection) throws(LarderError) {
+        guard try Schema.fullTextBacklogCount(connection) > 0 else { return }
+        try connection.run(.begin)
+        do throws(LarderError) {
+            try Schema.flushFullText(connection)
+            try connection.run(.commit)
+        } catch {
+            try? connection.run(.rollback)
+            throw error
+        }
+    }
+
     /// Runs `body` on the writer queue outside any batch (checkpoint, close).
     func exclusive<T>(_ body: (Connection?) -> T) -> T {
         if isOnQueue { return body(connection) }
@@ -170,7 +187,11 @@ final class Writer: @unchecked Sendable {
         lock.withLock { closed = true }
         guard !isOnQueue else { return }
         queue.sync {}  // a drain scheduled before `closed` finishes first
-        queue.sync { connection = nil }
+        queue.sync {
+            // A cleanly closed store leaves its trigram index complete (failing that, the backlog stays for later).
+            if let connection, core.hasTrigram { try? Writer.flushFullText(connection) }
+            connection = nil
+        }
     }
 }
 

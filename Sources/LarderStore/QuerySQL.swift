@@ -146,14 +146,18 @@ struct SQLBuilder {
     }
 
     /// Substring search. The precomputed `search` column holds every string value folded; a 3+ character query first
-    /// narrows by the trigram index, and the exact `instr` test always decides, so both paths answer the same.
+    /// narrows by the trigram index (plus its backlog), and the exact `instr` test always decides, so both paths
+    /// answer the same.
     mutating func text(_ query: TextQuery) -> String {
         let folded = TextFold.fold(query.query)
         let q = param(.text(folded))
         var parts: [String] = []
         if core.hasTrigram && core.configuration.useTextIndex && folded.unicodeScalars.count >= 3 {
             let match = "\"" + folded.replacingOccurrences(of: "\"", with: "\"\"") + "\""
-            parts.append("seq IN (SELECT rowid FROM documents_fts WHERE documents_fts MATCH \(param(.text(match))))")
+            // The index's matches, and the documents written since it was last brought up to date (`fts_backlog`).
+            parts.append(
+                "seq IN (SELECT rowid FROM documents_fts WHERE documents_fts MATCH \(param(.text(match))) "
+                    + "UNION ALL SELECT seq FROM fts_backlog)")
         }
         parts.append("instr(search, \(q)) > 0")
         if let fields = query.fields {

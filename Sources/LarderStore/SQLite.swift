@@ -169,7 +169,7 @@ enum FixedSQL: Int, CaseIterable {
     case begin, commit, rollback
     case savepoint, release, rollbackToSavepoint
     case ensureCollection, insertDocument, selectCurrent, updateDocument, insertChange
-    case flushFullTextDeletes, flushFullTextInserts, clearFullTextPending
+    case fullTextBacklogSize, flushFullTextDeletes, flushFullTextInserts, clearFullTextBacklog
 
     var sql: String {
         switch self {
@@ -189,17 +189,14 @@ enum FixedSQL: Int, CaseIterable {
         case .insertChange:
             "INSERT INTO changes(collection, kind, time, id, rev, createdAt, updatedAt, data, blob, previous) "
                 + "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+        case .fullTextBacklogSize: "SELECT coalesce(max(n), 0) FROM fts_backlog"
         case .flushFullTextDeletes:
-            // For each row: remove what the index held before the transaction (the first logged `old`)...
             "INSERT INTO documents_fts(documents_fts, rowid, search) "
-                + "SELECT 'delete', p.seq, p.old FROM fts_pending p "
-                + "WHERE p.old IS NOT NULL AND p.n = (SELECT min(q.n) FROM fts_pending q WHERE q.seq = p.seq)"
+                + "SELECT 'delete', seq, old FROM fts_backlog WHERE old IS NOT NULL ORDER BY seq"
         case .flushFullTextInserts:
-            // ...and add what the row holds now (the last logged `new`).
             "INSERT INTO documents_fts(rowid, search) "
-                + "SELECT p.seq, p.new FROM fts_pending p "
-                + "WHERE p.new IS NOT NULL AND p.n = (SELECT max(q.n) FROM fts_pending q WHERE q.seq = p.seq)"
-        case .clearFullTextPending: "DELETE FROM fts_pending"
+                + "SELECT seq, search FROM documents WHERE seq IN (SELECT seq FROM fts_backlog) ORDER BY seq"
+        case .clearFullTextBacklog: "DELETE FROM fts_backlog"
         }
     }
 }

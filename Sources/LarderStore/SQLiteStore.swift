@@ -48,7 +48,7 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
             "CREATE VIRTUAL TABLE temp.larder_probe USING fts5(x, tokenize='trigram'); DROP TABLE temp.larder_probe"))
             != nil
         try Schema.migrate(connection, trigram: hasTrigram)
-        if hasTrigram { try connection.execute(Schema.pendingFullText) }
+        if hasTrigram { try connection.execute(Schema.backlogTriggers) }
         let lastChangeSeq = try connection.scalar("SELECT seq FROM sqlite_sequence WHERE name = 'changes'") ?? 0
         let core = StoreCore(
             configuration: configuration, databasePath: path, hasTrigram: hasTrigram, lastChangeSeq: lastChangeSeq)
@@ -502,6 +502,8 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
         let fullText: String = writer.exclusive { connection in
             guard let connection else { return "the store is closed" }
             do throws(LarderError) {
+                // The index is checked complete: the documents still in its backlog go in first.
+                try Writer.flushFullText(connection)
                 try connection.execute("INSERT INTO documents_fts(documents_fts) VALUES ('integrity-check')")
                 try connection.execute(
                     """

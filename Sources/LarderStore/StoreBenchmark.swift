@@ -162,6 +162,26 @@ public func runStoreBenchmark(
     _ = try store.createIndex("big", field: try FieldPath("score"))
     _ = try store.createIndex("big", field: try FieldPath("category"))
     try searchRows("indexed")
+    // The same searches while the trigram index's backlog is as full as it gets (one document short of a flush):
+    // each text search also checks those documents one by one.
+    let waiting = store.configuration.fullTextBacklog - 1
+    if waiting > 0 {
+        _ = try store.syncWrite { context throws(LarderError) -> Int in
+            for i in 0..<waiting {
+                _ = try context.create("big", id: nil, data: ["name": .string("late \(i)"), "score": .int(Int64(i))])
+            }
+            return waiting
+        }
+        report("substring 4 chars (common), indexed, backlog of \(waiting)", try percentiles(50) { () throws(LarderError) in
+            _ = try store.search("big", text3)
+        })
+        report("substring 9 chars (rare), indexed, backlog of \(waiting)", try percentiles(50) { () throws(LarderError) in
+            _ = try store.search("big", text3Rare)
+        })
+        report("count of a rare substring, indexed, backlog of \(waiting)", try percentiles(20) { () throws(LarderError) in
+            _ = try store.count("big", filter: nil, text: countQuery.text)
+        })
+    }
 
     // Blobs: a synthetic 1 MiB JPEG (comment segments, a frame header, EOI).
     var jpeg: [UInt8] = [0xFF, 0xD8]

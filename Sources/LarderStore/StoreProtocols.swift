@@ -275,13 +275,19 @@ public struct StoreConfiguration: Sendable {
     public var changeRetentionEvents: Int
     /// ...none older than this many milliseconds. The writer prunes as it commits.
     public var changeRetentionMs: Int64
+    /// The trigram index is brought up to date once this many documents were written since it last was (and when
+    /// the store closes); until then text search also checks those documents one by one. Larger: cheaper writes,
+    /// text searches that check more documents. 1 brings it up to date at every commit. Results are identical either
+    /// way.
+    public var fullTextBacklog: Int
 
     public init(
         dataDirectory: String = "./larder-data", synchronous: Synchronous = .normal,
         maxDocumentBytes: Int = 1 << 20, maxBlobBytes: Int = 32 << 20, readerCount: Int = 4,
         useTextIndex: Bool = true, useFieldIndexes: Bool = true, maxPageBytes: Int = 4 << 20,
-        changeRetentionEvents: Int = 100_000, changeRetentionMs: Int64 = 86_400_000
+        changeRetentionEvents: Int = 100_000, changeRetentionMs: Int64 = 86_400_000, fullTextBacklog: Int = 256
     ) {
+        self.fullTextBacklog = fullTextBacklog
         self.changeRetentionEvents = changeRetentionEvents
         self.changeRetentionMs = changeRetentionMs
         self.maxPageBytes = maxPageBytes

@@ -347,6 +347,12 @@ enum Schema {
         DROP TRIGGER IF EXISTS documents_fts_delete;
         DROP TRIGGER IF EXISTS documents_fts_update;
         """,
+        // 5: the trigram index's backlog: the documents written since it was last brought up to date (see
+        // `fullTextBacklog`), so that it can be brought up to date every few hundred writes rather than every commit.
+        """
+        CREATE TABLE fts_backlog(n INTEGER PRIMARY KEY, seq INTEGER NOT NULL, old TEXT);
+        CREATE INDEX fts_backlog_seq ON fts_backlog(seq);
+        """,
     ]
 
     /// The trigram index over the `search` column (external content, so no second copy of the text).
@@ -355,37 +361,51 @@ enum Schema {
             search, content='documents', content_rowid='seq', tokenize='trigram case_sensitive 1');
         """
 
-    /// The writer's record of how the `search` column changed in the open transaction, applied to the trigram index
-    /// in one pass just before COMMIT (`flushFullText`).
+    /// The writer's record of which documents' `search` text changed since the trigram index was last brought up to
+    /// date, applied to the index in one pass (`flushFullText`) once it holds `StoreConfiguration.fullTextBacklog`
+    /// documents (and when the store closes).
+    ///
+    /// The rule that keeps searches exact: a document whose `seq` is not in `fts_backlog` is in the index with its
+    /// current text; a `seq` in `fts_backlog` has exactly one row there, whose `old` is the text the index holds for
+    /// it (NULL when it holds none). Text search therefore looks at the index's matches plus every backlog document,
+    /// and the exact `instr` test decides (QuerySQL `text`). The backlog commits with the writes that fill it.
     ///
     /// Why not triggers on the index itself: every write runs in its own SAVEPOINT (so a failing write undoes only
     /// itself), and FTS5 writes its pending terms out as a new segment at every savepoint: one segment, and soon a
-    /// merge, per document. Logging into a temporary table is cheap, rolls back with the savepoint like everything
-    /// else, and leaves FTS5 one flush per group commit. The triggers are TEMP: only the writer connection writes.
-    static let pendingFullText = """
-        CREATE TEMP TABLE IF NOT EXISTS fts_pending(
-            n INTEGER PRIMARY KEY, seq INTEGER NOT NULL, old TEXT, new TEXT);
-        CREATE INDEX IF NOT EXISTS temp.fts_pending_seq ON fts_pending(seq, n);
-        CREATE TEMP TRIGGER IF NOT EXISTS fts_pending_insert AFTER INSERT ON main.documents BEGIN
-            INSERT INTO fts_pending(seq, old, new) VALUES (new.seq, NULL, new.search);
+    /// merge, per document. Why not once per group commit (as before): a segment per commit still costs FTS5 about 40
+    /// of the ~70 pages a commit of 16 documents writes, and ~20 of the ~26 of a commit of one; flushing a few hundred
+    /// documents at once costs a fraction of that per document. A backlog row is small (no text for a new document)
+    /// and rolls back with its write's savepoint. The triggers are TEMP: only the writer connection writes.
+    static let backlogTriggers = """
+        CREATE TEMP TRIGGER IF NOT EXISTS fts_backlog_insert AFTER INSERT ON main.documents BEGIN
+            INSERT INTO fts_backlog(seq, old) VALUES (new.seq, NULL);
         END;
-        CREATE TEMP TRIGGER IF NOT EXISTS fts_pending_delete AFTER DELETE ON main.documents BEGIN
-            INSERT INTO fts_pending(seq, old, new) VALUES (old.seq, old.search, NULL);
+        CREATE TEMP TRIGGER IF NOT EXISTS fts_backlog_delete AFTER DELETE ON main.documents
+        WHEN NOT EXISTS (SELECT 1 FROM fts_backlog WHERE seq = old.seq) BEGIN
+            INSERT INTO fts_backlog(seq, old) VALUES (old.seq, old.search);
         END;
-        CREATE TEMP TRIGGER IF NOT EXISTS fts_pending_update AFTER UPDATE OF search ON main.documents BEGIN
-            INSERT INTO fts_pending(seq, old, new) VALUES (old.seq, old.search, NULL);
-            INSERT INTO fts_pending(seq, old, new) VALUES (new.seq, NULL, new.search);
+        CREATE TEMP TRIGGER IF NOT EXISTS fts_backlog_update AFTER UPDATE OF search ON main.documents
+        WHEN NOT EXISTS (SELECT 1 FROM fts_backlog WHERE seq = old.seq) BEGIN
+            INSERT INTO fts_backlog(seq, old) VALUES (old.seq, old.search);
         END;
         """
 
-    /// Brings the trigram index up to date with the transaction's writes: for each row, remove what the index held
-    /// before the transaction (the first logged `old`) and add what the row holds now (the last logged `new`).
-    /// The three statements are `FixedSQL.flushFullTextDeletes`, `.flushFullTextInserts` and
-    /// `.clearFullTextPending`, kept prepared.
+    /// How many documents the backlog holds (an upper bound: row numbers restart at 1 after each flush).
+    static func fullTextBacklogCount(_ db: Connection) throws(LarderError) -> Int {
+        let statement = try db.statement(.fullTextBacklogSize)
+        defer { statement.reset() }
+        guard try statement.step() else { return 0 }
+        return Int(statement.int(0))
+    }
+
+    /// Brings the trigram index up to date with the backlog: for each document in it, remove what the index holds
+    /// (`old`) and add what the row holds now (when it still exists), both in `seq` order (FTS5 starts a new segment
+    /// whenever rowids stop increasing), then empty the backlog. The three statements are
+    /// `FixedSQL.flushFullTextDeletes`, `.flushFullTextInserts` and `.clearFullTextBacklog`, kept prepared.
     static func flushFullText(_ db: Connection) throws(LarderError) {
         try db.run(.flushFullTextDeletes)
         try db.run(.flushFullTextInserts)
-        try db.run(.clearFullTextPending)
+        try db.run(.clearFullTextBacklog)
     }
 
     static func migrate(_ db: Connection, trigram: Bool) throws(LarderError) {
@@ -407,7 +427,9 @@ enum Schema {
         if trigram {
             let exists = try db.scalar("SELECT 1 FROM sqlite_master WHERE name = 'documents_fts'") != nil
             if !exists {
-                try db.execute("BEGIN IMMEDIATE; \(fullText) INSERT INTO documents_fts(documents_fts) VALUES ('rebuild'); COMMIT")
+                try db.execute(
+                    "BEGIN IMMEDIATE; \(fullText) INSERT INTO documents_fts(documents_fts) VALUES ('rebuild'); "
+                        + "DELETE FROM fts_backlog; COMMIT")
             }
         }
     }

@@ -4,11 +4,13 @@ import Testing
 
 @testable import LarderStore
 
-/// The trigram index is brought up to date once per group commit; it must end exactly where per-row maintenance
-/// would have: every insert, text change, delete and rolled-back write of a batch accounted for.
+/// The trigram index is brought up to date once its backlog holds `fullTextBacklog` documents (1: every group
+/// commit); it must end exactly where per-row maintenance would have: every insert, text change, delete and
+/// rolled-back write of a batch accounted for, and searches exact while documents wait in the backlog.
 @Suite struct FullTextMaintenanceTests {
-    @Test func batchesOfMixedWritesLeaveTheIndexConsistentAndSearchesExact() throws {
-        try withStore { store, directory in
+    @Test(arguments: [1, 4, 256])
+    func batchesOfMixedWritesLeaveTheIndexConsistentAndSearchesExact(backlog: Int) throws {
+        try withStore({ $0.fullTextBacklog = backlog }) { store, directory in
             let group = DispatchGroup()
             let ids = (0..<60).map { _ in UUID() }
             func submit(_ n: Int, _ body: @escaping @Sendable (any WriteContext) throws(LarderError) -> Void) {
@@ -41,20 +43,71 @@ import Testing
                 }
             }
             group.wait()
-            #expect(try store.integrityCheck() == "ok")
 
             let scan = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory, useTextIndex: false))
             defer { scan.close() }
-            for query in ["北京", "上海 note", "alpha", "beta", "广州", "gamma", "note 4", "深圳", "delta"] {
-                let text = TextQuery(query: query)
-                let indexed = try store.search("notes", SearchQuery(text: text, limit: 1000)).records.map(\.id)
-                let scanned = try scan.search("notes", SearchQuery(text: text, limit: 1000)).records.map(\.id)
-                #expect(indexed == scanned, "\(query)")
+            func expectSearchesExact() throws {
+                for query in ["北京", "上海 note", "alpha", "beta", "广州", "gamma", "note 4", "深圳", "delta"] {
+                    let text = TextQuery(query: query)
+                    let indexed = try store.search("notes", SearchQuery(text: text, limit: 1000)).records.map(\.id)
+                    let scanned = try scan.search("notes", SearchQuery(text: text, limit: 1000)).records.map(\.id)
+                    #expect(indexed == scanned, "\(query)")
+                }
             }
+            // With documents still in the backlog (unless it is 1), then after integrityCheck brought it in.
+            try expectSearchesExact()
+            #expect(try store.integrityCheck() == "ok")
+            try expectSearchesExact()
             // n % 5 == 0 deleted, unless n % 7 == 0 rolled that write back entirely.
             let expected = (0..<60).filter { $0 % 5 != 0 || $0 % 7 == 0 }.count
             #expect(try store.count("notes", filter: nil, text: TextQuery(query: "note")) == expected)
             #expect(try store.count("notes", filter: nil, text: TextQuery(query: "广州")) == 0)
         }
+    }
+
+    /// Documents in the backlog are found by text search, whatever happened to them since the index last saw them;
+    /// closing the store brings the index up to date, and a store reopened with a backlog keeps using it.
+    @Test func backlogDocumentsAreFoundAndCloseEmptiesTheBacklog() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-fts-\(UUID().wireString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        func backlogRows() throws -> Int64 {
+            let db = try Connection(path: (directory as NSString).appendingPathComponent("larder.sqlite"), readOnly: true)
+            return try db.scalar("SELECT count(*) FROM fts_backlog") ?? -1
+        }
+        var ids: [UUID] = []
+        do {
+            let store = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory, fullTextBacklog: 1))
+            // Indexed at once (backlog 1): these are in the index before the next store starts its backlog.
+            for n in 0..<6 { ids.append(try store.create("notes", id: nil, data: ["text": .string("indexed \(n) 台北")]).id) }
+            #expect(try backlogRows() == 0)
+            store.close()
+        }
+        let store = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory, fullTextBacklog: 1000))
+        _ = try store.replace("notes", id: ids[0], data: ["text": "replaced 高雄"], expectedRev: nil)
+        _ = try store.patch("notes", id: ids[1], patch: ["text": "patched 高雄"], expectedRev: nil)
+        _ = try store.patch("notes", id: ids[1], patch: ["text": "patched twice 台南"], expectedRev: nil)
+        _ = try store.delete("notes", id: ids[2], expectedRev: nil)
+        let fresh = try store.create("notes", id: nil, data: ["text": "fresh 高雄"]).id
+        _ = try store.patch("notes", id: fresh, patch: ["text": "fresh again 高雄"], expectedRev: nil)
+        let gone = try store.create("notes", id: nil, data: ["text": "gone 高雄"]).id
+        _ = try store.delete("notes", id: gone, expectedRev: nil)
+        #expect(try backlogRows() == 5)  // one row per document: ids 0, 1, 2, fresh, gone
+        func found(_ query: String) throws -> Set<UUID> {
+            Set(try store.search("notes", SearchQuery(text: TextQuery(query: query), limit: 100)).records.map(\.id))
+        }
+        #expect(try found("高雄") == [ids[0], fresh])
+        #expect(try found("台北") == [ids[3], ids[4], ids[5]])
+        #expect(try found("patched twice") == [ids[1]])
+        #expect(try found("patched 高雄").isEmpty)
+        #expect(try found("indexed 0").isEmpty)
+        #expect(try found("indexed 2").isEmpty)
+        #expect(try store.count("notes", filter: nil, text: TextQuery(query: "fresh")) == 1)
+        store.close()
+        #expect(try backlogRows() == 0)
+        let reopened = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory))
+        defer { reopened.close() }
+        #expect(try reopened.integrityCheck() == "ok")
+        #expect(Set(try reopened.search("notes", SearchQuery(text: TextQuery(query: "高雄"), limit: 100)).records.map(\.id))
+            == [ids[0], fresh])
     }
 }
