@@ -22,9 +22,11 @@ let package = Package(
         .systemLibrary(
             name: "CSQLite", pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]),
+        // epoll and eventfd (part of the C library: no package, nothing to link).
+        .systemLibrary(name: "CEpoll"),
         .target(name: "LarderWire", dependencies: ["CZlib"], swiftSettings: strict),
         .target(name: "LarderStore", dependencies: ["LarderWire", "CSQLite"], swiftSettings: strict),
-        .target(name: "LarderServer", dependencies: ["LarderWire", "LarderStore"], swiftSettings: strict),
+        .target(name: "LarderServer", dependencies: ["LarderWire", "LarderStore", "CEpoll"], swiftSettings: strict),
         .target(name: "LarderClient", dependencies: ["LarderWire"], swiftSettings: strict),
         .target(name: "LarderCLI", dependencies: ["LarderClient"], swiftSettings: strict),
         .target(name: "LarderBench", dependencies: ["LarderWire"], swiftSettings: strict),

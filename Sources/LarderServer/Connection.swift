@@ -12,32 +12,31 @@ import LarderWire
 @inline(__always)
 func monotonicMs() -> UInt64 { DispatchTime.now().uptimeNanoseconds / 1_000_000 }
 
-/// A serial queue that owns a set of connections, their read buffer and their timer tick.
+/// An event loop thread that owns a set of connections, their read buffer and their timer tick.
 final class IOShard: @unchecked Sendable {
-    let queue: DispatchQueue
-    /// Only touched on `queue`.
+    let loop: EventLoop
+    /// Only touched on `loop`.
     var connections: [ObjectIdentifier: Connection] = [:]
-    /// One read buffer for every connection of the shard: connections never read at the same time on one queue, and
+    /// One read buffer for every connection of the shard: connections never read at the same time on one loop, and
     /// 10,000 idle connections then cost no buffer memory.
     let readBuffer: UnsafeMutableRawBufferPointer
-    private var timer: (any DispatchSourceTimer)?
-    /// Only used on `queue`.
+    /// Only used on `loop`.
     let encoders: SharedEncoders
-    /// The connections holding a subscription (only on `queue`).
+    /// The connections holding a subscription (only on `loop`).
     var watchers: [ObjectIdentifier: Connection] = [:]
-    /// The newest change published to this shard (only on `queue`). Changes reach a shard in commit order, so every
+    /// The newest change published to this shard (only on `loop`). Changes reach a shard in commit order, so every
     /// change up to it has either reached the live subscriptions or is in the log for those catching up.
     var publishedSeq: Int64
 
     init(index: Int, configuration: ConnectionStateMachine.Configuration, publishedSeq: Int64 = 0) {
         encoders = SharedEncoders(configuration: configuration)
-        queue = DispatchQueue(label: "larder.io.\(index)")
+        loop = EventLoop(name: "larder.io.\(index)")
         readBuffer = .allocate(byteCount: 64 << 10, alignment: 16)
         self.publishedSeq = publishedSeq
     }
 
-    /// Committed changes waiting for `queue`, and whether a drain is scheduled (under the mutex: the writer queue
-    /// appends, `queue` drains).
+    /// Committed changes waiting for `loop`, and whether a drain is scheduled (under the mutex: the writer queue
+    /// appends, `loop` drains).
     private let inbox = Mutex<(pending: [ChangeEntry], scheduled: Bool)>(([], false))
 
     /// Called on the store's writer queue: queues a batch and schedules a drain unless one is pending. Batches that
@@ -49,10 +48,10 @@ final class IOShard: @unchecked Sendable {
             defer { inbox.scheduled = true }
             return !inbox.scheduled
         }
-        if schedule { queue.async { self.drain() } }
+        if schedule { loop.async { self.drain() } }
     }
 
-    /// On `queue`: every change published so far, in commit order, to every live subscription of the shard.
+    /// On `loop`: every change published so far, in commit order, to every live subscription of the shard.
     private func drain() {
         let entries = inbox.withLock { inbox -> [ChangeEntry] in
             inbox.scheduled = false
@@ -69,19 +68,17 @@ final class IOShard: @unchecked Sendable {
     deinit { readBuffer.deallocate() }
 
     func startTimer(intervalMs: Int) {
-        let timer = DispatchSource.makeTimerSource(queue: queue)
-        timer.schedule(deadline: .now() + .milliseconds(intervalMs), repeating: .milliseconds(intervalMs))
-        timer.setEventHandler { [unowned self] in
-            let now = monotonicMs()
-            for connection in connections.values { connection.tick(now: now) }
+        loop.async { [self] in
+            loop.setTick(intervalMs: intervalMs) { [unowned self] in
+                let now = monotonicMs()
+                for connection in connections.values { connection.tick(now: now) }
+            }
         }
-        timer.activate()
-        self.timer = timer
     }
 
+    /// On `loop`.
     func stopTimer() {
-        timer?.cancel()
-        timer = nil
+        loop.cancelTick()
     }
 }
 
@@ -102,30 +99,25 @@ final class ServerContext: Sendable {
     }
 }
 
-/// The side-effect shell around one `ConnectionStateMachine`: a non-blocking socket with dispatch read and write
-/// sources on its shard's serial queue. Every member is touched only on that queue.
-final class Connection: @unchecked Sendable {
-    private enum SourceState { case inactive, running, suspended }
-
+/// The side-effect shell around one `ConnectionStateMachine`: a non-blocking socket watched by its shard's event
+/// loop. Every member is touched only on that loop's thread.
+final class Connection: EventLoopHandler, @unchecked Sendable {
     let fd: Int32
     let id: Int
     let peer: String
     private let shard: IOShard
     private let context: ServerContext
     private var machine: ConnectionStateMachine
-    private let readSource: any DispatchSourceRead
-    private let writeSource: any DispatchSourceWrite
-    private var readState = SourceState.inactive
-    private var writeState = SourceState.inactive
+    /// What the loop watches for.
+    private var wantsRead = true
+    private var wantsWrite = false
     private var closing = false
-    private var cancelsPending = 2
     private var reportedOut = 0
     private var reportedIn = 0
     private var wireIn = 0
     private var wireOut = 0
     private var reportedPeak = 0
-    /// While a read is being handled, flushes wait for its end, so pipelined answers share a `write(2)`.
-    private var batchingFlushes = false
+    /// A flush is asked for at the end of the loop's turn: the answers produced in one turn share a `write(2)`.
     private var flushPending = false
     /// The change feed's subscriptions, by id.
     private var subscriptions: [UInt32: Subscription] = [:]
@@ -141,24 +133,12 @@ final class Connection: @unchecked Sendable {
         self.context = context
         machine = ConnectionStateMachine(
             configuration: context.machineConfiguration, now: monotonicMs(), encoders: shard.encoders)
-        readSource = DispatchSource.makeReadSource(fileDescriptor: fd, queue: shard.queue)
-        writeSource = DispatchSource.makeWriteSource(fileDescriptor: fd, queue: shard.queue)
     }
 
-    /// Starts reading; call on the shard queue.
+    /// Starts reading; call on the shard's loop.
     func start() {
         shard.connections[ObjectIdentifier(self)] = self
-        readSource.setEventHandler { [unowned self] in readable() }
-        writeSource.setEventHandler { [unowned self] in flush() }
-        // The descriptor is closed only after both sources are cancelled (never under a live source).
-        let cancelled: @Sendable () -> Void = { [self] in
-            cancelsPending -= 1
-            if cancelsPending == 0 { finish() }
-        }
-        readSource.setCancelHandler(handler: cancelled)
-        writeSource.setCancelHandler(handler: cancelled)
-        readSource.activate()
-        readState = .running
+        shard.loop.register(fd, handler: self)
     }
 
     var unsentBytes: Int { machine.unsentBytes }
@@ -175,7 +155,7 @@ final class Connection: @unchecked Sendable {
         perform(machine.forceClose(reason))
     }
 
-    private func readable() {
+    func readable() {
         guard !closing else { return }
         let result: IOResult
         do throws(IOError) {
@@ -190,15 +170,15 @@ final class Connection: @unchecked Sendable {
             perform(machine.readEOF(now: monotonicMs()))
         case .done(let count):
             wireIn += count
-            // Answers produced while this read is handled (point reads answer at once) leave in one write.
-            batchingFlushes = true
             perform(machine.bytesReceived(UnsafeRawBufferPointer(rebasing: shard.readBuffer[0..<count]), now: monotonicMs()))
-            batchingFlushes = false
-            if flushPending {
-                flushPending = false
-                flush()
-            }
         }
+    }
+
+    func writable() { flush() }
+
+    func endOfTurn() {
+        flushPending = false
+        flush()
     }
 
     private func flush() {
@@ -235,20 +215,15 @@ final class Connection: @unchecked Sendable {
     }
 
     private func setWriting(_ on: Bool) {
-        guard !closing else { return }
-        switch (writeState, on) {
-        case (.inactive, true):
-            writeSource.activate()
-            writeState = .running
-        case (.suspended, true):
-            writeSource.resume()
-            writeState = .running
-        case (.running, false):
-            writeSource.suspend()
-            writeState = .suspended
-        default:
-            break
-        }
+        guard !closing, wantsWrite != on else { return }
+        wantsWrite = on
+        shard.loop.setInterest(fd, read: wantsRead, write: wantsWrite)
+    }
+
+    private func setReading(_ on: Bool) {
+        guard !closing, wantsRead != on else { return }
+        wantsRead = on
+        shard.loop.setInterest(fd, read: wantsRead, write: wantsWrite)
     }
 
     private func execute(_ frame: Frame) {
@@ -259,11 +234,11 @@ final class Connection: @unchecked Sendable {
         logger.debug("conn \(id) request \(frame.requestID) \(frame.opcode.name)")
         if let reply = context.router.handleInline(frame) { return completed(reply, started: started) }
         context.router.handle(frame) { [self] reply in
-            shard.queue.async { [self] in completed(reply, started: started) }
+            shard.loop.async { [self] in completed(reply, started: started) }
         }
     }
 
-    /// A request's answer is ready; on the shard queue.
+    /// A request's answer is ready; on the shard's loop.
     private func completed(_ reply: Reply, started: UInt64) {
         let micros = (DispatchTime.now().uptimeNanoseconds &- started) / 1000
         context.stats.request(reply.opcode, reply.status, latencyMicros: micros)
@@ -281,23 +256,13 @@ final class Connection: @unchecked Sendable {
             case .execute(let frame):
                 execute(frame)
             case .flush:
-                if batchingFlushes {
+                if !flushPending && !closing {
                     flushPending = true
-                } else {
-                    flush()
+                    shard.loop.flushAtEndOfTurn(self)
                 }
-            case .pauseReading:
-                // After close() the source is cancelled; suspending it then would stop its cancel handler. The
-                // machine's own flag decides, not the action's order: a nested flush may already have resumed.
-                if readState == .running && !closing && machine.readingPaused {
-                    readSource.suspend()
-                    readState = .suspended
-                }
-            case .resumeReading:
-                if readState == .suspended && !closing && !machine.readingPaused {
-                    readSource.resume()
-                    readState = .running
-                }
+            case .pauseReading, .resumeReading:
+                // The machine's own flag decides, not the action's order: a nested flush may already have resumed.
+                setReading(!machine.readingPaused)
             case .record(let opcode, let status):
                 context.stats.request(opcode, status, latencyMicros: nil)
             case .close(let reason):
@@ -328,22 +293,9 @@ final class Connection: @unchecked Sendable {
         default: level = .info
         }
         context.logger.log(level, "conn \(id) from \(peer) closed: \(reason)")
-        readSource.cancel()
-        writeSource.cancel()
-        // A suspended or never-activated source runs its cancel handler only once resumed.
-        switch readState {
-        case .inactive: readSource.activate()
-        case .suspended: readSource.resume()
-        case .running: break
-        }
-        switch writeState {
-        case .inactive: writeSource.activate()
-        case .suspended: writeSource.resume()
-        case .running: break
-        }
-    }
-
-    private func finish() {
+        // Out of the loop before the number can be reused by the next accepted connection; nothing touches the
+        // descriptor after this (every I/O path checks `closing`).
+        shard.loop.deregister(fd)
         Socket.close(fd)
         shard.connections[ObjectIdentifier(self)] = nil
         if !subscriptions.isEmpty {
@@ -358,7 +310,7 @@ final class Connection: @unchecked Sendable {
 
     private var limits: Limits { context.machineConfiguration.limits }
 
-    /// WATCH and UNWATCH are answered here, on the shard queue, because they change this connection's subscriptions:
+    /// WATCH and UNWATCH are answered here, on the shard's loop, because they change this connection's subscriptions:
     /// the answer is queued before any event of the subscription can be.
     private func executeWatch(_ frame: Frame) {
         let started = DispatchTime.now().uptimeNanoseconds
@@ -426,7 +378,7 @@ final class Connection: @unchecked Sendable {
         shard.watchers[ObjectIdentifier(self)] = watching && !closing ? self : nil
     }
 
-    /// Committed changes, on the shard queue: pushed to each live subscription they concern, in commit order. A
+    /// Committed changes, on the shard's loop: pushed to each live subscription they concern, in commit order. A
     /// subscription whose connection holds more than `maxWatchBufferBytes` unsent when an event is due gets a gap
     /// event and ends; the writer and the other connections never wait for it.
     func deliver(_ changes: PreparedChanges) {
@@ -500,7 +452,7 @@ final class Connection: @unchecked Sendable {
             } catch {
                 result = .failure(error)
             }
-            shard.queue.async { self.logRead(subscriptionID, result) }
+            shard.loop.async { self.logRead(subscriptionID, result) }
         }
     }
 
@@ -551,7 +503,7 @@ final class Connection: @unchecked Sendable {
     }
 }
 
-/// A page of the change log prepared off the I/O queue for one subscription: its matching events already encoded.
+/// A page of the change log prepared off the I/O loop for one subscription: its matching events already encoded.
 struct LogPage: Sendable {
     var events: [[UInt8]]
     var more: Bool

@@ -197,7 +197,7 @@ public final class LarderServer: Sendable {
             let peer = listener.unixPath.map { "unix:\($0)" } ?? "tcp"
             context.logger.info("conn \(id) opened (\(peer))")
             let connection = Connection(fd: fd, id: id, peer: peer, shard: shard, context: context)
-            shard.queue.async { connection.start() }
+            shard.loop.async { connection.start() }
         }
     }
 
@@ -235,7 +235,7 @@ public final class LarderServer: Sendable {
             for listener in listeners { listener.source.cancel() }
         }
         for shard in shards {
-            shard.queue.sync { for connection in shard.connections.values { connection.beginShutdown() } }
+            shard.loop.sync { for connection in shard.connections.values { connection.beginShutdown() } }
         }
         let deadline = monotonicMs() + UInt64(configuration.shutdownGraceMs)
         while context.inFlight.current > 0 && monotonicMs() < deadline { usleep(5_000) }
@@ -245,13 +245,14 @@ public final class LarderServer: Sendable {
             context.logger.warn("shutdown grace period over with \(context.inFlight.current) requests in flight")
         }
         for shard in shards {
-            shard.queue.sync {
+            shard.loop.sync {
                 for connection in Array(shard.connections.values) { connection.forceClose(.shutdown) }
                 shard.stopTimer()
             }
         }
         let closeDeadline = monotonicMs() + 2_000
         while context.stats.openConnections > 0 && monotonicMs() < closeDeadline { usleep(2_000) }
+        for shard in shards { shard.loop.stop() }
         // Requests cut off by the grace period still hold the store: wait for them a little before closing it.
         do throws(LarderError) {
             try store.checkpoint()
@@ -265,7 +266,7 @@ public final class LarderServer: Sendable {
     private func unsentTotal() -> Int {
         var total = 0
         for shard in shards {
-            total += shard.queue.sync { shard.connections.values.reduce(0) { $0 + $1.unsentBytes } }
+            total += shard.loop.sync { shard.connections.values.reduce(0) { $0 + $1.unsentBytes } }
         }
         return total
     }

@@ -24,7 +24,7 @@ public struct ServerConfiguration: Sendable {
     public var shutdownGraceMs: Int = 10_000
     /// Testing only: every SEARCH sleeps this long before running (to prove replies complete out of order).
     public var searchDelayMs: Int = 0
-    /// Serial queues that own the connections (default: one per core).
+    /// Event-loop threads that own the connections (default: one per core).
     public var ioQueues: Int = max(1, ProcessInfo.processInfo.activeProcessorCount)
     /// The change log keeps the newest this many changes for WATCH `since`...
     public var changeRetentionEvents: Int = 100_000

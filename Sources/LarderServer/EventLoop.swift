@@ -1,0 +1,272 @@
+import CEpoll
+import Dispatch
+import Foundation
+import Synchronization
+
+/// What an event loop calls back; only ever on the loop's thread.
+protocol EventLoopHandler: AnyObject {
+    /// The descriptor has bytes to read, reached end of file or failed (reported only while reading is wanted).
+    func readable()
+    /// The descriptor takes more output (reported only while writing is wanted).
+    func writable()
+    /// Called once at the end of the loop turn in which `flushAtEndOfTurn` asked for it.
+    func endOfTurn()
+}
+
+/// One thread running an `epoll` loop: the executor of an I/O shard. Ready descriptors, tasks posted from other
+/// threads (request completions from the work queue, committed changes) and a periodic tick all run on this thread,
+/// so a connection's state needs no lock.
+///
+/// Why not dispatch sources: on Linux libdispatch watches every descriptor from its manager thread and hands each
+/// readiness event to a queue's worker thread, so a request without pipelining costs two thread wake-ups before any
+/// work is done (23% of the server's samples were in `finish_task_switch`; BENCHMARKS.md). Here the thread that waits
+/// is the thread that reads, answers a point read and writes, like Redis's loop or a SwiftNIO event loop.
+///
+/// Level-triggered: a handler reads or writes once per event and is called again while more is ready. Output
+/// produced during a turn is written at its end (`flushAtEndOfTurn`), so the answers to everything read in one turn
+/// leave in one `write(2)` per connection.
+final class EventLoop: @unchecked Sendable {
+    let name: String
+    private let epollFD: Int32
+    private let wakeFD: Int32
+    /// Tasks posted from any thread, and whether the loop is awake (then nobody needs to write the eventfd: it runs
+    /// every posted task before it waits again).
+    private let posted = Mutex<(tasks: [@Sendable () -> Void], awake: Bool)>(([], false))
+    private let stopRequested = Atomic<Bool>(false)
+    private let exited = DispatchSemaphore(value: 0)
+    /// Set once, before any task can run; read by `inLoop`.
+    private let threadID = Mutex<pthread_t?>(nil)
+
+    // Loop-thread state.
+    private struct Registration {
+        var handler: any EventLoopHandler
+        var read: Bool
+        var write: Bool
+        /// In the epoll set. A descriptor that hung up while neither direction is wanted is taken out, or its
+        /// EPOLLHUP (always reported) would wake the loop forever; it returns when a direction is wanted again.
+        var inSet: Bool
+    }
+    private var registrations: [Int32: Registration] = [:]
+    private var endOfTurn: [any EventLoopHandler] = []
+    private var tick: (intervalMs: UInt64, next: UInt64, handler: () -> Void)?
+    /// Wake-ups so far (for tests: a loop that spins shows here).
+    private(set) var turns = 0
+
+    init(name: String) {
+        self.name = name
+        epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
+        wakeFD = eventfd(0, Int32(EFD_CLOEXEC) | Int32(EFD_NONBLOCK))
+        precondition(epollFD >= 0 && wakeFD >= 0, "epoll_create1/eventfd failed: errno \(errno)")
+        var event = epoll_event()
+        event.events = EPOLLIN.rawValue
+        event.data.fd = wakeFD
+        precondition(epoll_ctl(epollFD, EPOLL_CTL_ADD, wakeFD, &event) == 0, "epoll_ctl(eventfd) failed")
+        let started = DispatchSemaphore(value: 0)
+        let thread = Thread { [self] in
+            threadID.withLock { $0 = pthread_self() }
+            started.signal()
+            run()
+        }
+        thread.name = name
+        thread.stackSize = 1 << 20
+        thread.start()
+        started.wait()
+    }
+
+    /// True on the loop's own thread.
+    var inLoop: Bool {
+        guard let id = threadID.withLock({ $0 }) else { return false }
+        return pthread_equal(id, pthread_self()) != 0
+    }
+
+    /// Runs `task` on the loop thread, after the events of the current turn. From any thread.
+    func async(_ task: @escaping @Sendable () -> Void) {
+        let wake = posted.withLock { posted -> Bool in
+            posted.tasks.append(task)
+            defer { posted.awake = true }
+            return !posted.awake
+        }
+        if wake { signal() }
+    }
+
+    /// Runs `body` on the loop thread and waits for it (inline when already there or when the loop has stopped).
+    func sync<T: Sendable>(_ body: @escaping @Sendable () -> T) -> T {
+        if inLoop || stopRequested.load(ordering: .acquiring) { return body() }
+        let done = DispatchSemaphore(value: 0)
+        let result = Mutex<T?>(nil)
+        async {
+            let value = body()
+            result.withLock { $0 = value }
+            done.signal()
+        }
+        done.wait()
+        return result.withLock { $0! }
+    }
+
+    private func signal() {
+        var one: UInt64 = 1
+        _ = withUnsafeBytes(of: &one) { Glibc.write(wakeFD, $0.baseAddress, 8) }
+    }
+
+    // MARK: On the loop thread
+
+    /// Watches `fd` for reading (and writing if asked) on behalf of `handler`.
+    func register(_ fd: Int32, handler: any EventLoopHandler, read: Bool = true, write: Bool = false) {
+        registrations[fd] = Registration(handler: handler, read: read, write: write, inSet: false)
+        apply(fd)
+    }
+
+    /// Changes which directions of `fd` are watched.
+    func setInterest(_ fd: Int32, read: Bool, write: Bool) {
+        guard var registration = registrations[fd], registration.read != read || registration.write != write else {
+            return
+        }
+        registration.read = read
+        registration.write = write
+        registrations[fd] = registration
+        apply(fd)
+    }
+
+    /// Stops watching `fd`; call before closing it.
+    func deregister(_ fd: Int32) {
+        guard let registration = registrations.removeValue(forKey: fd) else { return }
+        if registration.inSet { _ = epoll_ctl(epollFD, EPOLL_CTL_DEL, fd, nil) }
+    }
+
+    private func apply(_ fd: Int32) {
+        guard var registration = registrations[fd] else { return }
+        var event = epoll_event()
+        event.events = (registration.read ? EPOLLIN.rawValue | EPOLLRDHUP.rawValue : 0)
+            | (registration.write ? EPOLLOUT.rawValue : 0)
+        event.data.fd = fd
+        if registration.inSet {
+            _ = epoll_ctl(epollFD, EPOLL_CTL_MOD, fd, &event)
+        } else if registration.read || registration.write {
+            // Fails only for a descriptor that is not a socket or is already closed: nothing would ever be reported,
+            // so the handler is told as if it had failed.
+            if epoll_ctl(epollFD, EPOLL_CTL_ADD, fd, &event) == 0 {
+                registration.inSet = true
+                registrations[fd] = registration
+            } else {
+                registration.handler.readable()
+            }
+        }
+    }
+
+    /// Asks for `handler.endOfTurn()` once this turn's events and tasks are done. The caller keeps its own flag
+    /// so that it asks once per turn.
+    func flushAtEndOfTurn(_ handler: any EventLoopHandler) {
+        endOfTurn.append(handler)
+    }
+
+    /// Calls `handler` every `intervalMs` (replacing an earlier tick). On the loop thread.
+    func setTick(intervalMs: Int, _ handler: @escaping () -> Void) {
+        let interval = UInt64(max(1, intervalMs))
+        tick = (interval, monotonicMs() + interval, handler)
+    }
+
+    func cancelTick() { tick = nil }
+
+    /// Ends the loop after the current turn; the thread exits and closes its descriptors. Waits for it unless called
+    /// on the loop itself. Tasks posted afterwards are dropped.
+    func stop() {
+        guard !stopRequested.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        signal()
+        if !inLoop { exited.wait() }
+    }
+
+    private func run() {
+        let capacity: Int32 = 256
+        let events = UnsafeMutablePointer<epoll_event>.allocate(capacity: Int(capacity))
+        defer {
+            events.deallocate()
+            registrations.removeAll()
+            endOfTurn.removeAll()
+            posted.withLock { $0.tasks.removeAll() }
+            Glibc.close(wakeFD)
+            Glibc.close(epollFD)
+            exited.signal()
+        }
+        while !stopRequested.load(ordering: .acquiring) {
+            let count = epoll_wait(epollFD, events, capacity, timeoutMs())
+            posted.withLock { $0.awake = true }
+            turns &+= 1
+            if count < 0 && errno != EINTR {
+                // Only EBADF/EFAULT/EINVAL, which would be a bug here: say so rather than spin.
+                FileHandle.standardError.write("\(name): epoll_wait failed: errno \(errno)\n".data(using: .utf8)!)
+                return
+            }
+            for index in 0..<Int(max(0, count)) {
+                let event = events[index]
+                let fd = event.data.fd
+                if fd == wakeFD {
+                    var counter: UInt64 = 0
+                    _ = withUnsafeMutableBytes(of: &counter) { Glibc.read(wakeFD, $0.baseAddress, 8) }
+                    continue
+                }
+                dispatch(fd, event.events)
+            }
+            runTasks()
+            if let current = tick, monotonicMs() >= current.next {
+                tick?.next = monotonicMs() + current.intervalMs
+                current.handler()
+            }
+            finishTurn()
+        }
+    }
+
+    private func dispatch(_ fd: Int32, _ events: UInt32) {
+        guard let registration = registrations[fd] else { return }
+        let failed = events & (EPOLLERR.rawValue | EPOLLHUP.rawValue) != 0
+        if registration.read && events & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue) != 0 || registration.read && failed {
+            registration.handler.readable()
+        } else if failed && !registration.write {
+            // Hung up while neither direction is wanted (reading paused, nothing to write): out of the set until
+            // a direction is wanted again; the read then sees the end of the stream.
+            if registration.inSet, var current = registrations[fd] {
+                _ = epoll_ctl(epollFD, EPOLL_CTL_DEL, fd, nil)
+                current.inSet = false
+                registrations[fd] = current
+            }
+            return
+        }
+        // The read handler may have closed the descriptor or stopped wanting output.
+        if let current = registrations[fd], current.write, events & (EPOLLOUT.rawValue | EPOLLERR.rawValue | EPOLLHUP.rawValue) != 0 {
+            current.handler.writable()
+        }
+    }
+
+    /// Runs every posted task, including those the tasks post, then marks the loop asleep-to-be.
+    private func runTasks() {
+        while true {
+            let tasks = posted.withLock { posted -> [@Sendable () -> Void] in
+                if posted.tasks.isEmpty {
+                    posted.awake = false
+                    return []
+                }
+                defer { posted.tasks = [] }
+                return posted.tasks
+            }
+            if tasks.isEmpty { return }
+            for task in tasks { task() }
+            // Flushes asked for by these tasks happen before the next batch runs, so a burst of completions is
+            // written once, not held back by the next burst.
+            finishTurn()
+        }
+    }
+
+    private func finishTurn() {
+        while !endOfTurn.isEmpty {
+            let handlers = endOfTurn
+            endOfTurn = []
+            for handler in handlers { handler.endOfTurn() }
+        }
+    }
+
+    /// Milliseconds until the next tick, or -1 (forever).
+    private func timeoutMs() -> Int32 {
+        guard let tick else { return -1 }
+        let now = monotonicMs()
+        return tick.next <= now ? 0 : Int32(min(tick.next - now, UInt64(Int32.max)))
+    }
+}
