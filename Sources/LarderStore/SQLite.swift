@@ -189,7 +189,7 @@ enum FixedSQL: Int, CaseIterable {
         case .insertChange:
             "INSERT INTO changes(collection, kind, time, id, rev, createdAt, updatedAt, data, blob, previous) "
                 + "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
-        case .fullTextBacklogSize: "SELECT coalesce(max(n), 0) FROM fts_backlog"
+        case .fullTextBacklogSize: "SELECT count(*) FROM fts_backlog"
         case .flushFullTextDeletes:
             "INSERT INTO documents_fts(documents_fts, rowid, search) "
                 + "SELECT 'delete', seq, old FROM fts_backlog WHERE old IS NOT NULL ORDER BY seq"

@@ -110,4 +110,50 @@ import Testing
         #expect(Set(try reopened.search("notes", SearchQuery(text: TextQuery(query: "高雄"), limit: 100)).records.map(\.id))
             == [ids[0], fresh])
     }
+
+    /// Migration 6 keys the backlog by seq: a store left at migration 5 with documents in its backlog keeps each
+    /// document's first row, and searches and the index stay exact.
+    @Test func aBacklogFromMigration5CarriesOver() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-fts-\(UUID().wireString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = (directory as NSString).appendingPathComponent("larder.sqlite")
+        var ids: [UUID] = []
+        do {
+            let store = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory, fullTextBacklog: 1))
+            for text in ["old one 台北", "old two 台北", "old three 台北"] {
+                ids.append(try store.create("notes", id: nil, data: ["text": .string(text)]).id)
+            }
+            store.close()
+        }
+        // What migration 5 and its triggers would have left: the index has all three; then the first document was
+        // replaced (a backlog row with the indexed text) and a fourth created, not yet flushed.
+        do {
+            let db = try Connection(path: path, readOnly: false)
+            let seqs = try db.query("SELECT seq FROM documents ORDER BY seq") { $0.int(0) }
+            try db.execute(
+                """
+                BEGIN;
+                DELETE FROM larder_migrations WHERE version = 6;
+                DROP TABLE fts_backlog;
+                CREATE TABLE fts_backlog(n INTEGER PRIMARY KEY, seq INTEGER NOT NULL, old TEXT);
+                CREATE INDEX fts_backlog_seq ON fts_backlog(seq);
+                UPDATE documents SET data = '{"text":"new one 高雄"}', search = 'new one 高雄', rev = 2 WHERE seq = \(seqs[0]);
+                INSERT INTO fts_backlog(seq, old) VALUES (\(seqs[0]), 'old one 台北');
+                INSERT INTO fts_backlog(seq, old) VALUES (\(seqs[0]), 'a later row that must not count');
+                COMMIT;
+                """)
+        }
+        let store = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory))
+        defer { store.close() }
+        let db = try Connection(path: path, readOnly: true)
+        #expect(try db.query("SELECT seq, old FROM fts_backlog") { $0.text(1) } == ["old one 台北"])
+        func found(_ query: String) throws -> Set<UUID> {
+            Set(try store.search("notes", SearchQuery(text: TextQuery(query: query), limit: 100)).records.map(\.id))
+        }
+        #expect(try found("台北") == [ids[1], ids[2]])
+        #expect(try found("new one") == [ids[0]])
+        #expect(try store.integrityCheck() == "ok")
+        #expect(try found("台北") == [ids[1], ids[2]])
+        #expect(try found("高雄") == [ids[0]])
+    }
 }
