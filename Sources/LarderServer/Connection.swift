@@ -13,7 +13,7 @@ import LarderWire
 func monotonicMs() -> UInt64 { DispatchTime.now().uptimeNanoseconds / 1_000_000 }
 
 /// An event loop thread that owns a set of connections, their read buffer and their timer tick.
-final class IOShard: @unchecked Sendable {
+final class IOShard: EventLoopHandler, @unchecked Sendable {
     let loop: EventLoop
     /// Only touched on `loop`.
     var connections: [ObjectIdentifier: Connection] = [:]
@@ -28,7 +28,33 @@ final class IOShard: @unchecked Sendable {
     /// change up to it has either reached the live subscriptions or is in the log for those catching up.
     var publishedSeq: Int64
 
-    init(index: Int, configuration: ConnectionStateMachine.Configuration, publishedSeq: Int64 = 0) {
+    /// The point reads (GET, BLOB_HEAD) answered on `loop` during one turn share one read snapshot of the store while
+    /// nothing commits; it is given back at the end of the turn, before the loop waits again.
+    private let store: Router.Store
+    private var turnReads: (any PointReads)?
+    private var turnReadsOpen = false
+
+    /// Only on `loop`.
+    var pointReads: any PointReads {
+        if !turnReadsOpen {
+            turnReadsOpen = true
+            loop.flushAtEndOfTurn(self)
+        }
+        if let turnReads { return turnReads }
+        let reads = store.pointReads()
+        turnReads = reads
+        return reads
+    }
+
+    func readable() {}
+    func writable() {}
+    func endOfTurn() {
+        turnReadsOpen = false
+        turnReads?.end()
+    }
+
+    init(index: Int, configuration: ConnectionStateMachine.Configuration, store: Router.Store, publishedSeq: Int64 = 0) {
+        self.store = store
         encoders = SharedEncoders(configuration: configuration)
         loop = EventLoop(name: "larder.io.\(index)")
         readBuffer = .allocate(byteCount: 64 << 10, alignment: 16)
@@ -232,7 +258,7 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         context.inFlight.add(1)
         let logger = context.logger
         logger.debug("conn \(id) request \(frame.requestID) \(frame.opcode.name)")
-        if let reply = context.router.handleInline(frame) { return completed(reply, started: started) }
+        if let reply = context.router.handleInline(frame, reads: shard.pointReads) { return completed(reply, started: started) }
         context.router.handle(frame) { [self] reply in
             shard.loop.async { [self] in completed(reply, started: started) }
         }

@@ -84,16 +84,17 @@ package final class Router: Sendable {
         }
     }
 
-    private func readReply(_ frame: Frame) -> Reply {
-        reply(to: frame, Result { () throws(LarderError) in try read(frame) })
+    private func readReply(_ frame: Frame, _ reads: (any PointReads)? = nil) -> Reply {
+        reply(to: frame, Result { () throws(LarderError) in try read(frame, reads) })
     }
 
-    /// Answers `frame` at once when it is a point read (`inlineOpcodes`); nil means: use `handle`.
-    package func handleInline(_ frame: Frame) -> Reply? {
+    /// Answers `frame` at once when it is a point read (`inlineOpcodes`), through `reads` (the caller's burst of
+    /// point reads, ended by the caller); nil means: use `handle`.
+    package func handleInline(_ frame: Frame, reads: @autoclosure () -> any PointReads) -> Reply? {
         guard Router.inlineOpcodes.contains(frame.opcode) else { return nil }
         switch route(frame) {
         case .answered(let reply): return reply
-        case .read: return readReply(frame)
+        case .read: return readReply(frame, frame.opcode == .ping ? nil : reads())
         case .write: return nil
         }
     }
@@ -121,7 +122,7 @@ package final class Router: Sendable {
 
     // MARK: Reads
 
-    private func read(_ frame: Frame) throws(LarderError) -> ([UInt8], [UInt8]) {
+    private func read(_ frame: Frame, _ reads: (any PointReads)?) throws(LarderError) -> ([UInt8], [UInt8]) {
         let object = try frame.jsonObject()
         switch frame.opcode {
         case .ping, .hello:
@@ -129,7 +130,10 @@ package final class Router: Sendable {
             return (Array("{}".utf8), [])
         case .get:
             let request = try GetRequest(json: object)
-            let record = try store.get(request.collection, id: request.id)
+            let record =
+                if let reads { try reads.get(request.collection, id: request.id) } else {
+                    try store.get(request.collection, id: request.id)
+                }
             return (record.bytes, [])
         case .getMany:
             let request = try GetManyRequest(json: object)
@@ -179,7 +183,8 @@ package final class Router: Sendable {
             return (meta.json.bytes, bytes)
         case .blobHead:
             let request = try BlobIDRequest(json: object)
-            return (try store.blobHead(request.id).json.bytes, [])
+            let meta = if let reads { try reads.blobHead(request.id) } else { try store.blobHead(request.id) }
+            return (meta.json.bytes, [])
         case .blobList:
             let request = try BlobListRequest(json: object)
             let (blobs, cursor) = try store.blobList(

@@ -2,6 +2,7 @@ import CSQLite
 import Dispatch
 import Foundation
 import LarderWire
+import Synchronization
 
 /// State shared by the writer, the readers and the write contexts: configuration, the schema features found at open,
 /// and which field paths have expression indexes.
@@ -12,6 +13,9 @@ final class StoreCore: @unchecked Sendable {
     let hasTrigram: Bool
     /// The last committed change and the listeners told of new ones.
     let feed: ChangeFeedState
+    /// Transactions the writer committed: a read snapshot taken when this had some value sees every write
+    /// acknowledged before then (`PointReads` keeps a snapshot while it is unchanged).
+    let commits = Atomic<UInt64>(0)
     private let lock = NSLock()
     private var indexed: Set<String> = []
 
@@ -137,6 +141,7 @@ final class Writer: @unchecked Sendable {
                 try Schema.flushFullText(connection)
             }
             try connection.run(.commit)
+            core.commits.add(1, ordering: .releasing)
             for action in context.afterCommit { action() }
             // Before the completions: a subscriber learns of a write no later than its writer does.
             core.feed.committed(context.changes)
@@ -297,14 +302,26 @@ final class ReaderPool: @unchecked Sendable {
 
     /// Borrows a connection; `transaction` wraps the body in one read transaction (one consistent snapshot).
     func read<T>(transaction: Bool = false, _ body: (Connection) throws(LarderError) -> T) throws(LarderError) -> T {
-        semaphore.wait()
-        defer { semaphore.signal() }
-        let connection: Connection? = lock.withLock { closed ? nil : idle.popLast() }
-        guard let connection else { throw LarderError(.unavailable, "the store is closed") }
-        defer { lock.withLock { if !closed { idle.append(connection) } } }
-        if transaction { try connection.execute("BEGIN") }
-        defer { if transaction { try? connection.execute("COMMIT") } }
+        let connection = try borrow()
+        defer { giveBack(connection) }
+        if transaction { try connection.run(.beginRead) }
+        defer { if transaction { try? connection.run(.endRead) } }
         return try body(connection)
+    }
+
+    /// Takes a connection out of the pool (waiting while all are in use); `giveBack` returns it.
+    func borrow() throws(LarderError) -> Connection {
+        semaphore.wait()
+        guard let connection = lock.withLock({ closed ? nil : idle.popLast() }) else {
+            semaphore.signal()
+            throw LarderError(.unavailable, "the store is closed")
+        }
+        return connection
+    }
+
+    func giveBack(_ connection: Connection) {
+        lock.withLock { if !closed { idle.append(connection) } }
+        semaphore.signal()
     }
 
     func close() {

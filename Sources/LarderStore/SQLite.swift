@@ -170,6 +170,8 @@ enum FixedSQL: Int, CaseIterable {
     case savepoint, release, rollbackToSavepoint
     case ensureCollection, insertDocument, selectCurrent, updateDocument, insertChange
     case fullTextBacklogSize, flushFullTextDeletes, flushFullTextInserts, clearFullTextBacklog
+    /// Readers' point reads (`PointReads`).
+    case beginRead, endRead, selectRecord, selectBlobMeta
 
     var sql: String {
         switch self {
@@ -197,6 +199,10 @@ enum FixedSQL: Int, CaseIterable {
             "INSERT INTO documents_fts(rowid, search) "
                 + "SELECT seq, search FROM documents WHERE seq IN (SELECT seq FROM fts_backlog) ORDER BY seq"
         case .clearFullTextBacklog: "DELETE FROM fts_backlog"
+        case .beginRead: "BEGIN"
+        case .endRead: "COMMIT"
+        case .selectRecord: "SELECT \(SQLiteStore.recordColumns) FROM documents WHERE collection = ?1 AND id = ?2"
+        case .selectBlobMeta: "SELECT \(SQLiteStore.blobColumns) FROM blobs WHERE id = ?1"
         }
     }
 }

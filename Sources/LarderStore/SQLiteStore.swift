@@ -200,14 +200,16 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
 
     public func get(_ collection: String, id: UUID) throws(LarderError) -> StoredRecord {
         try SQLiteStore.validateCollection(collection)
-        let rows = try readers.read { db throws(LarderError) in
-            try db.query(
-                "SELECT \(SQLiteStore.recordColumns) FROM documents WHERE collection = ?1 AND id = ?2",
-                [.text(collection), .text(id.wireString)]
-            ) { SQLiteStore.record($0) }
-        }
-        guard let record = rows.first else { throw SQLiteStore.notFound(collection, id) }
-        return record
+        return try readers.read { db throws(LarderError) in try SQLiteStore.getRecord(db, collection, id) }
+    }
+
+    /// The document `id` of `collection` read with `db` (validated collection name), or NOT_FOUND.
+    static func getRecord(_ db: Connection, _ collection: String, _ id: UUID) throws(LarderError) -> StoredRecord {
+        let statement = try db.statement(.selectRecord)
+        defer { statement.reset() }
+        try statement.bind([.text(collection), .text(id.wireString)])
+        guard try statement.step() else { throw SQLiteStore.notFound(collection, id) }
+        return SQLiteStore.record(statement)
     }
 
     static func notFound(_ collection: String, _ id: UUID) -> LarderError {
@@ -562,13 +564,16 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
     }
 
     public func blobHead(_ id: UUID) throws(LarderError) -> BlobMeta {
-        let rows = try readers.read { db throws(LarderError) in
-            try db.query("SELECT \(SQLiteStore.blobColumns) FROM blobs WHERE id = ?1", [.text(id.wireString)]) {
-                SQLiteStore.blobMeta($0)
-            }
-        }
-        guard let meta = rows.first else { throw SQLiteStore.blobNotFound(id) }
-        return meta
+        try readers.read { db throws(LarderError) in try SQLiteStore.getBlobMeta(db, id) }
+    }
+
+    /// The metadata of blob `id` read with `db`, or NOT_FOUND.
+    static func getBlobMeta(_ db: Connection, _ id: UUID) throws(LarderError) -> BlobMeta {
+        let statement = try db.statement(.selectBlobMeta)
+        defer { statement.reset() }
+        try statement.bind([.text(id.wireString)])
+        guard try statement.step() else { throw SQLiteStore.blobNotFound(id) }
+        return SQLiteStore.blobMeta(statement)
     }
 
     public func blobList(limit: Int, cursor: String?, attachedTo: BlobAttachment?) throws(LarderError)

@@ -151,6 +151,8 @@ public protocol DocumentStore: Sendable {
     func create(_ collection: String, id: UUID?, data: JSONObject) throws(LarderError) -> StoredRecord
     /// NOT_FOUND when absent.
     func get(_ collection: String, id: UUID) throws(LarderError) -> StoredRecord
+    /// A burst of point reads (documents and blob metadata) for one thread; see `PointReads`.
+    func pointReads() -> any PointReads
     /// Found records in the order of `ids` (duplicates answered once), and the ids that do not exist.
     func getMany(_ collection: String, ids: [UUID]) throws(LarderError) -> (records: [StoredRecord], missing: [UUID])
     /// Replaces `data`; CONFLICT (details `currentRev`) when `expectedRev` differs.

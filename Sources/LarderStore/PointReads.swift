@@ -1,0 +1,89 @@
+import Foundation
+import LarderWire
+
+/// Point reads (a document by id, a blob's metadata) made in a burst by one thread, such as every GET an I/O loop
+/// reads from its sockets in one turn. A store may answer them from one read snapshot, which is what makes them
+/// cheap: on SQLite each read transaction takes and drops a WAL read lock with `fcntl(2)`, which cost a fifth of the
+/// server's CPU time on a GET-only load (BENCHMARKS.md).
+///
+/// The guarantee is the same as separate reads: a read sees every write acknowledged before the read began. Call
+/// `end()` when the burst is over (before waiting for more work); it releases what the reads hold. Not thread-safe:
+/// one owner.
+public protocol PointReads: AnyObject {
+    /// NOT_FOUND when absent.
+    func get(_ collection: String, id: UUID) throws(LarderError) -> StoredRecord
+    /// NOT_FOUND when absent.
+    func blobHead(_ id: UUID) throws(LarderError) -> BlobMeta
+    /// Ends the burst; later reads start a new one.
+    func end()
+}
+
+extension SQLiteStore {
+    public func pointReads() -> any PointReads { SQLitePointReads(self) }
+}
+
+/// Keeps one reader connection and one read transaction across point reads while the writer has committed nothing
+/// since the transaction began (`StoreCore.commits`). The count is read before the snapshot is taken, so a snapshot
+/// is never older than the count it is filed under: a write acknowledged after that (its commit counted first)
+/// starts a new snapshot at the next read.
+final class SQLitePointReads: PointReads {
+    private let store: SQLiteStore
+    private var connection: Connection?
+    /// `StoreCore.commits` when the open transaction began.
+    private var generation: UInt64 = 0
+    private var inTransaction = false
+
+    init(_ store: SQLiteStore) { self.store = store }
+
+    deinit { end() }
+
+    func get(_ collection: String, id: UUID) throws(LarderError) -> StoredRecord {
+        try SQLiteStore.validateCollection(collection)
+        return try read { db throws(LarderError) in try SQLiteStore.getRecord(db, collection, id) }
+    }
+
+    func blobHead(_ id: UUID) throws(LarderError) -> BlobMeta {
+        try read { db throws(LarderError) in try SQLiteStore.getBlobMeta(db, id) }
+    }
+
+    private func read<T>(_ body: (Connection) throws(LarderError) -> T) throws(LarderError) -> T {
+        let current = store.core.commits.load(ordering: .acquiring)
+        let db: Connection
+        if let connection {
+            db = connection
+        } else {
+            db = try store.readers.borrow()
+            connection = db
+        }
+        if inTransaction && current != generation {
+            try? db.run(.endRead)
+            inTransaction = false
+        }
+        if !inTransaction {
+            // Deferred: the snapshot is taken by the first SELECT, after `current` was read.
+            do throws(LarderError) {
+                try db.run(.beginRead)
+            } catch {
+                end()
+                throw error
+            }
+            inTransaction = true
+            generation = current
+        }
+        do throws(LarderError) {
+            return try body(db)
+        } catch {
+            // NOT_FOUND leaves the transaction usable; anything else ends it, so the next read starts clean.
+            if error.status != .notFound { end() }
+            throw error
+        }
+    }
+
+    func end() {
+        guard let connection else { return }
+        if inTransaction { try? connection.run(.endRead) }
+        inTransaction = false
+        self.connection = nil
+        store.readers.giveBack(connection)
+    }
+}
