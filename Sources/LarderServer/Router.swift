@@ -122,19 +122,30 @@ package final class Router: Sendable {
 
     // MARK: Reads
 
+    private func get(_ request: GetRequest, _ reads: (any PointReads)?) throws(LarderError) -> ([UInt8], [UInt8]) {
+        let record =
+            if let reads { try reads.get(request.collection, id: request.id) } else {
+                try store.get(request.collection, id: request.id)
+            }
+        return (record.bytes, [])
+    }
+
+    private func blobHead(_ request: BlobIDRequest, _ reads: (any PointReads)?) throws(LarderError) -> ([UInt8], [UInt8]) {
+        let meta = if let reads { try reads.blobHead(request.id) } else { try store.blobHead(request.id) }
+        return (meta.json.bytes, [])
+    }
+
     private func read(_ frame: Frame, _ reads: (any PointReads)?) throws(LarderError) -> ([UInt8], [UInt8]) {
+        // The plain forms of the point reads skip building a JSON object (the general path below answers the rest).
+        if frame.opcode == .get, let request = GetRequest.fast(frame.json) { return try get(request, reads) }
+        if frame.opcode == .blobHead, let request = BlobIDRequest.fast(frame.json) { return try blobHead(request, reads) }
         let object = try frame.jsonObject()
         switch frame.opcode {
         case .ping, .hello:
             _ = try EmptyMessage(json: object)
             return (Array("{}".utf8), [])
         case .get:
-            let request = try GetRequest(json: object)
-            let record =
-                if let reads { try reads.get(request.collection, id: request.id) } else {
-                    try store.get(request.collection, id: request.id)
-                }
-            return (record.bytes, [])
+            return try get(try GetRequest(json: object), reads)
         case .getMany:
             let request = try GetManyRequest(json: object)
             let (records, missing) = try store.getMany(request.collection, ids: request.ids)
@@ -182,9 +193,7 @@ package final class Router: Sendable {
             let (meta, bytes) = try store.blobGet(request.id)
             return (meta.json.bytes, bytes)
         case .blobHead:
-            let request = try BlobIDRequest(json: object)
-            let meta = if let reads { try reads.blobHead(request.id) } else { try store.blobHead(request.id) }
-            return (meta.json.bytes, [])
+            return try blobHead(try BlobIDRequest(json: object), reads)
         case .blobList:
             let request = try BlobListRequest(json: object)
             let (blobs, cursor) = try store.blobList(

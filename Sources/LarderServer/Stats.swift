@@ -52,8 +52,23 @@ package final class ServerStats: Sendable {
     struct Operation {
         var count = 0
         var errors = 0
-        var byStatus: [Status: Int] = [:]
+        /// Answers other than OK, by status (OK ones are `count - errors`): no hashing for a successful request.
+        var errorsByStatus: [Status: Int] = [:]
         var latency = LatencyHistogram()
+
+        var byStatus: [(Status, Int)] {
+            (count > errors ? [(Status.ok, count - errors)] : [])
+                + errorsByStatus.sorted(by: { $0.key.rawValue < $1.key.rawValue }).map { ($0.key, $0.value) }
+        }
+
+        mutating func record(_ status: Status, latencyMicros: UInt64?) {
+            count += 1
+            if status != .ok {
+                errors += 1
+                errorsByStatus[status, default: 0] += 1
+            }
+            if let latencyMicros { latency.record(latencyMicros) }
+        }
     }
 
     struct State {
@@ -89,14 +104,8 @@ package final class ServerStats: Sendable {
     package func connectionRefused() { state.withLock { $0.connectionsRefused += 1 } }
 
     package func request(_ opcode: Opcode, _ status: Status, latencyMicros: UInt64?) {
-        state.withLock {
-            var operation = $0.operations[opcode] ?? Operation()
-            operation.count += 1
-            if status != .ok { operation.errors += 1 }
-            operation.byStatus[status, default: 0] += 1
-            if let latencyMicros { operation.latency.record(latencyMicros) }
-            $0.operations[opcode] = operation
-        }
+        // In place: copying the operation out and back copied its histogram (4 KB) on every request.
+        state.withLock { $0.operations[opcode, default: Operation()].record(status, latencyMicros: latencyMicros) }
     }
 
     package func traffic(wireIn: Int, wireOut: Int, uncompressedIn: Int, uncompressedOut: Int, peakUnsent: Int) {
@@ -145,7 +154,7 @@ package final class ServerStats: Sendable {
             totalRequests += operation.count
             totalErrors += operation.errors
             var byStatus = JSONObject()
-            for (status, count) in operation.byStatus.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            for (status, count) in operation.byStatus {
                 byStatus[status.name] = .int(Int64(count))
                 byStatusAll[status, default: 0] += count
             }
