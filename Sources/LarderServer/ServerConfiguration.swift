@@ -142,6 +142,12 @@ public enum ServerOptions {
                     c.changeRetentionMs = Int64(try integer("change-retention-ms", v, min: 1))
                 }),
             Option(
+                name: "io-threads", env: "LARDER_IO_THREADS", valueName: "N",
+                help: "event-loop threads that own the connections (default one per core: \(d.ioQueues))",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.ioQueues = try integer("io-threads", v, min: 1, max: 256)
+                }),
+            Option(
                 name: "zlib-level", env: "LARDER_ZLIB_LEVEL", valueName: "0-9",
                 help: "zlib level for replies (default \(d.zlibLevel))",
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in

@@ -21,6 +21,7 @@ struct ServerOptionsTests {
             "--max-blob-bytes", "40000000", "--max-in-flight", "7", "--max-connections", "9",
             "--idle-timeout-ms", "1000", "--frame-timeout-ms", "2000", "--max-handshake-frame-bytes", "4096",
             "--zlib-level", "6", "--compression-threshold", "100", "--synchronous", "full", "--log-level", "debug",
+            "--io-threads", "3",
         ])
         #expect(c.port == 0 && c.host == "0.0.0.0" && c.socketPath == "/tmp/l.sock" && c.dataDirectory == "/tmp/d")
         #expect(c.token == "t")
@@ -31,6 +32,7 @@ struct ServerOptionsTests {
                     maxBlobBytes: 40_000_000, maxInFlight: 7, maxConnections: 9, idleTimeoutMs: 1000,
                     frameTimeoutMs: 2000, maxHandshakeFrameBytes: 4096))
         #expect(c.zlibLevel == 6 && c.compressionThreshold == 100 && c.synchronous == .full && c.logLevel == .debug)
+        #expect(c.ioQueues == 3)
     }
 
     @Test func environmentIsOverriddenByTheCommandLine() throws {
@@ -44,6 +46,7 @@ struct ServerOptionsTests {
         (["--port"], "--port needs a value"),
         (["--port", "70000"], "--port needs an integer between 0 and 65535, not '70000'"),
         (["--max-in-flight", "0"], "--max-in-flight needs an integer between 1 and 2147483647, not '0'"),
+        (["--io-threads", "0"], "--io-threads needs an integer between 1 and 256, not '0'"),
         (["--synchronous", "sometimes"], "--synchronous must be normal or full, not 'sometimes'"),
         (["stray"], "unexpected argument 'stray'"),
         (["--token-file", "/nonexistent/token"], "cannot read the token file /nonexistent/token"),
