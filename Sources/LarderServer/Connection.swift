@@ -219,9 +219,9 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
     /// Writes what the socket takes now; the machine's resulting actions are appended to `actions`, not performed.
     private func writeNow(_ actions: inout [ConnectionStateMachine.Action]) {
         while !closing && machine.unsentBytes > 0 {
-            let result: Result<IOResult, IOError> = machine.withUnsentOutput { bytes in
+            let result: Result<IOResult, IOError> = machine.withUnsentBuffers { buffers in
                 do throws(IOError) {
-                    return .success(try Socket.write(fd, bytes))
+                    return .success(try Socket.writev(fd, buffers))
                 } catch {
                     return .failure(error)
                 }

@@ -111,8 +111,14 @@ package struct ConnectionStateMachine {
     /// Shared by every connection of a queue: a zlib deflater costs ~100 KB, far too much per idle connection.
     private let encoders: SharedEncoders
     private var inbound = ByteBuffer()
-    private var output: [UInt8] = []
+    /// Unsent output, in order. Frames are encoded into the last buffer; a large binary part (a blob) is queued as a
+    /// buffer of its own and written from there instead of being copied (the shell hands the buffers to `writev`).
+    private var outputQueue: [[UInt8]] = [[]]
+    /// The first buffer with unsent bytes, and how much of it is written.
+    private var outputHead = 0
     private var outputOffset = 0
+    /// Binary parts at least this large are sent from their own buffer.
+    static let separateBinaryBytes = 64 << 10
     private(set) var inFlight = 0
     /// What the requests in flight hold (JSON inflated plus binary), in total and by request id.
     private(set) var inFlightRequestBytes = 0
@@ -144,7 +150,7 @@ package struct ConnectionStateMachine {
     }
 
     /// Bytes written by the peer.
-    package var unsentBytes: Int { output.count - outputOffset }
+    package private(set) var unsentBytes = 0
     package var isClosed: Bool { phase == .closed }
     package var isHandshakeDone: Bool {
         switch phase {
@@ -219,20 +225,52 @@ package struct ConnectionStateMachine {
         return actions
     }
 
-    /// Calls `body` with the output not yet written; report what was written with `writeCompleted`.
+    /// Calls `body` with the first contiguous run of output not yet written (all of it unless a large binary part
+    /// is queued); report what was written with `writeCompleted`.
     package func withUnsentOutput<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
-        output.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[outputOffset...])) }
+        outputQueue[outputHead].withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[outputOffset...])) }
+    }
+
+    /// Calls `body` with the output not yet written as up to `limit` buffers, in order (for `writev`); report what
+    /// was written with `writeCompleted`.
+    package func withUnsentBuffers<R>(limit: Int = 64, _ body: ([UnsafeRawBufferPointer]) -> R) -> R {
+        var buffers: [UnsafeRawBufferPointer] = []
+        buffers.reserveCapacity(min(limit, outputQueue.count - outputHead))
+        return collect(outputHead, offset: outputOffset, limit: limit, &buffers, body)
+    }
+
+    private func collect<R>(
+        _ index: Int, offset: Int, limit: Int, _ buffers: inout [UnsafeRawBufferPointer],
+        _ body: ([UnsafeRawBufferPointer]) -> R
+    ) -> R {
+        guard index < outputQueue.count, buffers.count < limit else { return body(buffers) }
+        return outputQueue[index].withUnsafeBytes { raw in
+            if raw.count > offset { buffers.append(UnsafeRawBufferPointer(rebasing: raw[offset...])) }
+            return collect(index + 1, offset: 0, limit: limit, &buffers, body)
+        }
     }
 
     package mutating func writeCompleted(_ count: Int, now: UInt64) -> [Action] {
+        unsentBytes -= count
         outputOffset += count
         lastActivity = now
-        if outputOffset == output.count {
-            output.removeAll(keepingCapacity: output.capacity <= 64 << 10)
+        // Past the buffers written in full (a blob's buffer is released here).
+        while outputHead < outputQueue.count - 1 && outputOffset >= outputQueue[outputHead].count {
+            outputOffset -= outputQueue[outputHead].count
+            outputQueue[outputHead] = []
+            outputHead += 1
+        }
+        if unsentBytes == 0 {
+            if outputQueue.count > 1 { outputQueue.removeFirst(outputQueue.count - 1) }
+            outputQueue[0].removeAll(keepingCapacity: outputQueue[0].capacity <= 64 << 10)
+            outputHead = 0
             outputOffset = 0
-        } else if outputOffset >= 1 << 20 {
-            output.removeFirst(outputOffset)
+        } else if outputHead == outputQueue.count - 1 && outputOffset >= 1 << 20 {
+            outputQueue[outputHead].removeFirst(outputOffset)
             outputOffset = 0
+        } else if outputHead >= 64 {
+            outputQueue.removeFirst(outputHead)
+            outputHead = 0
         }
         var actions: [Action] = []
         resumeIfBelowLowWater(now: now, &actions)
@@ -430,12 +468,22 @@ package struct ConnectionStateMachine {
     private mutating func send(_ reply: Reply, flags: Frame.Flags = .response, _ actions: inout [Action]) {
         let wasEmpty = unsentBytes == 0
         uncompressedBytesOut += Frame.prefixSize + reply.json.count + reply.binary.count
+        let separate = reply.binary.count >= ConnectionStateMachine.separateBinaryBytes
+        let last = outputQueue.count - 1
+        let before = outputQueue[last].count
         reply.json.withUnsafeBytes { json in
             reply.binary.withUnsafeBytes { binary in
                 (encoderEnabled ? encoders.compressing : encoders.plain).encode(
                     opcode: reply.opcode, requestID: reply.requestID, status: reply.status, flags: flags,
-                    json: json, binary: binary, into: &output)
+                    json: json, binary: binary, appendBinary: !separate, into: &outputQueue[last])
             }
+        }
+        unsentBytes += outputQueue[last].count - before
+        if separate {
+            // The array is shared, not copied; the next frames go into a fresh buffer after it.
+            outputQueue.append(reply.binary)
+            outputQueue.append([])
+            unsentBytes += reply.binary.count
         }
         peakUnsentBytes = max(peakUnsentBytes, unsentBytes)
         if wasEmpty { actions.append(.flush) }

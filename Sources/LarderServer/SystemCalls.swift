@@ -164,6 +164,14 @@ enum Socket {
         try systemCall("write") { Glibc.write(fd, bytes.baseAddress, bytes.count) }
     }
 
+    /// Writes several buffers in one call (a frame's header and JSON from the output buffer, its blob from its own).
+    static func writev(_ fd: Int32, _ buffers: [UnsafeRawBufferPointer]) throws(IOError) -> IOResult {
+        if buffers.count == 1 { return try write(fd, buffers[0]) }
+        var vectors = buffers.map { iovec(iov_base: UnsafeMutableRawPointer(mutating: $0.baseAddress), iov_len: $0.count) }
+        let count = Int32(vectors.count)
+        return try systemCall("writev") { Glibc.writev(fd, &vectors, count) }
+    }
+
     /// Closes a descriptor; EINTR is not retried (on Linux the descriptor is gone either way).
     static func close(_ fd: Int32) {
         _ = Glibc.close(fd)

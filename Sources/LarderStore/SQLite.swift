@@ -128,6 +128,26 @@ final class Connection {
         return Int(sqlite3_changes(handle))
     }
 
+    /// The whole of a BLOB column of one row, read with incremental blob I/O straight into the array: a value that
+    /// spans overflow pages is not first assembled in a buffer of SQLite's own, as `sqlite3_column_blob` does.
+    func readBlob(table: String, column: String, rowid: Int64) throws(LarderError) -> [UInt8] {
+        var blob: OpaquePointer?
+        let rc = sqlite3_blob_open(handle, "main", table, column, rowid, 0, &blob)
+        guard rc == SQLITE_OK, let blob else {
+            if let blob { sqlite3_blob_close(blob) }
+            throw error(rc, "open a blob")
+        }
+        defer { sqlite3_blob_close(blob) }
+        let size = Int(sqlite3_blob_bytes(blob))
+        var readCode = SQLITE_OK
+        let bytes = [UInt8](unsafeUninitializedCapacity: size) { buffer, initialized in
+            readCode = size == 0 ? SQLITE_OK : sqlite3_blob_read(blob, buffer.baseAddress, Int32(size), 0)
+            initialized = readCode == SQLITE_OK ? size : 0
+        }
+        guard readCode == SQLITE_OK else { throw error(readCode, "read a blob") }
+        return bytes
+    }
+
     /// Runs a query and maps each row.
     func query<T>(_ sql: String, _ values: [SQLValue] = [], _ row: (Statement) throws(LarderError) -> T)
         throws(LarderError) -> [T]
@@ -171,7 +191,7 @@ enum FixedSQL: Int, CaseIterable {
     case ensureCollection, insertDocument, selectCurrent, updateDocument, insertChange
     case fullTextBacklogSize, flushFullTextDeletes, flushFullTextInserts, clearFullTextBacklog
     /// Readers' point reads (`PointReads`).
-    case beginRead, endRead, selectRecord, selectBlobMeta
+    case beginRead, endRead, selectRecord, selectBlobMeta, selectBlobMetaAndSeq
 
     var sql: String {
         switch self {
@@ -203,6 +223,7 @@ enum FixedSQL: Int, CaseIterable {
         case .endRead: "COMMIT"
         case .selectRecord: "SELECT \(SQLiteStore.recordColumns) FROM documents WHERE collection = ?1 AND id = ?2"
         case .selectBlobMeta: "SELECT \(SQLiteStore.blobColumns) FROM blobs WHERE id = ?1"
+        case .selectBlobMetaAndSeq: "SELECT \(SQLiteStore.blobColumns), seq FROM blobs WHERE id = ?1"
         }
     }
 }

@@ -554,13 +554,16 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
     }
 
     public func blobGet(_ id: UUID) throws(LarderError) -> (meta: BlobMeta, bytes: [UInt8]) {
-        let rows = try readers.read { db throws(LarderError) in
-            try db.query("SELECT \(SQLiteStore.blobColumns), bytes FROM blobs WHERE id = ?1", [.text(id.wireString)]) {
-                (SQLiteStore.blobMeta($0), $0.bytes(9))
-            }
+        // One transaction: the metadata and the bytes come from the same snapshot.
+        try readers.read(transaction: true) { db throws(LarderError) in
+            let statement = try db.statement(.selectBlobMetaAndSeq)
+            defer { statement.reset() }
+            try statement.bind([.text(id.wireString)])
+            guard try statement.step() else { throw SQLiteStore.blobNotFound(id) }
+            let meta = SQLiteStore.blobMeta(statement)
+            let rowid = statement.int(9)
+            return (meta, try db.readBlob(table: "blobs", column: "bytes", rowid: rowid))
         }
-        guard let row = rows.first else { throw SQLiteStore.blobNotFound(id) }
-        return row
     }
 
     public func blobHead(_ id: UUID) throws(LarderError) -> BlobMeta {

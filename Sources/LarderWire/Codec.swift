@@ -229,11 +229,13 @@ public struct FrameEncoder {
         }
     }
 
-    /// Appends one frame to `out` from raw parts, without building a `Frame`.
+    /// Appends one frame to `out` from raw parts, without building a `Frame`. With `appendBinary` false the frame
+    /// stops after its JSON part (its header still counts the binary part): the caller sends `binary` itself, right
+    /// after, from its own buffer.
     public func encode(
         opcode: Opcode, requestID: UInt32, status: Status = .ok, flags: Frame.Flags = [],
         json: UnsafeRawBufferPointer, binary: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0),
-        into out: inout [UInt8]
+        appendBinary: Bool = true, into out: inout [UInt8]
     ) {
         let start = out.count
         out.append(contentsOf: repeatElement(0, count: Frame.prefixSize))
@@ -251,7 +253,7 @@ public struct FrameEncoder {
         }
         if binary.count > 0 {
             flags.insert(.binary)
-            out.append(contentsOf: binary)
+            if appendBinary { out.append(contentsOf: binary) }
         }
         out.withUnsafeMutableBytes { raw in
             func put16(_ value: UInt16, _ at: Int) {

@@ -22,11 +22,15 @@ struct ConnectionStateMachineTests {
     /// Decodes everything the machine wants to write, and marks it written.
     static func drain(_ machine: inout Machine, now: UInt64 = 0) -> (frames: [Frame], actions: [Machine.Action]) {
         var buffer = ByteBuffer()
-        let count = machine.withUnsentOutput { raw in
-            buffer.append(raw)
-            return raw.count
+        var actions: [Machine.Action] = []
+        // A large binary part is a buffer of its own: take the output one contiguous run at a time.
+        while machine.unsentBytes > 0 {
+            let count = machine.withUnsentOutput { raw in
+                buffer.append(raw)
+                return raw.count
+            }
+            actions += machine.writeCompleted(count, now: now)
         }
-        let actions = count > 0 ? machine.writeCompleted(count, now: now) : []
         var decoder = FrameDecoder(maxFrameBytes: 1 << 30, maxJSONBytes: 1 << 30, maxBinaryBytes: 1 << 30)
         var frames: [Frame] = []
         while let frame = try! decoder.next(&buffer) { frames.append(frame) }
@@ -277,5 +281,72 @@ struct HandshakeTests {
         guard case .rejected(let error, let close) = Handshake.negotiate(frame, configuration: .init())
         else { Issue.record("accepted"); return }
         #expect(error.status == .invalidArgument && !close)
+    }
+}
+
+/// Large binary parts leave from their own buffer (no copy into the output); the byte stream must be the same.
+struct BinaryOutputTests {
+    typealias Machine = ConnectionStateMachine
+    typealias T = ConnectionStateMachineTests
+
+    @Test("a blob answer between small ones: writev buffers, partial writes at every boundary, same frames in order")
+    func blobLeavesFromItsOwnBuffer() throws {
+        var machine = T.ready()
+        for id: UInt32 in 2...4 { _ = T.feed(&machine, T.frameBytes(.ping, id: id)) }
+        _ = T.drain(&machine)
+        let blob = (0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
+        let meta = Array(#"{"id":"x"}"#.utf8)
+        _ = machine.requestCompleted(Reply(opcode: .ping, requestID: 2, json: Array("{}".utf8)), now: 0)
+        _ = machine.requestCompleted(Reply(opcode: .blobGet, requestID: 3, json: meta, binary: blob), now: 0)
+        _ = machine.requestCompleted(Reply(opcode: .ping, requestID: 4, json: Array("{}".utf8)), now: 0)
+        let expected =
+            T.frameBytes(.ping, id: 2, json: [:]).count + Frame.prefixSize + meta.count + blob.count
+            + T.frameBytes(.ping, id: 4, json: [:]).count
+        #expect(machine.unsentBytes == expected)
+        // Three buffers: the first frame and the blob's header, the blob, the last frame.
+        let shapes = machine.withUnsentBuffers { $0.map(\.count) }
+        #expect(shapes.count == 3 && shapes[1] == blob.count && shapes.reduce(0, +) == expected)
+
+        // Write it in awkward pieces: across each buffer boundary.
+        var stream = ByteBuffer()
+        var written = 0
+        let steps = [7, shapes[0] - 7 - 3, 6, blob.count - 10, 4000, 1 << 20]
+        for step in steps where machine.unsentBytes > 0 {
+            let taken = machine.withUnsentBuffers { buffers -> Int in
+                var left = step
+                var taken = 0
+                for buffer in buffers where left > 0 {
+                    let n = min(left, buffer.count)
+                    stream.append(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+                    left -= n
+                    taken += n
+                }
+                return taken
+            }
+            written += taken
+            _ = machine.writeCompleted(taken, now: 0)
+            #expect(machine.unsentBytes == expected - written)
+        }
+        #expect(machine.unsentBytes == 0)
+        var decoder = FrameDecoder(maxFrameBytes: 1 << 30, maxJSONBytes: 1 << 30, maxBinaryBytes: 1 << 30)
+        var frames: [Frame] = []
+        while let frame = try decoder.next(&stream) { frames.append(frame) }
+        #expect(frames.map(\.requestID) == [2, 3, 4])
+        #expect(frames[1].binary == blob && frames[1].json == meta)
+        // Afterwards the output is one empty buffer again, and small answers are contiguous.
+        _ = T.feed(&machine, T.frameBytes(.ping, id: 5))
+        _ = machine.requestCompleted(Reply(opcode: .ping, requestID: 5, json: Array("{}".utf8)), now: 0)
+        #expect(machine.withUnsentBuffers { $0.count } == 1)
+        #expect(T.drain(&machine).frames.map(\.requestID) == [5])
+    }
+
+    @Test("binary parts under the threshold are copied into the output as before")
+    func smallBinaryIsCopied() {
+        var machine = T.ready()
+        _ = T.feed(&machine, T.frameBytes(.ping, id: 2))
+        let small = [UInt8](repeating: 9, count: Machine.separateBinaryBytes - 1)
+        _ = machine.requestCompleted(Reply(opcode: .blobGet, requestID: 2, json: Array("{}".utf8), binary: small), now: 0)
+        #expect(machine.withUnsentBuffers { $0.count } == 1)
+        #expect(T.drain(&machine).frames.first?.binary == small)
     }
 }
