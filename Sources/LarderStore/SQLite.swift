@@ -19,7 +19,14 @@ final class Connection {
     /// The writer's per-write statements, prepared once and found by number (no hashing of their text per call).
     private var fixed: [Statement?] = Array(repeating: nil, count: FixedSQL.allCases.count)
 
+    /// Process-wide settings, applied once before the first connection opens.
+    private static let configured: Void = {
+        // No global allocation counters (one mutex per allocation): every connection is used by one thread at a time.
+        _ = larder_sqlite_disable_memstatus()
+    }()
+
     init(path: String, readOnly: Bool) throws(LarderError) {
+        Connection.configured
         var db: OpaquePointer?
         let flags = (readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)) | SQLITE_OPEN_NOMUTEX
         let rc = sqlite3_open_v2(path, &db, flags, nil)

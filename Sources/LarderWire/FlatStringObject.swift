@@ -7,11 +7,12 @@
 /// is nil, and the caller parses with `JSONParser` and `FieldReader`, so every error and every unusual but valid
 /// form (escapes, `null` members, reordered whitespace) keeps exactly the general path's answer.
 enum FlatStringObject {
-    /// The values of `names`, in that order, or nil (see above).
-    static func strings(_ bytes: [UInt8], _ names: [StaticString]) -> [String]? {
-        bytes.withUnsafeBufferPointer { buffer -> [String]? in
+    /// The values of `first` and `second` (nil: a one-member object), or nil (see above). Two names at most, so no
+    /// array is allocated.
+    static func strings(_ bytes: [UInt8], _ first: StaticString, _ second: StaticString? = nil) -> (String, String?)? {
+        bytes.withUnsafeBufferPointer { buffer -> (String, String?)? in
             var scanner = Scanner(buffer: buffer)
-            var values = [String?](repeating: nil, count: names.count)
+            var values: (String?, String?) = (nil, nil)
             scanner.skipWhitespace()
             guard scanner.take(UInt8(ascii: "{")) else { return nil }
             scanner.skipWhitespace()
@@ -22,25 +23,24 @@ enum FlatStringObject {
                 scanner.skipWhitespace()
                 guard scanner.take(UInt8(ascii: ":")) else { return nil }
                 scanner.skipWhitespace()
-                guard let value = scanner.plainString(),
-                    let slot = names.firstIndex(where: { Scanner.equal(key, $0) }), values[slot] == nil,
+                guard let value = scanner.plainString() else { return nil }
+                if Scanner.equal(key, first), values.0 == nil, let text = String(validating: value, as: UTF8.self) {
+                    values.0 = text
+                } else if let second, Scanner.equal(key, second), values.1 == nil,
                     let text = String(validating: value, as: UTF8.self)
-                else { return nil }
-                values[slot] = text
+                {
+                    values.1 = text
+                } else {
+                    return nil
+                }
                 scanner.skipWhitespace()
                 if scanner.take(UInt8(ascii: ",")) { continue }
                 guard scanner.take(UInt8(ascii: "}")) else { return nil }
                 break
             }
             scanner.skipWhitespace()
-            guard scanner.atEnd else { return nil }
-            var result: [String] = []
-            result.reserveCapacity(values.count)
-            for value in values {
-                guard let value else { return nil }
-                result.append(value)
-            }
-            return result
+            guard scanner.atEnd, let firstValue = values.0, second == nil || values.1 != nil else { return nil }
+            return (firstValue, values.1)
         }
     }
 
@@ -92,17 +92,17 @@ extension GetRequest {
     /// `{"collection": "…", "id": "…"}` in its plain form, or nil: then use `init(json:)`, which gives the same
     /// request or the error.
     public static func fast(_ json: [UInt8]) -> GetRequest? {
-        guard let values = FlatStringObject.strings(json, ["collection", "id"]), values[0].utf8.count <= 256,
-            let id = FieldReader.strictUUID(values[1])
+        guard let (collection, idText) = FlatStringObject.strings(json, "collection", "id"),
+            collection.utf8.count <= 256, let idText, let id = FieldReader.strictUUID(idText)
         else { return nil }
-        return GetRequest(collection: values[0], id: id)
+        return GetRequest(collection: collection, id: id)
     }
 }
 
 extension BlobIDRequest {
     /// `{"id": "…"}` in its plain form, or nil: then use `init(json:)`.
     public static func fast(_ json: [UInt8]) -> BlobIDRequest? {
-        guard let values = FlatStringObject.strings(json, ["id"]), let id = FieldReader.strictUUID(values[0]) else {
+        guard let (idText, _) = FlatStringObject.strings(json, "id"), let id = FieldReader.strictUUID(idText) else {
             return nil
         }
         return BlobIDRequest(id: id)
