@@ -153,7 +153,7 @@ struct SQLBuilder {
         let q = param(.text(folded))
         var parts: [String] = []
         if core.hasTrigram && core.configuration.useTextIndex && folded.unicodeScalars.count >= 3 {
-            let match = "\"" + folded.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+            let match = SQLBuilder.trigramMatch(folded)
             // The index's matches, and the documents written since it was last brought up to date (`fts_backlog`).
             parts.append(
                 "seq IN (SELECT rowid FROM documents_fts WHERE documents_fts MATCH \(param(.text(match))) "
@@ -169,6 +169,32 @@ struct SQLBuilder {
         }
         return "(" + parts.joined(separator: " AND ") + ")"
     }
+
+    /// The documents that hold every trigram of `folded` (3+ scalars): an FTS5 query of its trigrams joined by AND, each
+    /// a quoted string. The index has no positions, so it cannot ask for them adjacent; `instr` decides. Any subset of
+    /// the trigrams finds a superset of the matches, so a long query uses at most `maxTrigrams` of them, spread from the
+    /// first to the last.
+    static func trigramMatch(_ folded: String) -> String {
+        let scalars = Array(folded.unicodeScalars)
+        var trigrams: [String] = []
+        var seen: Set<String> = []
+        let count = scalars.count - 2
+        let step = max(1.0, Double(count - 1) / Double(maxTrigrams - 1))
+        var position = 0.0
+        while Int(position.rounded()) < count {
+            let start = Int(position.rounded())
+            var view = String.UnicodeScalarView()
+            view.append(contentsOf: scalars[start..<start + 3])
+            let trigram = String(view)
+            if seen.insert(trigram).inserted {
+                trigrams.append("\"" + trigram.replacingOccurrences(of: "\"", with: "\"\"") + "\"")
+            }
+            position += step
+        }
+        return trigrams.joined(separator: " AND ")
+    }
+
+    static let maxTrigrams = 16
 
     /// `collection = ?1 AND filter AND text`.
     mutating func whereClause(filter: Filter?, text: TextQuery?) -> String {

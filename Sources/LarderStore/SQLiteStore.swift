@@ -511,7 +511,8 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
                     """
                     BEGIN;
                     CREATE VIRTUAL TABLE fts_check USING fts5(
-                        search, content='documents', content_rowid='seq', tokenize='trigram case_sensitive 1');
+                        search, content='documents', content_rowid='seq', tokenize='trigram case_sensitive 1',
+                        detail=none);
                     INSERT INTO fts_check(fts_check) VALUES ('rebuild');
                     CREATE VIRTUAL TABLE temp.fts_live_terms USING fts5vocab(main, documents_fts, instance);
                     CREATE VIRTUAL TABLE temp.fts_check_terms USING fts5vocab(main, fts_check, instance);

@@ -364,10 +364,13 @@ enum Schema {
         """,
     ]
 
-    /// The trigram index over the `search` column (external content, so no second copy of the text).
+    /// The trigram index over the `search` column (external content, so no second copy of the text), without positions
+    /// (`detail=none`): it only has to say which documents hold every trigram of a query (QuerySQL `text`), since the
+    /// exact `instr` test decides. Without positions it is half the size and costs the writer half as much to keep up
+    /// to date; an index with positions (from an earlier version) is rebuilt without them at open.
     static let fullText = """
         CREATE VIRTUAL TABLE IF NOT EXISTS documents_fts USING fts5(
-            search, content='documents', content_rowid='seq', tokenize='trigram case_sensitive 1');
+            search, content='documents', content_rowid='seq', tokenize='trigram case_sensitive 1', detail=none);
         """
 
     /// The writer's record of which documents' `search` text changed since the trigram index was last brought up to
@@ -433,11 +436,12 @@ enum Schema {
             }
         }
         if trigram {
-            let exists = try db.scalar("SELECT 1 FROM sqlite_master WHERE name = 'documents_fts'") != nil
-            if !exists {
+            let current = try db.query("SELECT sql FROM sqlite_master WHERE name = 'documents_fts'") { $0.text(0) }
+            if current.first?.contains("detail=none") != true {
+                // Missing, or with positions: (re)built from the documents, which leaves nothing for the backlog.
                 try db.execute(
-                    "BEGIN IMMEDIATE; \(fullText) INSERT INTO documents_fts(documents_fts) VALUES ('rebuild'); "
-                        + "DELETE FROM fts_backlog; COMMIT")
+                    "BEGIN IMMEDIATE; DROP TABLE IF EXISTS documents_fts; \(fullText) "
+                        + "INSERT INTO documents_fts(documents_fts) VALUES ('rebuild'); DELETE FROM fts_backlog; COMMIT")
             }
         }
     }

@@ -156,4 +156,75 @@ import Testing
         #expect(try found("台北") == [ids[1], ids[2]])
         #expect(try found("高雄") == [ids[0]])
     }
+
+    /// The index has no positions: a query asks for all its trigrams (at most 16 of them, first to last), and the
+    /// exact test decides, so what is found is what a scan finds, whatever the query holds.
+    @Test func trigramQueriesFindWhatAScanFinds() throws {
+        #expect(SQLBuilder.trigramMatch("abcd") == #""abc" AND "bcd""#)
+        #expect(SQLBuilder.trigramMatch("aaaaa") == #""aaa""#)
+        #expect(SQLBuilder.trigramMatch(#"a"bc"#) == #""a""b" AND """bc""#)
+        let long = SQLBuilder.trigramMatch(String(repeating: "abcdefghij", count: 10))
+        #expect(long.components(separatedBy: " AND ").count <= SQLBuilder.maxTrigrams)
+        #expect(long.hasPrefix(#""abc""#) && long.hasSuffix(#""hij""#))
+
+        try withStore { store, directory in
+            let texts = [
+                "the quick brown fox", "brown the quick", "quick fox brown", #"say "hello" there"#, "aaaaaa", "aaab",
+                "北京市海淀区中关村", "海淀区北京", "emoji 🍯🍯 honey", "first field", "Grace Hopper 1906",
+                String(repeating: "lorem ipsum dolor ", count: 12),
+            ]
+            for (n, text) in texts.enumerated() {
+                _ = try store.create("notes", id: nil, data: ["text": .string(text), "other": .string("second \(n)")])
+            }
+            let scan = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory, useTextIndex: false))
+            defer { scan.close() }
+            let queries = [
+                "quick brown", "brown fox", "the quick", #""hello""#, #"y "h"#, "aaa", "aaaa", "aab", "北京市", "海淀区北",
+                "🍯🍯 h", "field second", "grace hopper", "hopper 1906", String(repeating: "lorem ipsum dolor ", count: 5),
+                "ipsum lorem",
+            ]
+            for _ in 0..<2 {  // with the documents in the backlog, then after integrityCheck flushed it
+                for query in queries {
+                    let text = TextQuery(query: query)
+                    let indexed = try store.search("notes", SearchQuery(text: text, limit: 100)).records.map(\.id)
+                    let scanned = try scan.search("notes", SearchQuery(text: text, limit: 100)).records.map(\.id)
+                    #expect(indexed == scanned, "\(query)")
+                }
+                #expect(try store.integrityCheck() == "ok")
+            }
+        }
+    }
+
+    /// An index with positions, as earlier versions built it, is rebuilt without them at open.
+    @Test func anIndexWithPositionsIsRebuiltWithoutThem() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-fts-\(UUID().wireString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = (directory as NSString).appendingPathComponent("larder.sqlite")
+        var ids: [UUID] = []
+        do {
+            let store = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory, fullTextBacklog: 1))
+            for text in ["台北 one", "高雄 two", "台北 three"] {
+                ids.append(try store.create("notes", id: nil, data: ["text": .string(text)]).id)
+            }
+            store.close()
+            let db = try Connection(path: path, readOnly: false)
+            try db.execute(
+                """
+                BEGIN;
+                DROP TABLE documents_fts;
+                CREATE VIRTUAL TABLE documents_fts USING fts5(
+                    search, content='documents', content_rowid='seq', tokenize='trigram case_sensitive 1');
+                INSERT INTO documents_fts(documents_fts) VALUES ('rebuild');
+                COMMIT;
+                """)
+        }
+        let store = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory))
+        defer { store.close() }
+        let db = try Connection(path: path, readOnly: true)
+        #expect(try db.query("SELECT sql FROM sqlite_master WHERE name = 'documents_fts'") { $0.text(0) }.first?
+            .contains("detail=none") == true)
+        #expect(try store.integrityCheck() == "ok")
+        let found = try store.search("notes", SearchQuery(text: TextQuery(query: "台北 t"), limit: 10)).records.map(\.id)
+        #expect(found == [ids[2]])
+    }
 }
