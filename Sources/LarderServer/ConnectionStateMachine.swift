@@ -123,6 +123,9 @@ package struct ConnectionStateMachine {
     /// What the requests in flight hold (JSON inflated plus binary), in total and by request id.
     private(set) var inFlightRequestBytes = 0
     private var requestBytes: [UInt32: [Int]] = [:]
+    /// Requests smaller than this are not counted in `inFlightRequestBytes`: at most `maxInFlight` of them are held,
+    /// a few hundred KiB, and the common small request then costs no dictionary update.
+    static let countedRequestBytes = 4096
     /// Reading stopped because the unsent output passed the high-water mark.
     private(set) var readingPaused = false
     private(set) var shuttingDown = false
@@ -201,7 +204,7 @@ package struct ConnectionStateMachine {
     /// A request handed out by `.execute` finished.
     package mutating func requestCompleted(_ reply: Reply, now: UInt64) -> [Action] {
         inFlight -= 1
-        if var sizes = requestBytes.removeValue(forKey: reply.requestID), !sizes.isEmpty {
+        if !requestBytes.isEmpty, var sizes = requestBytes.removeValue(forKey: reply.requestID), !sizes.isEmpty {
             inFlightRequestBytes -= sizes.removeFirst()
             if !sizes.isEmpty { requestBytes[reply.requestID] = sizes }
         }
@@ -399,8 +402,10 @@ package struct ConnectionStateMachine {
         } else {
             inFlight += 1
             let size = frame.json.count + frame.binary.count
-            inFlightRequestBytes += size
-            requestBytes[frame.requestID, default: []].append(size)
+            if size >= ConnectionStateMachine.countedRequestBytes {
+                inFlightRequestBytes += size
+                requestBytes[frame.requestID, default: []].append(size)
+            }
             actions.append(.execute(frame))
             pauseIfOverHighWater(&actions)
         }
