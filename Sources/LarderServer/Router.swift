@@ -123,11 +123,8 @@ package final class Router: Sendable {
     // MARK: Reads
 
     private func get(_ request: GetRequest, _ reads: (any PointReads)?) throws(LarderError) -> ([UInt8], [UInt8]) {
-        let record =
-            if let reads { try reads.get(request.collection, id: request.id) } else {
-                try store.get(request.collection, id: request.id)
-            }
-        return (record.bytes, [])
+        if let reads { return (try reads.getJSON(request.collection, id: request.id), []) }
+        return (try store.get(request.collection, id: request.id).bytes, [])
     }
 
     private func blobHead(_ request: BlobIDRequest, _ reads: (any PointReads)?) throws(LarderError) -> ([UInt8], [UInt8]) {

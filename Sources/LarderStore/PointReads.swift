@@ -12,6 +12,8 @@ import LarderWire
 public protocol PointReads: AnyObject {
     /// NOT_FOUND when absent.
     func get(_ collection: String, id: UUID) throws(LarderError) -> StoredRecord
+    /// `get(collection, id:).bytes`, the answer to a GET, written without the intermediate record.
+    func getJSON(_ collection: String, id: UUID) throws(LarderError) -> [UInt8]
     /// NOT_FOUND when absent.
     func blobHead(_ id: UUID) throws(LarderError) -> BlobMeta
     /// Ends the burst; later reads start a new one.
@@ -40,6 +42,24 @@ final class SQLitePointReads: PointReads {
     func get(_ collection: String, id: UUID) throws(LarderError) -> StoredRecord {
         try SQLiteStore.validateCollection(collection)
         return try read { db throws(LarderError) in try SQLiteStore.getRecord(db, collection, id) }
+    }
+
+    func getJSON(_ collection: String, id: UUID) throws(LarderError) -> [UInt8] {
+        try SQLiteStore.validateCollection(collection)
+        return try read { db throws(LarderError) in
+            let statement = try db.statement(.selectRecord)
+            defer { statement.reset() }
+            try statement.bind([.text(collection), .text(id.wireString)])
+            guard try statement.step() else { throw SQLiteStore.notFound(collection, id) }
+            // The row's id is the one asked for (matched as text); the data column is spliced from SQLite's memory.
+            var out: [UInt8] = []
+            statement.withBytes(4) { data in
+                RecordWriter.write(
+                    id: id, rev: statement.int(1), createdAt: statement.int(2), updatedAt: statement.int(3),
+                    data: data, into: &out)
+            }
+            return out
+        }
     }
 
     func blobHead(_ id: UUID) throws(LarderError) -> BlobMeta {

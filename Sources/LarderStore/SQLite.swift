@@ -317,6 +317,14 @@ final class Statement {
     }
 
     /// The column's bytes (text or blob) without conversion.
+    /// Calls `body` with a column's bytes where SQLite holds them (valid only inside `body`).
+    func withBytes<R>(_ column: Int32, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+        let pointer: UnsafeRawPointer? =
+            sqlite3_column_type(handle, column) == SQLITE_TEXT
+            ? sqlite3_column_text(handle, column).map { UnsafeRawPointer($0) } : sqlite3_column_blob(handle, column)
+        return body(UnsafeRawBufferPointer(start: pointer, count: pointer == nil ? 0 : Int(sqlite3_column_bytes(handle, column))))
+    }
+
     func bytes(_ column: Int32) -> [UInt8] {
         let type = sqlite3_column_type(handle, column)
         if type == SQLITE_TEXT {

@@ -32,18 +32,9 @@ public struct StoredRecord: Sendable, Equatable {
     /// Appends `{"id":"<uuid>","rev":N,"createdAt":"<ISO 8601>","updatedAt":"...","data":<data>}` to `out`,
     /// splicing `data` verbatim.
     public func write(into out: inout [UInt8]) {
-        out.reserveCapacity(out.count + data.count + 128)
-        out.append(contentsOf: RecordWriter.idPrefix)
-        RecordWriter.writeUUID(id, into: &out)
-        out.append(contentsOf: RecordWriter.revPrefix)
-        JSONWriter.writeInt(rev, into: &out)
-        out.append(contentsOf: RecordWriter.createdPrefix)
-        Timestamp.write(createdAt, into: &out)
-        out.append(contentsOf: RecordWriter.updatedPrefix)
-        Timestamp.write(updatedAt, into: &out)
-        out.append(contentsOf: RecordWriter.dataPrefix)
-        out.append(contentsOf: data)
-        out.append(UInt8(ascii: "}"))
+        data.withUnsafeBytes {
+            RecordWriter.write(id: id, rev: rev, createdAt: createdAt, updatedAt: updatedAt, data: $0, into: &out)
+        }
     }
 
     /// The whole record as JSON bytes (see `write(into:)`).
@@ -239,6 +230,25 @@ enum RecordWriter {
     static let hex = Array("0123456789abcdef".utf8)
 
     static func writeUUID(_ id: UUID, into out: inout [UInt8]) { appendUUIDDigits(id, into: &out) }
+
+    /// A record's JSON (`StoredRecord.write(into:)`) from its parts, `data` spliced verbatim from wherever it lies
+    /// (a database column on the point-read path, without an array of its own).
+    static func write(
+        id: UUID, rev: Int64, createdAt: Int64, updatedAt: Int64, data: UnsafeRawBufferPointer, into out: inout [UInt8]
+    ) {
+        out.reserveCapacity(out.count + data.count + 128)
+        out.append(contentsOf: idPrefix)
+        writeUUID(id, into: &out)
+        out.append(contentsOf: revPrefix)
+        JSONWriter.writeInt(rev, into: &out)
+        out.append(contentsOf: createdPrefix)
+        Timestamp.write(createdAt, into: &out)
+        out.append(contentsOf: updatedPrefix)
+        Timestamp.write(updatedAt, into: &out)
+        out.append(contentsOf: dataPrefix)
+        out.append(contentsOf: data)
+        out.append(UInt8(ascii: "}"))
+    }
 
     static func appendUUIDDigits(_ id: UUID, into out: inout [UInt8]) {
         withUnsafeBytes(of: id.uuid) { raw in

@@ -54,6 +54,31 @@ struct PointReadsTests {
                     #expect(error.status == .notFound)
                 }
                 #expect(try reads.get("todos", id: record.id).bytes == store.get("todos", id: record.id).bytes)
+                do throws(LarderError) {
+                    _ = try reads.getJSON("todos", id: missing)
+                    Issue.record("a missing document was found")
+                } catch {
+                    #expect(error.status == .notFound)
+                }
+            }
+        }
+    }
+
+    @Test("getJSON writes exactly the record a GET answers, byte for byte")
+    func getJSONIsTheRecordsBytes() throws {
+        try withStore { store, _ in
+            let datas: [JSONObject] = [
+                [:], ["title": "milk", "done": false], ["name": "张伟", "tags": ["学生", "ä"], "n": 1.5],
+                ["nested": ["a": ["b": [1, 2, 3]]], "quote": "say \"hi\"\n"],
+            ]
+            let reads = store.pointReads()
+            defer { reads.end() }
+            for data in datas {
+                let record = try store.create("people", id: nil, data: data)
+                #expect(try reads.getJSON("people", id: record.id) == record.bytes)
+                let replaced = try store.replace("people", id: record.id, data: ["v": 2], expectedRev: 1)
+                #expect(try reads.getJSON("people", id: record.id) == replaced.bytes)
+                #expect(try reads.getJSON("people", id: record.id) == store.get("people", id: record.id).bytes)
             }
         }
     }
