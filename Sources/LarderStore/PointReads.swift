@@ -49,7 +49,8 @@ final class SQLitePointReads: PointReads {
         return try read { db throws(LarderError) in
             let statement = try db.statement(.selectRecord)
             defer { statement.reset() }
-            try statement.bind([.text(collection), .text(id.wireString)])
+            try statement.bind(at: 1, .text(collection))
+            try statement.bindUUID(id, at: 2)
             guard try statement.step() else { throw SQLiteStore.notFound(collection, id) }
             // The row's id is the one asked for (matched as text); the data column is spliced from SQLite's memory.
             var out: [UInt8] = []

@@ -275,22 +275,27 @@ final class Statement {
 
     /// Binds JSON text given as bytes.
     func bindText(_ bytes: [UInt8], at index: Int32) throws(LarderError) {
-        let rc = bytes.withUnsafeBytes { raw -> Int32 in
-            let empty: StaticString = ""
-            let pointer = raw.baseAddress.map { $0.assumingMemoryBound(to: CChar.self) }
-                ?? UnsafeRawPointer(empty.utf8Start).assumingMemoryBound(to: CChar.self)
-            return sqlite3_bind_text64(
-                handle, index, pointer, sqlite3_uint64(raw.count), larder_sqlite_transient(), UInt8(SQLITE_UTF8))
-        }
+        let rc = bytes.withUnsafeBytes { bindTextCode($0, at: index) }
         guard rc == SQLITE_OK else { throw connection.error(rc, "bind a value") }
+    }
+
+    /// Binds UTF-8 text (SQLite copies it).
+    func bindText(_ raw: UnsafeRawBufferPointer, at index: Int32) throws(LarderError) {
+        let rc = bindTextCode(raw, at: index)
+        guard rc == SQLITE_OK else { throw connection.error(rc, "bind a value") }
+    }
+
+    private func bindTextCode(_ raw: UnsafeRawBufferPointer, at index: Int32) -> Int32 {
+        let empty: StaticString = ""
+        let pointer = raw.baseAddress.map { $0.assumingMemoryBound(to: CChar.self) }
+            ?? UnsafeRawPointer(empty.utf8Start).assumingMemoryBound(to: CChar.self)
+        return sqlite3_bind_text64(
+            handle, index, pointer, sqlite3_uint64(raw.count), larder_sqlite_transient(), UInt8(SQLITE_UTF8))
     }
 
     /// Binds a UUID as its 36-character lowercase text (the form the id columns hold), without making a String.
     func bindUUID(_ id: UUID, at index: Int32) throws(LarderError) {
-        var text: [UInt8] = []
-        text.reserveCapacity(36)
-        RecordWriter.appendUUIDDigits(id, into: &text)
-        try bindText(text, at: index)
+        try id.withWireUTF8 { (text) throws(LarderError) in try bindText(UnsafeRawBufferPointer(text), at: index) }
     }
 
     /// Steps once: true when a row is ready, false when done.

@@ -222,14 +222,19 @@ public protocol BlobStore: Sendable {
 
 /// Pieces of the record encoding, kept as byte constants.
 enum RecordWriter {
-    static let idPrefix = Array(#"{"id":""#.utf8)
-    static let revPrefix = Array(#"","rev":"#.utf8)
-    static let createdPrefix = Array(#","createdAt":""#.utf8)
-    static let updatedPrefix = Array(#"","updatedAt":""#.utf8)
-    static let dataPrefix = Array(#"","data":"#.utf8)
-    static let hex = Array("0123456789abcdef".utf8)
+    // Static strings, not arrays: appending them costs no reference counting and no lazy-global check.
+    static let idPrefix: StaticString = #"{"id":""#
+    static let revPrefix: StaticString = #"","rev":"#
+    static let createdPrefix: StaticString = #","createdAt":""#
+    static let updatedPrefix: StaticString = #"","updatedAt":""#
+    static let dataPrefix: StaticString = #"","data":"#
 
-    static func writeUUID(_ id: UUID, into out: inout [UInt8]) { appendUUIDDigits(id, into: &out) }
+    @inline(__always)
+    static func append(_ text: StaticString, to out: inout [UInt8]) {
+        text.withUTF8Buffer { out.append(contentsOf: $0) }
+    }
+
+    static func writeUUID(_ id: UUID, into out: inout [UInt8]) { id.writeWire(into: &out) }
 
     /// A record's JSON (`StoredRecord.write(into:)`) from its parts, `data` spliced verbatim from wherever it lies
     /// (a database column on the point-read path, without an array of its own).
@@ -237,27 +242,17 @@ enum RecordWriter {
         id: UUID, rev: Int64, createdAt: Int64, updatedAt: Int64, data: UnsafeRawBufferPointer, into out: inout [UInt8]
     ) {
         out.reserveCapacity(out.count + data.count + 128)
-        out.append(contentsOf: idPrefix)
+        append(idPrefix, to: &out)
         writeUUID(id, into: &out)
-        out.append(contentsOf: revPrefix)
+        append(revPrefix, to: &out)
         JSONWriter.writeInt(rev, into: &out)
-        out.append(contentsOf: createdPrefix)
+        append(createdPrefix, to: &out)
         Timestamp.write(createdAt, into: &out)
-        out.append(contentsOf: updatedPrefix)
+        append(updatedPrefix, to: &out)
         Timestamp.write(updatedAt, into: &out)
-        out.append(contentsOf: dataPrefix)
+        append(dataPrefix, to: &out)
         out.append(contentsOf: data)
         out.append(UInt8(ascii: "}"))
-    }
-
-    static func appendUUIDDigits(_ id: UUID, into out: inout [UInt8]) {
-        withUnsafeBytes(of: id.uuid) { raw in
-            for i in 0..<16 {
-                if i == 4 || i == 6 || i == 8 || i == 10 { out.append(UInt8(ascii: "-")) }
-                out.append(hex[Int(raw[i] >> 4)])
-                out.append(hex[Int(raw[i] & 0xF)])
-            }
-        }
     }
 }
 

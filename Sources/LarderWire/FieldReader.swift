@@ -181,13 +181,28 @@ extension UUID {
 
     /// Appends the lowercase textual form (no quotes) to `out`.
     public func writeWire(into out: inout [UInt8]) {
-        let hex: StaticString = "0123456789abcdef"
-        withUnsafeBytes(of: uuid) { raw in
-            for i in 0..<16 {
-                if i == 4 || i == 6 || i == 8 || i == 10 { out.append(UInt8(ascii: "-")) }
-                out.append(hex.utf8Start[Int(raw[i] >> 4)])
-                out.append(hex.utf8Start[Int(raw[i] & 0xF)])
+        withWireUTF8 { out.append(contentsOf: $0) }
+    }
+
+    /// Calls `body` with the lowercase textual form, formatted on the stack (36 bytes, valid only inside `body`).
+    public func withWireUTF8<R, E: Error>(_ body: (UnsafeBufferPointer<UInt8>) throws(E) -> R) throws(E) -> R {
+        var text: (UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0)  // 40 bytes of stack
+        return try withUnsafeMutableBytes(of: &text) { buffer throws(E) -> R in
+            withUnsafeBytes(of: uuid) { raw in
+                var at = 0
+                for i in 0..<16 {
+                    if i == 4 || i == 6 || i == 8 || i == 10 {
+                        buffer[at] = UInt8(ascii: "-")
+                        at += 1
+                    }
+                    let high = raw[i] >> 4
+                    let low = raw[i] & 0xF
+                    buffer[at] = high < 10 ? UInt8(ascii: "0") + high : UInt8(ascii: "a") - 10 + high
+                    buffer[at + 1] = low < 10 ? UInt8(ascii: "0") + low : UInt8(ascii: "a") - 10 + low
+                    at += 2
+                }
             }
+            return try body(UnsafeBufferPointer(start: buffer.baseAddress!.assumingMemoryBound(to: UInt8.self), count: 36))
         }
     }
 }
