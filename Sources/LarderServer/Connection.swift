@@ -41,9 +41,29 @@ final class IOShard: EventLoopHandler, @unchecked Sendable {
             loop.flushAtEndOfTurn(self)
         }
         if let turnReads { return turnReads }
-        let reads = store.pointReads()
+        let reads: any PointReads =
+            readCache.isEnabled ? CachedPointReads(shard: self, reads: store.pointReads()) : store.pointReads()
         turnReads = reads
         return reads
+    }
+
+    private let stats: ServerStats
+    /// Recent GET answers (only on `loop`); see `ReadCache`.
+    var readCache: ReadCache
+    /// Counted on `loop`, summed for STATS.
+    var cacheHits = 0
+    var cacheMisses = 0
+    /// Change batches published to this shard so far (writer thread), and applied to the read cache (loop).
+    private let published = Atomic<Int>(0)
+    private var applied = 0
+    var publishedBatches: Int { published.load(ordering: .acquiring) }
+
+    /// Applies to the read cache every change published so far (and pushes it to the subscriptions, as the scheduled
+    /// drain would); returns the batch count it is current with. On `loop`.
+    func applyPublishedChanges() -> Int {
+        let current = published.load(ordering: .acquiring)
+        if current != applied { drain() }
+        return current
     }
 
     func readable() {}
@@ -51,10 +71,20 @@ final class IOShard: EventLoopHandler, @unchecked Sendable {
     func endOfTurn() {
         turnReadsOpen = false
         turnReads?.end()
+        if cacheHits | cacheMisses != 0 {
+            stats.readCache(hits: cacheHits, misses: cacheMisses)
+            cacheHits = 0
+            cacheMisses = 0
+        }
     }
 
-    init(index: Int, configuration: ConnectionStateMachine.Configuration, store: Router.Store, publishedSeq: Int64 = 0) {
+    init(
+        index: Int, configuration: ConnectionStateMachine.Configuration, store: Router.Store, stats: ServerStats,
+        readCacheBytes: Int = 0, publishedSeq: Int64 = 0
+    ) {
         self.store = store
+        self.stats = stats
+        readCache = ReadCache(maxBytes: readCacheBytes)
         encoders = SharedEncoders(configuration: configuration)
         loop = EventLoop(name: "larder.io.\(index)")
         readBuffer = .allocate(byteCount: 64 << 10, alignment: 16)
@@ -74,17 +104,23 @@ final class IOShard: EventLoopHandler, @unchecked Sendable {
             defer { inbox.scheduled = true }
             return !inbox.scheduled
         }
+        // After the entries are in the inbox, before the writer acknowledges the write (see `ReadCache`).
+        published.add(1, ordering: .releasing)
         if schedule { loop.async { self.drain() } }
     }
 
     /// On `loop`: every change published so far, in commit order, to every live subscription of the shard.
     private func drain() {
+        let current = published.load(ordering: .acquiring)
         let entries = inbox.withLock { inbox -> [ChangeEntry] in
             inbox.scheduled = false
             defer { inbox.pending = [] }
             return inbox.pending
         }
+        // Every batch counted in `current` was in the inbox before it was counted, so it is in `entries`.
+        applied = current
         guard let last = entries.last?.seq else { return }
+        for entry in entries { readCache.apply(entry) }
         publishedSeq = max(publishedSeq, last)
         guard !watchers.isEmpty else { return }
         let changes = PreparedChanges(entries)

@@ -105,7 +105,9 @@ public final class LarderServer: Sendable {
             router: router, stats: stats, logger: Logger(level: configuration.logLevel), machineConfiguration: machine)
         let lastChangeSeq = store.lastChangeSeq
         shards = (0..<max(1, configuration.ioQueues)).map {
-            IOShard(index: $0, configuration: machine, store: store, publishedSeq: lastChangeSeq)
+            IOShard(
+                index: $0, configuration: machine, store: store, stats: stats,
+                readCacheBytes: configuration.readCacheBytes / max(1, configuration.ioQueues), publishedSeq: lastChangeSeq)
         }
         let hub = WatchHub(shards: shards)
         self.hub = hub

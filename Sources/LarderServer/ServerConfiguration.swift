@@ -24,8 +24,13 @@ public struct ServerConfiguration: Sendable {
     public var shutdownGraceMs: Int = 10_000
     /// Testing only: every SEARCH sleeps this long before running (to prove replies complete out of order).
     public var searchDelayMs: Int = 0
-    /// Event-loop threads that own the connections (default: one per core).
-    public var ioQueues: Int = max(1, ProcessInfo.processInfo.activeProcessorCount)
+    /// Bytes of recent GET answers the event loops keep (split between them); 0 turns the read cache off.
+    public var readCacheBytes: Int = 64 << 20
+    /// Event-loop threads that own the connections. Default: half the cores (at least one), since the store's writer,
+    /// the work queue (searches, blobs, parsing writes) and often the clients need the rest; with a loop per core on
+    /// 2 cores shared with the load generator, GETs without pipelining ran at 0.6x the rate and 6x the p99 of one
+    /// loop (BENCHMARKS.md).
+    public var ioQueues: Int = max(1, ProcessInfo.processInfo.activeProcessorCount / 2)
     /// The change log keeps the newest this many changes for WATCH `since`...
     public var changeRetentionEvents: Int = 100_000
     /// ...none older than this (milliseconds).
@@ -142,8 +147,14 @@ public enum ServerOptions {
                     c.changeRetentionMs = Int64(try integer("change-retention-ms", v, min: 1))
                 }),
             Option(
+                name: "read-cache-bytes", env: "LARDER_READ_CACHE_BYTES", valueName: "N",
+                help: "recent GET answers kept in memory, 0 for none (default \(d.readCacheBytes))",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.readCacheBytes = try integer("read-cache-bytes", v, min: 0, max: Int.max)
+                }),
+            Option(
                 name: "io-threads", env: "LARDER_IO_THREADS", valueName: "N",
-                help: "event-loop threads that own the connections (default one per core: \(d.ioQueues))",
+                help: "event-loop threads that own the connections (default half the cores: \(d.ioQueues))",
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
                     c.ioQueues = try integer("io-threads", v, min: 1, max: 256)
                 }),

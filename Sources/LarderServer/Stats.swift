@@ -89,7 +89,15 @@ package final class ServerStats: Sendable {
     }
 
     private let state = Mutex(State())
+    private let cacheHits = Atomic<Int>(0)
+    private let cacheMisses = Atomic<Int>(0)
     let startedAt: UInt64
+
+    /// GETs answered from an event loop's read cache, and those that read the store (added once per loop turn).
+    package func readCache(hits: Int, misses: Int) {
+        cacheHits.add(hits, ordering: .relaxed)
+        cacheMisses.add(misses, ordering: .relaxed)
+    }
 
     package init(now: UInt64) { startedAt = now }
 
@@ -184,6 +192,10 @@ package final class ServerStats: Sendable {
             "requests": .object([
                 "total": .int(Int64(totalRequests)), "errors": .int(Int64(totalErrors)),
                 "byStatus": .object(byStatusJSON), "byOpcode": .object(byOpcode),
+            ]),
+            "readCache": .object([
+                "hits": .int(Int64(cacheHits.load(ordering: .relaxed))),
+                "misses": .int(Int64(cacheMisses.load(ordering: .relaxed))),
             ]),
             "watch": .object([
                 "subscriptions": .int(Int64(s.watchesOpen)), "started": .int(Int64(s.watchesTotal)),

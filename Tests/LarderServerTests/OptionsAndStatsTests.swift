@@ -21,7 +21,7 @@ struct ServerOptionsTests {
             "--max-blob-bytes", "40000000", "--max-in-flight", "7", "--max-connections", "9",
             "--idle-timeout-ms", "1000", "--frame-timeout-ms", "2000", "--max-handshake-frame-bytes", "4096",
             "--zlib-level", "6", "--compression-threshold", "100", "--synchronous", "full", "--log-level", "debug",
-            "--io-threads", "3",
+            "--io-threads", "3", "--read-cache-bytes", "0",
         ])
         #expect(c.port == 0 && c.host == "0.0.0.0" && c.socketPath == "/tmp/l.sock" && c.dataDirectory == "/tmp/d")
         #expect(c.token == "t")
@@ -32,7 +32,7 @@ struct ServerOptionsTests {
                     maxBlobBytes: 40_000_000, maxInFlight: 7, maxConnections: 9, idleTimeoutMs: 1000,
                     frameTimeoutMs: 2000, maxHandshakeFrameBytes: 4096))
         #expect(c.zlibLevel == 6 && c.compressionThreshold == 100 && c.synchronous == .full && c.logLevel == .debug)
-        #expect(c.ioQueues == 3)
+        #expect(c.ioQueues == 3 && c.readCacheBytes == 0)
     }
 
     @Test func environmentIsOverriddenByTheCommandLine() throws {

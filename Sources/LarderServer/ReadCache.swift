@@ -1,0 +1,108 @@
+import Foundation
+import LarderStore
+import LarderWire
+import Synchronization
+
+/// The answers to recent GETs on one event loop (the record's JSON, exactly as the store wrote it), so that a hot
+/// document is served without a B-tree lookup: SQLite was a third of the server's CPU time on a GET load
+/// (BENCHMARKS.md). Loop-only, bounded in bytes, first in first out.
+///
+/// Never stale. Every committed change reaches every loop's inbox on the writer's thread before the writer
+/// acknowledges the write (`IOShard.publish`), and a lookup first applies whatever the inbox holds, so a GET sent after
+/// an acknowledgement never finds the old answer. An answer read from the store is kept only if no change arrived
+/// while it was being read. It assumes this process is the only writer of its data directory (`--read-cache-bytes 0`
+/// turns it off).
+struct ReadCache {
+    struct Key: Hashable {
+        var collection: String
+        var id: UUID
+    }
+
+    let maxBytes: Int
+    private var entries: [Key: [UInt8]] = [:]
+    /// Insertion order for eviction; may hold keys already invalidated (skipped), compacted when it grows.
+    private var order: [Key] = []
+    private var orderHead = 0
+    private(set) var bytes = 0
+
+    init(maxBytes: Int) { self.maxBytes = maxBytes }
+
+    var isEnabled: Bool { maxBytes > 0 }
+    var count: Int { entries.count }
+
+    func get(_ key: Key) -> [UInt8]? { entries[key] }
+
+    mutating func insert(_ key: Key, _ json: [UInt8]) {
+        let size = json.count + 64
+        guard size <= maxBytes / 8 else { return }
+        if let old = entries.updateValue(json, forKey: key) {
+            bytes -= old.count + 64
+        } else {
+            order.append(key)
+        }
+        bytes += size
+        while bytes > maxBytes && orderHead < order.count {
+            let victim = order[orderHead]
+            orderHead += 1
+            if let removed = entries.removeValue(forKey: victim) { bytes -= removed.count + 64 }
+        }
+        if orderHead > 1024 && orderHead * 2 > order.count {
+            order.removeFirst(orderHead)
+            orderHead = 0
+        }
+    }
+
+    mutating func invalidate(_ key: Key) {
+        guard let removed = entries.removeValue(forKey: key) else { return }
+        bytes -= removed.count + 64
+        // Keys invalidated stay in `order`; keep it within a few times the live entries.
+        if order.count - orderHead > 4 * entries.count + 4096 {
+            order = Array(order[orderHead...].filter { entries[$0] != nil })
+            orderHead = 0
+        }
+    }
+
+    mutating func invalidate(collection: String) {
+        for key in entries.keys where key.collection == collection { invalidate(key) }
+    }
+
+    /// What a committed change makes stale.
+    mutating func apply(_ entry: ChangeEntry) {
+        guard !entries.isEmpty else { return }
+        if let record = entry.record {
+            invalidate(Key(collection: entry.collection, id: record.id))
+        } else {
+            invalidate(collection: entry.collection)
+        }
+    }
+}
+
+/// The shard's point reads with its read cache in front (loop-only).
+final class CachedPointReads: PointReads {
+    private unowned let shard: IOShard
+    private let reads: any PointReads
+
+    init(shard: IOShard, reads: any PointReads) {
+        self.shard = shard
+        self.reads = reads
+    }
+
+    func get(_ collection: String, id: UUID) throws(LarderError) -> StoredRecord { try reads.get(collection, id: id) }
+
+    func getJSON(_ collection: String, id: UUID) throws(LarderError) -> [UInt8] {
+        let key = ReadCache.Key(collection: collection, id: id)
+        let published = shard.applyPublishedChanges()
+        if let json = shard.readCache.get(key) {
+            shard.cacheHits += 1
+            return json
+        }
+        shard.cacheMisses += 1
+        let json = try reads.getJSON(collection, id: id)
+        // Kept only when nothing committed meanwhile: the read may have come from a snapshot older than that change.
+        if shard.publishedBatches == published { shard.readCache.insert(key, json) }
+        return json
+    }
+
+    func blobHead(_ id: UUID) throws(LarderError) -> BlobMeta { try reads.blobHead(id) }
+    func end() { reads.end() }
+}
