@@ -8,6 +8,17 @@ import Testing
 /// commit); it must end exactly where per-row maintenance would have: every insert, text change, delete and
 /// rolled-back write of a batch accounted for, and searches exact while documents wait in the backlog.
 @Suite struct FullTextMaintenanceTests {
+    /// A closed store in a fresh directory holding one `notes` document per text, each indexed at once (backlog 1):
+    /// the starting point for rewriting its schema as an older version would have left it.
+    static func notesStore(_ texts: [String]) throws -> (directory: String, path: String, ids: [UUID]) {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-fts-\(UUID().wireString)").path
+        let store = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory, fullTextBacklog: 1))
+        var ids: [UUID] = []
+        for text in texts { ids.append(try store.create("notes", id: nil, data: ["text": .string(text)]).id) }
+        store.close()
+        return (directory, (directory as NSString).appendingPathComponent("larder.sqlite"), ids)
+    }
+
     @Test(arguments: [1, 4, 256])
     func batchesOfMixedWritesLeaveTheIndexConsistentAndSearchesExact(backlog: Int) throws {
         try withStore({ $0.fullTextBacklog = backlog }) { store, directory in
@@ -114,17 +125,8 @@ import Testing
     /// Migration 6 keys the backlog by seq: a store left at migration 5 with documents in its backlog keeps each
     /// document's first row, and searches and the index stay exact.
     @Test func aBacklogFromMigration5CarriesOver() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-fts-\(UUID().wireString)").path
+        let (directory, path, ids) = try Self.notesStore(["old one 台北", "old two 台北", "old three 台北"])
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let path = (directory as NSString).appendingPathComponent("larder.sqlite")
-        var ids: [UUID] = []
-        do {
-            let store = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory, fullTextBacklog: 1))
-            for text in ["old one 台北", "old two 台北", "old three 台北"] {
-                ids.append(try store.create("notes", id: nil, data: ["text": .string(text)]).id)
-            }
-            store.close()
-        }
         // What migration 5 and its triggers would have left: the index has all three; then the first document was
         // replaced (a backlog row with the indexed text) and a fourth created, not yet flushed.
         do {
@@ -197,16 +199,9 @@ import Testing
 
     /// An index with positions, as earlier versions built it, is rebuilt without them at open.
     @Test func anIndexWithPositionsIsRebuiltWithoutThem() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-fts-\(UUID().wireString)").path
+        let (directory, path, ids) = try Self.notesStore(["台北 one", "高雄 two", "台北 three"])
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let path = (directory as NSString).appendingPathComponent("larder.sqlite")
-        var ids: [UUID] = []
         do {
-            let store = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory, fullTextBacklog: 1))
-            for text in ["台北 one", "高雄 two", "台北 three"] {
-                ids.append(try store.create("notes", id: nil, data: ["text": .string(text)]).id)
-            }
-            store.close()
             let db = try Connection(path: path, readOnly: false)
             try db.execute(
                 """
