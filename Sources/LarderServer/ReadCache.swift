@@ -79,7 +79,8 @@ struct ReadCache {
 
 /// The shard's point reads with its read cache in front (loop-only).
 final class CachedPointReads: PointReads {
-    private unowned let shard: IOShard
+    /// The shard owns this object and outlives it (no reference counting on the hot path).
+    private unowned(unsafe) let shard: IOShard
     private let reads: any PointReads
 
     init(shard: IOShard, reads: any PointReads) {

@@ -35,7 +35,7 @@ package final class Router: Sendable {
     /// lookup (tens of microseconds), cheaper than the two thread switches it would otherwise cost. Everything whose
     /// time depends on the data (searches, lists, blob bytes) still runs on the work queue, so it never holds up a
     /// connection's other requests.
-    static let inlineOpcodes: Set<Opcode> = [.get, .blobHead, .ping]
+    static func isInline(_ opcode: Opcode) -> Bool { opcode == .get || opcode == .blobHead || opcode == .ping }
 
     private enum Route {
         case answered(Reply)
@@ -88,10 +88,10 @@ package final class Router: Sendable {
         reply(to: frame, Result { () throws(LarderError) in try read(frame, reads) })
     }
 
-    /// Answers `frame` at once when it is a point read (`inlineOpcodes`), through `reads` (the caller's burst of
+    /// Answers `frame` at once when it is a point read (`isInline`), through `reads` (the caller's burst of
     /// point reads, ended by the caller); nil means: use `handle`.
     package func handleInline(_ frame: Frame, reads: @autoclosure () -> any PointReads) -> Reply? {
-        guard Router.inlineOpcodes.contains(frame.opcode) else { return nil }
+        guard Router.isInline(frame.opcode) else { return nil }
         switch route(frame) {
         case .answered(let reply): return reply
         case .read: return readReply(frame, frame.opcode == .ping ? nil : reads())

@@ -83,12 +83,25 @@ struct ServerEndToEndTests {
             #expect(try DeleteResponse(json: deleted.jsonObject()).blobsDeleted == 1)
             #expect(try c.call(.get, ["collection": "todos", "id": .string(id2)]).status == .notFound)
 
+            // 64 more GETs of one document: all counted, one in 16 timed, all but the first from the read cache.
+            let kept = try c.call(.create, ["collection": "todos", "data": ["title": "cached"]])
+            let keptID = kept.replyJSON["id"] ?? .null
+            let getsBefore = c.statsValue()["requests"]?["byOpcode"]?["GET"]?["count"]?.intValue ?? 0
+            let hitsBefore = c.statsValue()["readCache"]?["hits"]?.intValue ?? 0
+            for _ in 0..<64 { #expect(try c.call(.get, ["collection": "todos", "id": keptID]).replyText == kept.replyText) }
+            let afterGets = c.statsValue()
+            #expect(afterGets["requests"]?["byOpcode"]?["GET"]?["count"]?.intValue == getsBefore + 64)
+            #expect((afterGets["readCache"]?["hits"]?.intValue ?? 0) - hitsBefore >= 63)
+            let timedGets = afterGets["requests"]?["byOpcode"]?["GET"]?["latencyMicros"]?["count"]?.intValue ?? 0
+            #expect(timedGets >= 4 && timedGets <= (getsBefore + 64) / 16 + 1)
+            #expect(try c.call(.delete, ["collection": "todos", "id": keptID]).status == .ok)
+
             let stats = try c.call(.stats)
             #expect(stats.status == .ok)
             let value = stats.replyJSON
             #expect(value["store"]?["documents"] == 1)
             #expect(value["connections"]?["open"] == 1)
-            #expect(value["requests"]?["byOpcode"]?["CREATE"]?["count"] == 2)
+            #expect(value["requests"]?["byOpcode"]?["CREATE"]?["count"] == 3)
             #expect(value["requests"]?["byOpcode"]?["GET"]?["byStatus"]?["NOT_FOUND"] == 1)
             #expect(value["bytes"]?["inWire"]?.intValue ?? 0 > 0)
 

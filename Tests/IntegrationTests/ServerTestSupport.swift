@@ -138,6 +138,9 @@ final class RawClient {
         return frame
     }
 
+    /// The STATS answer (null when it fails).
+    func statsValue() -> JSON { (try? call(.stats))?.replyJSON ?? .null }
+
     /// HELLO; throws unless it succeeds.
     @discardableResult
     func hello(token: String? = nil, compression: [String] = ["zlib"]) throws -> HelloResponse {
