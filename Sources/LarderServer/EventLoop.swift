@@ -31,11 +31,11 @@ final class EventLoop: @unchecked Sendable {
     private let wakeFD: Int32
     /// Tasks posted from any thread, and whether the loop is awake (then nobody needs to write the eventfd: it runs
     /// every posted task before it waits again).
-    private let posted = Mutex<(tasks: [@Sendable () -> Void], awake: Bool)>(([], false))
+    private let posted = PThreadLocked<(tasks: [@Sendable () -> Void], awake: Bool)>(([], false))
     private let stopRequested = Atomic<Bool>(false)
     private let exited = DispatchSemaphore(value: 0)
     /// Set once, before any task can run; read by `inLoop`.
-    private let threadID = Mutex<pthread_t?>(nil)
+    private let threadID = PThreadLocked<pthread_t?>(nil)
 
     // Loop-thread state.
     private struct Registration {
@@ -93,7 +93,7 @@ final class EventLoop: @unchecked Sendable {
     func sync<T: Sendable>(_ body: @escaping @Sendable () -> T) -> T {
         if inLoop || stopRequested.load(ordering: .acquiring) { return body() }
         let done = DispatchSemaphore(value: 0)
-        let result = Mutex<T?>(nil)
+        let result = PThreadLocked<T?>(nil)
         async {
             let value = body()
             result.withLock { $0 = value }
@@ -268,5 +268,21 @@ final class EventLoop: @unchecked Sendable {
         guard let tick else { return -1 }
         let now = monotonicMs()
         return tick.next <= now ? 0 : Int32(min(tick.next - now, UInt64(Int32.max)))
+    }
+}
+
+/// A value behind a pthread mutex (`NSLock`). The loop hands every task, and with it the objects it touches, from one
+/// thread to another through this lock: ThreadSanitizer understands pthread mutexes, while `Synchronization.Mutex`
+/// (futexes in an uninstrumented library) shows it no ordering and would make every hand-off look like a race.
+final class PThreadLocked<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Value
+
+    init(_ value: Value) { self.value = value }
+
+    func withLock<R>(_ body: (inout Value) -> R) -> R {
+        lock.lock()
+        defer { lock.unlock() }
+        return body(&value)
     }
 }
