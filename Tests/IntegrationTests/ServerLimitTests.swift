@@ -225,9 +225,12 @@ struct ServerLimitTests {
             #expect(stalls == 20, "the server kept reading \(sent) bytes")
             let peak = server.peakUnsentBytes
             let replySize = 2_200
+            let bound = highWater + (server.configuration.limits.maxInFlight + 1) * replySize
             #expect(peak >= highWater)
-            #expect(peak <= highWater + (server.configuration.limits.maxInFlight + 1) * replySize)
-            #expect(try setup.call(.stats).replyJSON["connections"]?["peakUnsentBytes"]?.intValue == Int64(peak))
+            #expect(peak <= bound)
+            // STATS reports the same peak (or a later one, when a slow machine was still answering: still bounded).
+            let reported = try setup.call(.stats).replyJSON["connections"]?["peakUnsentBytes"]?.intValue ?? -1
+            #expect(reported >= Int64(peak) && reported <= Int64(bound))
             #expect(try setup.call(.ping).status == .ok)
         }
     }

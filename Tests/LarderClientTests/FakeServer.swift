@@ -29,8 +29,12 @@ final class FakeServer: @unchecked Sendable {
     private var held: [(Frame, Int32)] = []
     private var clients: [Int32] = []
     private(set) var inFlight = 0
-    private(set) var maxSeenInFlight = 0
-    private(set) var requests: [Frame] = []
+    private var maxInFlightSeen = 0
+    /// The most requests held at once (read under the lock).
+    var maxSeenInFlight: Int { lock.withLock { maxInFlightSeen } }
+    private var received: [Frame] = []
+    /// The requests received so far (read under the lock: the serving threads append).
+    var requests: [Frame] { lock.withLock { received } }
 
     init(limits: Limits = Limits(maxInFlight: 128), handler: @escaping Handler) {
         self.limits = limits
@@ -128,9 +132,9 @@ final class FakeServer: @unchecked Sendable {
             buffer.append(chunk[0..<n])
             while let frame = try? decoder.next(&buffer) {
                 lock.withLock {
-                    requests.append(frame)
+                    received.append(frame)
                     inFlight += 1
-                    maxSeenInFlight = max(maxSeenInFlight, inFlight)
+                    maxInFlightSeen = max(maxInFlightSeen, inFlight)
                 }
                 let action = frame.opcode == .hello ? .reply(helloReply(frame)) : handler(frame, self)
                 switch action {
