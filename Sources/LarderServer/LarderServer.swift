@@ -114,6 +114,11 @@ public final class LarderServer: Sendable {
         store.addChangeListener { [weak hub] entries in hub?.publish(entries) }
     }
 
+    /// A server dropped without `shutdown()` (never started, or an embedding that forgot) still ends its loop threads.
+    deinit {
+        for shard in shards { shard.loop.stop() }
+    }
+
     /// Binds the listeners and starts accepting. Returns the bound TCP port.
     @discardableResult
     public func start() throws(IOError) -> Int {
