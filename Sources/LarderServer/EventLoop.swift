@@ -29,9 +29,11 @@ final class EventLoop: @unchecked Sendable {
     let name: String
     private let epollFD: Int32
     private let wakeFD: Int32
-    /// Tasks posted from any thread, and whether the loop is awake (then nobody needs to write the eventfd: it runs
-    /// every posted task before it waits again).
-    private let posted = PThreadLocked<(tasks: [@Sendable () -> Void], awake: Bool)>(([], false))
+    /// Tasks posted from any thread, whether the loop is awake (then nobody needs to write the eventfd: it runs every
+    /// posted task before it waits again), and whether its thread has ended (then tasks are not queued: `async` drops
+    /// them and `sync` runs inline). The descriptors are closed only in `deinit`, so a late `async` can never write
+    /// into a number the process has since given to another file.
+    private let posted = PThreadLocked<(tasks: [@Sendable () -> Void], awake: Bool, ended: Bool)>(([], false, false))
     private let stopRequested = Atomic<Bool>(false)
     private let exited = DispatchSemaphore(value: 0)
     /// Set once, before any task can run; read by `inLoop`.
@@ -51,6 +53,11 @@ final class EventLoop: @unchecked Sendable {
     private var tick: (intervalMs: UInt64, next: UInt64, handler: () -> Void)?
     /// Wake-ups so far (for tests: a loop that spins shows here).
     private(set) var turns = 0
+
+    deinit {
+        Glibc.close(wakeFD)
+        Glibc.close(epollFD)
+    }
 
     init(name: String) {
         self.name = name
@@ -80,25 +87,34 @@ final class EventLoop: @unchecked Sendable {
     }
 
     /// Runs `task` on the loop thread, after the events of the current turn. From any thread.
+    /// Once the loop has ended, the task is dropped (it would have run on a thread that no longer exists).
     func async(_ task: @escaping @Sendable () -> Void) {
-        let wake = posted.withLock { posted -> Bool in
-            posted.tasks.append(task)
-            defer { posted.awake = true }
-            return !posted.awake
-        }
-        if wake { signal() }
+        _ = enqueue(task)
     }
 
-    /// Runs `body` on the loop thread and waits for it (inline when already there or when the loop has stopped).
+    /// Queues `task` unless the loop has ended; false when it has.
+    private func enqueue(_ task: @escaping @Sendable () -> Void) -> Bool {
+        let (queued, wake) = posted.withLock { posted -> (Bool, Bool) in
+            guard !posted.ended else { return (false, false) }
+            posted.tasks.append(task)
+            defer { posted.awake = true }
+            return (true, !posted.awake)
+        }
+        if wake { signal() }
+        return queued
+    }
+
+    /// Runs `body` on the loop thread and waits for it (inline when already there or when the loop has ended).
     func sync<T: Sendable>(_ body: @escaping @Sendable () -> T) -> T {
-        if inLoop || stopRequested.load(ordering: .acquiring) { return body() }
+        if inLoop { return body() }
         let done = DispatchSemaphore(value: 0)
         let result = PThreadLocked<T?>(nil)
-        async {
+        // A task queued before the loop ends is run by it, at the latest as it ends (`run`).
+        guard enqueue({
             let value = body()
             result.withLock { $0 = value }
             done.signal()
-        }
+        }) else { return body() }
         done.wait()
         return result.withLock { $0! }
     }
@@ -167,8 +183,8 @@ final class EventLoop: @unchecked Sendable {
 
     func cancelTick() { tick = nil }
 
-    /// Ends the loop after the current turn; the thread exits and closes its descriptors. Waits for it unless called
-    /// on the loop itself. Tasks posted afterwards are dropped.
+    /// Ends the loop after the current turn; the thread exits. Waits for it unless called on the loop itself. Tasks
+    /// queued before the end still run; later ones are dropped (`async`) or run inline (`sync`).
     func stop() {
         guard !stopRequested.exchange(true, ordering: .acquiringAndReleasing) else { return }
         signal()
@@ -180,11 +196,20 @@ final class EventLoop: @unchecked Sendable {
         let events = UnsafeMutablePointer<epoll_event>.allocate(capacity: Int(capacity))
         defer {
             events.deallocate()
+            // Whatever was queued before the end runs now (a `sync` caller waits for its task); nothing queues after.
+            while true {
+                let tasks = posted.withLock { posted -> [@Sendable () -> Void] in
+                    posted.ended = true
+                    defer { posted.tasks = [] }
+                    return posted.tasks
+                }
+                if tasks.isEmpty { break }
+                for task in tasks { task() }
+            }
+            finishTurn()
             registrations.removeAll()
             endOfTurn.removeAll()
-            posted.withLock { $0.tasks.removeAll() }
-            Glibc.close(wakeFD)
-            Glibc.close(epollFD)
+            stopRequested.store(true, ordering: .releasing)
             exited.signal()
         }
         while !stopRequested.load(ordering: .acquiring) {

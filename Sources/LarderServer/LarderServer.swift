@@ -114,9 +114,21 @@ public final class LarderServer: Sendable {
         store.addChangeListener { [weak hub] entries in hub?.publish(entries) }
     }
 
-    /// A server dropped without `shutdown()` (never started, or an embedding that forgot) still ends its loop threads.
+    /// A server dropped without `shutdown()` (never started, or an embedding that forgot) stops accepting, closes its
+    /// connections and ends its loop threads, as `shutdown()` does but without waiting for requests in flight.
     deinit {
-        for shard in shards { shard.loop.stop() }
+        let listeners = state.withLock { s -> [ListenerBox] in
+            defer { s.stopped = true }
+            return s.stopped ? [] : s.listeners
+        }
+        if !listeners.isEmpty { acceptQueue.sync { for listener in listeners { listener.source.cancel() } } }
+        for shard in shards {
+            shard.loop.sync {
+                for connection in Array(shard.connections.values) { connection.forceClose(.shutdown) }
+                shard.stopTimer()
+            }
+            shard.loop.stop()
+        }
     }
 
     /// Binds the listeners and starts accepting. Returns the bound TCP port.

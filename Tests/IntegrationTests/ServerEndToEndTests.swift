@@ -286,3 +286,24 @@ struct ServerEndToEndTests {
 extension RawClient {
     func ping() throws -> Status { try call(.ping).status }
 }
+
+/// A server dropped without `shutdown()` (an embedding that forgot) must not leave its clients hanging.
+@Suite struct DroppedServerTests {
+    @Test func droppingAStartedServerClosesItsConnections() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-drop-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var configuration = ServerConfiguration()
+        configuration.port = 0
+        configuration.dataDirectory = directory.appendingPathComponent("data").path
+        configuration.logLevel = .error
+        var server: LarderServer? = try LarderServer(configuration: configuration)
+        let port = try server!.start()
+        let client = try RawClient.tcp(port: port)
+        try client.hello()
+        #expect(try client.call(.ping).status == .ok)
+        server = nil
+        // The connection ends (EOF or reset) instead of staying open with nobody serving it.
+        #expect(try client.framesUntilClosed(timeout: 10).isEmpty)
+        #expect(throws: (any Error).self) { _ = try RawClient.tcp(port: port) }
+    }
+}

@@ -118,4 +118,24 @@ struct EventLoopTests {
         #expect(waitUntil { probe.calls.withLock { $0.eof } })
         loop.sync { loop.deregister(ours) }
     }
+
+    @Test("after stop: sync runs inline, async is dropped; a sync racing a stop never hangs")
+    func stopIsSafeForLateCallers() {
+        for _ in 0..<200 {
+            let loop = EventLoop(name: "test.loop")
+            let ran = Mutex(0)
+            let group = DispatchGroup()
+            DispatchQueue.global().async(group: group) { loop.stop() }
+            DispatchQueue.global().async(group: group) {
+                let value = loop.sync { 7 }
+                ran.withLock { $0 += value }
+            }
+            #expect(group.wait(timeout: .now() + 10) == .success, "a sync racing stop() hung")
+            #expect(ran.withLock { $0 } == 7)
+            // Ended: async drops the task (no thread to run it, and nothing is written to the wake descriptor).
+            loop.async { ran.withLock { $0 += 100 } }
+            #expect(loop.sync { 1 } == 1)
+            #expect(ran.withLock { $0 } == 7)
+        }
+    }
 }

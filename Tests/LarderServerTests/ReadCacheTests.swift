@@ -81,6 +81,27 @@ struct ReadCacheFreshnessTests {
         // Cached now.
         #expect(shard.loop.sync { shard.readCache.count } == 1)
 
+        // A name equal to a cached one only under Unicode equivalence is the store's to judge, cached or not.
+        let kelvin = shard.loop.sync { () -> LarderError? in
+            do throws(LarderError) {
+                _ = try shard.pointReads.getJSON("\u{212A}eys", id: id)
+                return nil
+            } catch {
+                return error
+            }
+        }
+        _ = try store.create("Keys", id: id, data: ["n": 0])
+        #expect(shard.loop.sync { (try? shard.pointReads.getJSON("Keys", id: id)) != nil })
+        let kelvinAfter = shard.loop.sync { () -> Status? in
+            do throws(LarderError) {
+                _ = try shard.pointReads.getJSON("\u{212A}eys", id: id)
+                return nil
+            } catch {
+                return error.status
+            }
+        }
+        #expect(kelvin?.status == .invalidArgument && kelvinAfter == .invalidArgument)
+
         for n in 1...20 {
             let written = DispatchSemaphore(value: 0)
             let answer = Mutex<[UInt8]?>(nil)
