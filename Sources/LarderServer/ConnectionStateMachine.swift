@@ -84,7 +84,7 @@ package struct ConnectionStateMachine {
     }
 
     package enum Action: Equatable {
-        /// Run this request off the connection's queue, then report `requestCompleted`.
+        /// Run this request (on the connection's event loop or off it), then report `requestCompleted`.
         case execute(Frame)
         /// Output is waiting: write it (`unsentOutput` / `writeCompleted`).
         case flush
@@ -108,7 +108,7 @@ package struct ConnectionStateMachine {
     let configuration: Configuration
     private(set) var phase: Phase = .handshake
     private var decoder: FrameDecoder
-    /// Shared by every connection of a queue: a zlib deflater costs ~100 KB, far too much per idle connection.
+    /// Shared by every connection of an event loop: a zlib deflater costs ~100 KB, far too much per idle connection.
     private let encoders: SharedEncoders
     private var inbound = ByteBuffer()
     /// Unsent output, in order. Frames are encoded into the last buffer; a large binary part (a blob) is queued as a
@@ -143,7 +143,7 @@ package struct ConnectionStateMachine {
 
     private var encoderEnabled = false
 
-    /// `encoders` must be used only on the queue that drives this machine (each queue has its own).
+    /// `encoders` must be used only on the event loop that drives this machine (each loop has its own).
     package init(configuration: Configuration, now: UInt64, encoders: SharedEncoders? = nil) {
         self.configuration = configuration
         let cap = configuration.limits.maxHandshakeFrameBytes
@@ -582,7 +582,7 @@ package enum Handshake {
     }
 }
 
-/// The frame encoders of one connection queue, shared by its connections (never across queues).
+/// The frame encoders of one event loop, shared by its connections (never across loops).
 package final class SharedEncoders {
     let plain: FrameEncoder
     let compressing: FrameEncoder

@@ -1,7 +1,7 @@
 import LarderStore
 import LarderWire
 
-/// One WATCH on one connection: what it follows and how far it got. Owned by its connection's shard queue.
+/// One WATCH on one connection: what it follows and how far it got. Owned by its connection's event loop.
 struct Subscription {
     enum State: Equatable {
         /// Events are pushed as commits are published to the shard.
@@ -150,7 +150,7 @@ enum EventEncoder {
 }
 
 /// Tells every I/O shard of each commit, in commit order. Called on the store's writer queue, so it only hands the
-/// batch over: filtering, encoding and writing happen on the shards' queues, and a slow subscriber never holds up a
+/// batch over: filtering, encoding and writing happen on the shards' event loops, and a slow subscriber never holds up a
 /// write.
 final class WatchHub: Sendable {
     let shards: [IOShard]
