@@ -1,3 +1,5 @@
+import Foundation
+
 /// A fast path for the smallest and most frequent requests (GET, BLOB_HEAD): an object whose members are all plain
 /// strings, read without building a `JSONObject` (a dictionary, a set of seen names and a `String` per key cost a
 /// fifth of a GET's server time; BENCHMARKS.md).
@@ -7,12 +9,15 @@
 /// is nil, and the caller parses with `JSONParser` and `FieldReader`, so every error and every unusual but valid
 /// form (escapes, `null` members, reordered whitespace) keeps exactly the general path's answer.
 enum FlatStringObject {
-    /// The values of `first` and `second` (nil: a one-member object), or nil (see above). Two names at most, so no
-    /// array is allocated.
-    static func strings(_ bytes: [UInt8], _ first: StaticString, _ second: StaticString? = nil) -> (String, String?)? {
-        bytes.withUnsafeBufferPointer { buffer -> (String, String?)? in
+    /// Where the values of `first` and `second` (nil: a one-member object) lie in `bytes`, between their quotes, or
+    /// nil (see above). The caller validates the bytes it uses (as UTF-8, or as an id's hex digits), so a value is
+    /// never turned into a `String` it does not need. Two names at most, so no array is allocated.
+    static func members(_ bytes: [UInt8], _ first: StaticString, _ second: StaticString? = nil)
+        -> (Range<Int>, Range<Int>?)?
+    {
+        bytes.withUnsafeBufferPointer { buffer -> (Range<Int>, Range<Int>?)? in
             var scanner = Scanner(buffer: buffer)
-            var values: (String?, String?) = (nil, nil)
+            var values: (Range<Int>?, Range<Int>?) = (nil, nil)
             scanner.skipWhitespace()
             guard scanner.take(UInt8(ascii: "{")) else { return nil }
             scanner.skipWhitespace()
@@ -24,12 +29,11 @@ enum FlatStringObject {
                 guard scanner.take(UInt8(ascii: ":")) else { return nil }
                 scanner.skipWhitespace()
                 guard let value = scanner.plainString() else { return nil }
-                if Scanner.equal(key, first), values.0 == nil, let text = String(validating: value, as: UTF8.self) {
-                    values.0 = text
-                } else if let second, Scanner.equal(key, second), values.1 == nil,
-                    let text = String(validating: value, as: UTF8.self)
-                {
-                    values.1 = text
+                let range = value.startIndex..<value.endIndex
+                if Scanner.equal(buffer, key, first), values.0 == nil {
+                    values.0 = range
+                } else if let second, Scanner.equal(buffer, key, second), values.1 == nil {
+                    values.1 = range
                 } else {
                     return nil
                 }
@@ -42,6 +46,16 @@ enum FlatStringObject {
             guard scanner.atEnd, let firstValue = values.0, second == nil || values.1 != nil else { return nil }
             return (firstValue, values.1)
         }
+    }
+
+    /// The member's bytes as a string, or nil when they are not valid UTF-8 (the general parser's error).
+    static func string(_ bytes: [UInt8], _ range: Range<Int>) -> String? {
+        bytes.withUnsafeBufferPointer { String(validating: UnsafeBufferPointer(rebasing: $0[range]), as: UTF8.self) }
+    }
+
+    /// The member's bytes as an id in its strict form (hex digits and hyphens only, so valid UTF-8), or nil.
+    static func uuid(_ bytes: [UInt8], _ range: Range<Int>) -> UUID? {
+        bytes.withUnsafeBufferPointer { FieldReader.strictUUID(utf8: UnsafeBufferPointer(rebasing: $0[range])) }
     }
 
     private struct Scanner {
@@ -65,15 +79,15 @@ enum FlatStringObject {
             return true
         }
 
-        /// A string's bytes between its quotes, when it has no escape and no control character.
-        mutating func plainString() -> UnsafeBufferPointer<UInt8>? {
+        /// Where a string's bytes lie between its quotes, when it has no escape and no control character.
+        mutating func plainString() -> Range<Int>? {
             guard take(UInt8(ascii: "\"")) else { return nil }
             let start = index
             while index < buffer.count {
                 let byte = buffer[index]
                 if byte == UInt8(ascii: "\"") {
                     defer { index += 1 }
-                    return UnsafeBufferPointer(rebasing: buffer[start..<index])
+                    return start..<index
                 }
                 if byte == UInt8(ascii: "\\") || byte < 0x20 { return nil }
                 index += 1
@@ -81,9 +95,9 @@ enum FlatStringObject {
             return nil
         }
 
-        static func equal(_ bytes: UnsafeBufferPointer<UInt8>, _ name: StaticString) -> Bool {
-            bytes.count == name.utf8CodeUnitCount
-                && name.withUTF8Buffer { $0.elementsEqual(bytes) }
+        static func equal(_ buffer: UnsafeBufferPointer<UInt8>, _ range: Range<Int>, _ name: StaticString) -> Bool {
+            range.count == name.utf8CodeUnitCount
+                && name.withUTF8Buffer { $0.elementsEqual(UnsafeBufferPointer(rebasing: buffer[range])) }
         }
     }
 }
@@ -92,8 +106,9 @@ extension GetRequest {
     /// `{"collection": "…", "id": "…"}` in its plain form, or nil: then use `init(json:)`, which gives the same
     /// request or the error.
     public static func fast(_ json: [UInt8]) -> GetRequest? {
-        guard let (collection, idText) = FlatStringObject.strings(json, "collection", "id"),
-            collection.utf8.count <= 256, let idText, let id = FieldReader.strictUUID(idText)
+        guard let (collectionRange, idRange) = FlatStringObject.members(json, "collection", "id"), let idRange,
+            collectionRange.count <= 256, let id = FlatStringObject.uuid(json, idRange),
+            let collection = FlatStringObject.string(json, collectionRange)
         else { return nil }
         return GetRequest(collection: collection, id: id)
     }
@@ -102,7 +117,7 @@ extension GetRequest {
 extension BlobIDRequest {
     /// `{"id": "…"}` in its plain form, or nil: then use `init(json:)`.
     public static func fast(_ json: [UInt8]) -> BlobIDRequest? {
-        guard let (idText, _) = FlatStringObject.strings(json, "id"), let id = FieldReader.strictUUID(idText) else {
+        guard let (idRange, _) = FlatStringObject.members(json, "id"), let id = FlatStringObject.uuid(json, idRange) else {
             return nil
         }
         return BlobIDRequest(id: id)
