@@ -236,6 +236,7 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
             wireIn += count
             perform(machine.bytesReceived(UnsafeRawBufferPointer(rebasing: shard.readBuffer[0..<count]), now: monotonicMs()))
         }
+        reportTraffic()
     }
 
     func writable() { flush() }
@@ -250,6 +251,7 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         writeNow(&actions)
         if machine.unsentBytes == 0 { setWriting(false) }
         perform(actions)
+        reportTraffic()
         // Output drained: subscriptions replaying the log may read their next page.
         continueCatchUps()
     }
@@ -340,9 +342,10 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
                 close(reason)
             }
         }
-        reportTraffic()
     }
 
+    /// Adds this connection's traffic since the last report to STATS: once per read and per flush (and at close),
+    /// not per request, since it takes the counters' lock.
     private func reportTraffic() {
         let peak = machine.peakUnsentBytes > reportedPeak ? machine.peakUnsentBytes : 0
         context.stats.traffic(
@@ -364,6 +367,7 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         default: level = .info
         }
         context.logger.log(level, "conn \(id) from \(peer) closed: \(reason)")
+        reportTraffic()
         // Out of the loop before the number can be reused by the next accepted connection; nothing touches the
         // descriptor after this (every I/O path checks `closing`).
         shard.loop.deregister(fd)
