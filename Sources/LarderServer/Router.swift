@@ -31,8 +31,8 @@ package final class Router: Sendable {
         self.serverName = serverName
     }
 
-    /// Point reads answered on the caller's queue, without a hop to the work queue and back: each is one indexed
-    /// lookup (tens of microseconds), cheaper than the two thread switches it would otherwise cost. Everything whose
+    /// Point reads answered on the connection's event loop, without a hop to the work queue and back: each is one
+    /// indexed lookup (microseconds), cheaper than the two thread switches it would otherwise cost. Everything whose
     /// time depends on the data (searches, lists, blob bytes) still runs on the work queue, so it never holds up a
     /// connection's other requests.
     static func isInline(_ opcode: Opcode) -> Bool { opcode == .get || opcode == .blobHead || opcode == .ping }

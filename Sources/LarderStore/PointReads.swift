@@ -47,19 +47,15 @@ final class SQLitePointReads: PointReads {
     func getJSON(_ collection: String, id: UUID) throws(LarderError) -> [UInt8] {
         try SQLiteStore.validateCollection(collection)
         return try read { db throws(LarderError) in
-            let statement = try db.statement(.selectRecord)
-            defer { statement.reset() }
-            try statement.bind(at: 1, .text(collection))
-            try statement.bindUUID(id, at: 2)
-            guard try statement.step() else { throw SQLiteStore.notFound(collection, id) }
             // The row's id is the one asked for (matched as text); the data column is spliced from SQLite's memory.
-            var out: [UInt8] = []
-            statement.withBytes(4) { data in
-                RecordWriter.write(
-                    id: id, rev: statement.int(1), createdAt: statement.int(2), updatedAt: statement.int(3),
-                    data: data, into: &out)
+            try SQLiteStore.withRecordRow(db, collection, id) { row in
+                var out: [UInt8] = []
+                row.withBytes(4) { data in
+                    RecordWriter.write(
+                        id: id, rev: row.int(1), createdAt: row.int(2), updatedAt: row.int(3), data: data, into: &out)
+                }
+                return out
             }
-            return out
         }
     }
 

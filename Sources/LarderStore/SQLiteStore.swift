@@ -205,11 +205,19 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
 
     /// The document `id` of `collection` read with `db` (validated collection name), or NOT_FOUND.
     static func getRecord(_ db: Connection, _ collection: String, _ id: UUID) throws(LarderError) -> StoredRecord {
+        try withRecordRow(db, collection, id) { SQLiteStore.record($0) }
+    }
+
+    /// Calls `body` with the row of document `id` (columns `recordColumns`), or throws NOT_FOUND.
+    static func withRecordRow<R>(
+        _ db: Connection, _ collection: String, _ id: UUID, _ body: (Statement) -> R
+    ) throws(LarderError) -> R {
         let statement = try db.statement(.selectRecord)
         defer { statement.reset() }
-        try statement.bind([.text(collection), .text(id.wireString)])
+        try statement.bind(at: 1, .text(collection))
+        try statement.bindUUID(id, at: 2)
         guard try statement.step() else { throw SQLiteStore.notFound(collection, id) }
-        return SQLiteStore.record(statement)
+        return body(statement)
     }
 
     static func notFound(_ collection: String, _ id: UUID) -> LarderError {

@@ -7,7 +7,7 @@ import Foundation
 /// It answers only when the outcome is certain: exactly the expected members, each once, each a string without
 /// escapes or control characters, valid UTF-8, nothing after the object but whitespace. Anything else, valid or not,
 /// is nil, and the caller parses with `JSONParser` and `FieldReader`, so every error and every unusual but valid
-/// form (escapes, `null` members, reordered whitespace) keeps exactly the general path's answer.
+/// form (escapes, `null` members, unknown members) keeps exactly the general path's answer.
 enum FlatStringObject {
     /// Where the values of `first` and `second` (nil: a one-member object) lie in `bytes`, between their quotes, or
     /// nil (see above). The caller validates the bytes it uses (as UTF-8, or as an id's hex digits), so a value is
