@@ -40,6 +40,8 @@ public final class LarderServer: Sendable {
         let fd: Int32
         let source: any DispatchSourceRead
         let unixPath: String?
+        /// Signalled by the cancel handler once the descriptor is closed (and the socket file removed).
+        let closed = DispatchSemaphore(value: 0)
         init(fd: Int32, source: any DispatchSourceRead, unixPath: String?) {
             self.fd = fd
             self.source = source
@@ -121,7 +123,7 @@ public final class LarderServer: Sendable {
             defer { s.stopped = true }
             return s.stopped ? [] : s.listeners
         }
-        if !listeners.isEmpty { acceptQueue.sync { for listener in listeners { listener.source.cancel() } } }
+        closeListeners(listeners)
         for shard in shards {
             shard.loop.sync {
                 for connection in Array(shard.connections.values) { connection.forceClose(.shutdown) }
@@ -154,9 +156,10 @@ public final class LarderServer: Sendable {
             let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: acceptQueue)
             let box = ListenerBox(fd: fd, source: source, unixPath: path)
             source.setEventHandler { [unowned self] in acceptAll(box) }
-            source.setCancelHandler {
+            source.setCancelHandler { [closed = box.closed] in
                 Socket.close(fd)
                 if let path { _ = unlink(path) }
+                closed.signal()
             }
             boxes.append(box)
         }
@@ -242,6 +245,15 @@ public final class LarderServer: Sendable {
     /// Graceful shutdown: stop accepting, answer new requests UNAVAILABLE, wait (up to the grace period) for requests
     /// in flight and their replies, close every connection, checkpoint and close the store. Blocks until done; safe
     /// to call more than once.
+    /// Cancels the accept sources and returns once their descriptors are closed: a connect after `shutdown()` (or after
+    /// the server is dropped) is refused rather than left in a backlog nobody accepts from. The cancel handler runs
+    /// asynchronously on the accept queue, hence the wait.
+    private func closeListeners(_ listeners: [ListenerBox]) {
+        guard !listeners.isEmpty else { return }
+        acceptQueue.sync { for listener in listeners { listener.source.cancel() } }
+        for listener in listeners { listener.closed.wait() }
+    }
+
     public func shutdown() {
         let listeners = state.withLock { s -> [ListenerBox]? in
             guard !s.stopped else { return nil }
@@ -250,9 +262,7 @@ public final class LarderServer: Sendable {
         }
         guard let listeners else { return }
         context.logger.info("shutting down: \(context.inFlight.current) requests in flight")
-        acceptQueue.sync {
-            for listener in listeners { listener.source.cancel() }
-        }
+        closeListeners(listeners)
         for shard in shards {
             shard.loop.sync { for connection in shard.connections.values { connection.beginShutdown() } }
         }
