@@ -72,6 +72,9 @@ final class Writer: @unchecked Sendable {
     private var prune = PruneSchedule()  // only on `queue`
     private let uuids = RandomUUIDs()  // only on `queue`
     private let checkpointer: Checkpointer
+    /// Told after every `fullTextBacklog` document writes (set once, before the first write).
+    var textIndexer: TextIndexer?
+    private var unindexedWrites = 0  // only on `queue`
 
     init(connection: Connection, core: StoreCore) {
         self.connection = connection
@@ -135,13 +138,18 @@ final class Writer: @unchecked Sendable {
         pruneChangesIfDue(context, connection)
         var commitError: LarderError?
         do {
-            if core.hasTrigram,
-                try Schema.fullTextBacklogCount(connection) >= core.configuration.fullTextBacklog
-            {
-                try Schema.flushFullText(connection)
-            }
             try connection.run(.commit)
             core.commits.add(1, ordering: .releasing)
+            if let textIndexer {
+                unindexedWrites += context.changes.count
+                if unindexedWrites >= core.configuration.fullTextBacklog {
+                    unindexedWrites = 0
+                    textIndexer.poke()
+                }
+                // Before the completions: the writes of this batch are durable either way, and holding their
+                // acknowledgements is what slows the callers to the index's pace.
+                textIndexer.wrote(context.changes.count)
+            }
             for action in context.afterCommit { action() }
             // Before the completions: a subscriber learns of a write no later than its writer does.
             core.feed.committed(context.changes)
@@ -171,19 +179,6 @@ final class Writer: @unchecked Sendable {
         prune.pruned(now: now)
     }
 
-    /// Brings the trigram index up to date in a transaction of its own (outside any batch).
-    static func flushFullText(_ connection: Connection) throws(LarderError) {
-        guard try Schema.fullTextBacklogCount(connection) > 0 else { return }
-        try connection.run(.begin)
-        do throws(LarderError) {
-            try Schema.flushFullText(connection)
-            try connection.run(.commit)
-        } catch {
-            try? connection.run(.rollback)
-            throw error
-        }
-    }
-
     /// Runs `body` on the writer queue outside any batch (checkpoint, close).
     func exclusive<T>(_ body: (Connection?) -> T) -> T {
         if isOnQueue { return body(connection) }
@@ -195,11 +190,7 @@ final class Writer: @unchecked Sendable {
         lock.withLock { closed = true }
         guard !isOnQueue else { return }
         queue.sync {}  // a drain scheduled before `closed` finishes first
-        queue.sync {
-            // A cleanly closed store leaves its trigram index complete (failing that, the backlog stays for later).
-            if let connection, core.hasTrigram { try? Writer.flushFullText(connection) }
-            connection = nil
-        }
+        queue.sync { connection = nil }
         checkpointer.close()
     }
 }
@@ -287,10 +278,11 @@ final class ReaderPool: @unchecked Sendable {
     /// The most of the database file each reader maps (address space, not memory: pages load on demand).
     static let mmapBytes = 1 << 30
 
-    init(path: String, count: Int) throws(LarderError) {
+    init(path: String, textIndexPath: String?, count: Int) throws(LarderError) {
         var connections: [Connection] = []
         for _ in 0..<max(1, count) {
             let connection = try Connection(path: path, readOnly: true)
+            if let textIndexPath { try connection.execute("ATTACH DATABASE \(SQL.literal(textIndexPath)) AS ix") }
             // Reads of the main file become copies out of a shared mapping instead of one pread(2) per page: a 1 MiB
             // blob is ~256 overflow pages. Pages still in the WAL are read as before.
             try connection.execute("PRAGMA mmap_size=\(ReaderPool.mmapBytes)")

@@ -21,6 +21,9 @@ struct SQLBuilder {
     let collection: String
     let core: StoreCore
     private(set) var values: [SQLValue] = []
+    /// Whether the condition reads the trigram index (`ix.text_index`): such a statement must run inside
+    /// `TextIndexer.withSnapshots`.
+    private(set) var usesTextIndex = false
 
     init(collection: String, core: StoreCore) {
         self.collection = collection
@@ -154,9 +157,10 @@ struct SQLBuilder {
         var parts: [String] = []
         if core.hasTrigram && core.configuration.useTextIndex && folded.unicodeScalars.count >= 3 {
             let match = SQLBuilder.trigramMatch(folded)
-            // The index's matches, and the documents written since it was last brought up to date (`fts_backlog`).
+            // The index's matches, and the documents written since it last saw them (`fts_backlog`).
+            usesTextIndex = true
             parts.append(
-                "seq IN (SELECT rowid FROM documents_fts WHERE documents_fts MATCH \(param(.text(match))) "
+                "seq IN (SELECT rowid FROM ix.text_index WHERE text_index MATCH \(param(.text(match))) "
                     + "UNION ALL SELECT seq FROM fts_backlog)")
         }
         parts.append("instr(search, \(q)) > 0")

@@ -196,7 +196,8 @@ enum FixedSQL: Int, CaseIterable {
     case begin, commit, rollback
     case savepoint, release, rollbackToSavepoint
     case ensureCollection, insertDocument, selectCurrent, updateDocument, insertChange
-    case fullTextBacklogSize, flushFullTextDeletes, flushFullTextInserts, clearFullTextBacklog
+    /// The writer's side of the trigram index (`TextIndexer.applyToBacklog`).
+    case settleBacklogDelete, settleBacklogKeep
     /// Readers' point reads (`PointReads`).
     case beginRead, endRead, selectRecord, selectBlobMeta, selectBlobMetaAndSeq
 
@@ -218,14 +219,9 @@ enum FixedSQL: Int, CaseIterable {
         case .insertChange:
             "INSERT INTO changes(collection, kind, time, id, rev, createdAt, updatedAt, data, blob, previous) "
                 + "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
-        case .fullTextBacklogSize: "SELECT count(*) FROM fts_backlog"
-        case .flushFullTextDeletes:
-            "INSERT INTO documents_fts(documents_fts, rowid, search) "
-                + "SELECT 'delete', seq, old FROM fts_backlog WHERE old IS NOT NULL ORDER BY seq"
-        case .flushFullTextInserts:
-            "INSERT INTO documents_fts(rowid, search) "
-                + "SELECT seq, search FROM documents WHERE seq IN (SELECT seq FROM fts_backlog) ORDER BY seq"
-        case .clearFullTextBacklog: "DELETE FROM fts_backlog"
+        case .settleBacklogDelete:
+            "DELETE FROM fts_backlog WHERE seq = ?1 AND (SELECT search FROM documents WHERE seq = ?1) IS ?2"
+        case .settleBacklogKeep: "UPDATE fts_backlog SET old = ?2 WHERE seq = ?1"
         case .beginRead: "BEGIN"
         case .endRead: "COMMIT"
         case .selectRecord: "SELECT \(SQLiteStore.recordColumns) FROM documents WHERE collection = ?1 AND id = ?2"

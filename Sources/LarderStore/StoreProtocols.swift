@@ -287,14 +287,20 @@ public struct StoreConfiguration: Sendable {
     /// text searches that check more documents. 1 brings it up to date at every commit. Results are identical either
     /// way.
     public var fullTextBacklog: Int
+    /// Writes wait for the trigram index's thread while its backlog holds more than this many documents (each one a
+    /// text search checks one by one): under writes faster than the index can follow, the writer slows to its pace
+    /// instead of text search slowing without bound.
+    public var fullTextBacklogLimit: Int
 
     public init(
         dataDirectory: String = "./larder-data", synchronous: Synchronous = .normal,
         maxDocumentBytes: Int = 1 << 20, maxBlobBytes: Int = 32 << 20, readerCount: Int = 4,
         useTextIndex: Bool = true, useFieldIndexes: Bool = true, maxPageBytes: Int = 4 << 20,
-        changeRetentionEvents: Int = 100_000, changeRetentionMs: Int64 = 86_400_000, fullTextBacklog: Int = 256
+        changeRetentionEvents: Int = 100_000, changeRetentionMs: Int64 = 86_400_000, fullTextBacklog: Int = 256,
+        fullTextBacklogLimit: Int = 32_768
     ) {
         self.fullTextBacklog = fullTextBacklog
+        self.fullTextBacklogLimit = fullTextBacklogLimit
         self.changeRetentionEvents = changeRetentionEvents
         self.changeRetentionMs = changeRetentionMs
         self.maxPageBytes = maxPageBytes

@@ -364,31 +364,15 @@ enum Schema {
         """,
     ]
 
-    /// The trigram index over the `search` column (external content, so no second copy of the text), without positions
-    /// (`detail=none`): it only has to say which documents hold every trigram of a query (QuerySQL `text`), since the
-    /// exact `instr` test decides. Without positions it is half the size and costs the writer half as much to keep up
-    /// to date; an index with positions (from an earlier version) is rebuilt without them at open.
-    static let fullText = """
-        CREATE VIRTUAL TABLE IF NOT EXISTS documents_fts USING fts5(
-            search, content='documents', content_rowid='seq', tokenize='trigram case_sensitive 1', detail=none);
-        """
-
-    /// The writer's record of which documents' `search` text changed since the trigram index was last brought up to
-    /// date, applied to the index in one pass (`flushFullText`) once it holds `StoreConfiguration.fullTextBacklog`
-    /// documents (and when the store closes).
-    ///
-    /// The rule that keeps searches exact: a document whose `seq` is not in `fts_backlog` is in the index with its
-    /// current text; a `seq` in `fts_backlog` has exactly one row there, whose `old` is the text the index holds for
-    /// it (NULL when it holds none). Text search therefore looks at the index's matches plus every backlog document,
-    /// and the exact `instr` test decides (QuerySQL `text`). The backlog commits with the writes that fill it.
+    /// The backlog of the trigram index (`TextIndexer`, which also states the rule that keeps searches exact): the
+    /// documents whose `search` text changed since the index last saw them, each with the text the index holds for it
+    /// (`old`, NULL when none). A backlog row is small (no text for a new document) and rolls back with its write's
+    /// savepoint; `INSERT OR IGNORE` keeps a document's first row, whose `old` is what the index holds.
     ///
     /// Why not triggers on the index itself: every write runs in its own SAVEPOINT (so a failing write undoes only
     /// itself), and FTS5 writes its pending terms out as a new segment at every savepoint: one segment, and soon a
-    /// merge, per document. Why not once per group commit (as before): a segment per commit still costs FTS5 about 40
-    /// of the ~70 pages a commit of 16 documents writes, and ~20 of the ~26 of a commit of one; flushing a few hundred
-    /// documents at once costs a fraction of that per document. A backlog row is small (no text for a new document)
-    /// and rolls back with its write's savepoint; `INSERT OR IGNORE` keeps a document's first row. The triggers are
-    /// TEMP: only the writer connection writes.
+    /// merge, per document; and even a few hundred documents at once cost the writer about half its time. The
+    /// triggers are TEMP: only the writer connection writes.
     static let backlogTriggers = """
         CREATE TEMP TRIGGER IF NOT EXISTS fts_backlog_insert AFTER INSERT ON main.documents BEGIN
             INSERT OR IGNORE INTO fts_backlog(seq, old) VALUES (new.seq, NULL);
@@ -400,24 +384,6 @@ enum Schema {
             INSERT OR IGNORE INTO fts_backlog(seq, old) VALUES (old.seq, old.search);
         END;
         """
-
-    /// How many documents the backlog holds.
-    static func fullTextBacklogCount(_ db: Connection) throws(LarderError) -> Int {
-        let statement = try db.statement(.fullTextBacklogSize)
-        defer { statement.reset() }
-        guard try statement.step() else { return 0 }
-        return Int(statement.int(0))
-    }
-
-    /// Brings the trigram index up to date with the backlog: for each document in it, remove what the index holds
-    /// (`old`) and add what the row holds now (when it still exists), both in `seq` order (FTS5 starts a new segment
-    /// whenever rowids stop increasing), then empty the backlog. The three statements are
-    /// `FixedSQL.flushFullTextDeletes`, `.flushFullTextInserts` and `.clearFullTextBacklog`, kept prepared.
-    static func flushFullText(_ db: Connection) throws(LarderError) {
-        try db.run(.flushFullTextDeletes)
-        try db.run(.flushFullTextInserts)
-        try db.run(.clearFullTextBacklog)
-    }
 
     static func migrate(_ db: Connection, trigram: Bool) throws(LarderError) {
         try db.execute(
@@ -436,12 +402,12 @@ enum Schema {
             }
         }
         if trigram {
-            let current = try db.query("SELECT sql FROM sqlite_master WHERE name = 'documents_fts'") { $0.text(0) }
-            if current.first?.contains("detail=none") != true {
-                // Missing, or with positions: (re)built from the documents, which leaves nothing for the backlog.
+            // Earlier versions kept the index inside this file; `TextIndexer` starts its own file over from the
+            // documents when it finds no generation here to pair with.
+            let inside = try db.scalar("SELECT count(*) FROM sqlite_master WHERE name = 'documents_fts'") ?? 0
+            if inside > 0 {
                 try db.execute(
-                    "BEGIN IMMEDIATE; DROP TABLE IF EXISTS documents_fts; \(fullText) "
-                        + "INSERT INTO documents_fts(documents_fts) VALUES ('rebuild'); DELETE FROM fts_backlog; COMMIT")
+                    "BEGIN IMMEDIATE; DROP TABLE documents_fts; DELETE FROM larder_meta WHERE key = 'textIndexGeneration'; COMMIT")
             }
         }
     }

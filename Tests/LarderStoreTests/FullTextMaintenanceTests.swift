@@ -1,12 +1,14 @@
 import Foundation
 import LarderWire
+import Synchronization
 import Testing
 
 @testable import LarderStore
 
-/// The trigram index is brought up to date once its backlog holds `fullTextBacklog` documents (1: every group
-/// commit); it must end exactly where per-row maintenance would have: every insert, text change, delete and
-/// rolled-back write of a batch accounted for, and searches exact while documents wait in the backlog.
+/// The trigram index (its own file, `TextIndexer`) is brought up to date by passes on its own thread once its backlog
+/// holds `fullTextBacklog` documents (1: after every group commit); it must end exactly where per-row maintenance would
+/// have: every insert, text change, delete and rolled-back write of a batch accounted for, and searches exact while
+/// documents wait in the backlog, while a pass runs, and after a pass whose settle never happened.
 @Suite struct FullTextMaintenanceTests {
     /// A closed store in a fresh directory holding one `notes` document per text, each indexed at once (backlog 1):
     /// the starting point for rewriting its schema as an older version would have left it.
@@ -88,12 +90,16 @@ import Testing
         var ids: [UUID] = []
         do {
             let store = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory, fullTextBacklog: 1))
-            // Indexed at once (backlog 1): these are in the index before the next store starts its backlog.
+            // Indexed by the passes each write asks for (backlog 1), without anyone waiting for them.
             for n in 0..<6 { ids.append(try store.create("notes", id: nil, data: ["text": .string("indexed \(n) 台北")]).id) }
+            let deadline = Date().addingTimeInterval(20)
+            while try backlogRows() > 0 && Date() < deadline { usleep(10_000) }
             #expect(try backlogRows() == 0)
+            #expect(store.textIndexer!.passes.load(ordering: .relaxed) >= 1)
             store.close()
         }
         let store = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory, fullTextBacklog: 1000))
+        #expect(store.textIndexer!.passes.load(ordering: .relaxed) == 0)  // an empty backlog at open asks for none
         _ = try store.replace("notes", id: ids[0], data: ["text": "replaced 高雄"], expectedRev: nil)
         _ = try store.patch("notes", id: ids[1], patch: ["text": "patched 高雄"], expectedRev: nil)
         _ = try store.patch("notes", id: ids[1], patch: ["text": "patched twice 台南"], expectedRev: nil)
@@ -197,8 +203,9 @@ import Testing
         }
     }
 
-    /// An index with positions, as earlier versions built it, is rebuilt without them at open.
-    @Test func anIndexWithPositionsIsRebuiltWithoutThem() throws {
+    /// Earlier versions kept the index inside the documents' file (`documents_fts`, with positions before that): it is
+    /// dropped at open and the index file started over from the documents.
+    @Test func anIndexInsideTheDocumentsFileIsReplacedByTheIndexFile() throws {
         let (directory, path, ids) = try Self.notesStore(["台北 one", "高雄 two", "台北 three"])
         defer { try? FileManager.default.removeItem(atPath: directory) }
         do {
@@ -206,20 +213,171 @@ import Testing
             try db.execute(
                 """
                 BEGIN;
-                DROP TABLE documents_fts;
                 CREATE VIRTUAL TABLE documents_fts USING fts5(
                     search, content='documents', content_rowid='seq', tokenize='trigram case_sensitive 1');
                 INSERT INTO documents_fts(documents_fts) VALUES ('rebuild');
+                DELETE FROM larder_meta WHERE key = 'textIndexGeneration';
                 COMMIT;
                 """)
         }
-        let store = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory))
+        try FileManager.default.removeItem(atPath: (directory as NSString).appendingPathComponent(TextIndexer.fileName))
+        let store = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory, fullTextBacklog: 1))
         defer { store.close() }
         let db = try Connection(path: path, readOnly: true)
-        #expect(try db.query("SELECT sql FROM sqlite_master WHERE name = 'documents_fts'") { $0.text(0) }.first?
-            .contains("detail=none") == true)
-        #expect(try store.integrityCheck() == "ok")
+        #expect(try db.scalar("SELECT count(*) FROM sqlite_master WHERE name = 'documents_fts'") == 0)
         let found = try store.search("notes", SearchQuery(text: TextQuery(query: "台北 t"), limit: 10)).records.map(\.id)
         #expect(found == [ids[2]])
+        #expect(try store.integrityCheck() == "ok")
+        #expect(try db.scalar("SELECT count(*) FROM fts_backlog") == 0)
+    }
+
+    /// A lost, emptied or foreign index file (its generation differs from the documents' file) is started over: empty,
+    /// every document in the backlog, searches exact at once and the index complete after the passes.
+    @Test func aLostOrForeignIndexFileIsStartedOver() throws {
+        let (directory, path, ids) = try Self.notesStore(["台北 one", "高雄 two", "台北 three"])
+        let (otherDirectory, _, _) = try Self.notesStore(["something else entirely"])
+        defer {
+            try? FileManager.default.removeItem(atPath: directory)
+            try? FileManager.default.removeItem(atPath: otherDirectory)
+        }
+        let indexFile = (directory as NSString).appendingPathComponent(TextIndexer.fileName)
+        for replacement in [nil, (otherDirectory as NSString).appendingPathComponent(TextIndexer.fileName)] {
+            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: indexFile + suffix) }
+            #expect(!FileManager.default.fileExists(atPath: indexFile))
+            if let replacement { try FileManager.default.copyItem(atPath: replacement, toPath: indexFile) }
+            let store = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory))
+            let search = { (query: String) throws -> Set<UUID> in
+                Set(try store.search("notes", SearchQuery(text: TextQuery(query: query), limit: 10)).records.map(\.id))
+            }
+            #expect(try search("台北") == [ids[0], ids[2]])
+            #expect(try search("something else").isEmpty)
+            let db = try Connection(path: path, readOnly: true)
+            #expect(try db.scalar("SELECT count(*) FROM fts_backlog") == 3)
+            #expect(try store.integrityCheck() == "ok")
+            #expect(try db.scalar("SELECT count(*) FROM fts_backlog") == 0)
+            #expect(try search("高雄 two") == [ids[1]])
+            store.close()
+        }
+    }
+
+    /// A pass commits to the index file, then the writer settles it into the backlog. When the settle does not happen
+    /// (here it fails on purpose), searches stay exact; a store closed that way (as after a crash between the two
+    /// commits) starts its index over at the next open, and searches are exact throughout.
+    @Test func aPassWhoseSettleNeverHappenedIsSettledLaterAndAtTheNextOpen() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-fts-\(UUID().wireString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = (directory as NSString).appendingPathComponent("larder.sqlite")
+        var ids: [UUID] = []
+        do {
+            let store = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory, fullTextBacklog: 1000))
+            for n in 0..<8 { ids.append(try store.create("notes", id: nil, data: ["text": .string("first \(n) 台北")]).id) }
+            try store.textIndexer!.catchUp()  // indexed and settled
+            for n in 0..<4 {
+                _ = try store.replace("notes", id: ids[n], data: ["text": .string("second \(n) 高雄")], expectedRev: nil)
+            }
+            _ = try store.delete("notes", id: ids[4], expectedRev: nil)
+            ids.append(try store.create("notes", id: nil, data: ["text": "third 高雄"]).id)
+            store.textIndexer!.failSettles.store(Int.max, ordering: .relaxed)
+            #expect(throws: LarderError.self) { try store.textIndexer!.catchUp() }  // committed, never settled
+            // The index now holds the new texts, the backlog still says it holds the old ones: still exact.
+            let expected: [String: Set<UUID>] = [
+                "台北": [ids[5], ids[6], ids[7]], "高雄": [ids[0], ids[1], ids[2], ids[3], ids[8]], "second 2": [ids[2]],
+                "first 4": [], "third": [ids[8]],
+            ]
+            for (query, ids) in expected {
+                let found = try store.search("notes", SearchQuery(text: TextQuery(query: query), limit: 100)).records
+                #expect(Set(found.map(\.id)) == ids, "\(query)")
+            }
+            // A change after the unsettled pass: the settle must keep this row, with the text the pass indexed.
+            _ = try store.replace("notes", id: ids[0], data: ["text": "fourth 台南"], expectedRev: nil)
+            store.close()  // its catch-up fails too: the store closes with the journal unsettled
+        }
+        let db = try Connection(path: path, readOnly: true)
+        #expect(try db.scalar("SELECT count(*) FROM fts_backlog") == 6)
+        for round in 0..<2 {  // the first open starts over, its integrity check indexes everything; the second has none
+            let store = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory, fullTextBacklog: 1000))
+            #expect(try db.scalar("SELECT count(*) FROM fts_backlog") == (round == 0 ? 8 : 0))
+            let expected: [String: Set<UUID>] = [
+                "台北": [ids[5], ids[6], ids[7]], "高雄": [ids[1], ids[2], ids[3], ids[8]], "台南": [ids[0]],
+                "second 0": [], "first 0": [], "third": [ids[8]],
+            ]
+            for (query, ids) in expected {
+                let found = try store.search("notes", SearchQuery(text: TextQuery(query: query), limit: 100)).records
+                #expect(Set(found.map(\.id)) == ids, "\(query)")
+            }
+            #expect(try store.integrityCheck() == "ok")
+            #expect(try db.scalar("SELECT count(*) FROM fts_backlog") == 0)
+            store.close()
+        }
+    }
+
+    /// A settle that failed is tried again before the next pass reads the backlog; the index then ends exact.
+    @Test func aFailedSettleIsRetriedBeforeTheNextPass() throws {
+        try withStore({ $0.fullTextBacklog = 1000 }) { store, _ in
+            var ids: [UUID] = []
+            for n in 0..<5 { ids.append(try store.create("notes", id: nil, data: ["text": .string("first \(n) 台北")]).id) }
+            store.textIndexer!.failSettles.store(1, ordering: .relaxed)
+            #expect(throws: LarderError.self) { try store.textIndexer!.catchUp() }
+            _ = try store.replace("notes", id: ids[0], data: ["text": "second 高雄"], expectedRev: nil)
+            _ = try store.delete("notes", id: ids[1], expectedRev: nil)
+            try store.textIndexer!.catchUp()
+            #expect(store.textIndexer!.passes.load(ordering: .relaxed) == 2)
+            let found = { (query: String) throws -> Set<UUID> in
+                Set(try store.search("notes", SearchQuery(text: TextQuery(query: query), limit: 100)).records.map(\.id))
+            }
+            #expect(try found("台北") == [ids[2], ids[3], ids[4]])
+            #expect(try found("高雄") == [ids[0]])
+            #expect(try store.integrityCheck() == "ok")
+        }
+    }
+
+    /// A text search reads the documents and the index at two snapshots; a pass that commits to the index and settles
+    /// the backlog between them could hide a document whose old text matched. Pairs of documents swap a word in one
+    /// transaction (exactly one of each pair holds it), passes run after every commit, and searches paused between
+    /// their two snapshots must still count exactly one per pair.
+    @Test func searchesCountExactlyWhilePassesCommitAndSettle() throws {
+        try withStore({ $0.fullTextBacklog = 1 }) { store, _ in
+            let pairs = 8
+            var built: [(UUID, UUID)] = []
+            for n in 0..<pairs {
+                let a = try store.create("swaps", id: nil, data: ["text": .string("plugh \(n)")]).id
+                let b = try store.create("swaps", id: nil, data: ["text": .string("xyzzy \(n)")]).id
+                built.append((a, b))
+            }
+            let slots = built
+            try store.textIndexer!.catchUp()
+            store.textIndexer!.pauseBetweenSnapshotsMicros.store(2_000, ordering: .relaxed)
+            let stop = Atomic<Bool>(false)
+            let swapper = Thread {
+                var round = 0
+                while !stop.load(ordering: .relaxed) {
+                    round += 1
+                    let (a, b) = slots[round % pairs]
+                    let aHolds = round / pairs % 2 == 0
+                    let text = "\(round)"
+                    _ = try? store.syncWrite { context throws(LarderError) in
+                        _ = try context.replace(
+                            "swaps", id: a, data: ["text": .string((aHolds ? "xyzzy " : "plugh ") + text)],
+                            expectedRev: nil)
+                        _ = try context.replace(
+                            "swaps", id: b, data: ["text": .string((aHolds ? "plugh " : "xyzzy ") + text)],
+                            expectedRev: nil)
+                    }
+                }
+            }
+            swapper.start()
+            defer { stop.store(true, ordering: .relaxed) }
+            let passesBefore = store.textIndexer!.passes.load(ordering: .relaxed)
+            var wrong: [Int] = []
+            for _ in 0..<150 {
+                let count = try store.count("swaps", filter: nil, text: TextQuery(query: "plugh"))
+                if count != pairs { wrong.append(count) }
+            }
+            stop.store(true, ordering: .relaxed)
+            #expect(wrong.isEmpty, "searches that did not count one per pair: \(wrong)")
+            #expect(store.textIndexer!.passes.load(ordering: .relaxed) > passesBefore + 10)
+            store.textIndexer!.pauseBetweenSnapshotsMicros.store(0, ordering: .relaxed)
+            #expect(try store.integrityCheck() == "ok")
+        }
     }
 }

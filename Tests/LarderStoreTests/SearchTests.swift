@@ -162,7 +162,7 @@ let searchCases: [SearchCase] = [
             let plan = try store.explain("items", query)
             #expect(plan.contains(index), "\(plan)")
             let text = try store.explain("students", SearchQuery(text: TextQuery(query: "北京市")))
-            #expect(text.contains("documents_fts"), "\(text)")
+            #expect(text.contains("text_index"), "\(text)")
         }
     }
 

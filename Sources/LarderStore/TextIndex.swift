@@ -1,0 +1,363 @@
+import CSQLite
+import Dispatch
+import Foundation
+import LarderWire
+import Synchronization
+
+/// The trigram index, kept in a database file of its own (`larder-text.sqlite`) and brought up to date by a thread of
+/// its own, so that the single writer (whose time bounds every write's throughput) only records which documents
+/// changed (`fts_backlog`, in the documents' file, committed with the writes that fill it) and never writes the index.
+///
+/// The rule that keeps searches exact, as before: a document whose `seq` is not in `fts_backlog` is in the index with
+/// its current text; a `seq` in `fts_backlog` has exactly one row there, whose `old` is the text the index holds for it
+/// (NULL when it holds none). Text search therefore reads the index's matches plus every backlog document, and the
+/// exact `instr` test decides (QuerySQL `text`).
+///
+/// A pass (on `queue`), in one transaction of this connection, which reads the documents' file (`docs`) at one
+/// snapshot and writes only the index's file:
+/// 1. takes up to `passDocuments` backlog rows in `seq` order;
+/// 2. removes from the index what each row's `old` says it holds, and adds the text each document has in the snapshot
+///    (nothing for a deleted one), both in `seq` order (FTS5 starts a new segment whenever rowids stop increasing);
+/// 3. marks the index file `unsettled`, and commits.
+/// Then the writer *settles* the pass (the `(seq, text indexed)` pairs, kept in memory), in one of its own
+/// transactions: a backlog row whose document still has the text just indexed goes; a row whose document changed since
+/// the snapshot stays, with `old` set to the text just indexed; then the mark is cleared. Settling compares texts
+/// rather than counting versions, so a settle that failed is simply tried again before the next pass. A process that
+/// ended between a pass's commit and its settle leaves the mark set: the next open starts the index over (below),
+/// which costs a rebuild in the background but needs no copy of every indexed text on disk.
+///
+/// Readers and passes: a reader's two snapshots (documents, index) must not straddle a pass's commit and its settle,
+/// or a document indexed with a newer text could be missing from both the backlog and the index. A text search takes
+/// both snapshots under `snapshotLock` (microseconds); a pass holds it from its commit until the settle committed.
+///
+/// The index file is paired with the documents' file by a generation number kept in both. A missing, foreign or older
+/// index (such as the `documents_fts` table inside the documents' file that earlier versions kept) is started over:
+/// empty, with every document in the backlog, which the passes then work through in the background while text search
+/// stays exact (it checks the backlog documents one by one meanwhile).
+final class TextIndexer: @unchecked Sendable {
+    static let fileName = "larder-text.sqlite"
+    /// The most backlog documents one pass takes (a catch-up after an upgrade goes by this many at a time).
+    static let passDocuments = 4_096
+
+    static let indexSchema = """
+        CREATE VIRTUAL TABLE IF NOT EXISTS text_index USING fts5(
+            search, content='', tokenize='trigram case_sensitive 1', detail=none);
+        CREATE TABLE IF NOT EXISTS text_meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+        """
+
+    let path: String
+    /// Held by readers while they start their two snapshots, and by a pass from its commit to its settle's.
+    let snapshotLock = NSLock()
+    private let core: StoreCore
+    private let queue = DispatchQueue(label: "larder.store.text-index", qos: .utility)
+    private let connection: Connection  // only on `queue` (and in `init`)
+    private unowned let writer: Writer
+    private let lock = NSLock()
+    private var scheduled = false  // under `lock`
+    private var closed = false  // under `lock`
+    /// Passes that committed, and a condition signalled at each (`wrote` waits on it).
+    let passes = Atomic<Int>(0)
+    private let passCommitted = NSCondition()
+    /// Whether a settle is waiting for the writer (under `passCommitted`): the writer must then not wait for a pass.
+    private var settling = false
+    /// A committed pass whose settle failed: settled before the next pass reads the backlog (on `queue`).
+    private var unsettled: [(Int64, String?)]?
+    /// About how many documents the backlog holds: counted after each pass, plus what the writer added since.
+    let backlogEstimate = Atomic<Int>(0)
+    /// Times the writer waited for a pass because the backlog passed `fullTextBacklogLimit` (for tests and STATS).
+    let writerWaits = Atomic<Int>(0)
+    /// Test hooks: settles that fail on purpose (as a crash between a pass's commit and its settle would leave it), and
+    /// a pause between a text search's two snapshots (which widens the window the snapshot lock closes).
+    let failSettles = Atomic<Int>(0)
+    let pauseBetweenSnapshotsMicros = Atomic<Int>(0)
+
+    /// Opens (or creates) the index file next to the documents' and pairs it with them. `documents` is the writer's
+    /// connection, before the writer starts: a start-over empties and refills the backlog through it.
+    init(directory: String, documents: Connection, core: StoreCore, writer: Writer) throws(LarderError) {
+        self.core = core
+        self.writer = writer
+        path = (directory as NSString).appendingPathComponent(TextIndexer.fileName)
+        connection = try Connection(path: path, readOnly: false)
+        try connection.execute("PRAGMA journal_mode=WAL")
+        try connection.execute("PRAGMA synchronous=NORMAL")
+        try connection.execute(TextIndexer.indexSchema)
+        let generation = try connection.scalar("SELECT value FROM text_meta WHERE key = 'generation'")
+        let expected = try documents.scalar("SELECT value FROM larder_meta WHERE key = 'textIndexGeneration'")
+        let interrupted = try connection.scalar("SELECT value FROM text_meta WHERE key = 'unsettled'") ?? 0
+        if generation == nil || generation != expected || interrupted != 0 {
+            try TextIndexer.startOver(index: connection, documents: documents)
+        }
+        try connection.execute("ATTACH DATABASE \(SQL.literal(core.databasePath)) AS docs")
+    }
+
+    /// An empty index with a new generation, then every document in the backlog with nothing indexed, in that order:
+    /// a crash in between leaves the generations different, so the next open starts over again.
+    private static func startOver(index: Connection, documents: Connection) throws(LarderError) {
+        let generation = Int64.random(in: 1...Int64.max)
+        try index.execute(
+            "BEGIN IMMEDIATE; DROP TABLE IF EXISTS text_index; DROP TABLE IF EXISTS text_journal; \(indexSchema) "
+                + "INSERT OR REPLACE INTO text_meta(key, value) VALUES ('generation', \(generation)), ('unsettled', 0); "
+                + "COMMIT")
+        try documents.execute(
+            """
+            BEGIN IMMEDIATE;
+            DELETE FROM fts_backlog;
+            INSERT INTO fts_backlog(seq, old) SELECT seq, NULL FROM documents;
+            INSERT OR REPLACE INTO larder_meta(key, value) VALUES ('textIndexGeneration', \(generation));
+            COMMIT;
+            """)
+    }
+
+    /// Called by the writer once it has committed `fullTextBacklog` more document writes, and at open: schedules passes
+    /// (which run while the backlog holds at least `fullTextBacklog` documents).
+    func poke() {
+        let start: Bool = lock.withLock {
+            guard !closed, !scheduled else { return false }
+            scheduled = true
+            return true
+        }
+        if start { queue.async { self.runPasses() } }
+    }
+
+    /// Called by the writer after each commit with the document writes it held. Past `fullTextBacklogLimit`, waits
+    /// (at most a second) until the next pass has committed and its settle waits for the writer, which needs the
+    /// writer itself: so the writer goes on at the passes' pace.
+    func wrote(_ documents: Int) {
+        let estimate = backlogEstimate.add(documents, ordering: .relaxed).newValue
+        guard estimate > core.configuration.fullTextBacklogLimit, !lock.withLock({ closed }) else { return }
+        poke()
+        let deadline = Date().addingTimeInterval(1)
+        passCommitted.withLock {
+            guard !settling else { return }
+            writerWaits.add(1, ordering: .relaxed)
+            while !settling {
+                if !passCommitted.wait(until: deadline) { break }
+            }
+        }
+    }
+
+    private func runPasses() {
+        lock.withLock { scheduled = false }
+        // Passes while the backlog holds at least `fullTextBacklog` documents, until one fails (the next poke tries
+        // again).
+        while !lock.withLock({ closed }) {
+            guard let left = try? connection.scalar("SELECT count(*) FROM docs.fts_backlog") else { return }
+            backlogEstimate.store(Int(left), ordering: .relaxed)
+            guard left >= Int64(max(1, core.configuration.fullTextBacklog)), (try? pass()) != nil else { return }
+        }
+    }
+
+    /// Runs passes on the index's queue until the backlog is empty (or only holds what concurrent writes keep adding:
+    /// at most `rounds` passes). For `integrityCheck`, `close` and tests.
+    func catchUp(rounds: Int = 8) throws(LarderError) {
+        let result: Result<Void, LarderError> = queue.sync {
+            do throws(LarderError) {
+                for _ in 0..<rounds where try pass() > 0 {}
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }
+        try result.get()
+    }
+
+    /// One pass (see the type's comment). Returns how many backlog documents it indexed.
+    @discardableResult
+    private func pass() throws(LarderError) -> Int {
+        try connection.execute("BEGIN")
+        var open = true
+        defer { if open { try? connection.execute("ROLLBACK") } }
+        try lockIndexFileAndSettleLeftovers()
+        // The first read of the documents' file fixes its snapshot for the whole pass: after any settle above.
+        let bound =
+            try connection.scalar(
+                "SELECT seq FROM docs.fts_backlog ORDER BY seq LIMIT 1 OFFSET \(TextIndexer.passDocuments - 1)")
+            ?? Int64.max
+        let journal: [(Int64, String?)] = try connection.query(
+            "SELECT b.seq, d.search FROM docs.fts_backlog AS b LEFT JOIN docs.documents AS d ON d.seq = b.seq "
+                + "WHERE b.seq <= ?1 ORDER BY b.seq", [.int(bound)]
+        ) { row in (row.int(0), row.isNull(1) ? nil : row.text(1)) }
+        guard !journal.isEmpty else {
+            try connection.execute("COMMIT")  // a leftover settle's cleared mark
+            open = false
+            return 0
+        }
+        _ = try connection.run(
+            "INSERT INTO text_index(text_index, rowid, search) SELECT 'delete', seq, old FROM docs.fts_backlog "
+                + "WHERE seq <= ?1 AND old IS NOT NULL ORDER BY seq", [.int(bound)])
+        _ = try connection.run(
+            "INSERT INTO text_index(rowid, search) SELECT d.seq, d.search FROM docs.fts_backlog AS b "
+                + "JOIN docs.documents AS d ON d.seq = b.seq WHERE b.seq <= ?1 ORDER BY b.seq", [.int(bound)])
+        _ = try connection.run("UPDATE text_meta SET value = 1 WHERE key = 'unsettled'")
+        snapshotLock.lock()
+        defer { snapshotLock.unlock() }
+        try connection.execute("COMMIT")
+        open = false
+        passes.add(1, ordering: .relaxed)
+        unsettled = journal
+        try settle(journal)
+        return journal.count
+    }
+
+    /// Inside an open transaction: takes the index file's write lock (a write that changes nothing), and settles a
+    /// pass whose settle failed. The mark of a pass that this store did not run (another store on the same
+    /// directory ended between its commit and its settle) cannot be settled here: no pass runs until the next open
+    /// starts the index over.
+    private func lockIndexFileAndSettleLeftovers() throws(LarderError) {
+        _ = try connection.run("UPDATE text_meta SET value = value WHERE key = 'generation'")
+        if let unsettled {
+            snapshotLock.lock()
+            defer { snapshotLock.unlock() }
+            try settle(unsettled)
+        }
+        guard try connection.scalar("SELECT value FROM text_meta WHERE key = 'unsettled'") == 0 else {
+            throw LarderError(
+                .internal, "the trigram index holds a pass that was never settled; reopen the store to rebuild it")
+        }
+    }
+
+    /// Has the writer apply a committed pass to the backlog, in a savepoint of one of its transactions, and waits for
+    /// that transaction's COMMIT.
+    private func settle(_ journal: [(Int64, String?)]) throws(LarderError) {
+        if failSettles.load(ordering: .relaxed) > 0 {
+            failSettles.subtract(1, ordering: .relaxed)
+            throw LarderError(.internal, "a settle failed on purpose (test)")
+        }
+        let box = ResultBox<Void>()
+        let job = Writer.Job { context in
+            var failure: LarderError?
+            if let closedError = context.closedError {
+                failure = closedError
+            } else if let db = context.connection {
+                do throws(LarderError) {
+                    try db.run(.savepoint)
+                    do throws(LarderError) {
+                        try TextIndexer.applyToBacklog(journal, db)
+                        try db.run(.release)
+                    } catch {
+                        context.rollbackSavepoint()
+                        throw error
+                    }
+                } catch {
+                    failure = error
+                }
+            }
+            return { commitError in box.set((commitError ?? failure).map { .failure($0) } ?? .success(())) }
+        }
+        // A writer waiting in `wrote` goes on (and runs this settle in its next batch).
+        passCommitted.withLock {
+            settling = true
+            passCommitted.broadcast()
+        }
+        defer { passCommitted.withLock { settling = false } }
+        guard writer.enqueue(job) else { throw LarderError(.unavailable, "the store is closed") }
+        try box.wait()
+        unsettled = nil
+        // Inside a pass's transaction (a leftover) this commits with it; after a pass, on its own.
+        _ = try connection.run("UPDATE text_meta SET value = 0 WHERE key = 'unsettled'")
+    }
+
+    /// For each pair: the backlog row goes when the document's text is the one indexed (or both are absent), else it
+    /// stays with `old` = the text indexed. `FixedSQL.settleBacklogDelete` / `.settleBacklogKeep`.
+    static func applyToBacklog(_ journal: [(Int64, String?)], _ db: Connection) throws(LarderError) {
+        let delete = try db.statement(.settleBacklogDelete)
+        let keep = try db.statement(.settleBacklogKeep)
+        for (seq, text) in journal {
+            let value: SQLValue = text.map { .text($0) } ?? .null
+            defer { delete.reset() }
+            try delete.bind(at: 1, .int(seq))
+            try delete.bind(at: 2, value)
+            _ = try delete.step()
+            guard sqlite3_changes(db.handle) == 0 else { continue }
+            defer { keep.reset() }
+            try keep.bind(at: 1, .int(seq))
+            try keep.bind(at: 2, value)
+            _ = try keep.step()
+        }
+    }
+
+    /// The index checked against what the rule says it must hold: for each document outside the backlog its current
+    /// text, for each backlog row its `old`. FTS5's own check first, then term by term against a scratch index built
+    /// from those texts. `ok` or what differs.
+    func check() -> String {
+        queue.sync { () -> String in
+            do throws(LarderError) {
+                try connection.execute("BEGIN")
+                do throws(LarderError) {
+                    try lockIndexFileAndSettleLeftovers()
+                    try connection.execute("COMMIT")
+                } catch {
+                    try? connection.execute("ROLLBACK")
+                    throw error
+                }
+                try connection.execute("INSERT INTO text_index(text_index) VALUES ('integrity-check')")
+                try connection.execute("BEGIN")
+                defer {
+                    try? connection.execute(
+                        "ROLLBACK; DROP TABLE IF EXISTS temp.text_live_terms; DROP TABLE IF EXISTS temp.text_expected_terms; "
+                            + "DROP TABLE IF EXISTS temp.text_expected")
+                }
+                // The index file's write lock: no pass commits while the documents' snapshot is compared with it.
+                _ = try connection.run("UPDATE text_meta SET value = value WHERE key = 'generation'")
+                try connection.execute(
+                    """
+                    CREATE VIRTUAL TABLE temp.text_expected USING fts5(
+                        search, content='', tokenize='trigram case_sensitive 1', detail=none);
+                    INSERT INTO temp.text_expected(rowid, search)
+                        SELECT seq, search FROM docs.documents WHERE seq NOT IN (SELECT seq FROM docs.fts_backlog)
+                        UNION ALL SELECT seq, old FROM docs.fts_backlog WHERE old IS NOT NULL
+                        ORDER BY 1;
+                    CREATE VIRTUAL TABLE temp.text_live_terms USING fts5vocab(main, text_index, instance);
+                    CREATE VIRTUAL TABLE temp.text_expected_terms USING fts5vocab(temp, text_expected, instance);
+                    """)
+                let differences =
+                    try connection.scalar(
+                        """
+                        SELECT count(*) FROM (
+                            SELECT * FROM (SELECT term, doc FROM temp.text_live_terms
+                                           EXCEPT SELECT term, doc FROM temp.text_expected_terms)
+                            UNION ALL
+                            SELECT * FROM (SELECT term, doc FROM temp.text_expected_terms
+                                           EXCEPT SELECT term, doc FROM temp.text_live_terms))
+                        """) ?? 0
+                return differences == 0 ? "ok" : "trigram index: \(differences) entries differ from the documents"
+            } catch {
+                return "trigram index: \(error.message)"
+            }
+        }
+    }
+
+    /// Finishes the pass under way and brings the index up to date with what is left (a few passes at most), then
+    /// refuses further pokes. The writer must still be open.
+    func close() {
+        lock.withLock { closed = true }
+        try? catchUp(rounds: 4)
+    }
+}
+
+extension TextIndexer {
+    /// Runs `body` in a read transaction of `db` (a reader with the index attached as `ix`) whose two snapshots were
+    /// taken together (see the type's comment).
+    func withSnapshots<T>(_ db: Connection, _ body: (Connection) throws(LarderError) -> T) throws(LarderError) -> T {
+        try db.run(.beginRead)
+        defer { try? db.run(.endRead) }
+        try takeSnapshots(db)
+        return try body(db)
+    }
+
+    /// Starts the read transaction's snapshots: the documents' first, then the index's, both under `snapshotLock`.
+    private func takeSnapshots(_ db: Connection) throws(LarderError) {
+        snapshotLock.lock()
+        defer { snapshotLock.unlock() }
+        _ = try db.scalar("SELECT count(*) FROM main.larder_meta")
+        let pause = pauseBetweenSnapshotsMicros.load(ordering: .relaxed)
+        if pause > 0 { usleep(UInt32(pause)) }
+        _ = try db.scalar("SELECT count(*) FROM ix.text_meta")
+    }
+}
+
+/// SQL text helpers.
+enum SQL {
+    /// `text` as an SQL string literal.
+    static func literal(_ text: String) -> String { "'" + text.replacingOccurrences(of: "'", with: "''") + "'" }
+}
