@@ -12,9 +12,9 @@ final class SQLiteWriteContext: WriteContext {
     var changes: [ChangeEntry] = []
 
     /// Where new document ids come from (the writer's, used only on its queue).
-    private let uuids: RandomUUIDs
+    private let uuids: TimeOrderedUUIDs
 
-    init(connection: Connection, core: StoreCore, uuids: RandomUUIDs) {
+    init(connection: Connection, core: StoreCore, uuids: TimeOrderedUUIDs) {
         self.connection = connection
         self.core = core
         self.closedError = nil
@@ -25,7 +25,7 @@ final class SQLiteWriteContext: WriteContext {
         self.connection = nil
         self.core = core
         self.closedError = error
-        self.uuids = RandomUUIDs()
+        self.uuids = TimeOrderedUUIDs()
     }
 
     static func closed(_ core: StoreCore) -> SQLiteWriteContext {

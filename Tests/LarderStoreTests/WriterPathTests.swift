@@ -52,15 +52,42 @@ import Testing
         }
     }
 
-    @Test func generatedIdsAreDistinctVersion4() {
-        let uuids = RandomUUIDs()
+    /// Generated ids are version 7: distinct, their text in creation order (within a millisecond by the counter, across
+    /// a counter that runs out, and when the clock steps back), carrying the creation millisecond.
+    @Test func generatedIdsAreDistinctTimeOrderedVersion7() {
+        let uuids = TimeOrderedUUIDs()
         var seen: Set<UUID> = []
-        for _ in 0..<1_000 {  // several refills of the 4 KiB buffer
-            let id = uuids.next()
+        var last = ""
+        let start: Int64 = 1_764_460_800_000  // 2025-11-30T00:00:00Z
+        // 5,000 ids in one millisecond (the 12-bit counter runs out and borrows the next), then the clock steps back.
+        let clock = Array(repeating: start, count: 5_000) + [start + 5, start + 5, start + 2, start + 9]
+        var latest = start
+        for (n, now) in clock.enumerated() {  // several refills of the 4 KiB buffer
+            latest = max(latest, now)
+            let id = uuids.next(now: now)
             #expect(seen.insert(id).inserted)
             let text = id.wireString
-            #expect(Array(text)[14] == "4")
+            #expect(Array(text)[14] == "7")
             #expect("89ab".contains(Array(text)[19]))
+            #expect(text > last, "id \(n) sorts after the one before")
+            last = text
+            let millis = Int64(text.replacingOccurrences(of: "-", with: "").prefix(12), radix: 16)!
+            // Never before the clock's time, never more than the borrowed milliseconds past the latest it showed.
+            #expect(millis >= now && millis <= latest + 3)
+        }
+        // The real clock: the first id of a fresh generator carries the current millisecond.
+        let now = nowMillis()
+        let millis = Int64(TimeOrderedUUIDs().next().wireString.replacingOccurrences(of: "-", with: "").prefix(12), radix: 16)!
+        #expect(millis >= now && millis < now + 1_000)
+    }
+
+    /// Records created without an id come back in creation order when no sort is asked for (ids sort by time).
+    @Test func recordsWithoutASortComeInCreationOrder() throws {
+        try withStore { store, _ in
+            var created: [UUID] = []
+            for n in 0..<300 { created.append(try store.create("todos", id: nil, data: ["n": .int(Int64(n))]).id) }
+            let listed = try store.search("todos", SearchQuery(limit: 1000)).records.map(\.id)
+            #expect(listed == created)
         }
     }
 
