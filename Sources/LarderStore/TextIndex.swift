@@ -8,36 +8,42 @@ import Synchronization
 /// its own, so that the single writer (whose time bounds every write's throughput) only records which documents
 /// changed (`fts_backlog`, in the documents' file, committed with the writes that fill it) and never writes the index.
 ///
-/// The rule that keeps searches exact, as before: a document whose `seq` is not in `fts_backlog` is in the index with
-/// its current text; a `seq` in `fts_backlog` has exactly one row there, whose `old` is the text the index holds for it
-/// (NULL when it holds none). Text search therefore reads the index's matches plus every backlog document, and the
-/// exact `instr` test decides (QuerySQL `text`).
+/// The rule that keeps searches exact: a document whose `seq` is not in `fts_backlog` is in the index with its current
+/// text; a `seq` in `fts_backlog` has exactly one row there, whose `old` is the text the index holds for it (NULL when
+/// it holds none). Text search therefore reads the index's matches plus every backlog document, and the exact `instr`
+/// test decides (QuerySQL `text`).
 ///
 /// A pass (on `queue`), in one transaction of this connection, which reads the documents' file (`docs`) at one
 /// snapshot and writes only the index's file:
-/// 1. takes up to `passDocuments` backlog rows in `seq` order;
+/// 1. takes backlog rows in `seq` order (at most `passDocuments` of them, or `passBytes` of text);
 /// 2. removes from the index what each row's `old` says it holds, and adds the text each document has in the snapshot
 ///    (nothing for a deleted one), both in `seq` order (FTS5 starts a new segment whenever rowids stop increasing);
-/// 3. marks the index file `unsettled`, and commits.
-/// Then the writer *settles* the pass (the `(seq, text indexed)` pairs, kept in memory), in one of its own
-/// transactions: a backlog row whose document still has the text just indexed goes; a row whose document changed since
-/// the snapshot stays, with `old` set to the text just indexed; then the mark is cleared. Settling compares texts
-/// rather than counting versions, so a settle that failed is simply tried again before the next pass. A process that
-/// ended between a pass's commit and its settle leaves the mark set: the next open starts the index over (below),
-/// which costs a rebuild in the background but needs no copy of every indexed text on disk.
+/// 3. numbers itself (`text_meta.pass`, one more than the last) and commits.
+/// Then the writer *settles* it (the `(seq, text indexed)` pairs, kept in memory), in one of its own transactions: a
+/// backlog row whose document still has the text just indexed goes; a row whose document changed since the snapshot
+/// stays, with `old` set to the text just indexed; and `larder_meta.textIndexSettled` takes the pass's number. The
+/// settle checks that the documents' file is at the previous pass of the same index generation (else it changes
+/// nothing), and a settle that failed is tried again before the next pass reads the backlog.
 ///
-/// Readers and passes: a reader's two snapshots (documents, index) must not straddle a pass's commit and its settle,
-/// or a document indexed with a newer text could be missing from both the backlog and the index. A text search takes
-/// both snapshots under `snapshotLock` (microseconds); a pass holds it from its commit until the settle committed.
+/// Crashes: the two files commit separately and, with `synchronous=NORMAL`, either may lose its last commits on a
+/// power failure. At open the index's pass number must equal the documents' settled number and the generations must
+/// match; otherwise (a pass committed but its settle lost, or the reverse, or a missing, foreign or older index such as
+/// the `documents_fts` table inside the documents' file that earlier versions kept) the index is started over: empty,
+/// with every document in the backlog, which the passes then work through in the background while text search stays
+/// exact (it checks the backlog documents one by one meanwhile). A pass refuses to run when the numbers disagree at
+/// run time (another store opened on the same directory): one store per data directory.
 ///
-/// The index file is paired with the documents' file by a generation number kept in both. A missing, foreign or older
-/// index (such as the `documents_fts` table inside the documents' file that earlier versions kept) is started over:
-/// empty, with every document in the backlog, which the passes then work through in the background while text search
-/// stays exact (it checks the backlog documents one by one meanwhile).
+/// Readers and passes: a reader takes its documents' snapshot, then its index snapshot. Between a pass's snapshot and
+/// its settle, the backlog still lists every document the pass touches, so a reader can only go wrong if a pass commits
+/// between its two snapshots (the index then holds a text newer than the reader's document). A text search takes both
+/// snapshots under `snapshotLock` (microseconds), and a pass holds it only for its COMMIT.
+
 final class TextIndexer: @unchecked Sendable {
     static let fileName = "larder-text.sqlite"
-    /// The most backlog documents one pass takes (a catch-up after an upgrade goes by this many at a time).
+    /// The most backlog documents one pass takes (a catch-up after an upgrade goes by this many at a time)...
     static let passDocuments = 4_096
+    /// ...and the most text (the pass keeps it in memory for its settle); a pass takes at least one document.
+    static let passBytes = 16 << 20
 
     static let indexSchema = """
         CREATE VIRTUAL TABLE IF NOT EXISTS text_index USING fts5(
@@ -46,25 +52,29 @@ final class TextIndexer: @unchecked Sendable {
         """
 
     let path: String
-    /// Held by readers while they start their two snapshots, and by a pass from its commit to its settle's.
+    /// Held by readers while they start their two snapshots, and by a pass for its COMMIT.
     let snapshotLock = NSLock()
     private let core: StoreCore
     private let queue = DispatchQueue(label: "larder.store.text-index", qos: .utility)
     private let connection: Connection  // only on `queue` (and in `init`)
     private unowned let writer: Writer
+    /// The index generation this store opened (fixed: a start-over happens only at open).
+    private let generation: Int64
     private let lock = NSLock()
     private var scheduled = false  // under `lock`
     private var closed = false  // under `lock`
-    /// Passes that committed, and a condition signalled at each (`wrote` waits on it).
+    /// Whether the last pass failed (under `lock`): the writer does not wait for passes then.
+    private var failing = false
+    /// Passes that committed.
     let passes = Atomic<Int>(0)
     private let passCommitted = NSCondition()
     /// Whether a settle is waiting for the writer (under `passCommitted`): the writer must then not wait for a pass.
     private var settling = false
     /// A committed pass whose settle failed: settled before the next pass reads the backlog (on `queue`).
-    private var unsettled: [(Int64, String?)]?
-    /// About how many documents the backlog holds: counted after each pass, plus what the writer added since.
+    private var unsettled: (number: Int64, journal: [(Int64, String?)])?
+    /// About how many documents the backlog holds: counted before each pass, plus the writes the writer committed since.
     let backlogEstimate = Atomic<Int>(0)
-    /// Times the writer waited for a pass because the backlog passed `fullTextBacklogLimit` (for tests and STATS).
+    /// Times the writer waited for a pass because the backlog passed `fullTextBacklogLimit` (for tests).
     let writerWaits = Atomic<Int>(0)
     /// Test hooks: settles that fail on purpose (as a crash between a pass's commit and its settle would leave it), and
     /// a pause between a text search's two snapshots (which widens the window the snapshot lock closes).
@@ -81,31 +91,37 @@ final class TextIndexer: @unchecked Sendable {
         try connection.execute("PRAGMA journal_mode=WAL")
         try connection.execute("PRAGMA synchronous=NORMAL")
         try connection.execute(TextIndexer.indexSchema)
-        let generation = try connection.scalar("SELECT value FROM text_meta WHERE key = 'generation'")
-        let expected = try documents.scalar("SELECT value FROM larder_meta WHERE key = 'textIndexGeneration'")
-        let interrupted = try connection.scalar("SELECT value FROM text_meta WHERE key = 'unsettled'") ?? 0
-        if generation == nil || generation != expected || interrupted != 0 {
-            try TextIndexer.startOver(index: connection, documents: documents)
+        let meta = { (db: Connection, sql: String) throws(LarderError) -> Int64? in try db.scalar(sql) }
+        let indexGeneration = try meta(connection, "SELECT value FROM text_meta WHERE key = 'generation'")
+        let indexPass = try meta(connection, "SELECT value FROM text_meta WHERE key = 'pass'")
+        let documentsGeneration = try meta(documents, "SELECT value FROM larder_meta WHERE key = 'textIndexGeneration'")
+        let documentsSettled = try meta(documents, "SELECT value FROM larder_meta WHERE key = 'textIndexSettled'")
+        if let indexGeneration, indexGeneration == documentsGeneration, let indexPass, indexPass == documentsSettled {
+            generation = indexGeneration
+        } else {
+            generation = try TextIndexer.startOver(index: connection, documents: documents)
         }
         try connection.execute("ATTACH DATABASE \(SQL.literal(core.databasePath)) AS docs")
     }
 
     /// An empty index with a new generation, then every document in the backlog with nothing indexed, in that order:
     /// a crash in between leaves the generations different, so the next open starts over again.
-    private static func startOver(index: Connection, documents: Connection) throws(LarderError) {
+    private static func startOver(index: Connection, documents: Connection) throws(LarderError) -> Int64 {
         let generation = Int64.random(in: 1...Int64.max)
         try index.execute(
-            "BEGIN IMMEDIATE; DROP TABLE IF EXISTS text_index; DROP TABLE IF EXISTS text_journal; \(indexSchema) "
-                + "INSERT OR REPLACE INTO text_meta(key, value) VALUES ('generation', \(generation)), ('unsettled', 0); "
-                + "COMMIT")
+            "BEGIN IMMEDIATE; DROP TABLE IF EXISTS text_index; DROP TABLE IF EXISTS text_journal; "
+                + "DELETE FROM text_meta; \(indexSchema) "
+                + "INSERT INTO text_meta(key, value) VALUES ('generation', \(generation)), ('pass', 0); COMMIT")
         try documents.execute(
             """
             BEGIN IMMEDIATE;
             DELETE FROM fts_backlog;
             INSERT INTO fts_backlog(seq, old) SELECT seq, NULL FROM documents;
-            INSERT OR REPLACE INTO larder_meta(key, value) VALUES ('textIndexGeneration', \(generation));
+            INSERT OR REPLACE INTO larder_meta(key, value)
+                VALUES ('textIndexGeneration', \(generation)), ('textIndexSettled', 0);
             COMMIT;
             """)
+        return generation
     }
 
     /// Called by the writer once it has committed `fullTextBacklog` more document writes, and at open: schedules passes
@@ -121,10 +137,10 @@ final class TextIndexer: @unchecked Sendable {
 
     /// Called by the writer after each commit with the document writes it held. Past `fullTextBacklogLimit`, waits
     /// (at most a second) until the next pass has committed and its settle waits for the writer, which needs the
-    /// writer itself: so the writer goes on at the passes' pace.
+    /// writer itself: so the writer goes on at the passes' pace. Not while passes fail (they would not come).
     func wrote(_ documents: Int) {
         let estimate = backlogEstimate.add(documents, ordering: .relaxed).newValue
-        guard estimate > core.configuration.fullTextBacklogLimit, !lock.withLock({ closed }) else { return }
+        guard estimate > core.configuration.fullTextBacklogLimit, lock.withLock({ !closed && !failing }) else { return }
         poke()
         let deadline = Date().addingTimeInterval(1)
         passCommitted.withLock {
@@ -152,7 +168,12 @@ final class TextIndexer: @unchecked Sendable {
     func catchUp(rounds: Int = 8) throws(LarderError) {
         let result: Result<Void, LarderError> = queue.sync {
             do throws(LarderError) {
-                for _ in 0..<rounds where try pass() > 0 {}
+                for _ in 0..<rounds {
+                    if try pass() == 0 { break }
+                }
+                if let left = try connection.scalar("SELECT count(*) FROM docs.fts_backlog") {
+                    backlogEstimate.store(Int(left), ordering: .relaxed)
+                }
                 return .success(())
             } catch {
                 return .failure(error)
@@ -164,66 +185,80 @@ final class TextIndexer: @unchecked Sendable {
     /// One pass (see the type's comment). Returns how many backlog documents it indexed.
     @discardableResult
     private func pass() throws(LarderError) -> Int {
+        do throws(LarderError) {
+            let indexed = try passOnce()
+            lock.withLock { failing = false }
+            return indexed
+        } catch {
+            lock.withLock { failing = true }
+            throw error
+        }
+    }
+
+    private func passOnce() throws(LarderError) -> Int {
         try connection.execute("BEGIN")
         var open = true
         defer { if open { try? connection.execute("ROLLBACK") } }
-        try lockIndexFileAndSettleLeftovers()
-        // The first read of the documents' file fixes its snapshot for the whole pass: after any settle above.
-        let bound =
-            try connection.scalar(
-                "SELECT seq FROM docs.fts_backlog ORDER BY seq LIMIT 1 OFFSET \(TextIndexer.passDocuments - 1)")
-            ?? Int64.max
-        let journal: [(Int64, String?)] = try connection.query(
+        let number = try lockIndexFileAndSettleLeftovers() + 1
+        // The documents' snapshot was fixed by the check above (after any leftover settle); the rows, in seq order.
+        var journal: [(Int64, String?)] = []
+        var bytes = 0
+        try connection.forEachRow(
             "SELECT b.seq, d.search FROM docs.fts_backlog AS b LEFT JOIN docs.documents AS d ON d.seq = b.seq "
-                + "WHERE b.seq <= ?1 ORDER BY b.seq", [.int(bound)]
-        ) { row in (row.int(0), row.isNull(1) ? nil : row.text(1)) }
-        guard !journal.isEmpty else {
-            try connection.execute("COMMIT")  // a leftover settle's cleared mark
-            open = false
-            return 0
+                + "ORDER BY b.seq"
+        ) { row in
+            let text = row.isNull(1) ? nil : row.text(1)
+            journal.append((row.int(0), text))
+            bytes += text?.utf8.count ?? 0
+            return journal.count < TextIndexer.passDocuments && bytes < TextIndexer.passBytes
         }
+        guard let bound = journal.last?.0 else { return 0 }
         _ = try connection.run(
             "INSERT INTO text_index(text_index, rowid, search) SELECT 'delete', seq, old FROM docs.fts_backlog "
                 + "WHERE seq <= ?1 AND old IS NOT NULL ORDER BY seq", [.int(bound)])
         _ = try connection.run(
             "INSERT INTO text_index(rowid, search) SELECT d.seq, d.search FROM docs.fts_backlog AS b "
                 + "JOIN docs.documents AS d ON d.seq = b.seq WHERE b.seq <= ?1 ORDER BY b.seq", [.int(bound)])
-        _ = try connection.run("UPDATE text_meta SET value = 1 WHERE key = 'unsettled'")
-        snapshotLock.lock()
-        defer { snapshotLock.unlock() }
-        try connection.execute("COMMIT")
-        open = false
+        _ = try connection.run("UPDATE text_meta SET value = ?1 WHERE key = 'pass'", [.int(number)])
+        do {
+            snapshotLock.lock()
+            defer { snapshotLock.unlock() }
+            try connection.execute("COMMIT")
+            open = false
+        }
         passes.add(1, ordering: .relaxed)
-        unsettled = journal
-        try settle(journal)
+        unsettled = (number, journal)
+        try settle(number, journal)
         return journal.count
     }
 
-    /// Inside an open transaction: takes the index file's write lock (a write that changes nothing), and settles a
-    /// pass whose settle failed. The mark of a pass that this store did not run (another store on the same
-    /// directory ended between its commit and its settle) cannot be settled here: no pass runs until the next open
-    /// starts the index over.
-    private func lockIndexFileAndSettleLeftovers() throws(LarderError) {
+    /// Inside an open transaction: takes the index file's write lock (a write that changes nothing), settles a pass
+    /// whose settle failed, then checks that the documents' file is settled up to this index's last pass (which also
+    /// fixes the transaction's snapshot of the documents). Returns that pass's number.
+    private func lockIndexFileAndSettleLeftovers() throws(LarderError) -> Int64 {
         _ = try connection.run("UPDATE text_meta SET value = value WHERE key = 'generation'")
-        if let unsettled {
-            snapshotLock.lock()
-            defer { snapshotLock.unlock() }
-            try settle(unsettled)
-        }
-        guard try connection.scalar("SELECT value FROM text_meta WHERE key = 'unsettled'") == 0 else {
+        if let unsettled { try settle(unsettled.number, unsettled.journal) }
+        let last = try connection.scalar("SELECT value FROM text_meta WHERE key = 'pass'") ?? -1
+        let settled = try connection.scalar("SELECT value FROM docs.larder_meta WHERE key = 'textIndexSettled'")
+        let paired = try connection.scalar("SELECT value FROM docs.larder_meta WHERE key = 'textIndexGeneration'")
+        guard settled == last, paired == generation else {
             throw LarderError(
-                .internal, "the trigram index holds a pass that was never settled; reopen the store to rebuild it")
+                .internal,
+                "the trigram index and the documents disagree (is another store open on this data directory?); "
+                    + "reopening the store rebuilds the index")
         }
+        return last
     }
 
-    /// Has the writer apply a committed pass to the backlog, in a savepoint of one of its transactions, and waits for
-    /// that transaction's COMMIT.
-    private func settle(_ journal: [(Int64, String?)]) throws(LarderError) {
+    /// Has the writer apply pass `number` to the backlog, in a savepoint of one of its transactions, and waits for that
+    /// transaction's COMMIT.
+    private func settle(_ number: Int64, _ journal: [(Int64, String?)]) throws(LarderError) {
         if failSettles.load(ordering: .relaxed) > 0 {
             failSettles.subtract(1, ordering: .relaxed)
             throw LarderError(.internal, "a settle failed on purpose (test)")
         }
         let box = ResultBox<Void>()
+        let generation = self.generation
         let job = Writer.Job { context in
             var failure: LarderError?
             if let closedError = context.closedError {
@@ -232,7 +267,7 @@ final class TextIndexer: @unchecked Sendable {
                 do throws(LarderError) {
                     try db.run(.savepoint)
                     do throws(LarderError) {
-                        try TextIndexer.applyToBacklog(journal, db)
+                        try TextIndexer.applyToBacklog(number, journal, generation: generation, db)
                         try db.run(.release)
                     } catch {
                         context.rollbackSavepoint()
@@ -253,13 +288,22 @@ final class TextIndexer: @unchecked Sendable {
         guard writer.enqueue(job) else { throw LarderError(.unavailable, "the store is closed") }
         try box.wait()
         unsettled = nil
-        // Inside a pass's transaction (a leftover) this commits with it; after a pass, on its own.
-        _ = try connection.run("UPDATE text_meta SET value = 0 WHERE key = 'unsettled'")
     }
 
-    /// For each pair: the backlog row goes when the document's text is the one indexed (or both are absent), else it
-    /// stays with `old` = the text indexed. `FixedSQL.settleBacklogDelete` / `.settleBacklogKeep`.
-    static func applyToBacklog(_ journal: [(Int64, String?)], _ db: Connection) throws(LarderError) {
+    /// The settle of pass `number`, on the writer: nothing when the documents' file already has it; refused unless
+    /// it is at the previous pass of `generation`. For each pair, the backlog row goes when the document's text is the
+    /// one indexed (or both are absent), else it stays with `old` = the text indexed.
+    /// `FixedSQL.settleBacklogDelete` / `.settleBacklogKeep`.
+    static func applyToBacklog(
+        _ number: Int64, _ journal: [(Int64, String?)], generation: Int64, _ db: Connection
+    ) throws(LarderError) {
+        let settled = try db.scalar("SELECT value FROM larder_meta WHERE key = 'textIndexSettled'")
+        let paired = try db.scalar("SELECT value FROM larder_meta WHERE key = 'textIndexGeneration'")
+        if settled == number && paired == generation { return }
+        guard settled == number - 1, paired == generation else {
+            throw LarderError(
+                .internal, "the trigram index was started over by another store on this data directory; reopen the store")
+        }
         let delete = try db.statement(.settleBacklogDelete)
         let keep = try db.statement(.settleBacklogKeep)
         for (seq, text) in journal {
@@ -274,6 +318,7 @@ final class TextIndexer: @unchecked Sendable {
             try keep.bind(at: 2, value)
             _ = try keep.step()
         }
+        _ = try db.run("UPDATE larder_meta SET value = ?1 WHERE key = 'textIndexSettled'", [.int(number)])
     }
 
     /// The index checked against what the rule says it must hold: for each document outside the backlog its current
@@ -282,14 +327,6 @@ final class TextIndexer: @unchecked Sendable {
     func check() -> String {
         queue.sync { () -> String in
             do throws(LarderError) {
-                try connection.execute("BEGIN")
-                do throws(LarderError) {
-                    try lockIndexFileAndSettleLeftovers()
-                    try connection.execute("COMMIT")
-                } catch {
-                    try? connection.execute("ROLLBACK")
-                    throw error
-                }
                 try connection.execute("INSERT INTO text_index(text_index) VALUES ('integrity-check')")
                 try connection.execute("BEGIN")
                 defer {
@@ -297,8 +334,8 @@ final class TextIndexer: @unchecked Sendable {
                         "ROLLBACK; DROP TABLE IF EXISTS temp.text_live_terms; DROP TABLE IF EXISTS temp.text_expected_terms; "
                             + "DROP TABLE IF EXISTS temp.text_expected")
                 }
-                // The index file's write lock: no pass commits while the documents' snapshot is compared with it.
-                _ = try connection.run("UPDATE text_meta SET value = value WHERE key = 'generation'")
+                // No pass commits while the documents' snapshot (taken after any leftover settle) is compared.
+                _ = try lockIndexFileAndSettleLeftovers()
                 try connection.execute(
                     """
                     CREATE VIRTUAL TABLE temp.text_expected USING fts5(
@@ -327,10 +364,15 @@ final class TextIndexer: @unchecked Sendable {
         }
     }
 
-    /// Finishes the pass under way and brings the index up to date with what is left (a few passes at most), then
-    /// refuses further pokes. The writer must still be open.
+    /// Once: finishes the pass under way and brings the index up to date with what is left (a few passes at most),
+    /// then refuses further pokes. The writer must still be open (and this not called on its queue, where a settle
+    /// could not run: then the backlog simply stays for the next open).
     func close() {
-        lock.withLock { closed = true }
+        let first: Bool = lock.withLock {
+            defer { closed = true }
+            return !closed
+        }
+        guard first, !writer.isOnQueue else { return }
         try? catchUp(rounds: 4)
     }
 }
