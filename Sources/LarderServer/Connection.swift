@@ -188,6 +188,19 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
     private var lastSubscriptionID: UInt32 = 0
     /// Changes read from the log per catch-up page.
     static let catchUpPageSize = 256
+    /// Output of at least this many bytes (a blob) is written by a sender thread instead of the loop, which goes on
+    /// serving its other connections: on loopback the writer of a large send also does most of the receiver's TCP work.
+    static let offloadBytes = 256 << 10
+    static let senders = DispatchQueue(label: "larder.server.send", qos: .userInitiated, attributes: .concurrent)
+    /// Whether a sender is writing this connection's output (the loop neither writes nor closes the descriptor then).
+    private var sending = false
+    /// Who closes the descriptor: set (under its lock) when `close` ran while a sender was writing; the sender then
+    /// closes it as it finishes, whether or not the loop still runs.
+    private let descriptor = PThreadLocked(DescriptorState())
+    private struct DescriptorState {
+        var senderActive = false
+        var closeWhenSenderEnds = false
+    }
 
     init(fd: Int32, id: Int, peer: String, shard: IOShard, context: ServerContext) {
         self.fd = fd
@@ -247,6 +260,8 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
     }
 
     private func flush() {
+        guard !sending else { return }  // the sender's completion flushes what queued meanwhile
+        if machine.unsentBytes >= Connection.offloadBytes && !closing { return offload() }
         var actions: [ConnectionStateMachine.Action] = []
         writeNow(&actions)
         if machine.unsentBytes == 0 { setWriting(false) }
@@ -278,6 +293,53 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
                 actions += machine.writeCompleted(count, now: monotonicMs())
             }
         }
+    }
+
+    /// Hands the output queued so far to a sender thread, which writes until it is all written or the socket is full,
+    /// then reports back to the loop (`sent`). The machine keeps queueing answers after it meanwhile.
+    private func offload() {
+        sending = true
+        setWriting(false)
+        let (buffers, offset) = machine.unsentSnapshot()
+        let total = buffers.reduce(0) { $0 + $1.count } - offset
+        let fd = self.fd
+        descriptor.withLock { $0.senderActive = true }
+        Connection.senders.async { [self] in
+            var written = 0
+            var failure: IOError?
+            var full = false
+            while written < total && failure == nil && !full {
+                do throws(IOError) {
+                    switch try Socket.writev(fd, buffers, offsetBy: offset + written) {
+                    case .wouldBlock: full = true
+                    case .done(let count): written += count
+                    }
+                } catch {
+                    failure = error
+                }
+            }
+            let closeNow = descriptor.withLock { state -> Bool in
+                state.senderActive = false
+                return state.closeWhenSenderEnds
+            }
+            if closeNow { Socket.close(fd) }
+            shard.loop.async { [self, written, failure, full] in sent(written, failure: failure, full: full) }
+        }
+    }
+
+    /// A sender's report, on the loop.
+    private func sent(_ count: Int, failure: IOError?, full: Bool) {
+        sending = false
+        guard !closing else { return }
+        wireOut += count
+        var actions = count > 0 ? machine.writeCompleted(count, now: monotonicMs()) : []
+        if let failure {
+            actions += machine.forceClose(.ioError(failure.description))
+        } else if full {
+            setWriting(true)
+        }
+        perform(actions)
+        if !full && failure == nil && !closing { flush() } else { reportTraffic() }
     }
 
     private func setWriting(_ on: Bool) {
@@ -371,7 +433,12 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         // Out of the loop before the number can be reused by the next accepted connection; nothing touches the
         // descriptor after this (every I/O path checks `closing`).
         shard.loop.deregister(fd)
-        Socket.close(fd)
+        // A sender still writing keeps the descriptor; it closes it as it ends.
+        let senderHasIt = descriptor.withLock { state -> Bool in
+            if state.senderActive { state.closeWhenSenderEnds = true }
+            return state.senderActive
+        }
+        if !senderHasIt { Socket.close(fd) }
         shard.connections[ObjectIdentifier(self)] = nil
         if !subscriptions.isEmpty {
             context.stats.watchesEnded(subscriptions.count)

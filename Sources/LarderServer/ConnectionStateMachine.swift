@@ -253,6 +253,14 @@ package struct ConnectionStateMachine {
         }
     }
 
+    /// The output not yet written, as the buffers themselves (shared, not copied) and the offset into the first: what
+    /// a sender on another thread writes while this machine keeps queueing after it. Report what was written with
+    /// `writeCompleted`, as for `withUnsentBuffers`.
+    package func unsentSnapshot(limit: Int = 64) -> (buffers: [[UInt8]], offset: Int) {
+        let end = min(outputQueue.count, outputHead + limit)
+        return (Array(outputQueue[outputHead..<end]), outputOffset)
+    }
+
     package mutating func writeCompleted(_ count: Int, now: UInt64) -> [Action] {
         unsentBytes -= count
         outputOffset += count

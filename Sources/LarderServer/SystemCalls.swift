@@ -172,6 +172,35 @@ enum Socket {
         return try systemCall("writev") { Glibc.writev(fd, &vectors, count) }
     }
 
+    /// `writev` of `buffers` from `offset` bytes into them (at most 64 of them).
+    static func writev(_ fd: Int32, _ buffers: [[UInt8]], offsetBy offset: Int) throws(IOError) -> IOResult {
+        var index = 0
+        var skip = offset
+        while index < buffers.count && skip >= buffers[index].count {
+            skip -= buffers[index].count
+            index += 1
+        }
+        var pointers: [UnsafeRawBufferPointer] = []
+        pointers.reserveCapacity(min(buffers.count - index, 64))
+        return try withPointers(buffers, index, skip, &pointers) { (pointers) throws(IOError) in try writev(fd, pointers) }
+    }
+
+    private static func withPointers<R>(
+        _ buffers: [[UInt8]], _ index: Int, _ offset: Int, _ pointers: inout [UnsafeRawBufferPointer],
+        _ body: ([UnsafeRawBufferPointer]) throws(IOError) -> R
+    ) throws(IOError) -> R {
+        guard index < buffers.count, pointers.count < 64 else { return try body(pointers) }
+        let result: Result<R, IOError> = buffers[index].withUnsafeBytes { raw in
+            if raw.count > offset { pointers.append(UnsafeRawBufferPointer(rebasing: raw[offset...])) }
+            do throws(IOError) {
+                return .success(try withPointers(buffers, index + 1, 0, &pointers, body))
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try result.get()
+    }
+
     /// Closes a descriptor; EINTR is not retried (on Linux the descriptor is gone either way).
     static func close(_ fd: Int32) {
         _ = Glibc.close(fd)
