@@ -192,8 +192,10 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
     /// serving its other connections: on loopback the writer of a large send also does most of the receiver's TCP work.
     static let offloadBytes = 256 << 10
     static let senders = DispatchQueue(label: "larder.server.send", qos: .userInitiated, attributes: .concurrent)
-    /// Whether a sender is writing this connection's output (the loop neither writes nor closes the descriptor then).
+    /// Whether a sender is writing this connection's output (the loop neither writes nor closes the descriptor then),
+    /// and how many of the unsent bytes it holds (not counted against a subscription's buffer).
     private var sending = false
+    private var bytesWithSender = 0
     /// Who closes the descriptor: set (under its lock) when `close` ran while a sender was writing; the sender then
     /// closes it as it finishes, whether or not the loop still runs.
     private let descriptor = PThreadLocked(DescriptorState())
@@ -273,7 +275,7 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
 
     /// Writes what the socket takes now; the machine's resulting actions are appended to `actions`, not performed.
     private func writeNow(_ actions: inout [ConnectionStateMachine.Action]) {
-        while !closing && machine.unsentBytes > 0 {
+        while !closing && !sending && machine.unsentBytes > 0 {
             let result: Result<IOResult, IOError> = machine.withUnsentBuffers { buffers in
                 do throws(IOError) {
                     return .success(try Socket.writev(fd, buffers))
@@ -302,13 +304,15 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         setWriting(false)
         let (buffers, offset) = machine.unsentSnapshot()
         let total = buffers.reduce(0) { $0 + $1.count } - offset
+        bytesWithSender = total
         let fd = self.fd
         descriptor.withLock { $0.senderActive = true }
         Connection.senders.async { [self] in
             var written = 0
             var failure: IOError?
             var full = false
-            while written < total && failure == nil && !full {
+            // Stops early once the connection is closed: its descriptor is only waiting for this sender.
+            while written < total && failure == nil && !full && !descriptor.withLock({ $0.closeWhenSenderEnds }) {
                 do throws(IOError) {
                     switch try Socket.writev(fd, buffers, offsetBy: offset + written) {
                     case .wouldBlock: full = true
@@ -330,6 +334,7 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
     /// A sender's report, on the loop.
     private func sent(_ count: Int, failure: IOError?, full: Bool) {
         sending = false
+        bytesWithSender = 0
         guard !closing else { return }
         wireOut += count
         var actions = count > 0 ? machine.writeCompleted(count, now: monotonicMs()) : []
@@ -535,10 +540,11 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
             for index in changes.entries.indices where changes.entries[index].seq > subscription.lastSeq {
                 let match = changes.match(index, subscription)
                 if match != .no {
-                    // Offer the socket what is queued before calling the buffer full.
-                    if machine.unsentBytes > bound { writeNow(&actions) }
+                    // Offer the socket what is queued before calling the buffer full (not while a sender writes:
+                    // what it holds is on its way and does not count).
+                    if machine.unsentBytes - bytesWithSender > bound { writeNow(&actions) }
                     guard machine.canPush else { break subscriptions }
-                    if machine.unsentBytes > bound {
+                    if machine.unsentBytes - bytesWithSender > bound {
                         overflowed = true
                         break
                     }
