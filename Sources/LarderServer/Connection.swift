@@ -246,10 +246,10 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         case .wouldBlock:
             return
         case .done(0):
-            perform(machine.readEOF(now: monotonicMs()))
+            perform(machine.readEOF(now: shard.loop.now))
         case .done(let count):
             wireIn += count
-            perform(machine.bytesReceived(UnsafeRawBufferPointer(rebasing: shard.readBuffer[0..<count]), now: monotonicMs()))
+            perform(machine.bytesReceived(UnsafeRawBufferPointer(rebasing: shard.readBuffer[0..<count]), now: shard.loop.now))
         }
         reportTraffic()
     }
@@ -292,7 +292,7 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
                 return
             case .success(.done(let count)):
                 wireOut += count
-                actions += machine.writeCompleted(count, now: monotonicMs())
+                actions += machine.writeCompleted(count, now: shard.loop.now)
             }
         }
     }
@@ -337,7 +337,7 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         bytesWithSender = 0
         guard !closing else { return }
         wireOut += count
-        var actions = count > 0 ? machine.writeCompleted(count, now: monotonicMs()) : []
+        var actions = count > 0 ? machine.writeCompleted(count, now: shard.loop.now) : []
         if let failure {
             actions += machine.forceClose(.ioError(failure.description))
         } else if full {
@@ -386,7 +386,7 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         if reply.status != .ok {
             context.logger.debug("conn \(id) request \(reply.requestID) \(reply.opcode.name) -> \(reply.status.name)")
         }
-        perform(machine.requestCompleted(reply, now: monotonicMs()))
+        perform(machine.requestCompleted(reply, now: shard.loop.now))
     }
 
     /// The one place where the state machine's actions become side effects.
@@ -467,7 +467,7 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         if reply.status != .ok {
             context.logger.debug("conn \(id) request \(reply.requestID) \(reply.opcode.name) -> \(reply.status.name)")
         }
-        perform(machine.requestCompleted(reply, now: monotonicMs()))
+        perform(machine.requestCompleted(reply, now: shard.loop.now))
         continueCatchUps()
     }
 

@@ -191,6 +191,10 @@ final class EventLoop: @unchecked Sendable {
         if !inLoop { exited.wait() }
     }
 
+    /// The monotonic clock in milliseconds, read once per turn as the loop wakes (loop thread only): what the
+    /// connections' timers are measured with, without a clock read per request.
+    private(set) var now: UInt64 = monotonicMs()
+
     private func run() {
         let capacity: Int32 = 256
         let events = UnsafeMutablePointer<epoll_event>.allocate(capacity: Int(capacity))
@@ -214,6 +218,7 @@ final class EventLoop: @unchecked Sendable {
         }
         while !stopRequested.load(ordering: .acquiring) {
             let count = epoll_wait(epollFD, events, capacity, timeoutMs())
+            now = monotonicMs()
             posted.withLock { $0.awake = true }
             turns &+= 1
             if count < 0 && errno != EINTR {

@@ -113,30 +113,32 @@ public struct FieldReader {
 
     /// `strictUUID` over raw UTF-8 bytes (a database column, a frame), without making a String first.
     static func strictUUID(utf8: UnsafeBufferPointer<UInt8>) -> UUID? {
-        guard utf8.count == 36 else { return nil }
-        var uuid: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-        let valid = withUnsafeMutableBytes(of: &uuid) { out -> Bool in
-            var nibbles = 0
-            for i in 0..<36 {
-                let byte = utf8[i]
-                if i == 8 || i == 13 || i == 18 || i == 23 {
-                    guard byte == UInt8(ascii: "-") else { return false }
-                    continue
-                }
-                let value: UInt8
-                switch byte {
-                case UInt8(ascii: "0")...UInt8(ascii: "9"): value = byte &- UInt8(ascii: "0")
-                case UInt8(ascii: "a")...UInt8(ascii: "f"): value = byte &- UInt8(ascii: "a") &+ 10
-                case UInt8(ascii: "A")...UInt8(ascii: "F"): value = byte &- UInt8(ascii: "A") &+ 10
-                default: return false
-                }
-                out[nibbles >> 1] |= nibbles & 1 == 0 ? value << 4 : value
-                nibbles += 1
+        guard utf8.count == 36, let p = utf8.baseAddress else { return nil }
+        guard p[8] == 0x2D, p[13] == 0x2D, p[18] == 0x2D, p[23] == 0x2D else { return nil }
+        return hexDigitValues.withUnsafeBufferPointer { table -> UUID? in
+            // Each byte from two digits; a non-digit's value (0xFF) leaves high bits in `invalid`.
+            var invalid: UInt8 = 0
+            @inline(__always) func byte(_ i: Int) -> UInt8 {
+                let high = table[Int(p[i])]
+                let low = table[Int(p[i + 1])]
+                invalid |= high | low
+                return high << 4 | low
             }
-            return true
+            let uuid: uuid_t = (
+                byte(0), byte(2), byte(4), byte(6), byte(9), byte(11), byte(14), byte(16),
+                byte(19), byte(21), byte(24), byte(26), byte(28), byte(30), byte(32), byte(34)
+            )
+            return invalid & 0xF0 == 0 ? UUID(uuid: uuid) : nil
         }
-        return valid ? UUID(uuid: uuid) : nil
     }
+
+    /// The value of each hex digit byte (either case); 0xFF for every other byte.
+    private static let hexDigitValues: [UInt8] = {
+        var table = [UInt8](repeating: 0xFF, count: 256)
+        for (value, digit) in "0123456789abcdef".utf8.enumerated() { table[Int(digit)] = UInt8(value) }
+        for (value, digit) in "ABCDEF".utf8.enumerated() { table[Int(digit)] = UInt8(value + 10) }
+        return table
+    }()
 
     public mutating func uuidArray(_ name: String, maxCount: Int) throws(LarderError) -> [UUID] {
         guard let items = try optionalArray(name, maxCount: maxCount) else { throw missing(name) }

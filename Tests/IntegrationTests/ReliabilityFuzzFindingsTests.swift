@@ -29,6 +29,35 @@ import Testing
             #expect(try FieldReader.uuid(id.wireString, field: "id") == id)
         }
     }
+
+    /// The table-driven parser agrees with the rule written out plainly, over valid ids with one byte changed to
+    /// every value at every position.
+    @Test func theParserAgreesWithTheRuleAtEveryPositionAndByte() {
+        func reference(_ bytes: [UInt8]) -> UUID? {
+            guard bytes.count == 36 else { return nil }
+            for (i, b) in bytes.enumerated() {
+                if [8, 13, 18, 23].contains(i) {
+                    if b != UInt8(ascii: "-") { return nil }
+                } else if !(b >= 0x30 && b <= 0x39) && !(b >= 0x61 && b <= 0x66) && !(b >= 0x41 && b <= 0x46) {
+                    return nil
+                }
+            }
+            return UUID(uuidString: String(decoding: bytes, as: UTF8.self))
+        }
+        var mismatches = 0
+        for _ in 0..<3 {
+            let valid = Array(UUID().uuidString.utf8)
+            for position in 0..<36 {
+                for value in 0...255 {
+                    var bytes = valid
+                    bytes[position] = UInt8(value)
+                    let parsed = try? FieldReader.uuid(String(decoding: bytes, as: UTF8.self), field: "id")
+                    if parsed != reference(bytes) { mismatches += 1 }
+                }
+            }
+        }
+        #expect(mismatches == 0)
+    }
 }
 
 /// Finding 2: `Timestamp.parse` took February 30th and second 60, so `9999-12-31T23:59:60.999Z` became an instant in
