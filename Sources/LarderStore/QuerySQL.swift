@@ -25,9 +25,13 @@ struct SQLBuilder {
     /// `TextIndexer.withSnapshots`.
     private(set) var usesTextIndex = false
 
-    init(collection: String, core: StoreCore) {
+    /// Whether a text condition may read the trigram index (the collection is covered in the reader's snapshot).
+    let textIndexAllowed: Bool
+
+    init(collection: String, core: StoreCore, textIndexAllowed: Bool = true) {
         self.collection = collection
         self.core = core
+        self.textIndexAllowed = textIndexAllowed
         _ = param(.text(collection))  // ?1 is always the collection
     }
 
@@ -155,7 +159,7 @@ struct SQLBuilder {
         let folded = TextFold.fold(query.query)
         let q = param(.text(folded))
         var parts: [String] = []
-        if core.hasTrigram && core.configuration.useTextIndex && folded.unicodeScalars.count >= 3 {
+        if textIndexAllowed && core.hasTrigram && core.configuration.useTextIndex && folded.unicodeScalars.count >= 3 {
             let match = SQLBuilder.trigramMatch(folded)
             // The index's matches, and the documents written since it last saw them (`fts_backlog`).
             usesTextIndex = true

@@ -220,7 +220,8 @@ enum FixedSQL: Int, CaseIterable {
             "INSERT INTO changes(collection, kind, time, id, rev, createdAt, updatedAt, data, blob, previous) "
                 + "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
         case .settleBacklogDelete:
-            "DELETE FROM fts_backlog WHERE seq = ?1 AND (SELECT search FROM documents WHERE seq = ?1) IS ?2"
+            "DELETE FROM fts_backlog WHERE seq = ?1 AND (SELECT search FROM documents WHERE seq = ?1 "
+                + "AND collection IN (SELECT name FROM text_collections)) IS ?2"
         case .settleBacklogKeep: "UPDATE fts_backlog SET old = ?2 WHERE seq = ?1"
         case .beginRead: "BEGIN"
         case .endRead: "COMMIT"

@@ -287,22 +287,25 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
             }
             after = seq
         }
-        let (page, more) = try readPage(
-            "SELECT \(SQLiteStore.recordColumns), seq FROM documents WHERE collection = ?1 AND seq > ?2 "
+        let statement = (
+            sql: "SELECT \(SQLiteStore.recordColumns), seq FROM documents WHERE collection = ?1 AND seq > ?2 "
                 + "ORDER BY seq LIMIT ?3",
-            [.text(collection), .int(after), .int(Int64(limit + 1))], limit: limit
-        ) { (SQLiteStore.record($0), $0.int(5)) }
+            values: [SQLValue.text(collection), .int(after), .int(Int64(limit + 1))], keyCount: 0, textIndex: false
+        )
+        let (page, more) = try readPage(collection, statement, statement, limit: limit) {
+            (SQLiteStore.record($0), $0.int(5))
+        }
         let next = more ? Cursor.encode(["seq": .int(page.last!.1)]) : nil
         return Page(records: page.map(\.0), nextCursor: next)
     }
 
     /// The SQL of a search: the statement, its bound values, and how many sort-key columns follow the record's.
-    func searchSQL(_ collection: String, _ query: SearchQuery) throws(LarderError)
+    func searchSQL(_ collection: String, _ query: SearchQuery, textIndexed: Bool = true) throws(LarderError)
         -> (sql: String, values: [SQLValue], keyCount: Int, textIndex: Bool)
     {
         try SQLiteStore.validateCollection(collection)
         try SQLiteStore.checkLimit(query.limit)
-        var builder = SQLBuilder(collection: collection, core: core)
+        var builder = SQLBuilder(collection: collection, core: core, textIndexAllowed: textIndexed)
         var clause = builder.whereClause(filter: query.filter, text: query.text)
         let keys = query.sort.map { builder.field($0.field).value }
         let signature = Cursor.signature(query.sort)
@@ -349,21 +352,35 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
         return (sql, builder.values, keys.count, builder.usesTextIndex)
     }
 
-    /// A read on a pooled connection; one that uses the trigram index runs in a transaction whose two snapshots were
-    /// taken together (`TextIndexer.withSnapshots`).
+    /// A read on a pooled connection. `textIndex`: the statement would read the trigram index; it then runs in a
+    /// transaction whose two snapshots were taken together (`TextIndexer.withSnapshots`), and `body` learns whether
+    /// the collection is covered by the index in that snapshot (else it must scan, and the index is asked to cover
+    /// it from now on).
     private func read<T>(
-        textIndex: Bool, transaction: Bool = false, _ body: (Connection) throws(LarderError) -> T
+        _ collection: String, textIndex: Bool, transaction: Bool = false,
+        _ body: (Connection, _ indexed: Bool) throws(LarderError) -> T
     ) throws(LarderError) -> T {
-        guard textIndex, let textIndexer else { return try readers.read(transaction: transaction, body) }
+        guard textIndex, let textIndexer else {
+            return try readers.read(transaction: transaction) { db throws(LarderError) in try body(db, false) }
+        }
         return try readers.read { db throws(LarderError) in
-            try textIndexer.withSnapshots(db, body)
+            try textIndexer.withSnapshots(db) { db throws(LarderError) in
+                // 1: covered; 0: not covered but exists (the index is asked to cover it); nil: no such collection.
+                let state = try db.scalar(
+                    "SELECT coalesce((SELECT 1 FROM text_collections WHERE name = ?1), "
+                        + "(SELECT 0 FROM collections WHERE name = ?1))", [.text(collection)])
+                if state == 0 { textIndexer.requestIndex(collection) }
+                return try body(db, state == 1)
+            }
         }
     }
 
     /// `EXPLAIN QUERY PLAN` of a search, for tests that prove an index is used.
     func explain(_ collection: String, _ query: SearchQuery) throws(LarderError) -> String {
-        let (sql, values, _, textIndex) = try searchSQL(collection, query)
-        return try read(textIndex: textIndex) { db throws(LarderError) in
+        let indexed = try searchSQL(collection, query)
+        let plain = indexed.textIndex ? try searchSQL(collection, query, textIndexed: false) : indexed
+        return try read(collection, textIndex: indexed.textIndex) { db, covered throws(LarderError) in
+            let (sql, values, _, _) = covered ? indexed : plain
             // EXPLAIN does not check the schema's version: a real read first loads indexes created since.
             _ = try db.scalar("SELECT count(*) FROM main.sqlite_master")
             return try db.query("EXPLAIN QUERY PLAN " + sql, values) { $0.text(3) }.joined(separator: "\n")
@@ -371,9 +388,11 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
     }
 
     public func search(_ collection: String, _ query: SearchQuery) throws(LarderError) -> Page {
-        let (sql, values, keyCount, textIndex) = try searchSQL(collection, query)
+        let indexed = try searchSQL(collection, query)
+        let plain = indexed.textIndex ? try searchSQL(collection, query, textIndexed: false) : indexed
+        let keyCount = indexed.keyCount
         let signature = Cursor.signature(query.sort)
-        let (page, more) = try readPage(sql, values, limit: query.limit, textIndex: textIndex) { row in
+        let (page, more) = try readPage(collection, indexed, plain, limit: query.limit) { row in
             (SQLiteStore.record(row), (0..<keyCount).map { row.value(Int32(5 + $0)) })
         }
         var next: String?
@@ -389,10 +408,12 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
     /// Reads up to `limit` rows of a page query (which asks for `limit + 1`), stopping early when the records would
     /// pass `maxPageBytes`; `more` says whether a next page exists.
     private func readPage<T>(
-        _ sql: String, _ values: [SQLValue], limit: Int, textIndex: Bool = false,
+        _ collection: String, _ indexed: (sql: String, values: [SQLValue], keyCount: Int, textIndex: Bool),
+        _ plain: (sql: String, values: [SQLValue], keyCount: Int, textIndex: Bool), limit: Int,
         _ row: (Statement) -> (StoredRecord, T)
     ) throws(LarderError) -> (page: [(StoredRecord, T)], more: Bool) {
-        try read(textIndex: textIndex) { db throws(LarderError) in
+        try read(collection, textIndex: indexed.textIndex) { db, covered throws(LarderError) in
+            let (sql, values, _, _) = covered ? indexed : plain
             var page: [(StoredRecord, T)] = []
             var budget = PageBudget(maxBytes: configuration.maxPageBytes)
             var more = false
@@ -411,11 +432,16 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
 
     public func count(_ collection: String, filter: Filter?, text: TextQuery?) throws(LarderError) -> Int {
         try SQLiteStore.validateCollection(collection)
-        var builder = SQLBuilder(collection: collection, core: core)
-        let clause = builder.whereClause(filter: filter, text: text)
-        let values = builder.values
-        return try read(textIndex: builder.usesTextIndex) { db throws(LarderError) in
-            Int(try db.scalar("SELECT count(*) FROM documents WHERE \(clause)", values) ?? 0)
+        func statement(_ textIndexed: Bool) -> (sql: String, values: [SQLValue], textIndex: Bool) {
+            var builder = SQLBuilder(collection: collection, core: core, textIndexAllowed: textIndexed)
+            let clause = builder.whereClause(filter: filter, text: text)
+            return ("SELECT count(*) FROM documents WHERE \(clause)", builder.values, builder.usesTextIndex)
+        }
+        let indexed = statement(true)
+        let plain = indexed.textIndex ? statement(false) : indexed
+        return try read(collection, textIndex: indexed.textIndex) { db, covered throws(LarderError) in
+            let (sql, values, _) = covered ? indexed : plain
+            return Int(try db.scalar(sql, values) ?? 0)
         }
     }
 
@@ -428,21 +454,28 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
         guard perGroup >= 0 && perGroup <= SearchQuery.maxLimit else {
             throw LarderError(.invalidArgument, "perGroup must be from 0 to \(SearchQuery.maxLimit)", field: "perGroup")
         }
-        var builder = SQLBuilder(collection: collection, core: core)
-        let clause = builder.whereClause(filter: filter, text: text)
-        let (x, t) = builder.field(field)
-        let typeExpr = t ?? "'integer'"
-        let kind =
-            "CASE WHEN \(typeExpr) IS NULL OR \(typeExpr) = 'null' THEN 'null' "
-            + "WHEN \(typeExpr) IN ('integer','real') THEN 'number' ELSE \(typeExpr) END"
-        let inner = "SELECT \(kind) AS kt, \(x) AS k, seq, \(SQLiteStore.recordColumns) FROM documents WHERE \(clause)"
-        let groupsSQL = "SELECT kt, k, count(*) FROM (\(inner)) GROUP BY kt, k ORDER BY k, kt LIMIT \(SQLiteStore.maxGroups)"
-        let recordsSQL =
-            "SELECT kt, k, \(SQLiteStore.recordColumns) FROM (SELECT *, row_number() OVER "
-            + "(PARTITION BY kt, k ORDER BY seq) AS rn FROM (\(inner))) WHERE rn <= \(perGroup) ORDER BY k, kt, rn"
-        let values = builder.values
-        let (groupRows, recordRows) = try read(textIndex: builder.usesTextIndex, transaction: true) {
-            db throws(LarderError) in
+        func statements(_ textIndexed: Bool) -> (groups: String, records: String, values: [SQLValue], textIndex: Bool) {
+            var builder = SQLBuilder(collection: collection, core: core, textIndexAllowed: textIndexed)
+            let clause = builder.whereClause(filter: filter, text: text)
+            let (x, t) = builder.field(field)
+            let typeExpr = t ?? "'integer'"
+            let kind =
+                "CASE WHEN \(typeExpr) IS NULL OR \(typeExpr) = 'null' THEN 'null' "
+                + "WHEN \(typeExpr) IN ('integer','real') THEN 'number' ELSE \(typeExpr) END"
+            let inner =
+                "SELECT \(kind) AS kt, \(x) AS k, seq, \(SQLiteStore.recordColumns) FROM documents WHERE \(clause)"
+            let groupsSQL =
+                "SELECT kt, k, count(*) FROM (\(inner)) GROUP BY kt, k ORDER BY k, kt LIMIT \(SQLiteStore.maxGroups)"
+            let recordsSQL =
+                "SELECT kt, k, \(SQLiteStore.recordColumns) FROM (SELECT *, row_number() OVER "
+                + "(PARTITION BY kt, k ORDER BY seq) AS rn FROM (\(inner))) WHERE rn <= \(perGroup) ORDER BY k, kt, rn"
+            return (groupsSQL, recordsSQL, builder.values, builder.usesTextIndex)
+        }
+        let indexed = statements(true)
+        let plain = indexed.textIndex ? statements(false) : indexed
+        let (groupRows, recordRows) = try read(collection, textIndex: indexed.textIndex, transaction: true) {
+            db, covered throws(LarderError) in
+            let (groupsSQL, recordsSQL, values, _) = covered ? indexed : plain
             let groups = try db.query(groupsSQL, values) { ($0.text(0), $0.value(1), Int($0.int(2))) }
             var records: [(String, SQLValue, StoredRecord)] = []
             var budget = PageBudget(maxBytes: configuration.maxPageBytes)

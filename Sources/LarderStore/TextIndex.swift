@@ -33,6 +33,14 @@ import Synchronization
 /// exact (it checks the backlog documents one by one meanwhile). A pass refuses to run when the numbers disagree at
 /// run time (another store opened on the same directory): one store per data directory.
 ///
+/// Which collections: the index covers the collections in `text_collections` (documents' file). A collection is added
+/// the first time a substring search of three or more characters asks for it (`requestIndex`): its documents enter
+/// the backlog in the same transaction, so that search and the ones after it stay exact (they check the backlog)
+/// while the passes work through them. The backlog triggers only fire for covered collections, so a collection nobody
+/// searches by substring costs its writes nothing here. Dropping a collection uncovers it (its documents' backlog rows,
+/// written by the deletions, have the passes remove them from the index). Whether a search uses the index is decided
+/// inside its snapshot of the documents (`SQLiteStore.readText`).
+///
 /// Readers and passes: a reader takes its documents' snapshot, then its index snapshot. Between a pass's snapshot and
 /// its settle, the backlog still lists every document the pass touches, so a reader can only go wrong if a pass commits
 /// between its two snapshots (the index then holds a text newer than the reader's document). A text search takes both
@@ -74,6 +82,11 @@ final class TextIndexer: @unchecked Sendable {
     private var unsettled: (number: Int64, journal: [(Int64, String?)])?
     /// About how many documents the backlog holds: counted before each pass, plus the writes the writer committed since.
     let backlogEstimate = Atomic<Int>(0)
+    /// Of those, about how many came from newly covered collections (or a start-over) rather than from writes: the
+    /// writer does not wait for them (`wrote`).
+    private let catchUpRows = Atomic<Int>(0)
+    /// Collections whose covering was asked for and has not committed yet (under `lock`).
+    private var requested: Set<String> = []
     /// Times the writer waited for a pass because the backlog passed `fullTextBacklogLimit` (for tests).
     let writerWaits = Atomic<Int>(0)
     /// Test hooks: settles that fail on purpose (as a crash between a pass's commit and its settle would leave it), and
@@ -100,6 +113,7 @@ final class TextIndexer: @unchecked Sendable {
             generation = indexGeneration
         } else {
             generation = try TextIndexer.startOver(index: connection, documents: documents)
+            catchUpRows.store(Int(try documents.scalar("SELECT count(*) FROM fts_backlog") ?? 0), ordering: .relaxed)
         }
         try connection.execute("ATTACH DATABASE \(SQL.literal(core.databasePath)) AS docs")
     }
@@ -116,7 +130,8 @@ final class TextIndexer: @unchecked Sendable {
             """
             BEGIN IMMEDIATE;
             DELETE FROM fts_backlog;
-            INSERT INTO fts_backlog(seq, old) SELECT seq, NULL FROM documents;
+            INSERT INTO fts_backlog(seq, old)
+                SELECT seq, NULL FROM documents WHERE collection IN (SELECT name FROM text_collections);
             INSERT OR REPLACE INTO larder_meta(key, value)
                 VALUES ('textIndexGeneration', \(generation)), ('textIndexSettled', 0);
             COMMIT;
@@ -139,7 +154,7 @@ final class TextIndexer: @unchecked Sendable {
     /// (at most a second) until the next pass has committed and its settle waits for the writer, which needs the
     /// writer itself: so the writer goes on at the passes' pace. Not while passes fail (they would not come).
     func wrote(_ documents: Int) {
-        let estimate = backlogEstimate.add(documents, ordering: .relaxed).newValue
+        let estimate = backlogEstimate.add(documents, ordering: .relaxed).newValue - catchUpRows.load(ordering: .relaxed)
         guard estimate > core.configuration.fullTextBacklogLimit, lock.withLock({ !closed && !failing }) else { return }
         poke()
         let deadline = Date().addingTimeInterval(1)
@@ -205,7 +220,7 @@ final class TextIndexer: @unchecked Sendable {
         var bytes = 0
         try connection.forEachRow(
             "SELECT b.seq, d.search FROM docs.fts_backlog AS b LEFT JOIN docs.documents AS d ON d.seq = b.seq "
-                + "ORDER BY b.seq"
+                + "AND d.collection IN (SELECT name FROM docs.text_collections) ORDER BY b.seq"
         ) { row in
             let text = row.isNull(1) ? nil : row.text(1)
             journal.append((row.int(0), text))
@@ -218,7 +233,8 @@ final class TextIndexer: @unchecked Sendable {
                 + "WHERE seq <= ?1 AND old IS NOT NULL ORDER BY seq", [.int(bound)])
         _ = try connection.run(
             "INSERT INTO text_index(rowid, search) SELECT d.seq, d.search FROM docs.fts_backlog AS b "
-                + "JOIN docs.documents AS d ON d.seq = b.seq WHERE b.seq <= ?1 ORDER BY b.seq", [.int(bound)])
+                + "JOIN docs.documents AS d ON d.seq = b.seq WHERE b.seq <= ?1 "
+                + "AND d.collection IN (SELECT name FROM docs.text_collections) ORDER BY b.seq", [.int(bound)])
         _ = try connection.run("UPDATE text_meta SET value = ?1 WHERE key = 'pass'", [.int(number)])
         do {
             snapshotLock.lock()
@@ -227,6 +243,8 @@ final class TextIndexer: @unchecked Sendable {
             open = false
         }
         passes.add(1, ordering: .relaxed)
+        let caughtUp = min(journal.count, catchUpRows.load(ordering: .relaxed))
+        catchUpRows.subtract(caughtUp, ordering: .relaxed)
         unsettled = (number, journal)
         try settle(number, journal)
         return journal.count
@@ -248,6 +266,70 @@ final class TextIndexer: @unchecked Sendable {
                     + "reopening the store rebuilds the index")
         }
         return last
+    }
+
+    /// Has the index cover `collection` from now on (a substring search found it uncovered): once per collection, in
+    /// the background; the next searches use the index once this has committed. A failure lets a later search ask
+    /// again.
+    func requestIndex(_ collection: String) {
+        let first = lock.withLock { !closed && requested.insert(collection).inserted }
+        guard first else { return }
+        cover(collection) { [self] _, _ in
+            // Done either way: searches from now on see it covered; if this failed, or the collection was dropped
+            // and made again, a later search asks again.
+            _ = lock.withLock { requested.remove(collection) }
+        }
+    }
+
+    /// `requestIndex`, waiting for the commit (tests, and callers that want the index at once).
+    func indexCollection(_ collection: String) throws(LarderError) {
+        _ = lock.withLock { requested.insert(collection) }
+        let box = ResultBox<Void>()
+        cover(collection) { error, _ in box.set(error.map { .failure($0) } ?? .success(())) }
+        try box.wait()
+    }
+
+    /// The writer job that covers `collection` (if it exists and is not yet covered): it joins `text_collections`
+    /// and its documents the backlog, in one savepoint; then passes are asked for.
+    private func cover(_ collection: String, _ done: @escaping @Sendable (LarderError?, _ covered: Bool) -> Void) {
+        let job = Writer.Job { [self] context in
+            var failure: LarderError?
+            var added = 0
+            var covered = 0
+            if let closedError = context.closedError {
+                failure = closedError
+            } else if let db = context.connection {
+                do throws(LarderError) {
+                    try db.run(.savepoint)
+                    do throws(LarderError) {
+                        covered = try db.run(
+                            "INSERT OR IGNORE INTO text_collections(name) SELECT name FROM collections WHERE name = ?1",
+                            [.text(collection)])
+                        if covered > 0 {
+                            added = try db.run(
+                                "INSERT OR IGNORE INTO fts_backlog(seq, old) SELECT seq, NULL FROM documents "
+                                    + "WHERE collection = ?1", [.text(collection)])
+                        }
+                        try db.run(.release)
+                    } catch {
+                        context.rollbackSavepoint()
+                        throw error
+                    }
+                } catch {
+                    failure = error
+                }
+            }
+            return { [self] commitError in
+                let error = commitError ?? failure
+                if error == nil && added > 0 {
+                    catchUpRows.add(added, ordering: .relaxed)
+                    backlogEstimate.add(added, ordering: .relaxed)
+                    poke()
+                }
+                done(error, covered > 0)
+            }
+        }
+        if !writer.enqueue(job) { done(LarderError(.unavailable, "the store is closed"), false) }
     }
 
     /// Has the writer apply pass `number` to the backlog, in a savepoint of one of its transactions, and waits for that
@@ -341,7 +423,9 @@ final class TextIndexer: @unchecked Sendable {
                     CREATE VIRTUAL TABLE temp.text_expected USING fts5(
                         search, content='', tokenize='trigram case_sensitive 1', detail=none);
                     INSERT INTO temp.text_expected(rowid, search)
-                        SELECT seq, search FROM docs.documents WHERE seq NOT IN (SELECT seq FROM docs.fts_backlog)
+                        SELECT seq, search FROM docs.documents
+                            WHERE collection IN (SELECT name FROM docs.text_collections)
+                            AND seq NOT IN (SELECT seq FROM docs.fts_backlog)
                         UNION ALL SELECT seq, old FROM docs.fts_backlog WHERE old IS NOT NULL
                         ORDER BY 1;
                     CREATE VIRTUAL TABLE temp.text_live_terms USING fts5vocab(main, text_index, instance);

@@ -184,6 +184,9 @@ final class SQLiteWriteContext: WriteContext {
         let blobs = try db.run("DELETE FROM blobs WHERE attachedCollection = ?1", [.text(name)])
         let documents = try db.run("DELETE FROM documents WHERE collection = ?1", [.text(name)])
         try db.run("DELETE FROM collections WHERE name = ?1", [.text(name)])
+        // After the deletions, whose backlog rows tell the trigram index what to remove: a collection created again
+        // under this name starts unindexed.
+        try db.run("DELETE FROM text_collections WHERE name = ?1", [.text(name)])
         // One event for the whole collection, not one per document: a drop costs the log O(1).
         try recordChange(.drop, name, record: nil)
         let core = self.core
@@ -362,6 +365,12 @@ enum Schema {
         DROP TABLE fts_backlog;
         ALTER TABLE fts_backlog_by_seq RENAME TO fts_backlog;
         """,
+        // 7: the collections the trigram index covers (`TextIndexer`: a collection is added at its first substring
+        // search); those that existed before were all indexed, and stay so.
+        """
+        CREATE TABLE text_collections(name TEXT PRIMARY KEY) WITHOUT ROWID;
+        INSERT INTO text_collections(name) SELECT name FROM collections;
+        """,
     ]
 
     /// The backlog of the trigram index (`TextIndexer`, which also states the rule that keeps searches exact): the
@@ -373,14 +382,19 @@ enum Schema {
     /// itself), and FTS5 writes its pending terms out as a new segment at every savepoint: one segment, and soon a
     /// merge, per document; and even a few hundred documents at once cost the writer about half its time. The
     /// triggers are TEMP: only the writer connection writes.
+    /// Only documents of the collections the index covers (`text_collections`) enter the backlog: a collection never
+    /// searched by substring costs its writes one lookup in that small table instead.
     static let backlogTriggers = """
-        CREATE TEMP TRIGGER IF NOT EXISTS fts_backlog_insert AFTER INSERT ON main.documents BEGIN
+        CREATE TEMP TRIGGER IF NOT EXISTS fts_backlog_insert AFTER INSERT ON main.documents
+        WHEN new.collection IN (SELECT name FROM main.text_collections) BEGIN
             INSERT OR IGNORE INTO fts_backlog(seq, old) VALUES (new.seq, NULL);
         END;
-        CREATE TEMP TRIGGER IF NOT EXISTS fts_backlog_delete AFTER DELETE ON main.documents BEGIN
+        CREATE TEMP TRIGGER IF NOT EXISTS fts_backlog_delete AFTER DELETE ON main.documents
+        WHEN old.collection IN (SELECT name FROM main.text_collections) BEGIN
             INSERT OR IGNORE INTO fts_backlog(seq, old) VALUES (old.seq, old.search);
         END;
-        CREATE TEMP TRIGGER IF NOT EXISTS fts_backlog_update AFTER UPDATE OF search ON main.documents BEGIN
+        CREATE TEMP TRIGGER IF NOT EXISTS fts_backlog_update AFTER UPDATE OF search ON main.documents
+        WHEN old.collection IN (SELECT name FROM main.text_collections) BEGIN
             INSERT OR IGNORE INTO fts_backlog(seq, old) VALUES (old.seq, old.search);
         END;
         """

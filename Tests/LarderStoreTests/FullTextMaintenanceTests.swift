@@ -17,6 +17,7 @@ import Testing
         let store = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory, fullTextBacklog: 1))
         var ids: [UUID] = []
         for text in texts { ids.append(try store.create("notes", id: nil, data: ["text": .string(text)]).id) }
+        try store.textIndexer!.indexCollection("notes")
         store.close()
         return (directory, (directory as NSString).appendingPathComponent("larder.sqlite"), ids)
     }
@@ -24,6 +25,8 @@ import Testing
     @Test(arguments: [1, 4, 256])
     func batchesOfMixedWritesLeaveTheIndexConsistentAndSearchesExact(backlog: Int) throws {
         try withStore({ $0.fullTextBacklog = backlog }) { store, directory in
+            _ = try store.create("notes", id: nil, data: ["text": "seed"])
+            try store.textIndexer!.indexCollection("notes")  // covered from the start: every write below goes by the backlog
             let group = DispatchGroup()
             let ids = (0..<60).map { _ in UUID() }
             func submit(_ n: Int, _ body: @escaping @Sendable (any WriteContext) throws(LarderError) -> Void) {
@@ -90,8 +93,11 @@ import Testing
         var ids: [UUID] = []
         do {
             let store = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory, fullTextBacklog: 1))
-            // Indexed by the passes each write asks for (backlog 1), without anyone waiting for them.
-            for n in 0..<6 { ids.append(try store.create("notes", id: nil, data: ["text": .string("indexed \(n) 台北")]).id) }
+            // Indexed by the passes that covering the collection and each write ask for (backlog 1), without anyone
+            // waiting for them.
+            ids.append(try store.create("notes", id: nil, data: ["text": "indexed 0 台北"]).id)
+            try store.textIndexer!.indexCollection("notes")
+            for n in 1..<6 { ids.append(try store.create("notes", id: nil, data: ["text": .string("indexed \(n) 台北")]).id) }
             let deadline = Date().addingTimeInterval(20)
             while try backlogRows() > 0 && Date() < deadline { usleep(10_000) }
             #expect(try backlogRows() == 0)
@@ -141,7 +147,8 @@ import Testing
             try db.execute(
                 """
                 BEGIN;
-                DELETE FROM larder_migrations WHERE version = 6;
+                DELETE FROM larder_migrations WHERE version >= 6;
+                DROP TABLE text_collections;
                 DROP TABLE fts_backlog;
                 CREATE TABLE fts_backlog(n INTEGER PRIMARY KEY, seq INTEGER NOT NULL, old TEXT);
                 CREATE INDEX fts_backlog_seq ON fts_backlog(seq);
@@ -184,6 +191,7 @@ import Testing
             for (n, text) in texts.enumerated() {
                 _ = try store.create("notes", id: nil, data: ["text": .string(text), "other": .string("second \(n)")])
             }
+            try store.textIndexer!.indexCollection("notes")
             let scan = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory, useTextIndex: false))
             defer { scan.close() }
             let queries = [
@@ -289,6 +297,7 @@ import Testing
         do {
             let store = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory, fullTextBacklog: 1000))
             for n in 0..<8 { ids.append(try store.create("notes", id: nil, data: ["text": .string("first \(n) 台北")]).id) }
+            try store.textIndexer!.indexCollection("notes")
             try store.textIndexer!.catchUp()  // indexed and settled
             for n in 0..<4 {
                 _ = try store.replace("notes", id: ids[n], data: ["text": .string("second \(n) 高雄")], expectedRev: nil)
@@ -352,11 +361,55 @@ import Testing
         #expect(try store.integrityCheck() == "ok")
     }
 
+    /// A collection joins the index at its first substring search of three or more characters; until then its writes
+    /// add nothing to the backlog. Searches are exact before, while and after it joins; dropping the collection takes
+    /// it out again, and the next passes remove its documents from the index.
+    @Test func aCollectionJoinsTheIndexAtItsFirstSubstringSearch() throws {
+        try withStore({ $0.fullTextBacklog = 1 }) { store, directory in
+            let db = try Connection(path: (directory as NSString).appendingPathComponent("larder.sqlite"), readOnly: true)
+            func backlog() throws -> Int64 { try db.scalar("SELECT count(*) FROM fts_backlog") ?? -1 }
+            func covered() throws -> [String] { try db.query("SELECT name FROM text_collections") { $0.text(0) } }
+            func count(_ query: String) throws -> Int {
+                try store.count("shop", filter: nil, text: TextQuery(query: query))
+            }
+            func waitFor(_ condition: () throws -> Bool) throws {
+                let deadline = Date().addingTimeInterval(20)
+                while try !condition() && Date() < deadline { usleep(10_000) }
+            }
+            for n in 0..<50 { _ = try store.create("shop", id: nil, data: ["item": .string("茶葉蛋 \(n)")]) }
+            #expect(try backlog() == 0 && covered().isEmpty)
+            // Under three characters a search scans and asks for nothing.
+            #expect(try count("蛋") == 50)
+            usleep(50_000)
+            #expect(try covered().isEmpty)
+            // The first search scans (exact) and asks for the index; the ones after use it.
+            #expect(try count("茶葉蛋 1") == 11)  // 1 and 10-19
+            try waitFor { try covered() == ["shop"] && backlog() == 0 }
+            #expect(try covered() == ["shop"] && backlog() == 0)
+            #expect(try store.explain("shop", SearchQuery(text: TextQuery(query: "茶葉蛋 1"))).contains("text_index"))
+            #expect(try count("茶葉蛋 1") == 11)
+            _ = try store.create("shop", id: nil, data: ["item": "茶葉蛋 99"])
+            #expect(try count("茶葉蛋 9") == 2)  // 9 and 99, the new one from the backlog or the index
+            #expect(try store.integrityCheck() == "ok")
+            // Dropped: out of the index's collections; created again, it starts uncovered.
+            _ = try store.dropCollection("shop")
+            #expect(try covered().isEmpty)
+            _ = try store.create("shop", id: nil, data: ["item": "茶葉蛋 again"])
+            try store.textIndexer!.catchUp()
+            #expect(try backlog() == 0)
+            #expect(try store.integrityCheck() == "ok")  // the dropped documents are gone from the index
+            #expect(try count("茶葉蛋") == 1)
+            try waitFor { try covered() == ["shop"] }  // that search asked again for the new collection
+            #expect(try covered() == ["shop"])
+        }
+    }
+
     /// A settle that failed is tried again before the next pass reads the backlog; the index then ends exact.
     @Test func aFailedSettleIsRetriedBeforeTheNextPass() throws {
         try withStore({ $0.fullTextBacklog = 1000 }) { store, _ in
             var ids: [UUID] = []
             for n in 0..<5 { ids.append(try store.create("notes", id: nil, data: ["text": .string("first \(n) 台北")]).id) }
+            try store.textIndexer!.indexCollection("notes")
             store.textIndexer!.failSettles.store(1, ordering: .relaxed)
             #expect(throws: LarderError.self) { try store.textIndexer!.catchUp() }
             _ = try store.replace("notes", id: ids[0], data: ["text": "second 高雄"], expectedRev: nil)
@@ -386,6 +439,7 @@ import Testing
                 built.append((a, b))
             }
             let slots = built
+            try store.textIndexer!.indexCollection("swaps")
             try store.textIndexer!.catchUp()
             store.textIndexer!.pauseBetweenSnapshotsMicros.store(2_000, ordering: .relaxed)
             let stop = Atomic<Bool>(false)

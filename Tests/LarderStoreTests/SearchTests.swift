@@ -161,6 +161,7 @@ let searchCases: [SearchCase] = [
                 #"{"filter":{"field":"price","op":"lt","value":40},"sort":[{"field":"price"}]}"#))
             let plan = try store.explain("items", query)
             #expect(plan.contains(index), "\(plan)")
+            try store.textIndexer!.indexCollection("students")
             let text = try store.explain("students", SearchQuery(text: TextQuery(query: "北京市")))
             #expect(text.contains("text_index"), "\(text)")
         }
