@@ -148,7 +148,7 @@ final class Writer: @unchecked Sendable {
                 }
                 // Before the completions: the writes of this batch are durable either way, and holding their
                 // acknowledgements is what slows the callers to the index's pace.
-                textIndexer.wrote(context.changes.count)
+                textIndexer.wrote()
             }
             for action in context.afterCommit { action() }
             // Before the completions: a subscriber learns of a write no later than its writer does.

@@ -161,6 +161,11 @@ public func runStoreBenchmark(
     plain.close()
     _ = try store.createIndex("big", field: try FieldPath("score"))
     _ = try store.createIndex("big", field: try FieldPath("category"))
+    // Covered by the trigram index (as its first substring search would ask) and caught up before timing.
+    if let textIndexer = store.textIndexer {
+        try textIndexer.indexCollection("big")
+        try textIndexer.catchUp(rounds: 1_000)
+    }
     try searchRows("indexed")
     // The same searches while the trigram index's backlog is as full as it gets (one document short of a flush):
     // each text search also checks those documents one by one.

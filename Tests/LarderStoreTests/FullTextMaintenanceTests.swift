@@ -404,6 +404,35 @@ import Testing
         }
     }
 
+    /// Between joining the index and the passes that index its documents, a collection's searches use the index and
+    /// find every document through the backlog, including ones changed or deleted meanwhile.
+    @Test func searchesAreExactWhileACollectionJoins() throws {
+        try withStore({ $0.fullTextBacklog = 100_000 }) { store, directory in  // no pass until the catch-up below
+            let db = try Connection(path: (directory as NSString).appendingPathComponent("larder.sqlite"), readOnly: true)
+            var ids: [UUID] = []
+            for n in 0..<30 { ids.append(try store.create("shop", id: nil, data: ["item": .string("珍珠奶茶 \(n)")]).id) }
+            _ = try store.search("shop", SearchQuery(text: TextQuery(query: "珍珠奶茶")))  // asks for the index
+            let deadline = Date().addingTimeInterval(20)
+            while try db.scalar("SELECT count(*) FROM text_collections") == 0 && Date() < deadline { usleep(10_000) }
+            #expect(try db.scalar("SELECT count(*) FROM fts_backlog") == 30)
+            #expect(store.textIndexer!.passes.load(ordering: .relaxed) == 0)
+            _ = try store.replace("shop", id: ids[0], data: ["item": "紅茶"], expectedRev: nil)
+            _ = try store.delete("shop", id: ids[1], expectedRev: nil)
+            _ = try store.create("shop", id: nil, data: ["item": "珍珠奶茶 new"])
+            func found(_ query: String) throws -> Int {
+                try store.count("shop", filter: nil, text: TextQuery(query: query))
+            }
+            #expect(try store.explain("shop", SearchQuery(text: TextQuery(query: "珍珠奶茶"))).contains("text_index"))
+            #expect(try found("珍珠奶茶") == 29)  // 30 - 2 + 1
+            #expect(try found("紅茶") == 1)
+            #expect(try found("珍珠奶茶 1") == 10)  // 1 (deleted), 10-19
+            try store.textIndexer!.catchUp()
+            #expect(store.textIndexer!.passes.load(ordering: .relaxed) >= 1)
+            #expect(try found("珍珠奶茶") == 29 && found("紅茶") == 1 && found("珍珠奶茶 1") == 10)
+            #expect(try store.integrityCheck() == "ok")
+        }
+    }
+
     /// A settle that failed is tried again before the next pass reads the backlog; the index then ends exact.
     @Test func aFailedSettleIsRetriedBeforeTheNextPass() throws {
         try withStore({ $0.fullTextBacklog = 1000 }) { store, _ in
