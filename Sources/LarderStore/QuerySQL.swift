@@ -25,13 +25,13 @@ struct SQLBuilder {
     /// `TextIndexer.withSnapshots`.
     private(set) var usesTextIndex = false
 
-    /// Whether a text condition may read the trigram index (the collection is covered in the reader's snapshot).
-    let textIndexAllowed: Bool
+    /// How a text condition finds its documents (decided in the reader's snapshot: `SQLiteStore.read`).
+    let textPlan: TextPlan
 
-    init(collection: String, core: StoreCore, textIndexAllowed: Bool = true) {
+    init(collection: String, core: StoreCore, textPlan: TextPlan = .index) {
         self.collection = collection
         self.core = core
-        self.textIndexAllowed = textIndexAllowed
+        self.textPlan = textPlan
         _ = param(.text(collection))  // ?1 is always the collection
     }
 
@@ -159,7 +159,7 @@ struct SQLBuilder {
         let folded = TextFold.fold(query.query)
         let q = param(.text(folded))
         var parts: [String] = []
-        if textIndexAllowed && core.hasTrigram && core.configuration.useTextIndex && folded.unicodeScalars.count >= 3 {
+        if textPlan != .scan && core.hasTrigram && core.configuration.useTextIndex && folded.unicodeScalars.count >= 3 {
             let match = SQLBuilder.trigramMatch(folded)
             // The index's matches, and the documents written since it last saw them (`fts_backlog`).
             usesTextIndex = true
@@ -183,6 +183,11 @@ struct SQLBuilder {
     /// the trigrams finds a superset of the matches, so a long query uses at most `maxTrigrams` of them, spread from the
     /// first to the last.
     static func trigramMatch(_ folded: String) -> String {
+        trigrams(folded).map { "\"" + $0.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }.joined(separator: " AND ")
+    }
+
+    /// The distinct trigrams a query of `folded` asks the index for: at most `maxTrigrams`, spread first to last.
+    static func trigrams(_ folded: String) -> [String] {
         let scalars = Array(folded.unicodeScalars)
         var trigrams: [String] = []
         var seen: Set<String> = []
@@ -194,23 +199,35 @@ struct SQLBuilder {
             var view = String.UnicodeScalarView()
             view.append(contentsOf: scalars[start..<start + 3])
             let trigram = String(view)
-            if seen.insert(trigram).inserted {
-                trigrams.append("\"" + trigram.replacingOccurrences(of: "\"", with: "\"\"") + "\"")
-            }
+            if seen.insert(trigram).inserted { trigrams.append(trigram) }
             position += step
         }
-        return trigrams.joined(separator: " AND ")
+        return trigrams
     }
 
     static let maxTrigrams = 16
 
     /// `collection = ?1 AND filter AND text`.
     mutating func whereClause(filter: Filter?, text: TextQuery?) -> String {
-        var clause = "collection = ?1"
-        if let filter { clause += " AND " + condition(filter) }
-        if let text { clause += " AND " + self.text(text) }
-        return clause
+        var parts: [String] = []
+        if let filter { parts.append(condition(filter)) }
+        if let text { parts.append(self.text(text)) }
+        // `+collection` keeps SQLite from walking the collection's index: the few candidates drive instead.
+        let collection = usesTextIndex && textPlan == .indexDriving ? "+collection = ?1" : "collection = ?1"
+        return ([collection] + parts).joined(separator: " AND ")
     }
+}
+
+/// How a substring search of 3+ characters finds its documents.
+enum TextPlan: Sendable {
+    /// Every document of the collection is tested (the collection is not covered by the trigram index).
+    case scan
+    /// The collection's documents are walked (in the order asked for, so a page can stop early) and each is checked
+    /// against the index's candidates: for queries that many documents match.
+    case index
+    /// The index's candidates are looked up one by one and the rest filtered and sorted: for queries that few
+    /// documents can match (a rare word, a name, an id).
+    case indexDriving
 }
 
 /// Opaque page cursors: base64url of a small JSON object. Search cursors carry the sort signature, the last record's

@@ -290,9 +290,9 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
         let statement = (
             sql: "SELECT \(SQLiteStore.recordColumns), seq FROM documents WHERE collection = ?1 AND seq > ?2 "
                 + "ORDER BY seq LIMIT ?3",
-            values: [SQLValue.text(collection), .int(after), .int(Int64(limit + 1))], keyCount: 0, textIndex: false
+            values: [SQLValue.text(collection), .int(after), .int(Int64(limit + 1))]
         )
-        let (page, more) = try readPage(collection, statement, statement, limit: limit) {
+        let (page, more) = try readPage(collection, textIndex: false, text: nil, { _ in statement }, limit: limit) {
             (SQLiteStore.record($0), $0.int(5))
         }
         let next = more ? Cursor.encode(["seq": .int(page.last!.1)]) : nil
@@ -300,12 +300,12 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
     }
 
     /// The SQL of a search: the statement, its bound values, and how many sort-key columns follow the record's.
-    func searchSQL(_ collection: String, _ query: SearchQuery, textIndexed: Bool = true) throws(LarderError)
+    func searchSQL(_ collection: String, _ query: SearchQuery, plan: TextPlan = .index) throws(LarderError)
         -> (sql: String, values: [SQLValue], keyCount: Int, textIndex: Bool)
     {
         try SQLiteStore.validateCollection(collection)
         try SQLiteStore.checkLimit(query.limit)
-        var builder = SQLBuilder(collection: collection, core: core, textIndexAllowed: textIndexed)
+        var builder = SQLBuilder(collection: collection, core: core, textPlan: plan)
         var clause = builder.whereClause(filter: query.filter, text: query.text)
         let keys = query.sort.map { builder.field($0.field).value }
         let signature = Cursor.signature(query.sort)
@@ -352,16 +352,17 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
         return (sql, builder.values, keys.count, builder.usesTextIndex)
     }
 
-    /// A read on a pooled connection. `textIndex`: the statement would read the trigram index; it then runs in a
-    /// transaction whose two snapshots were taken together (`TextIndexer.withSnapshots`), and `body` learns whether
-    /// the collection is covered by the index in that snapshot (else it must scan, and the index is asked to cover
-    /// it from now on).
+    /// A read on a pooled connection. `textIndex`: the statement would read the trigram index for `text`; it then
+    /// runs in a transaction whose two snapshots were taken together (`TextIndexer.withSnapshots`), and `body` learns
+    /// in that snapshot how to find the text: `.scan` when the collection is not covered by the index (which is
+    /// then asked to cover it), else `.index` or `.indexDriving` by how many documents the query's rarest trigram is
+    /// in. Without the index `body` gets `.index` (the statement as first built).
     private func read<T>(
-        _ collection: String, textIndex: Bool, transaction: Bool = false,
-        _ body: (Connection, _ indexed: Bool) throws(LarderError) -> T
+        _ collection: String, textIndex: Bool, text: TextQuery? = nil, transaction: Bool = false,
+        _ body: (Connection, TextPlan) throws(LarderError) -> T
     ) throws(LarderError) -> T {
-        guard textIndex, let textIndexer else {
-            return try readers.read(transaction: transaction) { db throws(LarderError) in try body(db, false) }
+        guard textIndex, let text, let textIndexer else {
+            return try readers.read(transaction: transaction) { db throws(LarderError) in try body(db, .index) }
         }
         return try readers.read { db throws(LarderError) in
             try textIndexer.withSnapshots(db) { db throws(LarderError) in
@@ -370,17 +371,33 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
                     "SELECT coalesce((SELECT 1 FROM text_collections WHERE name = ?1), "
                         + "(SELECT 0 FROM collections WHERE name = ?1))", [.text(collection)])
                 if state == 0 { textIndexer.requestIndex(collection) }
-                return try body(db, state == 1)
+                guard state == 1 else { return try body(db, .scan) }
+                return try body(db, try SQLiteStore.textPlan(db, text))
             }
         }
     }
 
+    /// At most this many candidates (documents holding the query's rarest trigram, plus the backlog) are looked up
+    /// one by one rather than walking the collection (`TextPlan.indexDriving`).
+    static let drivingCandidates: Int64 = 2_000
+
+    /// The plan for a covered collection: the trigram index's vocabulary says how many documents hold each of the
+    /// query's trigrams (one B-tree lookup each); the rarest bounds the candidates.
+    static func textPlan(_ db: Connection, _ text: TextQuery) throws(LarderError) -> TextPlan {
+        var fewest = Int64.max
+        for trigram in SQLBuilder.trigrams(TextFold.fold(text.query)) where fewest > 0 {
+            fewest = min(fewest, try db.scalar("SELECT doc FROM ix.text_vocab WHERE term = ?1", [.text(trigram)]) ?? 0)
+        }
+        let backlog =
+            try db.scalar("SELECT count(*) FROM (SELECT 1 FROM fts_backlog LIMIT \(drivingCandidates + 1))") ?? 0
+        return fewest + backlog <= drivingCandidates ? .indexDriving : .index
+    }
+
     /// `EXPLAIN QUERY PLAN` of a search, for tests that prove an index is used.
     func explain(_ collection: String, _ query: SearchQuery) throws(LarderError) -> String {
-        let indexed = try searchSQL(collection, query)
-        let plain = indexed.textIndex ? try searchSQL(collection, query, textIndexed: false) : indexed
-        return try read(collection, textIndex: indexed.textIndex) { db, covered throws(LarderError) in
-            let (sql, values, _, _) = covered ? indexed : plain
+        let first = try searchSQL(collection, query)
+        return try read(collection, textIndex: first.textIndex, text: query.text) { db, plan throws(LarderError) in
+            let (sql, values, _, _) = plan == .index ? first : try searchSQL(collection, query, plan: plan)
             // EXPLAIN does not check the schema's version: a real read first loads indexes created since.
             _ = try db.scalar("SELECT count(*) FROM main.sqlite_master")
             return try db.query("EXPLAIN QUERY PLAN " + sql, values) { $0.text(3) }.joined(separator: "\n")
@@ -388,11 +405,16 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
     }
 
     public func search(_ collection: String, _ query: SearchQuery) throws(LarderError) -> Page {
-        let indexed = try searchSQL(collection, query)
-        let plain = indexed.textIndex ? try searchSQL(collection, query, textIndexed: false) : indexed
-        let keyCount = indexed.keyCount
+        let first = try searchSQL(collection, query)
+        let keyCount = first.keyCount
         let signature = Cursor.signature(query.sort)
-        let (page, more) = try readPage(collection, indexed, plain, limit: query.limit) { row in
+        let statement = { (plan: TextPlan) throws(LarderError) -> (sql: String, values: [SQLValue]) in
+            let (sql, values, _, _) = plan == .index ? first : try self.searchSQL(collection, query, plan: plan)
+            return (sql, values)
+        }
+        let (page, more) = try readPage(
+            collection, textIndex: first.textIndex, text: query.text, statement, limit: query.limit
+        ) { row in
             (SQLiteStore.record(row), (0..<keyCount).map { row.value(Int32(5 + $0)) })
         }
         var next: String?
@@ -408,12 +430,12 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
     /// Reads up to `limit` rows of a page query (which asks for `limit + 1`), stopping early when the records would
     /// pass `maxPageBytes`; `more` says whether a next page exists.
     private func readPage<T>(
-        _ collection: String, _ indexed: (sql: String, values: [SQLValue], keyCount: Int, textIndex: Bool),
-        _ plain: (sql: String, values: [SQLValue], keyCount: Int, textIndex: Bool), limit: Int,
+        _ collection: String, textIndex: Bool, text: TextQuery?,
+        _ statement: (TextPlan) throws(LarderError) -> (sql: String, values: [SQLValue]), limit: Int,
         _ row: (Statement) -> (StoredRecord, T)
     ) throws(LarderError) -> (page: [(StoredRecord, T)], more: Bool) {
-        try read(collection, textIndex: indexed.textIndex) { db, covered throws(LarderError) in
-            let (sql, values, _, _) = covered ? indexed : plain
+        try read(collection, textIndex: textIndex, text: text) { db, plan throws(LarderError) in
+            let (sql, values) = try statement(plan)
             var page: [(StoredRecord, T)] = []
             var budget = PageBudget(maxBytes: configuration.maxPageBytes)
             var more = false
@@ -432,15 +454,14 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
 
     public func count(_ collection: String, filter: Filter?, text: TextQuery?) throws(LarderError) -> Int {
         try SQLiteStore.validateCollection(collection)
-        func statement(_ textIndexed: Bool) -> (sql: String, values: [SQLValue], textIndex: Bool) {
-            var builder = SQLBuilder(collection: collection, core: core, textIndexAllowed: textIndexed)
+        func statement(_ plan: TextPlan) -> (sql: String, values: [SQLValue], textIndex: Bool) {
+            var builder = SQLBuilder(collection: collection, core: core, textPlan: plan)
             let clause = builder.whereClause(filter: filter, text: text)
             return ("SELECT count(*) FROM documents WHERE \(clause)", builder.values, builder.usesTextIndex)
         }
-        let indexed = statement(true)
-        let plain = indexed.textIndex ? statement(false) : indexed
-        return try read(collection, textIndex: indexed.textIndex) { db, covered throws(LarderError) in
-            let (sql, values, _) = covered ? indexed : plain
+        let first = statement(.index)
+        return try read(collection, textIndex: first.textIndex, text: text) { db, plan throws(LarderError) in
+            let (sql, values, _) = plan == .index ? first : statement(plan)
             return Int(try db.scalar(sql, values) ?? 0)
         }
     }
@@ -454,8 +475,8 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
         guard perGroup >= 0 && perGroup <= SearchQuery.maxLimit else {
             throw LarderError(.invalidArgument, "perGroup must be from 0 to \(SearchQuery.maxLimit)", field: "perGroup")
         }
-        func statements(_ textIndexed: Bool) -> (groups: String, records: String, values: [SQLValue], textIndex: Bool) {
-            var builder = SQLBuilder(collection: collection, core: core, textIndexAllowed: textIndexed)
+        func statements(_ plan: TextPlan) -> (groups: String, records: String, values: [SQLValue], textIndex: Bool) {
+            var builder = SQLBuilder(collection: collection, core: core, textPlan: plan)
             let clause = builder.whereClause(filter: filter, text: text)
             let (x, t) = builder.field(field)
             let typeExpr = t ?? "'integer'"
@@ -471,11 +492,10 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
                 + "(PARTITION BY kt, k ORDER BY seq) AS rn FROM (\(inner))) WHERE rn <= \(perGroup) ORDER BY k, kt, rn"
             return (groupsSQL, recordsSQL, builder.values, builder.usesTextIndex)
         }
-        let indexed = statements(true)
-        let plain = indexed.textIndex ? statements(false) : indexed
-        let (groupRows, recordRows) = try read(collection, textIndex: indexed.textIndex, transaction: true) {
-            db, covered throws(LarderError) in
-            let (groupsSQL, recordsSQL, values, _) = covered ? indexed : plain
+        let first = statements(.index)
+        let (groupRows, recordRows) = try read(collection, textIndex: first.textIndex, text: text, transaction: true) {
+            db, plan throws(LarderError) in
+            let (groupsSQL, recordsSQL, values, _) = plan == .index ? first : statements(plan)
             let groups = try db.query(groupsSQL, values) { ($0.text(0), $0.value(1), Int($0.int(2))) }
             var records: [(String, SQLValue, StoredRecord)] = []
             var budget = PageBudget(maxBytes: configuration.maxPageBytes)

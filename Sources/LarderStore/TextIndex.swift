@@ -59,6 +59,7 @@ final class TextIndexer: @unchecked Sendable {
         CREATE VIRTUAL TABLE IF NOT EXISTS text_index USING fts5(
             search, content='', tokenize='trigram case_sensitive 1', detail=none);
         CREATE TABLE IF NOT EXISTS text_meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+        CREATE VIRTUAL TABLE IF NOT EXISTS text_vocab USING fts5vocab(text_index, row);
         """
 
     let path: String

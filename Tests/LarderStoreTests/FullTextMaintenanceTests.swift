@@ -433,6 +433,53 @@ import Testing
         }
     }
 
+    /// A query few documents can match has its candidates looked up one by one (`TextPlan.indexDriving`); one many
+    /// documents match walks the collection; both answer exactly what a scan answers, page by page, in counts and in
+    /// groups.
+    @Test func rareAndCommonQueriesTakeTheirPlansAndAnswerAlike() throws {
+        try withStore({ $0.fullTextBacklog = 1 }) { store, directory in
+            let cities = ["台北市信義區", "台北市大安區", "台北市大安區"]  // 1,000 and 2,000 of 3,000
+            _ = try store.syncWrite { context throws(LarderError) -> Int in
+                for n in 0..<3_000 {
+                    _ = try context.create(
+                        "people", id: nil,
+                        data: ["name": .string("member \(n)"), "city": .string(cities[n % 3]), "n": .int(Int64(n))])
+                }
+                return 0
+            }
+            try store.textIndexer!.indexCollection("people")
+            try store.textIndexer!.catchUp(rounds: 100)
+            let scan = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory, useTextIndex: false))
+            defer { scan.close() }
+            let sorted = [SortKey(field: try FieldPath("n"), descending: true)]
+            let queries = [
+                ("member 12", true), ("信義區", true), ("大安區", true), ("台北市", false), ("member", false),
+                ("前鎮 no such", true),
+            ]
+            for (query, driving) in queries {
+                let plan = try store.explain("people", SearchQuery(text: TextQuery(query: query)))
+                #expect(plan.contains("INTEGER PRIMARY KEY") == driving, "\(query): \(plan)")
+                for sort in [[], sorted] {
+                    var cursor: String?
+                    var pages = 0
+                    repeat {
+                        let q = SearchQuery(text: TextQuery(query: query), sort: sort, limit: 97, cursor: cursor)
+                        let indexed = try store.search("people", q)
+                        let scanned = try scan.search("people", q)
+                        #expect(indexed.records.map(\.id) == scanned.records.map(\.id), "\(query) page \(pages)")
+                        cursor = indexed.nextCursor
+                        pages += 1
+                    } while cursor != nil && pages < 40
+                }
+                let text = TextQuery(query: query)
+                #expect(try store.count("people", filter: nil, text: text) == scan.count("people", filter: nil, text: text))
+                let groups = try store.group("people", field: try FieldPath("city"), filter: nil, text: text, perGroup: 2)
+                let scannedGroups = try scan.group("people", field: try FieldPath("city"), filter: nil, text: text, perGroup: 2)
+                #expect(groups == scannedGroups, "\(query)")
+            }
+        }
+    }
+
     /// A settle that failed is tried again before the next pass reads the backlog; the index then ends exact.
     @Test func aFailedSettleIsRetriedBeforeTheNextPass() throws {
         try withStore({ $0.fullTextBacklog = 1000 }) { store, _ in
