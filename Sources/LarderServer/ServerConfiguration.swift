@@ -88,7 +88,7 @@ public enum ServerOptions {
         }
         return [
             Option(
-                name: "host", env: "LARDER_HOST", valueName: "ADDR", help: "IPv4 address to listen on (default \(d.host))",
+                name: "host", env: "LARDER_HOST", valueName: "ADDR", help: "IPv4 or IPv6 address to listen on: 0.0.0.0 or :: for every interface (default \(d.host))",
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in c.host = v }),
             Option(
                 name: "port", env: "LARDER_PORT", valueName: "N", help: "TCP port, 0 for any free one (default \(d.port))",

@@ -73,33 +73,51 @@ enum Socket {
 
     /// A listening TCP socket on `host:port` (IPv4 dotted quad, "localhost" or "0.0.0.0"); returns fd and real port.
     static func listenTCP(host: String, port: Int, backlog: Int32) throws(IOError) -> (fd: Int32, port: Int) {
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        // An IPv4 address, `localhost` (127.0.0.1) or an IPv6 address (`::1`, or `::` for every interface, IPv4
+        // included as mapped addresses).
+        var storage = sockaddr_storage()
+        let length: socklen_t
+        let family: Int32
         let hostName = host == "localhost" ? "127.0.0.1" : host
-        guard inet_pton(AF_INET, hostName, &address.sin_addr) == 1 else {
-            throw IOError("inet_pton(\(host))", errno: EINVAL)
+        var v4 = sockaddr_in()
+        var v6 = sockaddr_in6()
+        if inet_pton(AF_INET, hostName, &v4.sin_addr) == 1 {
+            v4.sin_family = sa_family_t(AF_INET)
+            v4.sin_port = in_port_t(UInt16(port).bigEndian)
+            withUnsafeMutableBytes(of: &storage) { out in withUnsafeBytes(of: &v4) { out.copyMemory(from: $0) } }
+            (family, length) = (AF_INET, socklen_t(MemoryLayout<sockaddr_in>.size))
+        } else if inet_pton(AF_INET6, hostName, &v6.sin6_addr) == 1 {
+            v6.sin6_family = sa_family_t(AF_INET6)
+            v6.sin6_port = in_port_t(UInt16(port).bigEndian)
+            withUnsafeMutableBytes(of: &storage) { out in withUnsafeBytes(of: &v6) { out.copyMemory(from: $0) } }
+            (family, length) = (AF_INET6, socklen_t(MemoryLayout<sockaddr_in6>.size))
+        } else {
+            throw IOError("inet_pton(\(host)): not an IPv4 or IPv6 address", errno: EINVAL)
         }
-        let fd = try blockingCall("socket") { socket(AF_INET, streamType, 0) }
+        let fd = try blockingCall("socket") { socket(family, streamType, 0) }
         do throws(IOError) {
             try setOption(fd, SOL_SOCKET, SO_REUSEADDR, 1, "SO_REUSEADDR")
             try blockingCall("bind(\(host):\(port))") {
-                withUnsafePointer(to: &address) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                        bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                    }
+                withUnsafePointer(to: &storage) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
                 }
             }
             try blockingCall("listen") { listen(fd, backlog) }
-            var bound = sockaddr_in()
-            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            var bound = sockaddr_storage()
+            var boundLength = socklen_t(MemoryLayout<sockaddr_storage>.size)
             try blockingCall("getsockname") {
                 withUnsafeMutablePointer(to: &bound) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &boundLength) }
                 }
             }
             try setNonBlocking(fd)
-            return (fd, Int(UInt16(bigEndian: bound.sin_port)))
+            // The bound port (port 0 asks the kernel for one).
+            let boundPort = withUnsafeBytes(of: &bound) { raw in
+                family == AF_INET
+                    ? raw.load(fromByteOffset: MemoryLayout<sockaddr_in>.offset(of: \.sin_port)!, as: in_port_t.self)
+                    : raw.load(fromByteOffset: MemoryLayout<sockaddr_in6>.offset(of: \.sin6_port)!, as: in_port_t.self)
+            }
+            return (fd, Int(UInt16(bigEndian: boundPort)))
         } catch {
             Socket.close(fd)
             throw error

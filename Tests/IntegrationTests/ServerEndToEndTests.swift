@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import LarderClient
 import LarderServer
 import LarderWire
 import Testing
@@ -305,5 +306,41 @@ extension RawClient {
         // The connection ends (EOF or reset) instead of staying open with nobody serving it.
         #expect(try client.framesUntilClosed(timeout: 10).isEmpty)
         #expect(throws: (any Error).self) { _ = try RawClient.tcp(port: port) }
+    }
+}
+
+/// `--host` takes IPv6 addresses: `::1`, and `::` for every interface (IPv4 clients included).
+@Suite struct IPv6ListenerTests {
+    @Test(arguments: ["::1", "::"])
+    func anIPv6ListenerServesClients(host: String) async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-ipv6-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var configuration = ServerConfiguration()
+        configuration.host = host
+        configuration.port = 0
+        configuration.dataDirectory = directory.path
+        configuration.logLevel = .error
+        let server = try LarderServer(configuration: configuration)
+        let port = try server.start()
+        defer { server.shutdown() }
+        let client = LarderClient(host: "::1", port: port)
+        defer { client.close() }
+        let created = try await client.create("notes", ["text": "over IPv6"])
+        #expect(try await client.get("notes", id: created.id) == created)
+        if host == "::" {  // dual stack: an IPv4 client reaches it too
+            let v4 = try RawClient.tcp(port: port)
+            try v4.hello()
+            #expect(try v4.call(.ping).status == .ok)
+        }
+    }
+
+    @Test func aHostThatIsNotAnAddressIsRefusedAtStart() throws {
+        var configuration = ServerConfiguration()
+        configuration.host = "not-an-address"
+        configuration.port = 0
+        configuration.dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-bad-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: configuration.dataDirectory) }
+        let server = try LarderServer(configuration: configuration)
+        #expect(throws: (any Error).self) { try server.start() }
     }
 }
