@@ -197,7 +197,8 @@ public final class LarderServer: Sendable {
         for _ in 0..<256 {
             let fd: Int32
             do throws(IOError) {
-                guard let accepted = try Socket.accept(listener.fd) else { return }
+                guard let accepted = try Socket.accept(listener.fd, keepaliveSeconds: configuration.tcpKeepaliveSeconds)
+                else { return }
                 fd = accepted
             } catch {
                 // EMFILE and friends: log and let the next readiness event try again.

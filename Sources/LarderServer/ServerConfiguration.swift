@@ -26,6 +26,11 @@ public struct ServerConfiguration: Sendable {
     public var searchDelayMs: Int = 0
     /// Bytes of recent GET answers the event loops keep (split between them); 0 turns the read cache off.
     public var readCacheBytes: Int = 64 << 20
+    /// TCP keepalive on client connections: probes start after this many silent seconds (then every sixth of it, six
+    /// times), so a peer that vanished without closing (a phone that lost its network, a crashed host) is noticed and
+    /// its connection and subscriptions freed; 0 turns it off. The idle timeout does not close a connection that
+    /// watches, so this is what ends a dead subscriber.
+    public var tcpKeepaliveSeconds: Int = 60
     /// Event-loop threads that own the connections. Default: half the cores (at least one), since the store's writer,
     /// the work queue (searches, blobs, parsing writes) and often the clients need the rest; with a loop per core on
     /// 2 cores shared with the load generator, GETs without pipelining ran at 0.6x the rate and 6x the p99 of one
@@ -151,6 +156,12 @@ public enum ServerOptions {
                 help: "recent GET answers kept in memory, 0 for none (default \(d.readCacheBytes))",
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
                     c.readCacheBytes = try integer("read-cache-bytes", v, min: 0, max: Int.max)
+                }),
+            Option(
+                name: "tcp-keepalive-s", env: "LARDER_TCP_KEEPALIVE_S", valueName: "N",
+                help: "TCP keepalive probes after N silent seconds, 0 for none (default \(d.tcpKeepaliveSeconds))",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.tcpKeepaliveSeconds = try integer("tcp-keepalive-s", v, min: 0, max: 86_400)
                 }),
             Option(
                 name: "io-threads", env: "LARDER_IO_THREADS", valueName: "N",

@@ -156,7 +156,7 @@ enum Socket {
     }
 
     /// Accepts one pending connection, non-blocking, or nil when none is waiting.
-    static func accept(_ listener: Int32) throws(IOError) -> Int32? {
+    static func accept(_ listener: Int32, keepaliveSeconds: Int = 0) throws(IOError) -> Int32? {
         switch try systemCall("accept", { Int(Glibc.accept(listener, nil, nil)) }) {
         case .wouldBlock: return nil
         case .done(let fd):
@@ -167,9 +167,19 @@ enum Socket {
                 Socket.close(fd)
                 throw error
             }
-            // Fails harmlessly (EOPNOTSUPP) on Unix sockets.
+            // These fail harmlessly (EOPNOTSUPP) on Unix sockets.
             var one: Int32 = 1
             _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+            if keepaliveSeconds > 0 {
+                let size = socklen_t(MemoryLayout<Int32>.size)
+                var idle = Int32(keepaliveSeconds)
+                var interval = Int32(max(1, keepaliveSeconds / 6))
+                var probes: Int32 = 6
+                _ = setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, size)
+                _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_KEEPIDLE, &idle, size)
+                _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_KEEPINTVL, &interval, size)
+                _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_KEEPCNT, &probes, size)
+            }
             return fd
         }
     }

@@ -47,6 +47,7 @@ struct ServerOptionsTests {
         (["--port", "70000"], "--port needs an integer between 0 and 65535, not '70000'"),
         (["--max-in-flight", "0"], "--max-in-flight needs an integer between 1 and 2147483647, not '0'"),
         (["--io-threads", "0"], "--io-threads needs an integer between 1 and 256, not '0'"),
+        (["--tcp-keepalive-s", "-1"], "--tcp-keepalive-s needs an integer between 0 and 86400, not '-1'"),
         (["--synchronous", "sometimes"], "--synchronous must be normal or full, not 'sometimes'"),
         (["stray"], "unexpected argument 'stray'"),
         (["--token-file", "/nonexistent/token"], "cannot read the token file /nonexistent/token"),
