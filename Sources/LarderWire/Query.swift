@@ -304,6 +304,9 @@ public struct SearchQuery: Sendable, Equatable {
     public static let defaultLimit = 50
     public static let maxLimit = 1000
     public static let maxSortKeys = 8
+    /// The longest SEARCH cursor taken back. A cursor carries the last record's sort values, so it is about 4/3 of
+    /// them: a sort on a long text field makes a long cursor (the request's `maxJSONBytes` bounds it too).
+    public static let maxCursorBytes = 4 << 20
 
     public init(
         filter: Filter? = nil, text: TextQuery? = nil, sort: [SortKey] = [], limit: Int = SearchQuery.defaultLimit,
@@ -336,7 +339,7 @@ public struct SearchQuery: Sendable, Equatable {
         switch json["cursor"] {
         case nil, .null?: break
         case .string(let string)?:
-            guard !string.isEmpty, string.utf8.count <= 4096 else {
+            guard !string.isEmpty, string.utf8.count <= SearchQuery.maxCursorBytes else {
                 throw .invalid("cursor", "'cursor' must be a previous page's nextCursor")
             }
             cursor = string
