@@ -299,42 +299,24 @@ final class TextIndexer: @unchecked Sendable {
     /// The writer job that covers `collection` (if it exists and is not yet covered): it joins `text_collections`
     /// and its documents the backlog, in one savepoint; then passes are asked for.
     private func cover(_ collection: String, _ done: @escaping @Sendable (LarderError?, _ covered: Bool) -> Void) {
-        let job = Writer.Job { [self] context in
-            var failure: LarderError?
-            var added = 0
-            var covered = 0
-            if let closedError = context.closedError {
-                failure = closedError
-            } else if let db = context.connection {
-                do throws(LarderError) {
-                    try db.run(.savepoint)
-                    do throws(LarderError) {
-                        covered = try db.run(
-                            "INSERT OR IGNORE INTO text_collections(name) SELECT name FROM collections WHERE name = ?1",
-                            [.text(collection)])
-                        if covered > 0 {
-                            added = try db.run(
-                                "INSERT OR IGNORE INTO fts_backlog(seq, old) SELECT seq, NULL FROM documents "
-                                    + "WHERE collection = ?1 ORDER BY seq", [.text(collection)])
-                        }
-                        try db.run(.release)
-                    } catch {
-                        context.rollbackSavepoint()
-                        throw error
-                    }
-                } catch {
-                    failure = error
-                }
+        var added = 0
+        var covered = 0
+        let job = TextIndexer.savepointJob({ db throws(LarderError) in
+            covered = try db.run(
+                "INSERT OR IGNORE INTO text_collections(name) SELECT name FROM collections WHERE name = ?1",
+                [.text(collection)])
+            if covered > 0 {
+                added = try db.run(
+                    "INSERT OR IGNORE INTO fts_backlog(seq, old) SELECT seq, NULL FROM documents "
+                        + "WHERE collection = ?1 ORDER BY seq", [.text(collection)])
             }
-            return { [self] commitError in
-                let error = commitError ?? failure
-                if error == nil && added > 0 {
-                    catchUpRows.add(added, ordering: .relaxed)
-                    backlogEstimate.add(added, ordering: .relaxed)
-                    poke()
-                }
-                done(error, covered > 0)
+        }) { [self] error in
+            if error == nil && added > 0 {
+                catchUpRows.add(added, ordering: .relaxed)
+                backlogEstimate.add(added, ordering: .relaxed)
+                poke()
             }
+            done(error, covered > 0)
         }
         if !writer.enqueue(job) { done(LarderError(.unavailable, "the store is closed"), false) }
     }
@@ -348,26 +330,9 @@ final class TextIndexer: @unchecked Sendable {
         }
         let box = ResultBox<Void>()
         let generation = self.generation
-        let job = Writer.Job { context in
-            var failure: LarderError?
-            if let closedError = context.closedError {
-                failure = closedError
-            } else if let db = context.connection {
-                do throws(LarderError) {
-                    try db.run(.savepoint)
-                    do throws(LarderError) {
-                        try TextIndexer.applyToBacklog(number, journal, generation: generation, db)
-                        try db.run(.release)
-                    } catch {
-                        context.rollbackSavepoint()
-                        throw error
-                    }
-                } catch {
-                    failure = error
-                }
-            }
-            return { commitError in box.set((commitError ?? failure).map { .failure($0) } ?? .success(())) }
-        }
+        let job = TextIndexer.savepointJob({ db throws(LarderError) in
+            try TextIndexer.applyToBacklog(number, journal, generation: generation, db)
+        }) { error in box.set(error.map { .failure($0) } ?? .success(())) }
         // A writer waiting in `wrote` goes on (and runs this settle in its next batch).
         passCommitted.withLock {
             settling = true
@@ -377,6 +342,33 @@ final class TextIndexer: @unchecked Sendable {
         guard writer.enqueue(job) else { throw LarderError(.unavailable, "the store is closed") }
         try box.wait()
         unsettled = nil
+    }
+
+    /// A writer job that runs `body` in a savepoint of the batch's transaction and reports, on the writer thread, its
+    /// own failure or else the COMMIT's outcome.
+    static func savepointJob(
+        _ body: @escaping (Connection) throws(LarderError) -> Void, completion: @escaping (LarderError?) -> Void
+    ) -> Writer.Job {
+        Writer.Job { context in
+            var failure: LarderError?
+            if let closedError = context.closedError {
+                failure = closedError
+            } else if let db = context.connection {
+                do throws(LarderError) {
+                    try db.run(.savepoint)
+                    do throws(LarderError) {
+                        try body(db)
+                        try db.run(.release)
+                    } catch {
+                        context.rollbackSavepoint()
+                        throw error
+                    }
+                } catch {
+                    failure = error
+                }
+            }
+            return { commitError in completion(commitError ?? failure) }
+        }
     }
 
     /// The settle of pass `number`, on the writer: nothing when the documents' file already has it; refused unless
