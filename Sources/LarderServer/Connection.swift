@@ -80,8 +80,9 @@ final class IOShard: EventLoopHandler, @unchecked Sendable {
 
     init(
         index: Int, configuration: ConnectionStateMachine.Configuration, store: Router.Store, stats: ServerStats,
-        readCacheBytes: Int = 0, publishedSeq: Int64 = 0
+        readCacheBytes: Int = 0, publishedSeq: Int64 = 0, maxInboxChanges: Int = IOShard.defaultMaxInboxChanges
     ) {
+        self.maxInboxChanges = max(1, maxInboxChanges)
         self.store = store
         self.stats = stats
         readCache = ReadCache(maxBytes: readCacheBytes)
@@ -91,16 +92,32 @@ final class IOShard: EventLoopHandler, @unchecked Sendable {
         self.publishedSeq = publishedSeq
     }
 
-    /// Committed changes waiting for `loop`, and whether a drain is scheduled (under the mutex: the writer queue
-    /// appends, `loop` drains).
-    private let inbox = Mutex<(pending: [ChangeEntry], scheduled: Bool)>(([], false))
+    /// Committed changes waiting for `loop`, whether a drain is scheduled, and the last change dropped since the
+    /// last drain (under the mutex: the writer queue appends, `loop` drains).
+    private let inbox = Mutex<(pending: [ChangeEntry], scheduled: Bool, droppedThrough: Int64?)>(([], false, nil))
+    /// The most changes the inbox holds for a loop that has fallen behind (an overloaded server): past it they are
+    /// dropped, and the next drain ends the shard's live subscriptions with a gap (each resumes from its own last
+    /// change with `since`) and empties its read cache, instead of the inbox growing without bound.
+    let maxInboxChanges: Int
+    static let defaultMaxInboxChanges = 100_000
+    /// Times the inbox overflowed (for tests and STATS).
+    let inboxOverflows = Atomic<Int>(0)
 
     /// Called on the store's writer queue: queues a batch and schedules a drain unless one is pending. Batches that
     /// arrive while the shard is busy are pushed together, so a connection gets one write for many commits when the
     /// fan-out falls behind, rather than one per commit.
     func publish(_ entries: [ChangeEntry]) {
+        let limit = maxInboxChanges
         let schedule = inbox.withLock { inbox -> Bool in
-            inbox.pending += entries
+            if inbox.droppedThrough != nil || inbox.pending.count + entries.count > limit {
+                // Fallen too far behind: what is pending goes too; the drain makes up for it (see `drain`).
+                let last = entries.last?.seq ?? inbox.pending.last?.seq
+                if inbox.droppedThrough == nil { inboxOverflows.add(1, ordering: .relaxed) }
+                inbox.droppedThrough = max(inbox.droppedThrough ?? 0, last ?? 0)
+                inbox.pending = []
+            } else {
+                inbox.pending += entries
+            }
             defer { inbox.scheduled = true }
             return !inbox.scheduled
         }
@@ -112,13 +129,23 @@ final class IOShard: EventLoopHandler, @unchecked Sendable {
     /// On `loop`: every change published so far, in commit order, to every live subscription of the shard.
     private func drain() {
         let current = published.load(ordering: .acquiring)
-        let entries = inbox.withLock { inbox -> [ChangeEntry] in
+        let (entries, dropped) = inbox.withLock { inbox -> ([ChangeEntry], Int64?) in
             inbox.scheduled = false
-            defer { inbox.pending = [] }
-            return inbox.pending
+            defer {
+                inbox.pending = []
+                inbox.droppedThrough = nil
+            }
+            return (inbox.pending, inbox.droppedThrough)
         }
-        // Every batch counted in `current` was in the inbox before it was counted, so it is in `entries`.
+        // Every batch counted in `current` was in the inbox before it was counted, so it is in `entries` (or was
+        // dropped, and `dropped` says so).
         applied = current
+        if let dropped {
+            // Which documents changed is lost: no cached answer can be trusted, and no live subscription can be fed.
+            readCache.removeAll()
+            publishedSeq = max(publishedSeq, dropped)
+            for connection in watchers.values { connection.endLiveSubscriptionsWithGap() }
+        }
         guard let last = entries.last?.seq else { return }
         for entry in entries { readCache.apply(entry) }
         publishedSeq = max(publishedSeq, last)
@@ -570,6 +597,29 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
             context.stats.watchesEnded(gaps)
         }
         context.stats.watchDelivered(events: sent, gaps: gaps, resyncs: 0)
+        perform(actions)
+    }
+
+    /// Ends every live subscription with a gap at the last change it handled (its shard dropped changes it was owed:
+    /// `IOShard.publish`). Subscriptions replaying the log go on: they read it up to what the shard has seen.
+    func endLiveSubscriptionsWithGap() {
+        guard !closing else { return }
+        var actions: [ConnectionStateMachine.Action] = []
+        var gaps = 0
+        for subscriptionID in subscriptions.keys.sorted() {
+            guard let subscription = subscriptions[subscriptionID], subscription.state == .live else { continue }
+            subscriptions[subscriptionID] = nil
+            gaps += 1
+            guard machine.canPush else { continue }
+            actions += machine.push(
+                opcode: .event, requestID: subscriptionID,
+                json: EventEncoder.gap(subscription: subscriptionID, seq: subscription.lastSeq))
+        }
+        guard gaps > 0 else { return }
+        context.logger.warn("conn \(id): the server fell behind its change feed; \(gaps) subscriptions ended with a gap")
+        watchingChanged()
+        context.stats.watchesEnded(gaps)
+        context.stats.watchDelivered(events: 0, gaps: gaps, resyncs: 0)
         perform(actions)
     }
 

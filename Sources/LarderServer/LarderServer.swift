@@ -21,7 +21,7 @@ public final class LarderServer: Sendable {
     public let configuration: ServerConfiguration
     private let context: ServerContext
     private let store: Router.Store
-    private let shards: [IOShard]
+    let shards: [IOShard]
     private let hub: WatchHub
     private let acceptQueue = DispatchQueue(label: "larder.accept")
     private let state = Mutex(State())
@@ -109,7 +109,8 @@ public final class LarderServer: Sendable {
         shards = (0..<max(1, configuration.ioQueues)).map {
             IOShard(
                 index: $0, configuration: machine, store: store, stats: stats,
-                readCacheBytes: configuration.readCacheBytes / max(1, configuration.ioQueues), publishedSeq: lastChangeSeq)
+                readCacheBytes: configuration.readCacheBytes / max(1, configuration.ioQueues), publishedSeq: lastChangeSeq,
+                maxInboxChanges: configuration.maxInboxChanges)
         }
         let hub = WatchHub(shards: shards)
         self.hub = hub

@@ -66,6 +66,14 @@ struct ReadCache {
         }
     }
 
+    /// Forgets every answer (changes were dropped, so which ones are stale is unknown).
+    mutating func removeAll() {
+        entries.removeAll()
+        order.removeAll()
+        orderHead = 0
+        bytes = 0
+    }
+
     mutating func invalidate(collection: String) {
         for key in entries.keys where key.collection == collection { invalidate(key) }
     }
