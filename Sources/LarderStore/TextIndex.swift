@@ -90,8 +90,10 @@ final class TextIndexer: @unchecked Sendable {
     private let catchUpRows = Atomic<Int>(0)
     /// Collections whose covering was asked for and has not committed yet (under `lock`).
     private var requested: Set<String> = []
-    /// Times the writer waited for a pass because the backlog passed `fullTextBacklogLimit` (for tests).
+    /// Times the writer waited for a pass because the backlog passed `fullTextBacklogLimit`, and of those, times no
+    /// pass came within the second it waits (for tests).
     let writerWaits = Atomic<Int>(0)
+    let writerWaitTimeouts = Atomic<Int>(0)
     /// Test hooks: settles that fail on purpose (as a crash between a pass's commit and its settle would leave it), and
     /// a pause between a text search's two snapshots (which widens the window the snapshot lock closes).
     let failSettles = Atomic<Int>(0)
@@ -126,8 +128,7 @@ final class TextIndexer: @unchecked Sendable {
     private static func startOver(index: Connection, documents: Connection) throws(LarderError) -> Int64 {
         let generation = Int64.random(in: 1...Int64.max)
         try index.execute(
-            "BEGIN IMMEDIATE; DROP TABLE IF EXISTS text_index; DROP TABLE IF EXISTS text_journal; "
-                + "DELETE FROM text_meta; \(indexSchema) "
+            "BEGIN IMMEDIATE; DROP TABLE IF EXISTS text_index; DELETE FROM text_meta; \(indexSchema) "
                 + "INSERT INTO text_meta(key, value) VALUES ('generation', \(generation)), ('pass', 0); COMMIT")
         try documents.execute(
             """
@@ -166,19 +167,24 @@ final class TextIndexer: @unchecked Sendable {
             guard !settling else { return }
             writerWaits.add(1, ordering: .relaxed)
             while !settling {
-                if !passCommitted.wait(until: deadline) { break }
+                if !passCommitted.wait(until: deadline) {
+                    writerWaitTimeouts.add(1, ordering: .relaxed)
+                    break
+                }
             }
         }
     }
 
     private func runPasses() {
         lock.withLock { scheduled = false }
-        // Passes while the backlog holds at least `fullTextBacklog` documents, until one fails (the next poke tries
-        // again).
+        // Passes while the backlog holds at least `fullTextBacklog` documents, or more than the writer waits at (it
+        // waits for a pass), until one fails (the next poke tries again).
+        let configuration = core.configuration
         while !lock.withLock({ closed }) {
             guard let left = try? connection.scalar("SELECT count(*) FROM docs.fts_backlog") else { return }
             backlogEstimate.store(Int(left), ordering: .relaxed)
-            guard left >= Int64(max(1, core.configuration.fullTextBacklog)), (try? pass()) != nil else { return }
+            let due = left >= Int64(max(1, configuration.fullTextBacklog)) || left > Int64(configuration.fullTextBacklogLimit)
+            guard due, (try? pass()) != nil else { return }
         }
     }
 

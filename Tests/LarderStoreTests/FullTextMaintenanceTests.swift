@@ -480,6 +480,24 @@ import Testing
         }
     }
 
+    /// Writes faster than the passes: past `fullTextBacklogLimit` backlog documents the writer waits for passes
+    /// (without deadlocking on the settles it must run itself), and the index ends exact.
+    @Test func theWriterWaitsForPassesPastTheBacklogLimit() throws {
+        try withStore({
+            $0.fullTextBacklog = 40
+            $0.fullTextBacklogLimit = 10
+        }) { store, _ in
+            _ = try store.create("notes", id: nil, data: ["text": "first 台北"])
+            try store.textIndexer!.indexCollection("notes")
+            for n in 0..<300 { _ = try store.create("notes", id: nil, data: ["text": .string("note \(n) 台北")]) }
+            #expect(store.textIndexer!.writerWaits.load(ordering: .relaxed) > 0)
+            // A pass always follows (here the backlog above the limit is below a pass's size: a pass must run anyway).
+            #expect(store.textIndexer!.writerWaitTimeouts.load(ordering: .relaxed) == 0)
+            #expect(try store.count("notes", filter: nil, text: TextQuery(query: "台北")) == 301)
+            #expect(try store.integrityCheck() == "ok")
+        }
+    }
+
     /// A settle that failed is tried again before the next pass reads the backlog; the index then ends exact.
     @Test func aFailedSettleIsRetriedBeforeTheNextPass() throws {
         try withStore({ $0.fullTextBacklog = 1000 }) { store, _ in
