@@ -159,14 +159,18 @@ final class TextIndexer: @unchecked Sendable {
     /// committed and its settle waits for the writer, which needs the writer itself: so the writer goes on at the
     /// passes' pace. Not while passes fail (they would not come).
     func wrote() {
-        let estimate = backlogEstimate.load(ordering: .relaxed) - catchUpRows.load(ordering: .relaxed)
-        guard estimate > core.configuration.fullTextBacklogLimit, lock.withLock({ !closed && !failing }) else { return }
+        let limit = core.configuration.fullTextBacklogLimit
+        func excess() -> Bool {
+            backlogEstimate.load(ordering: .relaxed) - catchUpRows.load(ordering: .relaxed) > limit
+        }
+        guard excess(), lock.withLock({ !closed && !failing }) else { return }
         poke()
         let deadline = Date().addingTimeInterval(1)
         passCommitted.withLock {
             guard !settling else { return }
             writerWaits.add(1, ordering: .relaxed)
-            while !settling {
+            // Until a pass has committed, or a fresh count finds the backlog within the limit after all.
+            while !settling && excess() {
                 if !passCommitted.wait(until: deadline) {
                     writerWaitTimeouts.add(1, ordering: .relaxed)
                     break
@@ -183,6 +187,7 @@ final class TextIndexer: @unchecked Sendable {
         while !lock.withLock({ closed }) {
             guard let left = try? connection.scalar("SELECT count(*) FROM docs.fts_backlog") else { return }
             backlogEstimate.store(Int(left), ordering: .relaxed)
+            passCommitted.withLock { passCommitted.broadcast() }  // a waiting writer re-reads the estimate
             let due = left >= Int64(max(1, configuration.fullTextBacklog)) || left > Int64(configuration.fullTextBacklogLimit)
             guard due, (try? pass()) != nil else { return }
         }
