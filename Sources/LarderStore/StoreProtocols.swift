@@ -270,7 +270,8 @@ public struct StoreConfiguration: Sendable {
     public var maxBlobBytes: Int
     public var readerCount: Int
     /// Whether substring search of 3+ characters uses the trigram full-text index (results are identical either
-    /// way; off is for tests and benchmarks).
+    /// way; off is for tests and benchmarks). A store with it off neither reads nor maintains the index file, so it
+    /// can be opened beside one that does.
     public var useTextIndex: Bool
     /// Whether filters and sorts on indexed fields are written so SQLite can use the expression index (results are
     /// identical either way; off is for tests and benchmarks).

@@ -90,8 +90,8 @@ final class TextIndexer: @unchecked Sendable {
     private let catchUpRows = Atomic<Int>(0)
     /// Collections whose covering was asked for and has not committed yet (under `lock`).
     private var requested: Set<String> = []
-    /// Times the writer waited for a pass because the backlog passed `fullTextBacklogLimit`, and of those, times no
-    /// pass came within the second it waits (for tests).
+    /// Times a commit found the backlog past `fullTextBacklogLimit` (the writer then waits for a pass, unless one is
+    /// already settling), and times no pass came within the second it waits (for tests).
     let writerWaits = Atomic<Int>(0)
     let writerWaitTimeouts = Atomic<Int>(0)
     /// Test hooks: settles that fail on purpose (as a crash between a pass's commit and its settle would leave it), and
@@ -164,11 +164,11 @@ final class TextIndexer: @unchecked Sendable {
             backlogEstimate.load(ordering: .relaxed) - catchUpRows.load(ordering: .relaxed) > limit
         }
         guard excess(), lock.withLock({ !closed && !failing }) else { return }
+        writerWaits.add(1, ordering: .relaxed)
         poke()
         let deadline = Date().addingTimeInterval(1)
         passCommitted.withLock {
             guard !settling else { return }
-            writerWaits.add(1, ordering: .relaxed)
             // Until a pass has committed, or a fresh count finds the backlog within the limit after all.
             while !settling && excess() {
                 if !passCommitted.wait(until: deadline) {

@@ -291,13 +291,9 @@ extension RawClient {
 /// A server dropped without `shutdown()` (an embedding that forgot) must not leave its clients hanging.
 @Suite struct DroppedServerTests {
     @Test func droppingAStartedServerClosesItsConnections() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-drop-\(UUID().uuidString)")
+        let directory = temporaryTestDirectory("larder-drop")
         defer { try? FileManager.default.removeItem(at: directory) }
-        var configuration = ServerConfiguration()
-        configuration.port = 0
-        configuration.dataDirectory = directory.appendingPathComponent("data").path
-        configuration.logLevel = .error
-        var server: LarderServer? = try LarderServer(configuration: configuration)
+        var server: LarderServer? = try LarderServer(configuration: .forTests(in: directory))
         let port = try server!.start()
         let client = try RawClient.tcp(port: port)
         try client.hello()
@@ -313,13 +309,10 @@ extension RawClient {
 @Suite struct IPv6ListenerTests {
     @Test(arguments: ["::1", "::"])
     func anIPv6ListenerServesClients(host: String) async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-ipv6-\(UUID().uuidString)")
+        let directory = temporaryTestDirectory("larder-ipv6")
         defer { try? FileManager.default.removeItem(at: directory) }
-        var configuration = ServerConfiguration()
+        var configuration = ServerConfiguration.forTests(in: directory)
         configuration.host = host
-        configuration.port = 0
-        configuration.dataDirectory = directory.path
-        configuration.logLevel = .error
         let server = try LarderServer(configuration: configuration)
         let port = try server.start()
         defer { server.shutdown() }
@@ -335,11 +328,10 @@ extension RawClient {
     }
 
     @Test func aHostThatIsNotAnAddressIsRefusedAtStart() throws {
-        var configuration = ServerConfiguration()
+        let directory = temporaryTestDirectory("larder-bad-host")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var configuration = ServerConfiguration.forTests(in: directory)
         configuration.host = "not-an-address"
-        configuration.port = 0
-        configuration.dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-bad-\(UUID().uuidString)").path
-        defer { try? FileManager.default.removeItem(atPath: configuration.dataDirectory) }
         let server = try LarderServer(configuration: configuration)
         #expect(throws: (any Error).self) { try server.start() }
     }

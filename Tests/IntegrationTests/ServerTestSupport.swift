@@ -159,17 +159,30 @@ final class RawClient {
     func shutdownWrite() { Glibc.shutdown(fd, Int32(SHUT_WR)) }
 }
 
+extension ServerConfiguration {
+    /// Port 0, quiet logs, data under `directory`/data: what the tests' servers start from.
+    static func forTests(in directory: URL) -> ServerConfiguration {
+        var configuration = ServerConfiguration()
+        configuration.port = 0
+        configuration.dataDirectory = directory.appendingPathComponent("data").path
+        configuration.logLevel = .error
+        return configuration
+    }
+}
+
+/// A fresh path in the temporary directory for one test (the test removes it).
+func temporaryTestDirectory(_ prefix: String) -> URL {
+    FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
+}
+
 /// A server on port 0 in a fresh temporary data directory, shut down when `body` returns.
 func withServerOnPort0(
     _ configure: (inout ServerConfiguration) -> Void = { _ in },
     _ body: (LarderServer, Int) throws -> Void
 ) throws {
-    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-server-\(UUID().uuidString)")
+    let directory = temporaryTestDirectory("larder-server")
     defer { try? FileManager.default.removeItem(at: directory) }
-    var configuration = ServerConfiguration()
-    configuration.port = 0
-    configuration.dataDirectory = directory.appendingPathComponent("data").path
-    configuration.logLevel = .error
+    var configuration = ServerConfiguration.forTests(in: directory)
     configuration.ioQueues = 2
     configure(&configuration)
     let server = try LarderServer(configuration: configuration)

@@ -496,7 +496,9 @@ import Testing
             try indexer.catchUp(rounds: 0)  // counts the backlog: 51, past the limit
             #expect(indexer.writerWaits.load(ordering: .relaxed) == 0)
             _ = try store.create("notes", id: nil, data: ["text": "last 台北"])
-            #expect(indexer.writerWaits.load(ordering: .relaxed) == 1)
+            // At least that commit (a pass may already be settling when it looks, and the settle's own commit may
+            // count too).
+            #expect(indexer.writerWaits.load(ordering: .relaxed) >= 1)
             #expect(indexer.writerWaitTimeouts.load(ordering: .relaxed) == 0)
             #expect(indexer.passes.load(ordering: .relaxed) >= 1)
             #expect(try store.count("notes", filter: nil, text: TextQuery(query: "台北")) == 52)
