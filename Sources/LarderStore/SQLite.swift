@@ -392,10 +392,16 @@ enum TextFold {
             }
         }
         for (_, value) in object { walk(value) }
-        guard nonASCII < 0x80 else {
-            var folded = fold(String(decoding: out, as: UTF8.self))
+        return fold(joined: out, ascii: nonASCII < 0x80)
+    }
+
+    /// The fold of strings already joined by U+001F (`searchBytes`, `CompactDocument.strings`).
+    static func fold(joined: [UInt8], ascii: Bool) -> [UInt8] {
+        guard ascii else {
+            var folded = fold(String(decoding: joined, as: UTF8.self))
             return folded.withUTF8 { Array($0) }
         }
+        var out = joined
         out.withUnsafeMutableBufferPointer { bytes in
             for i in bytes.indices where bytes[i] &- 65 < 26 { bytes[i] |= 0x20 }
         }

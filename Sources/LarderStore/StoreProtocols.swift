@@ -109,6 +109,12 @@ public struct PreparedDocument: Sendable, Equatable {
         data = object.bytes
         search = TextFold.searchBytes(object)
     }
+
+    /// The same, from a document read without a tree (`CompactJSON`).
+    public init(_ document: CompactDocument) {
+        data = document.bytes
+        search = TextFold.fold(joined: document.strings, ascii: document.stringsAreASCII)
+    }
 }
 
 /// The write operations, available inside one group-commit transaction (see `DocumentStore.submitWrite`).

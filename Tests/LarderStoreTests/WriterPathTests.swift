@@ -36,6 +36,24 @@ import Testing
         #expect(TextFold.searchText(data) == WriterPathTests.reference(data))
         #expect(TextFold.searchBytes(data) == Array(WriterPathTests.reference(data).utf8))
         #expect(PreparedDocument(data).data == data.bytes)
+        // Read without a tree (the server's path for CREATE and REPLACE), the document is prepared alike.
+        #expect(CompactJSON.object(Array(text.utf8)).map(PreparedDocument.init) == PreparedDocument(data))
+    }
+
+    /// Every seed record, written with spaces as apps' JSON encoders write it, is prepared alike with and without a
+    /// tree: the same stored bytes and the same folded search text.
+    @Test func seedRecordsPrepareAlikeWithoutATree() throws {
+        var count = 0
+        for (_, records) in try seedRecords() {
+            for record in records {
+                let spaced = Array(String(decoding: record.bytes, as: UTF8.self)
+                    .replacingOccurrences(of: "\",\"", with: "\", \"").replacingOccurrences(of: "\":", with: "\": ").utf8)
+                let compact = try #require(CompactJSON.object(spaced))
+                #expect(PreparedDocument(compact) == PreparedDocument(record))
+                count += 1
+            }
+        }
+        #expect(count > 10)
     }
 
     @Test func storedSearchColumnIsTheFoldedText() throws {

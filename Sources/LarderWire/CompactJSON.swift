@@ -1,0 +1,484 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A JSON object read from a request straight into the form the store keeps, without building a `JSONObject`: its
+/// compact bytes, exactly as `JSONParser` followed by `JSONObject.bytes` would write them, and its string values (for
+/// the substring-search text), exactly as `TextFold` would collect them from the tree.
+///
+/// For a 250-byte record the tree costs a dictionary and an array per object and a `String` per key and value, then
+/// a second walk to write it back out; on the CREATE path that was the largest share of the server's allocations
+/// (BENCHMARKS.md). The transcoder reads the bytes once and appends to two buffers.
+public struct CompactDocument: Sendable, Equatable {
+    /// The compact JSON of the object.
+    public var bytes: [UInt8]
+    /// Every string value anywhere in the object (not member names), decoded, in document order, joined by U+001F.
+    public var strings: [UInt8]
+    /// Whether `strings` is all ASCII.
+    public var stringsAreASCII: Bool
+}
+
+/// Reads one JSON object into a `CompactDocument` (see there).
+///
+/// It answers only when the outcome is certain to equal the general path's; for anything else, valid or not, it
+/// answers nil and the caller parses with `JSONParser`, so every error (and its byte offset) is the general path's.
+/// The nil cases: a syntax error, invalid UTF-8, nesting past the limit, duplicate member names, an object with more
+/// than `maxMembers` members (names are compared pairwise), an integer of 19 or more digits (it may not fit an
+/// `Int64`), a number longer than 400 bytes or out of a double's range.
+public enum CompactJSON {
+    /// Members per object compared pairwise for duplicates; larger objects take the general path.
+    public static let maxMembers = 64
+
+    /// Reads the object that starts at `index` (after any whitespace) and leaves `index` after it. `depth` is the
+    /// object's nesting level in the whole message as `JSONParser` counts it (1 for a top-level object), `maxDepth`
+    /// the parser's limit.
+    public static func object(
+        _ buffer: UnsafeBufferPointer<UInt8>, at index: inout Int, depth: Int, maxDepth: Int = JSONParser.defaultMaxDepth
+    ) -> CompactDocument? {
+        var transcoder = Transcoder(buffer: buffer, index: index, maxDepth: maxDepth)
+        transcoder.out.reserveCapacity(buffer.count - index)
+        transcoder.skipWhitespace()
+        guard transcoder.peek == UInt8(ascii: "{"), transcoder.object(depth: depth) else { return nil }
+        index = transcoder.index
+        return CompactDocument(
+            bytes: transcoder.out, strings: transcoder.strings, stringsAreASCII: transcoder.stringBits < 0x80)
+    }
+
+    /// `object` over a whole buffer (whitespace around it allowed): what `JSONParser.parseObject` would read.
+    public static func object(_ bytes: [UInt8], maxDepth: Int = JSONParser.defaultMaxDepth) -> CompactDocument? {
+        bytes.withUnsafeBufferPointer { buffer -> CompactDocument? in
+            var index = 0
+            guard let document = object(buffer, at: &index, depth: 1, maxDepth: maxDepth) else { return nil }
+            while index < buffer.count, isWhitespace(buffer[index]) { index += 1 }
+            return index == buffer.count ? document : nil
+        }
+    }
+
+    static func isWhitespace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09 }
+
+    private struct Transcoder {
+        let buffer: UnsafeBufferPointer<UInt8>
+        var index: Int
+        let maxDepth: Int
+        var out: [UInt8] = []
+        var strings: [UInt8] = []
+        var stringCount = 0
+        /// The OR of every byte appended to `strings`.
+        var stringBits: UInt8 = 0
+        /// Where each member name of the objects being read lies in `out` (between its quotes), innermost last.
+        var names: [(range: Range<Int>, ascii: Bool)] = []
+
+        init(buffer: UnsafeBufferPointer<UInt8>, index: Int, maxDepth: Int) {
+            self.buffer = buffer
+            self.index = index
+            self.maxDepth = maxDepth
+        }
+
+        var peek: UInt8? { index < buffer.count ? buffer[index] : nil }
+
+        mutating func skipWhitespace() {
+            while index < buffer.count, CompactJSON.isWhitespace(buffer[index]) { index += 1 }
+        }
+
+        mutating func take(_ byte: UInt8) -> Bool {
+            skipWhitespace()
+            guard index < buffer.count, buffer[index] == byte else { return false }
+            index += 1
+            return true
+        }
+
+        mutating func value(depth: Int) -> Bool {
+            skipWhitespace()
+            guard let byte = peek else { return false }
+            switch byte {
+            case UInt8(ascii: "{"): return object(depth: depth + 1)
+            case UInt8(ascii: "["): return array(depth: depth + 1)
+            case UInt8(ascii: "\""): return string(isName: false) != nil
+            case UInt8(ascii: "t"): return literal("true")
+            case UInt8(ascii: "f"): return literal("false")
+            case UInt8(ascii: "n"): return literal("null")
+            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return number()
+            default: return false
+            }
+        }
+
+        mutating func literal(_ text: StaticString) -> Bool {
+            let count = text.utf8CodeUnitCount
+            guard index + count <= buffer.count,
+                text.withUTF8Buffer({ $0.elementsEqual(UnsafeBufferPointer(rebasing: buffer[index..<index + count])) })
+            else { return false }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[index..<index + count]))
+            index += count
+            return true
+        }
+
+        mutating func object(depth: Int) -> Bool {
+            guard depth <= maxDepth else { return false }
+            index += 1
+            out.append(UInt8(ascii: "{"))
+            let firstName = names.count
+            defer { names.removeSubrange(firstName...) }
+            if take(UInt8(ascii: "}")) {
+                out.append(UInt8(ascii: "}"))
+                return true
+            }
+            while true {
+                skipWhitespace()
+                guard peek == UInt8(ascii: "\""), names.count - firstName < CompactJSON.maxMembers,
+                    let name = string(isName: true), isNew(name, since: firstName)
+                else { return false }
+                names.append(name)
+                guard take(UInt8(ascii: ":")) else { return false }
+                out.append(UInt8(ascii: ":"))
+                guard value(depth: depth) else { return false }
+                if take(UInt8(ascii: ",")) {
+                    out.append(UInt8(ascii: ","))
+                } else if take(UInt8(ascii: "}")) {
+                    out.append(UInt8(ascii: "}"))
+                    return true
+                } else {
+                    return false
+                }
+            }
+        }
+
+        /// Whether `name` differs from the names read so far in this object, as `String` compares them: canonical
+        /// equivalence, which for ASCII is byte equality (the written forms map decoded names one to one), but
+        /// which makes some non-ASCII names equal to ASCII ones (U+212A KELVIN SIGN is "K").
+        func isNew(_ name: (range: Range<Int>, ascii: Bool), since first: Int) -> Bool {
+            let bytes = out[name.range]
+            var decoded: String?
+            for other in names[first...] {
+                if other.ascii && name.ascii {
+                    if other.range.count == name.range.count && out[other.range].elementsEqual(bytes) { return false }
+                } else {
+                    if decoded == nil { decoded = self.decoded(name.range) }
+                    if self.decoded(other.range) == decoded { return false }
+                }
+            }
+            return true
+        }
+
+        /// A written name (between its quotes in `out`) as a `String`.
+        func decoded(_ range: Range<Int>) -> String {
+            let bytes = out[range]
+            guard bytes.contains(UInt8(ascii: "\\")),
+                case .string(let string)? = try? JSONParser.parse(out[(range.lowerBound - 1)...range.upperBound])
+            else { return String(decoding: bytes, as: UTF8.self) }
+            return string
+        }
+
+        mutating func array(depth: Int) -> Bool {
+            guard depth <= maxDepth else { return false }
+            index += 1
+            out.append(UInt8(ascii: "["))
+            if take(UInt8(ascii: "]")) {
+                out.append(UInt8(ascii: "]"))
+                return true
+            }
+            while true {
+                guard value(depth: depth) else { return false }
+                if take(UInt8(ascii: ",")) {
+                    out.append(UInt8(ascii: ","))
+                } else if take(UInt8(ascii: "]")) {
+                    out.append(UInt8(ascii: "]"))
+                    return true
+                } else {
+                    return false
+                }
+            }
+        }
+
+        /// Copies a string, re-escaped as `JSONWriter.writeString` writes it; a value's decoded bytes also go to
+        /// `strings`. Answers where the written string lies in `out` (between the quotes) and whether it is ASCII.
+        mutating func string(isName: Bool) -> (range: Range<Int>, ascii: Bool)? {
+            index += 1
+            out.append(UInt8(ascii: "\""))
+            let start = out.count
+            if !isName {
+                if stringCount > 0 { strings.append(0x1F) }
+                stringCount += 1
+            }
+            var bits: UInt8 = 0
+            var run = index  // the start of the bytes not yet copied
+            while index < buffer.count {
+                let byte = buffer[index]
+                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+                    let plain = UnsafeBufferPointer(rebasing: buffer[run..<index])
+                    out.append(contentsOf: plain)
+                    if !isName { strings.append(contentsOf: plain) }
+                    if byte == UInt8(ascii: "\"") {
+                        index += 1
+                        let range = start..<out.count
+                        out.append(UInt8(ascii: "\""))
+                        if !isName { stringBits |= bits }
+                        return (range, bits < 0x80)
+                    }
+                    guard let scalar = escape() else { return nil }
+                    if scalar >= 0x80 { bits |= 0x80 }
+                    append(scalar, isName: isName)
+                    run = index
+                } else if byte < 0x80 {
+                    guard byte >= 0x20 else { return nil }
+                    index += 1
+                } else {
+                    guard let next = CompactJSON.validSequence(buffer, at: index) else { return nil }
+                    bits |= 0x80
+                    index = next
+                }
+            }
+            return nil
+        }
+
+        /// Reads the escape at `index` (a backslash) and answers its scalar, or nil when it is invalid or a lone
+        /// surrogate.
+        mutating func escape() -> UInt32? {
+            guard index + 1 < buffer.count else { return nil }
+            let letter = buffer[index + 1]
+            index += 2
+            switch letter {
+            case UInt8(ascii: "\""): return 0x22
+            case UInt8(ascii: "\\"): return 0x5C
+            case UInt8(ascii: "/"): return 0x2F
+            case UInt8(ascii: "b"): return 0x08
+            case UInt8(ascii: "f"): return 0x0C
+            case UInt8(ascii: "n"): return 0x0A
+            case UInt8(ascii: "r"): return 0x0D
+            case UInt8(ascii: "t"): return 0x09
+            case UInt8(ascii: "u"):
+                guard let high = hex4() else { return nil }
+                if high >= 0xDC00 && high < 0xE000 { return nil }
+                guard high >= 0xD800 && high < 0xDC00 else { return high }
+                guard index + 1 < buffer.count, buffer[index] == UInt8(ascii: "\\"), buffer[index + 1] == UInt8(ascii: "u")
+                else { return nil }
+                index += 2
+                guard let low = hex4(), low >= 0xDC00 && low < 0xE000 else { return nil }
+                return 0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00)
+            default: return nil
+            }
+        }
+
+        mutating func hex4() -> UInt32? {
+            guard index + 4 <= buffer.count else { return nil }
+            var value: UInt32 = 0
+            for _ in 0..<4 {
+                let byte = buffer[index]
+                let digit: UInt32
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(byte - UInt8(ascii: "0"))
+                case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt32(byte - UInt8(ascii: "a") + 10)
+                case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt32(byte - UInt8(ascii: "A") + 10)
+                default: return nil
+                }
+                value = value << 4 | digit
+                index += 1
+            }
+            return value
+        }
+
+        /// Appends an escaped scalar: written form to `out` (as `JSONWriter.writeString` writes it), decoded to
+        /// `strings` for a value.
+        mutating func append(_ scalar: UInt32, isName: Bool) {
+            var utf8: (UInt8, UInt8, UInt8, UInt8) = (0, 0, 0, 0)
+            let count: Int
+            switch scalar {
+            case 0..<0x80:
+                utf8.0 = UInt8(scalar)
+                count = 1
+            case 0x80..<0x800:
+                utf8 = (0xC0 | UInt8(scalar >> 6), 0x80 | UInt8(scalar & 0x3F), 0, 0)
+                count = 2
+            case 0x800..<0x10000:
+                utf8 = (0xE0 | UInt8(scalar >> 12), 0x80 | UInt8(scalar >> 6 & 0x3F), 0x80 | UInt8(scalar & 0x3F), 0)
+                count = 3
+            default:
+                utf8 = (
+                    0xF0 | UInt8(scalar >> 18), 0x80 | UInt8(scalar >> 12 & 0x3F), 0x80 | UInt8(scalar >> 6 & 0x3F),
+                    0x80 | UInt8(scalar & 0x3F)
+                )
+                count = 4
+            }
+            withUnsafeBytes(of: utf8) { bytes in
+                let decoded = UnsafeRawBufferPointer(rebasing: bytes[0..<count])
+                if !isName { strings.append(contentsOf: decoded) }
+                if count == 1 && (scalar < 0x20 || scalar == 0x22 || scalar == 0x5C) {
+                    JSONWriter.writeEscape(UInt8(scalar), into: &out)
+                } else {
+                    out.append(contentsOf: decoded)
+                }
+            }
+        }
+
+        /// Copies a number as `JSONParser` reads it and `JSON.write` writes it back: integers that surely fit an
+        /// `Int64` as they are (`-0` as `0`), other numbers through `strtod` and `Double.description`.
+        mutating func number() -> Bool {
+            let start = index
+            var isInteger = true
+            if buffer[index] == UInt8(ascii: "-") { index += 1 }
+            guard index < buffer.count, isDigit(buffer[index]) else { return false }
+            if buffer[index] == UInt8(ascii: "0") {
+                index += 1
+                if index < buffer.count && isDigit(buffer[index]) { return false }
+            } else {
+                while index < buffer.count && isDigit(buffer[index]) { index += 1 }
+            }
+            if index < buffer.count && buffer[index] == UInt8(ascii: ".") {
+                isInteger = false
+                index += 1
+                guard index < buffer.count, isDigit(buffer[index]) else { return false }
+                while index < buffer.count && isDigit(buffer[index]) { index += 1 }
+            }
+            if index < buffer.count && (buffer[index] == UInt8(ascii: "e") || buffer[index] == UInt8(ascii: "E")) {
+                isInteger = false
+                index += 1
+                if index < buffer.count && (buffer[index] == UInt8(ascii: "+") || buffer[index] == UInt8(ascii: "-")) {
+                    index += 1
+                }
+                guard index < buffer.count, isDigit(buffer[index]) else { return false }
+                while index < buffer.count && isDigit(buffer[index]) { index += 1 }
+            }
+            let text = UnsafeBufferPointer(rebasing: buffer[start..<index])
+            if isInteger {
+                let digits = buffer[start] == UInt8(ascii: "-") ? text.count - 1 : text.count
+                guard digits <= 18 else { return false }
+                if text.count == 2 && text[0] == UInt8(ascii: "-") && text[1] == UInt8(ascii: "0") {
+                    out.append(UInt8(ascii: "0"))  // -0
+                } else {
+                    out.append(contentsOf: text)
+                }
+                return true
+            }
+            guard text.count <= 400 else { return false }
+            let value = withUnsafeTemporaryAllocation(of: CChar.self, capacity: text.count + 1) { c -> Double in
+                for i in 0..<text.count { c[i] = CChar(bitPattern: text[i]) }
+                c[text.count] = 0
+                return strtod(c.baseAddress!, nil)
+            }
+            guard value.isFinite else { return false }
+            JSONWriter.writeDouble(value, into: &out)
+            return true
+        }
+
+        func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
+    }
+
+    /// The index after the well-formed UTF-8 sequence of two to four bytes that starts at `index` (Unicode's table
+    /// 3-7: no overlong forms, no surrogates, nothing past U+10FFFF), or nil.
+    static func validSequence(_ buffer: UnsafeBufferPointer<UInt8>, at index: Int) -> Int? {
+        let lead = buffer[index]
+        let length: Int
+        var low: UInt8 = 0x80
+        var high: UInt8 = 0xBF
+        switch lead {
+        case 0xC2...0xDF: length = 2
+        case 0xE0:
+            length = 3
+            low = 0xA0
+        case 0xE1...0xEC, 0xEE...0xEF: length = 3
+        case 0xED:
+            length = 3
+            high = 0x9F
+        case 0xF0:
+            length = 4
+            low = 0x90
+        case 0xF1...0xF3: length = 4
+        case 0xF4:
+            length = 4
+            high = 0x8F
+        default: return nil
+        }
+        guard index + length <= buffer.count else { return nil }
+        let second = buffer[index + 1]
+        guard second >= low && second <= high else { return nil }
+        for i in 2..<length where buffer[index + i] & 0xC0 != 0x80 { return nil }
+        return index + length
+    }
+}
+
+/// CREATE and REPLACE in their usual form, read without building a tree: the document goes straight to its stored
+/// form (`CompactDocument`).
+public struct DocumentWrite: Sendable, Equatable {
+    public var collection: String
+    public var id: UUID?
+    public var data: CompactDocument
+    public var rev: Int64?
+
+    /// `{"collection": "…", "id": "…", "data": {…}}` (CREATE: `id` optional; REPLACE: `id` required and `rev`
+    /// allowed): member names and the collection and id without escapes, each member once, the id in its strict
+    /// form, `rev` a positive integer, `data` as `CompactJSON` reads it. Anything else is nil: then use
+    /// `CreateRequest(json:)` or `ReplaceRequest(json:)`, which give the same request or the error.
+    public static func fast(_ json: [UInt8], opcode: Opcode) -> DocumentWrite? {
+        guard opcode == .create || opcode == .replace else { return nil }
+        return json.withUnsafeBufferPointer { buffer -> DocumentWrite? in
+            var index = 0
+            func skipWhitespace() { while index < buffer.count, CompactJSON.isWhitespace(buffer[index]) { index += 1 } }
+            func take(_ byte: UInt8) -> Bool {
+                skipWhitespace()
+                guard index < buffer.count, buffer[index] == byte else { return false }
+                index += 1
+                return true
+            }
+            /// A string's bytes between its quotes, when it holds no escape and no control character.
+            func plainString() -> UnsafeBufferPointer<UInt8>? {
+                guard take(UInt8(ascii: "\"")) else { return nil }
+                let start = index
+                while index < buffer.count {
+                    let byte = buffer[index]
+                    if byte == UInt8(ascii: "\"") {
+                        index += 1
+                        return UnsafeBufferPointer(rebasing: buffer[start..<index - 1])
+                    }
+                    if byte == UInt8(ascii: "\\") || byte < 0x20 { return nil }
+                    index += 1
+                }
+                return nil
+            }
+            var collection: String?
+            var id: UUID?
+            var data: CompactDocument?
+            var rev: Int64?
+            guard take(UInt8(ascii: "{")) else { return nil }
+            repeat {
+                guard let name = plainString(), take(UInt8(ascii: ":")) else { return nil }
+                switch String(decoding: name, as: UTF8.self) {
+                case "collection" where collection == nil:
+                    guard let value = plainString(), value.count <= 256,
+                        let string = String(validating: value, as: UTF8.self)
+                    else { return nil }
+                    collection = string
+                case "id" where id == nil:
+                    guard let value = plainString(), let uuid = FieldReader.strictUUID(utf8: value) else { return nil }
+                    id = uuid
+                case "data" where data == nil:
+                    guard let document = CompactJSON.object(buffer, at: &index, depth: 2) else { return nil }
+                    data = document
+                case "rev" where rev == nil && opcode == .replace:
+                    skipWhitespace()
+                    var value: Int64 = 0
+                    var digits = 0
+                    while index < buffer.count, buffer[index] >= UInt8(ascii: "0"), buffer[index] <= UInt8(ascii: "9") {
+                        value = value * 10 + Int64(buffer[index] - UInt8(ascii: "0"))
+                        digits += 1
+                        index += 1
+                    }
+                    // 1 to 18 digits, no leading zero, and not a number with a fraction or an exponent.
+                    guard digits > 0, digits <= 18, value > 0, buffer[index - digits] != UInt8(ascii: "0"),
+                        index == buffer.count
+                            || (buffer[index] != UInt8(ascii: ".") && buffer[index] | 0x20 != UInt8(ascii: "e"))
+                    else { return nil }
+                    rev = value
+                default:
+                    return nil
+                }
+            } while take(UInt8(ascii: ","))
+            guard take(UInt8(ascii: "}")) else { return nil }
+            skipWhitespace()
+            guard index == buffer.count, let collection, let data, opcode == .create || id != nil else { return nil }
+            return DocumentWrite(collection: collection, id: id, data: data, rev: rev)
+        }
+    }
+}
