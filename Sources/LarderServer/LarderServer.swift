@@ -304,7 +304,9 @@ public final class LarderServer: Sendable {
 
     /// Runs until SIGTERM or SIGINT, then shuts down gracefully and returns. Call from the main thread after
     /// `start()`; the signals are handled by dispatch sources, not by a handler function.
-    public func runUntilSignalled() {
+    /// `ready` runs once the handlers are in place (print the start-up line there: a supervisor may send SIGTERM as
+    /// soon as it reads it, and a signal before the handlers would be lost).
+    public func runUntilSignalled(ready: () -> Void = {}) {
         signal(SIGTERM, SIG_IGN)
         signal(SIGINT, SIG_IGN)
         let done = DispatchSemaphore(value: 0)
@@ -316,6 +318,7 @@ public final class LarderServer: Sendable {
             source.activate()
             sources.append(source)
         }
+        ready()
         done.wait()
         context.logger.info("signal received")
         shutdown()

@@ -15,6 +15,8 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
     let readers: ReaderPool
     /// The trigram index's own file and thread (nil without FTS5's trigram tokenizer: text search then scans).
     let textIndexer: TextIndexer?
+    /// This process's hold on the data directory (one process per directory).
+    private let directoryLock: DataDirectoryLock
 
     /// The collection name rule: a letter, then up to 63 letters, digits, `_` or `-`.
     public static func validateCollection(_ name: String, field: String = "collection") throws(LarderError) {
@@ -42,6 +44,9 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
             throw LarderError(
                 .internal, "the data directory '\(directory)' is not writable; fix its permissions or choose another")
         }
+        // Before anything is read: another process's writes would go unseen by this one's caches.
+        let directoryLock = try DataDirectoryLock(directory: directory)
+        self.directoryLock = directoryLock
         let path = (directory as NSString).appendingPathComponent("larder.sqlite")
         let connection = try Connection(path: path, readOnly: false)
         try connection.execute("PRAGMA journal_mode=WAL")
@@ -579,6 +584,7 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
         textIndexer?.close()
         writer.close()
         readers.close()
+        directoryLock.release()
     }
 
     /// `PRAGMA integrity_check` on a reader: "ok" when the database is sound.

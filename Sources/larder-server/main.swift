@@ -36,10 +36,12 @@ do {
 } catch {
     fail("cannot listen: \(error)", code: 1)
 }
-// Written unbuffered so a supervisor (or a test) reading the pipe sees the line at once.
-FileHandle.standardOutput.write(
-    Data(
-        ("\(LarderServer.serverName) listening on \(server.addresses(port: port).joined(separator: ", ")) "
-            + "data \(configuration.dataDirectory)\n").utf8))
-server.runUntilSignalled()
+server.runUntilSignalled {
+    // Written unbuffered so a supervisor (or a test) reading the pipe sees the line at once; once SIGTERM and SIGINT
+    // are handled, so that one sent on reading the line is not lost.
+    FileHandle.standardOutput.write(
+        Data(
+            ("\(LarderServer.serverName) listening on \(server.addresses(port: port).joined(separator: ", ")) "
+                + "data \(configuration.dataDirectory)\n").utf8))
+}
 exit(0)

@@ -133,6 +133,27 @@ struct ServerProcessTests {
         }
     }
 
+    /// A second server on a data directory in use exits 1 naming the first one's pid; once that one is killed
+    /// (SIGKILL: the kernel releases its lock), a new server starts on the directory.
+    @Test func aSecondServerOnADataDirectoryInUseExits1() throws {
+        let directory = Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let first = try Self.launch(["--port", "0", "--data-dir", directory.path, "--log-level", "error"])
+        #expect(Self.firstLine(first.stdout).contains("listening"))
+        let second = try Self.launch(["--port", "0", "--data-dir", directory.path])
+        second.process.waitUntilExit()
+        #expect(second.process.terminationStatus == 1)
+        let message = String(decoding: second.stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(message.contains("in use by another Larder process (pid \(first.process.processIdentifier))"), "\(message)")
+        kill(first.process.processIdentifier, SIGKILL)
+        first.process.waitUntilExit()
+        let third = try Self.launch(["--port", "0", "--data-dir", directory.path, "--log-level", "error"])
+        #expect(Self.firstLine(third.stdout).contains("listening"))
+        third.process.terminate()
+        third.process.waitUntilExit()
+        #expect(third.process.terminationStatus == 0)
+    }
+
     @Test func unwritableDataDirectoryExits1() throws {
         let run = try Self.launch(["--port", "0", "--data-dir", "/proc/larder-cannot-be-here"])
         run.process.waitUntilExit()

@@ -283,6 +283,48 @@ import Testing
         reopened.close()
     }
 
+    /// One process per data directory: a store holds `larder.lock` (another process's open of the file cannot lock
+    /// it); stores of one process share the hold; the last close gives it back.
+    @Test func aDataDirectoryIsLockedToOneProcess() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-lock-\(UUID().wireString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let lockPath = (directory as NSString).appendingPathComponent("larder.lock")
+        /// Whether someone else could take the lock now (as another process would: its own open file description).
+        func lockable() -> Bool {
+            let fd = open(lockPath, O_RDWR)
+            defer { close(fd) }
+            return fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0
+        }
+        let first = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory))
+        #expect(!lockable())
+        #expect(try String(contentsOfFile: lockPath, encoding: .utf8) == "\(getpid())\n")
+        let second = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory + "/."))
+        first.close()
+        first.close()  // twice: still one release
+        #expect(!lockable())
+        _ = try second.create("c", id: nil, data: [:])
+        second.close()
+        #expect(lockable())
+
+        // Held by another process (here: another open file description, with that process's pid in the file).
+        let fd = open(lockPath, O_RDWR)
+        defer { close(fd) }
+        #expect(flock(fd, LOCK_EX | LOCK_NB) == 0)
+        _ = ftruncate(fd, 0)
+        _ = Array("4242\n".utf8).withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        do throws(LarderError) {
+            _ = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory))
+            Issue.record("a second process opened a locked data directory")
+        } catch {
+            #expect(error.status == .unavailable)
+            #expect(error.message.contains("in use by another Larder process (pid 4242)"), "\(error.message)")
+        }
+        flock(fd, LOCK_UN)
+        let reopened = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory))
+        #expect(try reopened.count("c", filter: nil, text: nil) == 1)
+        reopened.close()
+    }
+
     @Test func unwritableDirectoryIsAClearError() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-ro-\(UUID().wireString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)

@@ -1,0 +1,86 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+import LarderWire
+import Synchronization
+
+/// One process per data directory: an exclusive `flock` on `larder.lock`, held while any store of this process has
+/// the directory open, and released by the kernel when the process dies (a crash leaves no stale lock behind).
+///
+/// A second process would break what the store and the server rely on: the server's read cache is only told of its
+/// own writes, and the trigram index's passes are numbered by one writer. Stores opened twice in one process (tests,
+/// an embedding app) share the lock.
+final class DataDirectoryLock: Sendable {
+    static let fileName = "larder.lock"
+
+    /// The locks this process holds, by the directory's real path: the descriptor and how many stores use it.
+    private static let held = Mutex<[String: (fd: Int32, users: Int)]>([:])
+
+    private let key: String
+    private let released = Atomic<Bool>(false)
+
+    /// Takes the lock on `directory` (which exists), or throws UNAVAILABLE naming the process that holds it.
+    init(directory: String) throws(LarderError) {
+        let key = directory.withCString { path -> String in
+            guard let resolved = realpath(path, nil) else { return directory }
+            defer { free(resolved) }
+            return String(cString: resolved)
+        }
+        self.key = key
+        let path = (key as NSString).appendingPathComponent(DataDirectoryLock.fileName)
+        let result: Result<Void, LarderError> = DataDirectoryLock.held.withLock { held in
+            if let entry = held[key] {
+                held[key] = (entry.fd, entry.users + 1)
+                return .success(())
+            }
+            let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+            guard fd >= 0 else {
+                return .failure(
+                    LarderError(.internal, "cannot open '\(path)' (errno \(errno)): check the data directory's permissions"))
+            }
+            guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+                let holder = DataDirectoryLock.holder(fd)
+                close(fd)
+                return .failure(
+                    LarderError(
+                        .unavailable,
+                        "the data directory '\(directory)' is in use by another Larder process\(holder); stop it, or "
+                            + "give this one a data directory of its own"))
+            }
+            // Who holds it, for the message above (informational: the lock itself is the flock).
+            let pid = Array("\(getpid())\n".utf8)
+            if ftruncate(fd, 0) == 0 { _ = pid.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) } }
+            held[key] = (fd, 1)
+            return .success(())
+        }
+        try result.get()
+    }
+
+    /// " (pid N)" from the lock file, or "" when it holds no pid.
+    private static func holder(_ fd: Int32) -> String {
+        var buffer = [UInt8](repeating: 0, count: 32)
+        let count = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+        guard count > 0, let pid = Int32(String(decoding: buffer[..<count], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+        else { return "" }
+        return " (pid \(pid))"
+    }
+
+    /// Gives this store's use of the lock back (once); the last user of the directory in this process unlocks it.
+    func release() {
+        guard !released.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        DataDirectoryLock.held.withLock { held in
+            guard let entry = held[key] else { return }
+            if entry.users > 1 {
+                held[key] = (entry.fd, entry.users - 1)
+            } else {
+                held[key] = nil
+                close(entry.fd)  // closing the last descriptor of the open file releases the flock
+            }
+        }
+    }
+
+    deinit { release() }
+}
