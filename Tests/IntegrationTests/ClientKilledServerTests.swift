@@ -14,16 +14,19 @@ import Testing
         defer { client.close() }
         let created = try await client.create("todos", ["title": "Buy milk 買牛奶", "isFinish": false])
 
-        async let slow = client.search("todos", SearchQuery())
         // Kill only once the server has the SEARCH (its debug log names each request as it starts), however long a
-        // busy machine takes to send it.
-        let deadline = Date().addingTimeInterval(30)
-        while !((try? String(contentsOfFile: first.logPath, encoding: .utf8)) ?? "").contains(" SEARCH"),
-            Date() < deadline
-        {
-            try await Task.sleep(for: .milliseconds(20))
+        // busy machine takes to send it, and from a thread of its own: a task polling for it could be held back past
+        // the SEARCH's 3 s.
+        let killer = TestThread {
+            let deadline = Date().addingTimeInterval(60)
+            while !((try? String(contentsOfFile: first.logPath, encoding: .utf8)) ?? "").contains(" SEARCH"),
+                Date() < deadline
+            {
+                usleep(20_000)
+            }
+            first.kill()
         }
-        first.kill()
+        async let slow = client.search("todos", SearchQuery())
         do {
             _ = try await slow
             Issue.record("a search in flight on a killed server succeeded")
@@ -31,6 +34,7 @@ import Testing
             #expect(error.status == .unavailable)
             #expect(error.message.contains("127.0.0.1:\(first.port)"), "\(error.message)")
         }
+        try await killer.finished()
 
         // The same port and data: the next call connects again and finds what was acknowledged.
         let second = try ServerChild(dataDirectory: directory, arguments: ["--port", "\(first.port)"])

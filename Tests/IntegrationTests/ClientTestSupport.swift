@@ -2,6 +2,7 @@ import Foundation
 import LarderClient
 import LarderServer
 import LarderStore
+import Synchronization
 
 /// A real in-process server on port 0 over a temporary data directory, restartable on the same port and data.
 final class ClientTestServer: @unchecked Sendable {
@@ -55,4 +56,25 @@ enum ClientFixtures {
     }
 
     static func sha256(_ bytes: [UInt8]) -> String { LarderWire.SHA256.hex(bytes) }
+}
+
+/// Runs `body` at once on a thread of its own. A task would need one of the cooperative pool's threads (two on a 2-core
+/// machine), which the suites' blocking tests can hold for many seconds: a task that must act within a server's
+/// delay (kill it while a SEARCH sleeps) can then come too late. `finished()` waits for the end and rethrows.
+final class TestThread: Sendable {
+    /// Whether the body has returned, and what it threw.
+    private let state = Mutex<(done: Bool, failure: String?)>((false, nil))
+
+    init(_ body: @escaping @Sendable () throws -> Void) {
+        Thread.detachNewThread { [self] in
+            var failure: String?
+            do { try body() } catch { failure = "\(error)" }
+            state.withLock { $0 = (true, failure) }
+        }
+    }
+
+    func finished() async throws {
+        while !state.withLock({ $0.done }) { try await Task.sleep(for: .milliseconds(10)) }
+        if let failure = state.withLock({ $0.failure }) { throw ServerTestError("the test thread failed: \(failure)") }
+    }
 }
