@@ -53,7 +53,10 @@ struct ServerProcessTests {
         let directory = Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let data = directory.appendingPathComponent("data").path
-        let run = try Self.launch(["--port", "0", "--data-dir", data, "--test-search-delay-ms=500", "--log-level", "error"])
+        // One I/O thread: the probe below shares the connections' loop, so what it sees of the shutdown, they see.
+        let run = try Self.launch([
+            "--port", "0", "--data-dir", data, "--test-search-delay-ms=1000", "--log-level", "error", "--io-threads", "1",
+        ])
         let line = Self.firstLine(run.stdout)
         #expect(line.hasPrefix("larder-server \(LarderServer.version) listening on tcp://127.0.0.1:"))
         #expect(line.contains("data \(data)"))
@@ -66,6 +69,8 @@ struct ServerProcessTests {
 
         let c = try RawClient.tcp(port: port)
         try c.hello()
+        let probe = try RawClient.tcp(port: port)
+        try probe.hello()
         var batch: [UInt8] = []
         var expected: Set<UInt32> = []
         for id in UInt32(100)..<120 {
@@ -74,13 +79,22 @@ struct ServerProcessTests {
                 : c.encode(.create, ["collection": "t", "data": ["n": .int(Int64(id))]], id: id)
             expected.insert(id)
         }
+        // Last, a PING, answered on the loop as it is read: its answer means every request before it was read (and
+        // the searches, 1 s each, are in flight), however long a busy machine took.
+        batch += c.encode(.ping, id: 120)
         try c.writeAll(batch)
-        usleep(150_000)  // every request read and in flight (the searches sleep 500 ms)
+        var frames: [Frame] = []
+        while frames.last?.requestID != 120 {
+            guard let frame = try c.receive(timeout: 30) else { throw ServerTestError("closed before the PING") }
+            frames.append(frame)
+        }
         kill(run.process.processIdentifier, SIGTERM)
-        usleep(100_000)
+        // Until the shutdown has begun on the loop: the probe's PING is refused, or the probe is closed.
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline, let reply = try? probe.call(.ping), reply.status == .ok { usleep(2_000) }
         try c.send(.ping, id: 500)  // arrives during shutdown
 
-        let frames = try c.framesUntilClosed(timeout: 15)
+        frames += try c.framesUntilClosed(timeout: 15)
         var answered: Set<UInt32> = []
         for frame in frames where expected.contains(frame.requestID) {
             #expect(frame.status == .ok, "\(frame.opcode.name) \(frame.requestID): \(frame.replyText)")
