@@ -29,6 +29,17 @@ import Testing
         }
     }
 
+    /// Waits (30 s at most) until the server counts `count` open subscriptions; fails the test otherwise.
+    static func waitForSubscriptions(_ count: Int, via client: LarderClient) async throws {
+        let deadline = Date().addingTimeInterval(30)
+        var open = try await client.stats()["watch"]?["subscriptions"]
+        while open != .int(Int64(count)) && Date() < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+            open = try await client.stats()["watch"]?["subscriptions"]
+        }
+        #expect(open == .int(Int64(count)), "subscriptions open")
+    }
+
     @Test func twoClientsSeeEachOthersWritesInOrder() async throws {
         let server = try ClientTestServer()
         defer { server.stop() }
@@ -50,12 +61,7 @@ import Testing
         #expect(feed.lastSeq == 3)
         // Cancelling sends UNWATCH: the server's count drops, and the sequence ends.
         feed.cancel()
-        var open: JSON? = 1
-        for _ in 0..<100 where open != 0 {
-            open = try await phone.stats()["watch"]?["subscriptions"]
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        #expect(open == 0)
+        try await Self.waitForSubscriptions(0, via: phone)
         var after: [ChangeEvent] = []
         for try await event in feed { after.append(event) }
         #expect(after.isEmpty)
@@ -142,6 +148,9 @@ import Testing
         }
         let writer = server.client()
         defer { writer.close() }
+        // Subscribed before the writes and the cancel (a busy machine can start the task late; cancelled inside
+        // watch(), it would throw instead of ending the loop).
+        try await Self.waitForSubscriptions(1, via: writer)
         let item = try await writer.create("items", ["item": "茶葉蛋", "price": 13])
         try await writer.delete("items", id: item.id)
         try await Task.sleep(for: .milliseconds(100))
