@@ -144,6 +144,7 @@ struct SoakSample: Sendable {
         defer { try? FileManager.default.removeItem(at: root) }
         let server = try ServerChild(dataDirectory: root.appendingPathComponent("data").path)
         defer { _ = server.stop() }
+        let listeningSockets = server.descriptorTargets.filter { $0 == "socket" }.count
 
         // Every file SQLite keeps open is open once something was written and read; that is the baseline.
         // Reads run on a pool of connections, each opening the WAL on first use: read concurrently to open them all.
@@ -155,7 +156,12 @@ struct SoakSample: Sendable {
         }
         _ = try await warm.get("soak0", id: warmID)
         warm.close()
-        try await Task.sleep(for: .milliseconds(300))
+        // The baseline once the server has closed the warm-up's connections (a busy machine can take longer than a
+        // fixed pause): its sockets are the listener's again.
+        let closed = monotonicSeconds() + 30
+        while server.descriptorTargets.filter({ $0 == "socket" }).count > listeningSockets && monotonicSeconds() < closed {
+            try await Task.sleep(for: .milliseconds(20))
+        }
         let baselineDescriptors = try #require(server.openDescriptors)
         let baselineTargets = server.descriptorTargets
 
@@ -192,7 +198,7 @@ struct SoakSample: Sendable {
 
         // Every client is gone: the server must give back every descriptor it took for them.
         var descriptorsAfter = server.openDescriptors ?? -1
-        let settle = monotonicSeconds() + 5
+        let settle = monotonicSeconds() + 30
         let baselineSockets = baselineTargets.filter { $0 == "socket" }.count
         while server.descriptorTargets.filter({ $0 == "socket" }).count > baselineSockets
             && monotonicSeconds() < settle
