@@ -182,8 +182,10 @@ final class Tricklers: @unchecked Sendable {
         if strict {
             #expect(ratio <= 2, "healthy p99 went from \(Int(without)) µs to \(Int(during.percentile(99))) µs")
         } else {
-            // In the suite the machine is shared with other tests: only a gross slowdown fails.
-            #expect(during.percentile(99) <= 2 * without + 20_000, "healthy p99 \(Int(during.percentile(99))) µs")
+            // In the suite the machine is shared with other tests, whose bursts land in one phase and not another:
+            // only a slowdown a user would notice fails (a quarter second; a server held up by the tricklers holds
+            // the healthy client for their byte interval of a second, or until they are cut).
+            #expect(during.percentile(99) <= 2 * without + 250_000, "healthy p99 \(Int(during.percentile(99))) µs")
         }
         #expect(try healthy.call(.ping).status == .ok)
     }
