@@ -77,7 +77,7 @@ struct ServerLimitTests {
             let extra = try RawClient.tcp(port: port)
             #expect(try extra.framesUntilClosed().map(\.status) == [.resourceExhausted])
             clients.removeLast()
-            let deadline = Date().addingTimeInterval(5)
+            let deadline = Date().addingTimeInterval(30)
             while server.openConnections > 2 && Date() < deadline { usleep(10_000) }
             let again = try RawClient.tcp(port: port)
             try again.hello()
@@ -114,7 +114,7 @@ struct ServerLimitTests {
             let started = Date()
             let c = try RawClient.tcp(port: port)
             try c.hello()
-            let frames = try c.framesUntilClosed(timeout: 5)
+            let frames = try c.framesUntilClosed(timeout: 30)
             #expect(frames.map(\.status) == [.deadlineExceeded])
             #expect(frames.first?.requestID == 0)
             #expect(Date().timeIntervalSince(started) >= 0.25)
@@ -127,7 +127,7 @@ struct ServerLimitTests {
             try c.hello()
             let frame = c.encode(.get, ["collection": "a", "id": .string(UUID().wireString)], id: 3)
             try c.writeAll(Array(frame.prefix(10)))
-            #expect(try c.framesUntilClosed(timeout: 5).map(\.status) == [.deadlineExceeded])
+            #expect(try c.framesUntilClosed(timeout: 30).map(\.status) == [.deadlineExceeded])
         }
     }
 

@@ -9,7 +9,7 @@ import Testing
 /// The change feed through the client library (`LarderSubscription`) and the `larder watch` command.
 @Suite(.serialized) struct WatchClientTests {
     /// The next `count` events of `feed`, failing the test after `seconds`.
-    static func take(_ count: Int, from feed: LarderSubscription, seconds: Double = 10) async throws -> [ChangeEvent] {
+    static func take(_ count: Int, from feed: LarderSubscription, seconds: Double = 30) async throws -> [ChangeEvent] {
         try await withThrowingTaskGroup(of: [ChangeEvent].self) { group in
             group.addTask {
                 var events: [ChangeEvent] = []
@@ -178,7 +178,7 @@ import Testing
         }
 
         /// The next `count` lines of stdout as JSON; throws after `seconds`.
-        func lines(_ count: Int, seconds: Double = 10) throws -> [JSON] {
+        func lines(_ count: Int, seconds: Double = 30) throws -> [JSON] {
             let deadline = Date().addingTimeInterval(seconds)
             let fd = pipe.fileHandleForReading.fileDescriptor
             var lines: [JSON] = []
