@@ -209,9 +209,16 @@ public final class LarderClient: Sendable {
         _ opcode: Opcode, _ json: JSONObject, binary: [UInt8] = [], timeout: Duration? = nil,
         progress: (@Sendable (Int, Int) -> Void)? = nil
     ) async throws(LarderError) -> Frame {
+        try await call(opcode, jsonBytes: json.bytes, binary: binary, timeout: timeout, progress: progress)
+    }
+
+    func call(
+        _ opcode: Opcode, jsonBytes: [UInt8], binary: [UInt8] = [], timeout: Duration? = nil,
+        progress: (@Sendable (Int, Int) -> Void)? = nil
+    ) async throws(LarderError) -> Frame {
         let connection = try await connection()
         return try await connection.call(
-            opcode, json: json.bytes, binary: binary, timeout: timeout ?? configuration.requestTimeout,
+            opcode, json: jsonBytes, binary: binary, timeout: timeout ?? configuration.requestTimeout,
             progress: progress)
     }
 
@@ -248,6 +255,18 @@ public final class LarderClient: Sendable {
     /// Stores a new document and returns its record; the server assigns the id unless `id` is given.
     public func create(_ collection: String, _ data: JSONObject, id: UUID? = nil) async throws(LarderError) -> Record {
         try await message(Record.self, .create, CreateRequest(collection: collection, id: id, data: data).json)
+    }
+
+    /// `create` with the document already written as compact JSON (`ModelCoding.encodeDocument`).
+    func create(_ collection: String, document: [UInt8], id: UUID?) async throws(LarderError) -> Record {
+        let json = DocumentWrite.request(collection: collection, id: id, document: document)
+        return try Record(json: try await call(.create, jsonBytes: json).jsonObject())
+    }
+
+    /// `replace` with the document already written as compact JSON (`ModelCoding.encodeDocument`).
+    func replace(_ collection: String, id: UUID, document: [UInt8], rev: Int64?) async throws(LarderError) -> Record {
+        let json = DocumentWrite.request(collection: collection, id: id, document: document, rev: rev)
+        return try Record(json: try await call(.replace, jsonBytes: json).jsonObject())
     }
 
     /// Reads one document (NOT_FOUND when it does not exist).

@@ -52,17 +52,31 @@ public struct Section<Model: Codable & Sendable>: Sendable {
 public enum ModelCoding {
     /// Encodes a model as the JSON object that is stored.
     public static func encode<Model: Encodable>(_ value: Model) throws(LarderError) -> JSONObject {
+        try object(try encoded(value), Model.self)
+    }
+
+    /// Encodes a model as the compact JSON bytes that are stored (`encode(_:)`'s object, written out), without
+    /// building the object: what the typed `create` and `replace` send.
+    public static func encodeDocument<Model: Encodable>(_ value: Model) throws(LarderError) -> [UInt8] {
+        let data = try encoded(value)
+        if let document = CompactJSON.object(Array(data)) { return document.bytes }
+        return try object(data, Model.self).bytes
+    }
+
+    private static func encoded<Model: Encodable>(_ value: Model) throws(LarderError) -> Data {
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .custom { date, encoder in
             var container = encoder.singleValueContainer()
             try container.encode(Timestamp.string(Int64((date.timeIntervalSince1970 * 1000).rounded())))
         }
-        let data: Data
         do {
-            data = try encoder.encode(value)
+            return try encoder.encode(value)
         } catch {
             throw LarderError(.invalidArgument, "cannot encode \(Model.self) as JSON: \(error)")
         }
+    }
+
+    private static func object<Model>(_ data: Data, _: Model.Type) throws(LarderError) -> JSONObject {
         do throws(LarderError) {
             return try JSONParser.parseObject(data)
         } catch {
@@ -129,7 +143,7 @@ public struct LarderCollection<Model: Codable & Sendable>: Sendable {
 
     /// Stores a new value; the server assigns the id unless `id` is given (CONFLICT if it exists).
     public func create(_ value: Model, id: UUID? = nil) async throws(LarderError) -> Stored<Model> {
-        try Stored(try await client.create(name, try ModelCoding.encode(value), id: id))
+        try Stored(try await client.create(name, document: try ModelCoding.encodeDocument(value), id: id))
     }
 
     /// Reads one value (NOT_FOUND when it does not exist).
@@ -151,7 +165,7 @@ public struct LarderCollection<Model: Codable & Sendable>: Sendable {
 
     /// Replaces the value of document `id`; with `rev`, only if that is still its revision (CONFLICT otherwise).
     public func replace(_ id: UUID, with value: Model, rev: Int64? = nil) async throws(LarderError) -> Stored<Model> {
-        try Stored(try await client.replace(name, id: id, data: try ModelCoding.encode(value), rev: rev))
+        try Stored(try await client.replace(name, id: id, document: try ModelCoding.encodeDocument(value), rev: rev))
     }
 
     /// Writes back an edited stored value, failing with CONFLICT if someone else wrote it since it was read.

@@ -482,3 +482,27 @@ public struct DocumentWrite: Sendable, Equatable {
         }
     }
 }
+
+extension DocumentWrite {
+    /// The JSON part of a CREATE (`rev` nil) or REPLACE request whose document is already compact JSON (a client's
+    /// encoded model), written around its bytes: the form `fast` reads.
+    public static func request(collection: String, id: UUID?, document: [UInt8], rev: Int64? = nil) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(document.count + collection.utf8.count + 80)
+        out.append(contentsOf: #"{"collection":"#.utf8)
+        JSONWriter.writeString(collection, into: &out)
+        if let id {
+            out.append(contentsOf: #","id":""#.utf8)
+            out.append(contentsOf: id.wireString.utf8)
+            out.append(UInt8(ascii: "\""))
+        }
+        out.append(contentsOf: #","data":"#.utf8)
+        out.append(contentsOf: document)
+        if let rev {
+            out.append(contentsOf: #","rev":"#.utf8)
+            JSONWriter.writeInt(rev, into: &out)
+        }
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+}

@@ -161,6 +161,57 @@ import Testing
     }
 }
 
+extension ClientTests {
+    struct Shop: Codable, Sendable, Equatable {
+        var name: String
+        var url: String
+        var tags: [String]
+        var opened: Date
+        var rating: Double?
+        var address: [String: String]
+    }
+
+    /// The typed path writes the encoder's output as compact JSON once (no object tree in between) and stores what
+    /// the tree would have: the same bytes, with JSONEncoder's escaped slashes unescaped.
+    @Test func typedWritesSendTheEncodedDocumentOnce() async throws {
+        let shop = Shop(
+            name: "全家 FamilyMart \"信義\"", url: "https://example.com/a/b", tags: ["24h", "ATM"],
+            opened: Date(timeIntervalSince1970: 1_700_000_000.5), rating: nil, address: ["city": "台北"])
+        // (JSONEncoder's member order varies from one encoding to the next: objects are compared, not bytes.)
+        let document = try ModelCoding.encodeDocument(shop)
+        let object = try JSONParser.parseObject(document)
+        #expect(object == (try ModelCoding.encode(shop)))
+        #expect(document == object.bytes)  // compact, as the tree would write it
+        #expect(String(decoding: document, as: UTF8.self).contains(#""url":"https://example.com/a/b""#))
+        let notAnObject = #expect(throws: LarderError.self) { _ = try ModelCoding.encodeDocument(["a", "b"]) }
+        #expect(notAnObject?.message.contains("must encode as a JSON object") == true)
+
+        let id = UUID()
+        let server = FakeServer { request, _ in
+            guard request.opcode == .create || request.opcode == .replace else { return .reply(FakeServer.reply(request, [:])) }
+            let sent = try! JSONParser.parseObject(request.json)
+            let record: JSONObject = [
+                "id": .string(id.wireString), "rev": request.opcode == .create ? 1 : 2,
+                "createdAt": "2026-11-30T00:00:00.000Z", "updatedAt": "2026-11-30T00:00:00.000Z", "data": sent["data"]!,
+            ]
+            return .reply(FakeServer.reply(request, record))
+        }
+        defer { server.stop() }
+        let shops = LarderClient(port: server.port).collection("shops", of: Shop.self)
+        let created = try await shops.create(shop)
+        #expect(created.value == shop && created.rev == 1)
+        _ = try await shops.replace(id, with: shop, rev: 1)
+        let writes = server.requests.filter { $0.opcode == .create || $0.opcode == .replace }
+        try #require(writes.count == 2)
+        let create = try CreateRequest(json: try JSONParser.parseObject(writes[0].json))
+        #expect(create.collection == "shops" && create.id == nil && create.data == object)
+        #expect(writes[0].json == DocumentWrite.request(collection: "shops", id: nil, document: create.data.bytes))
+        let replace = try ReplaceRequest(json: try JSONParser.parseObject(writes[1].json))
+        #expect(replace.id == id && replace.rev == 1 && replace.data == object)
+        #expect(writes[1].json == DocumentWrite.request(collection: "shops", id: id, document: replace.data.bytes, rev: 1))
+    }
+}
+
 /// A counter shared by test tasks.
 final class Counter: Sendable {
     private let count = Mutex(0)

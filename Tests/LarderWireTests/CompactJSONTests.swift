@@ -204,6 +204,25 @@ struct CompactJSONTests {
             #expect(fast.collection == general.collection && fast.id == general.id && fast.rev == general.rev)
             #expect(fast.data.bytes == general.data.bytes)
         }
+        // What a client writes around an encoded document is read by both paths alike.
+        let uuid = try #require(UUID(wireString: id))
+        for (opcode, requestID, rev) in [(Opcode.create, nil, nil), (.create, uuid, nil), (.replace, uuid, 3)] as [(Opcode, UUID?, Int64?)] {
+            let document = Array(#"{"item":"茶葉蛋","price":13,"url":"https://x/y"}"#.utf8)
+            let bytes = DocumentWrite.request(collection: "shop", id: requestID, document: document, rev: rev)
+            let fast = try #require(DocumentWrite.fast(bytes, opcode: opcode), "\(String(decoding: bytes, as: UTF8.self))")
+            #expect(fast.collection == "shop" && fast.id == requestID && fast.rev == rev && fast.data.bytes == document)
+            let object = try JSONParser.parseObject(bytes)
+            if opcode == .create {
+                let expected = CreateRequest(collection: "shop", id: requestID, data: try JSONParser.parseObject(document))
+                #expect(try CreateRequest(json: object) == expected)
+            } else {
+                #expect(try ReplaceRequest(json: object).rev == rev)
+            }
+            // A name that needs escapes is written escaped, and read by the general path.
+            let escaped = DocumentWrite.request(collection: "shop \"1\"", id: requestID, document: document, rev: rev)
+            #expect(try JSONParser.parseObject(escaped)["collection"] == "shop \"1\"")
+        }
+
         // Left to the general path: its answer may be an error, or a request in an unusual form.
         let unusual: [(Opcode, String)] = [
             (.create, #"{"collection":"todos","data":{},"extra":1}"#),
