@@ -63,8 +63,8 @@ final class DataDirectoryLock: Sendable {
     private static func holder(_ fd: Int32) -> String {
         var buffer = [UInt8](repeating: 0, count: 32)
         let count = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
-        guard count > 0, let pid = Int32(String(decoding: buffer[..<count], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
-        else { return "" }
+        let text = count > 0 ? String(decoding: buffer[..<count], as: UTF8.self) : ""
+        guard let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)) else { return "" }
         return " (pid \(pid))"
     }
 

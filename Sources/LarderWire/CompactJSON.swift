@@ -263,20 +263,8 @@ public enum CompactJSON {
         }
 
         mutating func hex4() -> UInt32? {
-            guard index + 4 <= buffer.count else { return nil }
-            var value: UInt32 = 0
-            for _ in 0..<4 {
-                let byte = buffer[index]
-                let digit: UInt32
-                switch byte {
-                case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(byte - UInt8(ascii: "0"))
-                case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt32(byte - UInt8(ascii: "a") + 10)
-                case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt32(byte - UInt8(ascii: "A") + 10)
-                default: return nil
-                }
-                value = value << 4 | digit
-                index += 1
-            }
+            guard let value = JSONParser.hex4(buffer, at: index) else { return nil }
+            index += 4
             return value
         }
 
@@ -317,30 +305,8 @@ public enum CompactJSON {
         /// `Int64` as they are (`-0` as `0`), other numbers through `strtod` and `Double.description`.
         mutating func number() -> Bool {
             let start = index
-            var isInteger = true
-            if buffer[index] == UInt8(ascii: "-") { index += 1 }
-            guard index < buffer.count, isDigit(buffer[index]) else { return false }
-            if buffer[index] == UInt8(ascii: "0") {
-                index += 1
-                if index < buffer.count && isDigit(buffer[index]) { return false }
-            } else {
-                while index < buffer.count && isDigit(buffer[index]) { index += 1 }
-            }
-            if index < buffer.count && buffer[index] == UInt8(ascii: ".") {
-                isInteger = false
-                index += 1
-                guard index < buffer.count, isDigit(buffer[index]) else { return false }
-                while index < buffer.count && isDigit(buffer[index]) { index += 1 }
-            }
-            if index < buffer.count && (buffer[index] == UInt8(ascii: "e") || buffer[index] == UInt8(ascii: "E")) {
-                isInteger = false
-                index += 1
-                if index < buffer.count && (buffer[index] == UInt8(ascii: "+") || buffer[index] == UInt8(ascii: "-")) {
-                    index += 1
-                }
-                guard index < buffer.count, isDigit(buffer[index]) else { return false }
-                while index < buffer.count && isDigit(buffer[index]) { index += 1 }
-            }
+            guard case .number(let end, let isInteger) = JSONParser.scanNumber(buffer, from: start) else { return false }
+            index = end
             let text = UnsafeBufferPointer(rebasing: buffer[start..<index])
             if isInteger {
                 let digits = buffer[start] == UInt8(ascii: "-") ? text.count - 1 : text.count
@@ -362,8 +328,6 @@ public enum CompactJSON {
             JSONWriter.writeDouble(value, into: &out)
             return true
         }
-
-        func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
     }
 
     /// The index after the well-formed UTF-8 sequence of two to four bytes that starts at `index` (Unicode's table

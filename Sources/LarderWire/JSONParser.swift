@@ -146,29 +146,17 @@ public struct JSONParser {
 
     private mutating func parseNumber() throws(LarderError) -> JSON {
         let start = index
-        var isInteger = true
-        if buffer[index] == UInt8(ascii: "-") { index += 1 }
-        guard index < buffer.count, isDigit(buffer[index]) else { throw error("invalid number") }
-        if buffer[index] == UInt8(ascii: "0") {
-            index += 1
-            if index < buffer.count && isDigit(buffer[index]) { throw error("leading zeros are not allowed") }
-        } else {
-            while index < buffer.count && isDigit(buffer[index]) { index += 1 }
-        }
-        if index < buffer.count && buffer[index] == UInt8(ascii: ".") {
-            isInteger = false
-            index += 1
-            guard index < buffer.count, isDigit(buffer[index]) else { throw error("invalid number") }
-            while index < buffer.count && isDigit(buffer[index]) { index += 1 }
-        }
-        if index < buffer.count && (buffer[index] == UInt8(ascii: "e") || buffer[index] == UInt8(ascii: "E")) {
-            isInteger = false
-            index += 1
-            if index < buffer.count && (buffer[index] == UInt8(ascii: "+") || buffer[index] == UInt8(ascii: "-")) {
-                index += 1
-            }
-            guard index < buffer.count, isDigit(buffer[index]) else { throw error("invalid number") }
-            while index < buffer.count && isDigit(buffer[index]) { index += 1 }
+        let isInteger: Bool
+        switch JSONParser.scanNumber(buffer, from: start) {
+        case .number(let end, let integer):
+            index = end
+            isInteger = integer
+        case .leadingZero(let at):
+            index = at
+            throw error("leading zeros are not allowed")
+        case .invalid(let at):
+            index = at
+            throw error("invalid number")
         }
         let text = String(decoding: UnsafeBufferPointer(rebasing: buffer[start..<index]), as: UTF8.self)
         if isInteger, let value = Int64(text) { return .int(value) }
@@ -178,7 +166,66 @@ public struct JSONParser {
         return .double(value)
     }
 
-    private func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
+    /// Where a number that starts at `start` ends (RFC 8259's grammar), and whether it has neither a fraction nor an
+    /// exponent; or where it breaks the grammar.
+    enum NumberScan {
+        case number(end: Int, isInteger: Bool)
+        case leadingZero(at: Int)
+        case invalid(at: Int)
+    }
+
+    static func scanNumber(_ buffer: UnsafeBufferPointer<UInt8>, from start: Int) -> NumberScan {
+        func isDigit(_ i: Int) -> Bool {
+            i < buffer.count && buffer[i] >= UInt8(ascii: "0") && buffer[i] <= UInt8(ascii: "9")
+        }
+        var index = start
+        var isInteger = true
+        if buffer[index] == UInt8(ascii: "-") { index += 1 }
+        guard isDigit(index) else { return .invalid(at: index) }
+        if buffer[index] == UInt8(ascii: "0") {
+            index += 1
+            if isDigit(index) { return .leadingZero(at: index) }
+        } else {
+            while isDigit(index) { index += 1 }
+        }
+        if index < buffer.count && buffer[index] == UInt8(ascii: ".") {
+            isInteger = false
+            index += 1
+            guard isDigit(index) else { return .invalid(at: index) }
+            while isDigit(index) { index += 1 }
+        }
+        if index < buffer.count && (buffer[index] == UInt8(ascii: "e") || buffer[index] == UInt8(ascii: "E")) {
+            isInteger = false
+            index += 1
+            if index < buffer.count && (buffer[index] == UInt8(ascii: "+") || buffer[index] == UInt8(ascii: "-")) {
+                index += 1
+            }
+            guard isDigit(index) else { return .invalid(at: index) }
+            while isDigit(index) { index += 1 }
+        }
+        return .number(end: index, isInteger: isInteger)
+    }
+
+    /// The value of a hex digit, or nil.
+    static func hexDigit(_ byte: UInt8) -> UInt32? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): UInt32(byte - UInt8(ascii: "0"))
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): UInt32(byte - UInt8(ascii: "a") + 10)
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): UInt32(byte - UInt8(ascii: "A") + 10)
+        default: nil
+        }
+    }
+
+    /// The value of the four hex digits at `index`, or nil when there are not four.
+    static func hex4(_ buffer: UnsafeBufferPointer<UInt8>, at index: Int) -> UInt32? {
+        guard index + 4 <= buffer.count else { return nil }
+        var value: UInt32 = 0
+        for byte in buffer[index..<index + 4] {
+            guard let digit = hexDigit(byte) else { return nil }
+            value = value << 4 | digit
+        }
+        return value
+    }
 
     private mutating func parseString() throws(LarderError) -> String {
         index += 1
@@ -253,14 +300,7 @@ public struct JSONParser {
         guard index + 4 <= buffer.count else { throw error("truncated \\u escape") }
         var value: UInt32 = 0
         for _ in 0..<4 {
-            let byte = buffer[index]
-            let digit: UInt32
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(byte - UInt8(ascii: "0"))
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt32(byte - UInt8(ascii: "a") + 10)
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt32(byte - UInt8(ascii: "A") + 10)
-            default: throw error("invalid \\u escape")
-            }
+            guard let digit = JSONParser.hexDigit(buffer[index]) else { throw error("invalid \\u escape") }
             value = value << 4 | digit
             index += 1
         }
