@@ -148,6 +148,52 @@ enum FuzzJSON {
         if let fast = BlobIDRequest.fast(bytes) {
             check((try? JSONParser.parseObject(bytes)).flatMap { try? BlobIDRequest(json: $0) } == fast, "BLOB fast path differs")
         }
+        // Documents read without a tree: the parser accepts them too, and its tree writes the same bytes and holds the
+        // same string values in the same order.
+        if let document = CompactJSON.object(bytes) {
+            guard let object = try? JSONParser.parseObject(bytes) else {
+                return check(false, "CompactJSON read a document the parser refuses")
+            }
+            check(document.bytes == object.bytes, "CompactJSON wrote different bytes")
+            check(document.strings == strings(.object(object)), "CompactJSON collected different strings")
+        }
+        for opcode in [Opcode.create, .replace] {
+            guard let write = DocumentWrite.fast(bytes, opcode: opcode) else { continue }
+            guard let object = try? JSONParser.parseObject(bytes) else {
+                return check(false, "DocumentWrite read a request the parser refuses")
+            }
+            if opcode == .create {
+                let request = try? CreateRequest(json: object)
+                check(request?.collection == write.collection && request?.id == write.id, "CREATE fast path differs")
+                check(request?.data.bytes == write.data.bytes && write.rev == nil, "CREATE fast path's document differs")
+            } else {
+                let request = try? ReplaceRequest(json: object)
+                check(
+                    request?.collection == write.collection && request?.id == write.id && request?.rev == write.rev,
+                    "REPLACE fast path differs")
+                check(request?.data.bytes == write.data.bytes, "REPLACE fast path's document differs")
+            }
+        }
+    }
+
+    /// Every string value in `value` (not member names), in order, joined by U+001F: what the store's search text is
+    /// folded from.
+    static func strings(_ value: JSON) -> [UInt8] {
+        var out: [UInt8] = []
+        var count = 0
+        func walk(_ value: JSON) {
+            switch value {
+            case .string(let s):
+                if count > 0 { out.append(0x1F) }
+                count += 1
+                out.append(contentsOf: s.utf8)
+            case .array(let items): items.forEach(walk)
+            case .object(let o): for (_, v) in o { walk(v) }
+            default: break
+            }
+        }
+        walk(value)
+        return out
     }
 
     /// Every query piece on every value: filters, text queries, sort keys, paths, timestamps, ids.

@@ -425,7 +425,8 @@ public struct DocumentWrite: Sendable, Equatable {
                     var value: Int64 = 0
                     var digits = 0
                     while index < buffer.count, buffer[index] >= UInt8(ascii: "0"), buffer[index] <= UInt8(ascii: "9") {
-                        value = value * 10 + Int64(buffer[index] - UInt8(ascii: "0"))
+                        // Past 18 digits the value may not fit (and the guard below refuses it): stop adding.
+                        if digits < 18 { value = value * 10 + Int64(buffer[index] - UInt8(ascii: "0")) }
                         digits += 1
                         index += 1
                     }

@@ -84,3 +84,25 @@ import Testing
         }
     }
 }
+
+/// Finding 6: the tree-free REPLACE reader (`DocumentWrite.fast`) added up a `rev` of 20 digits in an `Int64` before
+/// checking its length: the overflow trapped, and one request took the whole server down. Through a real server, every
+/// oversized `rev` is now INVALID_ARGUMENT from the general path, and the server answers the next request.
+@Suite struct ReliabilityRevisionFindingTests {
+    @Test func aRevisionOfTwentyDigitsIsRefusedAndTheServerServesOn() throws {
+        try withServerOnPort0 { _, port in
+            let c = try RawClient.tcp(port: port)
+            try c.hello()
+            let created = try c.call(.create, ["collection": "todos", "data": ["title": "milk"]])
+            let id = try #require(created.replyJSON.objectValue?["id"]?.stringValue)
+            for rev in ["90022222222222220993", "99999999999999999999999999999", "9223372036854775808"] {
+                let text = #"{"collection":"todos","id":"\#(id)","data":{},"rev":\#(rev)}"#
+                let reply = try DocumentWritePathTests.call(c, .replace, text)
+                #expect(reply.status == .invalidArgument, "\(rev): \(reply.replyText)")
+            }
+            #expect(try c.call(.ping).status == .ok)
+            let read = try c.call(.get, ["collection": "todos", "id": .string(id)])
+            #expect(read.replyJSON.objectValue?["rev"] == .int(1))
+        }
+    }
+}

@@ -243,6 +243,9 @@ struct CompactJSONTests {
             (.replace, #"{"collection":"todos","id":"\#(id)","data":{},"rev":1e3}"#),
             (.replace, #"{"collection":"todos","id":"\#(id)","data":{},"rev":-1}"#),
             (.replace, #"{"collection":"todos","id":"\#(id)","data":{},"rev":1234567890123456789}"#),
+            // Found by the fuzzer: 20 digits overflowed the reader's Int64 (a trap, the server down).
+            (.replace, #"{"collection":"todos","id":"\#(id)","data":{},"rev":90022222222222220993}"#),
+            (.replace, #"{"collection":"todos","id":"\#(id)","data":{},"rev":99999999999999999999999999999}"#),
             (.delete, #"{"collection":"todos","id":"\#(id)"}"#),
         ]
         for (opcode, text) in unusual {
