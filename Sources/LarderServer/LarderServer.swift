@@ -302,26 +302,34 @@ public final class LarderServer: Sendable {
         return total
     }
 
+    /// Blocks SIGTERM and SIGINT in the calling thread and in every thread it starts from now on, so that either
+    /// signal waits, pending, for `runUntilSignalled` instead of ending the process (or being lost). Call it first in
+    /// `main`, before anything starts a thread.
+    public static func holdTerminationSignals() {
+        var signals = terminationSignals
+        pthread_sigmask(SIG_BLOCK, &signals, nil)
+    }
+
+    private static var terminationSignals: sigset_t {
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        sigaddset(&signals, SIGTERM)
+        sigaddset(&signals, SIGINT)
+        return signals
+    }
+
     /// Runs until SIGTERM or SIGINT, then shuts down gracefully and returns. Call from the main thread after
-    /// `start()`; the signals are handled by dispatch sources, not by a handler function.
-    /// `ready` runs once the handlers are in place (print the start-up line there: a supervisor may send SIGTERM as
-    /// soon as it reads it, and a signal before the handlers would be lost).
+    /// `start()`, with the signals held since the start of `main` (`holdTerminationSignals`). `ready` runs first:
+    /// print the start-up line there. A signal sent at any time after the hold, even before `ready`, is taken here
+    /// (dispatch signal sources, used before, start listening a moment after they are activated, and a supervisor
+    /// that sent SIGTERM on reading the line in that moment left the server running).
     public func runUntilSignalled(ready: () -> Void = {}) {
-        signal(SIGTERM, SIG_IGN)
-        signal(SIGINT, SIG_IGN)
-        let done = DispatchSemaphore(value: 0)
-        let signalQueue = DispatchQueue(label: "larder.signals")
-        var sources: [any DispatchSourceSignal] = []
-        for number in [SIGTERM, SIGINT] {
-            let source = DispatchSource.makeSignalSource(signal: number, queue: signalQueue)
-            source.setEventHandler { done.signal() }
-            source.activate()
-            sources.append(source)
-        }
+        LarderServer.holdTerminationSignals()  // at least this thread, if `main` did not
         ready()
-        done.wait()
-        context.logger.info("signal received")
+        var signals = LarderServer.terminationSignals
+        var received: Int32 = 0
+        while sigwait(&signals, &received) != 0 {}
+        context.logger.info("\(received == SIGINT ? "SIGINT" : "SIGTERM") received")
         shutdown()
-        for source in sources { source.cancel() }
     }
 }

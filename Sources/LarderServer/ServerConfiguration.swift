@@ -24,6 +24,8 @@ public struct ServerConfiguration: Sendable {
     public var shutdownGraceMs: Int = 10_000
     /// Testing only: every SEARCH sleeps this long before running (to prove replies complete out of order).
     public var searchDelayMs: Int = 0
+    /// Testing only: `larder-server` waits this long before it opens the store (to signal a server that is starting).
+    public var startDelayMs: Int = 0
     /// Bytes of recent GET answers the event loops keep (split between them); 0 turns the read cache off.
     public var readCacheBytes: Int = 64 << 20
     /// TCP keepalive on client connections: probes start after this many silent seconds (then every sixth of it, six
@@ -213,6 +215,12 @@ public enum ServerOptions {
                 help: "testing only: delay every SEARCH",
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
                     c.searchDelayMs = try integer("test-search-delay-ms", v)
+                }),
+            Option(
+                name: "test-start-delay-ms", env: "LARDER_TEST_START_DELAY_MS", valueName: "N",
+                help: "testing only: wait before opening the store",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.startDelayMs = try integer("test-start-delay-ms", v)
                 }),
         ]
     }()

@@ -16,7 +16,8 @@ import Synchronization
 final class DataDirectoryLock: Sendable {
     static let fileName = "larder.lock"
 
-    /// The locks this process holds, by the directory's real path: the descriptor and how many stores use it.
+    /// The locks this process holds, by the directory's device and inode (one directory under any path, and a
+    /// directory deleted and made again is a new one): the descriptor and how many stores use it.
     private static let held = Mutex<[String: (fd: Int32, users: Int)]>([:])
 
     private let key: String
@@ -24,13 +25,11 @@ final class DataDirectoryLock: Sendable {
 
     /// Takes the lock on `directory` (which exists), or throws UNAVAILABLE naming the process that holds it.
     init(directory: String) throws(LarderError) {
-        let key = directory.withCString { path -> String in
-            guard let resolved = realpath(path, nil) else { return directory }
-            defer { free(resolved) }
-            return String(cString: resolved)
-        }
-        self.key = key
-        let path = (key as NSString).appendingPathComponent(DataDirectoryLock.fileName)
+        var info = stat()
+        let found = stat(directory, &info) == 0
+        key = found ? "\(info.st_dev):\(info.st_ino)" : directory
+        let path = (directory as NSString).appendingPathComponent(DataDirectoryLock.fileName)
+        let key = key
         let result: Result<Void, LarderError> = DataDirectoryLock.held.withLock { held in
             if let entry = held[key] {
                 held[key] = (entry.fd, entry.users + 1)
@@ -42,8 +41,15 @@ final class DataDirectoryLock: Sendable {
                     LarderError(.internal, "cannot open '\(path)' (errno \(errno)): check the data directory's permissions"))
             }
             guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+                let code = errno
                 let holder = DataDirectoryLock.holder(fd)
                 close(fd)
+                guard code == EWOULDBLOCK else {
+                    return .failure(
+                        LarderError(
+                            .internal, "cannot lock '\(path)': \(String(cString: strerror(code))) (errno \(code)); "
+                                + "the data directory must be on a file system with flock(2)"))
+                }
                 return .failure(
                     LarderError(
                         .unavailable,
@@ -56,6 +62,7 @@ final class DataDirectoryLock: Sendable {
             held[key] = (fd, 1)
             return .success(())
         }
+        if case .failure = result { released.store(true, ordering: .relaxed) }  // nothing to give back at deinit
         try result.get()
     }
 

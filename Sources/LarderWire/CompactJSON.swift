@@ -27,11 +27,15 @@ public struct CompactDocument: Sendable, Equatable {
 /// It answers only when the outcome is certain to equal the general path's; for anything else, valid or not, it
 /// answers nil and the caller parses with `JSONParser`, so every error (and its byte offset) is the general path's.
 /// The nil cases: a syntax error, invalid UTF-8, nesting past the limit, duplicate member names, an object with more
-/// than `maxMembers` members (names are compared pairwise), an integer of 19 or more digits (it may not fit an
-/// `Int64`), a number longer than 400 bytes or out of a double's range.
+/// than `maxMembers` members (names are compared pairwise), a name over `maxComparedNameBytes` compared with a
+/// non-ASCII one, an integer of 19 or more digits (it may not fit an `Int64`), a number longer than 400 bytes or out
+/// of a double's range.
 public enum CompactJSON {
     /// Members per object compared pairwise for duplicates; larger objects take the general path.
     public static let maxMembers = 64
+    /// The longest member name (written form) compared as a `String` with a non-ASCII one; a longer one takes the
+    /// general path.
+    public static let maxComparedNameBytes = 256
 
     /// Reads the object that starts at `index` (after any whitespace) and leaves `index` after it. `depth` is the
     /// object's nesting level in the whole message as `JSONParser` counts it (1 for a top-level object), `maxDepth`
@@ -156,6 +160,9 @@ public enum CompactJSON {
                 if other.ascii && name.ascii {
                     if other.range.count == name.range.count && out[other.range].elementsEqual(bytes) { return false }
                 } else {
+                    // Compared as `String`s, pair by pair: long names go to the general path (its dictionary
+                    // hashes each name once).
+                    if max(name.range.count, other.range.count) > CompactJSON.maxComparedNameBytes { return false }
                     if decoded == nil { decoded = self.decoded(name.range) }
                     if self.decoded(other.range) == decoded { return false }
                 }

@@ -10,6 +10,9 @@ func fail(_ message: String, code: Int32) -> Never {
     exit(code)
 }
 
+// Before any thread exists, so that SIGTERM and SIGINT wait for `runUntilSignalled` whenever they come.
+LarderServer.holdTerminationSignals()
+
 let command: ServerOptions.Command
 let configuration: ServerConfiguration
 do {
@@ -24,6 +27,8 @@ if command == .help {
     exit(0)
 }
 
+if configuration.startDelayMs > 0 { usleep(UInt32(min(configuration.startDelayMs, 60_000)) * 1000) }
+
 let server: LarderServer
 do {
     server = try LarderServer(configuration: configuration)
@@ -37,8 +42,8 @@ do {
     fail("cannot listen: \(error)", code: 1)
 }
 server.runUntilSignalled {
-    // Written unbuffered so a supervisor (or a test) reading the pipe sees the line at once; once SIGTERM and SIGINT
-    // are handled, so that one sent on reading the line is not lost.
+    // Written unbuffered so a supervisor (or a test) reading the pipe sees the line at once; a SIGTERM sent on reading
+    // it is held until `runUntilSignalled` takes it.
     FileHandle.standardOutput.write(
         Data(
             ("\(LarderServer.serverName) listening on \(server.addresses(port: port).joined(separator: ", ")) "

@@ -322,7 +322,27 @@ import Testing
         flock(fd, LOCK_UN)
         let reopened = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory))
         #expect(try reopened.count("c", filter: nil, text: nil) == 1)
+        // The store opened after the refusal holds the lock, and its close gives it back.
+        #expect(flock(fd, LOCK_EX | LOCK_NB) != 0)
         reopened.close()
+        #expect(flock(fd, LOCK_EX | LOCK_NB) == 0)
+        flock(fd, LOCK_UN)
+    }
+
+    /// The lock follows the directory, not its path: a directory deleted and made again while a store of this
+    /// process still holds the old one is locked afresh (another process could otherwise open it beside this one).
+    @Test func aDirectoryMadeAgainIsLockedAfresh() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-relock-\(UUID().wireString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let old = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory))
+        try FileManager.default.removeItem(atPath: directory)
+        let fresh = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory))
+        let fd = open((directory as NSString).appendingPathComponent("larder.lock"), O_RDWR)
+        defer { close(fd) }
+        #expect(fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0)  // held by `fresh`
+        fresh.close()
+        old.close()
+        #expect(flock(fd, LOCK_EX | LOCK_NB) == 0)
     }
 
     @Test func unwritableDirectoryIsAClearError() throws {

@@ -88,6 +88,11 @@ struct CompactJSONTests {
         #expect(Self.general(Array(wide.utf8)) != nil)
         let exactlyMax = "{" + (1...CompactJSON.maxMembers).map { "\"m\($0)\":\($0)" }.joined(separator: ",") + "}"
         #expect(Self.check(exactlyMax))
+        // Long names are compared as bytes when both are ASCII; with a non-ASCII one, the general path decides.
+        let long = String(repeating: "n", count: CompactJSON.maxComparedNameBytes + 1)
+        #expect(Self.check("{\"\(long)a\":1,\"\(long)b\":2}"))
+        #expect(!Self.check("{\"\(long)\":1,\"名\":2}"))
+        #expect(Self.general(Array("{\"\(long)\":1,\"名\":2}".utf8)) != nil)
     }
 
     @Test("nesting is limited where the parser limits it")
