@@ -157,6 +157,20 @@ enum FuzzJSON {
             check(document.bytes == object.bytes, "CompactJSON wrote different bytes")
             check(document.strings == strings(.object(object)), "CompactJSON collected different strings")
         }
+        // Answers read without a tree: the general path reads the same fields, and the data span holds its object.
+        if let span = AnswerReader.record(bytes), let object = try? JSONParser.parseObject(bytes),
+            let record = try? Record(json: object)
+        {
+            check(span.id == record.id && span.rev == record.rev && span.createdAt == record.createdAt
+                && span.updatedAt == record.updatedAt, "AnswerReader read other record fields")
+            let data = try? JSONParser.parseObject(bytes[span.data])
+            check(data == nil || data == record.data, "AnswerReader's data span holds another object")
+        }
+        if let (spans, cursor) = AnswerReader.page(bytes) {
+            let page = (try? JSONParser.parseObject(bytes)).flatMap { try? PageResponse(json: $0) }
+            check(page == nil || (page!.records.count == spans.count && page!.nextCursor == cursor),
+                  "AnswerReader read another page")
+        }
         for opcode in [Opcode.create, .replace] {
             guard let write = DocumentWrite.fast(bytes, opcode: opcode) else { continue }
             guard let object = try? JSONParser.parseObject(bytes) else {

@@ -257,16 +257,16 @@ public final class LarderClient: Sendable {
         try await message(Record.self, .create, CreateRequest(collection: collection, id: id, data: data).json)
     }
 
-    /// `create` with the document already written as compact JSON (`ModelCoding.encodeDocument`).
-    func create(_ collection: String, document: [UInt8], id: UUID?) async throws(LarderError) -> Record {
+    /// `create` with the document already written as compact JSON (`ModelCoding.encodeDocument`); the answer's JSON.
+    func create(_ collection: String, document: [UInt8], id: UUID?) async throws(LarderError) -> [UInt8] {
         let json = DocumentWrite.request(collection: collection, id: id, document: document)
-        return try Record(json: try await call(.create, jsonBytes: json).jsonObject())
+        return try await call(.create, jsonBytes: json).json
     }
 
-    /// `replace` with the document already written as compact JSON (`ModelCoding.encodeDocument`).
-    func replace(_ collection: String, id: UUID, document: [UInt8], rev: Int64?) async throws(LarderError) -> Record {
+    /// `replace` with the document already written as compact JSON (`ModelCoding.encodeDocument`); the answer's JSON.
+    func replace(_ collection: String, id: UUID, document: [UInt8], rev: Int64?) async throws(LarderError) -> [UInt8] {
         let json = DocumentWrite.request(collection: collection, id: id, document: document, rev: rev)
-        return try Record(json: try await call(.replace, jsonBytes: json).jsonObject())
+        return try await call(.replace, jsonBytes: json).json
     }
 
     /// Reads one document (NOT_FOUND when it does not exist).

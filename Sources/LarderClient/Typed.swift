@@ -22,6 +22,28 @@ public struct Stored<Model: Codable & Sendable>: Sendable {
         updatedAt = Timestamp.date(record.updatedAt)
         value = try ModelCoding.decode(Model.self, from: record.data, id: record.id)
     }
+
+    /// A record read from `answer` without a tree (`AnswerReader`): its `data` bytes go to the decoder as they are.
+    /// Nil when that does not work out; the caller then reads the answer the general way, for the value or the error.
+    init?(_ span: RecordSpan, in answer: [UInt8]) {
+        guard let value = try? ModelCoding.decode(Model.self, json: Data(answer[span.data]), id: span.id) else {
+            return nil
+        }
+        id = span.id
+        rev = span.rev
+        createdAt = Timestamp.date(span.createdAt)
+        updatedAt = Timestamp.date(span.updatedAt)
+        self.value = value
+    }
+
+    /// A record answer (GET, CREATE, REPLACE, PATCH).
+    init(answer: [UInt8]) throws(LarderError) {
+        if let span = AnswerReader.record(answer), let stored = Stored(span, in: answer) {
+            self = stored
+        } else {
+            try self.init(try Record(json: try JSONParser.parseObject(answer)))
+        }
+    }
 }
 
 extension Stored: Equatable where Model: Equatable {}
@@ -89,6 +111,11 @@ public enum ModelCoding {
     public static func decode<Model: Decodable>(
         _ type: Model.Type, from object: JSONObject, id: UUID? = nil
     ) throws(LarderError) -> Model {
+        try decode(type, json: Data(object.bytes), id: id)
+    }
+
+    /// `decode(_:from:id:)` from the object's JSON bytes.
+    static func decode<Model: Decodable>(_ type: Model.Type, json: Data, id: UUID?) throws(LarderError) -> Model {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .custom { decoder in
             let container = try decoder.singleValueContainer()
@@ -99,7 +126,7 @@ public enum ModelCoding {
                 in: container, debugDescription: "'\(text)' is not an ISO 8601 date such as 2024-05-01T12:30:00Z")
         }
         do {
-            return try decoder.decode(Model.self, from: Data(object.bytes))
+            return try decoder.decode(Model.self, from: json)
         } catch let error as DecodingError {
             let record = id.map { "record \($0.wireString)" } ?? "a record"
             var path = ""
@@ -143,12 +170,12 @@ public struct LarderCollection<Model: Codable & Sendable>: Sendable {
 
     /// Stores a new value; the server assigns the id unless `id` is given (CONFLICT if it exists).
     public func create(_ value: Model, id: UUID? = nil) async throws(LarderError) -> Stored<Model> {
-        try Stored(try await client.create(name, document: try ModelCoding.encodeDocument(value), id: id))
+        try Stored(answer: try await client.create(name, document: try ModelCoding.encodeDocument(value), id: id))
     }
 
     /// Reads one value (NOT_FOUND when it does not exist).
     public func get(_ id: UUID) async throws(LarderError) -> Stored<Model> {
-        try Stored(try await client.get(name, id: id))
+        try Stored(answer: try await client.call(.get, GetRequest(collection: name, id: id).json).json)
     }
 
     /// Reads many values by id, in request order; missing ids are skipped.
@@ -165,7 +192,7 @@ public struct LarderCollection<Model: Codable & Sendable>: Sendable {
 
     /// Replaces the value of document `id`; with `rev`, only if that is still its revision (CONFLICT otherwise).
     public func replace(_ id: UUID, with value: Model, rev: Int64? = nil) async throws(LarderError) -> Stored<Model> {
-        try Stored(try await client.replace(name, id: id, document: try ModelCoding.encodeDocument(value), rev: rev))
+        try Stored(answer: try await client.replace(name, id: id, document: try ModelCoding.encodeDocument(value), rev: rev))
     }
 
     /// Writes back an edited stored value, failing with CONFLICT if someone else wrote it since it was read.
@@ -186,7 +213,7 @@ public struct LarderCollection<Model: Codable & Sendable>: Sendable {
 
     /// One page in creation order.
     public func list(limit: Int = defaultPageLimit, cursor: String? = nil) async throws(LarderError) -> Page<Model> {
-        try Self.page(try await client.list(name, limit: limit, cursor: cursor))
+        try Self.page(answer: try await client.call(.list, ListRequest(collection: name, limit: limit, cursor: cursor).json).json)
     }
 
     /// Every value in creation order, reading page after page.
@@ -203,7 +230,7 @@ public struct LarderCollection<Model: Codable & Sendable>: Sendable {
 
     /// One page of the values matching `query`.
     public func search(_ query: SearchQuery) async throws(LarderError) -> Page<Model> {
-        try Self.page(try await client.search(name, query))
+        try Self.page(answer: try await client.call(.search, SearchRequest(collection: name, query: query).json).json)
     }
 
     /// One page of the values matching a filter and a text search, sorted.
@@ -229,6 +256,20 @@ public struct LarderCollection<Model: Codable & Sendable>: Sendable {
             sections.append(Section(key: group.key, count: group.count, records: records))
         }
         return sections
+    }
+
+    /// A page answer, its records read without a tree when it has the server's usual form (`AnswerReader`).
+    private static func page(answer: [UInt8]) throws(LarderError) -> Page<Model> {
+        if let (spans, nextCursor) = AnswerReader.page(answer) {
+            var records: [Stored<Model>] = []
+            records.reserveCapacity(spans.count)
+            for span in spans {
+                guard let stored = Stored<Model>(span, in: answer) else { break }
+                records.append(stored)
+            }
+            if records.count == spans.count { return Page(records: records, nextCursor: nextCursor) }
+        }
+        return try page(try PageResponse(json: try JSONParser.parseObject(answer)))
     }
 
     private static func page(_ response: PageResponse) throws(LarderError) -> Page<Model> {

@@ -43,11 +43,11 @@ public enum CompactJSON {
     public static func object(
         _ buffer: UnsafeBufferPointer<UInt8>, at index: inout Int, depth: Int, maxDepth: Int = JSONParser.defaultMaxDepth
     ) -> CompactDocument? {
-        var transcoder = Transcoder(buffer: buffer, index: index, maxDepth: maxDepth)
+        var transcoder = Transcoder(input: ByteScanner(buffer: buffer, index: index), maxDepth: maxDepth)
         transcoder.out.reserveCapacity(buffer.count - index)
-        transcoder.skipWhitespace()
-        guard transcoder.peek == UInt8(ascii: "{"), transcoder.object(depth: depth) else { return nil }
-        index = transcoder.index
+        transcoder.input.skipWhitespace()
+        guard transcoder.input.peek == UInt8(ascii: "{"), transcoder.object(depth: depth) else { return nil }
+        index = transcoder.input.index
         return CompactDocument(
             bytes: transcoder.out, strings: transcoder.strings, stringsAreASCII: transcoder.stringBits < 0x80)
     }
@@ -57,16 +57,14 @@ public enum CompactJSON {
         bytes.withUnsafeBufferPointer { buffer -> CompactDocument? in
             var index = 0
             guard let document = object(buffer, at: &index, depth: 1, maxDepth: maxDepth) else { return nil }
-            while index < buffer.count, isWhitespace(buffer[index]) { index += 1 }
-            return index == buffer.count ? document : nil
+            var rest = ByteScanner(buffer: buffer, index: index)
+            rest.skipWhitespace()
+            return rest.atEnd ? document : nil
         }
     }
 
-    static func isWhitespace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09 }
-
     private struct Transcoder {
-        let buffer: UnsafeBufferPointer<UInt8>
-        var index: Int
+        var input: ByteScanner
         let maxDepth: Int
         var out: [UInt8] = []
         var strings: [UInt8] = []
@@ -76,28 +74,14 @@ public enum CompactJSON {
         /// Where each member name of the objects being read lies in `out` (between its quotes), innermost last.
         var names: [(range: Range<Int>, ascii: Bool)] = []
 
-        init(buffer: UnsafeBufferPointer<UInt8>, index: Int, maxDepth: Int) {
-            self.buffer = buffer
-            self.index = index
+        init(input: ByteScanner, maxDepth: Int) {
+            self.input = input
             self.maxDepth = maxDepth
         }
 
-        var peek: UInt8? { index < buffer.count ? buffer[index] : nil }
-
-        mutating func skipWhitespace() {
-            while index < buffer.count, CompactJSON.isWhitespace(buffer[index]) { index += 1 }
-        }
-
-        mutating func take(_ byte: UInt8) -> Bool {
-            skipWhitespace()
-            guard index < buffer.count, buffer[index] == byte else { return false }
-            index += 1
-            return true
-        }
-
         mutating func value(depth: Int) -> Bool {
-            skipWhitespace()
-            guard let byte = peek else { return false }
+            input.skipWhitespace()
+            guard let byte = input.peek else { return false }
             switch byte {
             case UInt8(ascii: "{"): return object(depth: depth + 1)
             case UInt8(ascii: "["): return array(depth: depth + 1)
@@ -112,36 +96,36 @@ public enum CompactJSON {
 
         mutating func literal(_ text: StaticString) -> Bool {
             let count = text.utf8CodeUnitCount
-            guard index + count <= buffer.count,
-                text.withUTF8Buffer({ $0.elementsEqual(UnsafeBufferPointer(rebasing: buffer[index..<index + count])) })
+            guard input.index + count <= input.buffer.count,
+                text.withUTF8Buffer({ $0.elementsEqual(UnsafeBufferPointer(rebasing: input.buffer[input.index..<input.index + count])) })
             else { return false }
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[index..<index + count]))
-            index += count
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: input.buffer[input.index..<input.index + count]))
+            input.index += count
             return true
         }
 
         mutating func object(depth: Int) -> Bool {
             guard depth <= maxDepth else { return false }
-            index += 1
+            input.index += 1
             out.append(UInt8(ascii: "{"))
             let firstName = names.count
             defer { names.removeSubrange(firstName...) }
-            if take(UInt8(ascii: "}")) {
+            if input.take(UInt8(ascii: "}")) {
                 out.append(UInt8(ascii: "}"))
                 return true
             }
             while true {
-                skipWhitespace()
-                guard peek == UInt8(ascii: "\""), names.count - firstName < CompactJSON.maxMembers,
+                input.skipWhitespace()
+                guard input.peek == UInt8(ascii: "\""), names.count - firstName < CompactJSON.maxMembers,
                     let name = string(isName: true), isNew(name, since: firstName)
                 else { return false }
                 names.append(name)
-                guard take(UInt8(ascii: ":")) else { return false }
+                guard input.take(UInt8(ascii: ":")) else { return false }
                 out.append(UInt8(ascii: ":"))
                 guard value(depth: depth) else { return false }
-                if take(UInt8(ascii: ",")) {
+                if input.take(UInt8(ascii: ",")) {
                     out.append(UInt8(ascii: ","))
-                } else if take(UInt8(ascii: "}")) {
+                } else if input.take(UInt8(ascii: "}")) {
                     out.append(UInt8(ascii: "}"))
                     return true
                 } else {
@@ -181,17 +165,17 @@ public enum CompactJSON {
 
         mutating func array(depth: Int) -> Bool {
             guard depth <= maxDepth else { return false }
-            index += 1
+            input.index += 1
             out.append(UInt8(ascii: "["))
-            if take(UInt8(ascii: "]")) {
+            if input.take(UInt8(ascii: "]")) {
                 out.append(UInt8(ascii: "]"))
                 return true
             }
             while true {
                 guard value(depth: depth) else { return false }
-                if take(UInt8(ascii: ",")) {
+                if input.take(UInt8(ascii: ",")) {
                     out.append(UInt8(ascii: ","))
-                } else if take(UInt8(ascii: "]")) {
+                } else if input.take(UInt8(ascii: "]")) {
                     out.append(UInt8(ascii: "]"))
                     return true
                 } else {
@@ -203,7 +187,7 @@ public enum CompactJSON {
         /// Copies a string, re-escaped as `JSONWriter.writeString` writes it; a value's decoded bytes also go to
         /// `strings`. Answers where the written string lies in `out` (between the quotes) and whether it is ASCII.
         mutating func string(isName: Bool) -> (range: Range<Int>, ascii: Bool)? {
-            index += 1
+            input.index += 1
             out.append(UInt8(ascii: "\""))
             let start = out.count
             if !isName {
@@ -211,15 +195,15 @@ public enum CompactJSON {
                 stringCount += 1
             }
             var bits: UInt8 = 0
-            var run = index  // the start of the bytes not yet copied
-            while index < buffer.count {
-                let byte = buffer[index]
+            var run = input.index  // the start of the bytes not yet copied
+            while input.index < input.buffer.count {
+                let byte = input.buffer[input.index]
                 if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
-                    let plain = UnsafeBufferPointer(rebasing: buffer[run..<index])
+                    let plain = UnsafeBufferPointer(rebasing: input.buffer[run..<input.index])
                     out.append(contentsOf: plain)
                     if !isName { strings.append(contentsOf: plain) }
                     if byte == UInt8(ascii: "\"") {
-                        index += 1
+                        input.index += 1
                         let range = start..<out.count
                         out.append(UInt8(ascii: "\""))
                         if !isName { stringBits |= bits }
@@ -228,25 +212,25 @@ public enum CompactJSON {
                     guard let scalar = escape() else { return nil }
                     if scalar >= 0x80 { bits |= 0x80 }
                     append(scalar, isName: isName)
-                    run = index
+                    run = input.index
                 } else if byte < 0x80 {
                     guard byte >= 0x20 else { return nil }
-                    index += 1
+                    input.index += 1
                 } else {
-                    guard let next = CompactJSON.validSequence(buffer, at: index) else { return nil }
+                    guard let next = CompactJSON.validSequence(input.buffer, at: input.index) else { return nil }
                     bits |= 0x80
-                    index = next
+                    input.index = next
                 }
             }
             return nil
         }
 
-        /// Reads the escape at `index` (a backslash) and answers its scalar, or nil when it is invalid or a lone
+        /// Reads the escape at `input.index` (a backslash) and answers its scalar, or nil when it is invalid or a lone
         /// surrogate.
         mutating func escape() -> UInt32? {
-            guard index + 1 < buffer.count else { return nil }
-            let letter = buffer[index + 1]
-            index += 2
+            guard input.index + 1 < input.buffer.count else { return nil }
+            let letter = input.buffer[input.index + 1]
+            input.index += 2
             switch letter {
             case UInt8(ascii: "\""): return 0x22
             case UInt8(ascii: "\\"): return 0x5C
@@ -260,9 +244,9 @@ public enum CompactJSON {
                 guard let high = hex4() else { return nil }
                 if high >= 0xDC00 && high < 0xE000 { return nil }
                 guard high >= 0xD800 && high < 0xDC00 else { return high }
-                guard index + 1 < buffer.count, buffer[index] == UInt8(ascii: "\\"), buffer[index + 1] == UInt8(ascii: "u")
+                guard input.index + 1 < input.buffer.count, input.buffer[input.index] == UInt8(ascii: "\\"), input.buffer[input.index + 1] == UInt8(ascii: "u")
                 else { return nil }
-                index += 2
+                input.index += 2
                 guard let low = hex4(), low >= 0xDC00 && low < 0xE000 else { return nil }
                 return 0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00)
             default: return nil
@@ -270,8 +254,8 @@ public enum CompactJSON {
         }
 
         mutating func hex4() -> UInt32? {
-            guard let value = JSONParser.hex4(buffer, at: index) else { return nil }
-            index += 4
+            guard let value = JSONParser.hex4(input.buffer, at: input.index) else { return nil }
+            input.index += 4
             return value
         }
 
@@ -311,12 +295,12 @@ public enum CompactJSON {
         /// Copies a number as `JSONParser` reads it and `JSON.write` writes it back: integers that surely fit an
         /// `Int64` as they are (`-0` as `0`), other numbers through `strtod` and `Double.description`.
         mutating func number() -> Bool {
-            let start = index
-            guard case .number(let end, let isInteger) = JSONParser.scanNumber(buffer, from: start) else { return false }
-            index = end
-            let text = UnsafeBufferPointer(rebasing: buffer[start..<index])
+            let start = input.index
+            guard case .number(let end, let isInteger) = JSONParser.scanNumber(input.buffer, from: start) else { return false }
+            input.index = end
+            let text = UnsafeBufferPointer(rebasing: input.buffer[start..<input.index])
             if isInteger {
-                let digits = buffer[start] == UInt8(ascii: "-") ? text.count - 1 : text.count
+                let digits = input.buffer[start] == UInt8(ascii: "-") ? text.count - 1 : text.count
                 guard digits <= 18 else { return false }
                 if text.count == 2 && text[0] == UInt8(ascii: "-") && text[1] == UInt8(ascii: "0") {
                     out.append(UInt8(ascii: "0"))  // -0
@@ -385,71 +369,36 @@ public struct DocumentWrite: Sendable, Equatable {
     public static func fast(_ json: [UInt8], opcode: Opcode) -> DocumentWrite? {
         guard opcode == .create || opcode == .replace else { return nil }
         return json.withUnsafeBufferPointer { buffer -> DocumentWrite? in
-            var index = 0
-            func skipWhitespace() { while index < buffer.count, CompactJSON.isWhitespace(buffer[index]) { index += 1 } }
-            func take(_ byte: UInt8) -> Bool {
-                skipWhitespace()
-                guard index < buffer.count, buffer[index] == byte else { return false }
-                index += 1
-                return true
-            }
-            /// A string's bytes between its quotes, when it holds no escape and no control character.
-            func plainString() -> UnsafeBufferPointer<UInt8>? {
-                guard take(UInt8(ascii: "\"")) else { return nil }
-                let start = index
-                while index < buffer.count {
-                    let byte = buffer[index]
-                    if byte == UInt8(ascii: "\"") {
-                        index += 1
-                        return UnsafeBufferPointer(rebasing: buffer[start..<index - 1])
-                    }
-                    if byte == UInt8(ascii: "\\") || byte < 0x20 { return nil }
-                    index += 1
-                }
-                return nil
-            }
+            var input = ByteScanner(buffer: buffer)
             var collection: String?
             var id: UUID?
             var data: CompactDocument?
             var rev: Int64?
-            guard take(UInt8(ascii: "{")) else { return nil }
+            guard input.take(UInt8(ascii: "{")) else { return nil }
             repeat {
-                guard let name = plainString(), take(UInt8(ascii: ":")) else { return nil }
-                switch String(decoding: name, as: UTF8.self) {
-                case "collection" where collection == nil:
-                    guard let value = plainString(), value.count <= 256,
-                        let string = String(validating: value, as: UTF8.self)
+                guard let name = input.plainString(), input.take(UInt8(ascii: ":")) else { return nil }
+                if input.equal(name, "collection") && collection == nil {
+                    guard let value = input.plainString(), value.count <= 256,
+                        let string = String(validating: input.bytes(value), as: UTF8.self)
                     else { return nil }
                     collection = string
-                case "id" where id == nil:
-                    guard let value = plainString(), let uuid = FieldReader.strictUUID(utf8: value) else { return nil }
-                    id = uuid
-                case "data" where data == nil:
-                    guard let document = CompactJSON.object(buffer, at: &index, depth: 2) else { return nil }
-                    data = document
-                case "rev" where rev == nil && opcode == .replace:
-                    skipWhitespace()
-                    var value: Int64 = 0
-                    var digits = 0
-                    while index < buffer.count, buffer[index] >= UInt8(ascii: "0"), buffer[index] <= UInt8(ascii: "9") {
-                        // Past 18 digits the value may not fit (and the guard below refuses it): stop adding.
-                        if digits < 18 { value = value * 10 + Int64(buffer[index] - UInt8(ascii: "0")) }
-                        digits += 1
-                        index += 1
-                    }
-                    // 1 to 18 digits, no leading zero, and not a number with a fraction or an exponent.
-                    guard digits > 0, digits <= 18, value > 0, buffer[index - digits] != UInt8(ascii: "0"),
-                        index == buffer.count
-                            || (buffer[index] != UInt8(ascii: ".") && buffer[index] | 0x20 != UInt8(ascii: "e"))
+                } else if input.equal(name, "id") && id == nil {
+                    guard let value = input.plainString(), let uuid = FieldReader.strictUUID(utf8: input.bytes(value))
                     else { return nil }
+                    id = uuid
+                } else if input.equal(name, "data") && data == nil {
+                    guard let document = CompactJSON.object(buffer, at: &input.index, depth: 2) else { return nil }
+                    data = document
+                } else if input.equal(name, "rev") && rev == nil && opcode == .replace {
+                    guard let value = input.smallInteger(minimum: 1) else { return nil }
                     rev = value
-                default:
+                } else {
                     return nil
                 }
-            } while take(UInt8(ascii: ","))
-            guard take(UInt8(ascii: "}")) else { return nil }
-            skipWhitespace()
-            guard index == buffer.count, let collection, let data, opcode == .create || id != nil else { return nil }
+            } while input.take(UInt8(ascii: ","))
+            guard input.take(UInt8(ascii: "}")) else { return nil }
+            input.skipWhitespace()
+            guard input.atEnd, let collection, let data, opcode == .create || id != nil else { return nil }
             return DocumentWrite(collection: collection, id: id, data: data, rev: rev)
         }
     }

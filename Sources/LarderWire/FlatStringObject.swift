@@ -16,32 +16,21 @@ enum FlatStringObject {
         -> (Range<Int>, Range<Int>?)?
     {
         bytes.withUnsafeBufferPointer { buffer -> (Range<Int>, Range<Int>?)? in
-            var scanner = Scanner(buffer: buffer)
+            var scanner = ByteScanner(buffer: buffer)
             var values: (Range<Int>?, Range<Int>?) = (nil, nil)
-            scanner.skipWhitespace()
-            guard scanner.take(UInt8(ascii: "{")) else { return nil }
-            scanner.skipWhitespace()
-            if scanner.take(UInt8(ascii: "}")) { return nil }
-            while true {
-                scanner.skipWhitespace()
-                guard let key = scanner.plainString() else { return nil }
-                scanner.skipWhitespace()
-                guard scanner.take(UInt8(ascii: ":")) else { return nil }
-                scanner.skipWhitespace()
-                guard let value = scanner.plainString() else { return nil }
-                let range = value.startIndex..<value.endIndex
-                if Scanner.equal(buffer, key, first), values.0 == nil {
-                    values.0 = range
-                } else if let second, Scanner.equal(buffer, key, second), values.1 == nil {
-                    values.1 = range
+            guard scanner.take(UInt8(ascii: "{")), !scanner.take(UInt8(ascii: "}")) else { return nil }
+            repeat {
+                guard let key = scanner.plainString(), scanner.take(UInt8(ascii: ":")), let value = scanner.plainString()
+                else { return nil }
+                if scanner.equal(key, first), values.0 == nil {
+                    values.0 = value
+                } else if let second, scanner.equal(key, second), values.1 == nil {
+                    values.1 = value
                 } else {
                     return nil
                 }
-                scanner.skipWhitespace()
-                if scanner.take(UInt8(ascii: ",")) { continue }
-                guard scanner.take(UInt8(ascii: "}")) else { return nil }
-                break
-            }
+            } while scanner.take(UInt8(ascii: ","))
+            guard scanner.take(UInt8(ascii: "}")) else { return nil }
             scanner.skipWhitespace()
             guard scanner.atEnd, let firstValue = values.0, second == nil || values.1 != nil else { return nil }
             return (firstValue, values.1)
@@ -56,49 +45,6 @@ enum FlatStringObject {
     /// The member's bytes as an id in its strict form (hex digits and hyphens only, so valid UTF-8), or nil.
     static func uuid(_ bytes: [UInt8], _ range: Range<Int>) -> UUID? {
         bytes.withUnsafeBufferPointer { FieldReader.strictUUID(utf8: UnsafeBufferPointer(rebasing: $0[range])) }
-    }
-
-    private struct Scanner {
-        let buffer: UnsafeBufferPointer<UInt8>
-        var index = 0
-
-        var atEnd: Bool { index == buffer.count }
-
-        mutating func skipWhitespace() {
-            while index < buffer.count {
-                switch buffer[index] {
-                case 0x20, 0x09, 0x0A, 0x0D: index += 1
-                default: return
-                }
-            }
-        }
-
-        mutating func take(_ byte: UInt8) -> Bool {
-            guard index < buffer.count, buffer[index] == byte else { return false }
-            index += 1
-            return true
-        }
-
-        /// Where a string's bytes lie between its quotes, when it has no escape and no control character.
-        mutating func plainString() -> Range<Int>? {
-            guard take(UInt8(ascii: "\"")) else { return nil }
-            let start = index
-            while index < buffer.count {
-                let byte = buffer[index]
-                if byte == UInt8(ascii: "\"") {
-                    defer { index += 1 }
-                    return start..<index
-                }
-                if byte == UInt8(ascii: "\\") || byte < 0x20 { return nil }
-                index += 1
-            }
-            return nil
-        }
-
-        static func equal(_ buffer: UnsafeBufferPointer<UInt8>, _ range: Range<Int>, _ name: StaticString) -> Bool {
-            range.count == name.utf8CodeUnitCount
-                && name.withUTF8Buffer { $0.elementsEqual(UnsafeBufferPointer(rebasing: buffer[range])) }
-        }
     }
 }
 

@@ -429,7 +429,8 @@ public struct PageResponse: WireMessage, Equatable {
     public init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         records = try Record.array(&r, "records")
-        nextCursor = try r.optionalString("nextCursor")
+        // As long as the server makes them (a sort on a long text field makes long cursors).
+        nextCursor = try r.optionalString("nextCursor", maxLength: SearchQuery.maxCursorBytes)
     }
 
     public var json: JSONObject {

@@ -212,6 +212,39 @@ extension ClientTests {
     }
 }
 
+extension ClientTests {
+    /// Typed reads hand a record's stored bytes to the decoder as they are (`AnswerReader`); answers in other forms,
+    /// and data that does not decode, take the general path, with its value or its error.
+    @Test func typedReadsDecodeTheStoredBytes() async throws {
+        let id = UUID()
+        let time = "2024-05-01T12:30:00.123Z"
+        let usual = #"{"id":"\#(id.wireString)","rev":3,"createdAt":"\#(time)","updatedAt":"\#(time)","data":"#
+            + #"{"item":"鮪魚飯糰 \"大\"","date":"\#(time)","price":35.5}}"#
+        let unusual = #" { "data" : { "item" : "\u9baa魚飯糰 \"大\"", "date" : "2024-05-01T12:30:00.123Z", "price" : 35.5 },"#
+            + #" "rev" : 3, "id" : "\#(id.uuidString)", "createdAt" : "\#(time)", "updatedAt" : "\#(time)", "x" : 1 } "#
+        let wrongType = #"{"id":"\#(id.wireString)","rev":3,"createdAt":"\#(time)","updatedAt":"\#(time)","data":"#
+            + #"{"item":"x","date":"\#(time)","price":"cheap"}}"#
+        let answers = Mutex([usual, unusual, wrongType, #"{"records":[\#(usual),\#(unusual)],"nextCursor":"next"}"#])
+        let server = FakeServer { request, _ in
+            guard request.opcode == .get || request.opcode == .list else { return .reply(FakeServer.reply(request, [:])) }
+            let text = answers.withLock { $0.removeFirst() }
+            return .reply(
+                Frame(opcode: request.opcode, requestID: request.requestID, status: .ok, flags: .response, json: Array(text.utf8)))
+        }
+        defer { server.stop() }
+        let purchases = LarderClient(port: server.port).collection("items", of: Purchase.self)
+        let expected = Purchase(item: "鮪魚飯糰 \"大\"", date: Date(timeIntervalSince1970: 1_714_566_600.123), price: 35.5)
+        let first = try await purchases.get(id)
+        #expect(first.value == expected && first.rev == 3 && first.id == id)
+        let second = try await purchases.get(id)
+        #expect(second.value == expected && second.rev == 3 && second.createdAt == first.createdAt)
+        let error = await #expect(throws: LarderError.self) { _ = try await purchases.get(id) }
+        #expect(error?.field == "price" && error?.message.contains("does not decode as Purchase") == true)
+        let page = try await purchases.list()
+        #expect(page.records.map(\.value) == [expected, expected] && page.nextCursor == "next")
+    }
+}
+
 /// A counter shared by test tasks.
 final class Counter: Sendable {
     private let count = Mutex(0)
