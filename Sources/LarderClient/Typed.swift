@@ -36,8 +36,8 @@ public struct Stored<Model: Codable & Sendable>: Sendable {
         self.value = value
     }
 
-    /// A record answer (GET, CREATE, REPLACE, PATCH).
-    init(answer: [UInt8]) throws(LarderError) {
+    /// Decodes the JSON part of a record answer (GET, CREATE, REPLACE, PATCH), e.g. from `LarderClient.request`.
+    public init(answer: [UInt8]) throws(LarderError) {
         if let span = AnswerReader.record(answer), let stored = Stored(span, in: answer) {
             self = stored
         } else {

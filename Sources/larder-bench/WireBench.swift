@@ -1,4 +1,6 @@
 import Foundation
+import LarderClient
+import LarderStore
 import LarderWire
 
 /// `larder-bench wire`: codec throughput, measured in-process (no sockets).
@@ -37,6 +39,8 @@ enum WireBench {
         let page = (1...100).flatMap { n -> [UInt8] in
             (n == 1 ? Array(#"{"records":["#.utf8) : [UInt8(ascii: ",")]) + sampleRecord(n: n)
         } + Array(#"],"nextCursor":null}"#.utf8)
+        typedDecoding(record, seconds: seconds)
+
         print("\nSEARCH response, 100 records: \(page.count) bytes of JSON")
         print("level  compressed  ratio  compress MB/s  inflate MB/s")
         for level: Int32 in [1, 3, 6, 9] {
@@ -67,6 +71,72 @@ enum WireBench {
             _ = part.withUnsafeBytes { Deflater(level: 1).compress($0, into: &compressed, maxOutput: part.count * 2) }
             print("  \(part.count) -> \(compressed.count)")
         }
+    }
+
+    struct Purchase: Codable, Sendable {
+        var store: String
+        var item: String
+        var date: Date
+        var price: Int
+        var discount: Bool
+        var comment: String
+    }
+
+    /// A typed client's decoding of a GET answer: through the answer's JSON tree (`Record`, then the data object
+    /// written out again for `JSONDecoder`) against the stored bytes handed to the decoder as they are.
+    static func typedDecoding(_ answer: [UInt8], seconds: Double) {
+        let viaTree = measure(seconds: seconds / 2) {
+            for _ in 0..<200 {
+                guard let object = try? JSONParser.parseObject(answer), let record = try? Record(json: object),
+                    (try? Stored<Purchase>(record)) != nil
+                else { fatalError("decode failed") }
+            }
+            return 200
+        }
+        let direct = measure(seconds: seconds / 2) {
+            for _ in 0..<200 where (try? Stored<Purchase>(answer: answer)) == nil { fatalError("decode failed") }
+            return 200
+        }
+        print(String(format: "typed GET answer decode: via the JSON tree %.0f /s, stored bytes to the decoder %.0f /s (%.2fx)",
+                     viaTree, direct, direct / viaTree))
+        guard let value = try? Stored<Purchase>(answer: answer).value else { fatalError("decode failed") }
+        let encodeViaTree = measure(seconds: seconds / 2) {
+            for _ in 0..<200 {
+                guard let data = try? ModelCoding.encode(value) else { fatalError("encode failed") }
+                _ = CreateRequest(collection: "items", data: data).json.bytes
+            }
+            return 200
+        }
+        let encodeDirect = measure(seconds: seconds / 2) {
+            for _ in 0..<200 {
+                guard let document = try? ModelCoding.encodeDocument(value) else { fatalError("encode failed") }
+                _ = DocumentWrite.request(collection: "items", id: nil, document: document)
+            }
+            return 200
+        }
+        print(String(format: "typed CREATE request encode: via the JSON tree %.0f /s, encoder's bytes %.0f /s (%.2fx)",
+                     encodeViaTree, encodeDirect, encodeDirect / encodeViaTree))
+
+        // The server's side: a CREATE request to the stored bytes and search text the writer binds.
+        guard let document = try? ModelCoding.encodeDocument(value) else { fatalError("encode failed") }
+        let request = DocumentWrite.request(collection: "items", id: nil, document: document)
+        let prepareViaTree = measure(seconds: seconds / 2) {
+            for _ in 0..<200 {
+                guard let object = try? JSONParser.parseObject(request), let create = try? CreateRequest(json: object)
+                else { fatalError("parse failed") }
+                _ = PreparedDocument(create.data)
+            }
+            return 200
+        }
+        let prepareDirect = measure(seconds: seconds / 2) {
+            for _ in 0..<200 {
+                guard let write = DocumentWrite.fast(request, opcode: .create) else { fatalError("parse failed") }
+                _ = PreparedDocument(write.data)
+            }
+            return 200
+        }
+        print(String(format: "server: CREATE request to stored form: via the JSON tree %.0f /s, without %.0f /s (%.2fx)",
+                     prepareViaTree, prepareDirect, prepareDirect / prepareViaTree))
     }
 
     /// A record like the shop diary's, about 250 bytes, with varying content.

@@ -18,7 +18,7 @@ let topHelp = """
                              mean run)
       tcp-copy [options]     the raw loopback floor: an in-process sink answers each request with --size bytes, driven
                              by the same engine (compare with a blob-get run of the same size)
-      wire [SECONDS]         the codec in-process: frame encode/decode, zlib levels
+      wire [SECONDS]         the codec in-process: frame encode/decode, typed and tree-free JSON, zlib levels
       store [options]        the store in-process: create, get, search, blobs (LarderStore's own benchmark)
       watch [options]        change-feed fan-out: one writer, N subscribers (default 1000) of a running server
 
@@ -89,7 +89,7 @@ case "tcp-copy":
 
 case "wire":
     if arguments.first == "--help" || arguments.first == "-h" {
-        print("Usage: larder-bench wire [SECONDS]\n\nCodec throughput in-process: frame encode/decode, zlib levels.")
+        print("Usage: larder-bench wire [SECONDS]\n\nCodec throughput in-process: frame encode/decode, typed decoding and encoding and the server's\nCREATE reading, with and without a JSON tree, zlib levels.")
         exit(0)
     }
     guard arguments.count <= 1, let seconds = arguments.first.map(Double.init) ?? 2, seconds > 0 else {
