@@ -44,7 +44,7 @@ struct CompactJSONTests {
     static func check(_ text: String) -> Bool { check(Array(text.utf8)) }
 
     @Test("records as apps send them are read, with whitespace, escapes and every kind of number")
-    func usualDocuments() {
+    func usualDocuments() throws {
         let texts = [
             #"{}"#,
             #"{"name":"王小明","height":172.5,"weight":64,"isMale":true,"note":null}"#,
@@ -62,6 +62,13 @@ struct CompactJSONTests {
         #expect(document?.bytes == Array(#"{"a":"x\ny","b":[1.5,"é"]}"#.utf8))
         #expect(document?.strings == Array("x\ny\u{1F}é".utf8))
         #expect(document?.stringsAreASCII == false)
+        // Protocol.md's description of the stored form ("Compact means..."), example by example, on both paths.
+        let request = Array(#"{ "s" : "a\/b \u00e9 \u0001 \t", "n" : [ -0, 1.50, 1e2, 1e300, 12345678901234567890 ] }"#.utf8)
+        let stored = #"{"s":"a/b é \u0001 \t","n":[0,1.5,100.0,1e+300,1.2345678901234567e+19]}"#
+        #expect(CompactJSON.object(request) == nil)  // 20 digits: left to the general path, which stores this
+        #expect((try JSONParser.parseObject(request)).bytes == Array(stored.utf8))
+        #expect(CompactJSON.object(Array(#"{"s":"a\/b \u00e9 \u0001 \t","n":[-0,1.50,1e2,1e300]}"#.utf8))?.bytes
+            == Array(#"{"s":"a/b é \u0001 \t","n":[0,1.5,100.0,1e+300]}"#.utf8))
     }
 
     @Test("what the general path refuses, or might read differently, is left to it")
