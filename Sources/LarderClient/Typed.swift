@@ -36,7 +36,7 @@ public struct Stored<Model: Codable & Sendable>: Sendable {
         self.value = value
     }
 
-    /// Decodes the JSON part of a record answer (GET, CREATE, REPLACE, PATCH), e.g. from `LarderClient.request`.
+    /// Decodes the JSON part of a record answer (GET, CREATE, REPLACE, PATCH), as the server sent it.
     public init(answer: [UInt8]) throws(LarderError) {
         if let span = AnswerReader.record(answer), let stored = Stored(span, in: answer) {
             self = stored
@@ -192,7 +192,8 @@ public struct LarderCollection<Model: Codable & Sendable>: Sendable {
 
     /// Replaces the value of document `id`; with `rev`, only if that is still its revision (CONFLICT otherwise).
     public func replace(_ id: UUID, with value: Model, rev: Int64? = nil) async throws(LarderError) -> Stored<Model> {
-        try Stored(answer: try await client.replace(name, id: id, document: try ModelCoding.encodeDocument(value), rev: rev))
+        let document = try ModelCoding.encodeDocument(value)
+        return try Stored(answer: try await client.replace(name, id: id, document: document, rev: rev))
     }
 
     /// Writes back an edited stored value, failing with CONFLICT if someone else wrote it since it was read.
@@ -213,7 +214,8 @@ public struct LarderCollection<Model: Codable & Sendable>: Sendable {
 
     /// One page in creation order.
     public func list(limit: Int = defaultPageLimit, cursor: String? = nil) async throws(LarderError) -> Page<Model> {
-        try Self.page(answer: try await client.call(.list, ListRequest(collection: name, limit: limit, cursor: cursor).json).json)
+        let request = ListRequest(collection: name, limit: limit, cursor: cursor)
+        return try Self.page(answer: try await client.call(.list, request.json).json)
     }
 
     /// Every value in creation order, reading page after page.
