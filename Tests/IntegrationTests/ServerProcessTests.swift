@@ -188,8 +188,33 @@ struct ServerProcessTests {
     @Test func aSIGTERMWhileStartingOrOnTheStartUpLineStopsTheServerCleanly() throws {
         let directory = Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let starting = try Self.launch(["--port", "0", "--data-dir", directory.path, "--test-start-delay-ms", "1500"])
-        usleep(300_000)  // well inside the start-up delay (a busy machine only makes it more so)
+        // A child inherits its parent's blocked signals, and the test runner's threads may block SIGTERM: launch
+        // with them unblocked, as a supervisor does, so that only the server's own hold can hold the signal.
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        sigaddset(&signals, SIGTERM)
+        sigaddset(&signals, SIGINT)
+        var runnerMask = sigset_t()
+        pthread_sigmask(SIG_UNBLOCK, &signals, &runnerMask)
+        let launched = Result { try Self.launch(["--port", "0", "--data-dir", directory.path, "--test-start-delay-ms", "5000"]) }
+        pthread_sigmask(SIG_SETMASK, &runnerMask, nil)
+        let starting = try launched.get()
+        // Once `main` holds the signals (its first line; a process still loading would die of the signal instead),
+        // which the kernel shows as SIGTERM's bit in the main thread's blocked mask; it must show before the
+        // start-up line, while the server is still starting.
+        let status = "/proc/\(starting.process.processIdentifier)/status"
+        let holding = Date().addingTimeInterval(30)
+        var held = false
+        while !held && Date() < holding && starting.process.isRunning {
+            let text = (try? String(contentsOfFile: status, encoding: .utf8)) ?? ""
+            let mask = text.split(separator: "\n").first { $0.hasPrefix("SigBlk:") }.flatMap {
+                UInt64($0.dropFirst("SigBlk:".count).trimmingCharacters(in: .whitespaces), radix: 16)
+            }
+            held = mask.map { $0 & (1 << (UInt64(SIGTERM) - 1)) != 0 } ?? false
+            if !held { usleep(1_000) }
+        }
+        var pending = pollfd(fd: starting.stdout.fileHandleForReading.fileDescriptor, events: Int16(POLLIN), revents: 0)
+        #expect(held && poll(&pending, 1, 0) == 0, "the server did not hold SIGTERM while it was starting")
         kill(starting.process.processIdentifier, SIGTERM)
         #expect(Self.firstLine(starting.stdout).contains("listening"))
         let deadline = Date().addingTimeInterval(30)
