@@ -95,12 +95,9 @@ public enum CompactJSON {
         }
 
         mutating func literal(_ text: StaticString) -> Bool {
-            let count = text.utf8CodeUnitCount
-            guard input.index + count <= input.buffer.count,
-                text.withUTF8Buffer({ $0.elementsEqual(UnsafeBufferPointer(rebasing: input.buffer[input.index..<input.index + count])) })
-            else { return false }
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: input.buffer[input.index..<input.index + count]))
-            input.index += count
+            let start = input.index
+            guard input.takeLiteral(text) else { return false }
+            out.append(contentsOf: input.bytes(start..<input.index))
             return true
         }
 
