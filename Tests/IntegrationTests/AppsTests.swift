@@ -3,7 +3,7 @@ import LarderClient
 import Testing
 
 /// The five apps Larder was made for, replayed through the typed client with their own model structs.
-@Suite struct AppsTests {
+@Suite(.timeLimit(.minutes(10))) struct AppsTests {
     struct Profile: Codable, Sendable, Equatable {
         var name: String
         var phone: String

@@ -64,7 +64,8 @@ final class AcknowledgedWrites: Sendable {
 /// Crash recovery (issue 7): clients write documents and blobs against a real `larder-server`, which is killed with
 /// SIGKILL at a random moment and restarted; every acknowledged write must be there (blobs by SHA-256), every
 /// acknowledged delete gone, and `PRAGMA integrity_check` must say ok. `scripts/crash-test ROUNDS` runs many rounds.
-@Suite struct ReliabilityCrashTests {
+@Suite(ReliabilityKnobs.timeLimit(plus: ReliabilityKnobs.int("LARDER_CRASH_ROUNDS", default: 3)))  // a minute a round
+struct ReliabilityCrashTests {
     static let collection = "crash"
 
     /// One writer: creates, patches (revision-checked), deletes and blob puts in a loop until its server is gone.

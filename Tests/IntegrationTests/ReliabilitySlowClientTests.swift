@@ -85,7 +85,7 @@ final class Tricklers: @unchecked Sendable {
 /// Many slow clients (issue 7): connections that trickle a byte a second are cut at the frame deadline, while a
 /// healthy client's p99 stays within 2x of its figure without them. `scripts/slow-clients` runs it with 1,000
 /// connections and the default 30-second deadline.
-@Suite struct ReliabilitySlowClientTests {
+@Suite(ReliabilityKnobs.timeLimit(plus: 5)) struct ReliabilitySlowClientTests {
     /// A healthy client's round trips: GET, GET, PATCH, SEARCH, again and again, for `seconds` and at least
     /// `minimumOperations`. The data does not grow (the PATCH rewrites one document), so the latencies stay comparable
     /// from one phase to the next.

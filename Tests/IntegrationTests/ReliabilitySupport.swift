@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import LarderWire
 import Synchronization
+import Testing
 
 /// Knobs the reliability scripts turn: `scripts/crash-test 50` runs the crash test with `LARDER_CRASH_ROUNDS=50`.
 /// Without them each test runs its small in-suite version.
@@ -17,6 +18,9 @@ enum ReliabilityKnobs {
     /// Under scripts/sanitize (which sets both): memory costs several times more, and the sanitizer's symbolizer
     /// runs as a child process talking through pipes.
     static var sanitized: Bool { isSet("ASAN_OPTIONS") || isSet("TSAN_OPTIONS") }
+
+    /// A reliability test's time limit: ten minutes for the suite's short run, `extra` more for a script's longer one.
+    static func timeLimit(plus extra: Int) -> TimeLimitTrait { .timeLimit(.minutes(10 + max(0, extra))) }
 }
 
 /// `larder-server` as a child process in a data directory: started on port 0, its port read from its first line.

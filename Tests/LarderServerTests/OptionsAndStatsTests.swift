@@ -4,6 +4,7 @@ import Testing
 
 @testable import LarderServer
 
+@Suite(.timeLimit(.minutes(10)))
 struct ServerOptionsTests {
     @Test func defaults() throws {
         let (command, c) = try ServerOptions.parse([])
@@ -69,6 +70,7 @@ struct ServerOptionsTests {
     }
 }
 
+@Suite(.timeLimit(.minutes(10)))
 struct LatencyHistogramTests {
     @Test func bucketsCoverEveryValueInOrder() {
         var previous = -1
@@ -110,7 +112,7 @@ struct LatencyHistogramTests {
 }
 
 /// Every limit announced in HELLO can be set on the command line, and errors about limits name the option.
-@Suite struct LimitOptionTests {
+@Suite(.timeLimit(.minutes(10))) struct LimitOptionTests {
     @Test func everyAnnouncedLimitHasAnOption() {
         let optionNames = Set(ServerOptions.options.map(\.name))
         for limit in Limits.default.json.keys {
@@ -129,7 +131,7 @@ struct LatencyHistogramTests {
     }
 }
 
-@Suite struct DataDirectoryMessageTests {
+@Suite(.timeLimit(.minutes(10))) struct DataDirectoryMessageTests {
     @Test func aFileInTheWayIsNamed() throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("larder-file-\(UUID().uuidString)").path
         _ = FileManager.default.createFile(atPath: file, contents: Data("x".utf8))

@@ -9,7 +9,7 @@ import Testing
 ///
 /// The child is this same test binary, started with `--filter durabilityChild` and an environment variable naming the
 /// data directory; without that variable `durabilityChild` returns at once.
-@Suite struct DurabilityTests {
+@Suite(.timeLimit(.minutes(10))) struct DurabilityTests {
     static let childDirectoryKey = "LARDER_DURABILITY_CHILD_DIR"
 
     /// The child's body (a no-op in a normal test run): four threads create documents and print `ACK <id>` only after
