@@ -165,16 +165,21 @@ struct ServerEndToEndTests {
         }
     }
 
+    /// The SEARCH is held on a gate until the GET's answer is in: a GET that waited for it would never come.
     @Test func aSlowSearchDoesNotHoldBackAGet() throws {
-        try withServerOnPort0({ $0.searchDelayMs = 600 }) { _, port in
+        let gate = try ServerGate()
+        defer { gate.open() }
+        try withServerOnPort0({ $0.searchGate = gate.gate }) { _, port in
             let c = try RawClient.tcp(port: port)
             try c.hello()
             let id = try Record(json: c.call(.create, ["collection": "s", "data": ["a": 1]]).jsonObject()).id
             let searchID = try c.send(.search, ["collection": "s"])
+            try gate.waitForHeld(1)
             let getID = try c.send(.get, ["collection": "s", "id": .string(id.wireString)])
-            let first = try #require(try c.receive())
-            let second = try #require(try c.receive())
+            let first = try #require(try c.receive(timeout: 60))
             #expect(first.requestID == getID && first.status == .ok)
+            gate.open()
+            let second = try #require(try c.receive(timeout: 60))
             #expect(second.requestID == searchID && second.status == .ok)
         }
     }
