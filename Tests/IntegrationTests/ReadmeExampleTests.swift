@@ -26,7 +26,8 @@ import Testing
         #expect(cheap.values.map(\.item) == ["鮪魚飯糰"])
         #expect(photo.attachedTo?.id == saved.id)
         try await purchases.delete(saved.id)
-        await #expect(throws: LarderError.self) { _ = try await client.blobHead(photo.id) }
+        let gone = await #expect(throws: LarderError.self) { _ = try await client.blobHead(photo.id) }
+        #expect(gone?.status == .notFound)
         client.close()
     }
 }

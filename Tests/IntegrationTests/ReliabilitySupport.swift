@@ -102,14 +102,20 @@ final class ServerChild: @unchecked Sendable {
     }
 }
 
-/// A JPEG the validator accepts whose bytes are unique: SOI, a comment segment of random bytes, a 3x2 frame header,
-/// EOI. The SHA-256 of each one is then a real check of which bytes came back.
+/// A JPEG the validator accepts whose bytes are unique: SOI, comment segments holding `commentBytes` random bytes (a
+/// segment holds 65,533 at most), a 3x2 frame header, EOI. The SHA-256 of each one is then a real check of which bytes
+/// came back.
 func uniqueJPEG(commentBytes: Int) -> [UInt8] {
-    let count = max(1, min(commentBytes, 65_533))
-    var bytes: [UInt8] = [0xFF, 0xD8, 0xFF, 0xFE, UInt8((count + 2) >> 8), UInt8((count + 2) & 0xFF)]
-    bytes.reserveCapacity(count + 24)
+    var left = max(1, commentBytes)
+    var bytes: [UInt8] = [0xFF, 0xD8]
+    bytes.reserveCapacity(left + left / 65_533 * 4 + 24)
     var generator = SystemRandomNumberGenerator()
-    for _ in 0..<count { bytes.append(UInt8.random(in: 0...255, using: &generator)) }
+    while left > 0 {
+        let count = min(left, 65_533)
+        bytes += [0xFF, 0xFE, UInt8((count + 2) >> 8), UInt8((count + 2) & 0xFF)]
+        for _ in 0..<count { bytes.append(UInt8.random(in: 0...255, using: &generator)) }
+        left -= count
+    }
     bytes += [0xFF, 0xC0, 0x00, 0x0B, 0x08, 0x00, 0x02, 0x00, 0x03, 0x01, 0x01, 0x11, 0x00, 0xFF, 0xD9]
     return bytes
 }

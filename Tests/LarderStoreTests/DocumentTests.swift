@@ -345,14 +345,29 @@ import Testing
         #expect(flock(fd, LOCK_EX | LOCK_NB) == 0)
     }
 
-    @Test func unwritableDirectoryIsAClearError() throws {
+    /// Root writes anywhere, so as root (CI) this shows as skipped; the next test holds for everyone.
+    @Test(.enabled(if: getuid() != 0, "root may write to a read-only directory"))
+    func unwritableDirectoryIsAClearError() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-ro-\(UUID().wireString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         chmod(directory, 0o500)
         defer { chmod(directory, 0o700) }
-        guard getuid() != 0 else { return }  // root writes anywhere
         expectError(.internal) { _ = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory)) }
+    }
+
+    /// A data directory under a regular file cannot be made, not even by root.
+    @Test func aDirectoryUnderAFileIsAClearError() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("larder-file-\(UUID().wireString)").path
+        _ = FileManager.default.createFile(atPath: file, contents: Data([1]))
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        let directory = file + "/data"
+        do throws(LarderError) {
+            _ = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory))
+            Issue.record("expected an error")
+        } catch {
+            #expect(error.status == .internal && error.message.contains(directory), "\(error)")
+        }
     }
 
     @Test func fileInPlaceOfDirectoryIsAClearError() throws {
