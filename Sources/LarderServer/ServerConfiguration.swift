@@ -24,7 +24,7 @@ public struct ServerConfiguration: Sendable {
     public var shutdownGraceMs: Int = 10_000
     /// Testing only: every SEARCH waits at this gate before it runs, so a test can act while one is surely in flight.
     public var searchGate: TestGate?
-    /// Testing only: `larder-server` waits at this gate before it opens the store (to signal a server that is starting).
+    /// Testing only: `larder-server` waits at this gate before it opens the store (to signal a server still starting).
     public var startGate: TestGate?
     /// Bytes of recent GET answers the event loops keep (split between them); 0 turns the read cache off.
     public var readCacheBytes: Int = 64 << 20
@@ -216,11 +216,15 @@ public enum ServerOptions {
             Option(
                 name: "test-search-gate", env: "LARDER_TEST_SEARCH_GATE", valueName: "PATH",
                 help: "testing only: hold every SEARCH at the test's gate (TestGate)",
-                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in c.searchGate = TestGate(path: v) }),
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.searchGate = TestGate(path: v)
+                }),
             Option(
                 name: "test-start-gate", env: "LARDER_TEST_START_GATE", valueName: "PATH",
                 help: "testing only: wait at the test's gate before opening the store (TestGate)",
-                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in c.startGate = TestGate(path: v) }),
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.startGate = TestGate(path: v)
+                }),
         ]
     }()
 

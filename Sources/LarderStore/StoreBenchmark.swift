@@ -131,7 +131,7 @@ public func runStoreBenchmark(
 
     func percentiles(_ runs: Int, _ body: () throws(LarderError) -> Void) throws(LarderError) -> String {
         var times: [Double] = []
-        for _ in 0..<runs { times.append(try seconds(body) * 1000) }
+        for _ in 0..<scaled(runs) { times.append(try seconds(body) * 1000) }
         times.sort()
         let p50 = times[times.count / 2]
         let p99 = times[min(times.count - 1, Int(Double(times.count) * 0.99))]
@@ -147,20 +147,20 @@ public func runStoreBenchmark(
     let countQuery = SearchQuery(text: TextQuery(query: "grace hopper 12"))
 
     func searchRows(_ label: String) throws(LarderError) {
-        report("two filters + sort, \(label)", try percentiles(scaled(50)) { () throws(LarderError) in _ = try store.search("big", twoFilter) })
-        report("substring 4 chars (common), \(label)", try percentiles(scaled(50)) { () throws(LarderError) in _ = try store.search("big", text3) })
-        report("substring 9 chars (rare), \(label)", try percentiles(scaled(50)) { () throws(LarderError) in _ = try store.search("big", text3Rare) })
-        report("substring 2 chars in one field (scan)", try percentiles(scaled(50)) { () throws(LarderError) in _ = try store.search("big", text2) })
-        report("count of a rare substring, \(label)", try percentiles(scaled(20)) { () throws(LarderError) in
+        report("two filters + sort, \(label)", try percentiles(50) { () throws(LarderError) in _ = try store.search("big", twoFilter) })
+        report("substring 4 chars (common), \(label)", try percentiles(50) { () throws(LarderError) in _ = try store.search("big", text3) })
+        report("substring 9 chars (rare), \(label)", try percentiles(50) { () throws(LarderError) in _ = try store.search("big", text3Rare) })
+        report("substring 2 chars in one field (scan)", try percentiles(50) { () throws(LarderError) in _ = try store.search("big", text2) })
+        report("count of a rare substring, \(label)", try percentiles(20) { () throws(LarderError) in
             _ = try store.count("big", filter: nil, text: countQuery.text)
         })
     }
     // "Without indexes": a second store on the same data with the trigram index and field indexes switched off.
     let plain = try SQLiteStore(
         configuration: StoreConfiguration(dataDirectory: path, useTextIndex: false, useFieldIndexes: false))
-    report("two filters + sort, no index", try percentiles(scaled(20)) { () throws(LarderError) in _ = try plain.search("big", twoFilter) })
-    report("substring 4 chars (common), no trigram index", try percentiles(scaled(20)) { () throws(LarderError) in _ = try plain.search("big", text3) })
-    report("substring 9 chars (rare), no trigram index", try percentiles(scaled(20)) { () throws(LarderError) in _ = try plain.search("big", text3Rare) })
+    report("two filters + sort, no index", try percentiles(20) { () throws(LarderError) in _ = try plain.search("big", twoFilter) })
+    report("substring 4 chars (common), no trigram index", try percentiles(20) { () throws(LarderError) in _ = try plain.search("big", text3) })
+    report("substring 9 chars (rare), no trigram index", try percentiles(20) { () throws(LarderError) in _ = try plain.search("big", text3Rare) })
     plain.close()
     _ = try store.createIndex("big", field: try FieldPath("score"))
     _ = try store.createIndex("big", field: try FieldPath("category"))
@@ -180,13 +180,13 @@ public func runStoreBenchmark(
             }
             return waiting
         }
-        report("substring 4 chars (common), indexed, backlog of \(waiting)", try percentiles(scaled(50)) { () throws(LarderError) in
+        report("substring 4 chars (common), indexed, backlog of \(waiting)", try percentiles(50) { () throws(LarderError) in
             _ = try store.search("big", text3)
         })
-        report("substring 9 chars (rare), indexed, backlog of \(waiting)", try percentiles(scaled(50)) { () throws(LarderError) in
+        report("substring 9 chars (rare), indexed, backlog of \(waiting)", try percentiles(50) { () throws(LarderError) in
             _ = try store.search("big", text3Rare)
         })
-        report("count of a rare substring, indexed, backlog of \(waiting)", try percentiles(scaled(20)) { () throws(LarderError) in
+        report("count of a rare substring, indexed, backlog of \(waiting)", try percentiles(20) { () throws(LarderError) in
             _ = try store.count("big", filter: nil, text: countQuery.text)
         })
     }

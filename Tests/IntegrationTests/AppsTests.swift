@@ -190,7 +190,9 @@ final class AppServer: @unchecked Sendable {
             (UUID(), Todo(title: "預約牙醫", isFinish: false)),
         ]
         for (id, todo) in items { #expect(try await todos.create(todo, id: id).id == id) }
-        let duplicate = await #expect(throws: LarderError.self) { _ = try await todos.create(items[0].1, id: items[0].0) }
+        let duplicate = await #expect(throws: LarderError.self) {
+            _ = try await todos.create(items[0].1, id: items[0].0)
+        }
         #expect(duplicate?.status == .conflict)
         let toggled = try await todos.patch(items[0].0, ["isFinish": true])
         #expect(toggled.value.isFinish && toggled.rev == 2)
@@ -343,7 +345,8 @@ final class AppServer: @unchecked Sendable {
         var expected: [String: [JSON]] = [:]
         for name in ["profiles", "items", "todos", "students", "pokemon_items"] {
             let file = samples.appendingPathComponent("\(name).json").path
-            let records = try #require(try JSONParser.parse(Array(try Data(contentsOf: URL(fileURLWithPath: file)))).arrayValue)
+            let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: file)))
+            let records = try #require(try JSONParser.parse(bytes).arrayValue)
             let r = try CLITests.run(["import", name, file, "--port", String(server.port)])
             #expect(r.status == 0 && r.stderr.contains("created: \(records.count), errors: 0"), "\(name): \(r.stderr)")
             expected[name] = records

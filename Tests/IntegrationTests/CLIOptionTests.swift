@@ -25,14 +25,16 @@ import Testing
         let server = try ClientTestServer()
         defer { server.stop() }
         _ = try await Self.items(6, on: server)
-        let cheapOrDiscounted = #"{"or":[{"field":"price","op":"lt","value":25},{"field":"discount","op":"eq","value":true}]}"#
-        var r = try CLITests.run(["search", "items", "--filter", cheapOrDiscounted, "--sort", "price"] + Self.port(server))
+        let cheapOrDiscounted =
+            #"{"or":[{"field":"price","op":"lt","value":25},{"field":"discount","op":"eq","value":true}]}"#
+        let port = Self.port(server)
+        var r = try CLITests.run(["search", "items", "--filter", cheapOrDiscounted, "--sort", "price"] + port)
         #expect(r.status == 0, "\(r.stderr)")
         #expect(try r.json.map { $0["data"]?["price"] } == [10, 20, 40, 60])
         // With --where too, both must hold.
-        r = try CLITests.run(["count", "items", "--filter", cheapOrDiscounted, "--where", "price>30"] + Self.port(server))
+        r = try CLITests.run(["count", "items", "--filter", cheapOrDiscounted, "--where", "price>30"] + port)
         #expect(try r.json == [["count": 2]])
-        r = try CLITests.run(["search", "items", "--filter", #"{"field":"price","op":"near","value":1}"#] + Self.port(server))
+        r = try CLITests.run(["search", "items", "--filter", #"{"field":"price","op":"near","value":1}"#] + port)
         #expect(r.status == 64 && r.stderr.hasPrefix("Error: --filter:"), "\(r.stderr)")
     }
 
@@ -58,7 +60,8 @@ import Testing
             #expect(try ids(all) == made && cursor(all) == nil, "\(command)")
         }
         // Sorted pages go on in the sort's order.
-        let byPrice = try CLITests.run(["search", "items", "--sort", "price:desc", "--limit", "2", "--all"] + Self.port(server))
+        let byPrice = try CLITests.run(
+            ["search", "items", "--sort", "price:desc", "--limit", "2", "--all"] + Self.port(server))
         #expect(try ids(byPrice) == made.reversed())
         // Blobs too.
         let client = server.client()
@@ -85,7 +88,8 @@ import Testing
         #expect(try r.json.map { $0["records"]?.arrayValue?.count } == [1, 1])
         r = try CLITests.run(["group", "items", "category", "--per-group", "0"] + Self.port(server))
         #expect(try r.json.map { $0["records"]?.arrayValue?.count } == [0, 0])
-        r = try CLITests.run(["group", "items", "category", "--where", "price<35", "--per-group", "5"] + Self.port(server))
+        r = try CLITests.run(
+            ["group", "items", "category", "--where", "price<35", "--per-group", "5"] + Self.port(server))
         #expect(try r.json.map { $0["records"]?.arrayValue?.count } == [2, 1])
     }
 
@@ -109,13 +113,14 @@ import Testing
         let server = try ClientTestServer()
         defer { server.stop() }
         let lines = (0..<40).map { #"{"n":\#($0)}"# }.joined(separator: "\n")
-        var r = try CLITests.run(["import", "ordered", "-", "--window", "1"] + Self.port(server), stdin: Array(lines.utf8))
+        let input = Array(lines.utf8)
+        var r = try CLITests.run(["import", "ordered", "-", "--window", "1"] + Self.port(server), stdin: input)
         #expect(r.status == 0 && r.stderr.contains("created: 40, errors: 0"), "\(r.stderr)")
         r = try CLITests.run(["export", "ordered", "--data"] + Self.port(server))
         #expect(try r.json.map { $0["n"] } == (0..<40).map { .int(Int64($0)) })
-        r = try CLITests.run(["import", "wide", "-", "--window", "100"] + Self.port(server), stdin: Array(lines.utf8))
+        r = try CLITests.run(["import", "wide", "-", "--window", "100"] + Self.port(server), stdin: input)
         #expect(r.status == 0 && r.stderr.contains("created: 40, errors: 0"))
-        r = try CLITests.run(["import", "x", "-", "--window", "0"] + Self.port(server), stdin: Array(lines.utf8))
+        r = try CLITests.run(["import", "x", "-", "--window", "0"] + Self.port(server), stdin: input)
         #expect(r.status == 64 && r.stderr.contains("--window must be an integer from 1 to 10000"))
     }
 
@@ -195,7 +200,8 @@ import Testing
         #expect(r.status == 2 && r.stderr.contains("127.0.0.2:\(server.port)"), "\(r.stderr)")
         r = try CLITests.run(["ping"] + Self.port(server), environment: ["LARDER_HOST": "127.0.0.2"])
         #expect(r.status == 2 && r.stderr.contains("127.0.0.2"))
-        r = try CLITests.run(["ping", "--host", "127.0.0.1"] + Self.port(server), environment: ["LARDER_HOST": "127.0.0.2"])
+        r = try CLITests.run(
+            ["ping", "--host", "127.0.0.1"] + Self.port(server), environment: ["LARDER_HOST": "127.0.0.2"])
         #expect(r.status == 0)
     }
 

@@ -111,7 +111,8 @@ import Testing
         let second = try Self.onTerminal(port, typed: "history\nexit\n", home: home)
         let shown = second.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
         // (The first line follows the prompt.)
-        #expect(shown.contains("count todos") && shown.contains("larder> create todos '{\"title\":\"Buy milk 買牛奶\"}'"), "\(second)")
+        let created = "larder> create todos '{\"title\":\"Buy milk 買牛奶\"}'"
+        #expect(shown.contains("count todos") && shown.contains(created), "\(second)")
         #expect(try String(contentsOfFile: path, encoding: .utf8) == kept + "history\nexit\n")
     }
 }

@@ -249,7 +249,8 @@ struct ReliabilityCrashTests {
             #expect(
                 acknowledged.value >= minimumAcknowledged,
                 "round \(round): \(acknowledged.value) writes acknowledged before the kill")
-            #expect(refused.withLock { $0 }.isEmpty, "round \(round): writes refused: \(refused.withLock { $0.prefix(3) })")
+            let refusals = refused.withLock { $0 }
+            #expect(refusals.isEmpty, "round \(round): writes refused: \(refusals.prefix(3))")
             let integrity = try integrityCheck(directory)
             #expect(integrity == "ok", "round \(round): integrity_check says \(integrity)")
             server = try ServerChild(dataDirectory: directory)

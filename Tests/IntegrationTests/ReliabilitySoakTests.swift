@@ -252,9 +252,10 @@ struct ReliabilitySoakTests {
         // would pass it in seconds.
         let opened = tally.connections.value
         let mostDescriptors = all.map(\.descriptors).max() ?? 0
-        #expect(mostDescriptors <= baselineDescriptors + opened + 26, "\(mostDescriptors) fds with \(opened) connections")
+        #expect(mostDescriptors <= baselineDescriptors + opened + 26, "\(mostDescriptors) fds, \(opened) connections")
         let peak = server.peakResidentBytes ?? 0
-        let memoryBound = (ReliabilityKnobs.sanitized ? 4 : 1) * (SoakBounds.residentBytes + seconds * SoakBounds.residentBytesPerSecond)
+        let allowed = SoakBounds.residentBytes + seconds * SoakBounds.residentBytesPerSecond
+        let memoryBound = (ReliabilityKnobs.sanitized ? 4 : 1) * allowed
         report("soak: peak RSS \(peak >> 20) MB (bound \(memoryBound >> 20) MB), at most \(mostDescriptors) fds")
         #expect(peak > 0 && peak <= memoryBound, "peak RSS \(peak >> 20) MB")
         let after = LarderClient(port: server.port)

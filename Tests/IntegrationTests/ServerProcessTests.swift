@@ -211,7 +211,9 @@ struct ServerProcessTests {
         // The server waits at the test's gate before it opens the store, so it is surely still starting.
         let gate = try ServerGate()
         defer { gate.open() }
-        let launched = Result { try Self.launch(["--port", "0", "--data-dir", directory.path, "--test-start-gate", gate.path]) }
+        let launched = Result {
+            try Self.launch(["--port", "0", "--data-dir", directory.path, "--test-start-gate", gate.path])
+        }
         pthread_sigmask(SIG_SETMASK, &runnerMask, nil)
         let starting = try launched.get()
         try gate.waitForHeld(1)

@@ -25,7 +25,9 @@ import Testing
         if words.first?.hasPrefix("@Suite") == true, let end = words.firstIndex(where: { $0.hasSuffix(")") }) {
             words.removeFirst(end + 1)  // a suite attribute on the same line
         }
-        while let first = words.first, ["final", "public", "private", "fileprivate"].contains(first) { words.removeFirst() }
+        while let word = words.first, ["final", "public", "private", "fileprivate"].contains(word) {
+            words.removeFirst()
+        }
         guard words.count >= 2, ["struct", "class", "enum", "extension"].contains(words[0]) else { return nil }
         return String(words[1].prefix { $0.isLetter || $0.isNumber || $0 == "_" })
     }

@@ -25,11 +25,12 @@ final class WatchingClient: @unchecked Sendable {
     static func watching(port: Int, _ request: WatchRequest) throws -> (WatchingClient, WatchResponse) {
         for _ in 0..<20 {
             let raw = try RawClient.tcp(port: port)
-            let ids = try raw.sendTogether([(.hello, HelloRequest(client: "server-tests").json), (.watch, request.json)])
-            guard let hello = try raw.receive() else { continue }
-            if hello.requestID == 0 && hello.status == .deadlineExceeded { continue }
-            guard hello.requestID == ids[0] && hello.status == .ok else {
-                throw ServerTestError("HELLO failed: \(hello.replyText)")
+            let hello = HelloRequest(client: "server-tests").json
+            let ids = try raw.sendTogether([(.hello, hello), (.watch, request.json)])
+            guard let answer = try raw.receive() else { continue }
+            if answer.requestID == 0 && answer.status == .deadlineExceeded { continue }
+            guard answer.requestID == ids[0] && answer.status == .ok else {
+                throw ServerTestError("HELLO failed: \(answer.replyText)")
             }
             guard let watch = try raw.receive(), watch.requestID == ids[1], watch.status == .ok else {
                 throw ServerTestError("WATCH failed")

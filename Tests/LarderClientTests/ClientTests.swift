@@ -131,7 +131,9 @@ import Testing
     /// Cancelling the task of a call ends it at once with DEADLINE_EXCEEDED (README: "Cancelling the task of a call"),
     /// though the server never answers and the client has no deadline of its own: only the cancellation can end it.
     @Test func cancellingACallEndsItPromptly() async throws {
-        let server = FakeServer { request, _ in request.opcode == .ping ? .reply(FakeServer.reply(request, [:])) : .hold }
+        let server = FakeServer { request, _ in
+            request.opcode == .ping ? .reply(FakeServer.reply(request, [:])) : .hold
+        }
         defer { server.stop() }
         let client = LarderClient(port: server.port, requestTimeout: nil)
         try await client.connect()

@@ -27,7 +27,8 @@ final class FakeServer: @unchecked Sendable {
     private let handler: Handler
     private let lock = NSLock()
     /// Tests waiting for requests (`waitForRequests`), resumed as requests arrive.
-    private var waiters: [UUID: (condition: @Sendable ([Frame]) -> Bool, continuation: CheckedContinuation<Bool, Never>)] = [:]
+    private typealias Waiter = (condition: @Sendable ([Frame]) -> Bool, continuation: CheckedContinuation<Bool, Never>)
+    private var waiters: [UUID: Waiter] = [:]
     private var held: [(Frame, Int32)] = []
     private var clients: [Int32] = []
     private(set) var inFlight = 0

@@ -358,7 +358,7 @@ import Testing
 
     /// A data directory under a regular file cannot be made, not even by root.
     @Test func aDirectoryUnderAFileIsAClearError() throws {
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("larder-file-\(UUID().wireString)").path
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("larder-f-\(UUID().wireString)").path
         _ = FileManager.default.createFile(atPath: file, contents: Data([1]))
         defer { try? FileManager.default.removeItem(atPath: file) }
         let directory = file + "/data"
