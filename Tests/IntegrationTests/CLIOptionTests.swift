@@ -3,7 +3,7 @@ import LarderClient
 import Testing
 
 /// Every option of the `larder` command, run as a user types it against a real server, each checked for what it does.
-@Suite(.timeLimit(.minutes(10))) struct CLIOptionTests {
+@Suite(.timeLimit(.minutes(20))) struct CLIOptionTests {
     static func port(_ server: ClientTestServer) -> [String] { ["--port", String(server.port)] }
 
     /// Creates `count` items with prices 10, 20, ... and returns their ids in creation order.

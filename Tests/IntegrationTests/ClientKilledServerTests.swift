@@ -3,7 +3,7 @@ import LarderClient
 import Testing
 
 /// The library against a `larder-server` process killed with SIGKILL in the middle of a request.
-@Suite(.serialized, .timeLimit(.minutes(10))) struct ClientKilledServerTests {
+@Suite(.serialized, .timeLimit(.minutes(20))) struct ClientKilledServerTests {
     @Test func aRequestInFlightFailsClearlyAndTheNextCallReconnects() async throws {
         let directory = NSTemporaryDirectory() + "larder-killed-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: directory) }

@@ -3,7 +3,7 @@ import LarderClient
 import Testing
 
 /// The client library against a real server: every operation, typed round trips, concurrency, a dying server.
-@Suite(.timeLimit(.minutes(10))) struct ClientLibraryTests {
+@Suite(.timeLimit(.minutes(20))) struct ClientLibraryTests {
     @Test func everyOperation() async throws {
         let server = try ClientTestServer()
         defer { server.stop() }

@@ -8,7 +8,7 @@ import Synchronization
 import Testing
 
 /// The client library's settings and callbacks, each checked for what it does against a real server.
-@Suite(.timeLimit(.minutes(10))) struct ClientOptionTests {
+@Suite(.timeLimit(.minutes(20))) struct ClientOptionTests {
     /// A TCP listener that never accepts: the kernel completes the connection (the backlog), and nobody answers.
     final class SilentListener {
         let fd: Int32

@@ -3,7 +3,7 @@ import LarderClient
 import Testing
 
 /// The library example in README.md, run as written against a real server, so the README cannot drift.
-@Suite(.timeLimit(.minutes(10))) struct ReadmeExampleTests {
+@Suite(.timeLimit(.minutes(20))) struct ReadmeExampleTests {
     struct Purchase: Codable, Sendable {
         var store: String
         var item: String

@@ -321,7 +321,7 @@ enum SoakBounds {
 }
 
 /// The judge of a long soak, on samples made up to show each case: the suite's short run is too short for it.
-@Suite(.timeLimit(.minutes(10))) struct SoakVerdictTests {
+@Suite(.timeLimit(.minutes(20))) struct SoakVerdictTests {
     static func samples(_ count: Int, rss: (Int) -> Int, fds: (Int) -> Int) -> [SoakSample] {
         (1...count).map { SoakSample(second: $0, residentBytes: rss($0), descriptors: fds($0), operations: 1000) }
     }

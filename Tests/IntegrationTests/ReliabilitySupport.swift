@@ -19,8 +19,8 @@ enum ReliabilityKnobs {
     /// runs as a child process talking through pipes.
     static var sanitized: Bool { isSet("ASAN_OPTIONS") || isSet("TSAN_OPTIONS") }
 
-    /// A reliability test's time limit: ten minutes for the suite's short run, `extra` more for a script's longer one.
-    static func timeLimit(plus extra: Int) -> TimeLimitTrait { .timeLimit(.minutes(10 + max(0, extra))) }
+    /// A reliability test's time limit: twenty minutes for the suite's short run, `extra` more for a script's longer.
+    static func timeLimit(plus extra: Int) -> TimeLimitTrait { .timeLimit(.minutes(20 + max(0, extra))) }
 }
 
 /// `larder-server` as a child process in a data directory: started on port 0, its port read from its first line.

@@ -27,7 +27,7 @@ private func rawFrame(
     return out + json
 }
 
-@Suite(.timeLimit(.minutes(10)))
+@Suite(.timeLimit(.minutes(20)))
 struct ServerLimitTests {
     @Test func frameOverTheLimitIsRejectedBeforeItsBody() throws {
         try withServerOnPort0(smallLimits) { server, port in

@@ -8,7 +8,7 @@ import Testing
 
 /// `larder-server` options, each given to a real server process and checked for what it does (ServerOptionsTests
 /// checks that they parse).
-@Suite(.serialized, .timeLimit(.minutes(10))) struct ServerOptionTests {
+@Suite(.serialized, .timeLimit(.minutes(20))) struct ServerOptionTests {
     static func withDirectory<T>(_ body: (String) throws -> T) throws -> T {
         let root = NSTemporaryDirectory() + "larder-options-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)

@@ -7,7 +7,7 @@ import LarderWire
 import Testing
 
 /// The built `larder-server` binary as a subprocess: start-up line, exit codes, SIGTERM with requests in flight.
-@Suite(.timeLimit(.minutes(10)))
+@Suite(.timeLimit(.minutes(20)))
 struct ServerProcessTests {
     /// The binary sits next to the test bundle in the build products directory.
     static func binary() throws -> URL {

@@ -3,7 +3,7 @@ import Testing
 
 /// The rules the test sources keep, checked on the sources: a test that hangs must fail with its name, so every suite
 /// with tests carries a `.timeLimit`.
-@Suite(.timeLimit(.minutes(10))) struct TestRulesTests {
+@Suite(.timeLimit(.minutes(20))) struct TestRulesTests {
     static let testsDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
 
     /// Each Swift file of Tests/ with its lines.

@@ -7,7 +7,7 @@ import LarderServer
 import Testing
 
 /// The change feed through the client library (`LarderSubscription`) and the `larder watch` command.
-@Suite(.serialized, .timeLimit(.minutes(10))) struct WatchClientTests {
+@Suite(.serialized, .timeLimit(.minutes(20))) struct WatchClientTests {
     /// The next `count` events of `feed`, failing the test after `seconds`.
     static func take(_ count: Int, from feed: LarderSubscription, seconds: Double = 30) async throws -> [ChangeEvent] {
         try await within(seconds, "\(count) events") {

@@ -115,7 +115,7 @@ final class WatchingClient: @unchecked Sendable {
 ///
 /// Serialized: these tests block on sockets, and run side by side they would hold both of a 2-core machine's
 /// cooperative threads and starve the async tests of other suites.
-@Suite(.serialized, .timeLimit(.minutes(10))) struct WatchServerTests {
+@Suite(.serialized, .timeLimit(.minutes(20))) struct WatchServerTests {
     static func record(_ frame: Frame) throws -> Record { try Record(json: frame.jsonObject()) }
 
     @Test func theWritesOfOneClientReachAnotherInOrder() throws {

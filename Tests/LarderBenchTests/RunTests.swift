@@ -6,7 +6,7 @@ import Testing
 
 /// Short real runs: against an in-process Larder server on port 0, a fake Redis, and the raw loopback sink; and the
 /// executable itself for exit statuses and the JSON schema.
-@Suite(.serialized, .timeLimit(.minutes(10))) struct RunTests {
+@Suite(.serialized, .timeLimit(.minutes(20))) struct RunTests {
     func options(_ arguments: [String]) throws -> BenchOptions {
         guard case .run(var o) = try BenchArguments.parse(arguments) else { throw BenchError("help") }
         o.quiet = true

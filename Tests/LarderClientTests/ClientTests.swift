@@ -4,7 +4,7 @@ import Synchronization
 import Testing
 
 /// The client against `FakeServer`: pipelining, ordering, limits, deadlines and broken connections.
-@Suite(.timeLimit(.minutes(10))) struct ClientTests {
+@Suite(.timeLimit(.minutes(20))) struct ClientTests {
     static func record(for request: Frame) -> Frame {
         let id = (try? GetRequest(json: request.jsonObject()).id) ?? UUID()
         let record = Record(id: id, rev: 1, createdAt: 0, updatedAt: 0, data: ["n": .string(id.wireString)])

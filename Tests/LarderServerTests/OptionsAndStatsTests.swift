@@ -4,7 +4,7 @@ import Testing
 
 @testable import LarderServer
 
-@Suite(.timeLimit(.minutes(10)))
+@Suite(.timeLimit(.minutes(20)))
 struct ServerOptionsTests {
     @Test func defaults() throws {
         let (command, c) = try ServerOptions.parse([])
@@ -76,7 +76,7 @@ struct ServerOptionsTests {
     }
 }
 
-@Suite(.timeLimit(.minutes(10)))
+@Suite(.timeLimit(.minutes(20)))
 struct LatencyHistogramTests {
     @Test func bucketsCoverEveryValueInOrder() {
         var previous = -1
@@ -118,7 +118,7 @@ struct LatencyHistogramTests {
 }
 
 /// Every limit announced in HELLO can be set on the command line, and errors about limits name the option.
-@Suite(.timeLimit(.minutes(10))) struct LimitOptionTests {
+@Suite(.timeLimit(.minutes(20))) struct LimitOptionTests {
     @Test func everyAnnouncedLimitHasAnOption() {
         let optionNames = Set(ServerOptions.options.map(\.name))
         for limit in Limits.default.json.keys {
@@ -137,7 +137,7 @@ struct LatencyHistogramTests {
     }
 }
 
-@Suite(.timeLimit(.minutes(10))) struct DataDirectoryMessageTests {
+@Suite(.timeLimit(.minutes(20))) struct DataDirectoryMessageTests {
     @Test func aFileInTheWayIsNamed() throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("larder-file-\(UUID().uuidString)").path
         _ = FileManager.default.createFile(atPath: file, contents: Data("x".utf8))

@@ -4,7 +4,7 @@ import Testing
 
 @testable import LarderStore
 
-@Suite(.timeLimit(.minutes(10))) struct DocumentTests {
+@Suite(.timeLimit(.minutes(20))) struct DocumentTests {
     @Test func createGetRoundTripsExactBytes() throws {
         try withStore { store, _ in
             let data = try object(#"{"name":"王小明","height":172.5,"tags":["a","b"],"nested":{"x":null}}"#)

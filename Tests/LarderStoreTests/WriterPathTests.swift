@@ -6,7 +6,7 @@ import Testing
 
 /// The writer's cheaper paths must store exactly what the plain ones did: the same search text, the same bytes, ids
 /// of the same kind, and the same errors.
-@Suite(.timeLimit(.minutes(10))) struct WriterPathTests {
+@Suite(.timeLimit(.minutes(20))) struct WriterPathTests {
     /// What `TextFold.searchText` computed before its byte-level fast path: the strings joined, then lowercased.
     static func reference(_ object: JSONObject) -> String {
         var parts: [String] = []

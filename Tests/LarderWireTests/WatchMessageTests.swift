@@ -3,7 +3,7 @@ import LarderWire
 import Testing
 
 /// The change feed's messages go through JSON, a frame and back unchanged, and reject what they must.
-@Suite(.timeLimit(.minutes(10))) struct WatchMessageTests {
+@Suite(.timeLimit(.minutes(20))) struct WatchMessageTests {
     static let id = UUID(uuidString: "3F2504E0-4F89-41D3-9A0C-0305E82C3301")!
     static let record = Record(
         id: id, rev: 2, createdAt: 1_795_998_388_123, updatedAt: 1_795_998_421_456,
