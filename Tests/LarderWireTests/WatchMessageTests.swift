@@ -80,16 +80,16 @@ import Testing
         #expect(field(["collection": 5]) == "collection")
         #expect(field(["filter": ["field": "a", "op": "near", "value": 1]]) == "filter.op")
         #expect(field(["colection": "items"]) == "colection")
-        #expect(throws: LarderError.self) { try UnwatchRequest(json: ["subscription": 0]) }
-        #expect(throws: LarderError.self) { try UnwatchRequest(json: [:]) }
+        expectError(.invalidArgument, field: "subscription") { _ = try UnwatchRequest(json: ["subscription": 0]) }
+        expectError(.invalidArgument, field: "subscription") { _ = try UnwatchRequest(json: [:]) }
     }
 
     @Test func limitsAnnounceTheFeed() throws {
         let limits = Limits(maxWatches: 4, maxWatchBufferBytes: 65_536)
         #expect(try Limits(json: limits.json) == limits)
         #expect(Limits.default.maxWatches == 16 && Limits.default.maxWatchBufferBytes == 1 << 20)
-        #expect(throws: LarderError.self) { try Limits(maxWatches: 0).validate() }
-        #expect(throws: LarderError.self) { try Limits(maxWatchBufferBytes: 0).validate() }
+        expectError(.invalidArgument) { try Limits(maxWatches: 0).validate() }
+        expectError(.invalidArgument) { try Limits(maxWatchBufferBytes: 0).validate() }
         // An older server's HELLO lacks the members: the defaults stand.
         var old = Limits.default.json
         old["maxWatches"] = nil
