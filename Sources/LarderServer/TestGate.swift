@@ -14,6 +14,7 @@ public struct TestGate: Sendable, Equatable {
     /// The Unix socket the test listens on.
     public let path: String
 
+    /// The gate at the Unix socket `path`.
     public init(path: String) { self.path = path }
 
     /// Waits here until the test lets this pass go on.
