@@ -41,7 +41,7 @@ let package = Package(
         .testTarget(name: "LarderBenchTests", dependencies: ["LarderBench", "LarderServer", "LarderStore"]),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["LarderServer", "LarderClient", "LarderStore"],
+            dependencies: ["LarderServer", "LarderClient", "LarderStore", "LarderBench"],
             resources: [.copy("Fixtures")]),
     ],
     swiftLanguageModes: [.v6]

@@ -207,11 +207,19 @@ struct ServerLimitTests {
             setsockopt(greedy.fd, SOL_SOCKET, SO_RCVBUF, &one, socklen_t(MemoryLayout<Int32>.size))
             let flags = fcntl(greedy.fd, F_GETFL)
             _ = fcntl(greedy.fd, F_SETFL, flags | O_NONBLOCK)
-            var chunk: [UInt8] = []
-            for n in UInt32(1)...100 { chunk += greedy.encode(.get, ["collection": "b", "id": .string(id.wireString)], id: n) }
+            // A hundred GETs at a time, each with an id of its own (an id must not be reused before its answer).
+            var nextID: UInt32 = 0
+            func chunk() -> ArraySlice<UInt8> {
+                var bytes: [UInt8] = []
+                for _ in 0..<100 {
+                    nextID &+= 1
+                    bytes += greedy.encode(.get, ["collection": "b", "id": .string(id.wireString)], id: nextID)
+                }
+                return bytes[...]
+            }
             var stalls = 0
             var sent = 0
-            var pending = chunk[...]
+            var pending = chunk()
             // Until the server stops reading with its output at the mark. On a slow machine (a sanitizer) the socket
             // can also stall because the server is merely behind, so a stall alone does not end the attempt.
             let deadline = Date().addingTimeInterval(60)
@@ -221,7 +229,7 @@ struct ServerLimitTests {
                     sent += n
                     stalls = 0
                     pending = pending.dropFirst(n)
-                    if pending.isEmpty { pending = chunk[...] }
+                    if pending.isEmpty { pending = chunk() }
                 } else {
                     stalls += 1
                     usleep(50_000)
