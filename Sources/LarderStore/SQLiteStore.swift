@@ -196,12 +196,7 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
 
     func prepare(_ data: JSONObject) throws(LarderError) -> PreparedDocument {
         let document = PreparedDocument(data)
-        guard document.data.count <= core.configuration.maxDocumentBytes else {
-            throw LarderError(
-                .payloadTooLarge,
-                "the document is \(document.data.count) bytes; the limit is \(core.configuration.maxDocumentBytes)",
-                field: "data")
-        }
+        try document.checkSize(limit: core.configuration.maxDocumentBytes, field: "data")
         return document
     }
 
@@ -694,7 +689,10 @@ struct PreparedBlob: Sendable {
     {
         let limit = core.configuration.maxBlobBytes
         guard bytes.count <= limit else {
-            throw LarderError(.payloadTooLarge, "the blob is \(bytes.count) bytes; the limit is \(limit)", field: "bytes")
+            // The binary part is no request member: no `field`.
+            throw LarderError(
+                .payloadTooLarge, "the blob is \(bytes.count) bytes; the limit is \(limit)",
+                details: ["limit": .int(Int64(limit))])
         }
         let info = try JPEG.inspect(bytes)
         let digest = SHA256.hex(bytes)
@@ -703,7 +701,7 @@ struct PreparedBlob: Sendable {
                 .invalidArgument, "the blob's SHA-256 differs from the expected one; it was damaged in transit, resend it",
                 field: "sha256", details: ["actualSHA256": .string(digest)])
         }
-        if let attachTo { try SQLiteStore.validateCollection(attachTo.collection, field: "attachTo.collection") }
+        if let attachTo { try SQLiteStore.validateCollection(attachTo.collection, field: "attach.collection") }
         meta = BlobMeta(
             id: id ?? UUID(), size: Int64(bytes.count), sha256: digest, contentType: "image/jpeg", width: info.width,
             height: info.height, createdAt: nowMillis(), attachedTo: attachTo)

@@ -39,12 +39,8 @@ final class SQLiteWriteContext: WriteContext {
         try? db.run(.release)
     }
 
-    private func checkSize(_ document: PreparedDocument) throws(LarderError) {
-        let limit = core.configuration.maxDocumentBytes
-        guard document.data.count <= limit else {
-            throw LarderError(
-                .payloadTooLarge, "the document is \(document.data.count) bytes; the limit is \(limit)", field: "data")
-        }
+    private func checkSize(_ document: PreparedDocument, field: String = "data") throws(LarderError) {
+        try document.checkSize(limit: core.configuration.maxDocumentBytes, field: field)
     }
 
     private func ensureCollection(_ name: String) throws(LarderError) {
@@ -110,7 +106,7 @@ final class SQLiteWriteContext: WriteContext {
             throw LarderError(
                 .conflict,
                 "the document is at revision \(row.rev), not \(expectedRev); read it again and retry",
-                field: "expectedRev", details: ["currentRev": .int(row.rev)])
+                field: "rev", details: ["currentRev": .int(row.rev)])
         }
         return row
     }
@@ -118,7 +114,7 @@ final class SQLiteWriteContext: WriteContext {
     private func update(
         _ collection: String, _ id: UUID, _ row: Current, _ document: PreparedDocument, kind: ChangeKind
     ) throws(LarderError) -> StoredRecord {
-        try checkSize(document)
+        try checkSize(document, field: kind == .patch ? "patch" : "data")
         let now = nowMillis()
         let statement = try db.statement(.updateDocument)
         defer { statement.reset() }
@@ -232,7 +228,7 @@ final class SQLiteWriteContext: WriteContext {
             guard document != nil else {
                 throw LarderError(
                     .notFound, "cannot attach the blob: no document \(attachment.id.wireString) in '\(attachment.collection)'",
-                    field: "attachTo")
+                    field: "attach.id")
             }
         }
         do throws(LarderError) {
