@@ -247,7 +247,7 @@ public struct LarderCollection<Model: Codable & Sendable>: Sendable {
         try await client.count(name, filter: filter, text: text)
     }
 
-    /// Sections by the value of `field`, in ascending key order.
+    /// Sections by the value of `field`, in the order of an ascending sort on it (Protocol.md §5.2).
     public func group(
         by field: String, filter: Filter? = nil, text: TextQuery? = nil, perGroup: Int = GroupRequest.defaultPerGroup
     ) async throws(LarderError) -> [Section<Model>] {

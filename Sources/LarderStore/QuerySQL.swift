@@ -13,6 +13,17 @@ extension FieldPath {
     /// `jsonPath` as an SQL string literal (single quotes doubled). Used only where SQLite needs a literal: CREATE
     /// INDEX expressions, and queries on indexed paths (so the planner can match the index expression).
     var sqlLiteral: String { "'" + jsonPath.replacingOccurrences(of: "'", with: "''") + "'" }
+
+    /// The expression a data field at `path` (a literal or a parameter) is sorted, grouped and compared by: what
+    /// `json_extract` answers for null (SQL NULL, as for a missing field), booleans (0 and 1), numbers and strings, and
+    /// for an array or object its JSON text as a BLOB. SQLite orders NULL, then numbers, then TEXT by its bytes, then
+    /// BLOBs by their bytes: exactly Protocol.md's order of kinds (§5.2), with strings never mixed among arrays and
+    /// objects. One expression for every kind keeps a keyset cursor a plain comparison, and lets one index (`INDEX`,
+    /// built on this expression) serve filters and sorts.
+    static func sortKeySQL(_ path: String) -> String {
+        "CASE WHEN json_type(data, \(path)) IN ('object', 'array') THEN CAST(json_extract(data, \(path)) AS BLOB) "
+            + "ELSE json_extract(data, \(path)) END"
+    }
 }
 
 /// Translates filters, text search and sorts into an SQL condition with numbered parameters. Field paths are bound as
@@ -40,7 +51,8 @@ struct SQLBuilder {
         return "?\(values.count)"
     }
 
-    /// The value expression and (for data fields) the json_type expression of a field.
+    /// The value expression (`FieldPath.sortKeySQL` for data fields) and, for data fields, the json_type expression
+    /// of a field.
     mutating func field(_ path: FieldPath) -> (value: String, type: String?) {
         if let envelope = path.envelope {
             switch envelope {
@@ -51,7 +63,7 @@ struct SQLBuilder {
             }
         }
         let path_ = core.isIndexed(collection, path) ? path.sqlLiteral : param(.text(path.jsonPath))
-        return ("json_extract(data, \(path_))", "json_type(data, \(path_))")
+        return (FieldPath.sortKeySQL(path_), "json_type(data, \(path_))")
     }
 
     static func sqlValue(_ json: JSON) -> SQLValue {
@@ -249,23 +261,28 @@ enum Cursor {
         return object
     }
 
+    /// A sort value as the cursor keeps it: a real as `{"d": …}` and an array's or object's JSON text (a BLOB in the
+    /// sort, `FieldPath.sortKeySQL`) as `{"b": "…"}`, so that each comes back with the kind it sorted as.
     static func json(_ value: SQLValue) -> JSON {
         switch value {
         case .null: .null
         case .int(let i): .int(i)
         case .double(let d): .object(["d": .double(d)])
         case .text(let s): .string(s)
-        case .blob: .null
+        case .blob(let bytes): .object(["b": .string(String(decoding: bytes, as: UTF8.self))])
         }
     }
 
     static func sqlValue(_ json: JSON) -> SQLValue? {
         switch json {
-        case .null: .null
-        case .int(let i): .int(i)
-        case .string(let s): .text(s)
-        case .object(let o): o["d"]?.doubleValue.map { .double($0) }
-        default: nil
+        case .null: return .null
+        case .int(let i): return .int(i)
+        case .string(let s): return .text(s)
+        case .object(let o) where o.count == 1:
+            if let d = o["d"]?.doubleValue { return .double(d) }
+            if case .string(let b)? = o["b"] { return .blob(Array(b.utf8)) }
+            return nil
+        default: return nil
         }
     }
 

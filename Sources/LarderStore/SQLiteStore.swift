@@ -475,6 +475,10 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
         guard perGroup >= 0 && perGroup <= SearchQuery.maxLimit else {
             throw LarderError(.invalidArgument, "perGroup must be from 0 to \(SearchQuery.maxLimit)", field: "perGroup")
         }
+        // A section is a kind and a value: `g`, the rank of (value, kind) in the sort order of `field` (§5.2), numbers
+        // and booleans by value with a boolean's section before the number's it ties with. Ranking by SQLite's own
+        // comparison puts 1 and 1.0 in one section, as `eq` matches them, while `true` and 1 stay apart, as `eq` keeps
+        // them.
         func statements(_ plan: TextPlan) -> (groups: String, records: String, values: [SQLValue], textIndex: Bool) {
             var builder = SQLBuilder(collection: collection, core: core, textPlan: plan)
             let clause = builder.whereClause(filter: filter, text: text)
@@ -483,56 +487,55 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
             let kind =
                 "CASE WHEN \(typeExpr) IS NULL OR \(typeExpr) = 'null' THEN 'null' "
                 + "WHEN \(typeExpr) IN ('integer','real') THEN 'number' ELSE \(typeExpr) END"
+            let isInteger = t.map { "\($0) = 'integer'" } ?? "typeof(\(x)) = 'integer'"
             let inner =
-                "SELECT \(kind) AS kt, \(x) AS k, seq, \(SQLiteStore.recordColumns) FROM documents WHERE \(clause)"
+                "SELECT \(kind) AS kt, \(x) AS k, \(isInteger) AS ki, seq, \(SQLiteStore.recordColumns) FROM documents "
+                + "WHERE \(clause)"
+            let ranked = "SELECT *, dense_rank() OVER (ORDER BY k, kt = 'number', kt) AS g FROM (\(inner))"
             let groupsSQL =
-                "SELECT kt, k, count(*) FROM (\(inner)) GROUP BY kt, k ORDER BY k, kt LIMIT \(SQLiteStore.maxGroups)"
+                "SELECT g, kt, k, count(*), max(CASE WHEN ki THEN k END) FROM (\(ranked)) GROUP BY g ORDER BY g "
+                + "LIMIT \(SQLiteStore.maxGroups)"
             let recordsSQL =
-                "SELECT kt, k, \(SQLiteStore.recordColumns) FROM (SELECT *, row_number() OVER "
-                + "(PARTITION BY kt, k ORDER BY seq) AS rn FROM (\(inner))) WHERE rn <= \(perGroup) ORDER BY k, kt, rn"
+                "SELECT g, \(SQLiteStore.recordColumns) FROM (SELECT *, row_number() OVER (PARTITION BY g ORDER BY seq) "
+                + "AS rn FROM (\(ranked))) WHERE rn <= \(perGroup) AND g <= \(SQLiteStore.maxGroups) ORDER BY g, rn"
             return (groupsSQL, recordsSQL, builder.values, builder.usesTextIndex)
         }
         let first = statements(.index)
         let (groupRows, recordRows) = try read(collection, textIndex: first.textIndex, text: text, transaction: true) {
             db, plan throws(LarderError) in
             let (groupsSQL, recordsSQL, values, _) = plan == .index ? first : statements(plan)
-            let groups = try db.query(groupsSQL, values) { ($0.text(0), $0.value(1), Int($0.int(2))) }
-            var records: [(String, SQLValue, StoredRecord)] = []
+            let groups = try db.query(groupsSQL, values) {
+                (rank: $0.int(0), kind: $0.text(1), value: $0.value(2), integer: $0.value(4), count: Int($0.int(3)))
+            }
+            var records: [(Int64, StoredRecord)] = []
             var budget = PageBudget(maxBytes: configuration.maxPageBytes)
             if perGroup > 0 {
                 try db.forEachRow(recordsSQL, values) { row in
-                    let record = SQLiteStore.record(row, at: 2)
+                    let record = SQLiteStore.record(row, at: 1)
                     guard budget.admit(record, isFirst: records.isEmpty) else { return false }
-                    records.append((row.text(0), row.value(1), record))
+                    records.append((row.int(0), record))
                     return true
                 }
             }
             return (groups, records)
         }
-        func groupKey(_ kind: String, _ value: SQLValue) -> String {
-            switch value {
-            case .int(let i): kind + ":" + String(Double(i))
-            case .double(let d): kind + ":" + String(d)
-            case .text(let s): kind + ":" + s
-            default: kind + ":"
-            }
-        }
-        var recordsByKey: [String: [StoredRecord]] = [:]
-        for (kind, value, record) in recordRows { recordsByKey[groupKey(kind, value), default: []].append(record) }
-        return groupRows.map { kind, value, count in
+        var recordsByRank: [Int64: [StoredRecord]] = [:]
+        for (rank, record) in recordRows { recordsByRank[rank, default: []].append(record) }
+        return groupRows.map { row in
             let key: JSON
-            switch (kind, value) {
+            switch (row.kind, row.value) {
             case ("null", _): key = .null
             case ("true", _): key = .bool(true)
             case ("false", _): key = .bool(false)
-            case ("object", .text(let s)), ("array", .text(let s)):
-                key = (try? JSONParser.parse(Array(s.utf8))) ?? .string(s)
+            case (_, .blob(let text)): key = (try? JSONParser.parse(text)) ?? .string(String(decoding: text, as: UTF8.self))
             case (_, .int(let i)): key = .int(i)
-            case (_, .double(let d)): key = .double(d)
+            // A section of integers and reals of one value is keyed by the integer.
+            case (_, .double(let d)):
+                if case .int(let i) = row.integer { key = .int(i) } else { key = .double(d) }
             case (_, .text(let s)): key = .string(s)
             default: key = .null
             }
-            return Group(key: key, count: count, records: recordsByKey[groupKey(kind, value)] ?? [])
+            return Group(key: key, count: row.count, records: recordsByRank[row.rank] ?? [])
         }
     }
 

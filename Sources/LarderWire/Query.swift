@@ -254,8 +254,9 @@ public struct TextQuery: Sendable, Equatable {
 
 /// One sort key: `{"field": "price", "order": "desc"}` (order defaults to "asc").
 ///
-/// Order across kinds follows SQLite: missing/null first, then numbers (booleans sort as 0 and 1), then strings
-/// (UTF-8 byte order), then objects/arrays (as their JSON text); descending reverses it.
+/// Order across kinds (Protocol.md §5.2): missing and null first, then numbers (booleans as 0 and 1, integers and reals
+/// compared exactly), then strings (UTF-8 byte order), then arrays and objects (by their compact JSON text, so arrays
+/// first); descending reverses it. The record id, ascending, breaks ties last.
 public struct SortKey: Sendable, Equatable {
     public var field: FieldPath
     public var descending: Bool
