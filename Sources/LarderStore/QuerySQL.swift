@@ -87,7 +87,7 @@ struct SQLBuilder {
             }
         }
         switch value {
-        case .null: return "\(t) = 'null'"
+        case .null: return "(\(t) IS NULL OR \(t) = 'null')"  // a missing field equals null (Protocol.md §5.2)
         case .bool(let b): return "\(t) = '\(b ? "true" : "false")'"
         case .int, .double: return "(\(t) IN ('integer','real') AND \(x) = \(param(SQLBuilder.sqlValue(value))))"
         case .string(let s): return "(\(t) = 'text' AND \(x) = \(param(.text(s))))"

@@ -63,7 +63,8 @@ public struct FieldPath: Sendable, Hashable, CustomStringConvertible {
 /// A search filter: comparisons on fields, joined with and / or / not.
 ///
 /// Wire form: `{"field":"price","op":"lt","value":50}`, `{"and":[...]}`, `{"or":[...]}`, `{"not":{...}}`.
-/// - `eq`, `ne`: value null, boolean, number or string; `ne` is `not eq` (a missing field matches `ne`).
+/// - `eq`, `ne`: value null, boolean, number or string; `eq null` matches a null or missing field; `ne` is exactly
+///   `not eq` (a missing field matches `ne` of any value but null).
 /// - `lt`, `lte`, `gt`, `gte`: value number or string; only fields of the same kind match (numbers by value,
 ///   strings by UTF-8 byte order).
 /// - `in`: an array of at most 1000 scalars; matches when `eq` matches one of them.

@@ -162,4 +162,43 @@ import Testing
             #expect(try store.search("mixed", sort).records.map(\.id) == expected)
         }
     }
+
+    /// `eq null` selects a field holding null and a missing field alike (as the null section of GROUP and the first
+    /// place in a sort hold both), `ne` is exactly its complement for every value, `in` follows `eq`, and `exists`
+    /// tells null from missing; the in-memory filter of WATCH answers the same as SQL (issue 12).
+    @Test func eqNullMatchesAMissingFieldAndNeIsExactlyNotEq() throws {
+        try withStore { store, _ in
+            let documents = [
+                #"{"v":null}"#, #"{}"#, #"{"w":1}"#, #"{"v":1}"#, #"{"v":1.0}"#, #"{"v":"a"}"#, #"{"v":false}"#,
+                #"{"v":0}"#, #"{"v":{"k":null}}"#, #"{"v":[null]}"#, #"{"v":""}"#,
+            ]
+            var byText: [String: StoredRecord] = [:]
+            for text in documents { byText[text] = try store.create("n", id: nil, data: try object(text)) }
+            let all = Set(byText.values.map(\.id))
+            func ids(_ filter: Filter) throws -> Set<UUID> {
+                let sql = Set(try store.search("n", SearchQuery(filter: filter, limit: 1000)).records.map(\.id))
+                let memory = Set(try byText.values.filter {
+                    FilterEvaluator.matches(filter, record: $0, data: try $0.decodedData())
+                }.map(\.id))
+                #expect(sql == memory, "\(String(decoding: filter.json.bytes, as: UTF8.self))")
+                return sql
+            }
+            let v = try FieldPath("v")
+            let nullOrMissing = Set([#"{"v":null}"#, #"{}"#, #"{"w":1}"#].map { byText[$0]!.id })
+            #expect(try ids(.compare(v, .eq, .null)) == nullOrMissing)
+            #expect(try ids(.isIn(v, [.null])) == nullOrMissing)
+            #expect(try ids(.compare(v, .ne, .null)) == all.subtracting(nullOrMissing))
+            #expect(try ids(.exists(v, false)) == Set([#"{}"#, #"{"w":1}"#].map { byText[$0]!.id }))
+            for value: JSON in [.null, 1, 1.0, "a", "", false, true, 0] {
+                let eq = try ids(.compare(v, .eq, value))
+                let ne = try ids(.compare(v, .ne, value))
+                #expect(eq.isDisjoint(with: ne) && eq.union(ne) == all, "\(value)")
+                #expect(try ids(.not(.compare(v, .eq, value))) == ne, "\(value)")
+            }
+            // The same through an index on the field.
+            _ = try store.createIndex("n", field: v)
+            #expect(try ids(.compare(v, .eq, .null)) == nullOrMissing)
+            #expect(try ids(.compare(v, .ne, .null)) == all.subtracting(nullOrMissing))
+        }
+    }
 }
