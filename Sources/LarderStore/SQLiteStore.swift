@@ -281,10 +281,12 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
         try SQLiteStore.validateCollection(collection)
         try SQLiteStore.checkLimit(limit)
         var after: Int64 = 0
+        let scope = Cursor.scope([.string(collection)])
         if let cursor {
-            guard case .int(let seq)? = try Cursor.decode(cursor)["seq"] else {
-                throw LarderError(.invalidArgument, "the cursor is not a LIST cursor", field: "cursor")
-            }
+            let position = try Cursor.open(
+                cursor, .list, scope: scope,
+                scopeMessage: "the cursor belongs to a LIST of another collection; start again without it")
+            guard case .int(let seq)? = position["seq"] else { throw SQLiteStore.damagedCursor }
             after = seq
         }
         let statement = (
@@ -295,8 +297,20 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
         let (page, more) = try readPage(collection, textIndex: false, text: nil, { _ in statement }, limit: limit) {
             (SQLiteStore.record($0), $0.int(5))
         }
-        let next = more ? Cursor.encode(["seq": .int(page.last!.1)]) : nil
+        let next = more ? Cursor.encode(.list, scope: scope, ["seq": .int(page.last!.1)]) : nil
         return Page(records: page.map(\.0), nextCursor: next)
+    }
+
+    static let damagedCursor = LarderError(
+        .invalidArgument, "the cursor is damaged; pass nextCursor back unchanged, or start again without it",
+        field: "cursor")
+
+    /// What a SEARCH cursor is valid for: the collection, filter, text and sort (not the limit).
+    static func searchScope(_ collection: String, _ query: SearchQuery) -> String {
+        Cursor.scope([
+            .string(collection), query.filter?.json ?? .null, query.text?.json ?? .null,
+            .array(query.sort.map(\.json)),
+        ])
     }
 
     /// The SQL of a search: the statement, its bound values, and how many sort-key columns follow the record's.
@@ -308,21 +322,16 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
         var builder = SQLBuilder(collection: collection, core: core, textPlan: plan)
         var clause = builder.whereClause(filter: query.filter, text: query.text)
         let keys = query.sort.map { builder.field($0.field).value }
-        let signature = Cursor.signature(query.sort)
         if let cursor = query.cursor {
-            let object = try Cursor.decode(cursor)
-            guard case .string(signature)? = object["s"], case .array(let raw)? = object["v"],
-                raw.count == keys.count, case .string(let lastId)? = object["id"]
-            else {
-                throw LarderError(
-                    .invalidArgument, "the cursor belongs to a query with another sort; start again without it",
-                    field: "cursor")
-            }
+            let object = try Cursor.open(
+                cursor, .search, scope: SQLiteStore.searchScope(collection, query),
+                scopeMessage: "the cursor belongs to another query: a SEARCH cursor is valid only with the same "
+                    + "collection, filter, text and sort; start again without it")
+            guard case .array(let raw)? = object["v"], raw.count == keys.count, case .string(let lastId)? = object["id"]
+            else { throw SQLiteStore.damagedCursor }
             var values: [SQLValue] = []
             for item in raw {
-                guard let value = Cursor.sqlValue(item) else {
-                    throw LarderError(.invalidArgument, "the cursor is damaged; start again without it", field: "cursor")
-                }
+                guard let value = Cursor.sqlValue(item) else { throw SQLiteStore.damagedCursor }
                 values.append(value)
             }
             // Keyset: rows strictly after the last one in (keys..., id) order, NULLs first ascending / last descending.
@@ -407,7 +416,6 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
     public func search(_ collection: String, _ query: SearchQuery) throws(LarderError) -> Page {
         let first = try searchSQL(collection, query)
         let keyCount = first.keyCount
-        let signature = Cursor.signature(query.sort)
         let statement = { (plan: TextPlan) throws(LarderError) -> (sql: String, values: [SQLValue]) in
             let (sql, values, _, _) = plan == .index ? first : try self.searchSQL(collection, query, plan: plan)
             return (sql, values)
@@ -419,10 +427,9 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
         }
         var next: String?
         if more, let last = page.last {
-            next = Cursor.encode([
-                "s": .string(signature), "v": .array(last.1.map(Cursor.json)),
-                "id": .string(last.0.id.wireString),
-            ])
+            next = Cursor.encode(
+                .search, scope: SQLiteStore.searchScope(collection, query),
+                ["v": .array(last.1.map(Cursor.json)), "id": .string(last.0.id.wireString)])
         }
         return Page(records: page.map(\.0), nextCursor: next)
     }
@@ -649,10 +656,12 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
     {
         try SQLiteStore.checkLimit(limit)
         var after: Int64 = 0
+        let scope = Cursor.scope([attachedTo.map { .object($0.json) } ?? .null])
         if let cursor {
-            guard case .int(let seq)? = try Cursor.decode(cursor)["blobSeq"] else {
-                throw LarderError(.invalidArgument, "the cursor is not a BLOB_LIST cursor", field: "cursor")
-            }
+            let position = try Cursor.open(
+                cursor, .blobList, scope: scope,
+                scopeMessage: "the cursor belongs to a BLOB_LIST with another attachedTo; start again without it")
+            guard case .int(let seq)? = position["seq"] else { throw SQLiteStore.damagedCursor }
             after = seq
         }
         var sql = "SELECT \(SQLiteStore.blobColumns), seq FROM blobs WHERE seq > ?1"
@@ -667,7 +676,7 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
             try db.query(sql, values) { (SQLiteStore.blobMeta($0), $0.int(9)) }
         }
         let page = rows.prefix(limit)
-        let next = rows.count > limit ? Cursor.encode(["blobSeq": .int(page.last!.1)]) : nil
+        let next = rows.count > limit ? Cursor.encode(.blobList, scope: scope, ["seq": .int(page.last!.1)]) : nil
         return (page.map(\.0), next)
     }
 }

@@ -107,4 +107,76 @@ import Testing
             #expect(Self.error(extra)["field"] == "attach.extra", "\(extra.replyText)")
         }
     }
+
+    /// The nextCursor of a page, which must be there.
+    static func cursor(_ frame: Frame) throws -> String {
+        guard case .string(let cursor)? = frame.replyJSON["nextCursor"] else {
+            throw ServerTestError("no nextCursor in \(frame.replyText)")
+        }
+        return cursor
+    }
+
+    /// Section 5.2: a cursor continues only the query that issued it. A SEARCH cursor on another collection or with
+    /// another filter, text or sort, a LIST cursor given to SEARCH and the reverse, a LIST cursor of another
+    /// collection, a BLOB_LIST cursor of another attachment: each is INVALID_ARGUMENT naming `cursor`, never a page
+    /// of something else (a LIST cursor of another collection skipped this one's documents; a SEARCH cursor of
+    /// another filter was taken). A different `limit` is the same query.
+    @Test func aCursorContinuesOnlyTheQueryThatIssuedIt() throws {
+        try withServerOnPort0 { _, port in
+            let c = try RawClient.tcp(port: port)
+            try c.hello(compression: [])
+            var first: UUID?
+            for collection in ["a", "b"] {
+                for n in 0..<5 {
+                    let created = try c.call(.create, ["collection": .string(collection), "data": ["n": .int(Int64(n))]])
+                    if first == nil { first = try Record(json: created.jsonObject()).id }
+                }
+            }
+            let jpeg = try ServerFixtures.data("rocket.jpg")
+            let attach: JSON = ["collection": "a", "id": .string(first!.wireString)]
+            for _ in 0..<2 { #expect(try c.call(.blobPut, ["attach": attach], binary: jpeg).status == .ok) }
+            for _ in 0..<2 { #expect(try c.call(.blobPut, [:], binary: jpeg).status == .ok) }
+
+            let sort: JSON = [["field": "n"]]
+            let filter: JSON = ["field": "n", "op": "gte", "value": 0]
+            let search = try Self.cursor(c.call(.search, ["collection": "a", "sort": sort, "filter": filter, "limit": 2]))
+            let list = try Self.cursor(c.call(.list, ["collection": "b", "limit": 2]))
+            let blobs = try Self.cursor(c.call(.blobList, ["limit": 1]))
+            let attached = try Self.cursor(c.call(.blobList, ["limit": 1, "attachedTo": attach]))
+
+            let misuses: [(String, Opcode, JSONObject)] = [
+                ("SEARCH cursor, other collection", .search,
+                 ["collection": "b", "sort": sort, "filter": filter, "cursor": .string(search)]),
+                ("SEARCH cursor, other filter", .search,
+                 ["collection": "a", "sort": sort, "filter": ["field": "n", "op": "gte", "value": 1],
+                  "cursor": .string(search)]),
+                ("SEARCH cursor, no filter", .search, ["collection": "a", "sort": sort, "cursor": .string(search)]),
+                ("SEARCH cursor, other sort", .search,
+                 ["collection": "a", "sort": [["field": "n", "order": "desc"]], "filter": filter,
+                  "cursor": .string(search)]),
+                ("SEARCH cursor, with text", .search,
+                 ["collection": "a", "sort": sort, "filter": filter, "text": ["query": "x"], "cursor": .string(search)]),
+                ("LIST cursor to SEARCH", .search, ["collection": "b", "cursor": .string(list)]),
+                ("SEARCH cursor to LIST", .list, ["collection": "a", "cursor": .string(search)]),
+                ("LIST cursor, other collection", .list, ["collection": "a", "cursor": .string(list)]),
+                ("BLOB_LIST cursor to LIST", .list, ["collection": "a", "cursor": .string(blobs)]),
+                ("LIST cursor to BLOB_LIST", .blobList, ["cursor": .string(list)]),
+                ("BLOB_LIST cursor, other attachment", .blobList, ["cursor": .string(blobs), "attachedTo": attach]),
+                ("BLOB_LIST cursor of an attachment, all blobs", .blobList, ["cursor": .string(attached)]),
+                ("not a cursor", .search, ["collection": "a", "cursor": "bm90IGEgY3Vyc29y"]),
+            ]
+            for (name, opcode, json) in misuses {
+                let answer = try c.call(opcode, json)
+                #expect(answer.status == .invalidArgument, "\(name): \(answer.replyText)")
+                #expect(Self.error(answer)["field"] == "cursor", "\(name): \(answer.replyText)")
+            }
+            let onward = try c.call(
+                .search, ["collection": "a", "sort": sort, "filter": filter, "limit": 3, "cursor": .string(search)])
+            #expect(onward.status == .ok, "\(onward.replyText)")
+            #expect(try PageResponse(json: onward.jsonObject()).records.count == 3)
+            #expect(try c.call(.list, ["collection": "b", "limit": 3, "cursor": .string(list)]).status == .ok)
+            #expect(try c.call(.blobList, ["cursor": .string(blobs)]).status == .ok)
+            #expect(try c.call(.blobList, ["cursor": .string(attached), "attachedTo": attach]).status == .ok)
+        }
+    }
 }
