@@ -179,4 +179,42 @@ import Testing
             #expect(try c.call(.blobList, ["cursor": .string(attached), "attachedTo": attach]).status == .ok)
         }
     }
+
+    /// Section 5.2 over the wire: issue 12's values sort strings, then arrays, then objects; `desc` reverses a key's
+    /// whole order, so null and missing come last, while the id tie-break stays ascending; GROUP's sections come in
+    /// the ascending sort order, 1 and 1.0 sharing one, `true` apart from 1.
+    @Test func mixedKindsSortAndGroupAsTheSpecSays() throws {
+        try withServerOnPort0 { _, port in
+            let c = try RawClient.tcp(port: port)
+            try c.hello(compression: [])
+            let values: [JSON?] = ["1", "[", "a", "{z", [0], [1], ["k": 1], nil, .null, nil, .null, true, 1, 1.0]
+            var created: [(value: JSON?, id: UUID)] = []
+            for value in values {
+                let answer = try c.call(.create, ["collection": "m", "data": .object(value.map { ["v": $0] } ?? [:])])
+                created.append((value, try Record(json: answer.jsonObject()).id))
+            }
+            func ids(_ test: (JSON?) -> Bool) -> [UUID] {
+                created.filter { test($0.value) }.map(\.id).sorted { $0.wireString < $1.wireString }
+            }
+            let nullOrMissing = ids { $0 == nil || $0 == .null }
+            let one = ids { $0 == true || $0 == 1 || $0 == 1.0 }
+            let ordered: [JSON] = ["1", "[", "a", "{z", [0], [1], ["k": 1]]
+            func sorted(_ order: String) throws -> [Record] {
+                let answer = try c.call(.search, ["collection": "m", "sort": [["field": "v", "order": .string(order)]]])
+                return try PageResponse(json: answer.jsonObject()).records
+            }
+            let ascending = try sorted("asc")
+            #expect(ascending.prefix(4).map(\.id) == nullOrMissing, "null and missing first, ids ascending")
+            #expect(ascending.dropFirst(4).prefix(3).map(\.id) == one, "true, 1 and 1.0 tie: ids ascending")
+            #expect(ascending.dropFirst(7).map { $0.data["v"] } == ordered)
+            let descending = try sorted("desc")
+            #expect(descending.prefix(7).map { $0.data["v"] } == ordered.reversed())
+            #expect(descending.dropFirst(7).prefix(3).map(\.id) == one, "ties stay ids ascending in desc")
+            #expect(descending.suffix(4).map(\.id) == nullOrMissing, "null and missing last, ids ascending")
+
+            let group = try GroupResponse(json: c.call(.group, ["collection": "m", "field": "v"]).jsonObject())
+            #expect(group.groups.map(\.key) == [.null, true, 1] + ordered)
+            #expect(group.groups.map(\.count) == [4, 1, 2, 1, 1, 1, 1, 1, 1, 1])
+        }
+    }
 }
