@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import LarderClient
 import LarderServer
 import LarderWire
 import Testing
@@ -216,5 +217,61 @@ import Testing
             #expect(group.groups.map(\.key) == [.null, true, 1] + ordered)
             #expect(group.groups.map(\.count) == [4, 1, 2, 1, 1, 1, 1, 1, 1, 1])
         }
+    }
+
+    /// `levels` nested objects, the outermost first: `{"a":{"a":…{}}}`.
+    static func nested(_ levels: Int) -> String {
+        String(repeating: #"{"a":"#, count: levels - 1) + "{}" + String(repeating: "}", count: levels - 1)
+    }
+
+    /// Section 2: a request nests at most 64 levels, the outer object being level 1 and arrays counting as objects
+    /// do, so a document (level 2 of its request) has at most 63 of its own, on both CREATE readers and in a PATCH.
+    /// Answers carry such a document deeper (a GROUP answer 5 levels down): the client library reads them all.
+    @Test func sixtyFourLevelsCountingTheOuterObjectAndArrays() async throws {
+        let server = try ClientTestServer()
+        defer { server.stop() }
+        let c = try RawClient.tcp(port: server.port)
+        try c.hello(compression: [])
+        let deepest = Self.nested(63)
+        let arrays = #"{"a":"# + String(repeating: "[", count: 62) + String(repeating: "]", count: 62) + "}"
+        let accepted = [
+            #"{"collection":"deep","data":\#(deepest)}"#, #"{"collection": "deep", "data": \#(deepest)}"#,
+            #"{"collection":"arrays","data":\#(arrays)}"#,
+        ]
+        for json in accepted {
+            let answer = try Self.raw(c, .create, json)
+            #expect(answer.status == .ok, "\(answer.replyText.prefix(200))")
+        }
+        let tooDeep = [
+            #"{"collection":"deep","data":\#(Self.nested(64))}"#, #"{"collection": "deep", "data": \#(Self.nested(64))}"#,
+            #"{"collection":"deep","data":{"a":\#(String(repeating: "[", count: 63) + String(repeating: "]", count: 63))}}"#,
+            #"{"collection":"deep","id":"\#(UUID().wireString)","patch":\#(Self.nested(64))}"#,
+        ]
+        for json in tooDeep {
+            let answer = try Self.raw(c, json.contains("patch") ? .patch : .create, json)
+            #expect(answer.status == .invalidArgument, "\(answer.replyText)")
+            #expect(answer.replyText.contains("64"), "\(answer.replyText)")
+        }
+        for collection in ["deep", "arrays"] {
+            let group = try c.call(.group, ["collection": .string(collection), "field": "x"])
+            #expect(try GroupResponse(json: group.jsonObject()).groups.first?.count == (collection == "deep" ? 2 : 1))
+        }
+
+        let client = server.client()
+        defer { client.close() }
+        _ = try await client.connect()
+        for collection in ["deep", "arrays"] {
+            let page = try await client.search(collection, SearchQuery(limit: 10))
+            #expect(!page.records.isEmpty)
+            #expect(try await client.get(collection, id: page.records[0].id) == page.records[0])
+            #expect(try await client.group(collection, by: "x").groups.first?.records.count == page.records.count)
+        }
+        let typed = try await client.collection("deep", of: Deep.self).search(SearchQuery(limit: 10))
+        #expect(typed.records.count == 2)
+    }
+
+    /// A model as deep as a document may be, for the typed client's reader.
+    final class Deep: Codable, Sendable {
+        let a: Deep?
     }
 }
