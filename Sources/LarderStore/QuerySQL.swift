@@ -283,10 +283,9 @@ enum Cursor {
                 field: "cursor")
         }
         guard issued == kind else {
-            throw LarderError(
-                .invalidArgument,
-                "this is a \(issued.rawValue) cursor; \(kind.rawValue) takes only the nextCursor of a \(kind.rawValue) answer",
-                field: "cursor")
+            let message = "this is a \(issued.rawValue) cursor; \(kind.rawValue) takes only the nextCursor of a "
+                + "\(kind.rawValue) answer"
+            throw LarderError(.invalidArgument, message, field: "cursor")
         }
         guard case .string(scope)? = object["q"] else {
             throw LarderError(.invalidArgument, scopeMessage, field: "cursor")

@@ -503,8 +503,9 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
                 "SELECT g, kt, k, count(*), max(CASE WHEN ki THEN k END) FROM (\(ranked)) GROUP BY g ORDER BY g "
                 + "LIMIT \(SQLiteStore.maxGroups)"
             let recordsSQL =
-                "SELECT g, \(SQLiteStore.recordColumns) FROM (SELECT *, row_number() OVER (PARTITION BY g ORDER BY seq) "
-                + "AS rn FROM (\(ranked))) WHERE rn <= \(perGroup) AND g <= \(SQLiteStore.maxGroups) ORDER BY g, rn"
+                "SELECT g, \(SQLiteStore.recordColumns) FROM (SELECT *, row_number() OVER "
+                + "(PARTITION BY g ORDER BY seq) AS rn FROM (\(ranked))) "
+                + "WHERE rn <= \(perGroup) AND g <= \(SQLiteStore.maxGroups) ORDER BY g, rn"
             return (groupsSQL, recordsSQL, builder.values, builder.usesTextIndex)
         }
         let first = statements(.index)
@@ -534,7 +535,8 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
             case ("null", _): key = .null
             case ("true", _): key = .bool(true)
             case ("false", _): key = .bool(false)
-            case (_, .blob(let text)): key = (try? JSONParser.parse(text)) ?? .string(String(decoding: text, as: UTF8.self))
+            case (_, .blob(let text)):
+                key = (try? JSONParser.parse(text)) ?? .string(String(decoding: text, as: UTF8.self))
             case (_, .int(let i)): key = .int(i)
             // A section of integers and reals of one value is keyed by the integer.
             case (_, .double(let d)):

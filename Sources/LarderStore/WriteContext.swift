@@ -204,8 +204,8 @@ final class SQLiteWriteContext: WriteContext {
             return (name, false)
         }
         try ensureCollection(collection)
-        try db.execute(
-            "CREATE INDEX IF NOT EXISTS \"\(name)\" ON documents(collection, \(FieldPath.sortKeySQL(field.sqlLiteral)))")
+        let key = FieldPath.sortKeySQL(field.sqlLiteral)
+        try db.execute("CREATE INDEX IF NOT EXISTS \"\(name)\" ON documents(collection, \(key))")
         try db.run(
             "INSERT INTO field_indexes(collection, path, name) VALUES (?1, ?2, ?3)",
             [.text(collection), .text(field.description), .text(name)])

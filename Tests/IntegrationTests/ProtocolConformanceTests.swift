@@ -38,7 +38,8 @@ import Testing
         try withServerOnPort0 { _, port in
             let c = try RawClient.tcp(port: port)
             try c.hello(compression: [])
-            let id = try Record(json: c.call(.create, ["collection": "items", "data": ["n": 1]]).jsonObject()).id
+            let created = try c.call(.create, ["collection": "items", "data": ["n": 1]])
+            let id = try Record(json: created.jsonObject()).id
             let replace = #"{"collection":"items","id":"\#(id.wireString)","data":{"n":2},"rev":7}"#
             let patch = #"{"collection":"items","id":"\#(id.wireString)","patch":{"n":2},"rev":7}"#
             let delete = #"{"collection":"items","id":"\#(id.wireString)","rev":7}"#
@@ -62,8 +63,8 @@ import Testing
             let c = try RawClient.tcp(port: port)
             try c.hello(compression: [])
             let half = String(repeating: "h", count: 600)
-            let id = try Record(json: c.call(.create, ["collection": "items", "data": ["a": .string(half)]]).jsonObject())
-                .id.wireString
+            let first = try c.call(.create, ["collection": "items", "data": ["a": .string(half)]])
+            let id = try Record(json: first.jsonObject()).id.wireString
             let big = String(repeating: "b", count: 1200)
             let cases: [(String, Opcode, String, String)] = [
                 ("CREATE", .create, #"{"collection":"items","data":{"a":"\#(big)"}}"#, "data"),
@@ -129,7 +130,8 @@ import Testing
             var first: UUID?
             for collection in ["a", "b"] {
                 for n in 0..<5 {
-                    let created = try c.call(.create, ["collection": .string(collection), "data": ["n": .int(Int64(n))]])
+                    let data: JSONObject = ["n": .int(Int64(n))]
+                    let created = try c.call(.create, ["collection": .string(collection), "data": .object(data)])
                     if first == nil { first = try Record(json: created.jsonObject()).id }
                 }
             }
@@ -140,7 +142,8 @@ import Testing
 
             let sort: JSON = [["field": "n"]]
             let filter: JSON = ["field": "n", "op": "gte", "value": 0]
-            let search = try Self.cursor(c.call(.search, ["collection": "a", "sort": sort, "filter": filter, "limit": 2]))
+            let search = try Self.cursor(
+                c.call(.search, ["collection": "a", "sort": sort, "filter": filter, "limit": 2]))
             let list = try Self.cursor(c.call(.list, ["collection": "b", "limit": 2]))
             let blobs = try Self.cursor(c.call(.blobList, ["limit": 1]))
             let attached = try Self.cursor(c.call(.blobList, ["limit": 1, "attachedTo": attach]))
@@ -156,7 +159,8 @@ import Testing
                  ["collection": "a", "sort": [["field": "n", "order": "desc"]], "filter": filter,
                   "cursor": .string(search)]),
                 ("SEARCH cursor, with text", .search,
-                 ["collection": "a", "sort": sort, "filter": filter, "text": ["query": "x"], "cursor": .string(search)]),
+                 ["collection": "a", "sort": sort, "filter": filter, "text": ["query": "x"],
+                  "cursor": .string(search)]),
                 ("LIST cursor to SEARCH", .search, ["collection": "b", "cursor": .string(list)]),
                 ("SEARCH cursor to LIST", .list, ["collection": "a", "cursor": .string(search)]),
                 ("LIST cursor, other collection", .list, ["collection": "a", "cursor": .string(list)]),
@@ -243,8 +247,9 @@ import Testing
             #expect(answer.status == .ok, "\(answer.replyText.prefix(200))")
         }
         let tooDeep = [
-            #"{"collection":"deep","data":\#(Self.nested(64))}"#, #"{"collection": "deep", "data": \#(Self.nested(64))}"#,
-            #"{"collection":"deep","data":{"a":\#(String(repeating: "[", count: 63) + String(repeating: "]", count: 63))}}"#,
+            #"{"collection":"deep","data":\#(Self.nested(64))}"#,
+            #"{"collection": "deep", "data": \#(Self.nested(64))}"#,
+            #"{"collection":"deep","data":{"a":\#(String(repeating: "[", count: 63))\#(String(repeating: "]", count: 63))}}"#,
             #"{"collection":"deep","id":"\#(UUID().wireString)","patch":\#(Self.nested(64))}"#,
         ]
         for json in tooDeep {
@@ -273,5 +278,42 @@ import Testing
     /// A model as deep as a document may be, for the typed client's reader.
     final class Deep: Codable, Sendable {
         let a: Deep?
+    }
+
+    /// Section 2: a lone surrogate escape is invalid JSON wherever it appears (both CREATE readers, a member name, a
+    /// PATCH, a filter value, HELLO); an escaped pair is stored as the character's UTF-8.
+    @Test func loneSurrogateEscapesAreInvalidJSON() throws {
+        try withServerOnPort0 { _, port in
+            let c = try RawClient.tcp(port: port)
+            let hello = try Self.raw(c, .hello, #"{"versions":[1],"client":"x\ud800"}"#)
+            #expect(hello.status == .invalidArgument, "\(hello.replyText)")
+            try c.hello(compression: [])
+            let id = try Record(json: c.call(.create, ["collection": "s", "data": [:]]).jsonObject()).id.wireString
+            let cases: [(Opcode, String)] = [
+                (.create, #"{"collection":"s","data":{"t":"\ud800"}}"#),
+                (.create, #"{"collection": "s", "data": {"t": "\ud800"}}"#),
+                (.create, #"{"collection":"s","data":{"t":"\udc00"}}"#),
+                (.create, #"{"collection":"s","data":{"t":"\ud800\u0041"}}"#),
+                (.create, #"{"collection":"s","data":{"t":"\ud800x"}}"#),
+                (.create, #"{"collection":"s","data":{"t":"\ude00\ud83d"}}"#),
+                (.create, #"{"collection":"s","data":{"\ud800":1}}"#),
+                (.patch, #"{"collection":"s","id":"\#(id)","patch":{"t":"a\udbff"}}"#),
+                (.search, #"{"collection":"s","filter":{"field":"t","op":"eq","value":"\udfff"}}"#),
+            ]
+            for (opcode, json) in cases {
+                let answer = try Self.raw(c, opcode, json)
+                #expect(answer.status == .invalidArgument, "\(json): \(answer.replyText)")
+                #expect(answer.replyText.contains("surrogate"), "\(json): \(answer.replyText)")
+            }
+            let pairs = [
+                #"{"collection":"s","data":{"t":"\ud83d\ude00"}}"#,
+                #"{"collection": "s", "data": {"t": "\uD83D\uDE00"}}"#,
+            ]
+            for json in pairs {
+                let answer = try Self.raw(c, .create, json)
+                #expect(answer.status == .ok)
+                #expect(answer.replyText.contains(#""t":"😀""#), "\(answer.replyText)")
+            }
+        }
     }
 }

@@ -154,7 +154,9 @@ import Testing
             try db.execute("PRAGMA journal_mode=WAL")
             try db.execute(
                 "CREATE TABLE larder_migrations(version INTEGER PRIMARY KEY, appliedAt INTEGER NOT NULL)")
-            guard case .sql(let first) = Schema.migrations[0] else { throw LarderError(.internal, "migration 1 is SQL") }
+            guard case .sql(let first) = Schema.migrations[0] else {
+                throw LarderError(.internal, "migration 1 is SQL")
+            }
             try db.execute(first)
             try db.execute("INSERT INTO larder_migrations(version, appliedAt) VALUES (1, 0)")
             try db.run(
