@@ -316,4 +316,34 @@ import Testing
             }
         }
     }
+
+    /// Section 2: integers in the signed 64-bit range are exact and stored as their digits; one outside it (the
+    /// unsigned range beyond 2^63 - 1 included) is read as the nearest double and stored in that double's compact
+    /// form; past the double range it is INVALID_ARGUMENT. Both CREATE readers, and filters compare exactly.
+    @Test func integersBeyondSixtyFourBits() throws {
+        try withServerOnPort0 { _, port in
+            let c = try RawClient.tcp(port: port)
+            try c.hello(compression: [])
+            let members = #""max":9223372036854775807,"min":-9223372036854775808,"over":9223372036854775808,"#
+                + #""u64":18446744073709551615,"under":-9223372036854775809,"big":100000000000000000000"#
+            let stored = #"{"max":9223372036854775807,"min":-9223372036854775808,"over":9.223372036854776e+18,"#
+                + #""u64":1.8446744073709552e+19,"under":-9.223372036854776e+18,"big":1e+20}"#
+            for json in [#"{"collection":"i","data":{\#(members)}}"#, #"{"collection": "i", "data": {\#(members)}}"#] {
+                let answer = try Self.raw(c, .create, json)
+                #expect(answer.status == .ok, "\(answer.replyText)")
+                #expect(answer.replyText.hasSuffix(#""data":\#(stored)}"#), "\(answer.replyText)")
+            }
+            let huge = "1" + String(repeating: "0", count: 309)
+            let refused = try Self.raw(c, .create, #"{"collection":"i","data":{"n":\#(huge)}}"#)
+            #expect(refused.status == .invalidArgument, "\(refused.replyText)")
+            func count(_ op: String, _ value: String) throws -> Int? {
+                let json = #"{"collection":"i","filter":{"field":"max","op":"\#(op)","value":\#(value)}}"#
+                return try Self.raw(c, .count, json).replyJSON["count"]?.intValue.map(Int.init)
+            }
+            #expect(try count("eq", "9223372036854775807") == 2)
+            #expect(try count("eq", "9223372036854775806") == 0)
+            #expect(try count("lt", "9223372036854775808") == 2, "2^63 as a double is above 2^63 - 1")
+            for op in ["eq", "gte"] { #expect(try count(op, "9223372036854775808") == 0, "\(op)") }
+        }
+    }
 }
