@@ -496,8 +496,9 @@ struct StoreSnapshot: Equatable {
                     + #""value":"x"}}"#,
                 .ok),
             bad(
-                "a cursor of this sort carrying SQL as its id", .search,
-                #"{"collection":"items","cursor":"eyJzIjoiIiwidiI6W10sImlkIjoiJyBPUiAxPTEgLS0ifQ"}"#, .ok),
+                "a cursor of this query carrying SQL as its id", .search,
+                #"{"collection":"items","cursor":"#
+                    + #""eyJrIjoiU0VBUkNIIiwicSI6ImVkYzM2NWY4NzUyOWE3NjIiLCJ2IjpbXSwiaWQiOiInIE9SIDE9MSAtLSJ9"}"#, .ok),
             bad(
                 "an INDEX on a field path with SQL quotes", .index,
                 #"{"collection":"items","field":"x'); DROP TABLE documents; --"}"#, .ok),
