@@ -69,6 +69,9 @@ public struct FrameDecoder {
     public var maxJSONBytes: Int
     /// Largest binary part accepted.
     public var maxBinaryBytes: Int
+    /// Whether compressed JSON parts are accepted: only once both sides agreed to zlib in HELLO (a receiver that
+    /// tracks the handshake clears it until then). A compressed part otherwise is a protocol error, found at the header.
+    public var acceptsCompressed = true
     /// Created on the first compressed frame: most connections never send one, and a zlib stream costs ~7 KiB.
     private var inflater: Inflater?
 
@@ -135,6 +138,11 @@ public struct FrameDecoder {
         try checkLength(h.length, requestID: h.requestID, opcode: h.opcode)
         guard h.flags.isSubset(of: .known) else {
             throw fail(.protocolError, "unknown flag bits 0x\(String(h.flags.rawValue, radix: 16)) are set")
+        }
+        guard acceptsCompressed || !h.flags.contains(.compressed) else {
+            throw fail(
+                .protocolError, "a compressed JSON part, but zlib was not agreed in HELLO (and HELLO itself is never "
+                    + "compressed): send it uncompressed, or offer \"zlib\" in HELLO")
         }
         guard UInt64(h.length) == UInt64(Frame.headerSize) + UInt64(h.jsonLength) + UInt64(h.binaryLength) else {
             throw fail(.protocolError, "frame length \(h.length) does not equal 24 + JSON length + binary length")

@@ -25,6 +25,8 @@ enum HostileOutcome: Sendable, Equatable, CustomStringConvertible {
 struct HostileCase: Sendable, CustomStringConvertible {
     var name: String
     var hello = true
+    /// The HELLO offers zlib (compressed parts are a protocol error without it).
+    var zlib = false
     var bytes: [UInt8]
     /// Half-close after sending: the stream ends where the bytes end.
     var endStream = false
@@ -131,7 +133,7 @@ struct StoreSnapshot: Equatable {
             let before = try StoreSnapshot.take(healthy)
             for row in cases {
                 let hostile = try RawClient.tcp(port: port)
-                if row.hello { try hostile.hello(compression: []) }
+                if row.hello { try hostile.hello(compression: row.zlib ? ["zlib"] : []) }
                 try hostile.writeAll(row.bytes)
                 if row.endStream { hostile.shutdownWrite() }
                 switch row.expect {
@@ -246,30 +248,40 @@ struct StoreSnapshot: Equatable {
         let smallStream = Deflater(level: 6).compress(small)
         return [
             HostileCase(
-                name: "a compression bomb declaring 1,000 bytes",
+                name: "a compression bomb declaring 1,000 bytes", zlib: true,
                 bytes: HostileFrames.compressed(
                     .create, bomb, uncompressedLength: 1000), expect: .closed([.protocolError])),
             HostileCase(
-                name: "a compression bomb declaring 4 GiB",
+                name: "a compression bomb declaring 4 GiB", zlib: true,
                 bytes: HostileFrames.compressed(.create, bomb, uncompressedLength: 0xFFFF_FFFF),
                 expect: .closed([.payloadTooLarge])),
             HostileCase(
-                name: "a compressed part declaring more than it inflates to",
+                name: "a compressed part declaring more than it inflates to", zlib: true,
                 bytes: HostileFrames.compressed(.create, smallStream, uncompressedLength: UInt32(small.count + 100)),
                 expect: .closed([.protocolError])),
             HostileCase(
-                name: "a compressed part declaring 0 bytes",
+                name: "a compressed part declaring 0 bytes", zlib: true,
                 bytes: HostileFrames.compressed(.create, smallStream, uncompressedLength: 0),
                 expect: .closed([.protocolError])),
             HostileCase(
-                name: "a corrupt zlib stream",
+                name: "a corrupt zlib stream", zlib: true,
                 bytes: HostileFrames.compressed(
                     .create, [0x78, 0x9C] + Array(repeating: 0xEE, count: 40), uncompressedLength: 50),
                 expect: .closed([.protocolError])),
             HostileCase(
-                name: "bytes after the end of the zlib stream",
+                name: "bytes after the end of the zlib stream", zlib: true,
                 bytes: HostileFrames.compressed(
                     .create, smallStream + [1, 2, 3], uncompressedLength: UInt32(small.count)),
+                expect: .closed([.protocolError])),
+            HostileCase(
+                name: "a compressed part when zlib was not agreed",
+                bytes: HostileFrames.compressed(.create, smallStream, uncompressedLength: UInt32(small.count)),
+                expect: .closed([.protocolError])),
+            HostileCase(
+                name: "a compressed HELLO", hello: false,
+                bytes: HostileFrames.compressed(
+                    .hello, Deflater(level: 6).compress(Array(#"{"versions":[1],"compression":["zlib"]}"#.utf8)),
+                    uncompressedLength: 39),
                 expect: .closed([.protocolError])),
         ]
     }()
