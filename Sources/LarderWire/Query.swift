@@ -104,9 +104,11 @@ public indirect enum Filter: Sendable, Equatable {
             throw .invalid(path, "a filter has at most \(maxClauses) clauses")
         }
         guard depth < maxDepth else { throw .invalid(path, "filters nest at most \(maxDepth) deep") }
-        guard case .object(let object) = json else {
+        guard case .object(var object) = json else {
             throw .invalid(path, "a filter must be an object, not a \(json.typeName)")
         }
+        // A member set to null is absent (Protocol.md §3), but for `value`, where null is what is compared with.
+        for key in object.keys where key != "value" && object[key] == .null { object[key] = nil }
         for combinator in ["and", "or"] {
             guard let value = object[combinator] else { continue }
             guard object.count == 1 else {
@@ -279,7 +281,7 @@ public struct SortKey: Sendable, Equatable {
         }
         field = try FieldPath(string, field: "\(path).field")
         switch object["order"] {
-        case nil, .string("asc")?: descending = false
+        case nil, .null?, .string("asc")?: descending = false
         case .string("desc")?: descending = true
         default: throw .invalid("\(path).order", "'order' is \"asc\" or \"desc\"")
         }

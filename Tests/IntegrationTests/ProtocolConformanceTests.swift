@@ -346,4 +346,76 @@ import Testing
             for op in ["eq", "gte"] { #expect(try count(op, "9223372036854775808") == 0, "\(op)") }
         }
     }
+
+    /// Section 3: `null` for an optional request member is its absence, on every request and at every level, and on
+    /// both CREATE/REPLACE readers; a client may pass a page's `nextCursor: null` back (the first page again). `null`
+    /// for a required member is that member missing; where null is a value (a filter's `value`) it stays one.
+    @Test func nullForAnOptionalMemberIsItsAbsence() throws {
+        try withServerOnPort0 { _, port in
+            let c = try RawClient.tcp(port: port)
+            let hello = try Self.raw(c, .hello, #"{"versions":[1],"compression":null,"client":null,"token":null}"#)
+            #expect(hello.status == .ok, "\(hello.replyText)")
+            func ok(_ opcode: Opcode, _ json: String) throws -> Frame {
+                let answer = try Self.raw(c, opcode, json)
+                #expect(answer.status == .ok, "\(opcode.name) \(json): \(answer.replyText)")
+                return answer
+            }
+            var ids: [String] = []
+            for (n, json) in [
+                #"{"collection":"n","id":null,"data":{"n":0}}"#, #"{"collection": "n", "id": null, "data": {"n": 1}}"#,
+                #"{"collection":"n","data":{"n":2,"x":null}}"#,
+            ].enumerated() {
+                let record = try Record(json: ok(.create, json).jsonObject())
+                #expect(record.data["n"] == .int(Int64(n)))
+                ids.append(record.id.wireString)
+            }
+            _ = try ok(.replace, #"{"collection":"n","id":"\#(ids[0])","data":{"n":0},"rev":null}"#)
+            _ = try ok(.replace, #"{"collection": "n", "id": "\#(ids[0])", "data": {"n": 0}, "rev": null}"#)
+            _ = try ok(.patch, #"{"collection":"n","id":"\#(ids[0])","patch":{"p":1},"rev":null}"#)
+
+            let plainList = try c.call(.list, ["collection": "n", "limit": 2])
+            #expect(try ok(.list, #"{"collection":"n","limit":2,"cursor":null}"#).json == plainList.json)
+            let second = try ok(.list, #"{"collection":"n","limit":2,"cursor":"\#(try Self.cursor(plainList))"}"#)
+            #expect(second.replyJSON["nextCursor"] == .null)
+            // The last page's nextCursor passed back unchanged: the first page again.
+            #expect(try ok(.list, #"{"collection":"n","limit":2,"cursor":null}"#).json == plainList.json)
+            #expect(try ok(.list, #"{"collection":"n","limit":null}"#).replyJSON["records"]?.arrayValue?.count == 3)
+
+            let all = try c.call(.search, ["collection": "n"])
+            let nulls = #"{"collection":"n","filter":null,"text":null,"sort":null,"limit":null,"cursor":null}"#
+            #expect(try ok(.search, nulls).json == all.json)
+            let ascending = try c.call(.search, ["collection": "n", "sort": [["field": "n"]]])
+            #expect(try ok(.search, #"{"collection":"n","sort":[{"field":"n","order":null}]}"#).json == ascending.json)
+            let clause = #"{"field":"x","op":"eq","value":null,"and":null,"not":null}"#
+            let withNulls = try ok(.search, #"{"collection":"n","filter":\#(clause)}"#)
+            #expect(try PageResponse(json: withNulls.jsonObject()).records.count == 3, "value null stays a value")
+            _ = try ok(.search, #"{"collection":"n","text":{"query":"x","fields":null}}"#)
+            #expect(try ok(.count, #"{"collection":"n","filter":null,"text":null}"#).replyJSON["count"] == 3)
+            let group = try ok(.group, #"{"collection":"n","field":"n","filter":null,"text":null,"perGroup":null}"#)
+            #expect(try GroupResponse(json: group.jsonObject()).groups.count == 3)
+
+            let jpeg = try ServerFixtures.data("rocket.jpg")
+            let put = try Self.raw(c, .blobPut, #"{"id":null,"sha256":null,"attach":null}"#, binary: jpeg)
+            #expect(put.status == .ok, "\(put.replyText)")
+            #expect(try BlobInfo(json: put.jsonObject()).attachedTo == nil)
+            let blobs = try ok(.blobList, #"{"limit":null,"cursor":null,"attachedTo":null}"#)
+            #expect(blobs.replyJSON["blobs"]?.arrayValue?.count == 1)
+            _ = try ok(.delete, #"{"collection":"n","id":"\#(ids[2])","rev":null}"#)
+
+            for (opcode, json, field) in [
+                (Opcode.get, #"{"collection":"n","id":null}"#, "id"),
+                (.create, #"{"collection":null,"data":{}}"#, "collection"),
+                (.replace, #"{"collection":"n","id":"\#(ids[0])","data":null}"#, "data"),
+                (.search, #"{"collection":"n","filter":{"field":null,"op":"eq","value":1}}"#, "filter.field"),
+            ] {
+                let answer = try Self.raw(c, opcode, json)
+                #expect(answer.status == .invalidArgument, "\(json): \(answer.replyText)")
+                #expect(Self.error(answer)["field"] == .string(field), "\(json): \(answer.replyText)")
+            }
+
+            let watch = try ok(.watch, #"{"collection":null,"filter":null,"since":null,"idsOnly":null}"#)
+            let subscription = try #require(watch.replyJSON["subscription"])
+            #expect(try c.call(.unwatch, ["subscription": subscription]).status == .ok)
+        }
+    }
 }
