@@ -418,4 +418,62 @@ import Testing
             #expect(try c.call(.unwatch, ["subscription": subscription]).status == .ok)
         }
     }
+
+    /// Section 4: `maxHandshakeFrameBytes` is compared with `length`, as `maxFrameBytes` is: a HELLO whose `length` is
+    /// the cap is answered, one byte more is PAYLOAD_TOO_LARGE (details `limit`) and the connection ends.
+    @Test func theHandshakeCapIsComparedWithLength() throws {
+        try withServerOnPort0 { _, port in
+            let cap = Limits.default.maxHandshakeFrameBytes
+            func hello(length: Int) -> [UInt8] {
+                let json = #"{"versions":[1]}"#
+                return HostileFrames.request(.hello, json + String(repeating: " ", count: length - 24 - json.utf8.count))
+            }
+            let atCap = try RawClient.tcp(port: port)
+            let frame = hello(length: cap)
+            #expect(frame.count == 4 + cap)
+            try atCap.writeAll(frame)
+            let answer = try #require(try atCap.receive())
+            #expect(answer.status == .ok, "\(answer.replyText)")
+            #expect(try atCap.call(.ping).status == .ok)
+
+            let over = try RawClient.tcp(port: port)
+            try over.writeAll(hello(length: cap + 1))
+            let frames = try over.framesUntilClosed()
+            #expect(frames.map(\.status) == [.payloadTooLarge])
+            #expect(frames.first.flatMap { Self.error($0)["limit"] } == .int(Int64(cap)))
+        }
+    }
+
+    /// Section 4: compression names are case-sensitive and the server ignores those it does not know, choosing
+    /// `zlib` when it is among them and `none` otherwise.
+    @Test func unknownCompressionNamesAreIgnored() throws {
+        try withServerOnPort0 { _, port in
+            let offers: [([String], String)] = [
+                (["gzip"], "none"), (["zstd", "zlib"], "zlib"), (["ZLIB"], "none"), ([], "none"),
+                (["zlib", "zlib"], "zlib"),
+            ]
+            for (offer, chosen) in offers {
+                let c = try RawClient.tcp(port: port)
+                #expect(try c.hello(compression: offer).compression == chosen, "\(offer)")
+                #expect(try c.call(.ping).status == .ok)
+            }
+        }
+    }
+
+    /// Section 4: a token sent to a server that requires none is ignored (so clients can be given one before the
+    /// server starts to require it); a server that requires one still refuses a wrong one.
+    @Test func aTokenIsIgnoredWhereNoneIsRequired() throws {
+        try withServerOnPort0 { _, port in
+            let c = try RawClient.tcp(port: port)
+            let hello = try c.hello(token: "secret-the-server-does-not-ask-for")
+            #expect(hello.authRequired == false)
+            #expect(try c.call(.create, ["collection": "t", "data": [:]]).status == .ok)
+        }
+        try withServerOnPort0({ $0.token = "right" }) { _, port in
+            let c = try RawClient.tcp(port: port)
+            try c.writeAll(c.encode(.hello, HelloRequest(client: "t", token: "wrong").json, id: 1))
+            let frames = try c.framesUntilClosed()
+            #expect(frames.map(\.status) == [.unauthenticated])
+        }
+    }
 }
