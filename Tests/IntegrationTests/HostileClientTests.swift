@@ -184,16 +184,19 @@ struct StoreSnapshot: Equatable {
             HostileCase(
                 name: "a body cut off by the end of the stream", bytes: Array(get.prefix(40)), endStream: true,
                 expect: .closed([.protocolError])),
-            HostileCase(name: "length 0", bytes: [0, 0, 0, 0], expect: .closed([.protocolError])),
+            HostileCase(name: "length 0", bytes: [0, 0, 0, 0, 0x4C, 0x52], expect: .closed([.protocolError])),
             HostileCase(
                 name: "length 23, shorter than a header", bytes: HostileFrames.frame(2, json: [], length: 23),
                 expect: .closed([.protocolError])),
             HostileCase(
-                name: "length 4 GiB, refused on its 4 bytes", bytes: [0xFF, 0xFF, 0xFF, 0xFF],
+                name: "length 4 GiB, refused on its first 6 bytes", bytes: [0xFF, 0xFF, 0xFF, 0xFF, 0x4C, 0x52],
                 expect: .closed([.payloadTooLarge])),
             HostileCase(
-                name: "length 4 GiB before HELLO", hello: false, bytes: [0xFF, 0xFF, 0xFF, 0xFF],
+                name: "length 4 GiB before HELLO", hello: false, bytes: [0xFF, 0xFF, 0xFF, 0xFF, 0x4C, 0x52],
                 expect: .closed([.payloadTooLarge])),
+            HostileCase(
+                name: "length 4 GiB and a bad magic: the magic's error", bytes: [0xFF, 0xFF, 0xFF, 0xFF, 0x48, 0x54],
+                expect: .closed([.protocolError])),
             HostileCase(
                 name: "JSON length 4 GiB", bytes: HostileFrames.frame(2, json: [], length: 24, jsonLength: 0xFFFF_FFFF),
                 expect: .closed([.protocolError])),

@@ -476,4 +476,29 @@ import Testing
             #expect(frames.map(\.status) == [.unauthenticated])
         }
     }
+
+    /// Section 2.1: the first 6 bytes are judged together, the magic first: a bad length with a bad magic gets the
+    /// magic's PROTOCOL_ERROR however the bytes arrive (the length's 4 bytes first, alone, used to get
+    /// PAYLOAD_TOO_LARGE), and a bad length behind a good magic gets PAYLOAD_TOO_LARGE.
+    @Test func aBadMagicWinsOverABadLength() throws {
+        try withServerOnPort0 { _, port in
+            let halves = try RawClient.tcp(port: port)
+            try halves.writeAll([0xFF, 0xFF, 0xFF, 0xFF])
+            try halves.writeAll([0x48, 0x54])
+            let answer = try halves.framesUntilClosed()
+            #expect(answer.map(\.status) == [.protocolError], "\(answer.map(\.replyText))")
+            #expect(answer.first.map { $0.replyText.contains("bad magic") } == true)
+
+            let http = try RawClient.tcp(port: port)
+            try http.writeAll(Array("GET / HTTP/1.1\r\nHost: larder\r\n\r\n".utf8))
+            let frames = try http.framesUntilClosed()
+            #expect(frames.map(\.status) == [.protocolError])
+            #expect(frames.first.map { $0.requestID == 0 && $0.opcode.rawValue == 0 } == true)
+
+            let length = try RawClient.tcp(port: port)
+            try length.writeAll([0xFF, 0xFF, 0xFF, 0xFF])
+            try length.writeAll([0x4C, 0x52])
+            #expect(try length.framesUntilClosed().map(\.status) == [.payloadTooLarge])
+        }
+    }
 }
