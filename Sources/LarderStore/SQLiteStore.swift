@@ -262,7 +262,8 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
             guard fits else {
                 throw LarderError(
                     .payloadTooLarge, "these \(unique.count) documents together pass the answer limit of "
-                        + "\(configuration.maxPageBytes) bytes; ask for fewer ids at a time", field: "ids")
+                        + "\(configuration.maxPageBytes) bytes; ask for fewer ids at a time", field: "ids",
+                    details: ["limit": .int(Int64(configuration.maxPageBytes))])
             }
             return rows
         }

@@ -59,7 +59,12 @@ import Testing
     /// connection stays open. A blob over `maxBlobBytes` is refused at the header, with `limit`, and closes.
     @Test func aDocumentOverTheLimitCarriesTheLimit() throws {
         let limit = 1000
-        try withServerOnPort0({ $0.limits.maxDocumentBytes = limit; $0.limits.maxBlobBytes = 4096 }) { _, port in
+        let limits: (inout ServerConfiguration) -> Void = {
+            $0.limits.maxDocumentBytes = limit
+            $0.limits.maxBlobBytes = 4096
+            $0.limits.maxJSONBytes = 9216  // answers carry 1 KiB of records (8 KiB kept for what wraps them)
+        }
+        try withServerOnPort0(limits) { _, port in
             let c = try RawClient.tcp(port: port)
             try c.hello(compression: [])
             let half = String(repeating: "h", count: 600)
@@ -79,6 +84,16 @@ import Testing
                 #expect(Self.error(answer)["field"] == .string(field), "\(name): \(answer.replyText)")
             }
             #expect(try c.call(.ping).status == .ok)
+
+            // GET_MANY of records that together pass what one answer carries: PAYLOAD_TOO_LARGE with its limit.
+            var ids: [JSON] = []
+            for _ in 0..<3 {
+                let created = try c.call(.create, ["collection": "many", "data": ["a": .string(String(half.prefix(590)))]])
+                ids.append(.string(try Record(json: created.jsonObject()).id.wireString))
+            }
+            let many = try c.call(.getMany, ["collection": "many", "ids": .array(ids)])
+            #expect(many.status == .payloadTooLarge, "\(many.replyText)")
+            #expect(Self.error(many)["field"] == "ids" && Self.error(many)["limit"]?.intValue ?? 0 > 0)
 
             let blob = try RawClient.tcp(port: port)
             try blob.hello(compression: [])
