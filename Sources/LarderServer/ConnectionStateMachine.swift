@@ -151,6 +151,7 @@ package struct ConnectionStateMachine {
         self.configuration = configuration
         let cap = configuration.limits.maxHandshakeFrameBytes
         decoder = FrameDecoder(maxFrameBytes: cap, maxJSONBytes: cap, maxBinaryBytes: cap)
+        decoder.acceptsCompressed = false  // until HELLO agrees to zlib
         self.encoders = encoders ?? SharedEncoders(configuration: configuration)
         lastActivity = now
     }
@@ -477,6 +478,7 @@ package struct ConnectionStateMachine {
             decoder.maxFrameBytes = limits.maxFrameBytes
             decoder.maxJSONBytes = limits.maxJSONBytes
             decoder.maxBinaryBytes = limits.maxBlobBytes
+            decoder.acceptsCompressed = compression
             compressionNegotiated = compression
             reply(Reply(opcode: .hello, requestID: frame.requestID, json: response.json.bytes), &actions)
             // Only replies after this one are compressed: the client learns the choice from this reply.

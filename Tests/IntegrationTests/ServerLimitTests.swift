@@ -35,7 +35,7 @@ struct ServerLimitTests {
             var bytes = c.encode(.ping, id: 9)
             let huge = server.configuration.limits.maxFrameBytes + 1
             bytes.replaceSubrange(0..<4, with: [UInt8(huge >> 24), UInt8(huge >> 16 & 0xFF), UInt8(huge >> 8 & 0xFF), UInt8(huge & 0xFF)])
-            try c.writeAll(Array(bytes.prefix(4)))  // four bytes are enough to know
+            try c.writeAll(Array(bytes.prefix(6)))  // six bytes (length and magic) are enough to know
             let frames = try c.framesUntilClosed()
             #expect(frames.map(\.status) == [.payloadTooLarge])
             #expect(frames.first?.replyJSON["limit"]?.intValue == Int64(server.configuration.limits.maxFrameBytes))
