@@ -30,10 +30,11 @@ let package = Package(
         .target(name: "LarderClient", dependencies: ["LarderWire"], swiftSettings: strict),
         .target(name: "LarderCLI", dependencies: ["LarderClient"], swiftSettings: strict),
         .target(name: "LarderBench", dependencies: ["LarderWire"], swiftSettings: strict),
-        .executableTarget(name: "larder-server", dependencies: ["LarderServer"], swiftSettings: strict),
+        .executableTarget(name: "larder-server", dependencies: ["LarderServer", "LarderWire"], swiftSettings: strict),
         .executableTarget(name: "larder", dependencies: ["LarderCLI"], swiftSettings: strict),
         .executableTarget(
-            name: "larder-bench", dependencies: ["LarderBench", "LarderClient", "LarderStore"], swiftSettings: strict),
+            name: "larder-bench", dependencies: ["LarderBench", "LarderClient", "LarderStore", "LarderWire"],
+            swiftSettings: strict),
         .testTarget(name: "LarderWireTests", dependencies: ["LarderWire"]),
         .testTarget(name: "LarderStoreTests", dependencies: ["LarderStore"], resources: [.copy("Fixtures")]),
         .testTarget(name: "LarderServerTests", dependencies: ["LarderServer"]),

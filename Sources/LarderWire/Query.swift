@@ -104,7 +104,7 @@ public indirect enum Filter: Sendable, Equatable {
         }
         guard depth < maxDepth else { throw .invalid(path, "filters nest at most \(maxDepth) deep") }
         guard case .object(let object) = json else {
-            throw .invalid(path, "a filter must be an object, not a \(json.typeName)")
+            throw .invalid(path, "a filter must be an object, not \(json.typeNameWithArticle)")
         }
         for combinator in ["and", "or"] {
             guard let value = object[combinator] else { continue }
@@ -147,7 +147,7 @@ public indirect enum Filter: Sendable, Equatable {
         case "lt", "lte", "gt", "gte":
             switch value {
             case .int, .double, .string: return .compare(field, Comparison(rawValue: op)!, value)
-            default: throw .invalid(valuePath, "'\(op)' compares with a number or a string, not a \(value.typeName)")
+            default: throw .invalid(valuePath, "'\(op)' compares with a number or a string, not \(value.typeNameWithArticle)")
             }
         case "in":
             guard case .array(let items) = value else {
