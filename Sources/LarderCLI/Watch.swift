@@ -8,37 +8,90 @@ import Foundation
 import LarderClient
 
 extension Commands {
+    /// The pause before the first try to reconnect a watch; it doubles after each failed try, up to `watchMaxDelay`.
+    static let watchFirstDelay: Duration = .milliseconds(100)
+    static let watchMaxDelay: Duration = .seconds(5)
+
     /// `larder watch [COLLECTION]`: prints each change as it is committed until Ctrl-C (exit 0). A gap (this process
-    /// fell behind) resumes where it was; a broken connection is an error (exit 1).
+    /// fell behind) resumes where it was. When the server goes away, one line on stderr says so and the watch
+    /// reconnects with back-off, resuming after the last change printed, so that nothing is lost or repeated. A
+    /// server that cannot be reached at the start is an error (exit 2), as for every command.
     static func watch(_ c: Context) async throws -> Int32 {
+        // At the prompt, Ctrl-C already cancels the command; run alone, the watch makes Ctrl-C cancel it.
+        if Interrupt.isInstalled { return try await follow(c) }
+        let (result, _) = await Interrupt.cancellable(secondExits: true) { () async -> Result<Int32, any Error> in
+            do {
+                return .success(try await follow(c))
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try result.get()
+    }
+
+    private static func follow(_ c: Context) async throws -> Int32 {
         let out = c.output
         let collection = c.arguments.first
         let since = try c.int("since", range: 0...Int.max).map(Int64.init)
         let filter = try FilterSyntax.filter(wheres: c.invocation.values["where"] ?? [], json: c.invocation.value("filter"))
         let idsOnly = c.invocation.flag("ids-only")
-        Interrupt.exitOnSIGINT { out.flush() }
         var resume = since
-        var announced = false
-        while true {
-            let feed = try await c.client.watch(collection: collection, filter: filter, since: resume, idsOnly: idsOnly)
-            if !announced && out.stderrIsTerminal {
+        var subscribed = false
+        var delay = watchFirstDelay
+        while !Task.isCancelled {
+            let feed: LarderSubscription
+            do throws(LarderError) {
+                feed = try await c.client.watch(collection: collection, filter: filter, since: resume, idsOnly: idsOnly)
+            } catch {
+                // Ctrl-C while subscribing ends the watch as it ends any other time.
+                if Task.isCancelled { return 0 }
+                // Still away: wait longer each time, silently (the line was printed when the server went).
+                guard subscribed, error.status == .unavailable else { throw error }
+                guard await pause(delay) else { return 0 }
+                delay = min(delay * 2, watchMaxDelay)
+                continue
+            }
+            if !subscribed && out.stderrIsTerminal {
                 out.error(
                     "watching \(collection ?? "every collection") after change \(resume ?? feed.startSeq) (Ctrl-C to stop)")
             }
-            announced = true
+            subscribed = true
+            delay = watchFirstDelay
             var events = feed.makeAsyncIterator()
             do throws(LarderError) {
                 while let event = try await events.next() {
                     show(event, out)
                     out.flush()
                 }
+                // The sequence ends only when cancelled: Ctrl-C.
                 return 0
             } catch {
-                guard error.details["reason"] == "gap" else { throw error }
-                let seq = error.details["seq"]?.intValue ?? feed.lastSeq
-                out.error("fell behind the feed; resuming after change \(seq)")
-                resume = seq
+                if Task.isCancelled { return 0 }
+                // Every event handed out was printed: the subscription's last sequence number is the last printed.
+                resume = feed.lastSeq
+                if error.details["reason"] == "gap" {
+                    let seq = error.details["seq"]?.intValue ?? feed.lastSeq
+                    out.error("fell behind the feed; resuming after change \(seq)")
+                    resume = seq
+                    continue
+                }
+                guard error.status == .unavailable else { throw error }
+                out.error(
+                    "lost the server (\(error.message)); reconnecting, to resume after change \(feed.lastSeq)")
+                guard await pause(delay) else { return 0 }
+                delay = min(delay * 2, watchMaxDelay)
             }
+        }
+        return 0
+    }
+
+    /// Waits `delay`; false when the wait was cut short by Ctrl-C.
+    private static func pause(_ delay: Duration) async -> Bool {
+        do {
+            try await Task.sleep(for: delay)
+            return true
+        } catch {
+            return false
         }
     }
 
@@ -57,28 +110,81 @@ extension Commands {
             if let rev = event.rev { parts.append("rev \(rev)") }
             if !event.matches { parts.append("left") }
             if let blob = event.blob {
-                parts.append("blob \(blob.id.wireString) \(blob.width)x\(blob.height) \(blob.size) bytes")
+                parts.append("blob \(blob.id.wireString) \(blob.width)x\(blob.height) \(ByteSize.format(blob.size))")
             }
-            if let record = event.record { parts.append(Output.cell(.object(record.data), limit: 100)) }
+            if let record = event.record {
+                // What is left of the terminal's line after the other parts (at least a little).
+                let used = parts.reduce(0) { $0 + Output.width($1) + 2 }
+                parts.append(Output.cell(.object(record.data), limit: max(10, out.columns - used)))
+            }
         }
         out.line(parts.joined(separator: "  "))
     }
 }
 
-/// Ctrl-C handling for commands that run until interrupted.
+/// Ctrl-C (SIGINT) for commands that run until interrupted and for the prompt: it cancels the running command's task
+/// instead of killing the process, so a watch sends UNWATCH and the prompt comes back.
 enum Interrupt {
+    private static let state = NSLock()
     nonisolated(unsafe) private static var source: (any DispatchSourceSignal)?
+    /// The running command's task, while there is one.
+    nonisolated(unsafe) private static var running: (any CancellableTask)?
+    /// Whether a second Ctrl-C ends the process (a command run alone, in case it does not stop when asked).
+    nonisolated(unsafe) private static var secondExits = false
+    /// A Ctrl-C that came before the command it was meant for had started (the prompt hands a line over and the
+    /// terminal signals again a moment before the command's task exists): that command starts cancelled.
+    nonisolated(unsafe) private static var pending = false
 
-    /// On SIGINT: run `cleanup`, then exit 0 (stopping a watch is how it is meant to end).
-    static func exitOnSIGINT(_ cleanup: @escaping @Sendable () -> Void) {
-        guard source == nil else { return }
-        signal(SIGINT, SIG_IGN)
-        let signalSource = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-        signalSource.setEventHandler {
-            cleanup()
-            exit(0)
+    /// Whether Ctrl-C is being handled here (the prompt installs it for its whole life).
+    static var isInstalled: Bool { state.withLock { source != nil } }
+
+    /// Runs `body` in a task that Ctrl-C cancels; returns what it returns, and whether Ctrl-C was pressed. With
+    /// `secondExits`, a second Ctrl-C ends the process with status 130.
+    static func cancellable<T: Sendable>(
+        secondExits: Bool = false, _ body: @escaping @Sendable () async -> T
+    ) async -> (T, interrupted: Bool) {
+        install()
+        let task = Task { await body() }
+        state.withLock {
+            running = task
+            Interrupt.secondExits = secondExits
+            if pending { task.cancel() }
+            pending = false
         }
-        signalSource.activate()
-        source = signalSource
+        defer { state.withLock { running = nil } }
+        let value = await task.value
+        return (value, task.isCancelled)
+    }
+
+    /// Forgets a Ctrl-C that came between commands (the prompt calls it before reading the next line, whose editor
+    /// takes Ctrl-C as a key).
+    static func forgetPending() { state.withLock { pending = false } }
+
+    /// From now on SIGINT cancels the task `cancellable` runs, or does nothing between commands.
+    static func install() {
+        state.withLock {
+            guard source == nil else { return }
+            signal(SIGINT, SIG_IGN)
+            let signalSource = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+            signalSource.setEventHandler {
+                let (task, exits) = Interrupt.state.withLock {
+                    if Interrupt.running == nil { Interrupt.pending = true }
+                    return (Interrupt.running, Interrupt.secondExits)
+                }
+                guard let task else { return }
+                if task.isCancelled && exits { exit(CLI.cancelledStatus) }
+                task.cancel()
+            }
+            signalSource.activate()
+            source = signalSource
+        }
     }
 }
+
+/// A task `Interrupt` can cancel, whatever it returns.
+protocol CancellableTask: Sendable {
+    var isCancelled: Bool { get }
+    func cancel()
+}
+
+extension Task: CancellableTask {}
