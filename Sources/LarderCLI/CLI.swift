@@ -18,6 +18,11 @@ public enum CLI {
     /// Exit status of a command cancelled with Ctrl-C (128 + SIGINT, as a shell reports it).
     public static let cancelledStatus: Int32 = 130
 
+    /// Ends the process with `status`.
+    public static func exit(_ status: Int32) -> Never {
+        Foundation.exit(status)
+    }
+
     /// Runs the command line and returns the exit status.
     public static func main(arguments: [String]) async -> Int32 {
         let session = Session()
@@ -223,7 +228,7 @@ final class Session: @unchecked Sendable {
     /// the line being typed or the command running, Ctrl-D (or quit) leaves. Failed commands were reported, so the
     /// exit status is 0.
     private func editedPrompt(_ globals: [String]) async -> Int32 {
-        Interrupt.install()
+        Interrupt.promptOpened()
         let editor = LineEditor(historyPath: Session.historyPath) { [self] before in
             let words = Completion.words(before)
             let candidates = waitFor(seconds: 5) {

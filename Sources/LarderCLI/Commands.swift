@@ -442,6 +442,8 @@ enum Commands {
             } else {
                 c.output.line(String(format: "PONG seq=%d time=%.3f ms", n, ms))
             }
+            // Each answer shows as it comes, not when the last one has.
+            c.output.flush()
             if interval > 0 && n < count { try? await Task.sleep(for: .milliseconds(interval)) }
         }
         if count > 1 {

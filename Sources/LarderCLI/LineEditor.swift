@@ -82,6 +82,8 @@ final class LineEditor: @unchecked Sendable {
         free(promptText)
         promptText = strdup(prompt)
         interrupted = false
+        // The terminal may have been resized while the last command ran.
+        el_resize(editor)
         var count: Int32 = 0
         guard let line = el_gets(editor, &count) else { return .end }
         if interrupted { return .interrupted }

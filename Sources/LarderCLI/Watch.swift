@@ -18,7 +18,7 @@ extension Commands {
     /// server that cannot be reached at the start is an error (exit 2), as for every command.
     static func watch(_ c: Context) async throws -> Int32 {
         // At the prompt, Ctrl-C already cancels the command; run alone, the watch makes Ctrl-C cancel it.
-        if Interrupt.isInstalled { return try await follow(c) }
+        if Interrupt.isPrompting { return try await follow(c) }
         let (result, _) = await Interrupt.cancellable(secondExits: true) { () async -> Result<Int32, any Error> in
             do {
                 return .success(try await follow(c))
@@ -123,27 +123,78 @@ extension Commands {
 }
 
 /// Ctrl-C (SIGINT) for commands that run until interrupted and for the prompt: it cancels the running command's task
-/// instead of killing the process, so a watch sends UNWATCH and the prompt comes back.
-enum Interrupt {
+/// instead of killing the process, so a watch sends UNWATCH and the prompt comes back. Any other time it ends the
+/// process as SIGINT does by default (a shell loop running larder stops too).
+///
+/// SIGINT is blocked from the first line of `main` and taken with `sigwait` by the main thread (`serve`), so none is
+/// lost: a dispatch signal source starts listening a moment after it is activated, and a Ctrl-C in that moment was
+/// ignored; and an async `main` parks the main thread in `sigsuspend` with no signal blocked, where SIGINT would kill.
+public enum Interrupt {
     private static let state = NSLock()
-    nonisolated(unsafe) private static var source: (any DispatchSourceSignal)?
+    /// Whether SIGINT is held and taken here (by `main`, or by `takeOver`'s thread).
+    nonisolated(unsafe) private static var served = false
     /// The running command's task, while there is one.
     nonisolated(unsafe) private static var running: (any CancellableTask)?
     /// Whether a second Ctrl-C ends the process (a command run alone, in case it does not stop when asked).
     nonisolated(unsafe) private static var secondExits = false
+    /// Whether the prompt is open: between its commands Ctrl-C does not end the process.
+    nonisolated(unsafe) private static var prompting = false
     /// A Ctrl-C that came before the command it was meant for had started (the prompt hands a line over and the
     /// terminal signals again a moment before the command's task exists): that command starts cancelled.
     nonisolated(unsafe) private static var pending = false
 
-    /// Whether Ctrl-C is being handled here (the prompt installs it for its whole life).
-    static var isInstalled: Bool { state.withLock { source != nil } }
+    private static var interruptSignal: sigset_t {
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        sigaddset(&signals, SIGINT)
+        return signals
+    }
+
+    /// Blocks SIGINT in the calling thread and in the threads it starts from now on. Call first in `main`, before any
+    /// thread exists, then run the program off the main thread and `serve` on it.
+    public static func hold() {
+        var signals = interruptSignal
+        pthread_sigmask(SIG_BLOCK, &signals, nil)
+        state.withLock { served = true }
+    }
+
+    /// Takes SIGINT for ever on the calling thread (the main thread, after `hold`).
+    public static func serve() -> Never {
+        var signals = interruptSignal
+        var received: Int32 = 0
+        while true {
+            if sigwait(&signals, &received) == 0 { Interrupt.received() }
+        }
+    }
+
+    /// Makes sure SIGINT is taken here: when `main` did not `serve` (the library used on its own), a thread of its
+    /// own serves (a signal may still reach a thread started before that does not block it).
+    static func takeOver() {
+        let start = state.withLock {
+            defer { served = true }
+            return !served
+        }
+        guard start else { return }
+        var signals = interruptSignal
+        pthread_sigmask(SIG_BLOCK, &signals, nil)
+        Thread.detachNewThread { serve() }
+    }
+
+    /// Whether the prompt is open (its commands are cancelled by Ctrl-C already).
+    static var isPrompting: Bool { state.withLock { prompting } }
+
+    /// The prompt opens: Ctrl-C between commands is the line editor's, not the end of the process.
+    static func promptOpened() {
+        takeOver()
+        state.withLock { prompting = true }
+    }
 
     /// Runs `body` in a task that Ctrl-C cancels; returns what it returns, and whether Ctrl-C was pressed. With
     /// `secondExits`, a second Ctrl-C ends the process with status 130.
     static func cancellable<T: Sendable>(
         secondExits: Bool = false, _ body: @escaping @Sendable () async -> T
     ) async -> (T, interrupted: Bool) {
-        install()
+        takeOver()
         let task = Task { await body() }
         state.withLock {
             running = task
@@ -160,24 +211,25 @@ enum Interrupt {
     /// takes Ctrl-C as a key).
     static func forgetPending() { state.withLock { pending = false } }
 
-    /// From now on SIGINT cancels the task `cancellable` runs, or does nothing between commands.
-    static func install() {
-        state.withLock {
-            guard source == nil else { return }
-            signal(SIGINT, SIG_IGN)
-            let signalSource = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-            signalSource.setEventHandler {
-                let (task, exits) = Interrupt.state.withLock {
-                    if Interrupt.running == nil { Interrupt.pending = true }
-                    return (Interrupt.running, Interrupt.secondExits)
-                }
-                guard let task else { return }
-                if task.isCancelled && exits { exit(CLI.cancelledStatus) }
-                task.cancel()
-            }
-            signalSource.activate()
-            source = signalSource
+    /// One SIGINT, on the signal thread.
+    private static func received() {
+        let (task, exits, atPrompt) = state.withLock {
+            if running == nil && prompting { pending = true }
+            return (running, secondExits, prompting)
         }
+        if let task {
+            if !(task.isCancelled && exits) { return task.cancel() }
+        } else if atPrompt {
+            return
+        }
+        // As if SIGINT had not been taken: the default action ends the process, and its parent sees why.
+        signal(SIGINT, SIG_DFL)
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        sigaddset(&signals, SIGINT)
+        pthread_sigmask(SIG_UNBLOCK, &signals, nil)
+        raise(SIGINT)
+        exit(CLI.cancelledStatus)
     }
 }
 

@@ -171,7 +171,8 @@ import Testing
             #expect(lines.contains { $0.hasPrefix(label) }, "no \(label) line:\n\(summary)")
         }
         #expect(summary.contains("larder-server") && summary.contains(", up "))
-        #expect(summary.contains("/s over the last 0.2 s"), "\(summary)")
+        // Measured over the interval (the machine decides how long that really took).
+        #expect(summary.contains("/s over the last "), "\(summary)")
         #expect(summary.contains("6 documents") && summary.contains("on disk"))
         let header = try #require(lines.first { $0.hasPrefix("operation") })
         #expect(header.contains("p50") && header.contains("p99"))

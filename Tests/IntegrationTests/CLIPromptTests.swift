@@ -177,6 +177,12 @@ import Testing
         terminal.press(.ctrlC)
         #expect(try terminal.waitForExit() == 0)
         try await Self.waitForSubscriptions(0, client)
+
+        // Any other command run alone ends on Ctrl-C as programs do: killed by SIGINT (128 + 2 to a shell).
+        let ping = try Self.larder(["ping", "--count", "1000", "--interval", "1000", "--port", String(server.port)])
+        try ping.expect("PONG seq=1")
+        ping.press(.ctrlC)
+        #expect(try ping.waitForExit() == 130)
     }
 
     /// Waits until the server counts `count` open subscriptions.
