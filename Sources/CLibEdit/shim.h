@@ -30,6 +30,11 @@ static inline int larder_el_bind(EditLine *el, const char *key, const char *func
 static inline int larder_el_setty_edit(EditLine *el, const char *setting) {
     return el_set(el, EL_SETTY, "-d", setting, (const char *)NULL);
 }
+/// Puts the terminal in editing mode now (1) or back (0); el_gets would do it only when it reads the first key, after
+/// drawing the prompt.
+static inline int larder_el_prepare_terminal(EditLine *el, int editing) {
+    return el_set(el, EL_PREP_TERM, editing);
+}
 static inline int larder_el_set_client_data(EditLine *el, void *data) {
     return el_set(el, EL_CLIENTDATA, data);
 }

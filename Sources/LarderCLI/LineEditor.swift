@@ -84,6 +84,9 @@ final class LineEditor: @unchecked Sendable {
         interrupted = false
         // The terminal may have been resized while the last command ran.
         el_resize(editor)
+        // Editing mode before the prompt shows: keys typed as soon as it shows are read as keys (a Ctrl-C typed
+        // before el_gets's first read would be a signal that also throws away what was typed before it).
+        larder_el_prepare_terminal(editor, 1)
         var count: Int32 = 0
         guard let line = el_gets(editor, &count) else { return .end }
         if interrupted { return .interrupted }

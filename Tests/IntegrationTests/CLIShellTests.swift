@@ -11,8 +11,7 @@ import Testing
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
-        var variables = ProcessInfo.processInfo.environment
-        for key in ["LARDER_HOST", "LARDER_PORT", "LARDER_SOCKET", "LARDER_TOKEN"] { variables[key] = nil }
+        var variables = CLIPromptTests.environment()
         for (key, value) in environment { variables[key] = value }
         process.environment = variables
         let out = Pipe()

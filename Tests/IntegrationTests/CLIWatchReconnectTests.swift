@@ -20,9 +20,7 @@ import Testing
         init(_ arguments: [String]) throws {
             process.executableURL = CLITests.binary
             process.arguments = arguments
-            var environment = ProcessInfo.processInfo.environment
-            for key in ["LARDER_HOST", "LARDER_PORT", "LARDER_SOCKET", "LARDER_TOKEN"] { environment[key] = nil }
-            process.environment = environment
+            process.environment = CLIPromptTests.environment()
             process.standardOutput = out
             process.standardError = err
             try process.run()

@@ -126,14 +126,27 @@ final class PseudoTerminal: @unchecked Sendable {
     /// line editor sets when it hands a line over: a Ctrl-C pressed after this interrupts the command, not the
     /// editor.
     func waitForCookedMode(seconds: Double = 30) throws {
+        try waitForMode(cooked: true, seconds: seconds)
+    }
+
+    /// Waits until a line editor has the terminal (no line discipline: Ctrl-C is a key).
+    func waitForEditingMode(seconds: Double = 30) throws {
+        try waitForMode(cooked: false, seconds: seconds)
+    }
+
+    private func waitForMode(cooked: Bool, seconds: Double) throws {
         let deadline = Date().addingTimeInterval(seconds)
         while true {
             let fd = open(slavePath, O_RDWR | O_NOCTTY | O_CLOEXEC)
             var settings = termios()
             let got = fd >= 0 && tcgetattr(fd, &settings) == 0
             if fd >= 0 { close(fd) }
-            if got && settings.c_lflag & tcflag_t(ISIG) != 0 && settings.c_lflag & tcflag_t(ICANON) != 0 { return }
-            guard Date() < deadline else { throw ServerTestError("the terminal stayed in the line editor's mode") }
+            let isCooked = settings.c_lflag & tcflag_t(ISIG) != 0 && settings.c_lflag & tcflag_t(ICANON) != 0
+            let isEditing = settings.c_lflag & tcflag_t(ISIG) == 0 && settings.c_lflag & tcflag_t(ICANON) == 0
+            if got && (cooked ? isCooked : isEditing) { return }
+            guard Date() < deadline else {
+                throw ServerTestError("the terminal did not reach \(cooked ? "cooked" : "editing") mode")
+            }
             _ = readSome(timeoutMs: 10)
         }
     }
@@ -151,7 +164,9 @@ final class PseudoTerminal: @unchecked Sendable {
                 return String(matched)
             }
             guard Date() < deadline else {
-                throw ServerTestError("the terminal did not show \(text.debugDescription); it showed:\n\(fresh)")
+                let before = PseudoTerminal.plain(Array(output[..<consumed].suffix(400)))
+                throw ServerTestError(
+                    "the terminal did not show \(text.debugDescription); it showed:\n\(fresh)\n(before that: \(before))")
             }
             guard readSome(timeoutMs: 100) else {
                 throw ServerTestError("the program ended before showing \(text.debugDescription); it showed:\n\(fresh)")
