@@ -33,7 +33,7 @@ public struct JSONParser {
     public static func parseObject(_ bytes: some Collection<UInt8>, maxDepth: Int = defaultMaxDepth) throws(LarderError) -> JSONObject {
         let value = try parse(bytes, maxDepth: maxDepth)
         guard case .object(let object) = value else {
-            throw LarderError(.invalidArgument, "the JSON part must be an object, not a \(value.typeName)")
+            throw LarderError(.invalidArgument, "the JSON part must be an object, not \(value.typeNameWithArticle)")
         }
         return object
     }

@@ -105,7 +105,7 @@ public indirect enum Filter: Sendable, Equatable {
         }
         guard depth < maxDepth else { throw .invalid(path, "filters nest at most \(maxDepth) deep") }
         guard case .object(var object) = json else {
-            throw .invalid(path, "a filter must be an object, not a \(json.typeName)")
+            throw .invalid(path, "a filter must be an object, not \(json.typeNameWithArticle)")
         }
         // A member set to null is absent (Protocol.md §3), but for `value`, where null is what is compared with.
         for key in object.keys where key != "value" && object[key] == .null { object[key] = nil }
@@ -150,7 +150,7 @@ public indirect enum Filter: Sendable, Equatable {
         case "lt", "lte", "gt", "gte":
             switch value {
             case .int, .double, .string: return .compare(field, Comparison(rawValue: op)!, value)
-            default: throw .invalid(valuePath, "'\(op)' compares with a number or a string, not a \(value.typeName)")
+            default: throw .invalid(valuePath, "'\(op)' compares with a number or a string, not \(value.typeNameWithArticle)")
             }
         case "in":
             guard case .array(let items) = value else {
