@@ -22,18 +22,23 @@ let package = Package(
         .systemLibrary(
             name: "CSQLite", pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]),
+        // libedit (BSD licence): line editing, history and completion for the `larder` prompt.
+        .systemLibrary(
+            name: "CLibEdit", pkgConfig: "libedit",
+            providers: [.apt(["libedit-dev"]), .brew(["libedit"])]),
         // epoll and eventfd (part of the C library: no package, nothing to link).
         .systemLibrary(name: "CEpoll"),
         .target(name: "LarderWire", dependencies: ["CZlib"], swiftSettings: strict),
         .target(name: "LarderStore", dependencies: ["LarderWire", "CSQLite"], swiftSettings: strict),
         .target(name: "LarderServer", dependencies: ["LarderWire", "LarderStore", "CEpoll"], swiftSettings: strict),
         .target(name: "LarderClient", dependencies: ["LarderWire"], swiftSettings: strict),
-        .target(name: "LarderCLI", dependencies: ["LarderClient"], swiftSettings: strict),
+        .target(name: "LarderCLI", dependencies: ["LarderClient", "CLibEdit"], swiftSettings: strict),
         .target(name: "LarderBench", dependencies: ["LarderWire"], swiftSettings: strict),
-        .executableTarget(name: "larder-server", dependencies: ["LarderServer"], swiftSettings: strict),
+        .executableTarget(name: "larder-server", dependencies: ["LarderServer", "LarderWire"], swiftSettings: strict),
         .executableTarget(name: "larder", dependencies: ["LarderCLI"], swiftSettings: strict),
         .executableTarget(
-            name: "larder-bench", dependencies: ["LarderBench", "LarderClient", "LarderStore"], swiftSettings: strict),
+            name: "larder-bench", dependencies: ["LarderBench", "LarderClient", "LarderStore", "LarderWire"],
+            swiftSettings: strict),
         .testTarget(name: "LarderWireTests", dependencies: ["LarderWire"]),
         .testTarget(name: "LarderStoreTests", dependencies: ["LarderStore"], resources: [.copy("Fixtures")]),
         .testTarget(name: "LarderServerTests", dependencies: ["LarderServer"]),
@@ -41,7 +46,7 @@ let package = Package(
         .testTarget(name: "LarderBenchTests", dependencies: ["LarderBench", "LarderServer", "LarderStore"]),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["LarderServer", "LarderClient", "LarderStore"],
+            dependencies: ["LarderServer", "LarderClient", "LarderStore", "LarderBench"],
             resources: [.copy("Fixtures")]),
     ],
     swiftLanguageModes: [.v6]
