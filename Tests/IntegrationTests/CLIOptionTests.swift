@@ -43,9 +43,15 @@ import Testing
         defer { server.stop() }
         let made = try await Self.items(7, on: server).map(\.wireString)
         func ids(_ run: CLITests.Run) throws -> [String] { try run.json.compactMap { $0["id"]?.stringValue } }
+        /// The cursor of "N records shown, more remain: --cursor C for the next page, ..." (C quoted for the shell
+        /// when it needs it).
         func cursor(_ run: CLITests.Run) -> String? {
-            run.stderr.split(separator: "\n").first { $0.hasPrefix("more: --cursor ") }
-                .map { String($0.dropFirst("more: --cursor ".count)) }
+            guard let line = run.stderr.split(separator: "\n").first(where: { $0.contains("more remain: --cursor ") }),
+                let range = line.range(of: "--cursor ")
+            else { return nil }
+            let text = line[range.upperBound...]
+            if text.hasPrefix("'") { return String(text.dropFirst().prefix { $0 != "'" }) }
+            return String(text.prefix { $0 != " " })
         }
         for command in ["list", "search"] {
             let first = try CLITests.run([command, "items", "--limit", "3"] + Self.port(server))
