@@ -87,11 +87,11 @@ import Testing
         #expect(server.requests.filter { $0.opcode == Opcode.hello }.count == 2)
     }
 
+    /// A port this test holds without listening: refused, and no other test's server can take it meanwhile (a port
+    /// freed by a stopped server was taken by another test's in one run, which answered the PING).
     @Test func aClosedPortIsAConnectFailure() async throws {
-        let server = FakeServer { _, _ in .hold }
-        let port = server.port
-        server.stop()
-        let client = LarderClient(port: port)
+        let held = try FakeServer.ClosedPort()
+        let client = LarderClient(port: held.port)
         let error = await #expect(throws: LarderError.self) { try await client.ping() }
         #expect(error?.status == .unavailable)
         #expect(error?.isConnectFailure == true)

@@ -63,6 +63,31 @@ final class FakeServer: @unchecked Sendable {
         thread.start()
     }
 
+    /// A TCP port on 127.0.0.1 bound and never listened on: a connect there is refused, and the port stays taken
+    /// until this is gone.
+    final class ClosedPort {
+        let port: Int
+        private let fd: Int32
+
+        init() throws {
+            fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let fd = fd
+            let bound = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
+                }
+            }
+            port = Int(UInt16(bigEndian: address.sin_port))
+            guard bound else { throw CocoaError(.fileWriteUnknown) }
+        }
+
+        deinit { close(fd) }
+    }
+
     /// A HELLO answer announcing `limits`, no compression.
     func helloReply(_ request: Frame) -> Frame {
         let hello = HelloResponse(
