@@ -24,25 +24,32 @@ let package = Package(
             providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]),
         // epoll and eventfd (part of the C library: no package, nothing to link).
         .systemLibrary(name: "CEpoll"),
+        // The one lock (a pthread mutex, which ThreadSanitizer sees) and its condition variable.
+        .target(name: "LarderSync", swiftSettings: strict),
         .target(name: "LarderWire", dependencies: ["CZlib"], swiftSettings: strict),
-        .target(name: "LarderStore", dependencies: ["LarderWire", "CSQLite"], swiftSettings: strict),
-        .target(name: "LarderServer", dependencies: ["LarderWire", "LarderStore", "CEpoll"], swiftSettings: strict),
-        .target(name: "LarderClient", dependencies: ["LarderWire"], swiftSettings: strict),
-        .target(name: "LarderCLI", dependencies: ["LarderClient"], swiftSettings: strict),
-        .target(name: "LarderBench", dependencies: ["LarderWire"], swiftSettings: strict),
+        .target(name: "LarderStore", dependencies: ["LarderWire", "LarderSync", "CSQLite"], swiftSettings: strict),
+        .target(
+            name: "LarderServer", dependencies: ["LarderWire", "LarderStore", "LarderSync", "CEpoll"],
+            swiftSettings: strict),
+        .target(name: "LarderClient", dependencies: ["LarderWire", "LarderSync"], swiftSettings: strict),
+        .target(name: "LarderCLI", dependencies: ["LarderClient", "LarderSync"], swiftSettings: strict),
+        .target(name: "LarderBench", dependencies: ["LarderWire", "LarderSync"], swiftSettings: strict),
         .executableTarget(name: "larder-server", dependencies: ["LarderServer"], swiftSettings: strict),
         .executableTarget(name: "larder", dependencies: ["LarderCLI"], swiftSettings: strict),
         .executableTarget(
             name: "larder-bench", dependencies: ["LarderBench", "LarderClient", "LarderStore"], swiftSettings: strict),
         .testTarget(name: "LarderWireTests", dependencies: ["LarderWire"]),
-        .testTarget(name: "LarderStoreTests", dependencies: ["LarderStore"], resources: [.copy("Fixtures")]),
-        .testTarget(name: "LarderServerTests", dependencies: ["LarderServer"]),
-        .testTarget(name: "LarderClientTests", dependencies: ["LarderClient", "LarderCLI"]),
-        .testTarget(name: "LarderBenchTests", dependencies: ["LarderBench", "LarderServer", "LarderStore"]),
+        .testTarget(
+            name: "LarderStoreTests", dependencies: ["LarderStore", "LarderSync"], resources: [.copy("Fixtures")]),
+        .testTarget(name: "LarderServerTests", dependencies: ["LarderServer", "LarderSync"]),
+        .testTarget(name: "LarderClientTests", dependencies: ["LarderClient", "LarderCLI", "LarderSync"]),
+        .testTarget(
+            name: "LarderBenchTests", dependencies: ["LarderBench", "LarderServer", "LarderStore", "LarderSync"]),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["LarderServer", "LarderClient", "LarderStore"],
+            dependencies: ["LarderServer", "LarderClient", "LarderStore", "LarderSync"],
             resources: [.copy("Fixtures")]),
     ],
     swiftLanguageModes: [.v6]
 )
+

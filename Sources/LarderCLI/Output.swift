@@ -5,6 +5,7 @@ import Darwin
 #endif
 import Foundation
 import LarderClient
+import LarderSync
 
 /// Where results and diagnostics go, and in which form: JSON lines for machines, tables for people.
 final class Output: @unchecked Sendable {
@@ -14,7 +15,7 @@ final class Output: @unchecked Sendable {
     let color: Bool
     let stdoutIsTerminal: Bool
     let stderrIsTerminal: Bool
-    private let lock = NSLock()
+    private let lock = Lock()
     private var buffer: [UInt8] = []
 
     init(forceJSON: Bool) {
@@ -171,7 +172,7 @@ final class Output: @unchecked Sendable {
     final class Progress: @unchecked Sendable {
         private let label: String
         private let enabled: Bool
-        private let lock = NSLock()
+        private let lock = Lock()
         private var lastDrawn = -1
 
         init(label: String, enabled: Bool) {

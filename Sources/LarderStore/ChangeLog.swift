@@ -1,5 +1,6 @@
 import CSQLite
 import Foundation
+import LarderSync
 import LarderWire
 
 /// One committed write as the change log keeps it.
@@ -61,7 +62,7 @@ public struct ChangePage: Sendable, Equatable {
 
 /// The in-memory side of the change log: the last committed sequence number and the listeners told of each commit.
 final class ChangeFeedState: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Lock()
     private var last: Int64
     private var listeners: [@Sendable ([ChangeEntry]) -> Void] = []
 

@@ -1,16 +1,16 @@
 import Dispatch
 import Foundation
 import LarderWire
-import Synchronization
 import Testing
 
 @testable import LarderStore
+import LarderSync
 
 /// The change log behind WATCH: one entry per committed write, in commit order, durable, pruned by count and age.
 @Suite struct ChangeLogTests {
     /// Collects what the listener hears.
     final class Heard: Sendable {
-        let entries = Mutex<[ChangeEntry]>([])
+        let entries = Locked<[ChangeEntry]>([])
         func add(_ batch: [ChangeEntry]) { entries.withLock { $0 += batch } }
         var all: [ChangeEntry] { entries.withLock { $0 } }
     }
