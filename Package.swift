@@ -53,3 +53,10 @@ let package = Package(
     swiftLanguageModes: [.v6]
 )
 
+// The sanitizers' canary (a race and a leak on purpose), built only by scripts/sanitize, which sets this variable.
+if Context.environment["LARDER_SANITIZER_CANARY"] != nil {
+    package.targets.append(
+        .executableTarget(
+            name: "larder-sanitizer-canary", dependencies: ["LarderSync"], path: "Sanitize/Canary",
+            swiftSettings: strict))
+}
