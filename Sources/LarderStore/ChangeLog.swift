@@ -74,6 +74,12 @@ final class ChangeFeedState: @unchecked Sendable {
         lock.withLock { listeners.append(listener) }
     }
 
+    /// Forgets every listener, once the store has closed and nothing more can commit: a listener that holds the store
+    /// (or something that holds it) would otherwise keep both alive in a cycle.
+    func removeAllListeners() {
+        lock.withLock { listeners = [] }
+    }
+
     /// Called on the writer queue after a COMMIT: moves the last sequence number first, then tells the listeners, so
     /// that anyone who reads `lastSeq` and then registers for what follows cannot miss a commit.
     func committed(_ entries: [ChangeEntry]) {
