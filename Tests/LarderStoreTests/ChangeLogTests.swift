@@ -82,6 +82,24 @@ import LarderSync
         }
     }
 
+    /// A listener that holds its store (as a server's does, through its shards) must not keep the store alive once it
+    /// is closed: a store opened and closed again and again would leak each time (found by LeakSanitizer).
+    @Test func aClosedStoreLetsGoOfListenersThatHoldIt() throws {
+        final class Watcher: @unchecked Sendable {
+            weak var store: SQLiteStore?
+        }
+        let watcher = Watcher()
+        try withStore { store, _ in
+            watcher.store = store
+            store.addChangeListener { _ in _ = store.lastChangeSeq }
+            _ = try store.create("items", id: nil, data: ["n": 1])
+        }
+        // The writer's and the index's queues may hold the store a moment longer: a condition, not a moment.
+        let deadline = Date().addingTimeInterval(30)
+        while watcher.store != nil && Date() < deadline { usleep(10_000) }
+        #expect(watcher.store == nil, "the closed store is still alive")
+    }
+
     @Test func pagesStopAtTheirLimitOrBudget() throws {
         try withStore { store, _ in
             for n in 0..<10 {
