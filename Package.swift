@@ -22,6 +22,10 @@ let package = Package(
         .systemLibrary(
             name: "CSQLite", pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]),
+        // libedit (BSD licence): line editing, history and completion for the `larder` prompt.
+        .systemLibrary(
+            name: "CLibEdit", pkgConfig: "libedit",
+            providers: [.apt(["libedit-dev"]), .brew(["libedit"])]),
         // epoll and eventfd (part of the C library: no package, nothing to link).
         .systemLibrary(name: "CEpoll"),
         // The one lock (a pthread mutex, which ThreadSanitizer sees) and its condition variable.
@@ -32,12 +36,13 @@ let package = Package(
             name: "LarderServer", dependencies: ["LarderWire", "LarderStore", "LarderSync", "CEpoll"],
             swiftSettings: strict),
         .target(name: "LarderClient", dependencies: ["LarderWire", "LarderSync"], swiftSettings: strict),
-        .target(name: "LarderCLI", dependencies: ["LarderClient", "LarderSync"], swiftSettings: strict),
+        .target(name: "LarderCLI", dependencies: ["LarderClient", "LarderSync", "CLibEdit"], swiftSettings: strict),
         .target(name: "LarderBench", dependencies: ["LarderWire", "LarderSync"], swiftSettings: strict),
-        .executableTarget(name: "larder-server", dependencies: ["LarderServer"], swiftSettings: strict),
+        .executableTarget(name: "larder-server", dependencies: ["LarderServer", "LarderWire"], swiftSettings: strict),
         .executableTarget(name: "larder", dependencies: ["LarderCLI"], swiftSettings: strict),
         .executableTarget(
-            name: "larder-bench", dependencies: ["LarderBench", "LarderClient", "LarderStore"], swiftSettings: strict),
+            name: "larder-bench", dependencies: ["LarderBench", "LarderClient", "LarderStore", "LarderWire"],
+            swiftSettings: strict),
         .testTarget(name: "LarderWireTests", dependencies: ["LarderWire"]),
         .testTarget(
             name: "LarderStoreTests", dependencies: ["LarderStore", "LarderSync"], resources: [.copy("Fixtures")]),
@@ -47,7 +52,7 @@ let package = Package(
             name: "LarderBenchTests", dependencies: ["LarderBench", "LarderServer", "LarderStore", "LarderSync"]),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["LarderServer", "LarderClient", "LarderStore", "LarderSync"],
+            dependencies: ["LarderServer", "LarderClient", "LarderStore", "LarderBench", "LarderSync"],
             resources: [.copy("Fixtures")]),
     ],
     swiftLanguageModes: [.v6]
