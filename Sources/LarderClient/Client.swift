@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import LarderSync
 import LarderWire
 
 /// A connection pool to one Larder server, with an async method for every operation.
@@ -73,12 +73,12 @@ public final class LarderClient: Sendable {
         case open(Connection)
     }
 
-    private let slots: Mutex<[Slot]>
+    private let slots: Locked<[Slot]>
 
     /// A client for the server described by `configuration`; nothing connects until the first request.
     public init(configuration: Configuration) {
         self.configuration = configuration
-        slots = Mutex(Array(repeating: .empty, count: max(1, configuration.connections)))
+        slots = Locked(Array(repeating: .empty, count: max(1, configuration.connections)))
     }
 
     /// A client for a TCP server.

@@ -4,7 +4,7 @@ import Glibc
 import Foundation
 import LarderClient
 import LarderServer
-import Synchronization
+import LarderSync
 import Testing
 
 /// The client library's settings and callbacks, each checked for what it does against a real server.
@@ -109,9 +109,9 @@ import Testing
         let client = server.client()
         defer { client.close() }
         let jpeg = uniqueJPEG(commentBytes: 2 << 20)
-        let sent = Mutex<[(Int, Int)]>([])
+        let sent = Locked<[(Int, Int)]>([])
         let info = try await client.blobPut(jpeg) { done, total in sent.withLock { $0.append((done, total)) } }
-        let received = Mutex<[(Int, Int)]>([])
+        let received = Locked<[(Int, Int)]>([])
         let blob = try await client.blobGet(info.id) { done, total in received.withLock { $0.append((done, total)) } }
         #expect(blob.bytes == jpeg)
         for (name, steps) in [("upload", sent.withLock { $0 }), ("download", received.withLock { $0 })] {
@@ -122,7 +122,7 @@ import Testing
             #expect(steps.count >= 2, "\(name): \(steps.count) steps for \(total) bytes")
         }
         // Small photos are sent and read at once, without progress.
-        let small = Mutex(0)
+        let small = Locked(0)
         let smallInfo = try await client.blobPut(uniqueJPEG(commentBytes: 1000)) { _, _ in small.withLock { $0 += 1 } }
         _ = try await client.blobGet(smallInfo.id) { _, _ in small.withLock { $0 += 1 } }
         #expect(small.withLock { $0 } == 0)

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Foundation
 import LarderServer
+import LarderSync
 
 /// The test's side of a server's `TestGate` (`ServerConfiguration.searchGate`, `--test-search-gate PATH`): a Unix
 /// socket the server connects to each time it reaches the gate, and then waits on until the test lets it through.
@@ -12,7 +13,7 @@ final class ServerGate: @unchecked Sendable {
     let path: String
     /// What the server is configured with.
     var gate: TestGate { TestGate(path: path) }
-    private let lock = NSLock()
+    private let lock = Lock()
     private var listener: Int32
     /// Passes accepted and not yet let through.
     private var held: [Int32] = []
