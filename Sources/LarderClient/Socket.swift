@@ -7,7 +7,7 @@ import Darwin
 #endif
 import LarderWire
 
-/// The blocking POSIX socket calls the client makes, each retrying `EINTR` and reporting errno as a `LarderError`.
+/// The POSIX socket calls the client makes (on its I/O threads), each retrying `EINTR` and reporting errno as a `LarderError`.
 enum Socket {
     #if os(Linux)
     static let streamType = Int32(SOCK_STREAM.rawValue)
@@ -113,21 +113,14 @@ enum Socket {
         #endif
     }
 
-    /// Writes every byte; returns 0 or the errno that stopped it.
-    static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, progress: ((Int) -> Void)? = nil) -> Int32 {
-        var offset = 0
-        while offset < bytes.count {
-            // Chunks of 1 MiB so that progress can be reported on large blobs.
-            let chunk = min(bytes.count - offset, 1 << 20)
-            let n = send(fd, bytes.baseAddress! + offset, chunk, sendFlags)
-            if n < 0 {
-                if errno == EINTR { continue }
-                return errno
-            }
-            offset += n
-            progress?(offset)
+    /// Writes what the socket takes now: the count, or -errno (EAGAIN on a full non-blocking socket).
+    static func sendSome(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Int {
+        guard bytes.count > 0 else { return 0 }
+        while true {
+            let n = send(fd, bytes.baseAddress!, bytes.count, sendFlags)
+            if n < 0 && errno == EINTR { continue }
+            return n < 0 ? -Int(errno) : n
         }
-        return 0
     }
 
     /// Reads up to `capacity` bytes: the count, 0 at end of stream, or -errno.
