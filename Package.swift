@@ -30,29 +30,37 @@ let package = Package(
         .systemLibrary(name: "CEpoll"),
         // The one lock (a pthread mutex, which ThreadSanitizer sees) and its condition variable.
         .target(name: "LarderSync", swiftSettings: strict),
+        // What every part that does I/O shares (package access): the socket and system-call layer, the event loop
+        // (Linux only: epoll), the histogram and SplitMix64. No Linux-only call outside `#if os(Linux)`.
+        .target(
+            name: "LarderIO",
+            dependencies: ["LarderSync", .target(name: "CEpoll", condition: .when(platforms: [.linux]))],
+            swiftSettings: strict),
         .target(name: "LarderWire", dependencies: ["CZlib"], swiftSettings: strict),
         .target(name: "LarderStore", dependencies: ["LarderWire", "LarderSync", "CSQLite"], swiftSettings: strict),
         .target(
-            name: "LarderServer", dependencies: ["LarderWire", "LarderStore", "LarderSync", "CEpoll"],
+            name: "LarderServer", dependencies: ["LarderWire", "LarderStore", "LarderSync", "LarderIO"],
             swiftSettings: strict),
-        .target(name: "LarderClient", dependencies: ["LarderWire", "LarderSync"], swiftSettings: strict),
+        .target(name: "LarderClient", dependencies: ["LarderWire", "LarderSync", "LarderIO"], swiftSettings: strict),
         .target(name: "LarderCLI", dependencies: ["LarderClient", "LarderSync", "CLibEdit"], swiftSettings: strict),
-        .target(name: "LarderBench", dependencies: ["LarderWire", "LarderSync"], swiftSettings: strict),
+        .target(name: "LarderBench", dependencies: ["LarderWire", "LarderSync", "LarderIO"], swiftSettings: strict),
         .executableTarget(name: "larder-server", dependencies: ["LarderServer", "LarderWire"], swiftSettings: strict),
         .executableTarget(name: "larder", dependencies: ["LarderCLI"], swiftSettings: strict),
         .executableTarget(
-            name: "larder-bench", dependencies: ["LarderBench", "LarderClient", "LarderStore", "LarderWire"],
+            name: "larder-bench", dependencies: ["LarderBench", "LarderClient", "LarderStore", "LarderWire", "LarderIO"],
             swiftSettings: strict),
-        .testTarget(name: "LarderWireTests", dependencies: ["LarderWire"]),
+        .testTarget(name: "LarderWireTests", dependencies: ["LarderWire", "LarderIO"]),
         .testTarget(
-            name: "LarderStoreTests", dependencies: ["LarderStore", "LarderSync"], resources: [.copy("Fixtures")]),
-        .testTarget(name: "LarderServerTests", dependencies: ["LarderServer", "LarderSync"]),
-        .testTarget(name: "LarderClientTests", dependencies: ["LarderClient", "LarderCLI", "LarderSync"]),
+            name: "LarderStoreTests", dependencies: ["LarderStore", "LarderSync", "LarderIO"],
+            resources: [.copy("Fixtures")]),
+        .testTarget(name: "LarderServerTests", dependencies: ["LarderServer", "LarderSync", "LarderIO"]),
+        .testTarget(name: "LarderClientTests", dependencies: ["LarderClient", "LarderCLI", "LarderSync", "LarderIO"]),
         .testTarget(
-            name: "LarderBenchTests", dependencies: ["LarderBench", "LarderServer", "LarderStore", "LarderSync"]),
+            name: "LarderBenchTests",
+            dependencies: ["LarderBench", "LarderServer", "LarderStore", "LarderSync", "LarderIO"]),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["LarderServer", "LarderClient", "LarderStore", "LarderBench", "LarderSync"],
+            dependencies: ["LarderServer", "LarderClient", "LarderStore", "LarderBench", "LarderSync", "LarderIO"],
             resources: [.copy("Fixtures")]),
     ],
     swiftLanguageModes: [.v6]

@@ -8,10 +8,7 @@ import Synchronization
 import LarderStore
 import LarderSync
 import LarderWire
-
-/// Monotonic milliseconds for the state machines.
-@inline(__always)
-func monotonicMs() -> UInt64 { DispatchTime.now().uptimeNanoseconds / 1_000_000 }
+import LarderIO
 
 /// An event loop thread that owns a set of connections, their read buffer and their timer tick.
 final class IOShard: EventLoopHandler, @unchecked Sendable {

@@ -8,6 +8,7 @@ import Foundation
 import LarderStore
 import LarderSync
 import LarderWire
+import LarderIO
 
 /// The Larder server: listens on TCP (and optionally a Unix socket), speaks the Larder protocol, and serves a store.
 ///

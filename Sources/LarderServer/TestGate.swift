@@ -3,6 +3,8 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import LarderIO
+import LarderIO
 
 /// Testing only: a point where the server waits until a test lets it go on, so that a test acts while work is surely
 /// in flight (kill the server during a SEARCH, signal it while it starts) instead of racing a delay.

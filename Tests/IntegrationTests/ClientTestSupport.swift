@@ -3,6 +3,7 @@ import LarderClient
 import LarderServer
 import LarderStore
 import LarderSync
+import LarderIO
 
 /// A real in-process server on port 0 over a temporary data directory, restartable on the same port and data.
 final class ClientTestServer: @unchecked Sendable {

@@ -3,6 +3,7 @@ import LarderWire
 import Testing
 
 @testable import LarderServer
+import LarderIO
 
 @Suite(.timeLimit(.minutes(20)))
 struct ServerOptionsTests {
