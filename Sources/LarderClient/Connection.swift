@@ -1,4 +1,5 @@
 import Foundation
+import LarderIO
 import LarderSync
 import LarderWire
 
@@ -68,7 +69,7 @@ final class Connection: @unchecked Sendable {
         let connection = Connection(endpoint: endpoint.description)
         let connected = await withCheckedContinuation { (continuation: CheckedContinuation<LarderError?, Never>) in
             connection.io.start(
-                connect: { () throws(LarderError) -> Int32 in try Socket.connect(endpoint, timeoutMs: max(1, timeoutMs)) },
+                connect: { () throws(LarderError) -> Int32 in try ClientSocket.connect(endpoint, timeoutMs: max(1, timeoutMs)) },
                 connected: { continuation.resume(returning: $0) },
                 received: connection.readerStep(), ended: { connection.ended($0) })
         }
@@ -83,7 +84,7 @@ final class Connection: @unchecked Sendable {
         } catch {
             connection.close(error)
             throw error.status == .deadlineExceeded
-                ? Socket.connectError(endpoint.description, "no answer to HELLO within the connect timeout")
+                ? ClientSocket.connectError(endpoint.description, "no answer to HELLO within the connect timeout")
                 : error
         }
         do throws(LarderError) {
@@ -329,12 +330,12 @@ final class Connection: @unchecked Sendable {
         }
         switch end {
         case .peerClosed: close(lost("the server closed the connection"))
-        case .readFailed(let code): close(lost(Socket.errnoText(code)))
+        case .readFailed(let code): close(lost(ClientSocket.errnoText(code)))
         case .writeFailed(let code, let name):
             close(
                 LarderError(
                     .unavailable, "the connection to \(endpoint) broke while sending \(name) ("
-                        + Socket.errnoText(code) + "); requests in flight may or may not have been applied"))
+                        + ClientSocket.errnoText(code) + "); requests in flight may or may not have been applied"))
         case .invalid(let error): close(error)
         case .stopped: close()
         }

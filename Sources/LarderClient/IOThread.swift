@@ -6,6 +6,7 @@ import Musl
 import Darwin
 #endif
 import Foundation
+import LarderIO
 import LarderSync
 import LarderWire
 
@@ -163,7 +164,7 @@ final class IOThread: @unchecked Sendable {
             if descriptors[0].revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 {
                 // A bounded number of reads per turn, so that queued writes are not starved by a chatty peer.
                 for _ in 0..<16 {
-                    let n = Socket.read(socket, chunk, capacity)
+                    let n = Socket.receive(socket, chunk, capacity)
                     if n == 0 { return .peerClosed }
                     if n < 0 {
                         let code = Int32(-n)
