@@ -22,10 +22,13 @@ let package = Package(
         .systemLibrary(
             name: "CSQLite", pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]),
+        .systemLibrary(
+            name: "CLibPQ", pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"]), .brew(["libpq"])]),
         // epoll and eventfd (part of the C library: no package, nothing to link).
         .systemLibrary(name: "CEpoll"),
         .target(name: "LarderWire", dependencies: ["CZlib"], swiftSettings: strict),
-        .target(name: "LarderStore", dependencies: ["LarderWire", "CSQLite"], swiftSettings: strict),
+        .target(name: "LarderStore", dependencies: ["LarderWire", "CSQLite", "CLibPQ"], swiftSettings: strict),
         .target(name: "LarderServer", dependencies: ["LarderWire", "LarderStore", "CEpoll"], swiftSettings: strict),
         .target(name: "LarderClient", dependencies: ["LarderWire"], swiftSettings: strict),
         .target(name: "LarderCLI", dependencies: ["LarderClient"], swiftSettings: strict),

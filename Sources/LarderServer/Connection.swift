@@ -32,7 +32,7 @@ final class IOShard: EventLoopHandler, @unchecked Sendable {
     /// nothing commits; it is given back at the end of the turn, before the loop waits again.
     private let store: Router.Store
     private var turnReads: (any PointReads)?
-    private var turnReadsOpen = false
+    var turnReadsOpen = false
 
     /// Only on `loop`.
     var pointReads: any PointReads {
@@ -400,6 +400,7 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         let logger = context.logger
         logger.debug("conn \(id) request \(frame.requestID) \(frame.opcode.name)")
         if let reply = context.router.handleInline(frame, reads: shard.pointReads) { return completed(reply, started: started) }
+        if shard.readThrough(frame, router: context.router, { [self] reply in completed(reply, started: started) }) { return }
         context.router.handle(frame) { [self] reply in
             shard.loop.async { [self] in completed(reply, started: started) }
         }

@@ -65,8 +65,19 @@ public final class LarderServer: Sendable {
         return "the file system refused (is it read-only or full?)"
     }
 
-    /// Opens the store in `configuration.dataDirectory` (created if missing).
+    /// Opens the store: the PostgreSQL database of `configuration.postgresURL` when set, else SQLite in
+    /// `configuration.dataDirectory` (created if missing).
     public convenience init(configuration: ServerConfiguration) throws(LarderError) {
+        let storeConfiguration = StoreConfiguration(
+            dataDirectory: configuration.dataDirectory, synchronous: configuration.synchronous,
+            maxDocumentBytes: configuration.limits.maxDocumentBytes, maxBlobBytes: configuration.limits.maxBlobBytes,
+            maxPageBytes: Router.pageBudget(maxJSONBytes: configuration.limits.maxJSONBytes),
+            changeRetentionEvents: configuration.changeRetentionEvents,
+            changeRetentionMs: configuration.changeRetentionMs)
+        if let url = configuration.postgresURL {
+            self.init(configuration: configuration, store: try PostgresStore(url: url, configuration: storeConfiguration))
+            return
+        }
         do {
             try FileManager.default.createDirectory(
                 atPath: configuration.dataDirectory, withIntermediateDirectories: true)
@@ -78,15 +89,7 @@ public final class LarderServer: Sendable {
         guard access(configuration.dataDirectory, W_OK) == 0 else {
             throw LarderError(.unavailable, "the data directory \(configuration.dataDirectory) is not writable")
         }
-        let store = try SQLiteStore(
-            configuration: StoreConfiguration(
-                dataDirectory: configuration.dataDirectory, synchronous: configuration.synchronous,
-                maxDocumentBytes: configuration.limits.maxDocumentBytes,
-                maxBlobBytes: configuration.limits.maxBlobBytes,
-                maxPageBytes: Router.pageBudget(maxJSONBytes: configuration.limits.maxJSONBytes),
-                changeRetentionEvents: configuration.changeRetentionEvents,
-                changeRetentionMs: configuration.changeRetentionMs))
-        self.init(configuration: configuration, store: store)
+        self.init(configuration: configuration, store: try SQLiteStore(configuration: storeConfiguration))
     }
 
     /// Serves an already open store (tests, embedding).

@@ -11,6 +11,9 @@ public struct ServerConfiguration: Sendable {
     /// Also listen on this Unix domain socket path.
     public var socketPath: String?
     public var dataDirectory: String = "./larder-data"
+    /// When set, the store is this PostgreSQL database (a libpq URI or conninfo string) instead of SQLite in
+    /// `dataDirectory`.
+    public var postgresURL: String?
     /// When set, HELLO must present it; compared in constant time, never logged.
     public var token: String?
     public var limits: Limits = .default
@@ -47,6 +50,12 @@ public struct ServerConfiguration: Sendable {
     public var changeRetentionMs: Int64 = 86_400_000
 
     public init() {}
+
+    /// The store in use, for the start-up line: `data DIR` or `postgres URL` (the URL's password shown as `***`).
+    public var storeDescription: String {
+        guard let postgresURL else { return "data \(dataDirectory)" }
+        return "postgres " + ((try? PGSettings(url: postgresURL))?.redacted ?? "(unreadable URL)")
+    }
 }
 
 /// The `larder-server` command line: `--opt value`, `--opt=value`, and a `LARDER_*` environment variable for each
@@ -64,8 +73,8 @@ public enum ServerOptions {
         public var description: String { message }
     }
 
-    public static let usageLine = "Usage: larder-server [--host ADDR] [--port N] [--socket PATH] [--data-dir DIR] "
-        + "[--token T | --token-file F] [limits...] (see --help)"
+    public static let usageLine = "Usage: larder-server [--host ADDR] [--port N] [--socket PATH] "
+        + "[--data-dir DIR | --postgres URL] [--token T | --token-file F] [limits...] (see --help)"
 
     struct Option: Sendable {
         var name: String
@@ -112,6 +121,17 @@ public enum ServerOptions {
                 name: "data-dir", env: "LARDER_DATA_DIR", valueName: "DIR",
                 help: "where the database lives (default \(d.dataDirectory))",
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in c.dataDirectory = v }),
+            Option(
+                name: "postgres", env: "LARDER_POSTGRES_URL", valueName: "URL",
+                help: "store in this PostgreSQL database (libpq URI or conninfo) instead of SQLite in --data-dir",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    do throws(LarderError) {
+                        _ = try PGSettings(url: v)
+                    } catch {
+                        throw UsageError(message: "--postgres: \(error.message)")
+                    }
+                    c.postgresURL = v
+                }),
             Option(
                 name: "token", env: "LARDER_TOKEN", valueName: "T", help: "require this token in HELLO",
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in

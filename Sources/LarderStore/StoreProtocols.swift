@@ -150,6 +150,9 @@ public protocol DocumentStore: Sendable {
     func get(_ collection: String, id: UUID) throws(LarderError) -> StoredRecord
     /// A burst of point reads (documents and blob metadata) for one thread; see `PointReads`.
     func pointReads() -> any PointReads
+    /// Whether a point read is answered from this process's memory and files in microseconds, so that the server may
+    /// answer GET and BLOB_HEAD on its event loops; false when each one waits on the network (PostgreSQL).
+    var pointReadsAreLocal: Bool { get }
     /// Found records in the order of `ids` (duplicates answered once), and the ids that do not exist.
     func getMany(_ collection: String, ids: [UUID]) throws(LarderError) -> (records: [StoredRecord], missing: [UUID])
     /// Replaces `data`; CONFLICT (details `currentRev`) when `expectedRev` differs.
@@ -201,6 +204,8 @@ public protocol DocumentStore: Sendable {
 }
 
 extension DocumentStore {
+    public var pointReadsAreLocal: Bool { true }
+
     /// `submitWrite` as an async call: returns after COMMIT.
     public func write<T: Sendable>(_ body: @escaping @Sendable (any WriteContext) throws(LarderError) -> T)
         async throws(LarderError) -> T

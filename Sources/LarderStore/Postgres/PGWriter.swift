@@ -1,0 +1,641 @@
+import Dispatch
+import Foundation
+import LarderWire
+
+/// The PostgreSQL store's single writer, the same shape as SQLite's (`Writer`): one connection touched only on
+/// `queue`; writes that arrive while a transaction runs are batched into the next one (group commit), and every
+/// completion is called after that transaction's COMMIT returned.
+///
+/// A batch is one transaction: BEGIN goes out with its first statement, each write is one statement (one round trip)
+/// that reports NOT_FOUND, CONFLICT and the current revision as rows rather than errors, so a refused write leaves the
+/// transaction usable and needs no SAVEPOINT (a subtransaction per write would overflow PostgreSQL's subtransaction
+/// cache past 64 in a batch). The batch's change log goes in as one statement with the COMMIT (one round trip).
+///
+/// When a write fails after it changed something (a body of several writes whose last one is refused, or a statement
+/// PostgreSQL rejected), the transaction rolls back and the batch runs again without it: the bodies are re-run, and
+/// only the final outcome is delivered.
+///
+/// Sequence numbers: the change-log insert takes them from the one row of `larder_seq` (`last`), updated in that same
+/// statement, just before COMMIT. The row lock orders committing transactions, so sequence order is commit order and
+/// the committed `last` is a high-water mark: every change up to it is committed and visible. That holds across any
+/// number of servers sharing the database (no change can commit later with a smaller number).
+final class PGWriter: @unchecked Sendable {
+    struct Job {
+        /// Runs the body in the open transaction and returns what to deliver once the COMMIT outcome is known. It may
+        /// run more than once (a batch run again); only the last run's delivery is called.
+        let execute: (PGWriteContext) -> (LarderError?) -> Void
+    }
+
+    static let maxBatch = 512
+    /// Times a batch is run again after PostgreSQL reported a deadlock or a serialization failure.
+    static let maxRetries = 3
+
+    private let queue = DispatchQueue(label: "larder.store.pg-writer", qos: .userInitiated)
+    private static let queueKey = DispatchSpecificKey<ObjectIdentifier>()
+    private let lock = NSLock()
+    private var jobs: [Job] = []  // under `lock`
+    private var scheduled = false  // under `lock`
+    private var closed = false  // under `lock`
+
+    private let core: StoreCore
+    private let connector: PGConnector
+    private var connection: PGConnection?  // only on `queue`
+    private let uuids = TimeOrderedUUIDs()  // only on `queue`
+    private var prune = PruneSchedule()  // only on `queue`
+    /// Set when a COMMIT's outcome is unknown (the connection broke during it): before the next batch the writer
+    /// reads the change log past what it published and publishes what it finds (only on `queue`).
+    private var mustCatchUp = false
+
+    init(core: StoreCore, connector: PGConnector, connection: PGConnection) {
+        self.core = core
+        self.connector = connector
+        self.connection = connection
+        queue.setSpecific(key: PGWriter.queueKey, value: ObjectIdentifier(self))
+    }
+
+    var isOnQueue: Bool { DispatchQueue.getSpecific(key: PGWriter.queueKey) == ObjectIdentifier(self) }
+
+    /// Queues a job; schedules a drain only when none is pending, so a burst of writes shares one transaction.
+    func enqueue(_ job: Job) -> Bool {
+        var mustSchedule = false
+        let accepted: Bool = lock.withLock {
+            guard !closed else { return false }
+            jobs.append(job)
+            if !scheduled {
+                scheduled = true
+                mustSchedule = true
+            }
+            return true
+        }
+        if mustSchedule { queue.async { self.drain() } }
+        return accepted
+    }
+
+    private func drain() {
+        while true {
+            let batch: [Job] = lock.withLock {
+                if jobs.isEmpty {
+                    scheduled = false
+                    return []
+                }
+                let take = min(jobs.count, PGWriter.maxBatch)
+                let batch = Array(jobs.prefix(take))
+                jobs.removeFirst(take)
+                return batch
+            }
+            if batch.isEmpty { return }
+            run(batch)
+        }
+    }
+
+    /// The writer's connection, made again when the last one broke; nil (with the reason) while the database is
+    /// unreachable.
+    private func usableConnection() -> Result<PGConnection, LarderError> {
+        if let connection, connection.isUsable { return .success(connection) }
+        connection = nil
+        switch connector.connect() {
+        case .success(let fresh):
+            connection = fresh
+            mustCatchUp = true
+            return .success(fresh)
+        case .failure(let error):
+            return .failure(error)
+        }
+    }
+
+    private func run(_ batch: [Job]) {
+        let connection: PGConnection
+        switch usableConnection() {
+        case .success(let c): connection = c
+        case .failure(let error):
+            for job in batch { job.execute(PGWriteContext.closed(core, error))(error) }
+            return
+        }
+        if mustCatchUp { catchUp(connection) }
+        var pending = batch
+        var retries = 0
+        while !pending.isEmpty {
+            let context = PGWriteContext(connection: connection, core: core, uuids: uuids)
+            var deliveries: [(LarderError?) -> Void] = []
+            var failed: Int?
+            for (index, job) in pending.enumerated() {
+                let delivery = job.execute(context)
+                if context.mustRollBack {
+                    failed = index
+                    deliveries.append(delivery)
+                    break
+                }
+                deliveries.append(delivery)
+            }
+            if let failed {
+                if !connection.isUsable {
+                    // The database went away: nothing of the batch committed, every write answers why.
+                    let error = context.failure ?? connector.unavailable("the connection broke")
+                    for delivery in deliveries { delivery(error) }
+                    for job in pending[(failed + 1)...] { job.execute(PGWriteContext.closed(core, error))(error) }
+                    return
+                }
+                _ = try? connection.run([PGStatement("ROLLBACK")])
+                if context.failure?.status == .unavailable && retries < PGWriter.maxRetries {
+                    // A deadlock or serialization failure: the whole batch again.
+                    retries += 1
+                    continue
+                }
+                // The failed write answers its own error; the others run again without it.
+                deliveries[failed](nil)
+                pending.remove(at: failed)
+                continue
+            }
+            commit(context, connection, deliveries)
+            return
+        }
+    }
+
+    /// COMMIT with the batch's change log, then the listeners, then the completions.
+    private func commit(_ context: PGWriteContext, _ connection: PGConnection, _ deliveries: [(LarderError?) -> Void]) {
+        guard context.begun else {
+            // Nothing reached the database (every write was refused before its statement).
+            for delivery in deliveries { delivery(nil) }
+            return
+        }
+        var statements: [PGStatement] = []
+        if !context.changes.isEmpty { statements.append(PGWriter.changeInsert(context.changes)) }
+        prune.changesSincePrune += context.changes.count
+        let now = nowMillis()
+        let configuration = core.configuration
+        if prune.isDue(retainEvents: configuration.changeRetentionEvents, now: now) {
+            statements.append(
+                PGStatement(
+                    PGWriter.pruneSQL,
+                    [.int(Int64(configuration.changeRetentionEvents)), .int(now - configuration.changeRetentionMs)],
+                    name: "prune"))
+            prune.pruned(now: now)
+        }
+        statements.append(PGStatement("COMMIT"))
+        var commitError: LarderError?
+        do {
+            let results = try connection.pipeline(statements)
+            if !context.changes.isEmpty {
+                let base = results[0].int(0, 0)
+                for index in context.changes.indices { context.changes[index].seq = base + Int64(index) + 1 }
+            }
+            for action in context.afterCommit { action() }
+            // Before the completions: a subscriber learns of a write no later than its writer does.
+            core.feed.committed(context.changes)
+        } catch {
+            if connection.isUsable {
+                _ = try? connection.run([PGStatement("ROLLBACK")])
+                commitError = (error as? PGFailure).map { connection.error($0) }
+                    ?? LarderError(.internal, "\(connection.label): \(error)")
+            } else {
+                // The outcome is unknown: the COMMIT may have been applied. What committed is published from the log
+                // before the next batch.
+                mustCatchUp = true
+                commitError = LarderError(
+                    .unavailable, "\(connection.label) is unavailable: the connection broke during COMMIT, so the "
+                        + "write may or may not have been applied; read it back before retrying")
+            }
+        }
+        for deliver in deliveries { deliver(commitError) }
+    }
+
+    /// Publishes the changes committed past the last one this store published (after a COMMIT whose outcome was
+    /// unknown, or a new connection), so caches and subscribers never miss a committed write.
+    private func catchUp(_ connection: PGConnection) {
+        var after = core.feed.lastSeq
+        while true {
+            guard
+                let page = try? PostgresStore.changesPage(
+                    connection, after: after, collection: nil, limit: 1000, maxBytes: 16 << 20)
+            else { return }
+            if !page.entries.isEmpty { core.feed.committed(page.entries) }
+            after = page.entries.last?.seq ?? after
+            if !page.more {
+                mustCatchUp = false
+                return
+            }
+        }
+    }
+
+    /// The batch's changes in one statement, numbered from `larder_seq.last`, which it moves (see the type comment).
+    static func changeInsert(_ changes: [ChangeEntry]) -> PGStatement {
+        var collections = PGArray(.text)
+        var kinds = PGArray(.text)
+        var times = PGArray(.int8)
+        var ids = PGArray(.uuid)
+        var revs = PGArray(.int8)
+        var created = PGArray(.int8)
+        var updated = PGArray(.int8)
+        var data = PGArray(.text)
+        var blobs = PGArray(.text)
+        var previous = PGArray(.text)
+        for change in changes {
+            collections.append(.text(change.collection))
+            kinds.append(.text(change.kind.rawValue))
+            times.append(.int(change.time))
+            ids.append(change.record.map { .uuid($0.id) } ?? .null)
+            revs.append(change.record.map { .int($0.rev) } ?? .null)
+            created.append(change.record.map { .int($0.createdAt) } ?? .null)
+            updated.append(change.record.map { .int($0.updatedAt) } ?? .null)
+            data.append(change.record.map { .textBytes($0.data) } ?? .null)
+            blobs.append(change.blob.map { .textBytes($0.json.bytes) } ?? .null)
+            previous.append(change.previous.map { .textBytes($0) } ?? .null)
+        }
+        return PGStatement(
+            """
+            WITH s AS (UPDATE larder_seq SET last = last + $1 WHERE id = 1 RETURNING last - $1 AS base),
+            i AS (INSERT INTO changes(seq, collection, kind, time, id, rev, created_at, updated_at, data, blob, previous)
+                SELECT s.base + u.n, u.collection, u.kind, u.time, u.id, u.rev, u.created_at, u.updated_at, u.data,
+                    u.blob, u.previous
+                FROM s, unnest($2::text[], $3::text[], $4::int8[], $5::uuid[], $6::int8[], $7::int8[], $8::int8[],
+                    $9::text[], $10::text[], $11::text[])
+                    WITH ORDINALITY AS u(collection, kind, time, id, rev, created_at, updated_at, data, blob, previous, n))
+            SELECT base FROM s
+            """,
+            [
+                .int(Int64(changes.count)), .array(collections), .array(kinds), .array(times), .array(ids),
+                .array(revs), .array(created), .array(updated), .array(data), .array(blobs), .array(previous),
+            ], name: "change_insert")
+    }
+
+    /// The retention, as SQLite's writer applies it (`pruneChanges`): all but the newest $1 changes and those older
+    /// than $2, in the batch's transaction, after its changes went in.
+    static let pruneSQL = """
+        WITH s AS (SELECT last, pruned_through FROM larder_seq WHERE id = 1),
+        y AS (SELECT (SELECT c.seq FROM changes c, s WHERE c.seq > greatest(s.pruned_through, s.last - $1)
+            AND c.time >= $2 ORDER BY c.seq LIMIT 1) AS young),
+        b AS (SELECT CASE WHEN y.young IS NULL THEN s.last ELSE greatest(s.last - $1, y.young - 1) END AS bound,
+            s.pruned_through FROM s, y),
+        d AS (DELETE FROM changes WHERE seq <= (SELECT bound FROM b WHERE bound > pruned_through))
+        UPDATE larder_seq SET pruned_through = b.bound FROM b WHERE larder_seq.id = 1 AND b.bound > b.pruned_through
+        """
+
+    /// Runs `body` on the writer queue outside any batch (checkpoint, close).
+    func exclusive<T>(_ body: (PGConnection?) -> T) -> T {
+        if isOnQueue { return body(connection) }
+        return queue.sync { body(connection) }
+    }
+
+    /// Refuses new work, waits for queued work, and closes the connection.
+    func close() {
+        lock.withLock { closed = true }
+        guard !isOnQueue else { return }
+        queue.sync {}
+        queue.sync {
+            connection?.close()
+            connection = nil
+        }
+    }
+}
+
+/// The write operations on the writer's connection, inside the open batch transaction.
+final class PGWriteContext: WriteContext {
+    let connection: PGConnection?
+    let core: StoreCore
+    let closedError: LarderError?
+    /// The changes logged in this transaction, in order (sequence numbers are set at COMMIT).
+    var changes: [ChangeEntry] = []
+    /// Side effects on in-memory state that may happen only once the transaction committed.
+    var afterCommit: [() -> Void] = []
+    /// Whether BEGIN was sent.
+    private(set) var begun = false
+    /// Whether the current job changed anything (so a failure of it needs the transaction rolled back).
+    var jobWrote = false
+    /// Set when the transaction cannot go on: a job failed after writing, or a statement failed.
+    private(set) var mustRollBack = false
+    /// The error that ended the transaction.
+    private(set) var failure: LarderError?
+    private let uuids: TimeOrderedUUIDs
+
+    init(connection: PGConnection, core: StoreCore, uuids: TimeOrderedUUIDs) {
+        self.connection = connection
+        self.core = core
+        self.closedError = nil
+        self.uuids = uuids
+    }
+
+    private init(core: StoreCore, error: LarderError) {
+        connection = nil
+        self.core = core
+        closedError = error
+        uuids = TimeOrderedUUIDs()
+    }
+
+    static func closed(_ core: StoreCore, _ error: LarderError) -> PGWriteContext {
+        PGWriteContext(core: core, error: error)
+    }
+
+    /// Called by a job whose body threw: when it had written, the transaction must roll back.
+    func jobFailed() {
+        if jobWrote { mustRollBack = true }
+    }
+
+    /// Runs statements in the batch transaction (BEGIN goes with the first). `writes`: they change data.
+    @discardableResult
+    func run(_ statements: [PGStatement], writes: Bool) throws(LarderError) -> [PGResult] {
+        guard let connection else { throw closedError ?? LarderError(.unavailable, "the store is closed") }
+        var all = statements
+        let prefix = begun ? 0 : 1
+        if !begun { all.insert(PGStatement("BEGIN"), at: 0) }
+        begun = true
+        if writes { jobWrote = true }
+        do {
+            let results = try connection.pipeline(all)
+            return Array(results.dropFirst(prefix))
+        } catch let failure as PGFailure {
+            let error = connection.error(failure)
+            mustRollBack = true
+            self.failure = error
+            throw error
+        } catch let error as LarderError {
+            mustRollBack = true
+            failure = error
+            throw error
+        } catch {
+            let error = LarderError(.internal, "\(connection.label): \(error)")
+            mustRollBack = true
+            failure = error
+            throw error
+        }
+    }
+
+    @discardableResult
+    func one(_ statement: PGStatement, writes: Bool) throws(LarderError) -> PGResult {
+        try run([statement], writes: writes)[0]
+    }
+
+    private func checkSize(_ document: PreparedDocument) throws(LarderError) {
+        let limit = core.configuration.maxDocumentBytes
+        guard document.data.count <= limit else {
+            throw LarderError(
+                .payloadTooLarge, "the document is \(document.data.count) bytes; the limit is \(limit)", field: "data")
+        }
+    }
+
+    /// The document values every write sends: data, its query form when it differs, the search text.
+    private static func documentValues(_ document: PreparedDocument) -> [PGValue] {
+        let search = document.search.contains(0) ? document.search.map { $0 == 0 ? 0x1F : $0 } : document.search
+        return [
+            .textBytes(document.data), PGQueryForm.make(document.data).map { .textBytes($0) } ?? .null,
+            .textBytes(search),
+        ]
+    }
+
+    func create(_ collection: String, id: UUID?, data: JSONObject) throws(LarderError) -> StoredRecord {
+        try create(collection, id: id, document: PreparedDocument(data))
+    }
+
+    func create(_ collection: String, id: UUID?, document: PreparedDocument) throws(LarderError) -> StoredRecord {
+        try SQLiteStore.validateCollection(collection)
+        try checkSize(document)
+        return try insert(collection, id: id, document: document)
+    }
+
+    func insert(_ collection: String, id: UUID?, document: PreparedDocument) throws(LarderError) -> StoredRecord {
+        let id = id ?? uuids.next()
+        let now = nowMillis()
+        let result = try one(
+            PGStatement(
+                """
+                WITH c AS (INSERT INTO collections(name, created_at) VALUES ($1, $3) ON CONFLICT (name) DO NOTHING)
+                INSERT INTO documents(collection, id, rev, created_at, updated_at, data, q, search)
+                SELECT $1, $2, 1, $3, $3, $4, coalesce($5, $4)::jsonb, $6
+                WHERE NOT EXISTS (SELECT 1 FROM documents WHERE collection = $1 AND id = $2)
+                RETURNING seq
+                """, [.text(collection), .uuid(id), .int(now)] + PGWriteContext.documentValues(document),
+                name: "doc_insert"), writes: false)
+        guard result.rows == 1 else {
+            throw LarderError(
+                .conflict, "a document with id \(id.wireString) already exists in '\(collection)'; "
+                    + "use REPLACE or PATCH to change it", field: "id")
+        }
+        jobWrote = true
+        let record = StoredRecord(id: id, rev: 1, createdAt: now, updatedAt: now, data: document.data)
+        recordChange(.create, collection, record: record)
+        return record
+    }
+
+    static func conflict(_ current: Int64, _ expected: Int64) -> LarderError {
+        LarderError(
+            .conflict, "the document is at revision \(current), not \(expected); read it again and retry",
+            field: "expectedRev", details: ["currentRev": .int(current)])
+    }
+
+    func replace(_ collection: String, id: UUID, data: JSONObject, expectedRev: Int64?) throws(LarderError)
+        -> StoredRecord
+    {
+        try replace(collection, id: id, document: PreparedDocument(data), expectedRev: expectedRev)
+    }
+
+    func replace(_ collection: String, id: UUID, document: PreparedDocument, expectedRev: Int64?) throws(LarderError)
+        -> StoredRecord
+    {
+        try SQLiteStore.validateCollection(collection)
+        // Checked before the revision, as on SQLite (which reads the row first, then checks the size at its update):
+        // a document over the limit is refused whatever the revision, and the refusal writes nothing.
+        let limit = core.configuration.maxDocumentBytes
+        let oversized = document.data.count > limit
+        let now = nowMillis()
+        let result = try one(
+            PGStatement(
+                """
+                WITH cur AS (SELECT seq, rev, created_at, data FROM documents
+                    WHERE collection = $1 AND id = $2 FOR UPDATE),
+                upd AS (UPDATE documents d SET rev = cur.rev + 1, updated_at = $4, data = $5,
+                        q = coalesce($6, $5)::jsonb, search = $7
+                    FROM cur WHERE d.seq = cur.seq AND ($3::int8 IS NULL OR cur.rev = $3) AND NOT $8
+                    RETURNING d.rev)
+                SELECT cur.rev, cur.created_at, cur.data, (SELECT rev FROM upd) FROM cur
+                """,
+                [.text(collection), .uuid(id), expectedRev.map { .int($0) } ?? .null, .int(now)]
+                    + PGWriteContext.documentValues(document) + [.bool(oversized)],
+                name: "doc_replace"), writes: false)
+        guard result.rows == 1 else { throw SQLiteStore.notFound(collection, id) }
+        let current = result.int(0, 0)
+        if let expectedRev, expectedRev != current { throw PGWriteContext.conflict(current, expectedRev) }
+        try checkSize(document)
+        guard !result.isNull(0, 3) else { throw LarderError(.internal, "the replace of \(id.wireString) was lost") }
+        jobWrote = true
+        let record = StoredRecord(
+            id: id, rev: result.int(0, 3), createdAt: result.int(0, 1), updatedAt: now, data: document.data)
+        recordChange(.replace, collection, record: record, previous: result.bytes(0, 2))
+        return record
+    }
+
+    func patch(_ collection: String, id: UUID, patch: JSONObject, expectedRev: Int64?) throws(LarderError)
+        -> StoredRecord
+    {
+        try SQLiteStore.validateCollection(collection)
+        let current = try one(
+            PGStatement(
+                "SELECT seq, rev, created_at, data FROM documents WHERE collection = $1 AND id = $2 FOR UPDATE",
+                [.text(collection), .uuid(id)], name: "doc_current"), writes: false)
+        guard current.rows == 1 else { throw SQLiteStore.notFound(collection, id) }
+        let rev = current.int(0, 1)
+        if let expectedRev, expectedRev != rev { throw PGWriteContext.conflict(rev, expectedRev) }
+        let previous = current.bytes(0, 3)
+        let document = PreparedDocument(MergePatch.apply(patch, to: try JSONParser.parseObject(previous)))
+        try checkSize(document)
+        let now = nowMillis()
+        try one(
+            PGStatement(
+                """
+                UPDATE documents SET rev = $2, updated_at = $3, data = $4, q = coalesce($5, $4)::jsonb, search = $6
+                WHERE seq = $1
+                """, [.int(current.int(0, 0)), .int(rev + 1), .int(now)] + PGWriteContext.documentValues(document),
+                name: "doc_update"), writes: true)
+        let record = StoredRecord(id: id, rev: rev + 1, createdAt: current.int(0, 2), updatedAt: now, data: document.data)
+        recordChange(.patch, collection, record: record, previous: previous)
+        return record
+    }
+
+    func delete(_ collection: String, id: UUID, expectedRev: Int64?) throws(LarderError) -> (rev: Int64, blobsDeleted: Int) {
+        try SQLiteStore.validateCollection(collection)
+        let result = try one(
+            PGStatement(
+                """
+                WITH cur AS (SELECT seq, rev, created_at, updated_at, data FROM documents
+                    WHERE collection = $1 AND id = $2 FOR UPDATE),
+                del AS (DELETE FROM documents d USING cur WHERE d.seq = cur.seq AND ($3::int8 IS NULL OR cur.rev = $3)
+                    RETURNING d.seq),
+                b AS (DELETE FROM blobs WHERE attached_collection = $1 AND attached_id = $2
+                    AND EXISTS (SELECT 1 FROM del) RETURNING 1)
+                SELECT cur.rev, cur.created_at, cur.updated_at, cur.data, EXISTS (SELECT 1 FROM del),
+                    (SELECT count(*) FROM b) FROM cur
+                """, [.text(collection), .uuid(id), expectedRev.map { .int($0) } ?? .null], name: "doc_delete"),
+            writes: false)
+        guard result.rows == 1 else { throw SQLiteStore.notFound(collection, id) }
+        let rev = result.int(0, 0)
+        guard result.bool(0, 4) else { throw PGWriteContext.conflict(rev, expectedRev ?? rev) }
+        jobWrote = true
+        recordChange(
+            .delete, collection,
+            record: StoredRecord(
+                id: id, rev: rev, createdAt: result.int(0, 1), updatedAt: result.int(0, 2), data: result.bytes(0, 3)))
+        return (rev, Int(result.int(0, 5)))
+    }
+
+    func dropCollection(_ name: String) throws(LarderError) -> (documents: Int, blobs: Int) {
+        try SQLiteStore.validateCollection(name)
+        let found = try run(
+            [
+                PGStatement("SELECT 1 FROM collections WHERE name = $1 FOR UPDATE", [.text(name)], name: "coll_lock"),
+                PGStatement("SELECT pg_name FROM field_indexes WHERE collection = $1", [.text(name)], name: "coll_ix"),
+            ], writes: false)
+        guard found[0].rows == 1 else { throw LarderError(.notFound, "no collection '\(name)'", field: "collection") }
+        var statements: [PGStatement] = (0..<found[1].rows).map {
+            // Index names are "lx_" and hex digits (see `createIndex`).
+            PGStatement("DROP INDEX IF EXISTS \(PGSQL.identifier(found[1].text($0, 0)))")
+        }
+        let first = statements.count
+        statements += [
+            PGStatement("DELETE FROM field_indexes WHERE collection = $1", [.text(name)], name: "drop_ix"),
+            PGStatement("DELETE FROM blobs WHERE attached_collection = $1", [.text(name)], name: "drop_blobs"),
+            PGStatement("DELETE FROM documents WHERE collection = $1", [.text(name)], name: "drop_docs"),
+            PGStatement("DELETE FROM collections WHERE name = $1", [.text(name)], name: "drop_coll"),
+        ]
+        let results = try run(statements, writes: true)
+        recordChange(.drop, name, record: nil)
+        return (results[first + 2].affected, results[first + 1].affected)
+    }
+
+    func createIndex(_ collection: String, field: FieldPath) throws(LarderError) -> (name: String, created: Bool) {
+        try SQLiteStore.validateCollection(collection)
+        guard field.envelope == nil else {
+            throw LarderError(
+                .invalidArgument, "indexes are declared on data fields; envelope fields need none", field: "field")
+        }
+        // The name answered is the one SQLite answers; PostgreSQL's own (at most 63 bytes, unique per database) is a
+        // hash of both, so no collection name reaches the index's identifier.
+        let name = "ix_\(collection)_" + String(SHA256.hex(Array(field.description.utf8)).prefix(16))
+        let pgName = "lx_" + String(SHA256.hex(Array((collection + "\u{0}" + field.description).utf8)).prefix(32))
+        let exists = try one(
+            PGStatement(
+                "SELECT 1 FROM field_indexes WHERE collection = $1 AND path = $2",
+                [.text(collection), .text(field.description)], name: "ix_exists"), writes: false)
+        if exists.rows > 0 { return (name, false) }
+        let pgField = PGField(path: field)
+        try run(
+            [
+                PGStatement(
+                    "INSERT INTO collections(name, created_at) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+                    [.text(collection), .int(nowMillis())], name: "coll_ensure"),
+                PGStatement(
+                    "CREATE INDEX IF NOT EXISTS \(PGSQL.identifier(pgName)) ON documents (\(pgField.indexColumns)) "
+                        + "WHERE \(PGBuilder(collection: collection).collectionTest)"),
+                PGStatement(
+                    "INSERT INTO field_indexes(collection, path, name, pg_name) VALUES ($1, $2, $3, $4)",
+                    [.text(collection), .text(field.description), .text(name), .text(pgName)], name: "ix_insert"),
+            ], writes: true)
+        return (name, true)
+    }
+
+    func blobPut(id: UUID?, bytes: [UInt8], expectedSHA256: String?, attachTo: BlobAttachment?) throws(LarderError)
+        -> BlobMeta
+    {
+        try insertBlob(PreparedBlob(id: id, bytes: bytes, expectedSHA256: expectedSHA256, attachTo: attachTo, core: core))
+    }
+
+    func insertBlob(_ blob: PreparedBlob) throws(LarderError) -> BlobMeta {
+        let meta = blob.meta
+        let result = try one(
+            PGStatement(
+                """
+                WITH doc AS (SELECT id, rev, created_at, updated_at, data FROM documents
+                    WHERE $9::text IS NOT NULL AND collection = $9 AND id = $10 FOR KEY SHARE),
+                ins AS (INSERT INTO blobs(id, size, sha256, content_type, width, height, created_at,
+                        attached_collection, attached_id, bytes)
+                    SELECT $1, $2, $3, $4, $5, $6, $7, $9, $10, $8
+                    WHERE ($9::text IS NULL OR EXISTS (SELECT 1 FROM doc))
+                        AND NOT EXISTS (SELECT 1 FROM blobs WHERE id = $1)
+                    RETURNING 1)
+                SELECT EXISTS (SELECT 1 FROM ins), d.id, d.rev, d.created_at, d.updated_at, d.data
+                FROM (SELECT 1) AS one LEFT JOIN doc d ON true
+                """,
+                [
+                    .uuid(meta.id), .int(meta.size), .text(meta.sha256), .text(meta.contentType),
+                    .int(Int64(meta.width)), .int(Int64(meta.height)), .int(meta.createdAt), .bytes(blob.bytes),
+                    meta.attachedTo.map { .text($0.collection) } ?? .null,
+                    meta.attachedTo.map { .uuid($0.id) } ?? .null,
+                ], name: "blob_insert"), writes: false)
+        if let attachment = meta.attachedTo, result.isNull(0, 1) {
+            throw LarderError(
+                .notFound, "cannot attach the blob: no document \(attachment.id.wireString) in '\(attachment.collection)'",
+                field: "attachTo")
+        }
+        guard result.bool(0, 0) else {
+            throw LarderError(.conflict, "a blob with id \(meta.id.wireString) already exists", field: "id")
+        }
+        jobWrote = true
+        if let attachment = meta.attachedTo {
+            recordChange(.blobAttach, attachment.collection, record: PostgresStore.record(result, 0, at: 1), blob: meta)
+        }
+        return meta
+    }
+
+    func blobDelete(_ id: UUID) throws(LarderError) {
+        let result = try one(
+            PGStatement(
+                """
+                WITH b AS (DELETE FROM blobs WHERE id = $1 RETURNING \(PostgresStore.blobColumns))
+                SELECT b.*, d.id, d.rev, d.created_at, d.updated_at, d.data
+                FROM b LEFT JOIN documents d ON d.collection = b.attached_collection AND d.id = b.attached_id
+                """, [.uuid(id)], name: "blob_delete"), writes: false)
+        guard result.rows == 1 else { throw SQLiteStore.blobNotFound(id) }
+        jobWrote = true
+        let meta = PostgresStore.blobMeta(result, 0)
+        if let attachment = meta.attachedTo, !result.isNull(0, 9) {
+            recordChange(.blobDelete, attachment.collection, record: PostgresStore.record(result, 0, at: 9), blob: meta)
+        }
+    }
+
+    /// Logs a change of this transaction; its sequence number is given at COMMIT.
+    func recordChange(
+        _ kind: ChangeKind, _ collection: String, record: StoredRecord?, blob: BlobMeta? = nil, previous: [UInt8]? = nil
+    ) {
+        changes.append(
+            ChangeEntry(
+                seq: 0, kind: kind, collection: collection, time: nowMillis(), record: record, blob: blob,
+                previous: previous))
+    }
+}
