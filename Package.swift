@@ -37,14 +37,17 @@ let package = Package(
         .executableTarget(name: "larder", dependencies: ["LarderCLI"], swiftSettings: strict),
         .executableTarget(
             name: "larder-bench", dependencies: ["LarderBench", "LarderClient", "LarderStore"], swiftSettings: strict),
+        // What the test targets share: the throwaway PostgreSQL they start (Tests/LarderTestSupport).
+        .target(name: "LarderTestSupport", dependencies: ["LarderStore"], path: "Tests/LarderTestSupport"),
         .testTarget(name: "LarderWireTests", dependencies: ["LarderWire"]),
-        .testTarget(name: "LarderStoreTests", dependencies: ["LarderStore"], resources: [.copy("Fixtures")]),
+        .testTarget(
+            name: "LarderStoreTests", dependencies: ["LarderStore", "LarderTestSupport"], resources: [.copy("Fixtures")]),
         .testTarget(name: "LarderServerTests", dependencies: ["LarderServer"]),
         .testTarget(name: "LarderClientTests", dependencies: ["LarderClient", "LarderCLI"]),
         .testTarget(name: "LarderBenchTests", dependencies: ["LarderBench", "LarderServer", "LarderStore"]),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["LarderServer", "LarderClient", "LarderStore"],
+            dependencies: ["LarderServer", "LarderClient", "LarderStore", "LarderTestSupport"],
             resources: [.copy("Fixtures")]),
     ],
     swiftLanguageModes: [.v6]

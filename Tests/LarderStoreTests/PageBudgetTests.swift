@@ -9,7 +9,7 @@ import Testing
 @Suite struct PageBudgetTests {
     static let budget = 10_000
 
-    func withBigRecords(_ body: (SQLiteStore, [UUID]) throws -> Void) throws {
+    func withBigRecords(_ body: (AnyStore, [UUID]) throws -> Void) throws {
         try withStore({ $0.maxPageBytes = PageBudgetTests.budget }) { store, _ in
             var ids: [UUID] = []
             for n in 0..<20 {

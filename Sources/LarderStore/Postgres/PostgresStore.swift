@@ -717,3 +717,12 @@ final class PGPointReads: PointReads {
 
     func end() {}
 }
+
+/// Runs SQL text on a connection of its own (tests and tools: a schema per test, say).
+package enum PGAdmin {
+    package static func execute(url: String, _ sql: String) throws(LarderError) {
+        let connection = try PGConnection(settings: try PGSettings(url: url), timeoutMs: 60_000)
+        defer { connection.close() }
+        try connection.execute(sql)
+    }
+}
