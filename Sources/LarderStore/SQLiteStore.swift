@@ -516,7 +516,9 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
         }
         func groupKey(_ kind: String, _ value: SQLValue) -> String {
             switch value {
-            case .int(let i): kind + ":" + String(Double(i))
+            // An integer shares its key with the equal double (SQLite groups 1 and 1.0 together), unless no double
+            // equals it: 2^63 - 1 and 2^63 are two groups, not one.
+            case .int(let i): kind + ":" + (Int64(exactly: Double(i)) == i ? String(Double(i)) : String(i))
             case .double(let d): kind + ":" + String(d)
             case .text(let s): kind + ":" + s
             default: kind + ":"

@@ -298,7 +298,8 @@ public final class PostgresStore: DocumentStore, BlobStore, @unchecked Sendable 
         var next = 5
         for key in query.sort {
             starts.append(next)
-            columns += PGBuilder.keyColumns(key)
+            // Named apart from the record's columns (`ORDER BY id` must find one `id`).
+            columns += PGBuilder.keyColumns(key).enumerated().map { "\($1) AS sort_\(next + $0)" }
             next += PGBuilder.columnCount(key)
         }
         let sql = "SELECT \(columns.joined(separator: ", ")) FROM documents WHERE \(clause) ORDER BY "
@@ -369,17 +370,19 @@ public final class PostgresStore: DocumentStore, BlobStore, @unchecked Sendable 
         let matching =
             "WITH m AS MATERIALIZED (SELECT seq, \(PostgresStore.recordColumns), \(kind) AS kt, \(k1) AS k1, "
             + "\(k2) AS k2, \(k3) AS k3 FROM documents WHERE \(clause)) "
+        // By the values, not the text the answer carries (an output column named like one would win).
         let order = "ORDER BY k1, k2, k3, kt COLLATE \"C\""
         var statements = [
             PGStatement("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"),
             PGStatement(
-                matching + "SELECT kt, k1::int8, k2::text, trim_scale(k2)::text, k3, count(*) FROM m "
+                matching + "SELECT kt, k1::int8 AS k1_out, k2::text AS k2_text, trim_scale(k2)::text AS k2_key, k3, count(*) FROM m "
                     + "GROUP BY kt, k1, k2, k3 \(order) LIMIT \(SQLiteStore.maxGroups)", builder.values),
         ]
         if perGroup > 0 {
             statements.append(
                 PGStatement(
-                    matching + "SELECT kt, k1::int8, k2::text, trim_scale(k2)::text, k3, \(PostgresStore.recordColumns) "
+                    matching + "SELECT kt, k1::int8 AS k1_out, k2::text AS k2_text, trim_scale(k2)::text AS k2_key, k3, "
+                        + "\(PostgresStore.recordColumns) "
                         + "FROM (SELECT m.*, row_number() OVER (PARTITION BY kt, k1, k2, k3 ORDER BY seq) AS rn "
                         + "FROM m) r WHERE rn <= \(perGroup) \(order), rn", builder.values))
         }
