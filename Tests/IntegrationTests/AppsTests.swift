@@ -14,8 +14,8 @@ import Testing
         var isMale: Bool
     }
 
-    @Test func profileBookSurvivesARestart() async throws {
-        let server = try ClientTestServer()
+    @Test(arguments: ServerStore.allCases) func profileBookSurvivesARestart(_ store: ServerStore) async throws {
+        let server = try ClientTestServer(store)
         defer { server.stop() }
         let client = server.client()
         defer { client.close() }
@@ -57,8 +57,8 @@ import Testing
         var photo: UUID?
     }
 
-    @Test func shopDiaryPhotosGoWithTheirPurchase() async throws {
-        let server = try ClientTestServer()
+    @Test(arguments: ServerStore.allCases) func shopDiaryPhotosGoWithTheirPurchase(_ store: ServerStore) async throws {
+        let server = try ClientTestServer(store)
         defer { server.stop() }
         let client = server.client()
         defer { client.close() }
@@ -87,8 +87,8 @@ import Testing
         var isFinish: Bool
     }
 
-    @Test func todoListWithClientMadeIDs() async throws {
-        let server = try ClientTestServer()
+    @Test(arguments: ServerStore.allCases) func todoListWithClientMadeIDs(_ store: ServerStore) async throws {
+        let server = try ClientTestServer(store)
         defer { server.stop() }
         let client = server.client()
         defer { client.close() }
@@ -120,8 +120,8 @@ import Testing
 
     enum Scope { case all, name, address }
 
-    @Test func studentRegisterSearchScopes() async throws {
-        let server = try ClientTestServer()
+    @Test(arguments: ServerStore.allCases) func studentRegisterSearchScopes(_ store: ServerStore) async throws {
+        let server = try ClientTestServer(store)
         defer { server.stop() }
         let client = server.client()
         defer { client.close() }
@@ -158,8 +158,8 @@ import Testing
         var description: String
     }
 
-    @Test func catalogueSectionsAndDetail() async throws {
-        let server = try ClientTestServer()
+    @Test(arguments: ServerStore.allCases) func catalogueSectionsAndDetail(_ store: ServerStore) async throws {
+        let server = try ClientTestServer(store)
         defer { server.stop() }
         let client = server.client()
         defer { client.close() }

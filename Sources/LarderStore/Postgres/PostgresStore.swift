@@ -26,7 +26,7 @@ public final class PostgresStore: DocumentStore, BlobStore, @unchecked Sendable 
     /// when the database cannot be reached (wrong password, unreachable host), INTERNAL when it cannot be used (a
     /// newer schema, no pg_trgm and no right to create it).
     public init(
-        settings: PGSettings, configuration: StoreConfiguration = StoreConfiguration(), timeoutMs: Int = 30_000
+        settings: PGSettings, configuration: StoreConfiguration = StoreConfiguration(), timeoutMs: Int = 20_000
     ) throws(LarderError) {
         self.settings = settings
         let connector = PGConnector(settings: settings, timeoutMs: timeoutMs)
@@ -42,7 +42,7 @@ public final class PostgresStore: DocumentStore, BlobStore, @unchecked Sendable 
     }
 
     /// `init(settings:)` from a URI or conninfo string.
-    public convenience init(url: String, configuration: StoreConfiguration = StoreConfiguration(), timeoutMs: Int = 30_000)
+    public convenience init(url: String, configuration: StoreConfiguration = StoreConfiguration(), timeoutMs: Int = 20_000)
         throws(LarderError)
     {
         try self.init(settings: try PGSettings(url: url), configuration: configuration, timeoutMs: timeoutMs)

@@ -1,0 +1,99 @@
+import Dispatch
+import Foundation
+import LarderTestSupport
+import LarderWire
+import Synchronization
+import Testing
+
+@testable import LarderStore
+
+/// Migrations on PostgreSQL, and names that would be SQL if they were spliced in.
+@Suite struct PostgresSchemaTests {
+    @Test func serversStartingTogetherOnAnEmptyDatabaseMigrateItOnce() throws {
+        let schema = try TestPostgres.newSchema()
+        defer { schema.drop() }
+        let failures = Mutex<[String]>([])
+        DispatchQueue.concurrentPerform(iterations: 4) { _ in
+            do {
+                let store = try PostgresStore(url: schema.url)
+                _ = try store.create("c", id: nil, data: ["n": 1])
+                store.close()
+            } catch {
+                failures.withLock { $0.append("\(error)") }
+            }
+        }
+        #expect(failures.withLock { $0 } == [])
+        let connection = try PGConnection(settings: try PGSettings(url: schema.url), timeoutMs: 10_000)
+        let count = PGSchema.migrations(trgm: "public").count
+        #expect(try PGSchema.version(connection) == Int64(count))
+        let rows = try connection.run([PGStatement("SELECT count(*) FROM larder_migrations")])[0].int(0, 0)
+        #expect(rows == Int64(count))
+        #expect(try connection.run([PGStatement("SELECT count(*) FROM documents")])[0].int(0, 0) == 4)
+    }
+
+    @Test func aDatabaseWithANewerSchemaIsRefused() throws {
+        let schema = try TestPostgres.newSchema()
+        defer { schema.drop() }
+        try PostgresStore(url: schema.url).close()
+        try PGAdmin.execute(schema.url, "INSERT INTO larder_migrations(version, name) VALUES (99, 'from the future')")
+        do {
+            _ = try PostgresStore(url: schema.url)
+            Issue.record("a newer schema was opened")
+        } catch {
+            #expect(error.message.contains("schema version 99, newer than"), "\(error)")
+        }
+    }
+
+    @Test func migrationsRunInATransactionEach() throws {
+        // A failing migration leaves nothing behind: run the first migration's SQL on a schema that already has one
+        // of its tables, and the others must not exist afterwards.
+        let schema = try TestPostgres.newSchema()
+        defer { schema.drop() }
+        try PGAdmin.execute(schema.url, "CREATE TABLE blobs(x int)")
+        #expect(throws: LarderError.self) { _ = try PostgresStore(url: schema.url) }
+        let connection = try PGConnection(settings: try PGSettings(url: schema.url), timeoutMs: 10_000)
+        #expect(try PGSchema.version(connection) == 0)
+        #expect(try connection.run([PGStatement("SELECT to_regclass('documents') IS NULL")])[0].bool(0, 0))
+    }
+
+    /// Hostile text where SQL would be if names were spliced in: refused when the rules forbid it, otherwise stored
+    /// and queried as the plain name it is.
+    @Test(arguments: StoreKind.allCases)
+    func hostileNamesAreRefusedOrTakenLiterally(_ kind: StoreKind) throws {
+        try withStore(kind) { store in
+            for name in ["a'); drop table x; --", "\"", "a\u{0}b", "documents; DROP TABLE documents", "x'||'y"] {
+                expectError(.invalidArgument, field: "collection") { _ = try store.create(name, id: nil, data: [:]) }
+                expectError(.invalidArgument, field: "collection") { _ = try store.search(name, SearchQuery()) }
+            }
+            for path in ["a\"b", "a\u{0}b", "q\"->'x"] {
+                #expect(throws: LarderError.self) { _ = try FieldPath(path) }
+            }
+            let keys = [
+                "a'); drop table documents; --", "it's", "back\\slash", "semi;colon", "E'x'", "\\'", "q->>'x'",
+                "'); SELECT pg_sleep(10); --",
+            ]
+            for (n, key) in keys.enumerated() {
+                var data: JSONObject = [key: .int(Int64(n))]
+                data["nested"] = .object([key: .string(key)])
+                _ = try store.create("c", id: nil, data: data)
+            }
+            for (n, key) in keys.enumerated() {
+                let path = try FieldPath(segments: [key])
+                let nested = try FieldPath(segments: ["nested", key])
+                #expect(try store.count("c", filter: .compare(path, .eq, .int(Int64(n))), text: nil) == 1)
+                #expect(try store.count("c", filter: .compare(nested, .eq, .string(key)), text: nil) == 1)
+                _ = try store.createIndex("c", field: nested)
+                let page = try store.search("c", SearchQuery(sort: [SortKey(field: nested, descending: true)], limit: 3))
+                #expect(page.records.count == 3)
+                let groups = try store.group("c", field: path, filter: nil, text: nil, perGroup: 1)
+                #expect(groups.map(\.count).reduce(0, +) == keys.count)
+                #expect(try store.count("c", filter: nil, text: TextQuery(query: key, fields: [nested])) >= 1)
+            }
+            #expect(try store.collections().map(\.count) == [keys.count])
+        }
+    }
+}
+
+extension PGAdmin {
+    static func execute(_ url: String, _ sql: String) throws { try execute(url: url, sql) }
+}
