@@ -469,7 +469,9 @@ public struct PGSettings: Sendable {
         var values: [String: String] = [:]
         var option = options
         while let keyword = option.pointee.keyword {
-            if let value = option.pointee.val { values[String(cString: keyword)] = String(cString: value) }
+            if let value = option.pointee.val, value.pointee != 0 {
+                values[String(cString: keyword)] = String(cString: value)
+            }
             option += 1
         }
         let environment = ProcessInfo.processInfo.environment

@@ -1,0 +1,186 @@
+import Foundation
+import LarderClient
+import LarderServer
+import LarderStore
+import LarderTestSupport
+import Synchronization
+import Testing
+
+/// `larder-server --postgres`: the start-up line, start-up failures, and the database going away under the server.
+/// The fault tests stop and start a cluster of their own.
+@Suite(.serialized) struct PostgresServerTests {
+    /// The shared cluster's TCP URL with the password (the socket needs none).
+    static func tcpURL(password: String, schema: String) throws -> String {
+        let socketURL = try TestPostgres.url()
+        guard let portText = socketURL.split(separator: "port=").last?.prefix(while: \.isNumber) else {
+            throw ServerTestError("no port in \(socketURL)")
+        }
+        return "postgresql://larder:\(password)@127.0.0.1:\(portText)/larder?options=-csearch_path%3D\(schema)"
+    }
+
+    static func stderr(_ run: ServerProcessTests.Run) -> String {
+        run.process.waitUntilExit()
+        return String(decoding: run.stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    }
+
+    @Test func theStartUpLineNamesTheStoreWithoutThePassword() throws {
+        let schema = try TestPostgres.newSchema()
+        defer { schema.drop() }
+        let url = try Self.tcpURL(password: "larder", schema: schema.name)
+        let run = try ServerProcessTests.launch(["--port", "0", "--postgres", url, "--log-level", "error"])
+        defer {
+            run.process.terminate()
+            run.process.waitUntilExit()
+        }
+        let line = ServerProcessTests.firstLine(run.stdout)
+        #expect(line.contains(" listening on tcp://127.0.0.1:"))
+        #expect(line.contains("postgres postgresql://larder:***@127.0.0.1:"), "\(line)")
+        #expect(!line.contains("larder:larder@"), "\(line)")
+    }
+
+    @Test func aWrongPasswordExitsOneWithOneClearLine() throws {
+        let url = try Self.tcpURL(password: "not-the-password", schema: "public")
+        let run = try ServerProcessTests.launch(["--port", "0", "--postgres", url])
+        let errors = Self.stderr(run)
+        #expect(run.process.terminationStatus == 1)
+        #expect(errors.split(separator: "\n").count == 1, "\(errors)")
+        #expect(errors.contains("password authentication failed"), "\(errors)")
+        #expect(errors.contains("127.0.0.1"))
+        #expect(!errors.contains("not-the-password"))
+    }
+
+    @Test func anUnreachableDatabaseExitsOneWithOneClearLine() throws {
+        // A port on this machine that nothing listens on: the connection is refused at once.
+        let run = try ServerProcessTests.launch([
+            "--port", "0", "--postgres", "postgresql://larder:secret@127.0.0.1:1/larder?connect_timeout=5",
+        ])
+        let errors = Self.stderr(run)
+        #expect(run.process.terminationStatus == 1)
+        #expect(errors.split(separator: "\n").count == 1, "\(errors)")
+        #expect(errors.contains("cannot connect to PostgreSQL at 127.0.0.1:1 database 'larder'"), "\(errors)")
+        #expect(!errors.contains("secret"))
+    }
+
+    @Test func aNewerSchemaExitsOne() throws {
+        let schema = try TestPostgres.newSchema()
+        defer { schema.drop() }
+        try PostgresStore(url: schema.url).close()
+        try PGAdmin.execute(url: schema.url, "INSERT INTO larder_migrations(version, name) VALUES (42, 'later')")
+        let run = try ServerProcessTests.launch(["--port", "0", "--postgres", schema.url])
+        let errors = Self.stderr(run)
+        #expect(run.process.terminationStatus == 1)
+        #expect(errors.contains("schema version 42, newer than"), "\(errors)")
+    }
+
+    @Test func aMalformedURLIsAUsageError() throws {
+        let run = try ServerProcessTests.launch(["--postgres", "host='unterminated"])
+        let errors = Self.stderr(run)
+        #expect(run.process.terminationStatus == 64)
+        #expect(errors.contains("--postgres"), "\(errors)")
+    }
+
+    /// A server on a cluster of the test's own.
+    static func withServer(_ body: (Cluster, Int) async throws -> Void) async throws {
+        let cluster = try Cluster()
+        defer { cluster.remove() }
+        var configuration = ServerConfiguration()
+        configuration.port = 0
+        configuration.logLevel = .error
+        configuration.postgresURL = cluster.url
+        let server = try LarderServer(configuration: configuration)
+        let port = try server.start()
+        defer { server.shutdown() }
+        try await body(cluster, port)
+    }
+
+    /// Waits (generously) until a write through `client` succeeds again.
+    static func waitForRecovery(_ client: LarderClient) async throws {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while ContinuousClock.now < deadline {
+            if (try? await client.create("probe", ["ok": true])) != nil { return }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw ServerTestError("the server did not serve again within 60 s of PostgreSQL's restart")
+    }
+
+    @Test func aStoppedDatabaseAnswersUnavailableAndTheServerRecoversByItself() async throws {
+        try await Self.withServer { cluster, port in
+            let client = LarderClient(port: port)
+            defer { client.close() }
+            let kept = try await client.create("items", ["item": "茶葉蛋", "price": 13])
+            try cluster.stop(mode: "fast")
+            let started = ContinuousClock.now
+            func expectUnavailable(_ what: String, _ body: () async throws(LarderError) -> Void) async {
+                do {
+                    try await body()
+                    Issue.record("\(what) succeeded with PostgreSQL stopped")
+                } catch {
+                    #expect(error.status == .unavailable, "\(what): \(error)")
+                    #expect(error.message.contains("PostgreSQL at"), "\(what): \(error.message)")
+                }
+            }
+            await expectUnavailable("CREATE") { () async throws(LarderError) in _ = try await client.create("items", ["item": "泡麵"]) }
+            await expectUnavailable("GET") { () async throws(LarderError) in _ = try await client.get("items", id: kept.id) }
+            await expectUnavailable("SEARCH") { () async throws(LarderError) in _ = try await client.search("items", SearchQuery(limit: 5)) }
+            await expectUnavailable("COUNT") { () async throws(LarderError) in _ = try await client.count("items") }
+            await expectUnavailable("PATCH") { () async throws(LarderError) in _ = try await client.patch("items", id: kept.id, patch: ["price": 14]) }
+            await expectUnavailable("STATS") { () async throws(LarderError) in _ = try await client.stats() }
+            // Each answer came at once, well within a client's deadline, and the server itself is up.
+            #expect(ContinuousClock.now - started < .seconds(20))
+            _ = try await client.ping()
+            try cluster.start()
+            try await Self.waitForRecovery(client)
+            #expect(try await client.get("items", id: kept.id).data["price"] == 13)
+            #expect(try await client.count("items") == 1)
+        }
+    }
+
+    @Test func everyAcknowledgedWriteSurvivesAnImmediateStop() async throws {
+        try await Self.withServer { cluster, port in
+            let client = LarderClient(port: port, connections: 4)
+            defer { client.close() }
+            let tally = WriteTally()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for writer in 0..<8 {
+                    group.addTask {
+                        for n in 0..<2_000 {
+                            if tally.stopped.load(ordering: .acquiring) { return }
+                            let id = UUID()
+                            do {
+                                _ = try await client.create("w", ["writer": .int(Int64(writer)), "n": .int(Int64(n))], id: id)
+                                tally.acknowledged.withLock { $0.append(id) }
+                            } catch {
+                                // Refused or cut off while the database goes down: not acknowledged, so not owed.
+                                if tally.stopped.load(ordering: .acquiring) { return }
+                            }
+                        }
+                    }
+                }
+                // Until the writers have a few hundred writes acknowledged, then a crash of the database.
+                let deadline = ContinuousClock.now + .seconds(120)
+                while tally.acknowledged.withLock({ $0.count }) < 300 && ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                try cluster.stop(mode: "immediate")
+                tally.stopped.store(true, ordering: .releasing)
+                try await group.waitForAll()
+            }
+            try cluster.start()
+            try await Self.waitForRecovery(client)
+            let ids = tally.acknowledged.withLock { $0 }
+            #expect(ids.count >= 300)
+            var missing: [UUID] = []
+            for chunk in stride(from: 0, to: ids.count, by: 500) {
+                let slice = Array(ids[chunk..<min(ids.count, chunk + 500)])
+                missing += try await client.getMany("w", ids: slice).missing
+            }
+            #expect(missing.isEmpty, "\(missing.count) acknowledged writes lost")
+        }
+    }
+}
+
+/// What the writers of the crash test share: the ids acknowledged, and whether the database was stopped.
+final class WriteTally: Sendable {
+    let acknowledged = Mutex<[UUID]>([])
+    let stopped = Atomic<Bool>(false)
+}
