@@ -1,10 +1,11 @@
 import Foundation
 import LarderClient
 import LarderServer
-import LarderStore
 import LarderTestSupport
 import Synchronization
 import Testing
+
+@testable import LarderStore
 
 /// `larder-server --postgres`: the start-up line, start-up failures, and the database going away under the server.
 /// The fault tests stop and start a cluster of their own.
@@ -77,6 +78,54 @@ import Testing
         let errors = Self.stderr(run)
         #expect(run.process.terminationStatus == 64)
         #expect(errors.contains("--postgres"), "\(errors)")
+    }
+
+    @Test func aGETWaitingOnPostgreSQLNeverHoldsUpItsEventLoop() throws {
+        // One event loop. A transaction holding an exclusive lock on `documents` makes the GET wait inside
+        // PostgreSQL for as long as the test wants; meanwhile a PING on another connection of the same loop (and a
+        // GET of a document in the read cache) must be answered. Then the lock goes and the GET is answered.
+        let schema = try TestPostgres.newSchema()
+        defer { schema.drop() }
+        var configuration = ServerConfiguration()
+        configuration.port = 0
+        configuration.logLevel = .error
+        configuration.ioQueues = 1
+        configuration.postgresURL = schema.url
+        let server = try LarderServer(configuration: configuration)
+        let port = try server.start()
+        defer { server.shutdown() }
+        let reader = try RawClient.tcp(port: port)
+        try reader.hello()
+        let other = try RawClient.tcp(port: port)
+        try other.hello()
+        let created = try other.call(.create, ["collection": "c", "data": ["n": 1]])
+        let id = try #require(created.replyJSON["id"]?.stringValue)
+        let cachedID = try #require(try other.call(.create, ["collection": "c", "data": ["n": 2]]).replyJSON["id"]?.stringValue)
+        #expect(try other.call(.get, ["collection": "c", "id": .string(cachedID)]).status == .ok)  // now in the cache
+
+        let gate = try PGConnection(settings: try PGSettings(url: schema.url), timeoutMs: 60_000)
+        defer { gate.close() }
+        _ = try gate.run([PGStatement("BEGIN"), PGStatement("LOCK TABLE documents IN ACCESS EXCLUSIVE MODE")])
+        let getID = try reader.send(.get, ["collection": "c", "id": .string(id)])
+        // The GET is waiting for the lock (PostgreSQL says so) before the loop is probed.
+        let deadline = Date().addingTimeInterval(30)
+        var waiting = false
+        while !waiting && Date() < deadline {
+            let probe = try PGConnection(settings: try PGSettings(url: schema.url), timeoutMs: 10_000)
+            waiting = try probe.run([
+                PGStatement(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FROM documents%'")
+            ])[0].int(0, 0) > 0
+            probe.close()
+            if !waiting { usleep(20_000) }
+        }
+        #expect(waiting)
+        #expect(try other.call(.ping).status == .ok)
+        #expect(try other.call(.get, ["collection": "c", "id": .string(cachedID)]).status == .ok)
+        _ = try gate.run([PGStatement("COMMIT")])
+        let answer = try #require(try reader.receive(timeout: 30))
+        #expect(answer.requestID == getID && answer.status == .ok)
+        #expect(answer.replyJSON["id"]?.stringValue == id)
     }
 
     /// A server on a cluster of the test's own.

@@ -24,13 +24,9 @@ func withStore<T>(
     case .sqlite:
         return try withStore(configure) { store, _ in try body(store) }
     case .postgres:
-        let schema = try TestPostgres.newSchema()
-        defer { schema.drop() }
-        var configuration = StoreConfiguration(dataDirectory: "/nonexistent")
-        configure(&configuration)
-        let store = try PostgresStore(url: schema.url, configuration: configuration)
-        defer { store.close() }
-        return try body(store)
+        let opened = try PostgresTestStore(configure)
+        defer { opened.close() }
+        return try body(opened.store)
     }
 }
 
@@ -49,13 +45,32 @@ func withStoreAsync(
         defer { store.close() }
         try await body(store)
     case .postgres:
-        let schema = try TestPostgres.newSchema()
-        defer { schema.drop() }
+        let opened = try PostgresTestStore(configure)
+        defer { opened.close() }
+        try await body(opened.store)
+    }
+}
+
+/// A PostgreSQL store in a schema of its own on the tests' cluster; `close` closes it and drops the schema.
+struct PostgresTestStore {
+    let schema: TestSchema
+    let store: PostgresStore
+
+    init(_ configure: (inout StoreConfiguration) -> Void) throws {
+        schema = try TestPostgres.newSchema()
         var configuration = StoreConfiguration(dataDirectory: "/nonexistent")
         configure(&configuration)
-        let store = try PostgresStore(url: schema.url, configuration: configuration)
-        defer { store.close() }
-        try await body(store)
+        do {
+            store = try PostgresStore(url: schema.url, configuration: configuration)
+        } catch {
+            schema.drop()
+            throw error
+        }
+    }
+
+    func close() {
+        store.close()
+        schema.drop()
     }
 }
 

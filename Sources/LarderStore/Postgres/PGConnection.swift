@@ -232,6 +232,9 @@ final class PGConnection {
             throw LarderError(.unavailable, "cannot connect to \(settings.label): \(reason)")
         }
         handle = connection
+        // libpq prints the server's notices (`CREATE ... IF NOT EXISTS` skipping, `DROP ... CASCADE`) on stderr by
+        // default: the server's log is its own, so they are dropped.
+        PQsetNoticeProcessor(connection, { _, _ in }, nil)
         let encoding = PQparameterStatus(connection, "server_encoding").map { String(cString: $0) } ?? ""
         guard encoding == "UTF8" else {
             PQfinish(connection)

@@ -30,12 +30,8 @@ final class PGWriter: @unchecked Sendable {
     /// Times a batch is run again after PostgreSQL reported a deadlock or a serialization failure.
     static let maxRetries = 3
 
-    private let queue = DispatchQueue(label: "larder.store.pg-writer", qos: .userInitiated)
-    private static let queueKey = DispatchSpecificKey<ObjectIdentifier>()
-    private let lock = NSLock()
-    private var jobs: [Job] = []  // under `lock`
-    private var scheduled = false  // under `lock`
-    private var closed = false  // under `lock`
+    private let batches = BatchQueue<Job>(label: "larder.store.pg-writer", maxBatch: PGWriter.maxBatch)
+    private var queue: DispatchQueue { batches.queue }
 
     private let core: StoreCore
     private let connector: PGConnector
@@ -50,43 +46,13 @@ final class PGWriter: @unchecked Sendable {
         self.core = core
         self.connector = connector
         self.connection = connection
-        queue.setSpecific(key: PGWriter.queueKey, value: ObjectIdentifier(self))
+        batches.start { [unowned self] batch in run(batch) }
     }
 
-    var isOnQueue: Bool { DispatchQueue.getSpecific(key: PGWriter.queueKey) == ObjectIdentifier(self) }
+    var isOnQueue: Bool { batches.isOnQueue }
 
-    /// Queues a job; schedules a drain only when none is pending, so a burst of writes shares one transaction.
-    func enqueue(_ job: Job) -> Bool {
-        var mustSchedule = false
-        let accepted: Bool = lock.withLock {
-            guard !closed else { return false }
-            jobs.append(job)
-            if !scheduled {
-                scheduled = true
-                mustSchedule = true
-            }
-            return true
-        }
-        if mustSchedule { queue.async { self.drain() } }
-        return accepted
-    }
-
-    private func drain() {
-        while true {
-            let batch: [Job] = lock.withLock {
-                if jobs.isEmpty {
-                    scheduled = false
-                    return []
-                }
-                let take = min(jobs.count, PGWriter.maxBatch)
-                let batch = Array(jobs.prefix(take))
-                jobs.removeFirst(take)
-                return batch
-            }
-            if batch.isEmpty { return }
-            run(batch)
-        }
-    }
+    /// Queues a job for the next batch; false once closed.
+    func enqueue(_ job: Job) -> Bool { batches.enqueue(job) }
 
     /// The writer's connection, made again when the last one broke; nil (with the reason) while the database is
     /// unreachable.
@@ -278,9 +244,8 @@ final class PGWriter: @unchecked Sendable {
 
     /// Refuses new work, waits for queued work, and closes the connection.
     func close() {
-        lock.withLock { closed = true }
+        batches.close()
         guard !isOnQueue else { return }
-        queue.sync {}
         queue.sync {
             connection?.close()
             connection = nil
@@ -289,7 +254,7 @@ final class PGWriter: @unchecked Sendable {
 }
 
 /// The write operations on the writer's connection, inside the open batch transaction.
-final class PGWriteContext: WriteContext {
+final class PGWriteContext: PreparedWriteContext {
     let connection: PGConnection?
     let core: StoreCore
     let closedError: LarderError?
@@ -364,14 +329,6 @@ final class PGWriteContext: WriteContext {
         try run([statement], writes: writes)[0]
     }
 
-    private func checkSize(_ document: PreparedDocument) throws(LarderError) {
-        let limit = core.configuration.maxDocumentBytes
-        guard document.data.count <= limit else {
-            throw LarderError(
-                .payloadTooLarge, "the document is \(document.data.count) bytes; the limit is \(limit)", field: "data")
-        }
-    }
-
     /// The document values every write sends: data, its query form when it differs, the search text.
     private static func documentValues(_ document: PreparedDocument) -> [PGValue] {
         let search = document.search.contains(0) ? document.search.map { $0 == 0 ? 0x1F : $0 } : document.search
@@ -379,16 +336,6 @@ final class PGWriteContext: WriteContext {
             .textBytes(document.data), PGQueryForm.make(document.data).map { .textBytes($0) } ?? .null,
             .textBytes(search),
         ]
-    }
-
-    func create(_ collection: String, id: UUID?, data: JSONObject) throws(LarderError) -> StoredRecord {
-        try create(collection, id: id, document: PreparedDocument(data))
-    }
-
-    func create(_ collection: String, id: UUID?, document: PreparedDocument) throws(LarderError) -> StoredRecord {
-        try SQLiteStore.validateCollection(collection)
-        try checkSize(document)
-        return try insert(collection, id: id, document: document)
     }
 
     func insert(_ collection: String, id: UUID?, document: PreparedDocument) throws(LarderError) -> StoredRecord {
@@ -419,12 +366,6 @@ final class PGWriteContext: WriteContext {
         LarderError(
             .conflict, "the document is at revision \(current), not \(expected); read it again and retry",
             field: "expectedRev", details: ["currentRev": .int(current)])
-    }
-
-    func replace(_ collection: String, id: UUID, data: JSONObject, expectedRev: Int64?) throws(LarderError)
-        -> StoredRecord
-    {
-        try replace(collection, id: id, document: PreparedDocument(data), expectedRev: expectedRev)
     }
 
     func replace(_ collection: String, id: UUID, document: PreparedDocument, expectedRev: Int64?) throws(LarderError)
@@ -568,12 +509,6 @@ final class PGWriteContext: WriteContext {
                     [.text(collection), .text(field.description), .text(name), .text(pgName)], name: "ix_insert"),
             ], writes: true)
         return (name, true)
-    }
-
-    func blobPut(id: UUID?, bytes: [UInt8], expectedSHA256: String?, attachTo: BlobAttachment?) throws(LarderError)
-        -> BlobMeta
-    {
-        try insertBlob(PreparedBlob(id: id, bytes: bytes, expectedSHA256: expectedSHA256, attachTo: attachTo, core: core))
     }
 
     func insertBlob(_ blob: PreparedBlob) throws(LarderError) -> BlobMeta {
