@@ -56,6 +56,57 @@ import Testing
         #expect(try connection.run([PGStatement("SELECT to_regclass('documents') IS NULL")])[0].bool(0, 0))
     }
 
+    @Test func aDeclaredIndexServesFiltersAndSortsOnItsField() throws {
+        try withStore(.postgres) { store in
+            let postgres = try #require(store as? PostgresStore)
+            for n in 0..<3_000 {
+                _ = try store.create("items", id: nil, data: ["price": .int(Int64(n % 500)), "name": .string("item \(n)")])
+            }
+            let price = try FieldPath("price")
+            let query = SearchQuery(
+                filter: .compare(price, .lt, 10), sort: [SortKey(field: price, descending: true)], limit: 5)
+            let before = try postgres.explain("items", query)
+            #expect(!before.contains("lx_"), "\(before)")
+            _ = try store.createIndex("items", field: price)
+            try PGAdmin.execute(url: postgres.settings.url, "ANALYZE documents")
+            let after = try postgres.explain("items", query)
+            #expect(after.contains("Index") && after.contains("lx_"), "\(after)")
+            let page = try store.search("items", query)
+            #expect(page.records.compactMap { try? $0.decodedData()["price"] } == [9, 9, 9, 9, 9])
+        }
+    }
+
+    @Test func aCollectionGetsItsTrigramIndexAtItsFirstLongSubstringSearch() throws {
+        try withStore(.postgres) { store in
+            let postgres = try #require(store as? PostgresStore)
+            for n in 0..<2_000 {
+                _ = try store.create("students", id: nil, data: ["name": .string("學生 \(n)"), "city": "北京市海淀区"])
+            }
+            _ = try store.create("other", id: nil, data: ["name": "x"])
+            let name = PGTextIndexer.indexName("students")
+            let query = SearchQuery(text: TextQuery(query: "學生 1999"), limit: 5)
+            #expect(!postgres.textIndexer.isCovered("students"))
+            // Two characters never ask for it; three do, and the search is exact before the index exists.
+            #expect(try store.count("students", filter: nil, text: TextQuery(query: "學生")) == 2_000)
+            postgres.textIndexer.settle()
+            #expect(!postgres.textIndexer.isCovered("students"))
+            #expect(try store.search("students", query).records.count == 1)
+            postgres.textIndexer.settle()
+            #expect(postgres.textIndexer.isCovered("students"))
+            #expect(!postgres.textIndexer.isCovered("other"))
+            try PGAdmin.execute(url: postgres.settings.url, "ANALYZE documents")
+            #expect(try postgres.explain("students", query).contains(name))
+            #expect(try store.search("students", query).records.count == 1)
+            _ = try store.dropCollection("students")
+            #expect(!postgres.textIndexer.isCovered("students"))
+            postgres.textIndexer.settle()  // the index goes after the drop, on the indexer's queue
+            let left = try PGConnection(settings: postgres.settings, timeoutMs: 10_000).run([
+                PGStatement("SELECT to_regclass($1) IS NULL", [.text(name)])
+            ])[0]
+            #expect(left.bool(0, 0))
+        }
+    }
+
     /// Hostile text where SQL would be if names were spliced in: refused when the rules forbid it, otherwise stored
     /// and queried as the plain name it is.
     @Test(arguments: StoreKind.allCases)

@@ -35,7 +35,7 @@ enum PGSchema {
                     search text NOT NULL);
                 CREATE UNIQUE INDEX documents_id ON documents(collection, id);
                 CREATE INDEX documents_seq ON documents(collection, seq);
-                CREATE INDEX documents_search ON documents USING gin (search \(trgm).gin_trgm_ops);
+                CREATE TABLE text_collections(name text COLLATE "C" PRIMARY KEY);
                 CREATE TABLE field_indexes(
                     collection text COLLATE "C" NOT NULL,
                     path text NOT NULL,

@@ -42,7 +42,10 @@ final class PGWriter: @unchecked Sendable {
     /// reads the change log past what it published and publishes what it finds (only on `queue`).
     private var mustCatchUp = false
 
-    init(core: StoreCore, connector: PGConnector, connection: PGConnection) {
+    private let textIndexer: PGTextIndexer
+
+    init(core: StoreCore, connector: PGConnector, connection: PGConnection, textIndexer: PGTextIndexer) {
+        self.textIndexer = textIndexer
         self.core = core
         self.connector = connector
         self.connection = connection
@@ -81,7 +84,7 @@ final class PGWriter: @unchecked Sendable {
         var pending = batch
         var retries = 0
         while !pending.isEmpty {
-            let context = PGWriteContext(connection: connection, core: core, uuids: uuids)
+            let context = PGWriteContext(connection: connection, core: core, uuids: uuids, textIndexer: textIndexer)
             var deliveries: [(LarderError?) -> Void] = []
             var failed: Int?
             for (index, job) in pending.enumerated() {
@@ -271,12 +274,14 @@ final class PGWriteContext: PreparedWriteContext {
     /// The error that ended the transaction.
     private(set) var failure: LarderError?
     private let uuids: TimeOrderedUUIDs
+    private let textIndexer: PGTextIndexer?
 
-    init(connection: PGConnection, core: StoreCore, uuids: TimeOrderedUUIDs) {
+    init(connection: PGConnection, core: StoreCore, uuids: TimeOrderedUUIDs, textIndexer: PGTextIndexer) {
         self.connection = connection
         self.core = core
         self.closedError = nil
         self.uuids = uuids
+        self.textIndexer = textIndexer
     }
 
     private init(core: StoreCore, error: LarderError) {
@@ -284,6 +289,7 @@ final class PGWriteContext: PreparedWriteContext {
         self.core = core
         closedError = error
         uuids = TimeOrderedUUIDs()
+        textIndexer = nil
     }
 
     static func closed(_ core: StoreCore, _ error: LarderError) -> PGWriteContext {
@@ -470,6 +476,7 @@ final class PGWriteContext: PreparedWriteContext {
         }
         let first = statements.count
         statements += [
+            PGStatement("DELETE FROM text_collections WHERE name = $1", [.text(name)], name: "drop_text"),
             PGStatement("DELETE FROM field_indexes WHERE collection = $1", [.text(name)], name: "drop_ix"),
             PGStatement("DELETE FROM blobs WHERE attached_collection = $1", [.text(name)], name: "drop_blobs"),
             PGStatement("DELETE FROM documents WHERE collection = $1", [.text(name)], name: "drop_docs"),
@@ -477,7 +484,10 @@ final class PGWriteContext: PreparedWriteContext {
         ]
         let results = try run(statements, writes: true)
         recordChange(.drop, name, record: nil)
-        return (results[first + 2].affected, results[first + 1].affected)
+        let textIndexer = self.textIndexer
+        // The trigram index (which a build may be making right now) is dropped by the indexer, after any build.
+        afterCommit.append { textIndexer?.drop(name) }
+        return (results[first + 3].affected, results[first + 2].affected)
     }
 
     func createIndex(_ collection: String, field: FieldPath) throws(LarderError) -> (name: String, created: Bool) {

@@ -20,6 +20,7 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
     let connector: PGConnector
     let writer: PGWriter
     let readers: PGPool
+    let textIndexer: PGTextIndexer
     public let settings: PGSettings
 
     /// Connects, migrates the schema (under an advisory lock) and loads what the writer needs. Throws UNAVAILABLE
@@ -37,7 +38,8 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
         let core = StoreCore(
             configuration: configuration, databasePath: "", hasTrigram: true, lastChangeSeq: last.int(0, 0))
         self.core = core
-        writer = PGWriter(core: core, connector: connector, connection: connection)
+        textIndexer = try PGTextIndexer(connector: connector, connection: connection)
+        writer = PGWriter(core: core, connector: connector, connection: connection, textIndexer: textIndexer)
         readers = PGPool(connector: connector, size: max(2, configuration.readerCount))
     }
 
@@ -179,9 +181,16 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
     }
 
     /// The statement of a search, and where each sort key's columns start.
+    /// Asks for the collection's trigram index when `text` is long enough to use one (`PGTextIndexer`).
+    private func wantsTextIndex(_ collection: String, _ text: TextQuery?) {
+        guard let text, TextFold.fold(text.query).unicodeScalars.count >= 3 else { return }
+        textIndexer.ensure(collection)
+    }
+
     func searchStatement(_ collection: String, _ query: SearchQuery) throws(LarderError) -> (PGStatement, [Int]) {
         try SQLiteStore.validateCollection(collection)
         try SQLiteStore.checkLimit(query.limit)
+        wantsTextIndex(collection, query.text)
         var builder = PGBuilder(collection: collection)
         var clause = builder.whereClause(filter: query.filter, text: query.text)
         let signature = Cursor.signature(query.sort)
@@ -248,6 +257,7 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
 
     public func count(_ collection: String, filter: Filter?, text: TextQuery?) throws(LarderError) -> Int {
         try SQLiteStore.validateCollection(collection)
+        wantsTextIndex(collection, text)
         var builder = PGBuilder(collection: collection)
         let clause = builder.whereClause(filter: filter, text: text)
         let statement = PGStatement("SELECT count(*) FROM documents WHERE \(clause)", builder.values)
@@ -261,6 +271,7 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
         guard perGroup >= 0 && perGroup <= SearchQuery.maxLimit else {
             throw LarderError(.invalidArgument, "perGroup must be from 0 to \(SearchQuery.maxLimit)", field: "perGroup")
         }
+        wantsTextIndex(collection, text)
         var builder = PGBuilder(collection: collection)
         let clause = builder.whereClause(filter: filter, text: text)
         let kind: String
@@ -375,6 +386,7 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
     public func checkpoint() throws(LarderError) {}
 
     public func close() {
+        textIndexer.close()
         writer.close()
         readers.close()
     }
