@@ -107,6 +107,55 @@ import Testing
         }
     }
 
+    /// Creates in one batch go out together on PostgreSQL (`PGWriteContext`): a taken id must still answer CONFLICT,
+    /// log nothing, and leave the rest of the batch alone.
+    @Test(arguments: StoreKind.allCases)
+    func createsOfOneIdInOneBatchLetExactlyOneThrough(_ kind: StoreKind) async throws {
+        try await withStoreAsync(kind) { store in
+            let shared = UUID()
+            let outcomes = try await withThrowingTaskGroup(of: (Bool, Status?).self) { group in
+                for n in 0..<40 {
+                    group.addTask {
+                        do {
+                            _ = try await store.write { (context) throws(LarderError) in
+                                try context.create("c", id: n % 2 == 0 ? shared : nil, data: ["n": .int(Int64(n))])
+                            }
+                            return (n % 2 == 0, nil)
+                        } catch {
+                            return (n % 2 == 0, (error as? LarderError)?.status)
+                        }
+                    }
+                }
+                var all: [(Bool, Status?)] = []
+                for try await outcome in group { all.append(outcome) }
+                return all
+            }
+            #expect(outcomes.filter { !$0.0 }.allSatisfy { $0.1 == nil })
+            #expect(outcomes.filter { $0.0 && $0.1 == nil }.count == 1)
+            #expect(outcomes.filter { $0.0 && $0.1 == .conflict }.count == 19)
+            #expect(try store.count("c", filter: nil, text: nil) == 21)
+            let log = try store.changes(after: 0, collection: "c", limit: 100, maxBytes: 1 << 20)
+            #expect(log.entries.count == 21 && log.lastSeq == 21)
+            #expect(Set(log.entries.compactMap { $0.record?.id }).count == 21)
+        }
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func aBodyThatGoesOnAfterARefusedCreateIsUndone(_ kind: StoreKind) async throws {
+        try await withStoreAsync(kind) { store in
+            let taken = try store.create("c", id: nil, data: ["n": 0]).id
+            let other = UUID()
+            let result = try? await store.write { (context) throws(LarderError) in
+                _ = try context.create("c", id: taken, data: ["n": 1])
+                return try context.create("c", id: other, data: ["n": 2])
+            }
+            #expect(result == nil)
+            expectError(.notFound) { _ = try store.get("c", id: other) }
+            #expect(try store.get("c", id: taken).data == Array(#"{"n":0}"#.utf8))
+            #expect(try store.changes(after: 0, collection: nil, limit: 10, maxBytes: 1 << 20).entries.count == 1)
+        }
+    }
+
     /// Hostile text where SQL would be if names were spliced in: refused when the rules forbid it, otherwise stored
     /// and queried as the plain name it is.
     @Test(arguments: StoreKind.allCases)

@@ -199,6 +199,8 @@ final class PGResult {
 struct PGFailure: Error {
     var sqlState: String
     var message: String
+    /// Which statement of the pipeline failed (counting every statement sent, prepares included: see `pipeline`).
+    var statementIndex: Int?
 
     /// Whether the statement failed because the server or the connection went away (or could not take it now): the
     /// request may succeed once PostgreSQL is back.
@@ -293,8 +295,9 @@ final class PGConnection {
     func pipeline(_ statements: [PGStatement]) throws -> [PGResult] {
         guard let handle, PQstatus(handle) == CONNECTION_OK else { throw broken("the connection is closed") }
         var commands: [String?] = []  // the prepared name a command creates, or nil
+        var preparing: Set<String> = []  // prepared in this pipeline (once, however often it runs in it)
         for statement in statements {
-            if let name = statement.name, !prepared.contains(name) {
+            if let name = statement.name, !prepared.contains(name), preparing.insert(name).inserted {
                 let types = statement.values.map { Oid($0.oid) }
                 let sent = types.withUnsafeBufferPointer { types in
                     PQsendPrepare(handle, name, statement.sql, Int32(types.count), types.baseAddress)
@@ -333,10 +336,14 @@ final class PGConnection {
                 break
             default:
                 if failure == nil {
+                    // The statement at fault: this command, or the one its failed prepare was for.
+                    let statement = commands[..<min(index + 1, commands.count)].filter { $0 == nil }.count
+                        - (index < commands.count && commands[index] == nil ? 1 : 0)
                     failure = PGFailure(
                         sqlState: PQresultErrorField(raw, Int32(UInt8(ascii: "C"))).map { String(cString: $0) } ?? "",
                         message: PQresultErrorField(raw, Int32(UInt8(ascii: "M"))).map { String(cString: $0) }
-                            ?? PGConnection.clean(String(cString: PQresultErrorMessage(raw))))
+                            ?? PGConnection.clean(String(cString: PQresultErrorMessage(raw))),
+                        statementIndex: statement)
                 }
             }
             if PQstatus(handle) != CONNECTION_OK { throw broken(failure?.message ?? "the server closed the connection") }

@@ -83,35 +83,48 @@ final class PGWriter: @unchecked Sendable {
         if mustCatchUp { catchUp(connection) }
         var pending = batch
         var retries = 0
+        var deferring = true
         while !pending.isEmpty {
-            let context = PGWriteContext(connection: connection, core: core, uuids: uuids, textIndexer: textIndexer)
+            let context = PGWriteContext(
+                connection: connection, core: core, uuids: uuids, textIndexer: textIndexer, defersInserts: deferring)
             var deliveries: [(LarderError?) -> Void] = []
             var failed: Int?
             for (index, job) in pending.enumerated() {
-                let delivery = job.execute(context)
+                context.currentJob = index
+                deliveries.append(job.execute(context))
                 if context.mustRollBack {
-                    failed = index
-                    deliveries.append(delivery)
+                    failed = context.failedJob ?? index
                     break
                 }
-                deliveries.append(delivery)
+            }
+            if failed == nil {
+                // The creates still waiting go out now, in one round trip.
+                context.currentJob = -1
+                context.flushDeferred()
+                if context.mustRollBack { failed = context.failedJob }
             }
             if let failed {
                 if !connection.isUsable {
                     // The database went away: nothing of the batch committed, every write answers why.
                     let error = context.failure ?? connector.unavailable("the connection broke")
                     for delivery in deliveries { delivery(error) }
-                    for job in pending[(failed + 1)...] { job.execute(PGWriteContext.closed(core, error))(error) }
+                    for job in pending[deliveries.count...] { job.execute(PGWriteContext.closed(core, error))(error) }
                     return
                 }
                 _ = try? connection.run([PGStatement("ROLLBACK")])
+                if context.mustRunWithoutDeferring {
+                    // A job went on after a create that turned out refused: it runs again, waiting for each create.
+                    deferring = false
+                    continue
+                }
                 if context.failure?.status == .unavailable && retries < PGWriter.maxRetries {
                     // A deadlock or serialization failure: the whole batch again.
                     retries += 1
                     continue
                 }
-                // The failed write answers its own error; the others run again without it.
-                deliveries[failed](nil)
+                // The failed write answers its own error (a deferred create's, when that is what failed); the others
+                // run again without it.
+                deliveries[failed](context.failedInFlush ? context.failure : nil)
                 pending.remove(at: failed)
                 continue
             }
@@ -127,9 +140,14 @@ final class PGWriter: @unchecked Sendable {
             for delivery in deliveries { delivery(nil) }
             return
         }
+        // The log entries of creates that were refused never happened.
+        var changes = context.changes
+        if !context.droppedChanges.isEmpty {
+            changes = changes.indices.filter { !context.droppedChanges.contains($0) }.map { changes[$0] }
+        }
         var statements: [PGStatement] = []
-        if !context.changes.isEmpty { statements.append(PGWriter.changeInsert(context.changes)) }
-        prune.changesSincePrune += context.changes.count
+        if !changes.isEmpty { statements.append(PGWriter.changeInsert(changes)) }
+        prune.changesSincePrune += changes.count
         let now = nowMillis()
         let configuration = core.configuration
         if prune.isDue(retainEvents: configuration.changeRetentionEvents, now: now) {
@@ -144,13 +162,13 @@ final class PGWriter: @unchecked Sendable {
         var commitError: LarderError?
         do {
             let results = try connection.pipeline(statements)
-            if !context.changes.isEmpty {
+            if !changes.isEmpty {
                 let base = results[0].int(0, 0)
-                for index in context.changes.indices { context.changes[index].seq = base + Int64(index) + 1 }
+                for index in changes.indices { changes[index].seq = base + Int64(index) + 1 }
             }
             for action in context.afterCommit { action() }
             // Before the completions: a subscriber learns of a write no later than its writer does.
-            core.feed.committed(context.changes)
+            core.feed.committed(changes)
         } catch {
             if connection.isUsable {
                 _ = try? connection.run([PGStatement("ROLLBACK")])
@@ -165,7 +183,7 @@ final class PGWriter: @unchecked Sendable {
                         + "write may or may not have been applied; read it back before retrying")
             }
         }
-        for deliver in deliveries { deliver(commitError) }
+        for (index, deliver) in deliveries.enumerated() { deliver(commitError ?? context.refused[index]) }
     }
 
     /// Publishes the changes committed past the last one this store published (after a COMMIT whose outcome was
@@ -276,12 +294,47 @@ final class PGWriteContext: PreparedWriteContext {
     private let uuids: TimeOrderedUUIDs
     private let textIndexer: PGTextIndexer?
 
-    init(connection: PGConnection, core: StoreCore, uuids: TimeOrderedUUIDs, textIndexer: PGTextIndexer) {
+    // Creates are deferred: a job's create that is its first write goes out with the next statement of the batch (or
+    // at its end), so a batch of N creates costs one round trip rather than N. Its record is answered from what was
+    // sent; if PostgreSQL then finds the id taken (no row inserted), the job's answer becomes the CONFLICT it would
+    // have thrown, and its log entry is dropped. That is only the same as throwing when the job did nothing after
+    // the create: one that went on makes the batch run again without deferring.
+
+    /// A create waiting to be sent: its statement, its job, its change-log entry, and the refusal if no row goes in.
+    private struct Deferred {
+        var statement: PGStatement
+        var job: Int
+        var change: Int
+        var conflict: LarderError
+    }
+
+    private var deferred: [Deferred] = []
+    private let defersInserts: Bool
+    /// The job running (its index in the batch); -1 between jobs.
+    var currentJob = 0
+    /// Whether the running job has a create waiting.
+    private var currentJobDeferred = false
+    /// The job at fault when `mustRollBack` (nil: the running one).
+    private(set) var failedJob: Int?
+    /// Whether what failed was a deferred create (its job answers `failure`).
+    private(set) var failedInFlush = false
+    /// Jobs whose deferred create was refused, with the refusal they answer instead of their result.
+    private(set) var refused: [Int: LarderError] = [:]
+    /// Log entries of refused creates, left out at COMMIT.
+    private(set) var droppedChanges: Set<Int> = []
+    /// A job went on after its create, which was then refused: run the batch again without deferring.
+    private(set) var mustRunWithoutDeferring = false
+
+    init(
+        connection: PGConnection, core: StoreCore, uuids: TimeOrderedUUIDs, textIndexer: PGTextIndexer,
+        defersInserts: Bool
+    ) {
         self.connection = connection
         self.core = core
         self.closedError = nil
         self.uuids = uuids
         self.textIndexer = textIndexer
+        self.defersInserts = defersInserts
     }
 
     private init(core: StoreCore, error: LarderError) {
@@ -290,6 +343,19 @@ final class PGWriteContext: PreparedWriteContext {
         closedError = error
         uuids = TimeOrderedUUIDs()
         textIndexer = nil
+        defersInserts = false
+    }
+
+    /// Called before each job's body.
+    func beginJob() {
+        jobWrote = false
+        currentJobDeferred = false
+    }
+
+    /// Sends the creates still waiting (between the last job and COMMIT).
+    func flushDeferred() {
+        guard !deferred.isEmpty else { return }
+        _ = try? run([], writes: false)
     }
 
     static func closed(_ core: StoreCore, _ error: LarderError) -> PGWriteContext {
@@ -305,18 +371,34 @@ final class PGWriteContext: PreparedWriteContext {
     @discardableResult
     func run(_ statements: [PGStatement], writes: Bool) throws(LarderError) -> [PGResult] {
         guard let connection else { throw closedError ?? LarderError(.unavailable, "the store is closed") }
-        var all = statements
+        let waiting = deferred
+        deferred = []
+        var all = waiting.map(\.statement) + statements
         let prefix = begun ? 0 : 1
         if !begun { all.insert(PGStatement("BEGIN"), at: 0) }
         begun = true
         if writes { jobWrote = true }
         do {
             let results = try connection.pipeline(all)
-            return Array(results.dropFirst(prefix))
+            for (index, create) in waiting.enumerated() where results[prefix + index].rows == 0 {
+                if create.job == currentJob {
+                    // The job went on as if its create had succeeded.
+                    mustRunWithoutDeferring = true
+                    mustRollBack = true
+                    throw create.conflict
+                }
+                refused[create.job] = create.conflict
+                droppedChanges.insert(create.change)
+            }
+            return Array(results.dropFirst(prefix + waiting.count))
         } catch let failure as PGFailure {
             let error = connection.error(failure)
             mustRollBack = true
             self.failure = error
+            if let index = failure.statementIndex, index >= prefix, index < prefix + waiting.count {
+                failedJob = waiting[index - prefix].job
+                failedInFlush = true
+            }
             throw error
         } catch let error as LarderError {
             mustRollBack = true
@@ -347,8 +429,7 @@ final class PGWriteContext: PreparedWriteContext {
     func insert(_ collection: String, id: UUID?, document: PreparedDocument) throws(LarderError) -> StoredRecord {
         let id = id ?? uuids.next()
         let now = nowMillis()
-        let result = try one(
-            PGStatement(
+        let statement = PGStatement(
                 """
                 WITH c AS (INSERT INTO collections(name, created_at) VALUES ($1, $3) ON CONFLICT (name) DO NOTHING)
                 INSERT INTO documents(collection, id, rev, created_at, updated_at, data, q, search)
@@ -356,14 +437,20 @@ final class PGWriteContext: PreparedWriteContext {
                 WHERE NOT EXISTS (SELECT 1 FROM documents WHERE collection = $1 AND id = $2)
                 RETURNING seq
                 """, [.text(collection), .uuid(id), .int(now)] + PGWriteContext.documentValues(document),
-                name: "doc_insert"), writes: false)
-        guard result.rows == 1 else {
-            throw LarderError(
-                .conflict, "a document with id \(id.wireString) already exists in '\(collection)'; "
-                    + "use REPLACE or PATCH to change it", field: "id")
-        }
-        jobWrote = true
+                name: "doc_insert")
+        let conflict = LarderError(
+            .conflict, "a document with id \(id.wireString) already exists in '\(collection)'; "
+                + "use REPLACE or PATCH to change it", field: "id")
         let record = StoredRecord(id: id, rev: 1, createdAt: now, updatedAt: now, data: document.data)
+        if defersInserts && !jobWrote && currentJob >= 0 {
+            deferred.append(Deferred(statement: statement, job: currentJob, change: changes.count, conflict: conflict))
+            jobWrote = true
+            currentJobDeferred = true
+            recordChange(.create, collection, record: record)
+            return record
+        }
+        guard try one(statement, writes: false).rows == 1 else { throw conflict }
+        jobWrote = true
         recordChange(.create, collection, record: record)
         return record
     }

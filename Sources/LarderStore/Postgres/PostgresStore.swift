@@ -69,7 +69,7 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
                 result = .failure(closedError)
             } else {
                 let logged = context.changes.count
-                context.jobWrote = false
+                context.beginJob()
                 do throws(LarderError) {
                     result = .success(try body(context))
                 } catch {
