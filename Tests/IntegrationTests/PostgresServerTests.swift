@@ -100,7 +100,8 @@ import Testing
         try other.hello()
         let created = try other.call(.create, ["collection": "c", "data": ["n": 1]])
         let id = try #require(created.replyJSON["id"]?.stringValue)
-        let cachedID = try #require(try other.call(.create, ["collection": "c", "data": ["n": 2]]).replyJSON["id"]?.stringValue)
+        let second = try other.call(.create, ["collection": "c", "data": ["n": 2]])
+        let cachedID = try #require(second.replyJSON["id"]?.stringValue)
         #expect(try other.call(.get, ["collection": "c", "id": .string(cachedID)]).status == .ok)  // now in the cache
 
         let gate = try PGConnection(settings: try PGSettings(url: schema.url), timeoutMs: 60_000)
@@ -168,11 +169,17 @@ import Testing
                     #expect(error.message.contains("PostgreSQL at"), "\(what): \(error.message)")
                 }
             }
-            await expectUnavailable("CREATE") { () async throws(LarderError) in _ = try await client.create("items", ["item": "泡麵"]) }
+            await expectUnavailable("CREATE") { () async throws(LarderError) in
+                _ = try await client.create("items", ["item": "泡麵"])
+            }
             await expectUnavailable("GET") { () async throws(LarderError) in _ = try await client.get("items", id: kept.id) }
-            await expectUnavailable("SEARCH") { () async throws(LarderError) in _ = try await client.search("items", SearchQuery(limit: 5)) }
+            await expectUnavailable("SEARCH") { () async throws(LarderError) in
+                _ = try await client.search("items", SearchQuery(limit: 5))
+            }
             await expectUnavailable("COUNT") { () async throws(LarderError) in _ = try await client.count("items") }
-            await expectUnavailable("PATCH") { () async throws(LarderError) in _ = try await client.patch("items", id: kept.id, patch: ["price": 14]) }
+            await expectUnavailable("PATCH") { () async throws(LarderError) in
+                _ = try await client.patch("items", id: kept.id, patch: ["price": 14])
+            }
             await expectUnavailable("STATS") { () async throws(LarderError) in _ = try await client.stats() }
             // Each answer came at once, well within a client's deadline, and the server itself is up.
             #expect(ContinuousClock.now - started < .seconds(20))
@@ -196,7 +203,8 @@ import Testing
                             if tally.stopped.load(ordering: .acquiring) { return }
                             let id = UUID()
                             do {
-                                _ = try await client.create("w", ["writer": .int(Int64(writer)), "n": .int(Int64(n))], id: id)
+                                let data: JSONObject = ["writer": .int(Int64(writer)), "n": .int(Int64(n))]
+                                _ = try await client.create("w", data, id: id)
                                 tally.acknowledged.withLock { $0.append(id) }
                             } catch {
                                 // Refused or cut off while the database goes down: not acknowledged, so not owed.

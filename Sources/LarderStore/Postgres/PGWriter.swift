@@ -6,10 +6,11 @@ import LarderWire
 /// `queue`; writes that arrive while a transaction runs are batched into the next one (group commit), and every
 /// completion is called after that transaction's COMMIT returned.
 ///
-/// A batch is one transaction: BEGIN goes out with its first statement, each write is one statement (one round trip)
-/// that reports NOT_FOUND, CONFLICT and the current revision as rows rather than errors, so a refused write leaves the
-/// transaction usable and needs no SAVEPOINT (a subtransaction per write would overflow PostgreSQL's subtransaction
-/// cache past 64 in a batch). The batch's change log goes in as one statement with the COMMIT (one round trip).
+/// A batch is one transaction: BEGIN goes out with its first statement, each write is one statement that reports
+/// NOT_FOUND, CONFLICT and the current revision as rows rather than errors, so a refused write leaves the transaction
+/// usable and needs no SAVEPOINT (a subtransaction per write would overflow PostgreSQL's subtransaction cache past 64
+/// in a batch). Creates wait to go out with the next statement (`PGWriteContext`), so many cost one round trip; the
+/// batch's change log goes in as one statement with the COMMIT (one round trip).
 ///
 /// When a write fails after it changed something (a body of several writes whose last one is refused, or a statement
 /// PostgreSQL rejected), the transaction rolls back and the batch runs again without it: the bodies are re-run, and

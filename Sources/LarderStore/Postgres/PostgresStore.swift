@@ -115,7 +115,9 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
 
     public func pointReads() -> any PointReads { PGPointReads(self) }
 
-    public func getMany(_ collection: String, ids: [UUID]) throws(LarderError) -> (records: [StoredRecord], missing: [UUID]) {
+    public func getMany(_ collection: String, ids: [UUID]) throws(LarderError)
+        -> (records: [StoredRecord], missing: [UUID])
+    {
         try SQLiteStore.validateCollection(collection)
         guard ids.count <= 1000 else {
             throw LarderError(.invalidArgument, "ask for at most 1000 ids at a time", field: "ids")
@@ -298,7 +300,8 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
         var statements = [
             PGStatement("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"),
             PGStatement(
-                matching + "SELECT kt, k1::int8 AS k1_out, k2::text AS k2_text, trim_scale(k2)::text AS k2_key, k3, count(*) FROM m "
+                matching + "SELECT kt, k1::int8 AS k1_out, k2::text AS k2_text, trim_scale(k2)::text AS k2_key, k3, "
+                    + "count(*) FROM m "
                     + "GROUP BY kt, k1, k2, k3 \(order) LIMIT \(SQLiteStore.maxGroups)", builder.values),
         ]
         if perGroup > 0 {
