@@ -25,18 +25,23 @@ let package = Package(
         .systemLibrary(
             name: "CLibPQ", pkgConfig: "libpq",
             providers: [.apt(["libpq-dev"]), .brew(["libpq"])]),
+        // libedit (BSD licence): line editing, history and completion for the `larder` prompt.
+        .systemLibrary(
+            name: "CLibEdit", pkgConfig: "libedit",
+            providers: [.apt(["libedit-dev"]), .brew(["libedit"])]),
         // epoll and eventfd (part of the C library: no package, nothing to link).
         .systemLibrary(name: "CEpoll"),
         .target(name: "LarderWire", dependencies: ["CZlib"], swiftSettings: strict),
         .target(name: "LarderStore", dependencies: ["LarderWire", "CSQLite", "CLibPQ"], swiftSettings: strict),
         .target(name: "LarderServer", dependencies: ["LarderWire", "LarderStore", "CEpoll"], swiftSettings: strict),
         .target(name: "LarderClient", dependencies: ["LarderWire"], swiftSettings: strict),
-        .target(name: "LarderCLI", dependencies: ["LarderClient"], swiftSettings: strict),
+        .target(name: "LarderCLI", dependencies: ["LarderClient", "CLibEdit"], swiftSettings: strict),
         .target(name: "LarderBench", dependencies: ["LarderWire"], swiftSettings: strict),
-        .executableTarget(name: "larder-server", dependencies: ["LarderServer"], swiftSettings: strict),
+        .executableTarget(name: "larder-server", dependencies: ["LarderServer", "LarderWire"], swiftSettings: strict),
         .executableTarget(name: "larder", dependencies: ["LarderCLI"], swiftSettings: strict),
         .executableTarget(
-            name: "larder-bench", dependencies: ["LarderBench", "LarderClient", "LarderStore"], swiftSettings: strict),
+            name: "larder-bench", dependencies: ["LarderBench", "LarderClient", "LarderStore", "LarderWire"],
+            swiftSettings: strict),
         // What the test targets share: the throwaway PostgreSQL they start (Tests/LarderTestSupport).
         .target(name: "LarderTestSupport", dependencies: ["LarderStore"], path: "Tests/LarderTestSupport"),
         .testTarget(name: "LarderWireTests", dependencies: ["LarderWire"]),
@@ -47,7 +52,7 @@ let package = Package(
         .testTarget(name: "LarderBenchTests", dependencies: ["LarderBench", "LarderServer", "LarderStore"]),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["LarderServer", "LarderClient", "LarderStore", "LarderTestSupport"],
+            dependencies: ["LarderServer", "LarderClient", "LarderStore", "LarderBench", "LarderTestSupport"],
             resources: [.copy("Fixtures")]),
     ],
     swiftLanguageModes: [.v6]

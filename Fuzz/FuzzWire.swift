@@ -392,7 +392,11 @@ enum FuzzConnection {
                     break
                 }
             }
-            check(machine.inFlight == pending.count, "inFlight \(machine.inFlight) but \(pending.count) handed out")
+            check(
+                machine.inFlight == pending.count + machine.heldRequests,
+                "inFlight \(machine.inFlight) but \(pending.count) handed out and \(machine.heldRequests) held")
+            // A connection's order: what runs at one time is all reads or all writes.
+            check(Set(pending.map(\.opcode.isWrite)).count <= 1, "reads and writes ran at the same time")
         }
 
         // Each event is one byte: the kind is byte % 7, its argument byte / 7; bytes received carry a length byte.

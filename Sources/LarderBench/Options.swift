@@ -1,3 +1,5 @@
+import LarderWire
+
 /// A bad command line: printed as `Error: <message>` plus the usage line, exit status 64.
 public struct UsageError: Error, Sendable, Equatable, CustomStringConvertible {
     public var message: String
@@ -250,21 +252,14 @@ public enum BenchArguments {
         return value * scale
     }
 
-    /// Bytes: `250`, `64k`, `64KiB`, `1M`, `1MiB` (k and M are binary).
+    /// Bytes: `250`, `64KiB`, `1MiB`, `1GiB` (`ByteSize`; the short forms `64k` and `1M` too).
     static func size(_ name: String, _ text: String, _ range: ClosedRange<Int>) throws(UsageError) -> Int {
-        let units: [(String, Int)] = [("KiB", 1024), ("MiB", 1 << 20), ("k", 1024), ("K", 1024), ("M", 1 << 20)]
-        var number = Substring(text)
-        var scale = 1
-        for (suffix, factor) in units where text.hasSuffix(suffix) {
-            number = number.dropLast(suffix.count)
-            scale = factor
-            break
+        guard let n = ByteSize.parse(text), range.contains(n) else {
+            throw UsageError(
+                "\(name) must be a size from \(ByteSize.format(range.lowerBound)) to \(ByteSize.format(range.upperBound)): "
+                    + "\(ByteSize.grammar), not '\(text)'")
         }
-        guard let n = Int(String(number).replacingUnderscores), n > 0, range.contains(n * scale) else {
-            throw UsageError("\(name) must be a size from \(range.lowerBound) to \(range.upperBound) bytes "
-                + "(suffixes k and M allowed), not '\(text)'")
-        }
-        return n * scale
+        return n
     }
 
     static func isCollectionName(_ s: String) -> Bool {
@@ -315,8 +310,8 @@ public enum BenchArguments {
                                   reads documents), and blobs for blob-get (up to 32 unless --preload-blobs says)
           --preload-blobs N       blobs written before the run
           --keyspace N            reads choose among the first N preloaded documents (default: all)
-          --doc-size BYTES        the JSON size of a document's data (default 250)
-          --blob-size BYTES       the size of synthetic JPEG blobs (default 1M; suffixes k, M)
+          --doc-size SIZE         the JSON size of a document's data (default 250; units KiB, MiB allowed)
+          --blob-size SIZE        the size of synthetic JPEG blobs (default 1MiB)
           --jpeg-dir DIR          upload the *.jpg files of DIR instead of synthetic blobs
           --keys uniform|zipf|sequential
                                   how reads choose a key (default uniform; zipf uses --zipf-theta, default 0.99)

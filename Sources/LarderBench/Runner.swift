@@ -2,7 +2,7 @@ import Foundation
 import LarderWire
 
 /// The version printed in reports and sent in HELLO.
-public let benchVersion = "0.1.0"
+public let benchVersion = LarderVersion.string
 
 /// One operation's share of the results.
 public struct OperationResult: Sendable {

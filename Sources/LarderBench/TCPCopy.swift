@@ -79,7 +79,7 @@ public struct TCPCopyOptions: Sendable, Equatable {
     public init() {}
 
     public static let usageLine =
-        "Usage: larder-bench tcp-copy [--size BYTES] [--connections N] [--pipeline N] [--duration S] [--warmup S] "
+        "Usage: larder-bench tcp-copy [--size SIZE] [--connections N] [--pipeline N] [--duration S] [--warmup S] "
         + "[--json] [--quiet]"
 
     public static let helpText = """
@@ -87,8 +87,8 @@ public struct TCPCopyOptions: Sendable, Equatable {
 
         \(usageLine)
 
-        An in-process sink on 127.0.0.1 answers each 4-byte request with --size bytes (default 1M) from one buffer
-        with plain write calls. The run engine drives it as it drives a server, so the figures compare directly with
+        An in-process sink on 127.0.0.1 answers each 4-byte request with --size bytes (default 1MiB; units KiB, MiB,
+        GiB) from one buffer with plain write calls. The run engine drives it as it drives a server, so the figures compare directly with
         `larder-bench run --mix blob-get --blob-size SIZE` at the same concurrency. Defaults: 1 connection, 1 in
         flight, 5 s, no warmup.
 

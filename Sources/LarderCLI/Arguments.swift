@@ -1,18 +1,56 @@
-/// A command-line mistake: printed as `Error: <message>` and the command's usage line, exit 64.
+/// A command-line mistake: printed as `Error: <message>`, the offending text with a caret under the mistake, and the
+/// command's usage line; exit 64.
 public struct UsageError: Error, Equatable, CustomStringConvertible {
     /// What was wrong.
     public var message: String
     /// The usage line of the command concerned (or the tool's).
     public var usage: String
+    /// The text the mistake is in, and where in it, for the caret.
+    public var excerpt: Excerpt?
+
+    /// A span of a piece of user input: `offset` and `length` count characters.
+    public struct Excerpt: Equatable, Sendable {
+        public var text: String
+        public var offset: Int
+        public var length: Int
+
+        /// The span `offset..<offset+length` of `text` (a length of 0 points just after the text, at what is missing).
+        public init(_ text: String, offset: Int, length: Int = 1) {
+            self.text = text
+            self.offset = max(0, min(offset, text.count))
+            self.length = max(1, length)
+        }
+
+        /// `--name VALUE` with the whole value underlined: how a bad option value is shown.
+        public static func option(_ name: String, _ value: String) -> Excerpt {
+            Excerpt("--\(name) \(value)", offset: name.count + 3, length: value.count)
+        }
+
+        /// The two lines a compiler would print: the text, and a caret (with tildes) under the span. Columns are
+        /// counted as the terminal shows them, so wide characters before the mistake do not shift the caret.
+        public var lines: [String] {
+            let flat = text.map { $0 == "\n" || $0 == "\t" ? " " : $0 }
+            let before = String(flat.prefix(offset))
+            let span = String(flat.dropFirst(offset).prefix(length))
+            let marker = "^" + String(repeating: "~", count: max(0, Output.width(span) - 1))
+            return ["  " + String(flat), "  " + String(repeating: " ", count: Output.width(before)) + marker]
+        }
+    }
 
     /// A usage error with its usage line.
-    public init(_ message: String, usage: String = CommandSpec.toolUsage) {
+    public init(_ message: String, usage: String = CommandSpec.toolUsage, excerpt: Excerpt? = nil) {
         self.message = message
         self.usage = usage
+        self.excerpt = excerpt
     }
 
     /// The message.
     public var description: String { message }
+
+    /// What is printed on stderr: `Error: ...`, the excerpt with its caret, then `usage`.
+    public func report(usage: String) -> String {
+        (["Error: \(message)"] + (excerpt?.lines ?? []) + [usage]).joined(separator: "\n")
+    }
 }
 
 /// One option of a command: `--name VALUE` / `--name=VALUE`, or a flag `--name`.
@@ -77,7 +115,8 @@ public struct CommandSpec: Sendable {
     }
 
     /// The tool's usage line.
-    public static let toolUsage = "Usage: larder [--host H] [--port N | --socket PATH] [--token T] [--json] COMMAND ..."
+    public static let toolUsage =
+        "Usage: larder [--host H] [--port N | --socket PATH] [--token T] [--timeout S] [--json] COMMAND ..."
         + " (larder --help lists the commands)"
 
     /// Options every command accepts, before or after the command.
@@ -89,11 +128,12 @@ public struct CommandSpec: Sendable {
         OptionSpec("timeout", value: "SECONDS", help: "per-request deadline (default 30)"),
         OptionSpec("json", help: "JSON output (the default when stdout is not a terminal)"),
         OptionSpec("help", short: "h", help: "show help"),
+        OptionSpec("version", help: "print the version and exit"),
     ]
 }
 
 /// A parsed command line: the command, its positional arguments and option values, and the global options.
-public struct Invocation: Equatable {
+public struct Invocation: Equatable, Sendable {
     /// The command words found (empty: none was given).
     public var words: [String] = []
     /// Positional arguments after the command words.
@@ -113,22 +153,25 @@ public struct Invocation: Equatable {
     public func flag(_ name: String) -> Bool { flags.contains(name) }
 
     /// Parses `arguments` against the command table: global options anywhere, `--opt v` and `--opt=v`, `--` ends
-    /// options, `-` is a positional (stdin).
+    /// options, `-` is a positional (stdin). A mistake comes with the command line and a caret under the word at fault.
     public static func parse(_ arguments: [String], commands: [CommandSpec]) throws(UsageError) -> (Invocation, CommandSpec?) {
         var invocation = Invocation()
         var command: CommandSpec?
-        var positionals: [String] = []
+        /// Positional words and where they are in `arguments`.
+        var positionals: [(word: String, at: Int)] = []
         var index = 0
         var optionsEnded = false
 
         func usage() -> String { command?.usage ?? CommandSpec.toolUsage }
+        func at(_ position: Int) -> UsageError.Excerpt { commandLineExcerpt(arguments, at: position) }
 
         /// Settles the command from the positionals seen so far, once they name one.
         func resolve() throws(UsageError) {
             guard command == nil, let first = positionals.first else { return }
-            let candidates = commands.filter { $0.words[0] == first }
+            let candidates = commands.filter { $0.words[0] == first.word }
             guard !candidates.isEmpty else {
-                throw UsageError("unknown command '\(first)'; run larder --help for the list")
+                throw UsageError(
+                    "unknown command '\(first.word)'; run larder --help for the list", excerpt: at(first.at))
             }
             if let single = candidates.first(where: { $0.words.count == 1 }) {
                 command = single
@@ -136,9 +179,11 @@ public struct Invocation: Equatable {
                 return
             }
             guard positionals.count >= 2 else { return }
-            guard let match = candidates.first(where: { $0.words[1] == positionals[1] }) else {
+            guard let match = candidates.first(where: { $0.words[1] == positionals[1].word }) else {
                 let names = candidates.map { $0.words[1] }.joined(separator: ", ")
-                throw UsageError("unknown command '\(first) \(positionals[1])'; use one of: \(names)")
+                throw UsageError(
+                    "unknown command '\(first.word) \(positionals[1].word)'; use one of: \(names)",
+                    excerpt: at(positionals[1].at))
             }
             command = match
             positionals.removeFirst(2)
@@ -146,9 +191,10 @@ public struct Invocation: Equatable {
 
         while index < arguments.count {
             let token = arguments[index]
+            let position = index
             index += 1
             if optionsEnded || token == "-" || !token.hasPrefix("-") || token.count == 1 {
-                positionals.append(token)
+                positionals.append((token, position))
                 try resolve()
                 continue
             }
@@ -170,7 +216,9 @@ public struct Invocation: Equatable {
                 // A short option: -o FILE, -oFILE, -h.
                 let letter = token[token.index(after: token.startIndex)]
                 let known = (CommandSpec.globalOptions + (command?.options ?? [])).first { $0.short == letter }
-                guard let known else { throw UsageError("unknown option \(token)", usage: usage()) }
+                guard let known else {
+                    throw UsageError("unknown option \(token)", usage: usage(), excerpt: at(position))
+                }
                 name = known.name
                 if token.count > 2 { inline = String(token.dropFirst(2)) }
             }
@@ -178,9 +226,10 @@ public struct Invocation: Equatable {
                 ?? command?.options.first { $0.name == name }
             guard let spec else {
                 if command == nil, commands.contains(where: { $0.options.contains { $0.name == name } }) {
-                    throw UsageError("--\(name) goes after the command it belongs to", usage: usage())
+                    throw UsageError(
+                        "--\(name) goes after the command it belongs to", usage: usage(), excerpt: at(position))
                 }
-                throw UsageError("unknown option --\(name)", usage: usage())
+                throw UsageError("unknown option --\(name)", usage: usage(), excerpt: at(position))
             }
             if let placeholder = spec.value {
                 let value: String
@@ -188,42 +237,72 @@ public struct Invocation: Equatable {
                     value = inline
                 } else {
                     guard index < arguments.count else {
-                        throw UsageError("--\(name) needs a value (\(placeholder))", usage: usage())
+                        throw UsageError(
+                            "--\(name) needs a value (\(placeholder))", usage: usage(),
+                            excerpt: at(arguments.count))
                     }
                     value = arguments[index]
                     index += 1
                 }
                 invocation.values[name, default: []].append(value)
             } else {
-                guard inline == nil else { throw UsageError("--\(name) takes no value", usage: usage()) }
+                guard inline == nil else {
+                    throw UsageError("--\(name) takes no value", usage: usage(), excerpt: at(position))
+                }
                 invocation.flags.insert(name)
             }
         }
         if command == nil, let first = positionals.first {
             if invocation.flags.contains("help") {
                 // `larder blob --help`: help for the group.
-                invocation.words = [first]
+                invocation.words = [first.word]
                 return (invocation, nil)
             }
-            let names = commands.filter { $0.words[0] == first }.map { $0.name }.joined(separator: ", ")
-            throw UsageError("'\(first)' needs a subcommand: \(names)")
+            let names = commands.filter { $0.words[0] == first.word }.map { $0.name }.joined(separator: ", ")
+            throw UsageError("'\(first.word)' needs a subcommand: \(names)", excerpt: at(arguments.count))
         }
         invocation.words = command?.words ?? []
-        invocation.arguments = positionals
+        invocation.arguments = positionals.map(\.word)
         if let command, !invocation.flags.contains("help"), !command.arity.contains(positionals.count) {
             if positionals.count < command.arity.lowerBound {
                 let missing = command.arguments.split(separator: " ")
                     .filter { !$0.hasPrefix("[") }.dropFirst(positionals.count).first.map(String.init) ?? "argument"
                 throw UsageError("missing \(missing)", usage: command.usage)
             }
-            throw UsageError("unexpected argument '\(positionals[command.arity.upperBound])'", usage: command.usage)
+            let extra = positionals[command.arity.upperBound]
+            throw UsageError("unexpected argument '\(extra.word)'", usage: command.usage, excerpt: at(extra.at))
         }
         return (invocation, command)
     }
 }
 
+/// The command line as one line, `arguments[position]` underlined (past the end: the place after the last word).
+/// Words that a shell would split or expand are shown quoted, so the line can be copied back.
+func commandLineExcerpt(_ arguments: [String], at position: Int) -> UsageError.Excerpt {
+    let words = arguments.map(shellQuoted)
+    let offset = words.prefix(position).reduce(0) { $0 + $1.count + 1 }
+    let line = words.joined(separator: " ")
+    guard position < words.count else { return UsageError.Excerpt(line + " ", offset: line.count + 1) }
+    return UsageError.Excerpt(line, offset: offset, length: words[position].count)
+}
+
+/// `word` as a shell reads it back: bare when safe, else in single quotes.
+func shellQuoted(_ word: String) -> String {
+    let plain = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_./=:,@%+".unicodeScalars
+    let safe = !word.isEmpty && word.unicodeScalars.allSatisfy { !$0.isASCII || plain.contains($0) }
+    return safe ? word : "'" + word.replacingOccurrences(of: "'", with: "'\\''") + "'"
+}
+
 /// Splits a prompt line into words like a shell: whitespace separates, quotes group, backslash escapes.
 public func splitCommandLine(_ line: String) throws(UsageError) -> [String] {
+    let scan = scanWords(line)
+    if scan.quote != nil { throw UsageError("unterminated quote in: \(line)") }
+    return scan.words + (scan.last.map { [$0] } ?? [])
+}
+
+/// The words of a line as a shell splits them: the whole words, the word still being typed when the line does not end
+/// in whitespace (nil when it does), and the quote left open, if one is.
+func scanWords(_ line: String) -> (words: [String], last: String?, quote: Character?) {
     var words: [String] = []
     var current = ""
     var inWord = false
@@ -261,7 +340,5 @@ public func splitCommandLine(_ line: String) throws(UsageError) -> [String] {
             inWord = true
         }
     }
-    if quote != nil { throw UsageError("unterminated quote in: \(line)") }
-    if inWord { words.append(current) }
-    return words
+    return (words, inWord ? current : nil, quote)
 }

@@ -7,7 +7,7 @@ struct CommandFailure: Error {
 }
 
 /// What a command runs with.
-struct Context {
+struct Context: Sendable {
     var invocation: Invocation
     var client: LarderClient
     var output: Output
@@ -18,23 +18,48 @@ struct Context {
 
     func uuid(_ text: String, _ what: String = "ID") throws(UsageError) -> UUID {
         guard let id = UUID(wireString: text) else {
-            throw UsageError("\(what) must be a UUID like 3f2504e0-4f89-11d3-9a0c-0305e82c3301, not '\(text)'")
+            throw UsageError(
+                "\(what) must be a UUID like 3f2504e0-4f89-11d3-9a0c-0305e82c3301",
+                excerpt: UsageError.Excerpt(text, offset: 0, length: text.count))
         }
         return id
     }
 
-    func object(_ text: String, _ what: String = "JSON") throws(UsageError) -> JSONObject {
+    /// A JSON object argument; a mistake points at the character where the JSON went wrong.
+    func object(_ text: String, _ what: String = "the JSON argument") throws(UsageError) -> JSONObject {
+        let value: JSON
         do throws(LarderError) {
-            return try JSONParser.parseObject(Array(text.utf8))
+            value = try JSONParser.parse(Array(text.utf8))
         } catch {
-            throw UsageError("\(what) must be a JSON object such as '{\"name\":\"poke-ball\"}': \(error.message)")
+            let (message, byte) = FilterSyntax.jsonMistake(error)
+            let offset = byte.map { FilterSyntax.characterOffset(text, byte: $0) } ?? 0
+            throw UsageError("\(what) does not parse: \(message)", excerpt: UsageError.Excerpt(text, offset: offset))
         }
+        guard case .object(let object) = value else {
+            throw UsageError(
+                "\(what) must be a JSON object such as '{\"name\":\"poke-ball\"}', not \(value.typeNameWithArticle)",
+                excerpt: UsageError.Excerpt(text, offset: 0, length: text.count))
+        }
+        return object
     }
 
     func int(_ name: String, range: ClosedRange<Int>) throws(UsageError) -> Int? {
         guard let text = invocation.value(name) else { return nil }
         guard let value = Int(text), range.contains(value) else {
-            throw UsageError("--\(name) must be an integer from \(range.lowerBound) to \(range.upperBound), not '\(text)'")
+            throw UsageError(
+                "--\(name) must be an integer from \(range.lowerBound) to \(range.upperBound)",
+                excerpt: .option(name, text))
+        }
+        return value
+    }
+
+    /// A number of seconds (`1`, `0.5`) in `range`.
+    func seconds(_ name: String, range: ClosedRange<Double>) throws(UsageError) -> Double? {
+        guard let text = invocation.value(name) else { return nil }
+        guard let value = Double(text), value.isFinite, range.contains(value) else {
+            throw UsageError(
+                "--\(name) must be a number of seconds from \(StatsSummary.decimal(range.lowerBound)) to "
+                    + "\(StatsSummary.decimal(range.upperBound))", excerpt: .option(name, text))
         }
         return value
     }
@@ -43,9 +68,18 @@ struct Context {
 
     func attachment(_ name: String) throws(UsageError) -> BlobAttachment? {
         guard let text = invocation.value(name) else { return nil }
-        let parts = text.split(separator: "/", maxSplits: 1).map(String.init)
-        guard parts.count == 2 else { throw UsageError("--\(name) takes COLLECTION/ID, not '\(text)'") }
-        return BlobAttachment(collection: parts[0], id: try uuid(parts[1], "--\(name)'s ID"))
+        let parts = text.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+        guard parts.count == 2, !parts[0].isEmpty else {
+            throw UsageError("--\(name) takes COLLECTION/ID", excerpt: .option(name, text))
+        }
+        guard let id = UUID(wireString: parts[1]) else {
+            let excerpt = UsageError.Excerpt.option(name, text)
+            throw UsageError(
+                "--\(name)'s ID must be a UUID like 3f2504e0-4f89-11d3-9a0c-0305e82c3301",
+                excerpt: UsageError.Excerpt(
+                    excerpt.text, offset: excerpt.offset + parts[0].count + 1, length: parts[1].count))
+        }
+        return BlobAttachment(collection: parts[0], id: id)
     }
 
     /// `--where`, `--filter`, `--contains` and `--in` as a filter and a text query.
@@ -56,12 +90,16 @@ struct Context {
             var fields: [FieldPath]?
             if let list = invocation.value("in") {
                 fields = []
-                for name in list.split(separator: ",") {
+                var offset = 0
+                for name in list.split(separator: ",", omittingEmptySubsequences: false) {
                     do throws(LarderError) {
                         fields!.append(try FieldPath(name.trimmingCharacters(in: .whitespaces)))
                     } catch {
-                        throw UsageError("--in: \(error.message)")
+                        let whole = UsageError.Excerpt.option("in", list)
+                        let excerpt = UsageError.Excerpt(whole.text, offset: whole.offset + offset, length: name.count)
+                        throw UsageError("--in: \(error.message)", excerpt: excerpt)
                     }
+                    offset += name.count + 1
                 }
             }
             text = TextQuery(query: contains, fields: fields)
@@ -83,7 +121,7 @@ enum Commands {
     static let pageOptions = [
         OptionSpec("limit", value: "N", help: "records per page, 1 to 1000 (default 50)"),
         OptionSpec("cursor", value: "C", help: "continue after a previous page"),
-        OptionSpec("all", help: "follow cursors to the end"),
+        OptionSpec("all", help: "every page: follow the cursors to the end, printing each page as it comes"),
     ]
 
     static let searchExamples = """
@@ -100,6 +138,8 @@ enum Commands {
         --json or when stdout is not a terminal). Without COLLECTION every collection is followed. A document that a
         write takes out of the --where filter shows as "left". If the watcher falls behind it resumes where it was;
         if --since is older than the server's change log, a resync line says so (reload, then follow).
+        When the server goes away, watch says so in one line on stderr and reconnects (after 0.1 s, doubling to 5 s
+        between tries), then goes on after the last change it printed: nothing is lost or shown twice.
 
         Examples:
           larder watch todos                               # every change to the todo list
@@ -138,7 +178,7 @@ enum Commands {
             ["search"], arguments: "COLLECTION", arity: 1...1, summary: "documents matching filters and text",
             details: FilterSyntax.help + "\n" + searchExamples,
             options: queryOptions + [
-                OptionSpec("sort", value: "FIELD[:desc]", help: "sort key (repeatable; id breaks ties)")
+                OptionSpec("sort", value: "FIELD[:asc|:desc]", help: "sort key (repeatable; id breaks ties)")
             ] + pageOptions),
         CommandSpec(
             ["count"], arguments: "COLLECTION", arity: 1...1, summary: "how many documents match",
@@ -168,16 +208,37 @@ enum Commands {
             options: [
                 OptionSpec("attached-to", value: "COLLECTION/ID", help: "only blobs attached to this document")
             ] + pageOptions),
-        CommandSpec(["stats"], summary: "server statistics"),
+        CommandSpec(
+            ["stats"], summary: "server statistics: a summary on a terminal, everything with --json",
+            details: """
+                On a terminal: uptime, connections, requests per second (measured over --interval), p50 and p99
+                latency for each operation, and the store's sizes. With --json (or when stdout is not a terminal):
+                the server's whole STATS answer as one JSON object.
+                """,
+            options: [
+                OptionSpec(
+                    "interval", value: "SECONDS",
+                    help: "measure requests/s over this long (default 1; 0: the average since start)")
+            ]),
         CommandSpec(
             ["import"], arguments: "COLLECTION [FILE|-]", arity: 1...2,
             summary: "create documents from a JSON array or NDJSON (file or stdin)",
             details: """
                 Each element is a document's data, or an exported record ({"id","data",...}) whose id is kept.
-                Requests are pipelined; ends with 'created: N, errors: M' and exits 1 if any failed.
-                Example: larder import students samples/students.json
+                Modes: insert (the default) creates every element; an id that already exists is an error.
+                upsert creates each record under its own id, or replaces the document that has it; skip-existing
+                creates the records whose id is new and leaves the others. Both need ids (the samples and
+                larder export have them), so running the same import twice leaves the same documents.
+                Requests are pipelined; ends with a count of each outcome ('created: N, errors: M') and exits 1 if
+                any failed.
+                Examples:
+                  larder import students samples/students.json --mode upsert
+                  larder export items | larder import items_copy --mode skip-existing
                 """,
-            options: [OptionSpec("window", value: "N", help: "requests in flight (default 64)")]),
+            options: [
+                OptionSpec("mode", value: "MODE", help: "insert (default), upsert or skip-existing"),
+                OptionSpec("window", value: "N", help: "requests in flight (default 64)"),
+            ]),
         CommandSpec(
             ["export"], arguments: "COLLECTION", arity: 1...1, summary: "every record as NDJSON",
             options: [OptionSpec("data", help: "only the data objects, not the envelopes")]),
@@ -191,6 +252,13 @@ enum Commands {
                 OptionSpec("filter", value: "JSON", help: "a filter in wire form, e.g. {\"or\":[...]}"),
                 OptionSpec("ids-only", help: "leave the documents out (ids, revisions, sequence numbers)"),
             ]),
+        CommandSpec(
+            ["completion"], arguments: "bash|zsh", arity: 1...1, summary: "print a shell completion script",
+            details: """
+                Completes commands, options and collection names (asked of the server the options name).
+                bash: eval "$(larder completion bash)"   (or save it in /etc/bash_completion.d/larder)
+                zsh:  eval "$(larder completion zsh)"    (after compinit; or save it as _larder in $fpath)
+                """),
         CommandSpec(["help"], arguments: "[COMMAND]", arity: 0...2, summary: "show help for a command"),
     ]
 
@@ -236,16 +304,9 @@ enum Commands {
             let limit = try c.int("limit", range: 1...maxPageLimit) ?? defaultPageLimit
             let (filter, text) = try c.query()
             var sort: [SortKey] = []
-            for key in c.invocation.values["sort"] ?? [] {
-                let descending = key.hasSuffix(":desc")
-                let name = descending ? String(key.dropLast(5)) : key.hasSuffix(":asc") ? String(key.dropLast(4)) : key
-                do throws(LarderError) {
-                    sort.append(SortKey(field: try FieldPath(name), descending: descending))
-                } catch {
-                    throw UsageError("--sort: \(error.message)", usage: command.usage)
-                }
-            }
-            var all: [Record] = []
+            for key in c.invocation.values["sort"] ?? [] { sort.append(try FilterSyntax.sortKey(key)) }
+            // Each page is shown as it comes, so --all holds one page at a time however long the collection.
+            let table = RecordTable(out)
             repeat {
                 let page =
                     command.name == "list"
@@ -254,14 +315,10 @@ enum Commands {
                         c.collection(),
                         SearchQuery(filter: filter, text: text, sort: sort, limit: limit, cursor: cursor))
                 cursor = page.nextCursor
-                if out.json {
-                    out.records(page.records)
-                } else {
-                    all += page.records
-                }
+                table.add(page.records)
+                out.flush()
             } while c.invocation.flag("all") && cursor != nil
-            if !out.json { out.records(all) }
-            if let cursor { out.error("more: --cursor \(cursor)") }
+            table.finish(cursor: cursor)
         case "count":
             let (filter, text) = try c.query()
             let count = try await client.count(c.collection(), filter: filter, text: text)
@@ -280,7 +337,10 @@ enum Commands {
                 } else {
                     let key = section.key.isNull ? "(none)" : Output.cell(section.key, limit: 60)
                     out.line(out.bold("\(key) (\(section.count))"))
-                    out.records(section.records)
+                    RecordTable(out).add(section.records)
+                    if section.records.count < section.count {
+                        out.line(out.dim("\(section.records.count) of \(section.count) shown (--per-group N for more)"))
+                    }
                     out.line("")
                 }
             }
@@ -315,40 +375,39 @@ enum Commands {
             var cursor = c.invocation.value("cursor")
             let limit = try c.int("limit", range: 1...maxPageLimit) ?? defaultPageLimit
             let attached = try c.attachment("attached-to")
-            var blobs: [BlobInfo] = []
+            var shown = 0
             repeat {
                 let page = try await client.blobList(limit: limit, cursor: cursor, attachedTo: attached)
-                blobs += page.blobs
                 cursor = page.nextCursor
-            } while c.invocation.flag("all") && cursor != nil
-            if out.json {
-                for blob in blobs { out.json(.object(blob.json)) }
-            } else {
-                out.table(
-                    ["id", "size", "pixels", "attached to", "created"],
-                    blobs.map {
-                        [
-                            $0.id.wireString, String($0.size), "\($0.width)x\($0.height)",
-                            $0.attachedTo.map { "\($0.collection)/\($0.id.wireString.prefix(8))" } ?? "",
-                            Timestamp.string($0.createdAt),
-                        ]
-                    })
-            }
-            if let cursor { out.error("more: --cursor \(cursor)") }
-        case "stats":
-            let stats = try await client.stats()
-            if out.json {
-                out.json(.object(stats))
-            } else {
-                func walk(_ prefix: String, _ value: JSON) {
-                    if case .object(let object) = value {
-                        for (key, member) in object { walk(prefix.isEmpty ? key : "\(prefix).\(key)", member) }
-                    } else {
-                        out.line(out.bold(prefix) + "  " + Output.cell(value, limit: 100))
-                    }
+                shown += page.blobs.count
+                if out.json {
+                    for blob in page.blobs { out.json(.object(blob.json)) }
+                } else if !page.blobs.isEmpty {
+                    out.table(
+                        ["id", "size", "pixels", "attached to", "created"],
+                        page.blobs.map {
+                            [
+                                $0.id.wireString, ByteSize.format($0.size), "\($0.width)x\($0.height)",
+                                $0.attachedTo.map { "\($0.collection)/\($0.id.wireString)" } ?? "",
+                                Timestamp.string($0.createdAt),
+                            ]
+                        }, fixed: [0, 3])
                 }
-                walk("", .object(stats))
+                out.flush()
+            } while c.invocation.flag("all") && cursor != nil
+            if let cursor {
+                out.more(shown: shown, noun: "blob", cursor: cursor)
+            } else if !out.json {
+                out.line(out.dim("\(shown) blob\(shown == 1 ? "" : "s")"))
             }
+        case "stats": return try await stats(c)
+        case "completion":
+            guard let script = Completion.script(for: c.arguments[0]) else {
+                throw UsageError(
+                    "completion scripts are for bash and zsh", usage: command.usage,
+                    excerpt: commandLineExcerpt(["completion"] + c.arguments, at: 1))
+            }
+            out.text(script)
         case "import": return try await Transfer.importRecords(c)
         case "export": return try await Transfer.export(c)
         case "watch": return try await watch(c)
@@ -361,7 +420,8 @@ enum Commands {
     static func blobInfo(_ out: Output, _ info: BlobInfo) {
         if out.json { return out.json(.object(info.json)) }
         var rows: [(String, String)] = [
-            ("id", info.id.wireString), ("size", "\(info.size) bytes"), ("sha256", info.sha256),
+            ("id", info.id.wireString), ("size", "\(ByteSize.format(info.size)) (\(info.size) bytes)"),
+            ("sha256", info.sha256),
             ("type", info.contentType), ("pixels", "\(info.width)x\(info.height)"),
             ("created", Timestamp.string(info.createdAt)),
         ]
@@ -382,6 +442,8 @@ enum Commands {
             } else {
                 c.output.line(String(format: "PONG seq=%d time=%.3f ms", n, ms))
             }
+            // Each answer shows as it comes, not when the last one has.
+            c.output.flush()
             if interval > 0 && n < count { try? await Task.sleep(for: .milliseconds(interval)) }
         }
         if count > 1 {

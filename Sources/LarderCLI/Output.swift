@@ -14,6 +14,8 @@ final class Output: @unchecked Sendable {
     let color: Bool
     let stdoutIsTerminal: Bool
     let stderrIsTerminal: Bool
+    /// The terminal's width in columns, which tables fit: TIOCGWINSZ on stdout, else `COLUMNS`, else 80.
+    let columns: Int
     private let lock = NSLock()
     private var buffer: [UInt8] = []
 
@@ -23,6 +25,19 @@ final class Output: @unchecked Sendable {
         json = forceJSON || !stdoutIsTerminal
         let noColor = ProcessInfo.processInfo.environment["NO_COLOR"].map { !$0.isEmpty } ?? false
         color = stdoutIsTerminal && !json && !noColor
+        columns = Output.terminalColumns()
+    }
+
+    /// The width of the terminal on stdout (or stderr), else `COLUMNS`, else 80; at least 20.
+    static func terminalColumns() -> Int {
+        for fd: Int32 in [1, 2] {
+            var size = winsize()
+            if ioctl(fd, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 { return max(20, Int(size.ws_col)) }
+        }
+        if let text = ProcessInfo.processInfo.environment["COLUMNS"], let value = Int(text), value > 0 {
+            return max(20, value)
+        }
+        return 80
     }
 
     /// Writes a line to stdout (buffered until `flush`).
@@ -32,6 +47,11 @@ final class Output: @unchecked Sendable {
             buffer.append(0x0A)
             if buffer.count >= 1 << 16 { flushLocked() }
         }
+    }
+
+    /// Writes text as it is (its own line breaks) to stdout.
+    func text(_ text: String) {
+        lock.withLock { buffer.append(contentsOf: text.utf8) }
     }
 
     /// Writes raw bytes to stdout.
@@ -81,49 +101,71 @@ final class Output: @unchecked Sendable {
 
     // MARK: - Records
 
-    /// One record: a JSON object (with its `id`) or a vertical listing.
+    /// One record, vertically: the envelope, then each field of the data, long values wrapped to the terminal.
     func record(_ record: Record) {
         if json { return self.json(.object(record.json)) }
-        let keys = ["id", "rev", "createdAt", "updatedAt"]
-        let values = [
-            record.id.wireString, String(record.rev), Timestamp.string(record.createdAt),
-            Timestamp.string(record.updatedAt),
+        var rows = [
+            ("id", record.id.wireString, true), ("rev", String(record.rev), true),
+            ("createdAt", Timestamp.string(record.createdAt), true),
+            ("updatedAt", Timestamp.string(record.updatedAt), true),
         ]
-        let width = max(9, record.data.keys.map { Output.width($0) }.max() ?? 0)
-        for (key, value) in zip(keys, values) { line(dim(Output.pad(key, width)) + "  " + value) }
-        for (key, value) in record.data { line(bold(Output.pad(key, width)) + "  " + Output.cell(value, limit: 200)) }
+        for (key, value) in record.data { rows.append((key, Output.cell(value, limit: 4000), false)) }
+        let keyWidth = min(max(9, rows.map { Output.width($0.0) }.max() ?? 0), max(8, columns / 3))
+        for (key, value, envelope) in rows {
+            let label = Output.pad(Output.truncate(key, keyWidth), keyWidth)
+            vertical(envelope ? dim(label) : bold(label), keyWidth: keyWidth, value: value, maxLines: 40)
+        }
     }
 
-    /// Many records: JSON lines or a table of the id and the data's top-level fields.
-    func records(_ records: [Record], nextCursor: String? = nil) {
-        if json {
-            for record in records { self.json(.object(record.json)) }
-        } else {
-            var columns: [String] = []
-            for record in records {
-                for key in record.data.keys where !columns.contains(key) && columns.count < 8 { columns.append(key) }
-            }
-            let rows = records.map { record in
-                [String(record.id.wireString.prefix(8))] + columns.map { record.data[$0].map { Output.cell($0) } ?? "" }
-            }
-            table(["id"] + columns, rows)
-            line(dim("\(records.count) record\(records.count == 1 ? "" : "s")"))
+    /// `label  value`, the value wrapped under itself to the terminal's width, on at most `maxLines` lines.
+    func vertical(_ label: String, keyWidth: Int, value: String, maxLines: Int) {
+        let room = max(10, columns - keyWidth - 2)
+        let lines = Output.wrap(value, width: room, maxLines: maxLines)
+        for (n, text) in lines.enumerated() {
+            line((n == 0 ? label : String(repeating: " ", count: keyWidth)) + "  " + text)
         }
-        if let nextCursor { error("more: --cursor \(nextCursor)") }
     }
 
-    /// A table with a bold header; cells padded by display width (CJK counts double).
-    func table(_ header: [String], _ rows: [[String]]) {
-        var widths = header.map { Output.width($0) }
-        for row in rows {
-            for (n, cell) in row.enumerated() where n < widths.count { widths[n] = max(widths[n], Output.width(cell)) }
+    /// Records as a table of the id and the data's top-level fields; JSON lines in JSON mode. `RecordTable` streams
+    /// several pages as one.
+    func records(_ records: [Record]) {
+        let table = RecordTable(self)
+        table.add(records)
+        table.finish()
+    }
+
+    /// The line for a page cut short: how many were shown and how to get the rest. On a terminal it follows the table
+    /// on stdout; in JSON mode it goes to stderr, so that stdout stays JSON lines.
+    func more(shown: Int, noun: String, cursor: String) {
+        let text = "\(shown) \(noun)\(shown == 1 ? "" : "s") shown, more remain: --cursor \(shellQuoted(cursor))"
+            + " for the next page, --all for all"
+        if json { error(text) } else { line(dim(text)) }
+    }
+
+    /// A table with a bold header that fits the terminal: columns narrowed (cells cut with …) down to a minimum,
+    /// and when even that is too wide, each row shown vertically. Columns in `fixed` are never narrowed (ids).
+    func table(_ header: [String], _ rows: [[String]], fixed: Set<Int> = []) {
+        let natural = header.indices.map { n in
+            rows.reduce(Output.width(header[n])) { max($0, n < $1.count ? Output.width($1[n]) : 0) }
         }
-        func render(_ cells: [String]) -> String {
-            cells.enumerated().map { n, cell in n == cells.count - 1 ? cell : Output.pad(cell, widths[n]) }
-                .joined(separator: "  ")
+        let minimum = natural.indices.map { fixed.contains($0) ? natural[$0] : min(natural[$0], TableLayout.narrowest) }
+        guard let widths = TableLayout.fit(natural: natural, minimum: minimum, width: columns) else {
+            for (n, row) in rows.enumerated() { verticalRow(number: n + 1, header: header, cells: row) }
+            return
         }
-        line(bold(render(header)))
-        for row in rows { line(render(row)) }
+        line(bold(TableLayout.render(header, widths)))
+        for row in rows { line(TableLayout.render(row, widths)) }
+    }
+
+    /// One row of a table too wide for the terminal, psql's expanded form: `-[ N ]----` then `column  value` lines.
+    func verticalRow(number: Int, header: [String], cells: [String], maxLines: Int = 3) {
+        let keyWidth = min(header.map { Output.width($0) }.max() ?? 0, max(8, columns / 3))
+        let rule = "-[ \(number) ]"
+        line(dim(rule + String(repeating: "-", count: max(0, min(columns, 40) - rule.count))))
+        for (n, key) in header.enumerated() where n < cells.count && !cells[n].isEmpty {
+            let label = bold(Output.pad(Output.truncate(key, keyWidth), keyWidth))
+            vertical(label, keyWidth: keyWidth, value: cells[n], maxLines: maxLines)
+        }
     }
 
     /// A value as a table cell: strings bare, other values as compact JSON, shortened to `limit` columns.
@@ -134,6 +176,11 @@ final class Output: @unchecked Sendable {
         default: text = String(decoding: value.bytes, as: UTF8.self)
         }
         text = text.replacingOccurrences(of: "\n", with: " ")
+        return truncate(text, limit)
+    }
+
+    /// `text` cut to `limit` columns, with … as its last column when cut.
+    static func truncate(_ text: String, _ limit: Int) -> String {
         guard width(text) > limit else { return text }
         var out = ""
         var used = 0
@@ -144,6 +191,36 @@ final class Output: @unchecked Sendable {
             used += w
         }
         return out + "…"
+    }
+
+    /// `text` in lines of at most `width` columns, at most `maxLines` of them, the last ending in … when the text
+    /// goes on. Lines break after a space when there is one in the second half of the line, else anywhere (a wide
+    /// character is never split).
+    static func wrap(_ text: String, width: Int, maxLines: Int) -> [String] {
+        var lines: [String] = []
+        var current: [Character] = []
+        var used = 0
+        for character in text {
+            let w = Output.width(String(character))
+            if used + w > width {
+                guard lines.count + 1 < maxLines else {
+                    lines.append(truncate(String(current) + String(character), width))
+                    return lines
+                }
+                var carried: [Character] = []
+                if let space = current.lastIndex(of: " "), Output.width(String(current[..<space])) >= width / 2 {
+                    carried = Array(current[(space + 1)...])
+                    current.removeSubrange(space...)
+                }
+                lines.append(String(current))
+                current = carried
+                used = Output.width(String(carried))
+            }
+            current.append(character)
+            used += w
+        }
+        lines.append(String(current))
+        return lines
     }
 
     /// Terminal columns a string takes: East Asian wide characters and emoji count two.
@@ -173,6 +250,7 @@ final class Output: @unchecked Sendable {
         private let enabled: Bool
         private let lock = NSLock()
         private var lastDrawn = -1
+        private var lastTotal = 0
 
         init(label: String, enabled: Bool) {
             self.label = label
@@ -183,6 +261,7 @@ final class Output: @unchecked Sendable {
             guard enabled, total > 0 else { return }
             let percent = min(100, done * 100 / total)
             let text: String? = lock.withLock {
+                lastTotal = total
                 guard percent != lastDrawn else { return nil }
                 lastDrawn = percent
                 let filled = percent * 30 / 100
@@ -192,15 +271,19 @@ final class Output: @unchecked Sendable {
             if let text { Output.writeAll(2, Array(text.utf8)) }
         }
 
+        /// The transfer is complete: the bar is drawn full (the last report may have come just before the last
+        /// bytes, at 99%), and the line ended.
         func finish() {
-            guard enabled, lastDrawn >= 0 else { return }
+            guard enabled else { return }
+            let total = lock.withLock { lastDrawn >= 0 ? lastTotal : 0 }
+            guard total > 0 else { return }
+            update(total, total)
             Output.writeAll(2, Array("\n".utf8))
         }
 
+        /// `1.5 MiB of 2 MiB`.
         static func amount(_ done: Int, _ total: Int) -> String {
-            total >= 1 << 20
-                ? String(format: "%.1f/%.1f MiB", Double(done) / 1_048_576, Double(total) / 1_048_576)
-                : "\(done)/\(total)"
+            "\(ByteSize.format(done)) of \(ByteSize.format(total))"
         }
     }
 }

@@ -59,32 +59,83 @@ enum Transfer {
         return (items, errors)
     }
 
+    /// How `import` treats a record whose id may already exist.
+    enum Mode: String, CaseIterable {
+        /// Create every element; an existing id is an error (CONFLICT).
+        case insert
+        /// Create under the record's own id, or replace the document that has it.
+        case upsert
+        /// Create the records whose id is new; leave the others as they are.
+        case skipExisting = "skip-existing"
+    }
+
+    /// What became of one element.
+    enum Outcome {
+        case created, replaced, skipped
+        case failed(String)
+    }
+
+    /// One element written according to `mode`. Upsert creates first and replaces on CONFLICT (one request for a new
+    /// record); a document deleted between the two is created again, so the record ends up stored either way.
+    static func write(_ item: Item, _ collection: String, _ mode: Mode, _ client: LarderClient) async -> Outcome {
+        if mode != .insert && item.id == nil {
+            return .failed(
+                "--mode \(mode.rawValue) needs the record's id: give {\"id\": UUID, \"data\": {...}}"
+                    + " (as export writes)")
+        }
+        do throws(LarderError) {
+            for _ in 0..<3 {
+                do throws(LarderError) {
+                    _ = try await client.create(collection, item.data, id: item.id)
+                    return .created
+                } catch where error.status == .conflict && mode != .insert {
+                    if mode == .skipExisting { return .skipped }
+                }
+                do throws(LarderError) {
+                    _ = try await client.replace(collection, id: item.id!, data: item.data)
+                    return .replaced
+                } catch where error.status == .notFound {
+                    continue
+                }
+            }
+            return .failed("the record kept being created and deleted by someone else; try it again")
+        } catch {
+            return .failed("\(error.status.name): \(error.message)")
+        }
+    }
+
     static func importRecords(_ c: Context) async throws -> Int32 {
         let collection = c.collection()
-        let (items, parseErrors) = try items(try read(c.arguments.count > 1 ? c.arguments[1] : "-"))
+        let modeText = c.invocation.value("mode") ?? Mode.insert.rawValue
+        guard let mode = Mode(rawValue: modeText) else {
+            throw UsageError(
+                "--mode must be insert, upsert or skip-existing",
+                excerpt: .option("mode", modeText))
+        }
         let window = try c.int("window", range: 1...10_000) ?? 64
+        let (items, parseErrors) = try items(try read(c.arguments.count > 1 ? c.arguments[1] : "-"))
         let progress = Output.Progress(label: "import", enabled: c.output.stderrIsTerminal && items.count > 0)
-        var created = 0
+        var counts: [String: Int] = ["created": 0, "replaced": 0, "skipped": 0]
         var failures = parseErrors
         let client = c.client
-        await withTaskGroup(of: (Int, LarderError?).self) { group in
+        await withTaskGroup(of: (Int, Outcome).self) { group in
             var next = 0
             func add() {
                 let item = items[next]
                 next += 1
-                group.addTask {
-                    do throws(LarderError) {
-                        _ = try await client.create(collection, item.data, id: item.id)
-                        return (item.line, nil)
-                    } catch {
-                        return (item.line, error)
-                    }
-                }
+                group.addTask { (item.line, await write(item, collection, mode, client)) }
             }
             while next < min(window, items.count) { add() }
-            for await (line, error) in group {
-                if let error { failures.append((line, "\(error.status.name): \(error.message)")) } else { created += 1 }
-                progress.update(created + failures.count - parseErrors.count, items.count)
+            var done = 0
+            for await (line, outcome) in group {
+                switch outcome {
+                case .created: counts["created"]! += 1
+                case .replaced: counts["replaced"]! += 1
+                case .skipped: counts["skipped"]! += 1
+                case .failed(let message): failures.append((line, message))
+                }
+                done += 1
+                progress.update(done, items.count)
                 if next < items.count { add() }
             }
         }
@@ -93,9 +144,14 @@ enum Transfer {
             c.output.error("line \(line): \(message)")
         }
         if failures.count > 20 { c.output.error("... and \(failures.count - 20) more errors") }
-        let summary = "created: \(created), errors: \(failures.count)"
+        // The outcomes a mode can have, in this order: insert says created and errors, as it always has.
+        let names = ["created"] + (mode == .upsert ? ["replaced"] : []) + (mode == .skipExisting ? ["skipped"] : [])
+        let summary = (names.map { "\($0): \(counts[$0]!)" } + ["errors: \(failures.count)"]).joined(separator: ", ")
         if c.output.json {
-            c.output.json(["created": .int(Int64(created)), "errors": .int(Int64(failures.count))])
+            var json = JSONObject()
+            for name in names { json[name] = .int(Int64(counts[name]!)) }
+            json["errors"] = .int(Int64(failures.count))
+            c.output.json(.object(json))
             c.output.error(summary)
         } else {
             c.output.line(summary)

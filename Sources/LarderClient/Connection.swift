@@ -277,6 +277,7 @@ final class Connection: @unchecked Sendable {
 
     private func readLoop() {
         var decoder = FrameDecoder()
+        decoder.acceptsCompressed = false  // until the server's HELLO answer agrees to zlib
         var buffer = ByteBuffer()
         let capacity = 64 << 10
         let chunk = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16)
@@ -296,12 +297,13 @@ final class Connection: @unchecked Sendable {
             do throws(FrameError) {
                 while let frame = try decoder.next(&buffer) {
                     if frame.opcode == .hello, frame.status == .ok,
-                        let limits = try? HelloResponse(json: frame.jsonObject()).limits
+                        let hello = try? HelloResponse(json: frame.jsonObject())
                     {
                         // Accept replies as large as the server may send, not just the defaults.
-                        decoder.maxFrameBytes = max(decoder.maxFrameBytes, limits.maxFrameBytes)
-                        decoder.maxJSONBytes = max(decoder.maxJSONBytes, limits.maxJSONBytes)
-                        decoder.maxBinaryBytes = max(decoder.maxBinaryBytes, limits.maxBlobBytes)
+                        decoder.maxFrameBytes = max(decoder.maxFrameBytes, hello.limits.maxFrameBytes)
+                        decoder.maxJSONBytes = max(decoder.maxJSONBytes, hello.limits.maxJSONBytes)
+                        decoder.maxBinaryBytes = max(decoder.maxBinaryBytes, hello.limits.maxBlobBytes)
+                        decoder.acceptsCompressed = hello.compression == zlibCompression
                     }
                     deliver(frame)
                 }

@@ -41,7 +41,7 @@ public struct Stored<Model: Codable & Sendable>: Sendable {
         if let span = AnswerReader.record(answer), let stored = Stored(span, in: answer) {
             self = stored
         } else {
-            try self.init(try Record(json: try JSONParser.parseObject(answer)))
+            try self.init(try Record(json: try JSONParser.parseObject(answer, maxDepth: JSONParser.maxAnswerDepth)))
         }
     }
 }
@@ -247,7 +247,7 @@ public struct LarderCollection<Model: Codable & Sendable>: Sendable {
         try await client.count(name, filter: filter, text: text)
     }
 
-    /// Sections by the value of `field`, in ascending key order.
+    /// Sections by the value of `field`, in the order of an ascending sort on it (Protocol.md §5.2).
     public func group(
         by field: String, filter: Filter? = nil, text: TextQuery? = nil, perGroup: Int = GroupRequest.defaultPerGroup
     ) async throws(LarderError) -> [Section<Model>] {
@@ -271,7 +271,7 @@ public struct LarderCollection<Model: Codable & Sendable>: Sendable {
             }
             if records.count == spans.count { return Page(records: records, nextCursor: nextCursor) }
         }
-        return try page(try PageResponse(json: try JSONParser.parseObject(answer)))
+        return try page(try PageResponse(json: try JSONParser.parseObject(answer, maxDepth: JSONParser.maxAnswerDepth)))
     }
 
     private static func page(_ response: PageResponse) throws(LarderError) -> Page<Model> {

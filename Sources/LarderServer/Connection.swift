@@ -210,6 +210,14 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
     private var untimedPointReads = 0
     /// A flush is asked for at the end of the loop's turn: the answers produced in one turn share a `write(2)`.
     private var flushPending = false
+    /// Where this connection's writes are parsed and handed to the store, in order (made at the first write).
+    private var writeLaneStorage: DispatchQueue?
+    private var writeLane: DispatchQueue {
+        if let writeLaneStorage { return writeLaneStorage }
+        let lane = context.router.makeWriteLane()
+        writeLaneStorage = lane
+        return lane
+    }
     /// The change feed's subscriptions, by id.
     private var subscriptions: [UInt32: Subscription] = [:]
     private var lastSubscriptionID: UInt32 = 0
@@ -401,7 +409,7 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         logger.debug("conn \(id) request \(frame.requestID) \(frame.opcode.name)")
         if let reply = context.router.handleInline(frame, reads: shard.pointReads) { return completed(reply, started: started) }
         if shard.readThrough(frame, router: context.router, { [self] reply in completed(reply, started: started) }) { return }
-        context.router.handle(frame) { [self] reply in
+        context.router.handle(frame, writes: writeLane) { [self] reply in
             shard.loop.async { [self] in completed(reply, started: started) }
         }
     }

@@ -120,12 +120,15 @@ package struct ConnectionStateMachine {
     /// Binary parts at least this large are sent from their own buffer.
     static let separateBinaryBytes = 64 << 10
     private(set) var inFlight = 0
-    /// What the requests in flight hold (JSON inflated plus binary), in total and by request id.
+    /// What the requests in flight hold (JSON inflated plus binary), in total.
     private(set) var inFlightRequestBytes = 0
-    private var requestBytes: [UInt32: [Int]] = [:]
-    /// Requests smaller than this are not counted in `inFlightRequestBytes`: at most `maxInFlight` of them are held,
-    /// a few hundred KiB, and the common small request then costs no dictionary update.
-    static let countedRequestBytes = 4096
+    /// The size (JSON inflated plus binary) of every request admitted and not yet answered, by request id: unique
+    /// among them, since a reused id is refused.
+    private var requests: [UInt32: Int] = [:]
+    /// Which requests run now and which wait for them.
+    private var order = RequestOrder()
+    /// Requests admitted but waiting for the requests before them (counted in `inFlight`).
+    package var heldRequests: Int { order.heldCount }
     /// Reading stopped because the unsent output passed the high-water mark.
     private(set) var readingPaused = false
     private(set) var shuttingDown = false
@@ -148,6 +151,7 @@ package struct ConnectionStateMachine {
         self.configuration = configuration
         let cap = configuration.limits.maxHandshakeFrameBytes
         decoder = FrameDecoder(maxFrameBytes: cap, maxJSONBytes: cap, maxBinaryBytes: cap)
+        decoder.acceptsCompressed = false  // until HELLO agrees to zlib
         self.encoders = encoders ?? SharedEncoders(configuration: configuration)
         lastActivity = now
     }
@@ -204,13 +208,13 @@ package struct ConnectionStateMachine {
     /// A request handed out by `.execute` finished.
     package mutating func requestCompleted(_ reply: Reply, now: UInt64) -> [Action] {
         inFlight -= 1
-        if !requestBytes.isEmpty, var sizes = requestBytes.removeValue(forKey: reply.requestID), !sizes.isEmpty {
-            inFlightRequestBytes -= sizes.removeFirst()
-            if !sizes.isEmpty { requestBytes[reply.requestID] = sizes }
-        }
+        if let bytes = requests.removeValue(forKey: reply.requestID) { inFlightRequestBytes -= bytes }
+        let released = order.answered()
         guard phase != .closed else { return [] }
         var actions: [Action] = []
         send(reply, &actions)
+        // After the reply: requests held behind this one are answered after it.
+        for frame in released { actions.append(.execute(frame)) }
         resumeIfBelowLowWater(now: now, &actions)
         closeIfDone(&actions)
         return actions
@@ -367,6 +371,13 @@ package struct ConnectionStateMachine {
             fail(error, requestID: frame.requestID, opcode: frame.opcode, now: now, &actions)
             return
         }
+        if frame.status != .ok {
+            // Not run: a client that sends a status is likely echoing a frame it received.
+            let error = LarderError(
+                .invalidArgument, "a request carries status 0 (OK) in its header; this one carries \(frame.status.rawValue)")
+            reply(Reply(opcode: frame.opcode, requestID: frame.requestID, error: error), &actions)
+            return
+        }
         switch phase {
         case .handshake:
             if frame.opcode == .hello && shuttingDown {
@@ -375,7 +386,7 @@ package struct ConnectionStateMachine {
             } else if frame.opcode == .hello {
                 hello(frame, now: now, &actions)
             } else if frame.opcode == .ping {
-                admit(frame, &actions)
+                admit(frame, now: now, &actions)
             } else {
                 let error =
                     configuration.token == nil
@@ -388,7 +399,7 @@ package struct ConnectionStateMachine {
                 let error = LarderError(.invalidArgument, "HELLO was already accepted on this connection")
                 reply(Reply(opcode: frame.opcode, requestID: frame.requestID, error: error), &actions)
             } else {
-                admit(frame, &actions)
+                admit(frame, now: now, &actions)
             }
         default:
             break
@@ -396,7 +407,7 @@ package struct ConnectionStateMachine {
     }
 
     /// Hands a request out to run, unless the server is shutting down or the in-flight limit is reached.
-    private mutating func admit(_ frame: Frame, _ actions: inout [Action]) {
+    private mutating func admit(_ frame: Frame, now: UInt64, _ actions: inout [Action]) {
         if shuttingDown {
             let error = LarderError(.unavailable, "the server is shutting down; retry on another server or later")
             reply(Reply(opcode: frame.opcode, requestID: frame.requestID, error: error), &actions)
@@ -408,13 +419,21 @@ package struct ConnectionStateMachine {
                 details: ["limit": .int(Int64(limit))])
             reply(Reply(opcode: frame.opcode, requestID: frame.requestID, error: error), &actions)
         } else {
-            inFlight += 1
             let size = frame.json.count + frame.binary.count
-            if size >= ConnectionStateMachine.countedRequestBytes {
-                inFlightRequestBytes += size
-                requestBytes[frame.requestID, default: []].append(size)
+            if let first = requests.updateValue(size, forKey: frame.requestID) {
+                // Two answers with one id could not be told apart. The first request is still answered; this one
+                // is not run, and the connection ends.
+                requests[frame.requestID] = first
+                let error = LarderError(
+                    .protocolError,
+                    "request id \(frame.requestID) is already in flight on this connection; a client must not reuse an "
+                        + "id before its answer has arrived")
+                sendConnectionError(error, reason: .protocolError(.protocolError), now: now, &actions)
+                return
             }
-            actions.append(.execute(frame))
+            inFlight += 1
+            inFlightRequestBytes += size
+            if order.admit(frame) { actions.append(.execute(frame)) }
             pauseIfOverHighWater(&actions)
         }
     }
@@ -459,6 +478,7 @@ package struct ConnectionStateMachine {
             decoder.maxFrameBytes = limits.maxFrameBytes
             decoder.maxJSONBytes = limits.maxJSONBytes
             decoder.maxBinaryBytes = limits.maxBlobBytes
+            decoder.acceptsCompressed = compression
             compressionNegotiated = compression
             reply(Reply(opcode: .hello, requestID: frame.requestID, json: response.json.bytes), &actions)
             // Only replies after this one are compressed: the client learns the choice from this reply.
@@ -531,6 +551,57 @@ package struct ConnectionStateMachine {
         guard case .closing(let reason, _) = phase, inFlight == 0, unsentBytes == 0 else { return }
         phase = .closed
         actions.append(.close(reason))
+    }
+}
+
+/// One connection's order (Protocol.md section 2.3): its requests take effect as if run one at a time in the order
+/// they arrived, while consecutive reads, or consecutive writes, still run side by side.
+///
+/// The requests handed out and not yet answered are all reads or all writes. A request of the same kind as them is
+/// handed out at once (unless others wait before it); one of the other kind waits until they are all answered, and
+/// then goes out with the run of same-kind requests queued behind it. Writes handed out together reach the store's
+/// writer in arrival order (the shell submits them through one lane), which commits them in that order. So a read sees
+/// every write sent before it and none sent after it, and a slow SEARCH holds back a later write but never a later GET.
+struct RequestOrder {
+    /// Whether the requests handed out and not yet answered are writes, and how many there are.
+    private(set) var runningWrites = false
+    private(set) var running = 0
+    /// Requests waiting for the other kind's run to end, in arrival order.
+    private var held: [Frame] = []
+    private var heldHead = 0
+
+    /// Requests waiting.
+    var heldCount: Int { held.count - heldHead }
+
+    /// Whether `frame` may run now; if not, it is held until the run before it ends (`answered`).
+    mutating func admit(_ frame: Frame) -> Bool {
+        let write = frame.opcode.isWrite
+        guard heldCount == 0, running == 0 || runningWrites == write else {
+            held.append(frame)
+            return false
+        }
+        runningWrites = write
+        running += 1
+        return true
+    }
+
+    /// A request handed out was answered; returns the requests that may run now, in arrival order.
+    mutating func answered() -> [Frame] {
+        guard running > 0 else { return [] }
+        running -= 1
+        guard running == 0, heldCount > 0 else { return [] }
+        runningWrites = held[heldHead].opcode.isWrite
+        var released: [Frame] = []
+        while heldHead < held.count, held[heldHead].opcode.isWrite == runningWrites {
+            released.append(held[heldHead])
+            heldHead += 1
+        }
+        running = released.count
+        if heldHead == held.count {
+            held.removeAll(keepingCapacity: held.capacity <= 256)
+            heldHead = 0
+        }
+        return released
     }
 }
 

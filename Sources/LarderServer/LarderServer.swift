@@ -15,7 +15,7 @@ import Synchronization
 /// accepting, answers new requests with UNAVAILABLE, finishes requests in flight, closes connections and the store.
 public final class LarderServer: Sendable {
     /// The software version announced in HELLO and printed at start.
-    public static let version = "0.1.0"
+    public static let version = LarderVersion.string
     public static var serverName: String { "larder-server \(version)" }
 
     public let configuration: ServerConfiguration

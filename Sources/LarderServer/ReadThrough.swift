@@ -24,7 +24,8 @@ extension IOShard {
             return true
         }
         cacheMisses += 1
-        router.handle(frame) { [self] reply in
+        // A GET is no write: the lane (an autoclosure) is never made.
+        router.handle(frame, writes: router.makeWriteLane()) { [self] reply in
             loop.async { [self] in
                 if reply.status == .ok && publishedBatches == published { readCache.insert(key, reply.json) }
                 completion(reply)

@@ -103,16 +103,26 @@ package final class Router: Sendable {
         }
     }
 
-    /// Handles `frame` and calls `completion` exactly once, on any thread.
-    package func handle(_ frame: Frame, completion: @escaping @Sendable (Reply) -> Void) {
+    /// A serial queue on the work queue for one connection's writes: they reach the store's writer in the order the
+    /// connection handed them out, which is the order they commit in (Protocol.md section 2.3).
+    package func makeWriteLane() -> DispatchQueue {
+        DispatchQueue(label: "larder.server.writes", target: workQueue)
+    }
+
+    /// Handles `frame` and calls `completion` exactly once, on any thread. Writes go through `writes`, a lane from
+    /// `makeWriteLane` that the caller keeps for the connection.
+    package func handle(
+        _ frame: Frame, writes: @autoclosure () -> DispatchQueue, completion: @escaping @Sendable (Reply) -> Void
+    ) {
         switch route(frame) {
         case .answered(let reply):
             completion(reply)
         case .read:
             workQueue.async { [self] in completion(readReply(frame)) }
         case .write:
-            // Parse on the work queue, not the writer: the writer's time is the scarce resource.
-            workQueue.async { [self] in
+            // Parsed off the loop and off the writer (the writer's time is the scarce resource), one write of the
+            // connection after another; writes of different connections are parsed side by side.
+            writes().async { [self] in
                 let body: WriteBody
                 do throws(LarderError) {
                     body = try Router.writeBody(frame)
@@ -144,7 +154,7 @@ package final class Router: Sendable {
         switch frame.opcode {
         case .ping, .hello:
             _ = try EmptyMessage(json: object)
-            return (Array("{}".utf8), [])
+            return ([], [])  // an empty JSON part, as the ping-response vector has it
         case .get:
             return try get(try GetRequest(json: object), reads)
         case .getMany:

@@ -65,6 +65,7 @@ public enum ServerOptions {
     public enum Command: Sendable, Equatable {
         case run
         case help
+        case version
     }
 
     /// A usage error (exit 64); `message` is printed after `Error: `.
@@ -93,16 +94,29 @@ public enum ServerOptions {
         return value
     }
 
+    /// A byte size option: `4194304`, `4MiB`, `64 KiB` (`ByteSize`).
+    static func size(_ name: String, _ text: String, min: Int = 0, max: Int = Int(Int32.max)) throws(UsageError) -> Int {
+        guard let value = ByteSize.parse(text), value >= min, value <= max else {
+            throw UsageError(
+                message: "--\(name) needs a size between \(ByteSize.format(min)) and \(ByteSize.format(max)): "
+                    + "\(ByteSize.grammar), not '\(text)'")
+        }
+        return value
+    }
+
     static let options: [Option] = {
         let d = ServerConfiguration()
         let l = Limits.default
         func limit(_ name: String, _ help: String, _ defaultValue: Int, _ key: any WritableKeyPath<Limits, Int> & Sendable)
             -> Option
         {
-            Option(
-                name: name, env: envName(name), valueName: "N", help: "\(help) (default \(defaultValue))",
+            // Limits in bytes take units (40MiB) and show their defaults with them.
+            let bytes = name.hasSuffix("-bytes")
+            return Option(
+                name: name, env: envName(name), valueName: bytes ? "SIZE" : "N",
+                help: "\(help) (default \(bytes ? ByteSize.format(defaultValue) : String(defaultValue)))",
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
-                    c.limits[keyPath: key] = try integer(name, v, min: 1)
+                    c.limits[keyPath: key] = bytes ? try size(name, v, min: 1) : try integer(name, v, min: 1)
                 })
         }
         return [
@@ -177,10 +191,10 @@ public enum ServerOptions {
                     c.changeRetentionMs = Int64(try integer("change-retention-ms", v, min: 1))
                 }),
             Option(
-                name: "read-cache-bytes", env: "LARDER_READ_CACHE_BYTES", valueName: "N",
-                help: "recent GET answers kept in memory, 0 for none (default \(d.readCacheBytes))",
+                name: "read-cache-bytes", env: "LARDER_READ_CACHE_BYTES", valueName: "SIZE",
+                help: "recent GET answers kept in memory, 0 for none (default \(ByteSize.format(d.readCacheBytes)))",
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
-                    c.readCacheBytes = try integer("read-cache-bytes", v, min: 0, max: Int.max)
+                    c.readCacheBytes = try size("read-cache-bytes", v, min: 0, max: Int.max)
                 }),
             Option(
                 name: "tcp-keepalive-s", env: "LARDER_TCP_KEEPALIVE_S", valueName: "N",
@@ -201,10 +215,10 @@ public enum ServerOptions {
                     c.zlibLevel = Int32(try integer("zlib-level", v, min: 0, max: 9))
                 }),
             Option(
-                name: "compression-threshold", env: "LARDER_COMPRESSION_THRESHOLD", valueName: "N",
-                help: "compress JSON parts of at least N bytes (default \(d.compressionThreshold))",
+                name: "compression-threshold", env: "LARDER_COMPRESSION_THRESHOLD", valueName: "SIZE",
+                help: "compress JSON parts of at least SIZE (default \(ByteSize.format(d.compressionThreshold)))",
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
-                    c.compressionThreshold = try integer("compression-threshold", v)
+                    c.compressionThreshold = try size("compression-threshold", v)
                 }),
             Option(
                 name: "synchronous", env: "LARDER_SYNCHRONOUS", valueName: "normal|full",
@@ -286,6 +300,7 @@ public enum ServerOptions {
             let argument = arguments[index]
             index += 1
             if argument == "--help" || argument == "-h" { return (.help, configuration) }
+            if argument == "--version" { return (.version, configuration) }
             guard argument.hasPrefix("--") else {
                 throw UsageError(message: "unexpected argument '\(argument)'")
             }
@@ -333,6 +348,7 @@ public enum ServerOptions {
             let padded = left.padding(toLength: max(left.count + 1, 36), withPad: " ", startingAt: 0)
             text += "\(padded)\(option.help) [\(option.env)]\n"
         }
+        text += "  --version".padding(toLength: 36, withPad: " ", startingAt: 0) + "print the version and exit\n"
         text += "  --help".padding(toLength: 36, withPad: " ", startingAt: 0) + "show this help\n"
         return text
     }

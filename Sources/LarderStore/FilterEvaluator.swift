@@ -7,6 +7,7 @@ import LarderWire
 /// The SQL rules it mirrors:
 /// - a data field is read like `json_extract`/`json_type`: through objects only (never into arrays), an absent path
 ///   is SQL NULL, and a NULL comparison counts as false (`not` and `ne` coalesce it, so a missing field matches them);
+///   `eq null` matches a missing field as well as a null one, so `ne null` matches neither;
 /// - comparisons need the same kind: numbers by value (integers and reals exactly, as SQLite compares them), strings
 ///   by UTF-8 bytes (BINARY collation), booleans and null only by `eq`;
 /// - `contains` folds both sides as `larder_fold` does and looks for the bytes; `prefix` compares bytes;
@@ -101,7 +102,7 @@ package enum FilterEvaluator {
             default: return false
             }
         }
-        guard let actual = field(path, record, data) else { return false }
+        guard let actual = field(path, record, data) else { return value == .null }
         switch (value, actual) {
         case (.null, .null): return true
         case (.bool(let b), .bool(let a)): return a == b

@@ -78,12 +78,9 @@ protocol PreparedWriteContext: WriteContext {
 }
 
 extension PreparedWriteContext {
-    func checkSize(_ document: PreparedDocument) throws(LarderError) {
-        let limit = core.configuration.maxDocumentBytes
-        guard document.data.count <= limit else {
-            throw LarderError(
-                .payloadTooLarge, "the document is \(document.data.count) bytes; the limit is \(limit)", field: "data")
-        }
+    /// PAYLOAD_TOO_LARGE when `document` passes the store's limit; `field` is the request member it came from.
+    func checkSize(_ document: PreparedDocument, field: String = "data") throws(LarderError) {
+        try document.checkSize(limit: core.configuration.maxDocumentBytes, field: field)
     }
 
     func create(_ collection: String, id: UUID?, data: JSONObject) throws(LarderError) -> StoredRecord {
@@ -133,12 +130,7 @@ extension GroupCommitStore {
 
     func prepare(_ data: JSONObject) throws(LarderError) -> PreparedDocument {
         let document = PreparedDocument(data)
-        guard document.data.count <= core.configuration.maxDocumentBytes else {
-            throw LarderError(
-                .payloadTooLarge,
-                "the document is \(document.data.count) bytes; the limit is \(core.configuration.maxDocumentBytes)",
-                field: "data")
-        }
+        try document.checkSize(limit: core.configuration.maxDocumentBytes, field: "data")
         return document
     }
 

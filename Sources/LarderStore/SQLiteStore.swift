@@ -174,7 +174,8 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
             guard fits else {
                 throw LarderError(
                     .payloadTooLarge, "these \(unique.count) documents together pass the answer limit of "
-                        + "\(configuration.maxPageBytes) bytes; ask for fewer ids at a time", field: "ids")
+                        + "\(configuration.maxPageBytes) bytes; ask for fewer ids at a time", field: "ids",
+                    details: ["limit": .int(Int64(configuration.maxPageBytes))])
             }
             return rows
         }
@@ -193,10 +194,12 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
         try SQLiteStore.validateCollection(collection)
         try SQLiteStore.checkLimit(limit)
         var after: Int64 = 0
+        let scope = Cursor.scope([.string(collection)])
         if let cursor {
-            guard case .int(let seq)? = try Cursor.decode(cursor)["seq"] else {
-                throw LarderError(.invalidArgument, "the cursor is not a LIST cursor", field: "cursor")
-            }
+            let position = try Cursor.open(
+                cursor, .list, scope: scope,
+                scopeMessage: "the cursor belongs to a LIST of another collection; start again without it")
+            guard case .int(let seq)? = position["seq"] else { throw SQLiteStore.damagedCursor }
             after = seq
         }
         let statement = (
@@ -207,8 +210,20 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
         let (page, more) = try readPage(collection, textIndex: false, text: nil, { _ in statement }, limit: limit) {
             (SQLiteStore.record($0), $0.int(5))
         }
-        let next = more ? Cursor.encode(["seq": .int(page.last!.1)]) : nil
+        let next = more ? Cursor.encode(.list, scope: scope, ["seq": .int(page.last!.1)]) : nil
         return Page(records: page.map(\.0), nextCursor: next)
+    }
+
+    static let damagedCursor = LarderError(
+        .invalidArgument, "the cursor is damaged; pass nextCursor back unchanged, or start again without it",
+        field: "cursor")
+
+    /// What a SEARCH cursor is valid for: the collection, filter, text and sort (not the limit).
+    static func searchScope(_ collection: String, _ query: SearchQuery) -> String {
+        Cursor.scope([
+            .string(collection), query.filter?.json ?? .null, query.text?.json ?? .null,
+            .array(query.sort.map(\.json)),
+        ])
     }
 
     /// The SQL of a search: the statement, its bound values, and how many sort-key columns follow the record's.
@@ -220,21 +235,16 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
         var builder = SQLBuilder(collection: collection, core: core, textPlan: plan)
         var clause = builder.whereClause(filter: query.filter, text: query.text)
         let keys = query.sort.map { builder.field($0.field).value }
-        let signature = Cursor.signature(query.sort)
         if let cursor = query.cursor {
-            let object = try Cursor.decode(cursor)
-            guard case .string(signature)? = object["s"], case .array(let raw)? = object["v"],
-                raw.count == keys.count, case .string(let lastId)? = object["id"]
-            else {
-                throw LarderError(
-                    .invalidArgument, "the cursor belongs to a query with another sort; start again without it",
-                    field: "cursor")
-            }
+            let object = try Cursor.open(
+                cursor, .search, scope: SQLiteStore.searchScope(collection, query),
+                scopeMessage: "the cursor belongs to another query: a SEARCH cursor is valid only with the same "
+                    + "collection, filter, text and sort; start again without it")
+            guard case .array(let raw)? = object["v"], raw.count == keys.count, case .string(let lastId)? = object["id"]
+            else { throw SQLiteStore.damagedCursor }
             var values: [SQLValue] = []
             for item in raw {
-                guard let value = Cursor.sqlValue(item) else {
-                    throw LarderError(.invalidArgument, "the cursor is damaged; start again without it", field: "cursor")
-                }
+                guard let value = Cursor.sqlValue(item) else { throw SQLiteStore.damagedCursor }
                 values.append(value)
             }
             // Keyset: rows strictly after the last one in (keys..., id) order, NULLs first ascending / last descending.
@@ -319,7 +329,6 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
     public func search(_ collection: String, _ query: SearchQuery) throws(LarderError) -> Page {
         let first = try searchSQL(collection, query)
         let keyCount = first.keyCount
-        let signature = Cursor.signature(query.sort)
         let statement = { (plan: TextPlan) throws(LarderError) -> (sql: String, values: [SQLValue]) in
             let (sql, values, _, _) = plan == .index ? first : try self.searchSQL(collection, query, plan: plan)
             return (sql, values)
@@ -331,10 +340,9 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
         }
         var next: String?
         if more, let last = page.last {
-            next = Cursor.encode([
-                "s": .string(signature), "v": .array(last.1.map(Cursor.json)),
-                "id": .string(last.0.id.wireString),
-            ])
+            next = Cursor.encode(
+                .search, scope: SQLiteStore.searchScope(collection, query),
+                ["v": .array(last.1.map(Cursor.json)), "id": .string(last.0.id.wireString)])
         }
         return Page(records: page.map(\.0), nextCursor: next)
     }
@@ -387,6 +395,10 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
         guard perGroup >= 0 && perGroup <= SearchQuery.maxLimit else {
             throw LarderError(.invalidArgument, "perGroup must be from 0 to \(SearchQuery.maxLimit)", field: "perGroup")
         }
+        // A section is a kind and a value: `g`, the rank of (value, kind) in the sort order of `field` (§5.2), numbers
+        // and booleans by value with a boolean's section before the number's it ties with. Ranking by SQLite's own
+        // comparison puts 1 and 1.0 in one section, as `eq` matches them, while `true` and 1 stay apart, as `eq` keeps
+        // them.
         func statements(_ plan: TextPlan) -> (groups: String, records: String, values: [SQLValue], textIndex: Bool) {
             var builder = SQLBuilder(collection: collection, core: core, textPlan: plan)
             let clause = builder.whereClause(filter: filter, text: text)
@@ -395,58 +407,57 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
             let kind =
                 "CASE WHEN \(typeExpr) IS NULL OR \(typeExpr) = 'null' THEN 'null' "
                 + "WHEN \(typeExpr) IN ('integer','real') THEN 'number' ELSE \(typeExpr) END"
+            let isInteger = t.map { "\($0) = 'integer'" } ?? "typeof(\(x)) = 'integer'"
             let inner =
-                "SELECT \(kind) AS kt, \(x) AS k, seq, \(SQLiteStore.recordColumns) FROM documents WHERE \(clause)"
+                "SELECT \(kind) AS kt, \(x) AS k, \(isInteger) AS ki, seq, \(SQLiteStore.recordColumns) FROM documents "
+                + "WHERE \(clause)"
+            let ranked = "SELECT *, dense_rank() OVER (ORDER BY k, kt = 'number', kt) AS g FROM (\(inner))"
             let groupsSQL =
-                "SELECT kt, k, count(*) FROM (\(inner)) GROUP BY kt, k ORDER BY k, kt LIMIT \(SQLiteStore.maxGroups)"
+                "SELECT g, kt, k, count(*), max(CASE WHEN ki THEN k END) FROM (\(ranked)) GROUP BY g ORDER BY g "
+                + "LIMIT \(SQLiteStore.maxGroups)"
             let recordsSQL =
-                "SELECT kt, k, \(SQLiteStore.recordColumns) FROM (SELECT *, row_number() OVER "
-                + "(PARTITION BY kt, k ORDER BY seq) AS rn FROM (\(inner))) WHERE rn <= \(perGroup) ORDER BY k, kt, rn"
+                "SELECT g, \(SQLiteStore.recordColumns) FROM (SELECT *, row_number() OVER "
+                + "(PARTITION BY g ORDER BY seq) AS rn FROM (\(ranked))) "
+                + "WHERE rn <= \(perGroup) AND g <= \(SQLiteStore.maxGroups) ORDER BY g, rn"
             return (groupsSQL, recordsSQL, builder.values, builder.usesTextIndex)
         }
         let first = statements(.index)
         let (groupRows, recordRows) = try read(collection, textIndex: first.textIndex, text: text, transaction: true) {
             db, plan throws(LarderError) in
             let (groupsSQL, recordsSQL, values, _) = plan == .index ? first : statements(plan)
-            let groups = try db.query(groupsSQL, values) { ($0.text(0), $0.value(1), Int($0.int(2))) }
-            var records: [(String, SQLValue, StoredRecord)] = []
+            let groups = try db.query(groupsSQL, values) {
+                (rank: $0.int(0), kind: $0.text(1), value: $0.value(2), integer: $0.value(4), count: Int($0.int(3)))
+            }
+            var records: [(Int64, StoredRecord)] = []
             var budget = PageBudget(maxBytes: configuration.maxPageBytes)
             if perGroup > 0 {
                 try db.forEachRow(recordsSQL, values) { row in
-                    let record = SQLiteStore.record(row, at: 2)
+                    let record = SQLiteStore.record(row, at: 1)
                     guard budget.admit(record, isFirst: records.isEmpty) else { return false }
-                    records.append((row.text(0), row.value(1), record))
+                    records.append((row.int(0), record))
                     return true
                 }
             }
             return (groups, records)
         }
-        func groupKey(_ kind: String, _ value: SQLValue) -> String {
-            switch value {
-            // An integer shares its key with the equal double (SQLite groups 1 and 1.0 together), unless no double
-            // equals it: 2^63 - 1 and 2^63 are two groups, not one.
-            case .int(let i): kind + ":" + (Int64(exactly: Double(i)) == i ? String(Double(i)) : String(i))
-            case .double(let d): kind + ":" + String(d)
-            case .text(let s): kind + ":" + s
-            default: kind + ":"
-            }
-        }
-        var recordsByKey: [String: [StoredRecord]] = [:]
-        for (kind, value, record) in recordRows { recordsByKey[groupKey(kind, value), default: []].append(record) }
-        return groupRows.map { kind, value, count in
+        var recordsByRank: [Int64: [StoredRecord]] = [:]
+        for (rank, record) in recordRows { recordsByRank[rank, default: []].append(record) }
+        return groupRows.map { row in
             let key: JSON
-            switch (kind, value) {
+            switch (row.kind, row.value) {
             case ("null", _): key = .null
             case ("true", _): key = .bool(true)
             case ("false", _): key = .bool(false)
-            case ("object", .text(let s)), ("array", .text(let s)):
-                key = (try? JSONParser.parse(Array(s.utf8))) ?? .string(s)
+            case (_, .blob(let text)):
+                key = (try? JSONParser.parse(text)) ?? .string(String(decoding: text, as: UTF8.self))
             case (_, .int(let i)): key = .int(i)
-            case (_, .double(let d)): key = .double(d)
+            // A section of integers and reals of one value is keyed by the integer.
+            case (_, .double(let d)):
+                if case .int(let i) = row.integer { key = .int(i) } else { key = .double(d) }
             case (_, .text(let s)): key = .string(s)
             default: key = .null
             }
-            return Group(key: key, count: count, records: recordsByKey[groupKey(kind, value)] ?? [])
+            return Group(key: key, count: row.count, records: recordsByRank[row.rank] ?? [])
         }
     }
 
@@ -560,10 +571,12 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
     {
         try SQLiteStore.checkLimit(limit)
         var after: Int64 = 0
+        let scope = Cursor.scope([attachedTo.map { .object($0.json) } ?? .null])
         if let cursor {
-            guard case .int(let seq)? = try Cursor.decode(cursor)["blobSeq"] else {
-                throw LarderError(.invalidArgument, "the cursor is not a BLOB_LIST cursor", field: "cursor")
-            }
+            let position = try Cursor.open(
+                cursor, .blobList, scope: scope,
+                scopeMessage: "the cursor belongs to a BLOB_LIST with another attachedTo; start again without it")
+            guard case .int(let seq)? = position["seq"] else { throw SQLiteStore.damagedCursor }
             after = seq
         }
         var sql = "SELECT \(SQLiteStore.blobColumns), seq FROM blobs WHERE seq > ?1"
@@ -578,7 +591,7 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
             try db.query(sql, values) { (SQLiteStore.blobMeta($0), $0.int(9)) }
         }
         let page = rows.prefix(limit)
-        let next = rows.count > limit ? Cursor.encode(["blobSeq": .int(page.last!.1)]) : nil
+        let next = rows.count > limit ? Cursor.encode(.blobList, scope: scope, ["seq": .int(page.last!.1)]) : nil
         return (page.map(\.0), next)
     }
 }
@@ -603,7 +616,10 @@ struct PreparedBlob: Sendable {
     {
         let limit = core.configuration.maxBlobBytes
         guard bytes.count <= limit else {
-            throw LarderError(.payloadTooLarge, "the blob is \(bytes.count) bytes; the limit is \(limit)", field: "bytes")
+            // The binary part is no request member: no `field`.
+            throw LarderError(
+                .payloadTooLarge, "the blob is \(bytes.count) bytes; the limit is \(limit)",
+                details: ["limit": .int(Int64(limit))])
         }
         let info = try JPEG.inspect(bytes)
         let digest = SHA256.hex(bytes)
@@ -612,7 +628,7 @@ struct PreparedBlob: Sendable {
                 .invalidArgument, "the blob's SHA-256 differs from the expected one; it was damaged in transit, resend it",
                 field: "sha256", details: ["actualSHA256": .string(digest)])
         }
-        if let attachTo { try SQLiteStore.validateCollection(attachTo.collection, field: "attachTo.collection") }
+        if let attachTo { try SQLiteStore.validateCollection(attachTo.collection, field: "attach.collection") }
         meta = BlobMeta(
             id: id ?? UUID(), size: Int64(bytes.count), sha256: digest, contentType: "image/jpeg", width: info.width,
             height: info.height, createdAt: nowMillis(), attachedTo: attachTo)

@@ -115,6 +115,16 @@ public struct PreparedDocument: Sendable, Equatable {
         data = document.bytes
         search = TextFold.fold(joined: document.strings, ascii: document.stringsAreASCII)
     }
+
+    /// PAYLOAD_TOO_LARGE (details `limit`, as Protocol.md §5.5 lists) when the stored form passes `limit`; `field` is
+    /// the request member the document came from (`data`, or `patch` for a patch's result).
+    func checkSize(limit: Int, field: String) throws(LarderError) {
+        guard data.count <= limit else {
+            throw LarderError(
+                .payloadTooLarge, "the document would be \(data.count) bytes stored; the limit is \(limit)",
+                field: field, details: ["limit": .int(Int64(limit))])
+        }
+    }
 }
 
 /// The write operations, available inside one group-commit transaction (see `DocumentStore.submitWrite`).

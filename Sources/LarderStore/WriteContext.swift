@@ -92,7 +92,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
             throw LarderError(
                 .conflict,
                 "the document is at revision \(row.rev), not \(expectedRev); read it again and retry",
-                field: "expectedRev", details: ["currentRev": .int(row.rev)])
+                field: "rev", details: ["currentRev": .int(row.rev)])
         }
         return row
     }
@@ -100,7 +100,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
     private func update(
         _ collection: String, _ id: UUID, _ row: Current, _ document: PreparedDocument, kind: ChangeKind
     ) throws(LarderError) -> StoredRecord {
-        try checkSize(document)
+        try checkSize(document, field: kind == .patch ? "patch" : "data")
         let now = nowMillis()
         let statement = try db.statement(.updateDocument)
         defer { statement.reset() }
@@ -184,8 +184,8 @@ final class SQLiteWriteContext: PreparedWriteContext {
             return (name, false)
         }
         try ensureCollection(collection)
-        try db.execute(
-            "CREATE INDEX IF NOT EXISTS \"\(name)\" ON documents(collection, json_extract(data, \(field.sqlLiteral)))")
+        let key = FieldPath.sortKeySQL(field.sqlLiteral)
+        try db.execute("CREATE INDEX IF NOT EXISTS \"\(name)\" ON documents(collection, \(key))")
         try db.run(
             "INSERT INTO field_indexes(collection, path, name) VALUES (?1, ?2, ?3)",
             [.text(collection), .text(field.description), .text(name)])
@@ -202,7 +202,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
             guard document != nil else {
                 throw LarderError(
                     .notFound, "cannot attach the blob: no document \(attachment.id.wireString) in '\(attachment.collection)'",
-                    field: "attachTo")
+                    field: "attach.id")
             }
         }
         do throws(LarderError) {
@@ -263,9 +263,17 @@ public enum MergePatch {
     }
 }
 
+/// One schema step: SQL, or code for a step that depends on what the database holds.
+enum Migration: Sendable, ExpressibleByStringLiteral {
+    case sql(String)
+    case code(@Sendable (Connection) throws(LarderError) -> Void)
+
+    init(stringLiteral value: String) { self = .sql(value) }
+}
+
 /// The schema and its migrations, recorded in `larder_migrations`.
 enum Schema {
-    static let migrations: [String] = [
+    static let migrations: [Migration] = [
         """
         CREATE TABLE collections(name TEXT PRIMARY KEY, createdAt INTEGER NOT NULL) WITHOUT ROWID;
         CREATE TABLE documents(
@@ -341,6 +349,18 @@ enum Schema {
         CREATE TABLE text_collections(name TEXT PRIMARY KEY) WITHOUT ROWID;
         INSERT INTO text_collections(name) SELECT name FROM collections;
         """,
+        // 8: field indexes are built on the expression searches sort and compare by (`FieldPath.sortKeySQL`, which
+        // keeps strings apart from arrays and objects), so the ones built on bare `json_extract` are built again.
+        .code { db throws(LarderError) in
+            let indexes = try db.query("SELECT name, path FROM field_indexes") { ($0.text(0), $0.text(1)) }
+            for (name, path) in indexes {
+                let field = try FieldPath(path)
+                // Index names are built from a validated collection name and hex digits only.
+                try db.execute("DROP INDEX IF EXISTS \"\(name)\"")
+                try db.execute(
+                    "CREATE INDEX \"\(name)\" ON documents(collection, \(FieldPath.sortKeySQL(field.sqlLiteral)))")
+            }
+        },
     ]
 
     /// The backlog of the trigram index (`TextIndexer`, which also states the rule that keeps searches exact): the
@@ -373,10 +393,13 @@ enum Schema {
         try db.execute(
             "CREATE TABLE IF NOT EXISTS larder_migrations(version INTEGER PRIMARY KEY, appliedAt INTEGER NOT NULL)")
         let applied = try db.scalar("SELECT coalesce(max(version), 0) FROM larder_migrations") ?? 0
-        for (n, sql) in migrations.enumerated() where Int64(n + 1) > applied {
+        for (n, migration) in migrations.enumerated() where Int64(n + 1) > applied {
             try db.execute("BEGIN IMMEDIATE")
             do throws(LarderError) {
-                try db.execute(sql)
+                switch migration {
+                case .sql(let sql): try db.execute(sql)
+                case .code(let body): try body(db)
+                }
                 try db.run(
                     "INSERT INTO larder_migrations(version, appliedAt) VALUES (?1, ?2)", [.int(Int64(n + 1)), .int(nowMillis())])
                 try db.execute("COMMIT")

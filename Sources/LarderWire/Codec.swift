@@ -69,6 +69,9 @@ public struct FrameDecoder {
     public var maxJSONBytes: Int
     /// Largest binary part accepted.
     public var maxBinaryBytes: Int
+    /// Whether compressed JSON parts are accepted: only once both sides agreed to zlib in HELLO (a receiver that
+    /// tracks the handshake clears it until then). A compressed part otherwise is a protocol error, found at the header.
+    public var acceptsCompressed = true
     /// Created on the first compressed frame: most connections never send one, and a zlib stream costs ~7 KiB.
     private var inflater: Inflater?
 
@@ -87,15 +90,15 @@ public struct FrameDecoder {
     /// The header of the next frame if its prefix is complete, validated against the limits.
     public func peekHeader(_ buffer: ByteBuffer) throws(FrameError) -> FrameHeader? {
         guard buffer.readableCount >= Frame.prefixSize else {
-            // Reject a stranger (an HTTP request, TLS) and a hopeless length as soon as their bytes are in.
+            // A stranger (an HTTP request, TLS) and a hopeless length are refused once the first 6 bytes (length and
+            // magic) are in, the magic first, as for a whole header: the same bytes get the same error however they
+            // arrive, and a stranger hears that it is not speaking Larder rather than that its "length" is too large.
             if buffer.readableCount >= 6 {
-                let magic = buffer.withUnsafeReadableBytes { UInt16($0[4]) << 8 | UInt16($0[5]) }
-                if magic != Frame.magic { throw FrameDecoder.badMagic }
-            }
-            if buffer.readableCount >= 4 {
-                let length = buffer.withUnsafeReadableBytes { raw in
-                    UInt32(raw[0]) << 24 | UInt32(raw[1]) << 16 | UInt32(raw[2]) << 8 | UInt32(raw[3])
+                let (length, magic) = buffer.withUnsafeReadableBytes { raw in
+                    (UInt32(raw[0]) << 24 | UInt32(raw[1]) << 16 | UInt32(raw[2]) << 8 | UInt32(raw[3]),
+                        UInt16(raw[4]) << 8 | UInt16(raw[5]))
                 }
+                if magic != Frame.magic { throw FrameDecoder.badMagic }
                 try checkLength(length, requestID: 0, opcode: Opcode(rawValue: 0))
             }
             return nil
@@ -135,6 +138,11 @@ public struct FrameDecoder {
         try checkLength(h.length, requestID: h.requestID, opcode: h.opcode)
         guard h.flags.isSubset(of: .known) else {
             throw fail(.protocolError, "unknown flag bits 0x\(String(h.flags.rawValue, radix: 16)) are set")
+        }
+        guard acceptsCompressed || !h.flags.contains(.compressed) else {
+            throw fail(
+                .protocolError, "a compressed JSON part, but zlib was not agreed in HELLO (and HELLO itself is never "
+                    + "compressed): send it uncompressed, or offer \"zlib\" in HELLO")
         }
         guard UInt64(h.length) == UInt64(Frame.headerSize) + UInt64(h.jsonLength) + UInt64(h.binaryLength) else {
             throw fail(.protocolError, "frame length \(h.length) does not equal 24 + JSON length + binary length")

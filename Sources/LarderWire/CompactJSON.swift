@@ -361,8 +361,9 @@ public struct DocumentWrite: Sendable, Equatable {
 
     /// `{"collection": "…", "id": "…", "data": {…}}` (CREATE: `id` optional; REPLACE: `id` required and `rev`
     /// allowed): member names and the collection and id without escapes, each member once, the id in its strict
-    /// form, `rev` a positive integer, `data` as `CompactJSON` reads it. Anything else is nil: then use
-    /// `CreateRequest(json:)` or `ReplaceRequest(json:)`, which give the same request or the error.
+    /// form, `rev` a positive integer, `data` as `CompactJSON` reads it; an optional member (CREATE's `id`, `rev`) may
+    /// be `null`, which is its absence. Anything else is nil: then use `CreateRequest(json:)` or
+    /// `ReplaceRequest(json:)`, which give the same request or the error.
     public static func fast(_ json: [UInt8], opcode: Opcode) -> DocumentWrite? {
         guard opcode == .create || opcode == .replace else { return nil }
         return json.withUnsafeBufferPointer { buffer -> DocumentWrite? in
@@ -371,22 +372,31 @@ public struct DocumentWrite: Sendable, Equatable {
             var id: UUID?
             var data: CompactDocument?
             var rev: Int64?
+            var optionalNull = (id: false, rev: false)  // `"id": null` (CREATE), `"rev": null`: absent, once each
             guard input.take(UInt8(ascii: "{")) else { return nil }
             repeat {
                 guard let name = input.plainString(), input.take(UInt8(ascii: ":")) else { return nil }
-                if input.equal(name, "collection") && collection == nil {
+                if input.equal(name, "id") && opcode == .create && id == nil && !optionalNull.id
+                    && input.takeLiteral("null")
+                {
+                    optionalNull.id = true
+                } else if input.equal(name, "rev") && opcode == .replace && rev == nil && !optionalNull.rev
+                    && input.takeLiteral("null")
+                {
+                    optionalNull.rev = true
+                } else if input.equal(name, "collection") && collection == nil {
                     guard let value = input.plainString(), value.count <= 256,
                         let string = String(validating: input.bytes(value), as: UTF8.self)
                     else { return nil }
                     collection = string
-                } else if input.equal(name, "id") && id == nil {
+                } else if input.equal(name, "id") && id == nil && !optionalNull.id {
                     guard let value = input.plainString(), let uuid = FieldReader.strictUUID(utf8: input.bytes(value))
                     else { return nil }
                     id = uuid
                 } else if input.equal(name, "data") && data == nil {
                     guard let document = CompactJSON.object(buffer, at: &input.index, depth: 2) else { return nil }
                     data = document
-                } else if input.equal(name, "rev") && rev == nil && opcode == .replace {
+                } else if input.equal(name, "rev") && rev == nil && !optionalNull.rev && opcode == .replace {
                     guard let value = input.smallInteger(minimum: 1) else { return nil }
                     rev = value
                 } else {

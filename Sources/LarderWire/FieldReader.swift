@@ -23,7 +23,7 @@ public struct FieldReader {
     }
 
     private func wrongType(_ name: String, _ expected: String, _ got: JSON) -> LarderError {
-        .invalid(fieldPath(name), "\(fieldPath(name)) must be \(expected), not \(got.typeName)")
+        .invalid(fieldPath(name), "\(fieldPath(name)) must be \(expected), not \(got.typeNameWithArticle)")
     }
 
     private func missing(_ name: String) -> LarderError {

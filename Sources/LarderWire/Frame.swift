@@ -53,10 +53,12 @@ public struct Frame: Sendable, Equatable {
     public var isResponse: Bool { flags.contains(.response) }
     public var isPush: Bool { flags.contains(.push) }
 
-    /// The JSON part parsed as an object (an empty part is `{}`).
-    public func jsonObject(maxDepth: Int = JSONParser.defaultMaxDepth) throws(LarderError) -> JSONObject {
+    /// The JSON part parsed as an object (an empty part is `{}`). Nesting is capped at `maxDepth`, by default as a
+    /// request's (64 levels) or, for an answer or an event, as theirs (`JSONParser.maxAnswerDepth`).
+    public func jsonObject(maxDepth: Int? = nil) throws(LarderError) -> JSONObject {
         if json.isEmpty { return JSONObject() }
-        return try JSONParser.parseObject(json, maxDepth: maxDepth)
+        let depth = maxDepth ?? (isResponse || isPush ? JSONParser.maxAnswerDepth : JSONParser.defaultMaxDepth)
+        return try JSONParser.parseObject(json, maxDepth: depth)
     }
 }
 

@@ -48,6 +48,15 @@ public enum JSON: Sendable, Hashable {
         case .object: "object"
         }
     }
+
+    /// The type's name with its article, for "must be an object, not an array".
+    public var typeNameWithArticle: String {
+        switch self {
+        case .null: "null"
+        case .array, .object: "an \(typeName)"
+        default: "a \(typeName)"
+        }
+    }
 }
 
 /// A JSON object: members in insertion order with hashed lookup, so large objects stay linear to build.

@@ -805,7 +805,8 @@ public struct GroupRequest: WireMessage, Equatable {
     }
 }
 
-/// `GROUP` response: sections in ascending key order; `key` is null for records without the field.
+/// `GROUP` response: sections in the order of an ascending sort on the field (Protocol.md §5.2); `key` is null for
+/// records without the field.
 public struct GroupResponse: WireMessage, Equatable {
     public struct Section: Sendable, Equatable {
         public var key: JSON

@@ -63,7 +63,8 @@ public struct FieldPath: Sendable, Hashable, CustomStringConvertible {
 /// A search filter: comparisons on fields, joined with and / or / not.
 ///
 /// Wire form: `{"field":"price","op":"lt","value":50}`, `{"and":[...]}`, `{"or":[...]}`, `{"not":{...}}`.
-/// - `eq`, `ne`: value null, boolean, number or string; `ne` is `not eq` (a missing field matches `ne`).
+/// - `eq`, `ne`: value null, boolean, number or string; `eq null` matches a null or missing field; `ne` is exactly
+///   `not eq` (a missing field matches `ne` of any value but null).
 /// - `lt`, `lte`, `gt`, `gte`: value number or string; only fields of the same kind match (numbers by value,
 ///   strings by UTF-8 byte order).
 /// - `in`: an array of at most 1000 scalars; matches when `eq` matches one of them.
@@ -103,9 +104,11 @@ public indirect enum Filter: Sendable, Equatable {
             throw .invalid(path, "a filter has at most \(maxClauses) clauses")
         }
         guard depth < maxDepth else { throw .invalid(path, "filters nest at most \(maxDepth) deep") }
-        guard case .object(let object) = json else {
-            throw .invalid(path, "a filter must be an object, not a \(json.typeName)")
+        guard case .object(var object) = json else {
+            throw .invalid(path, "a filter must be an object, not \(json.typeNameWithArticle)")
         }
+        // A member set to null is absent (Protocol.md §3), but for `value`, where null is what is compared with.
+        for key in object.keys where key != "value" && object[key] == .null { object[key] = nil }
         for combinator in ["and", "or"] {
             guard let value = object[combinator] else { continue }
             guard object.count == 1 else {
@@ -147,7 +150,7 @@ public indirect enum Filter: Sendable, Equatable {
         case "lt", "lte", "gt", "gte":
             switch value {
             case .int, .double, .string: return .compare(field, Comparison(rawValue: op)!, value)
-            default: throw .invalid(valuePath, "'\(op)' compares with a number or a string, not a \(value.typeName)")
+            default: throw .invalid(valuePath, "'\(op)' compares with a number or a string, not \(value.typeNameWithArticle)")
             }
         case "in":
             guard case .array(let items) = value else {
@@ -254,8 +257,9 @@ public struct TextQuery: Sendable, Equatable {
 
 /// One sort key: `{"field": "price", "order": "desc"}` (order defaults to "asc").
 ///
-/// Order across kinds follows SQLite: missing/null first, then numbers (booleans sort as 0 and 1), then strings
-/// (UTF-8 byte order), then objects/arrays (as their JSON text); descending reverses it.
+/// Order across kinds (Protocol.md §5.2): missing and null first, then numbers (booleans as 0 and 1, integers and reals
+/// compared exactly), then strings (UTF-8 byte order), then arrays and objects (by their compact JSON text, so arrays
+/// first); descending reverses it. The record id, ascending, breaks ties last.
 public struct SortKey: Sendable, Equatable {
     public var field: FieldPath
     public var descending: Bool
@@ -277,7 +281,7 @@ public struct SortKey: Sendable, Equatable {
         }
         field = try FieldPath(string, field: "\(path).field")
         switch object["order"] {
-        case nil, .string("asc")?: descending = false
+        case nil, .null?, .string("asc")?: descending = false
         case .string("desc")?: descending = true
         default: throw .invalid("\(path).order", "'order' is \"asc\" or \"desc\"")
         }

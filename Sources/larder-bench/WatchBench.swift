@@ -24,7 +24,7 @@ enum WatchBench {
         var idsOnly = false
 
         static let usage = "Usage: larder-bench watch [--host H] [--port N] [--subscribers N] [--writes N] "
-            + "[--window N] [--pad BYTES] [--threads N] [--collection C] [--ids-only]"
+            + "[--window N] [--pad SIZE] [--threads N] [--collection C] [--ids-only]"
 
         static let help = """
             larder-bench watch: change-feed fan-out against a running larder-server
@@ -60,7 +60,12 @@ enum WatchBench {
                 case "--subscribers": o.subscribers = try int("--subscribers")
                 case "--writes": o.writes = try int("--writes")
                 case "--window": o.window = try int("--window")
-                case "--pad": o.padBytes = try int("--pad", min: 0)
+                case "--pad":
+                    let text = try value("--pad")
+                    guard let bytes = ByteSize.parse(text) else {
+                        throw BenchUsage("--pad needs a size: \(ByteSize.grammar), not '\(text)'")
+                    }
+                    o.padBytes = bytes
                 case "--threads": o.threads = try int("--threads")
                 case "--collection": o.collection = try value("--collection")
                 case "--ids-only": o.idsOnly = true

@@ -1,12 +1,14 @@
 import Foundation
 import LarderBench
 import LarderStore
+import LarderWire
 
 // larder-bench: subcommands measure one layer each. `run` loads a server over the network (the default when the first
 // argument is an option), `tcp-copy` measures the raw loopback floor, `wire` the codec in-process, `store` the store
 // in-process. Exit codes: 0 success, 1 an assertion failed, 2 the run could not be made, 64 bad usage.
 
-let topUsage = "Usage: larder-bench <run|tcp-copy|wire|store|watch> [options]   (larder-bench <command> --help)"
+let topUsage = "Usage: larder-bench <run|tcp-copy|wire|store|watch> [options]   (larder-bench <command> --help; "
+    + "--version)"
 let topHelp = """
     larder-bench: measure Larder, layer by layer
 
@@ -47,6 +49,10 @@ func finish(_ results: BenchResults, json: Bool) -> Never {
 }
 
 var arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.first == "--version" {
+    print(LarderVersion.line("larder-bench"))
+    exit(0)
+}
 let command = arguments.first.map { $0.hasPrefix("-") && $0 != "-h" && $0 != "--help" ? "run" : $0 } ?? "help"
 if command != "run" || arguments.first == "run" { arguments = Array(arguments.dropFirst()) }
 

@@ -1,5 +1,6 @@
 import Foundation
 import LarderServer
+import LarderWire
 
 // A thin entry point: parse, start, print one line, run until SIGTERM/SIGINT, exit 0.
 // Exit codes: 0 after a clean shutdown, 64 for bad options, 1 when the server cannot start.
@@ -24,6 +25,10 @@ do {
 
 if command == .help {
     print(ServerOptions.helpText, terminator: "")
+    exit(0)
+}
+if command == .version {
+    print(LarderVersion.line("larder-server"))
     exit(0)
 }
 

@@ -45,7 +45,9 @@ final class ClientTestServer: @unchecked Sendable {
         port = try server.start()
     }
 
-    /// Stops the server and starts a new one on the same port and data directory.
+    /// Stops the server and starts a new one on the same port and data directory. The port was free only while no
+    /// one else took it: any connection on the machine may get it as its own local port meanwhile, so a bind that
+    /// finds it in use is tried again until that connection has gone (30 s at most).
     func restart() throws {
         server.shutdown()
         var configuration = ServerConfiguration()
@@ -55,7 +57,15 @@ final class ClientTestServer: @unchecked Sendable {
         configuration.ioQueues = 1
         configure(&configuration)
         server = try LarderServer(configuration: configuration)
-        _ = try server.start()
+        let deadline = Date().addingTimeInterval(30)
+        while true {
+            // A bind that failed changed nothing: start can be called again.
+            switch Result(catching: { () throws(IOError) -> Int in try server.start() }) {
+            case .success: return
+            case .failure(let error) where error.errno == EADDRINUSE && Date() < deadline: usleep(50_000)
+            case .failure(let error): throw error
+            }
+        }
     }
 
     func stop() {

@@ -25,6 +25,8 @@ enum HostileOutcome: Sendable, Equatable, CustomStringConvertible {
 struct HostileCase: Sendable, CustomStringConvertible {
     var name: String
     var hello = true
+    /// The HELLO offers zlib (compressed parts are a protocol error without it).
+    var zlib = false
     var bytes: [UInt8]
     /// Half-close after sending: the stream ends where the bytes end.
     var endStream = false
@@ -131,7 +133,7 @@ struct StoreSnapshot: Equatable {
             let before = try StoreSnapshot.take(healthy)
             for row in cases {
                 let hostile = try RawClient.tcp(port: port)
-                if row.hello { try hostile.hello(compression: []) }
+                if row.hello { try hostile.hello(compression: row.zlib ? ["zlib"] : []) }
                 try hostile.writeAll(row.bytes)
                 if row.endStream { hostile.shutdownWrite() }
                 switch row.expect {
@@ -182,16 +184,19 @@ struct StoreSnapshot: Equatable {
             HostileCase(
                 name: "a body cut off by the end of the stream", bytes: Array(get.prefix(40)), endStream: true,
                 expect: .closed([.protocolError])),
-            HostileCase(name: "length 0", bytes: [0, 0, 0, 0], expect: .closed([.protocolError])),
+            HostileCase(name: "length 0", bytes: [0, 0, 0, 0, 0x4C, 0x52], expect: .closed([.protocolError])),
             HostileCase(
                 name: "length 23, shorter than a header", bytes: HostileFrames.frame(2, json: [], length: 23),
                 expect: .closed([.protocolError])),
             HostileCase(
-                name: "length 4 GiB, refused on its 4 bytes", bytes: [0xFF, 0xFF, 0xFF, 0xFF],
+                name: "length 4 GiB, refused on its first 6 bytes", bytes: [0xFF, 0xFF, 0xFF, 0xFF, 0x4C, 0x52],
                 expect: .closed([.payloadTooLarge])),
             HostileCase(
-                name: "length 4 GiB before HELLO", hello: false, bytes: [0xFF, 0xFF, 0xFF, 0xFF],
+                name: "length 4 GiB before HELLO", hello: false, bytes: [0xFF, 0xFF, 0xFF, 0xFF, 0x4C, 0x52],
                 expect: .closed([.payloadTooLarge])),
+            HostileCase(
+                name: "length 4 GiB and a bad magic: the magic's error", bytes: [0xFF, 0xFF, 0xFF, 0xFF, 0x48, 0x54],
+                expect: .closed([.protocolError])),
             HostileCase(
                 name: "JSON length 4 GiB", bytes: HostileFrames.frame(2, json: [], length: 24, jsonLength: 0xFFFF_FFFF),
                 expect: .closed([.protocolError])),
@@ -246,30 +251,40 @@ struct StoreSnapshot: Equatable {
         let smallStream = Deflater(level: 6).compress(small)
         return [
             HostileCase(
-                name: "a compression bomb declaring 1,000 bytes",
+                name: "a compression bomb declaring 1,000 bytes", zlib: true,
                 bytes: HostileFrames.compressed(
                     .create, bomb, uncompressedLength: 1000), expect: .closed([.protocolError])),
             HostileCase(
-                name: "a compression bomb declaring 4 GiB",
+                name: "a compression bomb declaring 4 GiB", zlib: true,
                 bytes: HostileFrames.compressed(.create, bomb, uncompressedLength: 0xFFFF_FFFF),
                 expect: .closed([.payloadTooLarge])),
             HostileCase(
-                name: "a compressed part declaring more than it inflates to",
+                name: "a compressed part declaring more than it inflates to", zlib: true,
                 bytes: HostileFrames.compressed(.create, smallStream, uncompressedLength: UInt32(small.count + 100)),
                 expect: .closed([.protocolError])),
             HostileCase(
-                name: "a compressed part declaring 0 bytes",
+                name: "a compressed part declaring 0 bytes", zlib: true,
                 bytes: HostileFrames.compressed(.create, smallStream, uncompressedLength: 0),
                 expect: .closed([.protocolError])),
             HostileCase(
-                name: "a corrupt zlib stream",
+                name: "a corrupt zlib stream", zlib: true,
                 bytes: HostileFrames.compressed(
                     .create, [0x78, 0x9C] + Array(repeating: 0xEE, count: 40), uncompressedLength: 50),
                 expect: .closed([.protocolError])),
             HostileCase(
-                name: "bytes after the end of the zlib stream",
+                name: "bytes after the end of the zlib stream", zlib: true,
                 bytes: HostileFrames.compressed(
                     .create, smallStream + [1, 2, 3], uncompressedLength: UInt32(small.count)),
+                expect: .closed([.protocolError])),
+            HostileCase(
+                name: "a compressed part when zlib was not agreed",
+                bytes: HostileFrames.compressed(.create, smallStream, uncompressedLength: UInt32(small.count)),
+                expect: .closed([.protocolError])),
+            HostileCase(
+                name: "a compressed HELLO", hello: false,
+                bytes: HostileFrames.compressed(
+                    .hello, Deflater(level: 6).compress(Array(#"{"versions":[1],"compression":["zlib"]}"#.utf8)),
+                    uncompressedLength: 39),
                 expect: .closed([.protocolError])),
         ]
     }()
@@ -496,8 +511,9 @@ struct StoreSnapshot: Equatable {
                     + #""value":"x"}}"#,
                 .ok),
             bad(
-                "a cursor of this sort carrying SQL as its id", .search,
-                #"{"collection":"items","cursor":"eyJzIjoiIiwidiI6W10sImlkIjoiJyBPUiAxPTEgLS0ifQ"}"#, .ok),
+                "a cursor of this query carrying SQL as its id", .search,
+                #"{"collection":"items","cursor":"#
+                    + #""eyJrIjoiU0VBUkNIIiwicSI6ImVkYzM2NWY4NzUyOWE3NjIiLCJ2IjpbXSwiaWQiOiInIE9SIDE9MSAtLSJ9"}"#, .ok),
             bad(
                 "an INDEX on a field path with SQL quotes", .index,
                 #"{"collection":"items","field":"x'); DROP TABLE documents; --"}"#, .ok),

@@ -28,8 +28,8 @@ struct PointReadConsistencyTests {
                 connected.signal()
                 while target.withLock({ $0 }) == nil && !stop.load(ordering: .relaxed) { usleep(1_000) }
                 guard let id = target.withLock({ $0 }) else { return }
-                let get = noise.encode(.get, ["collection": "counters", "id": .string(id)], id: 1)
-                let burst = Array([[UInt8]](repeating: get, count: 16).joined())
+                // Ids 1-16: an id must not be reused while in flight.
+                let burst = (UInt32(1)...16).flatMap { noise.encode(.get, ["collection": "counters", "id": .string(id)], id: $0) }
                 while !stop.load(ordering: .relaxed) {
                     do {
                         try noise.writeAll(burst)

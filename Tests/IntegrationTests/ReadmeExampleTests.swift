@@ -29,4 +29,28 @@ import Testing
         await #expect(throws: LarderError.self) { _ = try await client.blobHead(photo.id) }
         client.close()
     }
+
+    struct Todo: Codable, Sendable {
+        var title: String
+        var isFinish: Bool
+    }
+
+    /// The README's tick and untick: two patches in flight together on one connection commit in the order started.
+    @Test func theReadmeTickAndUntickEndUnticked() async throws {
+        let server = try ClientTestServer()
+        defer { server.stop() }
+        let client = LarderClient(host: "127.0.0.1", port: server.port)
+        defer { client.close() }
+        let todos = client.collection("todos", of: Todo.self)
+        for _ in 0..<50 {
+            let id = try await todos.create(Todo(title: "Buy milk", isFinish: false)).id
+
+            let tick = Task.immediate { try await todos.patch(id, ["isFinish": true]) }
+            let untick = Task.immediate { try await todos.patch(id, ["isFinish": false]) }  // commits after `tick`
+
+            #expect(try await tick.value.rev == 2)
+            #expect(try await untick.value.rev == 3)
+            #expect(try await todos.get(id).value.isFinish == false)
+        }
+    }
 }

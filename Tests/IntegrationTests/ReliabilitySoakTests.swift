@@ -112,7 +112,7 @@ struct SoakSample: Sendable {
     /// Hostile traffic beside the load: junk, half frames and abandoned connections, a few a second.
     static func hostile(port: Int, stop: StopFlag, tally: Tally) {
         let junk: [[UInt8]] = [
-            Array("GET / HTTP/1.1\r\n\r\n".utf8), [0xFF, 0xFF, 0xFF, 0xFF], [0, 0, 0, 0],
+            Array("GET / HTTP/1.1\r\n\r\n".utf8), [0xFF, 0xFF, 0xFF, 0xFF, 0x4C, 0x52], [0, 0, 0, 0, 0x4C, 0x52],
             HostileFrames.request(.create, "[1,2]"), HostileFrames.request(.get, #"{"collection":"x"}"#),
             HostileFrames.compressed(.create, [0x78, 0x9C, 1, 2, 3], uncompressedLength: 100),
         ]

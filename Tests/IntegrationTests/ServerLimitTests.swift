@@ -35,7 +35,7 @@ struct ServerLimitTests {
             var bytes = c.encode(.ping, id: 9)
             let huge = server.configuration.limits.maxFrameBytes + 1
             bytes.replaceSubrange(0..<4, with: [UInt8(huge >> 24), UInt8(huge >> 16 & 0xFF), UInt8(huge >> 8 & 0xFF), UInt8(huge & 0xFF)])
-            try c.writeAll(Array(bytes.prefix(4)))  // four bytes are enough to know
+            try c.writeAll(Array(bytes.prefix(6)))  // six bytes (length and magic) are enough to know
             let frames = try c.framesUntilClosed()
             #expect(frames.map(\.status) == [.payloadTooLarge])
             #expect(frames.first?.replyJSON["limit"]?.intValue == Int64(server.configuration.limits.maxFrameBytes))
@@ -207,11 +207,19 @@ struct ServerLimitTests {
             setsockopt(greedy.fd, SOL_SOCKET, SO_RCVBUF, &one, socklen_t(MemoryLayout<Int32>.size))
             let flags = fcntl(greedy.fd, F_GETFL)
             _ = fcntl(greedy.fd, F_SETFL, flags | O_NONBLOCK)
-            var chunk: [UInt8] = []
-            for n in UInt32(1)...100 { chunk += greedy.encode(.get, ["collection": "b", "id": .string(id.wireString)], id: n) }
+            // A hundred GETs at a time, each with an id of its own (an id must not be reused before its answer).
+            var nextID: UInt32 = 0
+            func chunk() -> ArraySlice<UInt8> {
+                var bytes: [UInt8] = []
+                for _ in 0..<100 {
+                    nextID &+= 1
+                    bytes += greedy.encode(.get, ["collection": "b", "id": .string(id.wireString)], id: nextID)
+                }
+                return bytes[...]
+            }
             var stalls = 0
             var sent = 0
-            var pending = chunk[...]
+            var pending = chunk()
             // Until the server stops reading with its output at the mark. On a slow machine (a sanitizer) the socket
             // can also stall because the server is merely behind, so a stall alone does not end the attempt.
             let deadline = Date().addingTimeInterval(60)
@@ -221,7 +229,7 @@ struct ServerLimitTests {
                     sent += n
                     stalls = 0
                     pending = pending.dropFirst(n)
-                    if pending.isEmpty { pending = chunk[...] }
+                    if pending.isEmpty { pending = chunk() }
                 } else {
                     stalls += 1
                     usleep(50_000)

@@ -73,14 +73,15 @@ struct ServerProcessTests {
         try probe.hello()
         var batch: [UInt8] = []
         var expected: Set<UInt32> = []
+        // Creates, then searches: the searches wait for the creates (a connection's order), then run side by side.
         for id in UInt32(100)..<120 {
-            batch += id % 2 == 0
-                ? c.encode(.search, ["collection": "t"], id: id)
-                : c.encode(.create, ["collection": "t", "data": ["n": .int(Int64(id))]], id: id)
+            batch += id < 110
+                ? c.encode(.create, ["collection": "t", "data": ["n": .int(Int64(id))]], id: id)
+                : c.encode(.search, ["collection": "t"], id: id)
             expected.insert(id)
         }
-        // Last, a PING, answered on the loop as it is read: its answer means every request before it was read (and
-        // the searches, 1 s each, are in flight), however long a busy machine took.
+        // Last, a PING, answered on the loop with the searches' run: its answer means every request before it was read,
+        // the creates are answered and the searches (1 s each) are in flight, however long a busy machine took.
         batch += c.encode(.ping, id: 120)
         try c.writeAll(batch)
         var frames: [Frame] = []

@@ -71,7 +71,7 @@ import Testing
             let purchase = try store.create("items", id: nil, data: ["item": "茶葉蛋"])
             let other = try store.create("items", id: nil, data: ["item": "泡麵"])
             let attachment = BlobAttachment(collection: "items", id: purchase.id)
-            expectError(.notFound, field: "attachTo") {
+            expectError(.notFound, field: "attach.id") {
                 _ = try store.blobPut(
                     id: nil, bytes: rocket, expectedSHA256: nil, attachTo: BlobAttachment(collection: "items", id: UUID()))
             }

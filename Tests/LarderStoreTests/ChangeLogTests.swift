@@ -154,7 +154,10 @@ import Testing
             try db.execute("PRAGMA journal_mode=WAL")
             try db.execute(
                 "CREATE TABLE larder_migrations(version INTEGER PRIMARY KEY, appliedAt INTEGER NOT NULL)")
-            try db.execute(Schema.migrations[0])
+            guard case .sql(let first) = Schema.migrations[0] else {
+                throw LarderError(.internal, "migration 1 is SQL")
+            }
+            try db.execute(first)
             try db.execute("INSERT INTO larder_migrations(version, appliedAt) VALUES (1, 0)")
             try db.run(
                 "INSERT INTO documents(collection, id, rev, createdAt, updatedAt, data, search) "

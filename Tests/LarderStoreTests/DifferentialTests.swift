@@ -8,7 +8,10 @@ import Testing
 /// side by side: every answer must be the same, byte for byte, apart from timestamps (records' `createdAt` and
 /// `updatedAt`, blobs' `createdAt`, change times). Writes of every kind (with conflicts, stale revisions, missing
 /// documents), searches paged to the end through their cursors with writes between the pages, counts, groups,
-/// lists, blob calls, index declarations, dropped collections, and the change log.
+/// lists, blob calls, index declarations, dropped collections, and the change log. Values mix every kind in one field
+/// (null, missing, booleans, integers and the reals equal to them, strings that read like JSON, arrays, objects), so
+/// sorts and GROUP cross Protocol.md §5.2's order of kinds; filters ask `eq`/`ne null` of fields that are often missing;
+/// cursors are taken to other requests and other queries, and must be refused alike.
 @Suite struct DifferentialTests {
     @Test(arguments: [20_261_201, 7_411])
     func bothStoresAnswerAlike(seed: UInt64) throws {
@@ -28,6 +31,12 @@ struct DifferentialRun {
     let blobIds: [UUID]
     var operations = 0
     var compared = 0
+    /// Cursors answered so far (every store answers the same), to be misused by `misuseCursor`.
+    var cursors: [String] = []
+    /// Misused cursors the stores refused.
+    var refusedCursors = 0
+    /// The first store's answer to the last operation.
+    var lastAnswer = ""
 
     static let collections = ["items", "students", "nul"]
     static let words = [
@@ -66,6 +75,8 @@ struct DifferentialRun {
         case 1: return .double(Double(Int.random(in: 0...400, using: &random)) * 0.25 + 0.125)
         case 2: return .double(pick([1e20, -3.5e21, 1.5e-7, 9.2233720368547758e18, 123456789.125]))
         case 3: return .int([Int64.max, Int64.min, 9_007_199_254_740_993, 0][Int.random(in: 0..<4, using: &random)])
+        // Reals equal to small integers: one GROUP section and `eq` with the integer (1 and 1.0).
+        case 4: return .double(Double(Int.random(in: -2...3, using: &random)))
         default: return .int(Int64.random(in: -20...200, using: &random))
         }
     }
@@ -134,8 +145,8 @@ struct DifferentialRun {
         }
         let path = field(collection: collection)
         switch Int.random(in: 0..<10, using: &random) {
-        case 0: return .compare(path, .eq, scalar(collection))
-        case 1: return .compare(path, .ne, scalar(collection))
+        case 0: return .compare(path, .eq, chance(30) ? .null : scalar(collection))
+        case 1: return .compare(path, .ne, chance(30) ? .null : scalar(collection))
         case 2, 3:
             let op = pick([Filter.Comparison.lt, .lte, .gt, .gte])
             let value: JSON = chance(60) ? number(collection) : .string(pick(DifferentialRun.words))
@@ -170,6 +181,10 @@ struct DifferentialRun {
         "\(record.id.wireString) r\(record.rev) \(String(decoding: record.data, as: UTF8.self))"
     }
 
+    static func describe(_ page: Page) -> String {
+        page.records.map(describe).joined(separator: "\n") + "\n\(page.nextCursor ?? "-")"
+    }
+
     static func describe(_ blob: BlobMeta) -> String {
         var json = blob.json
         json["createdAt"] = nil
@@ -192,6 +207,7 @@ struct DifferentialRun {
             }
         }
         compared += 1
+        lastAnswer = answers[0]
         guard answers[0] != answers[1] else { return }
         // The first line that differs, rather than two whole answers.
         let sqlite = answers[0].split(separator: "\n", omittingEmptySubsequences: false)
@@ -219,6 +235,7 @@ struct DifferentialRun {
                 return page.records.map(DifferentialRun.describe).joined(separator: "\n") + "\nnext \(page.nextCursor ?? "-")"
             }
             cursor = cursors.first ?? nil
+            if let cursor { self.cursors.append(cursor) }
             pages += 1
             if writeBetween && cursor != nil && chance(30) { write() }
         } while cursor != nil && pages < 60
@@ -316,6 +333,7 @@ struct DifferentialRun {
                     return page.records.map(DifferentialRun.describe).joined(separator: "\n") + "\n\(page.nextCursor ?? "-")"
                 }
                 cursor = next.first ?? nil
+                if let cursor { cursors.append(cursor) }
             } while cursor != nil
         case 70..<80:
             let id = pick(documentIds)
@@ -344,6 +362,7 @@ struct DifferentialRun {
                     return blobs.map(DifferentialRun.describe).joined(separator: "\n") + "\n\(nextCursor ?? "-")"
                 }
                 cursor = next.first ?? nil
+                if let cursor { cursors.append(cursor) }
             } while cursor != nil
         case 94..<97:
             same("collections") { try $0.collections().map { "\($0.name) \($0.count)" }.joined(separator: ", ") }
@@ -364,16 +383,52 @@ struct DifferentialRun {
         }
     }
 
+    /// An earlier cursor given to any page request with any scope: most are another request's or another query's
+    /// (INVALID_ARGUMENT, field `cursor`), some the very query that issued them (a page, by then after writes).
+    mutating func misuseCursor() {
+        let cursor = pick(cursors)
+        let collection = pick(DifferentialRun.collections)
+        switch Int.random(in: 0..<3, using: &random) {
+        case 0:
+            same("list with a cursor") { store in
+                DifferentialRun.describe(try store.list(collection, limit: 5, cursor: cursor))
+            }
+        case 1:
+            var sort: [SortKey] = []
+            if chance(60) {
+                sort.append(SortKey(field: field(sortable: true, collection: collection), descending: chance(50)))
+            }
+            let query = SearchQuery(
+                filter: chance(40) ? filter(collection: collection) : nil, sort: sort, limit: 5, cursor: cursor)
+            same("search with a cursor \(query)") { store in DifferentialRun.describe(try store.search(collection, query)) }
+        default:
+            let attached: BlobAttachment? =
+                chance(50) ? BlobAttachment(collection: collection, id: pick(documentIds)) : nil
+            same("blobList with a cursor") { store in
+                let (blobs, next) = try store.blobList(limit: 4, cursor: cursor, attachedTo: attached)
+                return blobs.map(DifferentialRun.describe).joined(separator: "\n") + "\n\(next ?? "-")"
+            }
+        }
+        if lastAnswer.hasPrefix("error: INVALID_ARGUMENT") && lastAnswer.contains(" cursor ") { refusedCursors += 1 }
+    }
+
     mutating func go(operations count: Int) throws {
         for _ in 0..<count {
             operations += 1
-            if chance(55) { write() } else { read() }
+            if !cursors.isEmpty && chance(4) {
+                misuseCursor()
+            } else if chance(55) {
+                write()
+            } else {
+                read()
+            }
         }
         same("stats") { store in
             let stats = try store.stats()
             return "\(stats.documents) \(stats.blobs) \(stats.changes) \(stats.lastChangeSeq)"
         }
         #expect(compared > count)
+        #expect(refusedCursors > 10, "cursors taken to other requests or queries were refused \(refusedCursors) times")
     }
 }
 

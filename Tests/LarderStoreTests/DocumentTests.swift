@@ -89,7 +89,7 @@ import Testing
             } catch {
                 #expect(error.status == .conflict)
                 #expect(error.details["currentRev"] == .int(2))
-                #expect(error.field == "expectedRev")
+                #expect(error.field == "rev")
             }
             let unconditional = try store.replace("todos", id: created.id, data: ["title": "d"], expectedRev: nil)
             #expect(unconditional.rev == 3)

@@ -125,7 +125,7 @@ import Testing
             #expect(replaced.rev == 2 && replaced.data == newer.bytes)
             #expect(try store.count("todos", filter: nil, text: TextQuery(query: "oat milk")) == 1)
             #expect(try store.count("todos", filter: nil, text: TextQuery(query: "牛奶")) == 0)
-            expectError(.conflict, field: "expectedRev") {
+            expectError(.conflict, field: "rev") {
                 _ = try store.syncWrite { context throws(LarderError) in
                     try context.replace("todos", id: id, document: PreparedDocument(data), expectedRev: 1)
                 }

@@ -59,13 +59,33 @@ import Testing
         #expect(try decodeAll([bytes]) == [frame])
     }
 
-    @Test func aFourGiBHeaderIsRejectedBeforeAnyBodyIsRead() {
+    @Test func aFourGiBHeaderIsRejectedBeforeAnyBodyIsRead() throws {
         var decoder = FrameDecoder()
         var buffer = ByteBuffer([0xFF, 0xFF, 0xFF, 0xFF])
+        #expect(try decoder.next(&buffer) == nil, "the magic is judged with the length")
+        buffer.append([0x4C, 0x52])
         #expect {
             _ = try decoder.next(&buffer)
         } throws: { ($0 as! FrameError).error.status == .payloadTooLarge }
-        #expect(buffer.readableCount == 4)
+        #expect(buffer.readableCount == 6)
+    }
+
+    /// A bad length and a bad magic: the magic's error, whether the bytes come at once or one at a time.
+    @Test func aBadMagicWinsOverABadLengthHoweverTheBytesArrive() {
+        for bytes in [Array("GET / HTTP/1.1\r\n".utf8), [0xFF, 0xFF, 0xFF, 0xFF, 0x48, 0x54], [0, 0, 0, 0, 0, 0]] {
+            for split in 1...bytes.count {
+                var decoder = FrameDecoder()
+                var buffer = ByteBuffer()
+                var status: Status?
+                var start = 0
+                while status == nil && start < bytes.count {
+                    buffer.append(bytes[start..<min(bytes.count, start + split)])
+                    start += split
+                    do { _ = try decoder.next(&buffer) } catch { status = error.error.status }
+                }
+                #expect(status == .protocolError, "\(bytes) in pieces of \(split)")
+            }
+        }
     }
 
     @Test func limitsAreCheckedWhenTheHeaderIsComplete() {

@@ -195,6 +195,9 @@ struct CompactJSONTests {
             #"{"collection":"todos","data":{"title":"買牛奶","done":false}}"#,
             #" { "data" : { "n" : 1.50 } , "id" : "\#(id.uppercased())" , "collection" : "todos" } "#,
             #"{"collection":"商品","id":"\#(id)","data":{}}"#,
+            // null for an optional member is its absence (Protocol.md §3): a client passing it keeps the fast path.
+            #"{"collection":"todos","id":null,"data":{}}"#,
+            #"{"id" : null , "collection":"todos","data":{"x":null}}"#,
         ]
         for text in creates {
             let bytes = Array(text.utf8)
@@ -208,6 +211,8 @@ struct CompactJSONTests {
             #"{"collection":"todos","id":"\#(id)","data":{"done":true},"rev":7}"#,
             #"{"rev":123456789012345678,"data":{"done":true},"id":"\#(id)","collection":"todos"}"#,
             #"{"collection":"todos","id":"\#(id)","data":{"done":true}}"#,
+            #"{"collection":"todos","id":"\#(id)","data":{"done":true},"rev":null}"#,
+            #"{"rev" : null, "collection":"todos","id":"\#(id)","data":{}}"#,
         ]
         for text in replaces {
             let bytes = Array(text.utf8)
@@ -243,7 +248,16 @@ struct CompactJSONTests {
             (.create, #"{"collection":"todos","data":[]}"#),
             (.create, #"{"collection":"todos"}"#),
             (.create, #"{"data":{}}"#),
-            (.create, #"{"collection":"todos","id":null,"data":{}}"#),
+            (.create, #"{"collection":"todos","id":null,"id":null,"data":{}}"#),
+            (.create, #"{"collection":"todos","id":null,"id":"\#(id)","data":{}}"#),
+            (.create, #"{"collection":"todos","id":"\#(id)","id":null,"data":{}}"#),
+            (.create, #"{"collection":"todos","id":nul,"data":{}}"#),
+            (.create, #"{"collection":"todos","id":nullx,"data":{}}"#),
+            (.create, #"{"collection":"todos","data":{},"rev":null}"#),
+            (.create, #"{"collection":null,"data":{}}"#),
+            (.replace, #"{"collection":"todos","id":null,"data":{}}"#),
+            (.replace, #"{"collection":"todos","id":"\#(id)","data":{},"rev":null,"rev":null}"#),
+            (.replace, #"{"collection":"todos","id":"\#(id)","data":{},"rev":null,"rev":1}"#),
             (.create, #"{"collection":"todos","id":"not-a-uuid","data":{}}"#),
             (.create, #"{"collection":"todos","data":{},"rev":1}"#),
             (.create, "{\"collection\":\"\(String(repeating: "c", count: 257))\",\"data\":{}}"),

@@ -65,7 +65,7 @@ import Testing
     @Test func objectOnlyWhereAnObjectIsRequired() {
         #expect {
             _ = try JSONParser.parseObject(Array("[1]".utf8))
-        } throws: { ($0 as! LarderError).message.contains("must be an object, not a array") }
+        } throws: { ($0 as! LarderError).message.contains("must be an object, not an array") }
     }
 
     @Test func timestampsRoundTrip() {
@@ -90,6 +90,6 @@ import Testing
         }
         #expect {
             _ = try CreateRequest(json: ["collection": 5, "data": [:]])
-        } throws: { ($0 as! LarderError).message == "collection must be a string, not number" }
+        } throws: { ($0 as! LarderError).message == "collection must be a string, not a number" }
     }
 }

@@ -49,7 +49,7 @@ import Testing
 
     static let expectedNames: Set<String> = [
         "hello-request", "hello-response", "ping-request", "ping-response", "create-request", "blob-put-request",
-        "error-response", "search-response-compressed", "event-push",
+        "error-response", "search-response-compressed", "event-push", "conflict-response", "bad-magic-response",
     ]
 
     @Test func everyVectorIsNamedAndChecked() {
@@ -110,6 +110,33 @@ import Testing
         let error = LarderError(status: frame.status, json: .object(try frame.jsonObject()))
         #expect(error.field == "id")
         #expect(error.message.hasPrefix("no document"))
+    }
+
+    @Test func conflictResponse() throws {
+        let frame = try Self.vector("conflict-response")
+        #expect(frame.status == .conflict && frame.isResponse && frame.opcode == .replace && frame.requestID == 8)
+        let error = LarderError(status: frame.status, json: .object(try frame.jsonObject()))
+        #expect(error.field == "rev" && error.details["currentRev"] == 3)
+        // The order the server writes: details, then code, name, message, field.
+        let expected = LarderError(
+            .conflict, "the document is at revision 3, not 2; read it again and retry", field: "rev",
+            details: ["currentRev": 3])
+        #expect(frame.json == expected.json.bytes)
+    }
+
+    /// What a stranger gets: the decoder's own error for an HTTP request, framed as the server sends it.
+    @Test func badMagicResponse() throws {
+        let frame = try Self.vector("bad-magic-response")
+        #expect(frame.status == .protocolError && frame.isResponse && frame.opcode.rawValue == 0 && frame.requestID == 0)
+        var decoder = FrameDecoder()
+        var buffer = ByteBuffer(Array("GET / HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
+        do {
+            _ = try decoder.next(&buffer)
+            Issue.record("an HTTP request decoded as a frame")
+        } catch {
+            #expect(error.requestID == 0 && error.opcode.rawValue == 0)
+            #expect(frame.json == error.error.json.bytes)
+        }
     }
 
     @Test func eventPush() throws {

@@ -5,10 +5,12 @@ import LarderWire
 // `FilterEvaluator`), record for record and cursor for cursor. The record is the compact text in `documents.data`;
 // filters and sorts read `documents.q`, a jsonb copy of it, through expressions that give each value SQLite's view:
 //
-// - `k1`: the value's class in SQLite's order: 0 null or missing, 1 numbers and booleans (0 and 1), 2 strings, objects
-//   and arrays (objects and arrays as their JSON text, which `json_extract` answers).
+// - `k1`: the value's kind in Protocol.md's order (§5.2): 0 null or missing, 1 numbers and booleans (0 and 1), 2
+//   strings, 3 arrays and objects (SQLite's `FieldPath.sortKeySQL` gives these their JSON text as a BLOB, which it
+//   orders after every string).
 // - `k2`: the number, exactly (numeric); booleans as 0 and 1.
-// - `k3`: the text, compared by UTF-8 bytes (COLLATE "C"); for an object or array its compact text, cut from `data`.
+// - `k3`: the text, compared by UTF-8 bytes (COLLATE "C"); for an array or object its compact text, cut from `data`
+//   (so arrays, `[`, come before objects, `{`, as the BLOB's bytes do on SQLite).
 //
 // A value sorts by (k1, k2, k3), and a declared INDEX is a btree on these expressions of one collection, so filters and
 // sorts on the field use it. Field path segments and collection names reach the SQL text only validated and quoted
@@ -40,8 +42,8 @@ struct PGField {
     var type: String { "jsonb_typeof(\(value))" }
 
     var k1: String {
-        "(CASE \(type) WHEN 'number' THEN 1 WHEN 'boolean' THEN 1 WHEN 'string' THEN 2 WHEN 'object' THEN 2 "
-            + "WHEN 'array' THEN 2 ELSE 0 END)"
+        "(CASE \(type) WHEN 'number' THEN 1 WHEN 'boolean' THEN 1 WHEN 'string' THEN 2 WHEN 'object' THEN 3 "
+            + "WHEN 'array' THEN 3 ELSE 0 END)"
     }
 
     var k2: String {
@@ -70,6 +72,13 @@ struct PGField {
 
     /// The column list of a field index: what searches on the field sort and filter by.
     var indexColumns: String { "\(k1), \(k2), \(k3Prefix), id" }
+
+    /// The statement that builds the field index `name` (a quoted identifier) of `collection` (a validated name): a
+    /// partial index over one collection's rows.
+    func createIndex(_ name: String, collection: String) -> String {
+        "CREATE INDEX IF NOT EXISTS \(name) ON documents (\(indexColumns)) "
+            + "WHERE \(PGBuilder(collection: collection).collectionTest)"
+    }
 }
 
 /// A number as PostgreSQL numeric text with SQLite's value: integers as digits, a double as its shortest round-trip
@@ -329,7 +338,7 @@ struct PGBuilder {
         if let envelope = path.envelope { return envelopeCompare(envelope, .eq, value) }
         let field = PGField(path: path)
         switch value {
-        case .null: return "(\(field.type) = 'null')"
+        case .null: return "(\(field.type) IS NULL OR \(field.type) = 'null')"  // a missing field equals null (§5.2)
         case .bool(let b): return "(\(field.type) = 'boolean' AND \(field.k1) = 1 AND \(field.k2) = \(b ? 1 : 0))"
         case .int, .double:
             return "(\(field.type) = 'number' AND \(field.k1) = 1 AND \(field.k2) = \(number(PGNumber.text(value)!)))"
@@ -490,9 +499,23 @@ struct PGBuilder {
             return .double(Double(text) ?? 0)
         case 2:
             return .text(row.text(index, column + 2))
+        case 3:
+            return .blob(Array(row.text(index, column + 2).utf8))
         default:
             return .null
         }
+    }
+
+    /// The keyset tests of a text of kind `kind` (2 strings, 3 arrays and objects): rows after it, rows equal to it.
+    private mutating func textAfter(_ field: PGField, kind: Int, _ text: String, descending: Bool)
+        -> (strict: String, equal: String)
+    {
+        let s = param(.text(text))
+        let strict =
+            descending
+            ? "(\(field.k1) < \(kind) OR (\(field.k1) = \(kind) AND \(field.k3) < \(s)))"
+            : "(\(field.k1) > \(kind) OR (\(field.k1) = \(kind) AND \(field.k3) > \(s)))"
+        return (strict, "(\(field.k1) = \(kind) AND \(field.k3) = \(s))")
     }
 
     /// Keyset: rows strictly after the cursor's values in (keys..., id) order.
@@ -501,9 +524,7 @@ struct PGBuilder {
             if let id = UUID(uuidString: lastId), id.wireString == lastId { return "id > \(param(.uuid(id)))" }
             return "id::text COLLATE \"C\" > \(param(.text(lastId)))"
         }
-        func damaged() -> LarderError {
-            LarderError(.invalidArgument, "the cursor is damaged; start again without it", field: "cursor")
-        }
+        func damaged() -> LarderError { SQLiteStore.damagedCursor }
         var clause = idAfter()
         for i in sort.indices.reversed() {
             let key = sort[i]
@@ -536,17 +557,16 @@ struct PGBuilder {
                     strict =
                         key.descending
                         ? "(\(field.k1) = 0 OR (\(field.k1) = 1 AND \(field.k2) < \(n)))"
-                        : "(\(field.k1) = 2 OR (\(field.k1) = 1 AND \(field.k2) > \(n)))"
+                        : "(\(field.k1) > 1 OR (\(field.k1) = 1 AND \(field.k2) > \(n)))"
                     equal = "(\(field.k1) = 1 AND \(field.k2) = \(n))"
                 case .text(let text):
-                    let s = param(.text(text))
-                    strict =
-                        key.descending
-                        ? "(\(field.k1) < 2 OR (\(field.k1) = 2 AND \(field.k3) < \(s)))"
-                        : "(\(field.k1) = 2 AND \(field.k3) > \(s))"
-                    equal = "(\(field.k1) = 2 AND \(field.k3) = \(s))"
-                case .blob:
-                    throw damaged()
+                    let tests = textAfter(field, kind: 2, text, descending: key.descending)
+                    (strict, equal) = (tests.strict, tests.equal)
+                case .blob(let bytes):
+                    // An array's or object's JSON text: kind 3, after every string.
+                    let text = String(decoding: bytes, as: UTF8.self)
+                    let tests = textAfter(field, kind: 3, text, descending: key.descending)
+                    (strict, equal) = (tests.strict, tests.equal)
                 }
             }
             clause = "(\(strict) OR (\(equal) AND \(clause)))"

@@ -11,12 +11,19 @@ enum PGSchema {
     /// The advisory lock held while migrating (any value no other application uses; "LARD" in ASCII).
     static let lockKey: Int64 = 0x4C41_5244
 
+    /// One schema step: SQL, or code for a step that depends on what the database holds (run inside the step's
+    /// transaction).
+    enum Step {
+        case sql(String)
+        case code((PGConnection) throws(LarderError) -> Void)
+    }
+
     /// The migrations, oldest first; version N is `migrations[N - 1]`. `trgm` is the schema holding pg_trgm.
-    static func migrations(trgm: String) -> [(name: String, sql: String)] {
+    static func migrations(trgm: String) -> [(name: String, step: Step)] {
         [
             (
                 "documents, collections, blobs, the change log",
-                """
+                .sql("""
                 CREATE TABLE larder_seq(
                     id int PRIMARY KEY CHECK (id = 1),
                     last bigint NOT NULL,
@@ -71,8 +78,25 @@ enum PGSchema {
                     previous text);
                 CREATE INDEX changes_collection ON changes(collection, seq);
                 \(foldFunction)
-                """
-            )
+                """)
+            ),
+            (
+                // Field indexes are built on the expressions searches sort and compare by (`PGField`), whose kinds
+                // now keep strings apart from arrays and objects (Protocol.md §5.2): older ones are built again.
+                "field indexes on the order of kinds",
+                .code { connection throws(LarderError) in
+                    let indexes = try connection.run([
+                        PGStatement("SELECT collection, path, pg_name FROM field_indexes ORDER BY collection, path")
+                    ])[0]
+                    for row in 0..<indexes.rows {
+                        let collection = indexes.text(row, 0)
+                        let field = try FieldPath(indexes.text(row, 1))
+                        let name = PGSQL.identifier(indexes.text(row, 2))
+                        try connection.execute("DROP INDEX IF EXISTS \(name)")
+                        try connection.execute(PGField(path: field).createIndex(name, collection: collection))
+                    }
+                }
+            ),
         ]
     }
 
@@ -114,8 +138,13 @@ enum PGSchema {
         }
         for (index, migration) in all.enumerated() where Int64(index + 1) > version {
             do throws(LarderError) {
+                try connection.execute("BEGIN")
+                switch migration.step {
+                case .sql(let sql): try connection.execute(sql)
+                case .code(let body): try body(connection)
+                }
                 try connection.execute(
-                    "BEGIN; \(migration.sql); INSERT INTO larder_migrations(version, name) VALUES (\(index + 1), "
+                    "INSERT INTO larder_migrations(version, name) VALUES (\(index + 1), "
                         + "\(PGSQL.literal(migration.name))); COMMIT;")
             } catch {
                 try? connection.execute("ROLLBACK")

@@ -459,7 +459,7 @@ final class PGWriteContext: PreparedWriteContext {
     static func conflict(_ current: Int64, _ expected: Int64) -> LarderError {
         LarderError(
             .conflict, "the document is at revision \(current), not \(expected); read it again and retry",
-            field: "expectedRev", details: ["currentRev": .int(current)])
+            field: "rev", details: ["currentRev": .int(current)])
     }
 
     func replace(_ collection: String, id: UUID, document: PreparedDocument, expectedRev: Int64?) throws(LarderError)
@@ -510,7 +510,7 @@ final class PGWriteContext: PreparedWriteContext {
         if let expectedRev, expectedRev != rev { throw PGWriteContext.conflict(rev, expectedRev) }
         let previous = current.bytes(0, 3)
         let document = PreparedDocument(MergePatch.apply(patch, to: try JSONParser.parseObject(previous)))
-        try checkSize(document)
+        try checkSize(document, field: "patch")
         let now = nowMillis()
         try one(
             PGStatement(
@@ -599,9 +599,7 @@ final class PGWriteContext: PreparedWriteContext {
                 PGStatement(
                     "INSERT INTO collections(name, created_at) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
                     [.text(collection), .int(nowMillis())], name: "coll_ensure"),
-                PGStatement(
-                    "CREATE INDEX IF NOT EXISTS \(PGSQL.identifier(pgName)) ON documents (\(pgField.indexColumns)) "
-                        + "WHERE \(PGBuilder(collection: collection).collectionTest)"),
+                PGStatement(pgField.createIndex(PGSQL.identifier(pgName), collection: collection)),
                 PGStatement(
                     "INSERT INTO field_indexes(collection, path, name, pg_name) VALUES ($1, $2, $3, $4)",
                     [.text(collection), .text(field.description), .text(name), .text(pgName)], name: "ix_insert"),
@@ -634,7 +632,7 @@ final class PGWriteContext: PreparedWriteContext {
         if let attachment = meta.attachedTo, result.isNull(0, 1) {
             throw LarderError(
                 .notFound, "cannot attach the blob: no document \(attachment.id.wireString) in '\(attachment.collection)'",
-                field: "attachTo")
+                field: "attach.id")
         }
         guard result.bool(0, 0) else {
             throw LarderError(.conflict, "a blob with id \(meta.id.wireString) already exists", field: "id")

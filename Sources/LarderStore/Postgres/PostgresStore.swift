@@ -139,7 +139,8 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
             guard budget.admit(record, isFirst: row == 0) else {
                 throw LarderError(
                     .payloadTooLarge, "these \(unique.count) documents together pass the answer limit of "
-                        + "\(configuration.maxPageBytes) bytes; ask for fewer ids at a time", field: "ids")
+                        + "\(configuration.maxPageBytes) bytes; ask for fewer ids at a time", field: "ids",
+                    details: ["limit": .int(Int64(configuration.maxPageBytes))])
             }
             byId[record.id] = record
         }
@@ -150,10 +151,12 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
         try SQLiteStore.validateCollection(collection)
         try SQLiteStore.checkLimit(limit)
         var after: Int64 = 0
+        let scope = Cursor.scope([.string(collection)])
         if let cursor {
-            guard case .int(let seq)? = try Cursor.decode(cursor)["seq"] else {
-                throw LarderError(.invalidArgument, "the cursor is not a LIST cursor", field: "cursor")
-            }
+            let position = try Cursor.open(
+                cursor, .list, scope: scope,
+                scopeMessage: "the cursor belongs to a LIST of another collection; start again without it")
+            guard case .int(let seq)? = position["seq"] else { throw SQLiteStore.damagedCursor }
             after = seq
         }
         let statement = PGStatement(
@@ -162,7 +165,7 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
         let (page, more) = try readPage(statement, limit: limit) { result, row in
             (PostgresStore.record(result, row), result.int(row, 5))
         }
-        let next = more ? Cursor.encode(["seq": .int(page.last!.1)]) : nil
+        let next = more ? Cursor.encode(.list, scope: scope, ["seq": .int(page.last!.1)]) : nil
         return Page(records: page.map(\.0), nextCursor: next)
     }
 
@@ -195,21 +198,17 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
         wantsTextIndex(collection, query.text)
         var builder = PGBuilder(collection: collection)
         var clause = builder.whereClause(filter: query.filter, text: query.text)
-        let signature = Cursor.signature(query.sort)
         if let cursor = query.cursor {
-            let object = try Cursor.decode(cursor)
-            guard case .string(signature)? = object["s"], case .array(let raw)? = object["v"],
-                raw.count == query.sort.count, case .string(let lastId)? = object["id"]
-            else {
-                throw LarderError(
-                    .invalidArgument, "the cursor belongs to a query with another sort; start again without it",
-                    field: "cursor")
-            }
+            let object = try Cursor.open(
+                cursor, .search, scope: SQLiteStore.searchScope(collection, query),
+                scopeMessage: "the cursor belongs to another query: a SEARCH cursor is valid only with the same "
+                    + "collection, filter, text and sort; start again without it")
+            guard case .array(let raw)? = object["v"], raw.count == query.sort.count,
+                case .string(let lastId)? = object["id"]
+            else { throw SQLiteStore.damagedCursor }
             var values: [SQLValue] = []
             for item in raw {
-                guard let value = Cursor.sqlValue(item) else {
-                    throw LarderError(.invalidArgument, "the cursor is damaged; start again without it", field: "cursor")
-                }
+                guard let value = Cursor.sqlValue(item) else { throw SQLiteStore.damagedCursor }
                 values.append(value)
             }
             clause += " AND " + (try builder.after(query.sort, values, lastId: lastId))
@@ -232,7 +231,6 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
 
     public func search(_ collection: String, _ query: SearchQuery) throws(LarderError) -> Page {
         let (statement, starts) = try searchStatement(collection, query)
-        let signature = Cursor.signature(query.sort)
         let (page, more) = try readPage(statement, limit: query.limit) { result, row in
             (
                 PostgresStore.record(result, row),
@@ -241,9 +239,9 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
         }
         var next: String?
         if more, let last = page.last {
-            next = Cursor.encode([
-                "s": .string(signature), "v": .array(last.1.map(Cursor.json)), "id": .string(last.0.id.wireString),
-            ])
+            next = Cursor.encode(
+                .search, scope: SQLiteStore.searchScope(collection, query),
+                ["v": .array(last.1.map(Cursor.json)), "id": .string(last.0.id.wireString)])
         }
         return Page(records: page.map(\.0), nextCursor: next)
     }
@@ -292,47 +290,44 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
             let f = PGField(path: field)
             (kind, k1, k2, k3) = (f.kind, f.k1, f.k2, f.k3)
         }
-        let matching =
+        // A section is a kind and a value, ranked (`g`) in the sort order of `field` (Protocol.md §5.2): numbers
+        // and booleans by value, a boolean's section before the number's it ties with. Ranking by numeric equality
+        // puts 1 and 1.0 in one section, as `eq` matches them (keyed by the integer when the section holds one),
+        // while `true` and 1 stay apart, as `eq` keeps them; as on SQLite, only the first 1000 sections are read.
+        let ranked =
             "WITH m AS MATERIALIZED (SELECT seq, \(PostgresStore.recordColumns), \(kind) AS kt, \(k1) AS k1, "
-            + "\(k2) AS k2, \(k3) AS k3 FROM documents WHERE \(clause)) "
-        // By the values, not the text the answer carries (an output column named like one would win).
-        let order = "ORDER BY k1, k2, k3, kt COLLATE \"C\""
+            + "\(k2) AS k2, \(k3) AS k3 FROM documents WHERE \(clause)), "
+            + "r AS (SELECT m.*, dense_rank() OVER (ORDER BY k1, k2, k3, kt = 'number') AS g FROM m) "
         var statements = [
             PGStatement("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"),
             PGStatement(
-                matching + "SELECT kt, k1::int8 AS k1_out, k2::text AS k2_text, trim_scale(k2)::text AS k2_key, k3, "
-                    + "count(*) FROM m "
-                    + "GROUP BY kt, k1, k2, k3 \(order) LIMIT \(SQLiteStore.maxGroups)", builder.values),
+                ranked + "SELECT min(kt), min(k1)::int8, min(k2)::text, "
+                    + "max(k2) FILTER (WHERE scale(k2) = 0)::text, min(k3), count(*) FROM r "
+                    + "GROUP BY g ORDER BY g LIMIT \(SQLiteStore.maxGroups)", builder.values),
         ]
         if perGroup > 0 {
             statements.append(
                 PGStatement(
-                    matching + "SELECT kt, k1::int8 AS k1_out, k2::text AS k2_text, trim_scale(k2)::text AS k2_key, k3, "
-                        + "\(PostgresStore.recordColumns) "
-                        + "FROM (SELECT m.*, row_number() OVER (PARTITION BY kt, k1, k2, k3 ORDER BY seq) AS rn "
-                        + "FROM m) r WHERE rn <= \(perGroup) \(order), rn", builder.values))
+                    ranked + "SELECT g, \(PostgresStore.recordColumns) "
+                        + "FROM (SELECT r.*, row_number() OVER (PARTITION BY g ORDER BY seq) AS rn FROM r) x "
+                        + "WHERE rn <= \(perGroup) AND g <= \(SQLiteStore.maxGroups) ORDER BY g, rn", builder.values))
         }
         statements.append(PGStatement("COMMIT"))
         let results = try readers.read { db throws(LarderError) in try db.run(statements) }
         let groups = results[1]
-        func groupKey(_ result: PGResult, _ row: Int) -> String {
-            result.text(row, 0) + "\u{0}" + (result.isNull(row, 3) ? "" : result.text(row, 3)) + "\u{0}"
-                + (result.isNull(row, 4) ? "" : result.text(row, 4))
-        }
-        var recordsByKey: [String: [StoredRecord]] = [:]
+        var recordsByRank: [Int64: [StoredRecord]] = [:]
         if perGroup > 0 {
             let rows = results[2]
             var budget = PageBudget(maxBytes: configuration.maxPageBytes)
             for row in 0..<rows.rows {
-                let record = PostgresStore.record(rows, row, at: 5)
+                let record = PostgresStore.record(rows, row, at: 1)
                 guard budget.admit(record, isFirst: row == 0) else { break }
-                recordsByKey[groupKey(rows, row), default: []].append(record)
+                recordsByRank[rows.int(row, 0), default: []].append(record)
             }
         }
         return (0..<groups.rows).map { row in
-            let kind = groups.text(row, 0)
             let key: JSON
-            switch kind {
+            switch groups.text(row, 0) {
             case "null": key = .null
             case "true": key = .bool(true)
             case "false": key = .bool(false)
@@ -341,17 +336,17 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
                 key = (try? JSONParser.parse(Array(text.utf8))) ?? .string(text)
             default:
                 if groups.int(row, 1) == 1 {
-                    let text = groups.text(row, 2)
-                    if !text.contains("."), let int = Int64(text) {
+                    // A section of integers and reals of one value is keyed by the integer.
+                    if !groups.isNull(row, 3), let int = Int64(groups.text(row, 3)) {
                         key = .int(int)
                     } else {
-                        key = .double(Double(text) ?? 0)
+                        key = .double(Double(groups.text(row, 2)) ?? 0)
                     }
                 } else {
                     key = .string(groups.text(row, 4))
                 }
             }
-            return Group(key: key, count: Int(groups.int(row, 5)), records: recordsByKey[groupKey(groups, row)] ?? [])
+            return Group(key: key, count: Int(groups.int(row, 5)), records: recordsByRank[Int64(row + 1)] ?? [])
         }
     }
 
@@ -497,10 +492,12 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
     {
         try SQLiteStore.checkLimit(limit)
         var after: Int64 = 0
+        let scope = Cursor.scope([attachedTo.map { .object($0.json) } ?? .null])
         if let cursor {
-            guard case .int(let seq)? = try Cursor.decode(cursor)["blobSeq"] else {
-                throw LarderError(.invalidArgument, "the cursor is not a BLOB_LIST cursor", field: "cursor")
-            }
+            let position = try Cursor.open(
+                cursor, .blobList, scope: scope,
+                scopeMessage: "the cursor belongs to a BLOB_LIST with another attachedTo; start again without it")
+            guard case .int(let seq)? = position["seq"] else { throw SQLiteStore.damagedCursor }
             after = seq
         }
         var sql = "SELECT \(PostgresStore.blobColumns), seq FROM blobs WHERE seq > $1"
@@ -515,7 +512,7 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
         let result = try readers.read { db throws(LarderError) in try db.run([statement])[0] }
         let rows = (0..<result.rows).map { (PostgresStore.blobMeta(result, $0), result.int($0, 9)) }
         let page = rows.prefix(limit)
-        let next = rows.count > limit ? Cursor.encode(["blobSeq": .int(page.last!.1)]) : nil
+        let next = rows.count > limit ? Cursor.encode(.blobList, scope: scope, ["seq": .int(page.last!.1)]) : nil
         return (page.map(\.0), next)
     }
 }
