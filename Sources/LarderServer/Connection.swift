@@ -408,7 +408,6 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         let logger = context.logger
         logger.debug("conn \(id) request \(frame.requestID) \(frame.opcode.name)")
         if let reply = context.router.handleInline(frame, reads: shard.pointReads) { return completed(reply, started: started) }
-        if shard.readThrough(frame, router: context.router, { [self] reply in completed(reply, started: started) }) { return }
         context.router.handle(frame, writes: writeLane) { [self] reply in
             shard.loop.async { [self] in completed(reply, started: started) }
         }

@@ -109,10 +109,13 @@ public final class LarderServer: Sendable {
         context = ServerContext(
             router: router, stats: stats, logger: Logger(level: configuration.logLevel), machineConfiguration: machine)
         let lastChangeSeq = store.lastChangeSeq
+        // On a store other servers write too, a cached answer could be stale the moment another server acknowledges
+        // a write (read-your-writes across servers): no cache there. BENCHMARKS.md measures what it would have saved.
+        let readCacheBytes = store.isShared ? 0 : configuration.readCacheBytes
         shards = (0..<max(1, configuration.ioQueues)).map {
             IOShard(
                 index: $0, configuration: machine, store: store, stats: stats,
-                readCacheBytes: configuration.readCacheBytes / max(1, configuration.ioQueues), publishedSeq: lastChangeSeq,
+                readCacheBytes: readCacheBytes / max(1, configuration.ioQueues), publishedSeq: lastChangeSeq,
                 maxInboxChanges: configuration.maxInboxChanges)
         }
         let hub = WatchHub(shards: shards)

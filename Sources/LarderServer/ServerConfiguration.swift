@@ -192,7 +192,8 @@ public enum ServerOptions {
                 }),
             Option(
                 name: "read-cache-bytes", env: "LARDER_READ_CACHE_BYTES", valueName: "SIZE",
-                help: "recent GET answers kept in memory, 0 for none (default \(ByteSize.format(d.readCacheBytes)))",
+                help: "recent GET answers kept in memory, 0 for none; none with --postgres (default "
+                    + "\(ByteSize.format(d.readCacheBytes)))",
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
                     c.readCacheBytes = try size("read-cache-bytes", v, min: 0, max: Int.max)
                 }),

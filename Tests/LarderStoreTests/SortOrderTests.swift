@@ -233,7 +233,9 @@ import Testing
                 "CREATE INDEX \(PGSQL.identifier(pgName)) ON documents (\(old)) WHERE collection = 'mixed'")
             try connection.execute("DELETE FROM larder_migrations WHERE version = 2")
             let before = try connection.run([
-                PGStatement("SELECT indexdef FROM pg_indexes WHERE indexname = $1", [.text(pgName)])
+                PGStatement(
+                "SELECT indexdef FROM pg_indexes WHERE indexname = $1 AND schemaname = current_schema()",
+                [.text(pgName)])
             ])[0]
             #expect(before.text(0, 0).contains("WHEN 'array'::text THEN 2"), "\(before.text(0, 0))")
         }
@@ -242,7 +244,9 @@ import Testing
         let connection = try PGConnection(settings: try PGSettings(url: schema.url), timeoutMs: 10_000)
         defer { connection.close() }
         let definition = try connection.run([
-            PGStatement("SELECT indexdef FROM pg_indexes WHERE indexname = $1", [.text(pgName)])
+            PGStatement(
+                "SELECT indexdef FROM pg_indexes WHERE indexname = $1 AND schemaname = current_schema()",
+                [.text(pgName)])
         ])[0]
         #expect(definition.rows == 1)
         #expect(definition.text(0, 0).contains("WHEN 'array'::text THEN 3"), "\(definition.text(0, 0))")

@@ -417,6 +417,23 @@ final class PGConnection {
         }
     }
 
+    /// The connection's socket, to wait on for notifications (-1 when closed).
+    var socket: Int32 { handle.map { PQsocket($0) } ?? -1 }
+
+    /// Reads what the server sent and answers the payloads of the notifications received (after LISTEN), oldest
+    /// first; call when `socket` is readable, or any time to collect what arrived during other calls. Throws
+    /// UNAVAILABLE when the connection broke.
+    func notifications() throws(LarderError) -> [String] {
+        guard let handle, PQstatus(handle) == CONNECTION_OK else { throw broken("the connection is closed") }
+        guard PQconsumeInput(handle) == 1 else { throw broken(String(cString: PQerrorMessage(handle))) }
+        var payloads: [String] = []
+        while let notification = PQnotifies(handle) {
+            payloads.append(String(cString: notification.pointee.extra))
+            PQfreemem(notification)
+        }
+        return payloads
+    }
+
     /// Closes the connection and describes why.
     private func broken(_ reason: String) -> LarderError {
         close()

@@ -44,9 +44,14 @@ final class PGWriter: @unchecked Sendable {
     private var mustCatchUp = false
 
     private let textIndexer: PGTextIndexer
+    private let follower: PGChangeFollower
 
-    init(core: StoreCore, connector: PGConnector, connection: PGConnection, textIndexer: PGTextIndexer) {
+    init(
+        core: StoreCore, connector: PGConnector, connection: PGConnection, textIndexer: PGTextIndexer,
+        follower: PGChangeFollower
+    ) {
         self.textIndexer = textIndexer
+        self.follower = follower
         self.core = core
         self.connector = connector
         self.connection = connection
@@ -168,8 +173,15 @@ final class PGWriter: @unchecked Sendable {
                 for index in changes.indices { changes[index].seq = base + Int64(index) + 1 }
             }
             for action in context.afterCommit { action() }
-            // Before the completions: a subscriber learns of a write no later than its writer does.
-            core.feed.committed(changes)
+            // Before the completions: a subscriber learns of a write no later than its writer does. Changes that
+            // other servers committed since this server last published come first: read from the log with these.
+            if let newest = changes.last?.seq {
+                if !core.feed.publishInOrder(changes) {
+                    try? PGChangeFollower.catchUp(core, connection)
+                    if core.feed.lastSeq < newest { mustCatchUp = true }
+                }
+                follower.announce(newest)
+            }
         } catch {
             if connection.isUsable {
                 _ = try? connection.run([PGStatement("ROLLBACK")])
@@ -188,21 +200,9 @@ final class PGWriter: @unchecked Sendable {
     }
 
     /// Publishes the changes committed past the last one this store published (after a COMMIT whose outcome was
-    /// unknown, or a new connection), so caches and subscribers never miss a committed write.
+    /// unknown, or a new connection), so subscribers never miss a committed write.
     private func catchUp(_ connection: PGConnection) {
-        var after = core.feed.lastSeq
-        while true {
-            guard
-                let page = try? PostgresStore.changesPage(
-                    connection, after: after, collection: nil, limit: 1000, maxBytes: 16 << 20)
-            else { return }
-            if !page.entries.isEmpty { core.feed.committed(page.entries) }
-            after = page.entries.last?.seq ?? after
-            if !page.more {
-                mustCatchUp = false
-                return
-            }
-        }
+        if (try? PGChangeFollower.catchUp(core, connection)) != nil { mustCatchUp = false }
     }
 
     /// The batch's changes in one statement, numbered from `larder_seq.last`, which it moves (see the type comment).

@@ -21,6 +21,7 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
     let writer: PGWriter
     let readers: PGPool
     let textIndexer: PGTextIndexer
+    let follower: PGChangeFollower
     public let settings: PGSettings
 
     /// Connects, migrates the schema (under an advisory lock) and loads what the writer needs. Throws UNAVAILABLE
@@ -39,7 +40,9 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
             configuration: configuration, databasePath: "", hasTrigram: true, lastChangeSeq: last.int(0, 0))
         self.core = core
         textIndexer = try PGTextIndexer(connector: connector, connection: connection)
-        writer = PGWriter(core: core, connector: connector, connection: connection, textIndexer: textIndexer)
+        follower = try PGChangeFollower(core: core, connector: connector)
+        writer = PGWriter(
+            core: core, connector: connector, connection: connection, textIndexer: textIndexer, follower: follower)
         readers = PGPool(connector: connector, size: max(2, configuration.readerCount))
     }
 
@@ -56,6 +59,9 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
 
     /// Point reads wait on the network: the server answers them off its event loops.
     public var pointReadsAreLocal: Bool { false }
+
+    /// Many servers may share the database (README, "Scaling out").
+    public var isShared: Bool { true }
 
     // MARK: Writes
 
@@ -386,6 +392,7 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
     public func close() {
         textIndexer.close()
         writer.close()
+        follower.close()
         readers.close()
     }
 
