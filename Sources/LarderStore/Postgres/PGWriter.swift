@@ -430,12 +430,16 @@ final class PGWriteContext: PreparedWriteContext {
     func insert(_ collection: String, id: UUID?, document: PreparedDocument) throws(LarderError) -> StoredRecord {
         let id = id ?? uuids.next()
         let now = nowMillis()
+        // NOT EXISTS refuses a taken id without drawing a `seq` (so LIST cursors number as SQLite's do); ON CONFLICT
+        // refuses one that another server inserts at the same moment: this insert waits for that transaction and,
+        // once it commits, inserts nothing (CONFLICT), where NOT EXISTS alone would fail on the unique index.
         let statement = PGStatement(
                 """
                 WITH c AS (INSERT INTO collections(name, created_at) VALUES ($1, $3) ON CONFLICT (name) DO NOTHING)
                 INSERT INTO documents(collection, id, rev, created_at, updated_at, data, q, search)
                 SELECT $1, $2, 1, $3, $3, $4, coalesce($5, $4)::jsonb, $6
                 WHERE NOT EXISTS (SELECT 1 FROM documents WHERE collection = $1 AND id = $2)
+                ON CONFLICT (collection, id) DO NOTHING
                 RETURNING seq
                 """, [.text(collection), .uuid(id), .int(now)] + PGWriteContext.documentValues(document),
                 name: "doc_insert")
@@ -588,10 +592,15 @@ final class PGWriteContext: PreparedWriteContext {
         // hash of both, so no collection name reaches the index's identifier.
         let name = "ix_\(collection)_" + String(SHA256.hex(Array(field.description.utf8)).prefix(16))
         let pgName = "lx_" + String(SHA256.hex(Array((collection + "\u{0}" + field.description).utf8)).prefix(32))
-        let exists = try one(
-            PGStatement(
-                "SELECT 1 FROM field_indexes WHERE collection = $1 AND path = $2",
-                [.text(collection), .text(field.description)], name: "ix_exists"), writes: false)
+        // Servers declaring the same index at once take turns (two CREATE INDEX of one name would collide): the
+        // lock lasts until this batch commits, and the second then finds the index declared.
+        let exists = try run(
+            [
+                PGStatement("SELECT pg_advisory_xact_lock(hashtext($1))", [.text(pgName)], name: "ix_lock"),
+                PGStatement(
+                    "SELECT 1 FROM field_indexes WHERE collection = $1 AND path = $2",
+                    [.text(collection), .text(field.description)], name: "ix_exists"),
+            ], writes: false)[1]
         if exists.rows > 0 { return (name, false) }
         let pgField = PGField(path: field)
         try run(
@@ -619,6 +628,7 @@ final class PGWriteContext: PreparedWriteContext {
                     SELECT $1, $2, $3, $4, $5, $6, $7, $9, $10, $8
                     WHERE ($9::text IS NULL OR EXISTS (SELECT 1 FROM doc))
                         AND NOT EXISTS (SELECT 1 FROM blobs WHERE id = $1)
+                    ON CONFLICT (id) DO NOTHING
                     RETURNING 1)
                 SELECT EXISTS (SELECT 1 FROM ins), d.id, d.rev, d.created_at, d.updated_at, d.data
                 FROM (SELECT 1) AS one LEFT JOIN doc d ON true
