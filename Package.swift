@@ -31,29 +31,46 @@ let package = Package(
             providers: [.apt(["libedit-dev"]), .brew(["libedit"])]),
         // epoll and eventfd (part of the C library: no package, nothing to link).
         .systemLibrary(name: "CEpoll"),
+        // The one lock (a pthread mutex, which ThreadSanitizer sees) and its condition variable.
+        .target(name: "LarderSync", swiftSettings: strict),
         .target(name: "LarderWire", dependencies: ["CZlib"], swiftSettings: strict),
-        .target(name: "LarderStore", dependencies: ["LarderWire", "CSQLite", "CLibPQ"], swiftSettings: strict),
-        .target(name: "LarderServer", dependencies: ["LarderWire", "LarderStore", "CEpoll"], swiftSettings: strict),
-        .target(name: "LarderClient", dependencies: ["LarderWire"], swiftSettings: strict),
-        .target(name: "LarderCLI", dependencies: ["LarderClient", "CLibEdit"], swiftSettings: strict),
-        .target(name: "LarderBench", dependencies: ["LarderWire"], swiftSettings: strict),
+        .target(
+            name: "LarderStore", dependencies: ["LarderWire", "LarderSync", "CSQLite", "CLibPQ"], swiftSettings: strict),
+        .target(
+            name: "LarderServer", dependencies: ["LarderWire", "LarderStore", "LarderSync", "CEpoll"],
+            swiftSettings: strict),
+        .target(name: "LarderClient", dependencies: ["LarderWire", "LarderSync"], swiftSettings: strict),
+        .target(name: "LarderCLI", dependencies: ["LarderClient", "LarderSync", "CLibEdit"], swiftSettings: strict),
+        .target(name: "LarderBench", dependencies: ["LarderWire", "LarderSync"], swiftSettings: strict),
         .executableTarget(name: "larder-server", dependencies: ["LarderServer", "LarderWire"], swiftSettings: strict),
         .executableTarget(name: "larder", dependencies: ["LarderCLI"], swiftSettings: strict),
         .executableTarget(
             name: "larder-bench", dependencies: ["LarderBench", "LarderClient", "LarderStore", "LarderWire"],
             swiftSettings: strict),
         // What the test targets share: the throwaway PostgreSQL they start (Tests/LarderTestSupport).
-        .target(name: "LarderTestSupport", dependencies: ["LarderStore"], path: "Tests/LarderTestSupport"),
+        .target(name: "LarderTestSupport", dependencies: ["LarderStore", "LarderSync"], path: "Tests/LarderTestSupport"),
         .testTarget(name: "LarderWireTests", dependencies: ["LarderWire"]),
         .testTarget(
-            name: "LarderStoreTests", dependencies: ["LarderStore", "LarderTestSupport"], resources: [.copy("Fixtures")]),
-        .testTarget(name: "LarderServerTests", dependencies: ["LarderServer"]),
-        .testTarget(name: "LarderClientTests", dependencies: ["LarderClient", "LarderCLI"]),
-        .testTarget(name: "LarderBenchTests", dependencies: ["LarderBench", "LarderServer", "LarderStore"]),
+            name: "LarderStoreTests", dependencies: ["LarderStore", "LarderSync", "LarderTestSupport"],
+            resources: [.copy("Fixtures")]),
+        .testTarget(name: "LarderServerTests", dependencies: ["LarderServer", "LarderSync"]),
+        .testTarget(name: "LarderClientTests", dependencies: ["LarderClient", "LarderCLI", "LarderSync"]),
+        .testTarget(
+            name: "LarderBenchTests", dependencies: ["LarderBench", "LarderServer", "LarderStore", "LarderSync"]),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["LarderServer", "LarderClient", "LarderStore", "LarderBench", "LarderTestSupport"],
+            dependencies: [
+                "LarderServer", "LarderClient", "LarderStore", "LarderBench", "LarderSync", "LarderTestSupport",
+            ],
             resources: [.copy("Fixtures")]),
     ],
     swiftLanguageModes: [.v6]
 )
+
+// The sanitizers' canary (a race and a leak on purpose), built only by scripts/sanitize, which sets this variable.
+if Context.environment["LARDER_SANITIZER_CANARY"] != nil {
+    package.targets.append(
+        .executableTarget(
+            name: "larder-sanitizer-canary", dependencies: ["LarderSync"], path: "Sanitize/Canary",
+            swiftSettings: strict))
+}

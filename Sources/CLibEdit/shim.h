@@ -20,8 +20,11 @@ static inline int larder_el_set_editor(EditLine *el, const char *mode) {
 static inline int larder_el_set_history(EditLine *el, History *list) {
     return el_set(el, EL_HIST, history, list);
 }
-static inline int larder_el_add_function(EditLine *el, const char *name, const char *help, larder_key_fn function) {
-    return el_set(el, EL_ADDFN, name, help, function);
+/// Through the wide-character API, which keeps `name` and `help` as given (they must outlive the editor): the narrow
+/// el_set(EL_ADDFN) copies both with wcsdup, and el_end never frees the copies (LeakSanitizer, RELIABILITY.md).
+static inline int larder_el_add_function(EditLine *el, const wchar_t *name, const wchar_t *help,
+                                         larder_key_fn function) {
+    return el_wset(el, EL_ADDFN, name, help, function);
 }
 static inline int larder_el_bind(EditLine *el, const char *key, const char *function) {
     return el_set(el, EL_BIND, key, function, (const char *)NULL);

@@ -1,4 +1,4 @@
-import Synchronization
+import LarderSync
 
 /// What one operation (or the run as a whole) measured.
 public struct OperationStats: Sendable, Equatable {
@@ -79,7 +79,7 @@ final class Aggregator: Sendable {
     }
 
     let workers: Int
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     init(workers: Int) { self.workers = workers }
 

@@ -5,6 +5,7 @@ import Darwin
 #endif
 import Foundation
 import LarderClient
+import LarderSync
 
 /// The `larder` command line: parses arguments, runs one command or the interactive prompt, returns the exit status.
 ///
@@ -87,7 +88,7 @@ public enum CLI {
 
 /// One run of the tool: keeps the client between prompt lines.
 final class Session: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Lock()
     private var client: LarderClient?
     private var clientKey: String?
 
@@ -446,7 +447,7 @@ func waitFor<T: Sendable>(seconds: Double, _ work: @escaping @Sendable () async 
 
 /// A value shared between threads.
 final class Locked<Value>: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Lock()
     private var stored: Value
     init(_ value: Value) { stored = value }
     var value: Value { lock.withLock { stored } }

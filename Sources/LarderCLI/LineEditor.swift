@@ -34,6 +34,8 @@ final class LineEditor: @unchecked Sendable {
     private let historyPath: String
     private let complete: (String) -> Offer
     private var promptText: UnsafeMutablePointer<CChar>
+    /// The names and help of the editor functions added below, which libedit keeps without copying: freed after it.
+    private let functionTexts: [UnsafeMutablePointer<wchar_t>]
     private var interrupted = false
 
     /// Entries kept in the history file; it is trimmed to this when it grows to twice as many.
@@ -45,6 +47,7 @@ final class LineEditor: @unchecked Sendable {
         self.historyPath = historyPath
         self.complete = complete
         promptText = strdup("")
+        functionTexts = ["larder-complete", "complete the word", "larder-interrupt", "drop the line"].map(LineEditor.wide)
         history = history_init()
         larder_history_set_size(history, Int32(LineEditor.historyLimit))
         larder_history_set_unique(history, 1)
@@ -58,11 +61,11 @@ final class LineEditor: @unchecked Sendable {
             guard let editor, let data = larder_el_client_data(editor) else { return nil }
             return Unmanaged<LineEditor>.fromOpaque(data).takeUnretainedValue().promptText
         }
-        larder_el_add_function(editor, "larder-complete", "complete the word") { editor, _ in
+        larder_el_add_function(editor, functionTexts[0], functionTexts[1]) { editor, _ in
             guard let editor, let data = larder_el_client_data(editor) else { return UInt8(CC_ERROR) }
             return Unmanaged<LineEditor>.fromOpaque(data).takeUnretainedValue().completeWord()
         }
-        larder_el_add_function(editor, "larder-interrupt", "drop the line") { editor, _ in
+        larder_el_add_function(editor, functionTexts[2], functionTexts[3]) { editor, _ in
             guard let editor, let data = larder_el_client_data(editor) else { return UInt8(CC_EOF) }
             return Unmanaged<LineEditor>.fromOpaque(data).takeUnretainedValue().interrupt()
         }
@@ -75,6 +78,16 @@ final class LineEditor: @unchecked Sendable {
         el_end(editor)
         history_end(history)
         free(promptText)
+        for text in functionTexts { text.deallocate() }
+    }
+
+    /// `text` as a NUL-terminated wide string, for libedit's wide-character calls.
+    private static func wide(_ text: String) -> UnsafeMutablePointer<wchar_t> {
+        let scalars = Array(text.unicodeScalars)
+        let pointer = UnsafeMutablePointer<wchar_t>.allocate(capacity: scalars.count + 1)
+        for (index, scalar) in scalars.enumerated() { pointer[index] = wchar_t(bitPattern: scalar.value) }
+        pointer[scalars.count] = 0
+        return pointer
     }
 
     /// Reads one line after `prompt`.

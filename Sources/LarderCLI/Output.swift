@@ -5,6 +5,7 @@ import Darwin
 #endif
 import Foundation
 import LarderClient
+import LarderSync
 
 /// Where results and diagnostics go, and in which form: JSON lines for machines, tables for people.
 final class Output: @unchecked Sendable {
@@ -16,7 +17,7 @@ final class Output: @unchecked Sendable {
     let stderrIsTerminal: Bool
     /// The terminal's width in columns, which tables fit: TIOCGWINSZ on stdout, else `COLUMNS`, else 80.
     let columns: Int
-    private let lock = NSLock()
+    private let lock = Lock()
     private var buffer: [UInt8] = []
 
     init(forceJSON: Bool) {
@@ -248,7 +249,7 @@ final class Output: @unchecked Sendable {
     final class Progress: @unchecked Sendable {
         private let label: String
         private let enabled: Bool
-        private let lock = NSLock()
+        private let lock = Lock()
         private var lastDrawn = -1
         private var lastTotal = 0
 

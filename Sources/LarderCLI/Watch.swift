@@ -6,6 +6,7 @@ import Darwin
 import Dispatch
 import Foundation
 import LarderClient
+import LarderSync
 
 extension Commands {
     /// The pause before the first try to reconnect a watch; it doubles after each failed try, up to `watchMaxDelay`.
@@ -130,7 +131,7 @@ extension Commands {
 /// lost: a dispatch signal source starts listening a moment after it is activated, and a Ctrl-C in that moment was
 /// ignored; and an async `main` parks the main thread in `sigsuspend` with no signal blocked, where SIGINT would kill.
 public enum Interrupt {
-    private static let state = NSLock()
+    private static let state = Lock()
     /// Whether SIGINT is held and taken here (by `main`, or by `takeOver`'s thread).
     nonisolated(unsafe) private static var served = false
     /// The running command's task, while there is one.

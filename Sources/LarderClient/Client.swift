@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import LarderSync
 import LarderWire
 
 /// A connection pool to a Larder server, or to several servers sharing one PostgreSQL, with an async method for every
@@ -82,14 +82,14 @@ public final class LarderClient: Sendable {
         case open(Connection)
     }
 
-    private let slots: Mutex<[Slot]>
+    private let slots: Locked<[Slot]>
     /// The endpoint the next connection tries first.
-    private let nextEndpoint = Mutex(0)
+    private let nextEndpoint = Locked(0)
 
     /// A client for the server described by `configuration`; nothing connects until the first request.
     public init(configuration: Configuration) {
         self.configuration = configuration
-        slots = Mutex(Array(repeating: .empty, count: max(1, configuration.connections)))
+        slots = Locked(Array(repeating: .empty, count: max(1, configuration.connections)))
     }
 
     /// A client for a TCP server.

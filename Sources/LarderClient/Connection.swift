@@ -1,4 +1,5 @@
 import Foundation
+import LarderSync
 import LarderWire
 
 #if canImport(Glibc)
@@ -35,7 +36,7 @@ final class Connection: @unchecked Sendable {
     }
 
     // Guarded by `lock`.
-    private let lock = NSLock()
+    private let lock = Lock()
     private var waiters: [UInt32: Waiter] = [:]
     private var queue: [UInt32] = []
     private var freeSlots = 1
@@ -48,7 +49,7 @@ final class Connection: @unchecked Sendable {
     private var subscriptions: [UInt32: EventSink] = [:]
 
     // Guarded by `writeLock`.
-    private let writeLock = NSLock()
+    private let writeLock = Lock()
     private var encoder = FrameEncoder()
     private var output: [UInt8] = []
     private var fd: Int32

@@ -1,4 +1,5 @@
 import Foundation
+import LarderSync
 import LarderWire
 
 /// A live change feed: the events of one `WATCH`, as an `AsyncSequence`.
@@ -81,7 +82,7 @@ public final class LarderSubscription: AsyncSequence, Sendable {
 /// Where a connection's reader thread delivers one subscription's events: a bounded stream, plus the state that
 /// decides whether cancelling must send UNWATCH.
 final class EventSink: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Lock()
     private let continuation: AsyncThrowingStream<ChangeEvent, any Error>.Continuation
     private weak var connection: Connection?
     private var id: UInt32?

@@ -6,6 +6,7 @@ import Darwin
 import Dispatch
 import Synchronization
 import LarderStore
+import LarderSync
 import LarderWire
 
 /// Monotonic milliseconds for the state machines.
@@ -94,7 +95,7 @@ final class IOShard: EventLoopHandler, @unchecked Sendable {
 
     /// Committed changes waiting for `loop`, whether a drain is scheduled, and the last change dropped since the
     /// last drain (under the mutex: the writer queue appends, `loop` drains).
-    private let inbox = Mutex<(pending: [ChangeEntry], scheduled: Bool, droppedThrough: Int64?)>(([], false, nil))
+    private let inbox = Locked<(pending: [ChangeEntry], scheduled: Bool, droppedThrough: Int64?)>(([], false, nil))
     /// The most changes the inbox holds for a loop that has fallen behind (an overloaded server): past it they are
     /// dropped, and the next drain ends the shard's live subscriptions with a gap (each resumes from its own last
     /// change with `since`) and empties its read cache, instead of the inbox growing without bound.
@@ -233,7 +234,7 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
     private var bytesWithSender = 0
     /// Who closes the descriptor: set (under its lock) when `close` ran while a sender was writing; the sender then
     /// closes it as it finishes, whether or not the loop still runs.
-    private let descriptor = PThreadLocked(DescriptorState())
+    private let descriptor = Locked(DescriptorState())
     private struct DescriptorState {
         var senderActive = false
         var closeWhenSenderEnds = false

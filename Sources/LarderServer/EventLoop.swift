@@ -1,6 +1,7 @@
 import CEpoll
 import Dispatch
 import Foundation
+import LarderSync
 import Synchronization
 
 /// What an event loop calls back; only ever on the loop's thread.
@@ -33,11 +34,11 @@ final class EventLoop: @unchecked Sendable {
     /// posted task before it waits again), and whether its thread has ended (then tasks are not queued: `async` drops
     /// them and `sync` runs inline). The descriptors are closed only in `deinit`, so a late `async` can never write
     /// into a number the process has since given to another file.
-    private let posted = PThreadLocked<(tasks: [@Sendable () -> Void], awake: Bool, ended: Bool)>(([], false, false))
+    private let posted = Locked<(tasks: [@Sendable () -> Void], awake: Bool, ended: Bool)>(([], false, false))
     private let stopRequested = Atomic<Bool>(false)
     private let exited = DispatchSemaphore(value: 0)
     /// Set once, before any task can run; read by `inLoop`.
-    private let threadID = PThreadLocked<pthread_t?>(nil)
+    private let threadID = Locked<pthread_t?>(nil)
 
     // Loop-thread state.
     private struct Registration {
@@ -108,7 +109,7 @@ final class EventLoop: @unchecked Sendable {
     func sync<T: Sendable>(_ body: @escaping @Sendable () -> T) -> T {
         if inLoop { return body() }
         let done = DispatchSemaphore(value: 0)
-        let result = PThreadLocked<T?>(nil)
+        let result = Locked<T?>(nil)
         // A task queued before the loop ends is run by it, at the latest as it ends (`run`).
         guard enqueue({
             let value = body()
@@ -298,21 +299,5 @@ final class EventLoop: @unchecked Sendable {
         guard let tick else { return -1 }
         let now = monotonicMs()
         return tick.next <= now ? 0 : Int32(min(tick.next - now, UInt64(Int32.max)))
-    }
-}
-
-/// A value behind a pthread mutex (`NSLock`). The loop hands every task, and with it the objects it touches, from one
-/// thread to another through this lock: ThreadSanitizer understands pthread mutexes, while `Synchronization.Mutex`
-/// (futexes in an uninstrumented library) shows it no ordering and would make every hand-off look like a race.
-final class PThreadLocked<Value>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value: Value
-
-    init(_ value: Value) { self.value = value }
-
-    func withLock<R>(_ body: (inout Value) -> R) -> R {
-        lock.lock()
-        defer { lock.unlock() }
-        return body(&value)
     }
 }

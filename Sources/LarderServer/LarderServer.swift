@@ -6,8 +6,8 @@ import Darwin
 import Dispatch
 import Foundation
 import LarderStore
+import LarderSync
 import LarderWire
-import Synchronization
 
 /// The Larder server: listens on TCP (and optionally a Unix socket), speaks the Larder protocol, and serves a store.
 ///
@@ -24,7 +24,7 @@ public final class LarderServer: Sendable {
     let shards: [IOShard]
     private let hub: WatchHub
     private let acceptQueue = DispatchQueue(label: "larder.accept")
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     private struct State {
         var started = false

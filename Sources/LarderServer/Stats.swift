@@ -1,3 +1,4 @@
+import LarderSync
 import LarderWire
 import Synchronization
 
@@ -88,7 +89,7 @@ package final class ServerStats: Sendable {
         var watchResyncs = 0
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let cacheHits = Atomic<Int>(0)
     private let cacheMisses = Atomic<Int>(0)
     let startedAt: UInt64

@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import CEpoll
 
 /// A failed system call: its name and errno. `description` is what the operator reads.
 public struct IOError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -65,11 +66,9 @@ enum Socket {
         }
     }
 
-    #if canImport(Glibc)
-    static let streamType = Int32(SOCK_STREAM.rawValue)
-    #else
-    static let streamType = SOCK_STREAM
-    #endif
+    /// Stream sockets the server opens are close-on-exec: a process it starts (or one started by a library it
+    /// loads) must not inherit a listening port or a client's connection and hold it open.
+    static let streamType = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
 
     /// A listening TCP socket on `host:port` (IPv4 dotted quad, "localhost" or "0.0.0.0"); returns fd and real port.
     static func listenTCP(host: String, port: Int, backlog: Int32) throws(IOError) -> (fd: Int32, port: Int) {
@@ -157,16 +156,10 @@ enum Socket {
 
     /// Accepts one pending connection, non-blocking, or nil when none is waiting.
     static func accept(_ listener: Int32, keepaliveSeconds: Int = 0) throws(IOError) -> Int32? {
-        switch try systemCall("accept", { Int(Glibc.accept(listener, nil, nil)) }) {
+        switch try systemCall("accept4", { Int(larder_accept_nonblocking(listener)) }) {
         case .wouldBlock: return nil
         case .done(let fd):
             let fd = Int32(fd)
-            do throws(IOError) {
-                try setNonBlocking(fd)
-            } catch {
-                Socket.close(fd)
-                throw error
-            }
             // These fail harmlessly (EOPNOTSUPP) on Unix sockets.
             var one: Int32 = 1
             _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))

@@ -1,5 +1,6 @@
 import CSQLite
 import Foundation
+import LarderSync
 import LarderWire
 
 /// One committed write as the change log keeps it.
@@ -61,7 +62,7 @@ public struct ChangePage: Sendable, Equatable {
 
 /// The in-memory side of the change log: the last committed sequence number and the listeners told of each commit.
 final class ChangeFeedState: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Lock()
     private var last: Int64
     private var listeners: [@Sendable ([ChangeEntry]) -> Void] = []
 
@@ -71,6 +72,12 @@ final class ChangeFeedState: @unchecked Sendable {
 
     func add(_ listener: @escaping @Sendable ([ChangeEntry]) -> Void) {
         lock.withLock { listeners.append(listener) }
+    }
+
+    /// Forgets every listener, once the store has closed and nothing more can commit: a listener that holds the store
+    /// (or something that holds it) would otherwise keep both alive in a cycle.
+    func removeAllListeners() {
+        lock.withLock { listeners = [] }
     }
 
     /// Called on the writer queue after a COMMIT: moves the last sequence number first, then tells the listeners, so
@@ -86,7 +93,7 @@ final class ChangeFeedState: @unchecked Sendable {
 
     /// Held while entries are published in order (`publishInOrder`), so that two publishers (a writer and the
     /// follower of a shared log) never tell the listeners out of order.
-    private let order = NSLock()
+    private let order = Lock()
 
     /// Publishes the part of `entries` (ascending, contiguous) past `lastSeq`, for a log that several processes write
     /// (PostgreSQL): false, publishing nothing, when they do not follow on from `lastSeq`, since changes committed

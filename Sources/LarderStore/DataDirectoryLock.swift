@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import Foundation
+import LarderSync
 import LarderWire
 import Synchronization
 
@@ -18,7 +19,7 @@ final class DataDirectoryLock: Sendable {
 
     /// The locks this process holds, by the directory's device and inode (one directory under any path, and a
     /// directory deleted and made again is a new one): the descriptor and how many stores use it.
-    private static let held = Mutex<[String: (fd: Int32, users: Int)]>([:])
+    private static let held = Locked<[String: (fd: Int32, users: Int)]>([:])
 
     private let key: String
     private let released = Atomic<Bool>(false)

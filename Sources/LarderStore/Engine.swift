@@ -1,6 +1,7 @@
 import CSQLite
 import Dispatch
 import Foundation
+import LarderSync
 import LarderWire
 import Synchronization
 
@@ -16,7 +17,7 @@ final class StoreCore: @unchecked Sendable {
     /// Transactions the writer committed: a read snapshot taken when this had some value sees every write
     /// acknowledged before then (`PointReads` keeps a snapshot while it is unchanged).
     let commits = Atomic<UInt64>(0)
-    private let lock = NSLock()
+    private let lock = Lock()
     private var indexed: Set<String> = []
 
     init(configuration: StoreConfiguration, databasePath: String, hasTrigram: Bool, lastChangeSeq: Int64) {
@@ -179,7 +180,7 @@ final class Checkpointer: @unchecked Sendable {
 
     private let path: String
     private let queue = DispatchQueue(label: "larder.store.checkpoint", qos: .userInitiated)
-    private let lock = NSLock()
+    private let lock = Lock()
     private var running = false  // under `lock`
     private var closed = false  // under `lock`
 
@@ -235,7 +236,7 @@ final class Checkpointer: @unchecked Sendable {
 
 /// The read-only connections. Each borrower has a connection to itself; WAL lets them read while the writer writes.
 final class ReaderPool: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Lock()
     private var idle: [Connection]
     private var closed = false
     private let semaphore: DispatchSemaphore
@@ -291,7 +292,7 @@ final class ReaderPool: @unchecked Sendable {
 
 /// A small thread-safe box for handing a result from the writer queue to a waiting thread.
 final class ResultBox<T: Sendable>: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Lock()
     private var value: Result<T, LarderError>?
     let done = DispatchSemaphore(value: 0)
 

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import LarderSync
 import LarderWire
 
 /// The queue in front of a single writer, the same for both stores: jobs submitted from any thread run on one serial
@@ -9,7 +10,7 @@ final class BatchQueue<Job>: @unchecked Sendable {
     let queue: DispatchQueue
     private let key = DispatchSpecificKey<ObjectIdentifier>()
     private let maxBatch: Int
-    private let lock = NSLock()
+    private let lock = Lock()
     private var jobs: [Job] = []  // under `lock`
     private var scheduled = false  // under `lock`
     private var closed = false  // under `lock`

@@ -503,6 +503,7 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
         // While the writer still settles its passes: a cleanly closed store leaves little or nothing in the backlog.
         textIndexer?.close()
         writer.close()
+        feed.removeAllListeners()
         readers.close()
         directoryLock.release()
     }

@@ -1,6 +1,7 @@
 import CSQLite
 import Dispatch
 import Foundation
+import LarderSync
 import LarderWire
 
 /// The in-process store benchmark behind `larder-bench store`: prints a Markdown table and returns it.
@@ -218,7 +219,7 @@ public func runStoreBenchmark(
 
 /// A counter shared by benchmark threads.
 final class ResultCounter: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Lock()
     private var count = 0
     func add() { lock.withLock { count += 1 } }
     var value: Int { lock.withLock { count } }

@@ -1,6 +1,7 @@
 import CSQLite
 import Dispatch
 import Foundation
+import LarderSync
 import LarderWire
 import Synchronization
 
@@ -64,22 +65,24 @@ final class TextIndexer: @unchecked Sendable {
 
     let path: String
     /// Held by readers while they start their two snapshots, and by a pass for its COMMIT.
-    let snapshotLock = NSLock()
+    let snapshotLock = Lock()
     private let core: StoreCore
     private let queue = DispatchQueue(label: "larder.store.text-index", qos: .utility)
     private let connection: Connection  // only on `queue` (and in `init`)
     private unowned let writer: Writer
     /// The index generation this store opened (fixed: a start-over happens only at open).
     private let generation: Int64
-    private let lock = NSLock()
+    private let lock = Lock()
     private var scheduled = false  // under `lock`
     private var closed = false  // under `lock`
     /// Whether the last pass failed (under `lock`): the writer does not wait for passes then.
     private var failing = false
     /// Passes that committed.
     let passes = Atomic<Int>(0)
-    private let passCommitted = NSCondition()
-    /// Whether a settle is waiting for the writer (under `passCommitted`): the writer must then not wait for a pass.
+    /// Guards `settling`; `passCommitted` is broadcast under it when a settle starts and when the backlog was counted.
+    private let passLock = Lock()
+    private let passCommitted = Condition()
+    /// Whether a settle is waiting for the writer (under `passLock`): the writer must then not wait for a pass.
     private var settling = false
     /// A committed pass whose settle failed: settled before the next pass reads the backlog (on `queue`).
     private var unsettled: (number: Int64, journal: [(Int64, String?)])?
@@ -169,12 +172,12 @@ final class TextIndexer: @unchecked Sendable {
         guard excess(), lock.withLock({ !closed && !failing }) else { return }
         writerWaits.add(1, ordering: .relaxed)
         poke()
-        let deadline = Date().addingTimeInterval(Double(writerWaitLimitMillis.load(ordering: .relaxed)) / 1_000)
-        passCommitted.withLock {
+        let deadline = ContinuousClock.now + .milliseconds(writerWaitLimitMillis.load(ordering: .relaxed))
+        passLock.withLock {
             guard !settling else { return }
             // Until a pass has committed, or a fresh count finds the backlog within the limit after all.
             while !settling && excess() {
-                if !passCommitted.wait(until: deadline) {
+                if !passCommitted.wait(on: passLock, until: deadline) {
                     writerWaitTimeouts.add(1, ordering: .relaxed)
                     break
                 }
@@ -190,7 +193,7 @@ final class TextIndexer: @unchecked Sendable {
         while !lock.withLock({ closed }) {
             guard let left = try? connection.scalar("SELECT count(*) FROM docs.fts_backlog") else { return }
             backlogEstimate.store(Int(left), ordering: .relaxed)
-            passCommitted.withLock { passCommitted.broadcast() }  // a waiting writer re-reads the estimate
+            passLock.withLock { passCommitted.broadcast() }  // a waiting writer re-reads the estimate
             let due = left >= Int64(max(1, configuration.fullTextBacklog)) || left > Int64(configuration.fullTextBacklogLimit)
             guard due, (try? pass()) != nil else { return }
         }
@@ -348,11 +351,11 @@ final class TextIndexer: @unchecked Sendable {
             try TextIndexer.applyToBacklog(number, journal, generation: generation, db)
         }) { error in box.set(error.map { .failure($0) } ?? .success(())) }
         // A writer waiting in `wrote` goes on (and runs this settle in its next batch).
-        passCommitted.withLock {
+        passLock.withLock {
             settling = true
             passCommitted.broadcast()
         }
-        defer { passCommitted.withLock { settling = false } }
+        defer { passLock.withLock { settling = false } }
         guard writer.enqueue(job) else { throw LarderError(.unavailable, "the store is closed") }
         try box.wait()
         unsettled = nil

@@ -2,6 +2,7 @@ import Foundation
 import LarderClient
 import LarderServer
 import LarderStore
+import LarderSync
 import LarderTestSupport
 import Synchronization
 import Testing
@@ -95,7 +96,7 @@ enum ClientFixtures {
 /// delay (kill it while a SEARCH sleeps) can then come too late. `finished()` waits for the end and rethrows.
 final class TestThread: Sendable {
     /// Whether the body has returned, and what it threw.
-    private let state = Mutex<(done: Bool, failure: String?)>((false, nil))
+    private let state = Locked<(done: Bool, failure: String?)>((false, nil))
 
     init(_ body: @escaping @Sendable () throws -> Void) {
         Thread.detachNewThread { [self] in

@@ -9,15 +9,20 @@ import Testing
 
 /// What a hostile input must get: an error reply with the connection left open (proved by a PING after it), or
 /// error frames and then the close.
-enum HostileOutcome: Sendable, Equatable, CustomStringConvertible {
-    case open(Status)
-    case closed([Status])
+///
+/// A struct, not an enum with a `[Status]` payload: Swift keeps an enum's case in the spare bits of such a pointer,
+/// which LeakSanitizer cannot follow, so it took every row's statuses in the static tables for leaks.
+struct HostileOutcome: Sendable, Equatable, CustomStringConvertible {
+    /// The error replies expected: exactly one when the connection stays open.
+    let statuses: [Status]
+    /// Whether the server then closes the connection.
+    let closes: Bool
+
+    static func open(_ status: Status) -> HostileOutcome { HostileOutcome(statuses: [status], closes: false) }
+    static func closed(_ statuses: [Status]) -> HostileOutcome { HostileOutcome(statuses: statuses, closes: true) }
 
     var description: String {
-        switch self {
-        case .open(let status): "\(status.name), connection open"
-        case .closed(let statuses): "\(statuses.map(\.name)), then closed"
-        }
+        closes ? "\(statuses.map(\.name)), then closed" : "\(statuses.map(\.name)), connection open"
     }
 }
 
@@ -136,18 +141,19 @@ struct StoreSnapshot: Equatable {
                 if row.hello { try hostile.hello(compression: row.zlib ? ["zlib"] : []) }
                 try hostile.writeAll(row.bytes)
                 if row.endStream { hostile.shutdownWrite() }
-                switch row.expect {
-                case .open(let status):
+                if !row.expect.closes {
                     let reply = try hostile.receive()
-                    #expect(reply?.status == status, "\(row.name): \(reply.map { $0.replyText } ?? "closed")")
+                    let got = reply.map { $0.replyText } ?? "closed"
+                    #expect(reply?.status == row.expect.statuses.first, "\(row.name): \(got)")
                     #expect(reply?.requestID == HostileFrames.requestID, "\(row.name): reply to the wrong request")
                     let ping = try hostile.call(.ping)
                     #expect(ping.status == .ok, "\(row.name): the connection did not stay usable")
-                case .closed(let statuses):
+                } else {
                     let frames = try hostile.framesUntilClosed(timeout: 10)
                     // Replies to requests in flight may come after the error frame; their order is not the point.
                     let got = frames.map(\.status.rawValue).sorted()
-                    #expect(got == statuses.map(\.rawValue).sorted(), "\(row.name): \(frames.map(\.replyText))")
+                    let want = row.expect.statuses.map(\.rawValue).sorted()
+                    #expect(got == want, "\(row.name): \(frames.map(\.replyText))")
                 }
                 #expect(try healthy.call(.ping).status == .ok, "\(row.name): the healthy client lost its ping")
                 let record = try healthy.call(.get, ["collection": "items", "id": .string(existing.wireString)])
@@ -607,7 +613,7 @@ struct StoreSnapshot: Equatable {
     @Test func theTableIsLargeAndItsNamesUnique() {
         let all = Self.framing + Self.compression + Self.json + Self.fields + Self.idsAndNames + Self.blobs
         #expect(all.count >= 40)
-        let closing = all.filter { if case .closed = $0.expect { true } else { false } }.count
+        let closing = all.filter(\.expect.closes).count
         report("hostile: \(all.count) cases, \(closing) ending in a close, \(all.count - closing) leaving it open")
         #expect(Set(all.map(\.name)).count == all.count, "duplicate case names")
     }

@@ -1,5 +1,6 @@
 import Foundation
 import LarderServer
+import LarderSync
 import LarderWire
 import Synchronization
 import Testing
@@ -17,7 +18,7 @@ struct PointReadConsistencyTests {
             // client lives on its own thread; it connects first.
             let stop = Atomic<Bool>(false)
             let noiseErrors = Atomic<Int>(0)
-            let target = Mutex<String?>(nil)
+            let target = Locked<String?>(nil)
             let connected = DispatchSemaphore(value: 0)
             let noiseThread = Thread {
                 guard let noise = try? RawClient.tcp(port: port), (try? noise.hello(compression: [])) != nil else {

@@ -1,6 +1,7 @@
 import Foundation
 import LarderClient
 import LarderServer
+import LarderSync
 import LarderTestSupport
 import Synchronization
 import Testing
@@ -234,6 +235,6 @@ import Testing
 
 /// What the writers of the crash test share: the ids acknowledged, and whether the database was stopped.
 final class WriteTally: Sendable {
-    let acknowledged = Mutex<[UUID]>([])
+    let acknowledged = Locked<[UUID]>([])
     let stopped = Atomic<Bool>(false)
 }

@@ -4,8 +4,8 @@ import Glibc
 import Foundation
 import LarderClient
 import LarderStore
+import LarderSync
 import LarderWire
-import Synchronization
 import Testing
 
 /// Every write a client saw acknowledged, as the client saw it. Unanswered writes are of unknown outcome (Protocol.md
@@ -26,7 +26,7 @@ final class AcknowledgedWrites: Sendable {
         var blobs: [UUID: (sha256: String, attachedTo: UUID?)] = [:]
     }
 
-    let state = Mutex(State())
+    let state = Locked(State())
 
     func created(_ record: Record) {
         state.withLock { $0.documents[record.id] = Document(rev: record.rev, data: record.data, hasBlob: false) }

@@ -3,8 +3,8 @@ import Glibc
 #endif
 import Foundation
 import LarderClient
+import LarderSync
 import LarderWire
-import Synchronization
 import Testing
 
 /// One second's sample of the server process.

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import LarderSync
 import LarderWire
 import Synchronization
 
@@ -142,13 +143,6 @@ final class SharedCounter: Sendable {
     private let atomic = Atomic<Int>(0)
     func add(_ delta: Int) { atomic.add(delta, ordering: .relaxed) }
     var value: Int { atomic.load(ordering: .relaxed) }
-}
-
-/// A value several tasks share under a lock.
-final class Locked<Value: Sendable>: Sendable {
-    private let mutex: Mutex<Value>
-    init(_ value: Value) { mutex = Mutex(value) }
-    func withLock<R: Sendable>(_ body: (inout sending Value) -> sending R) -> R { mutex.withLock(body) }
 }
 
 /// Prints a line at once (test output is otherwise buffered), so a long script run shows its progress.

@@ -3,9 +3,9 @@ import Glibc
 #endif
 import Foundation
 import LarderClient
+import LarderSync
 import LarderTestSupport
 import LarderWire
-import Synchronization
 import Testing
 
 @testable import LarderStore

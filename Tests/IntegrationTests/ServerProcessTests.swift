@@ -118,6 +118,36 @@ struct ServerProcessTests {
         #expect(try CountResponse(json: again.call(.count, ["collection": "t"]).jsonObject()).count == 10)
     }
 
+    /// The server's sockets, its listeners and the connections it accepts, are close-on-exec: a process started
+    /// beside it (a PostgreSQL a test starts, a helper a library runs) never inherits a port or a client's connection.
+    @Test func theServersSocketsAreCloseOnExec() throws {
+        let root = temporaryTestDirectory("larder-cloexec")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let socketPath = root.appendingPathComponent("s").path
+        let server = try ServerChild(
+            dataDirectory: root.appendingPathComponent("data").path, arguments: ["--socket", socketPath])
+        defer { _ = server.stop() }
+        let tcp = try RawClient.tcp(port: server.port)
+        try tcp.hello()
+        let unix = try RawClient.unix(path: socketPath)
+        try unix.hello()
+        // The server makes every socket of its own non-blocking; a blocking one was handed down by the test process.
+        let proc = "/proc/\(server.pid)"
+        var own = 0
+        for fd in try FileManager.default.contentsOfDirectory(atPath: "\(proc)/fd") {
+            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "\(proc)/fd/\(fd)"),
+                target.hasPrefix("socket:"),
+                let info = try? String(contentsOfFile: "\(proc)/fdinfo/\(fd)", encoding: .utf8),
+                let flagsLine = info.split(separator: "\n").first(where: { $0.hasPrefix("flags:") }),
+                let flags = Int(flagsLine.dropFirst(6).trimmingCharacters(in: .whitespaces), radix: 8),
+                flags & Int(O_NONBLOCK) != 0
+            else { continue }
+            own += 1
+            #expect(flags & Int(O_CLOEXEC) != 0, "descriptor \(fd) (flags \(String(flags, radix: 8))) is inherited")
+        }
+        #expect(own >= 4, "two listeners and two accepted connections")
+    }
+
     @Test func badOptionsExit64() throws {
         let run = try Self.launch(["--port", "banana"])
         run.process.waitUntilExit()

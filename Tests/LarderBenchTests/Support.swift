@@ -5,10 +5,10 @@ import Darwin
 #endif
 import Foundation
 import LarderServer
-import Synchronization
 import Testing
 
 @testable import LarderBench
+import LarderSync
 
 /// Runs `body` with an in-process Larder server on a free port over a fresh data directory.
 func withLarderServer<T>(socketPath: String? = nil, _ body: (Int) throws -> T) throws -> T {
@@ -36,8 +36,8 @@ final class FakeRedis: Sendable {
     /// Microseconds each GET waits before it is answered: a slow server, for coordinated omission.
     let getDelayMicros: UInt32
     private let listener: Int32
-    private let store = Mutex([String: [UInt8]]())
-    private let seen = Mutex(Counts())
+    private let store = Locked([String: [UInt8]]())
+    private let seen = Locked(Counts())
 
     init(getDelayMicros: UInt32 = 0) throws {
         self.getDelayMicros = getDelayMicros

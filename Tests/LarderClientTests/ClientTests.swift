@@ -1,6 +1,6 @@
 import Foundation
 import LarderClient
-import Synchronization
+import LarderSync
 import Testing
 
 /// The client against `FakeServer`: pipelining, ordering, limits, deadlines and broken connections.
@@ -224,7 +224,7 @@ extension ClientTests {
             + #" "rev" : 3, "id" : "\#(id.uuidString)", "createdAt" : "\#(time)", "updatedAt" : "\#(time)", "x" : 1 } "#
         let wrongType = #"{"id":"\#(id.wireString)","rev":3,"createdAt":"\#(time)","updatedAt":"\#(time)","data":"#
             + #"{"item":"x","date":"\#(time)","price":"cheap"}}"#
-        let answers = Mutex([usual, unusual, wrongType, #"{"records":[\#(usual),\#(unusual)],"nextCursor":"next"}"#])
+        let answers = Locked([usual, unusual, wrongType, #"{"records":[\#(usual),\#(unusual)],"nextCursor":"next"}"#])
         let server = FakeServer { request, _ in
             guard request.opcode == .get || request.opcode == .list else { return .reply(FakeServer.reply(request, [:])) }
             let text = answers.withLock { $0.removeFirst() }
@@ -247,7 +247,7 @@ extension ClientTests {
 
 /// A counter shared by test tasks.
 final class Counter: Sendable {
-    private let count = Mutex(0)
+    private let count = Locked(0)
     var value: Int { count.withLock { $0 } }
     /// Adds one and returns the new value.
     @discardableResult func add() -> Int { count.withLock { $0 += 1; return $0 } }

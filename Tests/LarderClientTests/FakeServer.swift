@@ -5,6 +5,7 @@ import Darwin
 #endif
 import Foundation
 import LarderClient
+import LarderSync
 
 /// An in-process stand-in for the server: a TCP listener on 127.0.0.1 port 0 that decodes frames and lets a test
 /// decide every reply, so that the client's behaviour with out-of-order replies, slow answers and a peer that dies
@@ -25,7 +26,7 @@ final class FakeServer: @unchecked Sendable {
     let limits: Limits
     private let listener: Int32
     private let handler: Handler
-    private let lock = NSLock()
+    private let lock = Lock()
     private var held: [(Frame, Int32)] = []
     private var clients: [Int32] = []
     private(set) var inFlight = 0

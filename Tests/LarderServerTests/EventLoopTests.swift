@@ -1,8 +1,8 @@
 import Foundation
-import Synchronization
 import Testing
 
 @testable import LarderServer
+import LarderSync
 
 /// A handler that counts its calls and reads what arrives.
 private final class Probe: EventLoopHandler, @unchecked Sendable {
@@ -14,7 +14,7 @@ private final class Probe: EventLoopHandler, @unchecked Sendable {
         var bytes: [UInt8] = []
         var eof = false
     }
-    let calls = Mutex(Calls())
+    let calls = Locked(Calls())
 
     init(fd: Int32) { self.fd = fd }
 
@@ -54,8 +54,8 @@ struct EventLoopTests {
     func postedTasksRunInOrderOnTheLoop() {
         let loop = EventLoop(name: "test.loop")
         defer { loop.stop() }
-        let seen = Mutex<[Int: [Int]]>([:])
-        let offLoop = Mutex(0)
+        let seen = Locked<[Int: [Int]]>([:])
+        let offLoop = Locked(0)
         DispatchQueue.concurrentPerform(iterations: 4) { poster in
             for value in 0..<2_000 {
                 loop.async {
@@ -123,7 +123,7 @@ struct EventLoopTests {
     func stopIsSafeForLateCallers() {
         for _ in 0..<200 {
             let loop = EventLoop(name: "test.loop")
-            let ran = Mutex(0)
+            let ran = Locked(0)
             let group = DispatchGroup()
             DispatchQueue.global().async(group: group) { loop.stop() }
             DispatchQueue.global().async(group: group) {

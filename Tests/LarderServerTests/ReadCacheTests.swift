@@ -1,10 +1,10 @@
 import Foundation
-import Synchronization
 import LarderStore
 import LarderWire
 import Testing
 
 @testable import LarderServer
+import LarderSync
 
 @Suite("ReadCache: recent GET answers on one event loop")
 struct ReadCacheTests {
@@ -104,7 +104,7 @@ struct ReadCacheFreshnessTests {
 
         for n in 1...20 {
             let written = DispatchSemaphore(value: 0)
-            let answer = Mutex<[UInt8]?>(nil)
+            let answer = Locked<[UInt8]?>(nil)
             let done = DispatchSemaphore(value: 0)
             shard.loop.async {
                 // The loop is held here while the write commits, so its drain task queues behind this one.

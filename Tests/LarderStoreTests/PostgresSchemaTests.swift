@@ -1,8 +1,8 @@
 import Dispatch
 import Foundation
+import LarderSync
 import LarderTestSupport
 import LarderWire
-import Synchronization
 import Testing
 
 @testable import LarderStore
@@ -12,7 +12,7 @@ import Testing
     @Test func serversStartingTogetherOnAnEmptyDatabaseMigrateItOnce() throws {
         let schema = try TestPostgres.newSchema()
         defer { schema.drop() }
-        let failures = Mutex<[String]>([])
+        let failures = Locked<[String]>([])
         DispatchQueue.concurrentPerform(iterations: 4) { _ in
             do {
                 let store = try PostgresStore(url: schema.url)

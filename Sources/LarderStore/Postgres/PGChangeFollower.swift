@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import LarderSync
 import LarderWire
 
 /// Keeps this server's change feed in step with the one change log that every server sharing the database writes, so
@@ -27,7 +28,7 @@ final class PGChangeFollower: @unchecked Sendable {
 
     private let core: StoreCore
     private let connector: PGConnector
-    private let lock = NSLock()
+    private let lock = Lock()
     private var closed = false  // under `lock`
     private var announceThrough: Int64 = 0  // under `lock`: the newest number committed here
     private var announced: Int64 = 0  // only on the follower's thread

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import LarderSync
 import LarderWire
 
 /// The pg_trgm indexes behind substring search, one per collection: a partial GIN index on `documents.search` made
@@ -11,7 +12,7 @@ import LarderWire
 final class PGTextIndexer: @unchecked Sendable {
     private let connector: PGConnector
     private let queue = DispatchQueue(label: "larder.store.pg-text-index", qos: .utility)
-    private let lock = NSLock()
+    private let lock = Lock()
     private var covered: Set<String> = []  // under `lock`
     private var requested: Set<String> = []  // under `lock`
     private var closed = false  // under `lock`

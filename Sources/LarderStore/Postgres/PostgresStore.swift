@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import LarderSync
 import LarderWire
 
 /// The PostgreSQL implementation of `DocumentStore` and `BlobStore`: the same answers as `SQLiteStore`, operation by
@@ -394,6 +395,8 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
         writer.close()
         follower.close()
         readers.close()
+        // Nothing commits through this store any more; a listener holding it would keep it alive.
+        core.feed.removeAllListeners()
     }
 
     // MARK: The change log
@@ -530,7 +533,7 @@ final class PGConnector: @unchecked Sendable {
     let settings: PGSettings
     let timeoutMs: Int
     static let retryAfterMs: UInt64 = 200
-    private let lock = NSLock()
+    private let lock = Lock()
     private var lastFailure: (at: UInt64, error: LarderError)?
 
     init(settings: PGSettings, timeoutMs: Int) {
@@ -564,7 +567,7 @@ final class PGConnector: @unchecked Sendable {
 /// The reader connections: at most `size` at once, made when first needed and again after one breaks.
 final class PGPool: @unchecked Sendable {
     private let connector: PGConnector
-    private let lock = NSLock()
+    private let lock = Lock()
     private var idle: [PGConnection] = []
     private var closed = false
     private let semaphore: DispatchSemaphore
