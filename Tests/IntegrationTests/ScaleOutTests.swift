@@ -388,4 +388,27 @@ import Testing
         resumed.cancel()
         #expect(seen == Array(seen[0]...(seen[0] + 9)), "\(seen)")
     }
+
+    /// `larder --host a,b` and `LARDER_HOST=a,b`: a server that refuses is passed over, and a list it cannot read is a
+    /// usage error naming the item.
+    @Test func theCLITakesAHostList() throws {
+        let schema = try TestPostgres.newSchema()
+        defer { schema.drop() }
+        let servers = try Servers(count: 2, url: schema.url)
+        defer { servers.stop() }
+        let closed = try ServerChild(
+            dataDirectory: servers.root.appendingPathComponent("closed").path, arguments: ["--postgres", schema.url])
+        let dead = closed.port
+        _ = closed.stop()
+        let list = "127.0.0.1:\(dead),127.0.0.1:\(servers.ports[0]),127.0.0.1:\(servers.ports[1])"
+        var r = try CLITests.run(["--host", list, "create", "items", #"{"n":1}"#])
+        #expect(r.status == 0, "\(r.stderr)")
+        let id = try #require(try r.json.first?["id"]?.stringValue)
+        r = try CLITests.run(["--json", "get", "items", id], environment: ["LARDER_HOST": list])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(try r.json.first?["data"]?["n"] == 1)
+        r = try CLITests.run(["--host", "127.0.0.1:\(servers.ports[0]),,b", "ping"])
+        #expect(r.status == 64)
+        #expect(r.stderr.contains("empty item"), "\(r.stderr)")
+    }
 }

@@ -15,6 +15,11 @@ final class PGTextIndexer: @unchecked Sendable {
     private let lock = Lock()
     private var covered: Set<String> = []  // under `lock`
     private var requested: Set<String> = []  // under `lock`
+    /// When each covered collection was last found covered in the database (uptime ns): another server sharing the
+    /// database may have dropped the collection, and its index with it, since.
+    private var verifiedAt: [String: UInt64] = [:]  // under `lock`
+    /// How long a collection counts as covered before the next search checks again.
+    static let reverifyNs: UInt64 = 60_000_000_000
     private var closed = false  // under `lock`
     private var connection: PGConnection?  // only on `queue`
     /// The schema of pg_trgm, as a quoted identifier.
@@ -45,10 +50,15 @@ final class PGTextIndexer: @unchecked Sendable {
         "tx_" + String(SHA256.hex(Array(collection.utf8)).prefix(32))
     }
 
-    /// Called by every substring search of three characters or more: asks for the collection's index once.
+    /// Called by every substring search of three characters or more: asks for the collection's index once (and
+    /// checks again once a minute that it still exists: another server may have dropped the collection).
     func ensure(_ collection: String) {
+        let now = DispatchTime.now().uptimeNanoseconds
         let start: Bool = lock.withLock {
-            guard !closed, !covered.contains(collection), !requested.contains(collection) else { return false }
+            guard !closed, !requested.contains(collection) else { return false }
+            if covered.contains(collection), now &- (verifiedAt[collection] ?? 0) < PGTextIndexer.reverifyNs {
+                return false
+            }
             requested.insert(collection)
             return true
         }
@@ -57,7 +67,12 @@ final class PGTextIndexer: @unchecked Sendable {
             let made = build(collection)
             lock.withLock {
                 requested.remove(collection)
-                if made { covered.insert(collection) }
+                if made {
+                    covered.insert(collection)
+                    verifiedAt[collection] = DispatchTime.now().uptimeNanoseconds
+                } else {
+                    covered.remove(collection)
+                }
             }
         }
     }
@@ -88,12 +103,28 @@ final class PGTextIndexer: @unchecked Sendable {
 
     func isCovered(_ collection: String) -> Bool { lock.withLock { covered.contains(collection) } }
 
-    /// Builds the index (on `queue`): an invalid one left by an interrupted build is dropped first. False when the
-    /// database refused; the next search asks again.
+    /// Builds the index (on `queue`) unless the collection is covered already: an invalid one left by an interrupted
+    /// build is dropped first. Servers sharing the database take turns on an advisory lock, so none drops another's
+    /// build under way (an index is invalid while it is built). False when the database refused; the next search asks
+    /// again.
     private func build(_ collection: String) -> Bool {
         guard let connection = usableConnection(), !lock.withLock({ closed }) else { return false }
         let name = PGTextIndexer.indexName(collection)
+        let lockKey = PGValue.text("larder-trgm " + name)
         do throws(LarderError) {
+            _ = try connection.run([PGStatement("SELECT pg_advisory_lock(hashtext($1))", [lockKey])])
+        } catch {
+            return false
+        }
+        defer { _ = try? connection.run([PGStatement("SELECT pg_advisory_unlock(hashtext($1))", [lockKey])]) }
+        do throws(LarderError) {
+            let covered = try connection.run([
+                PGStatement(
+                    "SELECT 1 FROM text_collections t JOIN pg_class c ON c.relname = $2 "
+                        + "AND c.relnamespace = current_schema()::regnamespace JOIN pg_index i ON i.indexrelid = c.oid "
+                        + "WHERE t.name = $1 AND i.indisvalid", [.text(collection), .text(name)])
+            ])[0]
+            if covered.rows > 0 { return true }
             let invalid = try connection.run([
                 PGStatement(
                     "SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
