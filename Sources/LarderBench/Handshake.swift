@@ -19,7 +19,9 @@ struct ServerInfo: Sendable {
 enum Handshake {
     /// A connected socket to the target, handshaken, left blocking: connection `index` goes to the server `index`
     /// in `options.servers`, round robin (`port` overrides the server's port: the raw sink's own).
-    static func open(_ options: BenchOptions, port: Int? = nil, index: Int = 0) throws(BenchError) -> (Int32, ServerInfo) {
+    static func open(_ options: BenchOptions, port: Int? = nil, index: Int = 0) throws(BenchError)
+        -> (Int32, ServerInfo)
+    {
         let fd: Int32
         if let path = options.socketPath, options.target != .raw {
             fd = try Sys.connectUnix(path: path)

@@ -136,7 +136,8 @@ final class Connection: @unchecked Sendable {
             let id = nextID
             nextID = nextID == UInt32.max ? 1 : nextID + 1
             waiters[id] = Waiter(
-                opcode: opcode, request: Frame(opcode: opcode, requestID: id, json: json, binary: binary), progress: progress,
+                opcode: opcode, request: Frame(opcode: opcode, requestID: id, json: json, binary: binary),
+                progress: progress,
                 onReply: onReply)
             return .success(id)
         }
@@ -396,7 +397,9 @@ final class Connection: @unchecked Sendable {
 
     /// Fails every request in flight with `error` and shuts the socket; later calls fail at once. `lost`: the
     /// connection broke (rather than being closed by this client), and each request's error says whether it was sent.
-    func close(_ error: LarderError = LarderError(.unavailable, "the client closed the connection"), lost: Bool = false) {
+    func close(
+        _ error: LarderError = LarderError(.unavailable, "the client closed the connection"), lost: Bool = false
+    ) {
         var sinks: [EventSink] = []
         defer {
             let failure = lock.withLock { self.failure } ?? error

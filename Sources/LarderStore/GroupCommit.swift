@@ -103,7 +103,8 @@ extension PreparedWriteContext {
     func blobPut(id: UUID?, bytes: [UInt8], expectedSHA256: String?, attachTo: BlobAttachment?) throws(LarderError)
         -> BlobMeta
     {
-        try insertBlob(PreparedBlob(id: id, bytes: bytes, expectedSHA256: expectedSHA256, attachTo: attachTo, core: core))
+        try insertBlob(
+            PreparedBlob(id: id, bytes: bytes, expectedSHA256: expectedSHA256, attachTo: attachTo, core: core))
     }
 }
 
@@ -182,7 +183,9 @@ extension GroupCommitStore {
         return (Int(result.rev), result.blobs)
     }
 
-    public func createIndex(_ collection: String, field: FieldPath) throws(LarderError) -> (name: String, created: Bool) {
+    public func createIndex(_ collection: String, field: FieldPath) throws(LarderError)
+        -> (name: String, created: Bool)
+    {
         try SQLiteStore.validateCollection(collection)
         let result = try syncWrite { context throws(LarderError) -> IndexResult in
             let r = try context.createIndex(collection, field: field)

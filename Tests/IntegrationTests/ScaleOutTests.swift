@@ -330,7 +330,9 @@ import Testing
                         do {
                             _ = try await client.create("load", ["w": .int(Int64(worker))], id: id)
                             acked.withLock { $0.append(id) }
-                        } catch let error as LarderError where error.status == .unavailable || error.status == .deadlineExceeded {
+                        } catch let error as LarderError
+                            where error.status == .unavailable || error.status == .deadlineExceeded
+                        {
                             refused.add(1)
                             try await Task.sleep(for: .milliseconds(20))
                         }

@@ -83,7 +83,8 @@ final class PGChangeFollower: @unchecked Sendable {
     /// Waits until the pipe or `socket` (when not -1) is readable, or `timeoutMs`; answers whether `socket` is.
     private func wait(socket: Int32, timeoutMs: Int32) -> (socketReadable: Bool, timedOut: Bool) {
         var fds = [
-            pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0), pollfd(fd: socket, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: socket, events: Int16(POLLIN), revents: 0),
         ]
         let ready = poll(&fds, socket >= 0 ? 2 : 1, timeoutMs)
         if fds[0].revents != 0 {

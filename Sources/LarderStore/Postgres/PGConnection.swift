@@ -117,12 +117,16 @@ struct PGArray {
 
     static func appendInt32(_ value: Int32, to out: inout [UInt8]) {
         let bits = UInt32(bitPattern: value)
-        for shift in stride(from: 24, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: bits >> UInt32(shift))) }
+        for shift in stride(from: 24, through: 0, by: -8) {
+            out.append(UInt8(truncatingIfNeeded: bits >> UInt32(shift)))
+        }
     }
 
     static func appendInt64(_ value: Int64, to out: inout [UInt8]) {
         let bits = UInt64(bitPattern: value)
-        for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: bits >> UInt64(shift))) }
+        for shift in stride(from: 56, through: 0, by: -8) {
+            out.append(UInt8(truncatingIfNeeded: bits >> UInt64(shift)))
+        }
     }
 }
 
@@ -346,7 +350,9 @@ final class PGConnection {
                         statementIndex: statement)
                 }
             }
-            if PQstatus(handle) != CONNECTION_OK { throw broken(failure?.message ?? "the server closed the connection") }
+            if PQstatus(handle) != CONNECTION_OK {
+                throw broken(failure?.message ?? "the server closed the connection")
+            }
         }
         if let failure {
             if failure.isUnavailable && PQstatus(handle) != CONNECTION_OK { close() }

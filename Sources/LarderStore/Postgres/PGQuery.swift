@@ -66,7 +66,8 @@ struct PGField {
     /// SQLite's `json_type` kind for GROUP: null, number, true, false, text, object or array.
     var kind: String {
         "(CASE \(type) WHEN 'number' THEN 'number' WHEN 'string' THEN 'text' WHEN 'object' THEN 'object' "
-            + "WHEN 'array' THEN 'array' WHEN 'boolean' THEN (CASE WHEN (\(value))::boolean THEN 'true' ELSE 'false' END) "
+            + "WHEN 'array' THEN 'array' "
+            + "WHEN 'boolean' THEN (CASE WHEN (\(value))::boolean THEN 'true' ELSE 'false' END) "
             + "ELSE 'null' END)"
     }
 

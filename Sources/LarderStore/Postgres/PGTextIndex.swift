@@ -128,10 +128,13 @@ final class PGTextIndexer: @unchecked Sendable {
             let invalid = try connection.run([
                 PGStatement(
                     "SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-                        + "WHERE c.relname = $1 AND c.relnamespace = current_schema()::regnamespace AND NOT i.indisvalid",
+                        + "WHERE c.relname = $1 AND c.relnamespace = current_schema()::regnamespace "
+                        + "AND NOT i.indisvalid",
                     [.text(name)])
             ])[0]
-            if invalid.rows > 0 { try connection.execute("DROP INDEX CONCURRENTLY IF EXISTS \(PGSQL.identifier(name))") }
+            if invalid.rows > 0 {
+                try connection.execute("DROP INDEX CONCURRENTLY IF EXISTS \(PGSQL.identifier(name))")
+            }
             try connection.execute(
                 "CREATE INDEX CONCURRENTLY IF NOT EXISTS \(PGSQL.identifier(name)) ON documents USING gin "
                     + "(search \(trgmSchema).gin_trgm_ops) WHERE \(PGBuilder(collection: collection).collectionTest)")

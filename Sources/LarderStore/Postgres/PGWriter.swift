@@ -232,12 +232,14 @@ final class PGWriter: @unchecked Sendable {
         return PGStatement(
             """
             WITH s AS (UPDATE larder_seq SET last = last + $1 WHERE id = 1 RETURNING last - $1 AS base),
-            i AS (INSERT INTO changes(seq, collection, kind, time, id, rev, created_at, updated_at, data, blob, previous)
+            i AS (INSERT INTO changes(
+                    seq, collection, kind, time, id, rev, created_at, updated_at, data, blob, previous)
                 SELECT s.base + u.n, u.collection, u.kind, u.time, u.id, u.rev, u.created_at, u.updated_at, u.data,
                     u.blob, u.previous
                 FROM s, unnest($2::text[], $3::text[], $4::int8[], $5::uuid[], $6::int8[], $7::int8[], $8::int8[],
                     $9::text[], $10::text[], $11::text[])
-                    WITH ORDINALITY AS u(collection, kind, time, id, rev, created_at, updated_at, data, blob, previous, n))
+                    WITH ORDINALITY
+                    AS u(collection, kind, time, id, rev, created_at, updated_at, data, blob, previous, n))
             SELECT base FROM s
             """,
             [
@@ -523,12 +525,15 @@ final class PGWriteContext: PreparedWriteContext {
                 WHERE seq = $1
                 """, [.int(current.int(0, 0)), .int(rev + 1), .int(now)] + PGWriteContext.documentValues(document),
                 name: "doc_update"), writes: true)
-        let record = StoredRecord(id: id, rev: rev + 1, createdAt: current.int(0, 2), updatedAt: now, data: document.data)
+        let record = StoredRecord(
+            id: id, rev: rev + 1, createdAt: current.int(0, 2), updatedAt: now, data: document.data)
         recordChange(.patch, collection, record: record, previous: previous)
         return record
     }
 
-    func delete(_ collection: String, id: UUID, expectedRev: Int64?) throws(LarderError) -> (rev: Int64, blobsDeleted: Int) {
+    func delete(_ collection: String, id: UUID, expectedRev: Int64?) throws(LarderError)
+        -> (rev: Int64, blobsDeleted: Int)
+    {
         try SQLiteStore.validateCollection(collection)
         let result = try one(
             PGStatement(
@@ -641,7 +646,8 @@ final class PGWriteContext: PreparedWriteContext {
                 ], name: "blob_insert"), writes: false)
         if let attachment = meta.attachedTo, result.isNull(0, 1) {
             throw LarderError(
-                .notFound, "cannot attach the blob: no document \(attachment.id.wireString) in '\(attachment.collection)'",
+                .notFound,
+                "cannot attach the blob: no document \(attachment.id.wireString) in '\(attachment.collection)'",
                 field: "attach.id")
         }
         guard result.bool(0, 0) else {

@@ -48,9 +48,9 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
     }
 
     /// `init(settings:)` from a URI or conninfo string.
-    public convenience init(url: String, configuration: StoreConfiguration = StoreConfiguration(), timeoutMs: Int = 20_000)
-        throws(LarderError)
-    {
+    public convenience init(
+        url: String, configuration: StoreConfiguration = StoreConfiguration(), timeoutMs: Int = 20_000
+    ) throws(LarderError) {
         try self.init(settings: try PGSettings(url: url), configuration: configuration, timeoutMs: timeoutMs)
     }
 
@@ -373,12 +373,13 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
             try db.run([
                 PGStatement(
                     """
-                    SELECT (SELECT count(*) FROM documents), (SELECT count(*) FROM blobs), (SELECT count(*) FROM changes),
+                    SELECT (SELECT count(*) FROM documents), (SELECT count(*) FROM blobs),
+                        (SELECT count(*) FROM changes),
                         (SELECT last FROM larder_seq WHERE id = 1),
                         (SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::int8 FROM pg_class c
                          WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'
-                         AND c.relname IN ('documents', 'blobs', 'changes', 'collections', 'field_indexes', 'larder_seq',
-                            'larder_migrations'))
+                         AND c.relname IN ('documents', 'blobs', 'changes', 'collections', 'field_indexes',
+                            'larder_seq', 'larder_migrations'))
                     """, name: "stats")
             ])[0]
         }
@@ -461,7 +462,8 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
 
     // MARK: Blobs
 
-    static let blobColumns = "id, size, sha256, content_type, width, height, created_at, attached_collection, attached_id"
+    static let blobColumns =
+        "id, size, sha256, content_type, width, height, created_at, attached_collection, attached_id"
 
     static func blobMeta(_ result: PGResult, _ row: Int) -> BlobMeta {
         var attachment: BlobAttachment?
@@ -478,7 +480,8 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
         let result = try readers.read { db throws(LarderError) in
             try db.run([
                 PGStatement(
-                    "SELECT \(PostgresStore.blobColumns), bytes FROM blobs WHERE id = $1", [.uuid(id)], name: "blob_get")
+                    "SELECT \(PostgresStore.blobColumns), bytes FROM blobs WHERE id = $1", [.uuid(id)],
+                    name: "blob_get")
             ])[0]
         }
         guard result.rows == 1 else { throw SQLiteStore.blobNotFound(id) }
