@@ -136,17 +136,21 @@ final class Worker<D: Driver> {
 
     // MARK: The loop
 
-    func run(start: UInt64) -> WorkerResult {
+    /// Sets the measured window from `start` and, in open loop, each connection's first intended send (staggered
+    /// across all the phase's connections); returns the time between one connection's sends (0 in closed loop).
+    func schedule(start: UInt64) -> UInt64 {
         measureStart = start + UInt64(phase.warmup * 1e9)
         if let duration = phase.duration { issueEnd = measureStart + UInt64(duration * 1e9) }
+        guard let rate = phase.rate else { return 0 }
+        for c in connections { c.nextIntended = start + UInt64(Double(c.globalIndex) / rate * 1e9) }
+        return UInt64(Double(phase.connections) / rate * 1e9)
+    }
+
+    func run(start: UInt64) -> WorkerResult {
+        let interval = schedule(start: start)
         var nextTick = measureStart + 1_000_000_000
         var issuing = quota.map { $0 > 0 } ?? true
         var drainDeadline: UInt64 = .max
-        var interval: UInt64 = 0
-        if let rate = phase.rate {
-            interval = UInt64(Double(phase.connections) / rate * 1e9)
-            for c in connections { c.nextIntended = start + UInt64(Double(c.globalIndex) / rate * 1e9) }
-        }
         var pollfds = [pollfd](repeating: pollfd(), count: connections.count)
         var firstPass = true
         while true {

@@ -245,16 +245,19 @@ final class Output: @unchecked Sendable {
 
     // MARK: - Progress
 
-    /// A progress bar on stderr, drawn only when stderr is a terminal.
+    /// A progress bar on stderr, drawn only when stderr is a terminal; it counts bytes, or `items` (an import's
+    /// records).
     final class Progress: @unchecked Sendable {
         private let label: String
         private let enabled: Bool
+        private let items: String?
         private let lock = Lock()
         private var lastDrawn = -1
         private var lastTotal = 0
 
-        init(label: String, enabled: Bool) {
+        init(label: String, enabled: Bool, items: String? = nil) {
             self.label = label
+            self.items = items
             self.enabled = enabled
         }
 
@@ -267,7 +270,8 @@ final class Output: @unchecked Sendable {
                 lastDrawn = percent
                 let filled = percent * 30 / 100
                 let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: 30 - filled)
-                return "\r\(label) [\(bar)] \(percent)% \(Progress.amount(done, total))"
+                let amount = items.map { "\(done) of \(total) \($0)" } ?? Progress.amount(done, total)
+                return "\r\(label) [\(bar)] \(percent)% \(amount)"
             }
             if let text { Output.writeAll(2, Array(text.utf8)) }
         }

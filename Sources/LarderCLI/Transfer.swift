@@ -114,7 +114,8 @@ enum Transfer {
         }
         let window = try c.int("window", range: 1...10_000) ?? 64
         let (items, parseErrors) = try items(try read(c.arguments.count > 1 ? c.arguments[1] : "-"))
-        let progress = Output.Progress(label: "import", enabled: c.output.stderrIsTerminal && items.count > 0)
+        let progress = Output.Progress(
+            label: "import", enabled: c.output.stderrIsTerminal && items.count > 0, items: "records")
         var counts: [String: Int] = ["created": 0, "replaced": 0, "skipped": 0]
         var failures = parseErrors
         let client = c.client

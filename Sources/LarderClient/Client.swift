@@ -427,7 +427,7 @@ public final class LarderClient: Sendable {
     /// Stores a JPEG, optionally attached to a document (deleting the document then deletes the blob).
     ///
     /// `sha256` (lowercase hex), when given, is checked by the server. `progress` is called while a blob of 1 MiB
-    /// or more is sent.
+    /// or more is sent, with the bytes sent so far and the request's size, last with both the same.
     public func blobPut(
         _ bytes: [UInt8], id: UUID? = nil, sha256: String? = nil, attachTo attachment: BlobAttachment? = nil,
         progress: (@Sendable (_ sent: Int, _ total: Int) -> Void)? = nil
@@ -437,7 +437,8 @@ public final class LarderClient: Sendable {
             json: try await call(.blobPut, request.json, binary: bytes, progress: progress).jsonObject())
     }
 
-    /// Reads a blob's metadata and bytes; `progress` is called while a blob of 1 MiB or more arrives.
+    /// Reads a blob's metadata and bytes; `progress` is called while a blob of 1 MiB or more arrives, with the bytes
+    /// received so far and the reply's size, last with both the same.
     public func blobGet(
         _ id: UUID, progress: (@Sendable (_ received: Int, _ total: Int) -> Void)? = nil
     ) async throws(LarderError) -> Blob {

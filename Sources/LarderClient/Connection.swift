@@ -227,6 +227,13 @@ final class Connection: @unchecked Sendable {
         return granted
     }
 
+    /// Tells the caller waiting for the reply that starts with `header` how many of its bytes have arrived (nil: all).
+    private func reportProgress(_ header: FrameHeader, received: Int?) {
+        let progress = lock.withLock { waiters[header.requestID]?.progress }
+        let size = 4 + Int(header.length)
+        progress?(received ?? size, size)
+    }
+
     /// Gives up waiting for request `id` (deadline or cancellation); a written request keeps its slot until the
     /// server's reply arrives and is dropped.
     private func abandon(_ id: UInt32, _ error: LarderError) {
@@ -297,7 +304,9 @@ final class Connection: @unchecked Sendable {
             }
             buffer.append(UnsafeRawBufferPointer(start: chunk, count: n))
             do throws(FrameError) {
-                while let frame = try decoder.next(&buffer) {
+                while let header = try decoder.peekHeader(buffer), let frame = try decoder.next(&buffer) {
+                    // A large reply's progress ends at its whole size, before its caller has it.
+                    if header.binaryLength >= 1 << 20 { reportProgress(header, received: nil) }
                     if frame.opcode == .hello, frame.status == .ok,
                         let hello = try? HelloResponse(json: frame.jsonObject())
                     {
@@ -310,8 +319,7 @@ final class Connection: @unchecked Sendable {
                     deliver(frame)
                 }
                 if let header = try decoder.peekHeader(buffer), header.binaryLength >= 1 << 20 {
-                    let progress = lock.withLock { waiters[header.requestID]?.progress }
-                    progress?(buffer.readableCount, 4 + Int(header.length))
+                    reportProgress(header, received: buffer.readableCount)
                 }
             } catch {
                 ending = LarderError(

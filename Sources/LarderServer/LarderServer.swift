@@ -100,7 +100,7 @@ public final class LarderServer: Sendable {
         let stats = ServerStats(now: now)
         let workQueue = DispatchQueue(label: "larder.work", qos: .userInitiated, attributes: .concurrent)
         let router = Router(
-            store: store, stats: stats, workQueue: workQueue, searchDelayMs: configuration.searchDelayMs,
+            store: store, stats: stats, workQueue: workQueue, searchGate: configuration.searchGate,
             serverName: LarderServer.serverName, maxReplyJSONBytes: configuration.limits.maxJSONBytes)
         let machine = ConnectionStateMachine.Configuration(
             limits: configuration.limits, token: configuration.token,

@@ -11,7 +11,7 @@ package final class Router: Sendable {
     let store: Store
     let stats: ServerStats
     let workQueue: DispatchQueue
-    let searchDelayMs: Int
+    let searchGate: TestGate?
     let serverName: String
     let maxReplyJSONBytes: Int
     /// Whether the store answers point reads locally (SQLite), so the event loops may run them (`handleInline`).
@@ -22,14 +22,14 @@ package final class Router: Sendable {
     package static func pageBudget(maxJSONBytes: Int) -> Int { maxJSONBytes - max(8 << 10, maxJSONBytes / 16) }
 
     package init(
-        store: Store, stats: ServerStats, workQueue: DispatchQueue, searchDelayMs: Int, serverName: String,
+        store: Store, stats: ServerStats, workQueue: DispatchQueue, searchGate: TestGate?, serverName: String,
         maxReplyJSONBytes: Int = Limits.default.maxJSONBytes
     ) {
         self.maxReplyJSONBytes = maxReplyJSONBytes
         self.store = store
         self.stats = stats
         self.workQueue = workQueue
-        self.searchDelayMs = searchDelayMs
+        self.searchGate = searchGate
         self.serverName = serverName
         self.pointReadsAreLocal = store.pointReadsAreLocal
     }
@@ -171,7 +171,7 @@ package final class Router: Sendable {
             return (Router.pageBytes(try store.list(request.collection, limit: request.limit, cursor: request.cursor)), [])
         case .search:
             let request = try SearchRequest(json: object)
-            if searchDelayMs > 0 { usleep(UInt32(min(searchDelayMs, 60_000)) * 1000) }
+            searchGate?.pass()
             return (Router.pageBytes(try store.search(request.collection, request.query)), [])
         case .count:
             let request = try CountRequest(json: object)

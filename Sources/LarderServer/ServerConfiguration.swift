@@ -25,10 +25,10 @@ public struct ServerConfiguration: Sendable {
     public var outputHighWaterBytes: Int = 4 << 20
     /// How long shutdown waits for requests in flight and unsent replies before closing connections anyway.
     public var shutdownGraceMs: Int = 10_000
-    /// Testing only: every SEARCH sleeps this long before running (to prove replies complete out of order).
-    public var searchDelayMs: Int = 0
-    /// Testing only: `larder-server` waits this long before it opens the store (to signal a server that is starting).
-    public var startDelayMs: Int = 0
+    /// Testing only: every SEARCH waits at this gate before it runs, so a test can act while one is surely in flight.
+    public var searchGate: TestGate?
+    /// Testing only: `larder-server` waits at this gate before it opens the store (to signal a server still starting).
+    public var startGate: TestGate?
     /// Bytes of recent GET answers the event loops keep (split between them); 0 turns the read cache off.
     public var readCacheBytes: Int = 64 << 20
     /// TCP keepalive on client connections: probes start after this many silent seconds (then every sixth of it, six
@@ -83,6 +83,9 @@ public enum ServerOptions {
         var valueName: String
         var help: String
         var apply: @Sendable (inout ServerConfiguration, String) throws(UsageError) -> Void
+
+        /// A hook for the tests (`--test-...`), left out of `--help`.
+        var isTestHook: Bool { name.hasPrefix("test-") }
     }
 
     static func integer(_ name: String, _ text: String, min: Int = 0, max: Int = Int(Int32.max)) throws(UsageError)
@@ -246,16 +249,16 @@ public enum ServerOptions {
                     c.shutdownGraceMs = try integer("shutdown-grace-ms", v)
                 }),
             Option(
-                name: "test-search-delay-ms", env: "LARDER_TEST_SEARCH_DELAY_MS", valueName: "N",
-                help: "testing only: delay every SEARCH",
+                name: "test-search-gate", env: "LARDER_TEST_SEARCH_GATE", valueName: "PATH",
+                help: "testing only: hold every SEARCH at the test's gate (TestGate)",
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
-                    c.searchDelayMs = try integer("test-search-delay-ms", v)
+                    c.searchGate = TestGate(path: v)
                 }),
             Option(
-                name: "test-start-delay-ms", env: "LARDER_TEST_START_DELAY_MS", valueName: "N",
-                help: "testing only: wait before opening the store",
+                name: "test-start-gate", env: "LARDER_TEST_START_GATE", valueName: "PATH",
+                help: "testing only: wait at the test's gate before opening the store (TestGate)",
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
-                    c.startDelayMs = try integer("test-start-delay-ms", v)
+                    c.startGate = TestGate(path: v)
                 }),
         ]
     }()
@@ -344,7 +347,7 @@ public enum ServerOptions {
             Options (each also read from the environment variable shown):
 
             """
-        for option in options {
+        for option in options where !option.isTestHook {
             let left = "  --\(option.name) \(option.valueName)"
             let padded = left.padding(toLength: max(left.count + 1, 36), withPad: " ", startingAt: 0)
             text += "\(padded)\(option.help) [\(option.env)]\n"

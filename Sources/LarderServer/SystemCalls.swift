@@ -123,17 +123,23 @@ enum Socket {
         }
     }
 
-    /// A listening Unix domain socket at `path`; a stale socket file left by a dead server is removed first.
-    static func listenUnix(path: String, backlog: Int32) throws(IOError) -> Int32 {
+    /// The address of the Unix domain socket at `path`, for `call` (`bind`, `connect`), which names a path too long.
+    static func unixAddress(_ path: String, for call: String) throws(IOError) -> sockaddr_un {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let capacity = MemoryLayout.size(ofValue: address.sun_path)
         let pathBytes = Array(path.utf8)
-        guard pathBytes.count < capacity else { throw IOError("bind(\(path)): path too long", errno: ENAMETOOLONG) }
+        guard pathBytes.count < capacity else { throw IOError("\(call)(\(path)): path too long", errno: ENAMETOOLONG) }
         withUnsafeMutableBytes(of: &address.sun_path) { raw in
             raw.copyBytes(from: pathBytes)
             raw[pathBytes.count] = 0
         }
+        return address
+    }
+
+    /// A listening Unix domain socket at `path`; a stale socket file left by a dead server is removed first.
+    static func listenUnix(path: String, backlog: Int32) throws(IOError) -> Int32 {
+        var address = try unixAddress(path, for: "bind")
         var info = stat()
         if lstat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFSOCK { _ = unlink(path) }
         let fd = try blockingCall("socket(AF_UNIX)") { socket(AF_UNIX, streamType, 0) }

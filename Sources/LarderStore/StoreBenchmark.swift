@@ -8,11 +8,14 @@ import LarderWire
 ///
 /// Measures create and get-by-id for a ~250-byte document (get-by-id beside the raw SQLite statement alone), substring
 /// search and a two-filter sorted query over `documents` records with and without indexes (p50/p99), and blob put/get
-/// throughput for a 1 MiB JPEG. Uses a fresh directory under `directory` (default: the temporary directory).
+/// throughput for a 1 MiB JPEG. Uses a fresh directory under `directory` (default: the temporary directory). `quick`
+/// makes a smoke run: a hundredth of each measurement's operations.
 @discardableResult
 public func runStoreBenchmark(
-    directory: String? = nil, documents: Int = 100_000, output: (String) -> Void = { print($0) }
+    directory: String? = nil, documents: Int = 100_000, quick: Bool = false, output: (String) -> Void = { print($0) }
 ) throws(LarderError) -> String {
+    // A quick run shows that every measurement runs; its figures compare with nothing.
+    func scaled(_ count: Int) -> Int { quick ? max(2, count / 100) : count }
     let base = directory ?? FileManager.default.temporaryDirectory.path
     let path = (base as NSString).appendingPathComponent("larder-bench-\(UUID().wireString)")
     defer { try? FileManager.default.removeItem(atPath: path) }
@@ -41,7 +44,7 @@ public func runStoreBenchmark(
     output("document size: \(smallDocument(1).bytes.count) bytes")
 
     // Create, one caller at a time (each write its own transaction).
-    let createCount = 5_000
+    let createCount = scaled(5_000)
     var ids: [UUID] = []
     ids.reserveCapacity(createCount)
     let single = try seconds { () throws(LarderError) in
@@ -50,7 +53,7 @@ public func runStoreBenchmark(
     report("create, 1 caller (250-byte doc)", rate(createCount, single))
 
     // Create, 16 concurrent callers (group commit shares transactions).
-    let concurrentCount = 20_000
+    let concurrentCount = scaled(20_000)
     let failures = ResultCounter()
     let concurrent = try seconds {
         // Real threads: concurrentPerform runs at most one worker per core, which would leave two callers on a
@@ -70,7 +73,7 @@ public func runStoreBenchmark(
     report("create, 16 concurrent callers (group commit)", rate(concurrentCount, concurrent))
 
     // Get by id through the store, then the raw statement alone on its own connection.
-    let getCount = 200_000
+    let getCount = scaled(200_000)
     var sink = 0
     let viaStore = try seconds { () throws(LarderError) in
         for n in 0..<getCount {
@@ -94,7 +97,7 @@ public func runStoreBenchmark(
     }
     report("get by id, store (incl. record encoding)", rate(getCount, viaStore))
     report("get by id, raw SQLite statement", rate(getCount, rawTime))
-    let per = 50_000
+    let per = scaled(50_000)
     let readIds = ids
     let parallel = try seconds {
         DispatchQueue.concurrentPerform(iterations: 4) { worker in
@@ -129,7 +132,7 @@ public func runStoreBenchmark(
 
     func percentiles(_ runs: Int, _ body: () throws(LarderError) -> Void) throws(LarderError) -> String {
         var times: [Double] = []
-        for _ in 0..<runs { times.append(try seconds(body) * 1000) }
+        for _ in 0..<scaled(runs) { times.append(try seconds(body) * 1000) }
         times.sort()
         let p50 = times[times.count / 2]
         let p99 = times[min(times.count - 1, Int(Double(times.count) * 0.99))]
@@ -197,7 +200,7 @@ public func runStoreBenchmark(
     }
     jpeg += [0xFF, 0xC0, 0x00, 0x0B, 0x08, 0x04, 0x38, 0x07, 0x80, 0x01, 0x01, 0x11, 0x00]
     jpeg += [UInt8](repeating: 0x55, count: (1 << 20) - jpeg.count - 2) + [0xFF, 0xD9]
-    let blobCount = 100
+    let blobCount = scaled(100)
     var blobIds: [UUID] = []
     let put = try seconds { () throws(LarderError) in
         for _ in 0..<blobCount { blobIds.append(try store.blobPut(id: nil, bytes: jpeg, expectedSHA256: nil, attachTo: nil).id) }
@@ -208,8 +211,9 @@ public func runStoreBenchmark(
     let megabytes = Double(blobCount * jpeg.count) / 1_048_576
     report("blob put, 1 MiB JPEG (validate + SHA-256 + commit)", String(format: "%.0f MB/s", megabytes / put))
     report("blob get, 1 MiB JPEG", String(format: "%.0f MB/s", megabytes / get))
-    let hash = try seconds { () throws(LarderError) in for _ in 0..<20 { _ = SHA256.hex(jpeg) } }
-    report("SHA-256 alone", String(format: "%.0f MB/s", 20 / hash))
+    let hashes = scaled(20)
+    let hash = try seconds { () throws(LarderError) in for _ in 0..<hashes { _ = SHA256.hex(jpeg) } }
+    report("SHA-256 alone", String(format: "%.0f MB/s", Double(hashes) / hash))
     if failures.value > 0 { report("failed creates", "\(failures.value)") }
     output("(checksum \(sink % 10))")
     let table = rows.joined(separator: "\n")

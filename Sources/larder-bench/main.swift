@@ -104,9 +104,10 @@ case "wire":
     WireBench.run(seconds: seconds)
 
 case "store":
-    let storeUsage = "Usage: larder-bench store [--dir DIR] [--documents N]"
+    let storeUsage = "Usage: larder-bench store [--dir DIR] [--documents N] [--quick]"
     var directory: String?
-    var documents = 100_000
+    var documents: Int?
+    var quick = false
     var i = 0
     while i < arguments.count {
         let a = arguments[i]
@@ -119,6 +120,8 @@ case "store":
 
                 Creates a fresh store under DIR (default: the temporary directory) and measures create and get by id,
                 search with and without indexes over N documents (default 100000), and 1 MiB blob put and get.
+                --quick runs each measurement with a hundredth of its operations (and 1000 documents unless
+                --documents says otherwise): a check that it runs, not figures to compare.
                 """)
             exit(0)
         case "--dir":
@@ -131,13 +134,15 @@ case "store":
             }
             documents = n
             i += 1
+        case "--quick":
+            quick = true
         default:
             usageFailure("unexpected argument '\(a)'", usage: storeUsage)
         }
         i += 1
     }
     do {
-        try runStoreBenchmark(directory: directory, documents: documents)
+        try runStoreBenchmark(directory: directory, documents: documents ?? (quick ? 1_000 : 100_000), quick: quick)
     } catch {
         printError("Error: \(error)")
         exit(2)

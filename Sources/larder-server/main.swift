@@ -32,7 +32,7 @@ if command == .version {
     exit(0)
 }
 
-if configuration.startDelayMs > 0 { usleep(UInt32(min(configuration.startDelayMs, 60_000)) * 1000) }
+configuration.startGate?.pass()
 
 let server: LarderServer
 do {

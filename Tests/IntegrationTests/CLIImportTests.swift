@@ -3,7 +3,7 @@ import LarderClient
 import Testing
 
 /// `larder import --mode insert|upsert|skip-existing`, and the README walkthrough that relies on it being repeatable.
-@Suite struct CLIImportTests {
+@Suite(.timeLimit(.minutes(20))) struct CLIImportTests {
     static let collections = ["profiles", "items", "todos", "students", "pokemon_items"]
 
     /// samples/ at the root of the package.

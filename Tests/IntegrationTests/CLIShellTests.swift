@@ -3,7 +3,7 @@ import LarderClient
 import Testing
 
 /// `--version` on every executable, and `larder completion bash|zsh` loaded into a shell.
-@Suite struct CLIShellTests {
+@Suite(.timeLimit(.minutes(20))) struct CLIShellTests {
     /// Runs a built executable (or any program) with `arguments`; its status and stdout.
     static func run(_ executable: URL, _ arguments: [String], environment: [String: String] = [:]) throws
         -> (status: Int32, stdout: String, stderr: String)

@@ -4,7 +4,7 @@ import LarderClient
 import Testing
 
 /// The smaller things a new user tripped on: help columns, grammar, the token hint, progress to 100%, sizes in units.
-@Suite struct CLISmallFixesTests {
+@Suite(.timeLimit(.minutes(20))) struct CLISmallFixesTests {
     @Test func groupHelpIsAligned() throws {
         for arguments in [["help", "blob"], ["blob", "--help"]] {
             let r = try CLITests.run(arguments)

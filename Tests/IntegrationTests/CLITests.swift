@@ -3,7 +3,7 @@ import LarderClient
 import Testing
 
 /// The `larder` binary run as a user would, against an in-process server on port 0.
-@Suite struct CLITests {
+@Suite(.timeLimit(.minutes(20))) struct CLITests {
     struct Run {
         var status: Int32
         var stdout: String

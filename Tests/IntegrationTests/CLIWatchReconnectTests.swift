@@ -9,7 +9,7 @@ import Testing
 
 /// `larder watch` across server restarts: one line on stderr each time, a reconnection, and the events after the last
 /// one printed, none lost and none twice.
-@Suite struct CLIWatchReconnectTests {
+@Suite(.timeLimit(.minutes(20))) struct CLIWatchReconnectTests {
     /// `larder` in the background, stdout and stderr each read line by line.
     final class Watcher: @unchecked Sendable {
         let process = Process()

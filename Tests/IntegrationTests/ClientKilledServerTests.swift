@@ -3,27 +3,22 @@ import LarderClient
 import Testing
 
 /// The library against a `larder-server` process killed with SIGKILL in the middle of a request.
-@Suite(.serialized) struct ClientKilledServerTests {
+@Suite(.serialized, .timeLimit(.minutes(20))) struct ClientKilledServerTests {
     @Test func aRequestInFlightFailsClearlyAndTheNextCallReconnects() async throws {
         let directory = NSTemporaryDirectory() + "larder-killed-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        // Every SEARCH takes 3 s, so one is surely in flight when the server dies.
-        let first = try ServerChild(
-            dataDirectory: directory, arguments: ["--test-search-delay-ms", "3000", "--log-level", "debug"])
+        // Every SEARCH waits at the test's gate, so one is surely in flight when the server dies.
+        let gate = try ServerGate()
+        defer { gate.open() }
+        let first = try ServerChild(dataDirectory: directory, arguments: ["--test-search-gate", gate.path])
         let client = LarderClient(port: first.port)
         defer { client.close() }
         let created = try await client.create("todos", ["title": "Buy milk 買牛奶", "isFinish": false])
 
-        // Kill only once the server has the SEARCH (its debug log names each request as it starts), however long a
-        // busy machine takes to send it, and from a thread of its own: a task polling for it could be held back past
-        // the SEARCH's 3 s.
+        // Kill once the server holds the SEARCH, however long a busy machine takes to send it (from a thread of its
+        // own: the wait blocks).
         let killer = TestThread {
-            let deadline = Date().addingTimeInterval(60)
-            while !((try? String(contentsOfFile: first.logPath, encoding: .utf8)) ?? "").contains(" SEARCH"),
-                Date() < deadline
-            {
-                usleep(20_000)
-            }
+            try gate.waitForHeld(1)
             first.kill()
         }
         async let slow = client.search("todos", SearchQuery())

@@ -10,7 +10,7 @@ import Testing
 
 /// `larder-server --postgres`: the start-up line, start-up failures, and the database going away under the server.
 /// The fault tests stop and start a cluster of their own.
-@Suite(.serialized) struct PostgresServerTests {
+@Suite(.serialized, .timeLimit(.minutes(20))) struct PostgresServerTests {
     /// The shared cluster's TCP URL with the password (the socket needs none).
     static func tcpURL(password: String, schema: String) throws -> String {
         let socketURL = try TestPostgres.url()

@@ -9,7 +9,7 @@ import Testing
 
 /// Answers checked against Protocol.md through a real server socket (issue 12): each test names the rule it holds
 /// the server to, and fails on the answer the server gave before.
-@Suite struct ProtocolConformanceTests {
+@Suite(.timeLimit(.minutes(20))) struct ProtocolConformanceTests {
     /// Section 4: PING's JSON part is empty in both directions, before HELLO and after it.
     @Test func pingAnswersAnEmptyJSONPart() throws {
         try withServerOnPort0 { _, port in

@@ -3,7 +3,7 @@ import LarderClient
 import Testing
 
 /// The library example in README.md, run as written against a real server, so the README cannot drift.
-@Suite struct ReadmeExampleTests {
+@Suite(.timeLimit(.minutes(20))) struct ReadmeExampleTests {
     struct Purchase: Codable, Sendable {
         var store: String
         var item: String
@@ -26,7 +26,8 @@ import Testing
         #expect(cheap.values.map(\.item) == ["鮪魚飯糰"])
         #expect(photo.attachedTo?.id == saved.id)
         try await purchases.delete(saved.id)
-        await #expect(throws: LarderError.self) { _ = try await client.blobHead(photo.id) }
+        let gone = await #expect(throws: LarderError.self) { _ = try await client.blobHead(photo.id) }
+        #expect(gone?.status == .notFound)
         client.close()
     }
 

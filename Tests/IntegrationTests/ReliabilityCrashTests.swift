@@ -64,12 +64,16 @@ final class AcknowledgedWrites: Sendable {
 /// Crash recovery (issue 7): clients write documents and blobs against a real `larder-server`, which is killed with
 /// SIGKILL at a random moment and restarted; every acknowledged write must be there (blobs by SHA-256), every
 /// acknowledged delete gone, and `PRAGMA integrity_check` must say ok. `scripts/crash-test ROUNDS` runs many rounds.
-@Suite struct ReliabilityCrashTests {
+@Suite(ReliabilityKnobs.timeLimit(plus: ReliabilityKnobs.int("LARDER_CRASH_ROUNDS", default: 3)))  // a minute a round
+struct ReliabilityCrashTests {
     static let collection = "crash"
+    /// Writes each round has acknowledged before its kill.
+    static let minimumAcknowledged = 40
 
     /// One writer: creates, patches (revision-checked), deletes and blob puts in a loop until its server is gone.
     static func writer(
-        _ number: Int, port: Int, ledger: AcknowledgedWrites, stop: StopFlag, acknowledged: SharedCounter
+        _ number: Int, port: Int, ledger: AcknowledgedWrites, stop: StopFlag, acknowledged: SharedCounter,
+        refused: Locked<[String]>
     ) async -> Int {
         let client = LarderClient(port: port, connections: 1, requestTimeout: .seconds(20))
         defer { client.close() }
@@ -115,7 +119,11 @@ final class AcknowledgedWrites: Sendable {
                     mine.append(record.id)
                 }
             } catch {
-                // The server was killed (or is about to be): every later request fails the same way.
+                // The server was killed (or is about to be): every later request fails the same way. Anything else
+                // but a slow answer is a write the running server refused.
+                if !stop.isStopped && error.status != .unavailable && error.status != .deadlineExceeded {
+                    refused.withLock { $0.append("\(error.status.name): \(error.message)") }
+                }
                 if !stop.isStopped { try? await Task.sleep(for: .milliseconds(10)) }
                 if stop.isStopped || error.status == .unavailable { break }
             }
@@ -207,20 +215,26 @@ final class AcknowledgedWrites: Sendable {
             let killAfter = Int.random(in: (maxWriteMs / 5)...maxWriteMs)
             let current = server
             let acknowledged = SharedCounter()
+            let refused = Locked<[String]>([])
             let killedAtMs = SharedCounter()
             let started = monotonicSeconds()
             let operations = await withTaskGroup(of: Int.self) { group in
                 for n in 0..<writers {
                     group.addTask {
-                        await writer(n, port: current.port, ledger: ledger, stop: stop, acknowledged: acknowledged)
+                        await writer(
+                            n, port: current.port, ledger: ledger, stop: stop, acknowledged: acknowledged,
+                            refused: refused)
                     }
                 }
                 group.addTask {
                     try? await Task.sleep(for: .milliseconds(killAfter))
-                    // On a busy machine the writers may have done little yet: wait for some acknowledged writes
-                    // (for at most 10 s more), so every round kills a server with writes in flight.
-                    let patience = monotonicSeconds() + 10
-                    while acknowledged.value < 40 && monotonicSeconds() < patience {
+                    // On a busy machine the writers may have done little yet: wait for the round's minimum of
+                    // acknowledged writes, so every round kills a server with writes behind it and in flight. The
+                    // deadline only runs out on a server that refuses or loses them (the round then fails).
+                    let patience = monotonicSeconds() + 300
+                    while acknowledged.value < minimumAcknowledged && refused.withLock({ $0.isEmpty })
+                        && monotonicSeconds() < patience
+                    {
                         try? await Task.sleep(for: .milliseconds(10))
                     }
                     killedAtMs.add(Int((monotonicSeconds() - started) * 1000))
@@ -231,6 +245,12 @@ final class AcknowledgedWrites: Sendable {
                 return await group.reduce(0, +)
             }
             #expect(server.process.terminationReason == .uncaughtSignal)
+            // The server took writes before it died: one that refused them all would leave nothing to check.
+            #expect(
+                acknowledged.value >= minimumAcknowledged,
+                "round \(round): \(acknowledged.value) writes acknowledged before the kill")
+            let refusals = refused.withLock { $0 }
+            #expect(refusals.isEmpty, "round \(round): writes refused: \(refusals.prefix(3))")
             let integrity = try integrityCheck(directory)
             #expect(integrity == "ok", "round \(round): integrity_check says \(integrity)")
             server = try ServerChild(dataDirectory: directory)

@@ -5,7 +5,11 @@ import Testing
 
 /// No lost updates (issue 7): many clients add 1 to one counter with revision-checked writes, retrying on CONFLICT;
 /// the final value is exactly the number of increments, and the revision says no write was applied twice.
-@Suite struct ReliabilityLostUpdateTests {
+@Suite(
+    ReliabilityKnobs.timeLimit(
+        plus: ReliabilityKnobs.int("LARDER_LOST_UPDATE_CLIENTS", default: 50)
+            * ReliabilityKnobs.int("LARDER_LOST_UPDATE_INCREMENTS", default: 100) / 500))
+struct ReliabilityLostUpdateTests {
     static let clients = ReliabilityKnobs.int("LARDER_LOST_UPDATE_CLIENTS", default: 50)
     static let increments = ReliabilityKnobs.int("LARDER_LOST_UPDATE_INCREMENTS", default: 100)
 

@@ -36,7 +36,8 @@ final class Tricklers: @unchecked Sendable {
     }
 
     /// Trickles until every connection is closed by the server or `until` passes. Each connection sends its next byte
-    /// at its own phase of the interval, so the bytes arrive spread out rather than in bursts.
+    /// at its own phase of the interval, so the bytes arrive spread out rather than in bursts, and never the last one:
+    /// only the server's frame deadline can end a connection.
     func run(until deadline: Double) {
         let count = connections.count
         let start = monotonicSeconds()
@@ -45,7 +46,7 @@ final class Tricklers: @unchecked Sendable {
         while monotonicSeconds() < deadline && connections.contains(where: { $0.closedAt == nil }) {
             let now = monotonicSeconds()
             var nextDue = deadline
-            for i in 0..<count where connections[i].closedAt == nil && connections[i].sent < bytes.count {
+            for i in 0..<count where connections[i].closedAt == nil && connections[i].sent < bytes.count - 1 {
                 let due = start + intervalSeconds * (Double(i) / Double(count) + Double(connections[i].sent))
                 if due <= now {
                     let offset = connections[i].sent
@@ -82,10 +83,11 @@ final class Tricklers: @unchecked Sendable {
     }
 }
 
-/// Many slow clients (issue 7): connections that trickle a byte a second are cut at the frame deadline, while a
-/// healthy client's p99 stays within 2x of its figure without them. `scripts/slow-clients` runs it with 1,000
-/// connections and the default 30-second deadline.
-@Suite struct ReliabilitySlowClientTests {
+/// Many slow clients (issue 7): connections that trickle a byte a second are cut at the frame deadline, never before,
+/// while a healthy client is served. `scripts/slow-clients` runs it with 1,000 connections and the default 30-second
+/// deadline, and measures: each is cut within a second of its deadline, and the healthy client's p99 stays within 2x
+/// of its figure without them. In the suite those two are reported, not judged (they are speeds, for a quiet machine).
+@Suite(ReliabilityKnobs.timeLimit(plus: 5)) struct ReliabilitySlowClientTests {
     /// A healthy client's round trips: GET, GET, PATCH, SEARCH, again and again, for `seconds` and at least
     /// `minimumOperations`. The data does not grow (the PATCH rewrites one document), so the latencies stay comparable
     /// from one phase to the next.
@@ -134,7 +136,8 @@ final class Tricklers: @unchecked Sendable {
         let frameTimeout = Double(frameTimeoutMs) / 1000
         // The server checks deadlines on a tick of a quarter of the timeout (at most a second); allow for it.
         let tick = min(1.0, frameTimeout / 4)
-        let trickling = Thread { tricklers.run(until: monotonicSeconds() + 1 + frameTimeout + tick + 10) }
+        // The deadline only ends a run whose server failed to cut them (no trickler ever finishes its frame).
+        let trickling = Thread { tricklers.run(until: monotonicSeconds() + 1 + frameTimeout + tick + 120) }
         let started = monotonicSeconds()
         trickling.start()
         // Work while every trickler is connected and sending, stopping before the first is cut.
@@ -156,8 +159,9 @@ final class Tricklers: @unchecked Sendable {
             }
             let lifetime = closed - first
             lifetimes.add(lifetime * 1e6)
+            // From the first byte sent to the close seen: never shorter than the server's own measure.
             if lifetime < frameTimeout - 0.05 { early += 1 }
-            if lifetime > frameTimeout + tick + 1.0 { late += 1 }
+            if strict && lifetime > frameTimeout + tick + 1.0 { late += 1 }
             let frames = tricklers.frames(i)
             if frames.map(\.status) != [.deadlineExceeded] || frames.first?.requestID != 0 { withoutDeadlineFrame += 1 }
         }
@@ -177,17 +181,40 @@ final class Tricklers: @unchecked Sendable {
                 + "(\(after.count) ops); p99 during / without = \(String(format: "%.2f", ratio)) "
                 + "(during / before alone = \(String(format: "%.2f", during.percentile(99) / before.percentile(99))))")
         #expect(early == 0, "\(early) tricklers were cut before their deadline")
-        #expect(late == 0, "\(late) tricklers were not cut within tick + 1 s of their deadline")
+        let lateness = strict ? " within tick + 1 s of their deadline" : ""
+        #expect(late == 0, "\(late) tricklers were not cut\(lateness)")
         #expect(withoutDeadlineFrame == 0, "\(withoutDeadlineFrame) tricklers did not get one DEADLINE_EXCEEDED")
         if strict {
             #expect(ratio <= 2, "healthy p99 went from \(Int(without)) µs to \(Int(during.percentile(99))) µs")
-        } else {
-            // In the suite the machine is shared with other tests, whose bursts land in one phase and not another:
-            // only a slowdown a user would notice fails (a quarter second; a server held up by the tricklers holds
-            // the healthy client for their byte interval of a second, or until they are cut).
-            #expect(during.percentile(99) <= 2 * without + 250_000, "healthy p99 \(Int(during.percentile(99))) µs")
         }
         #expect(try healthy.call(.ping).status == .ok)
+    }
+
+    /// The healthy client is served while the tricklers sit in the middle of their frames: their deadline is ten
+    /// minutes, so none can be cut while it works, and a server held up by them would never answer it.
+    @Test func aHealthyClientIsServedWhileConnectionsSitMidFrame() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("larder-slow-\(UUID().wireString)")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let server = try ServerChild(
+            dataDirectory: root.appendingPathComponent("data").path, arguments: ["--frame-timeout-ms", "600000"])
+        defer { _ = server.stop() }
+        let hello = FrameEncoder().encode(
+            Frame(opcode: .hello, requestID: 1, json: HelloRequest(client: "trickler").json.bytes))
+        let stalled = try (0..<100).map { n in
+            let c = try RawClient.tcp(port: server.port)
+            try c.writeAll(Array(hello.prefix(1 + n % (hello.count - 1))))  // from 1 byte to all but the last
+            return c
+        }
+        let healthy = try RawClient.tcp(port: server.port)
+        try healthy.hello()
+        let id = try Record(json: healthy.call(.create, ["collection": "healthy", "data": ["n": 0]]).jsonObject()).id
+        for n in 1..<50 { _ = try healthy.call(.create, ["collection": "healthy", "data": ["n": .int(Int64(n))]]) }
+        let served = try Self.healthyWork(healthy, id: id, seconds: 0, minimumOperations: 200)
+        #expect(served.count == 200)
+        // Every stalled connection is still open, with nothing to read: not cut, not answered.
+        var poll = stalled.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
+        #expect(Glibc.poll(&poll, nfds_t(poll.count), 0) == 0, "a stalled connection was answered or closed")
     }
 
     @Test func tricklingConnectionsAreCutAtTheirDeadlineWhileAHealthyClientIsServed() throws {

@@ -18,12 +18,15 @@ struct SoakSample: Sendable {
 /// Soak (issue 7): mixed load against a real `larder-server` while its RSS and open descriptors are sampled every
 /// second. `scripts/soak MINUTES` runs it for minutes and fails if either keeps growing; the suite runs a few seconds
 /// and checks that every descriptor is given back once the clients leave.
-@Suite struct ReliabilitySoakTests {
+@Suite(ReliabilityKnobs.timeLimit(plus: ReliabilityKnobs.int("LARDER_SOAK_MINUTES", default: 0)))
+struct ReliabilitySoakTests {
     /// Counts shared by the load tasks.
     final class Tally: Sendable {
         let operations = SharedCounter()
         let failures = SharedCounter()
         let hostile = SharedCounter()
+        /// Connections the load may have opened (a pool's whole size counts, used or not).
+        let connections = SharedCounter()
         let firstFailure = Locked<String?>(nil)
 
         func fail(_ what: String) {
@@ -39,6 +42,7 @@ struct SoakSample: Sendable {
         var documents: [(id: UUID, rev: Int64)] = []
         var blobs: [UUID] = []
         var client = LarderClient(port: port, connections: 1 + number % 2, requestTimeout: .seconds(30))
+        tally.connections.add(1 + number % 2)
         var reconnectAt = monotonicSeconds() + Double.random(in: 2...6)
         var n = 0
         while !stop.isStopped {
@@ -46,6 +50,7 @@ struct SoakSample: Sendable {
             if monotonicSeconds() > reconnectAt {
                 client.close()
                 client = LarderClient(port: port, connections: 1 + number % 2, requestTimeout: .seconds(30))
+                tally.connections.add(1 + number % 2)
                 reconnectAt = monotonicSeconds() + Double.random(in: 2...6)
             }
             let roll = Int.random(in: 0..<100)
@@ -118,6 +123,7 @@ struct SoakSample: Sendable {
         ]
         while !stop.isStopped {
             do {
+                tally.connections.add(1)
                 let c = try RawClient.tcp(port: port)
                 switch Int.random(in: 0..<3) {
                 case 0:
@@ -239,6 +245,19 @@ struct SoakSample: Sendable {
             #expect(!verdict.residentGrows, "RSS keeps growing")
             #expect(!verdict.descriptorsGrow, "open descriptors keep growing")
         }
+        // Too short to see a trend, a run still sees a leak the size of its load: at no sample did the server hold
+        // more descriptors than the baseline, one per connection the load opened, and the database files that
+        // SQLite's connections open on first use (26 at most, above); nor, at its peak, memory beyond a bound with
+        // room for the read cache (64 MiB) and SQLite's page caches: a request that leaked its document or a photo
+        // would pass it in seconds.
+        let opened = tally.connections.value
+        let mostDescriptors = all.map(\.descriptors).max() ?? 0
+        #expect(mostDescriptors <= baselineDescriptors + opened + 26, "\(mostDescriptors) fds, \(opened) connections")
+        let peak = server.peakResidentBytes ?? 0
+        let allowed = SoakBounds.residentBytes + seconds * SoakBounds.residentBytesPerSecond
+        let memoryBound = (ReliabilityKnobs.sanitized ? 4 : 1) * allowed
+        report("soak: peak RSS \(peak >> 20) MB (bound \(memoryBound >> 20) MB), at most \(mostDescriptors) fds")
+        #expect(peak > 0 && peak <= memoryBound, "peak RSS \(peak >> 20) MB")
         let after = LarderClient(port: server.port)
         defer { after.close() }
         _ = try await after.ping()
@@ -291,5 +310,36 @@ struct SoakVerdict {
                 + fds.map(String.init).joined(separator: " / ") + " -> \(descriptorsGrow ? "GROWING" : "flat")")
         lines.append(
             "operations per second after warm-up: min \(ops.first!) median \(ops[ops.count / 2]) max \(ops.last!)")
+    }
+}
+
+/// What a short soak may use at most: a baseline with room for the read cache and SQLite's caches, and a little more
+/// for each second of load (what a long run adds is judged by `SoakVerdict`).
+enum SoakBounds {
+    static let residentBytes = 160 << 20
+    static let residentBytesPerSecond = 1 << 20
+}
+
+/// The judge of a long soak, on samples made up to show each case: the suite's short run is too short for it.
+@Suite(.timeLimit(.minutes(20))) struct SoakVerdictTests {
+    static func samples(_ count: Int, rss: (Int) -> Int, fds: (Int) -> Int) -> [SoakSample] {
+        (1...count).map { SoakSample(second: $0, residentBytes: rss($0), descriptors: fds($0), operations: 1000) }
+    }
+
+    @Test func aStaircaseIsGrowthAndAPlateauIsNot() {
+        let mb = 1 << 20
+        // Leaks: 1 MB and one descriptor more every 10 s, over 10 minutes.
+        let leak = SoakVerdict(Self.samples(600, rss: { 100 * mb + $0 / 10 * mb }, fds: { 40 + $0 / 10 }))
+        #expect(leak.residentGrows && leak.descriptorsGrow, "\(leak.lines)")
+        // Caches that fill during the warm-up and then stay, with noise on top.
+        let plateau = SoakVerdict(
+            Self.samples(600, rss: { (min($0, 60) + 100 + $0 % 7) * mb }, fds: { 40 + $0 % 3 }))
+        #expect(!plateau.residentGrows && !plateau.descriptorsGrow, "\(plateau.lines)")
+        // Growth too small to matter (a few MB over the run) is not a leak.
+        let slight = SoakVerdict(Self.samples(600, rss: { 100 * mb + $0 * 4096 }, fds: { _ in 40 }))
+        #expect(!slight.residentGrows, "\(slight.lines)")
+        // Too short to judge: said so, and nothing is called growth.
+        let short = SoakVerdict(Self.samples(20, rss: { $0 * 10 * mb }, fds: { $0 }))
+        #expect(!short.residentGrows && !short.descriptorsGrow && short.lines.first?.hasPrefix("too short") == true)
     }
 }

@@ -5,6 +5,7 @@ import Foundation
 import LarderSync
 import LarderWire
 import Synchronization
+import Testing
 
 /// Knobs the reliability scripts turn: `scripts/crash-test 50` runs the crash test with `LARDER_CRASH_ROUNDS=50`.
 /// Without them each test runs its small in-suite version.
@@ -18,6 +19,9 @@ enum ReliabilityKnobs {
     /// Under scripts/sanitize (which sets both): memory costs several times more, and the sanitizer's symbolizer
     /// runs as a child process talking through pipes.
     static var sanitized: Bool { isSet("ASAN_OPTIONS") || isSet("TSAN_OPTIONS") }
+
+    /// A reliability test's time limit: twenty minutes for the suite's short run, `extra` more for a script's longer.
+    static func timeLimit(plus extra: Int) -> TimeLimitTrait { .timeLimit(.minutes(20 + max(0, extra))) }
 }
 
 /// `larder-server` as a child process in a data directory: started on port 0, its port read from its first line.
@@ -99,14 +103,20 @@ final class ServerChild: @unchecked Sendable {
     }
 }
 
-/// A JPEG the validator accepts whose bytes are unique: SOI, a comment segment of random bytes, a 3x2 frame header,
-/// EOI. The SHA-256 of each one is then a real check of which bytes came back.
+/// A JPEG the validator accepts whose bytes are unique: SOI, comment segments holding `commentBytes` random bytes (a
+/// segment holds 65,533 at most), a 3x2 frame header, EOI. The SHA-256 of each one is then a real check of which bytes
+/// came back.
 func uniqueJPEG(commentBytes: Int) -> [UInt8] {
-    let count = max(1, min(commentBytes, 65_533))
-    var bytes: [UInt8] = [0xFF, 0xD8, 0xFF, 0xFE, UInt8((count + 2) >> 8), UInt8((count + 2) & 0xFF)]
-    bytes.reserveCapacity(count + 24)
+    var left = max(1, commentBytes)
+    var bytes: [UInt8] = [0xFF, 0xD8]
+    bytes.reserveCapacity(left + left / 65_533 * 4 + 24)
     var generator = SystemRandomNumberGenerator()
-    for _ in 0..<count { bytes.append(UInt8.random(in: 0...255, using: &generator)) }
+    while left > 0 {
+        let count = min(left, 65_533)
+        bytes += [0xFF, 0xFE, UInt8((count + 2) >> 8), UInt8((count + 2) & 0xFF)]
+        for _ in 0..<count { bytes.append(UInt8.random(in: 0...255, using: &generator)) }
+        left -= count
+    }
     bytes += [0xFF, 0xC0, 0x00, 0x0B, 0x08, 0x00, 0x02, 0x00, 0x03, 0x01, 0x01, 0x11, 0x00, 0xFF, 0xD9]
     return bytes
 }

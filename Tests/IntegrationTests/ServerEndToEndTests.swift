@@ -8,6 +8,7 @@ import LarderWire
 import Testing
 
 /// Every opcode through a real server on a real socket, and the concurrency the protocol promises.
+@Suite(.timeLimit(.minutes(20)))
 struct ServerEndToEndTests {
     @Test func everyOpcode() throws {
         try withServerOnPort0 { server, port in
@@ -164,16 +165,21 @@ struct ServerEndToEndTests {
         }
     }
 
+    /// The SEARCH is held on a gate until the GET's answer is in: a GET that waited for it would never come.
     @Test func aSlowSearchDoesNotHoldBackAGet() throws {
-        try withServerOnPort0({ $0.searchDelayMs = 600 }) { _, port in
+        let gate = try ServerGate()
+        defer { gate.open() }
+        try withServerOnPort0({ $0.searchGate = gate.gate }) { _, port in
             let c = try RawClient.tcp(port: port)
             try c.hello()
             let id = try Record(json: c.call(.create, ["collection": "s", "data": ["a": 1]]).jsonObject()).id
             let searchID = try c.send(.search, ["collection": "s"])
+            try gate.waitForHeld(1)
             let getID = try c.send(.get, ["collection": "s", "id": .string(id.wireString)])
-            let first = try #require(try c.receive())
-            let second = try #require(try c.receive())
+            let first = try #require(try c.receive(timeout: 60))
             #expect(first.requestID == getID && first.status == .ok)
+            gate.open()
+            let second = try #require(try c.receive(timeout: 60))
             #expect(second.requestID == searchID && second.status == .ok)
         }
     }
@@ -289,7 +295,7 @@ extension RawClient {
 }
 
 /// A server dropped without `shutdown()` (an embedding that forgot) must not leave its clients hanging.
-@Suite struct DroppedServerTests {
+@Suite(.timeLimit(.minutes(20))) struct DroppedServerTests {
     @Test func droppingAStartedServerClosesItsConnections() throws {
         let directory = temporaryTestDirectory("larder-drop")
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -306,7 +312,7 @@ extension RawClient {
 }
 
 /// `--host` takes IPv6 addresses: `::1`, and `::` for every interface (IPv4 clients included).
-@Suite struct IPv6ListenerTests {
+@Suite(.timeLimit(.minutes(20))) struct IPv6ListenerTests {
     @Test(arguments: ["::1", "::"])
     func anIPv6ListenerServesClients(host: String) async throws {
         let directory = temporaryTestDirectory("larder-ipv6")

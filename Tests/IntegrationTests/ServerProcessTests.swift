@@ -7,6 +7,7 @@ import LarderWire
 import Testing
 
 /// The built `larder-server` binary as a subprocess: start-up line, exit codes, SIGTERM with requests in flight.
+@Suite(.timeLimit(.minutes(20)))
 struct ServerProcessTests {
     /// The binary sits next to the test bundle in the build products directory.
     static func binary() throws -> URL {
@@ -53,9 +54,14 @@ struct ServerProcessTests {
         let directory = Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let data = directory.appendingPathComponent("data").path
+        // The SEARCHes wait at the test's gate until the shutdown has begun and a late request was refused, so they
+        // are surely in flight at the SIGTERM; the grace period is far longer than any test waits.
+        let gate = try ServerGate()
+        defer { gate.open() }
         // One I/O thread: the probe below shares the connections' loop, so what it sees of the shutdown, they see.
         let run = try Self.launch([
-            "--port", "0", "--data-dir", data, "--test-search-delay-ms=1000", "--log-level", "error", "--io-threads", "1",
+            "--port", "0", "--data-dir", data, "--test-search-gate", gate.path, "--shutdown-grace-ms", "600000",
+            "--log-level", "error", "--io-threads", "1",
         ])
         let line = Self.firstLine(run.stdout)
         #expect(line.hasPrefix("larder-server \(LarderServer.version) listening on tcp://127.0.0.1:"))
@@ -80,22 +86,29 @@ struct ServerProcessTests {
                 : c.encode(.search, ["collection": "t"], id: id)
             expected.insert(id)
         }
-        // Last, a PING, answered on the loop with the searches' run: its answer means every request before it was read,
-        // the creates are answered and the searches (1 s each) are in flight, however long a busy machine took.
+        // Last, a PING, answered on the loop with the searches' run: its answer means every request before it was read
+        // and the creates are answered; the searches wait at the gate.
         batch += c.encode(.ping, id: 120)
         try c.writeAll(batch)
         var frames: [Frame] = []
         while frames.last?.requestID != 120 {
-            guard let frame = try c.receive(timeout: 30) else { throw ServerTestError("closed before the PING") }
+            guard let frame = try c.receive(timeout: 60) else { throw ServerTestError("closed before the PING") }
             frames.append(frame)
         }
+        try gate.waitForHeld(1)
         kill(run.process.processIdentifier, SIGTERM)
         // Until the shutdown has begun on the loop: the probe's PING is refused, or the probe is closed.
-        let deadline = Date().addingTimeInterval(30)
+        let deadline = Date().addingTimeInterval(60)
         while Date() < deadline, let reply = try? probe.call(.ping), reply.status == .ok { usleep(2_000) }
-        try c.send(.ping, id: 500)  // arrives during shutdown
+        try c.send(.ping, id: 500)  // arrives during shutdown, with the SEARCHes still held
+        while !frames.contains(where: { $0.requestID == 500 }) {
+            guard let frame = try c.receive(timeout: 60) else { throw ServerTestError("closed before PING 500") }
+            frames.append(frame)
+        }
+        #expect(expected.filter { id in id >= 110 && frames.contains { $0.requestID == id } }.isEmpty)
+        gate.open()
 
-        frames += try c.framesUntilClosed(timeout: 15)
+        frames += try c.framesUntilClosed(timeout: 60)
         var answered: Set<UInt32> = []
         for frame in frames where expected.contains(frame.requestID) {
             #expect(frame.status == .ok, "\(frame.opcode.name) \(frame.requestID): \(frame.replyText)")
@@ -197,18 +210,18 @@ struct ServerProcessTests {
         #expect(Self.terminated(third.process) == 0)
     }
 
-    /// Sends SIGTERM and waits up to 30 s for the exit; answers the exit status, or nil (and kills the server) when
-    /// it is still running.
-    static func terminated(_ process: Process) -> Int32? {
-        kill(process.processIdentifier, SIGTERM)
-        let deadline = Date().addingTimeInterval(30)
+    /// Sends `signal` (SIGTERM; 0 for none: one was sent already) and waits up to 60 s for the exit; answers the exit
+    /// status of a clean exit, or nil (and kills the server) when it is still running or died of a signal.
+    static func terminated(_ process: Process, signal: Int32 = SIGTERM) -> Int32? {
+        if signal != 0 { kill(process.processIdentifier, signal) }
+        let deadline = Date().addingTimeInterval(60)
         while process.isRunning && Date() < deadline { usleep(10_000) }
         guard !process.isRunning else {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
             return nil
         }
-        return process.terminationStatus
+        return process.terminationReason == .exit ? process.terminationStatus : nil
     }
 
     /// SIGTERM and SIGINT are held from the start of `main` and taken once the server runs: one that comes while the
@@ -227,33 +240,29 @@ struct ServerProcessTests {
         sigaddset(&signals, SIGINT)
         var runnerMask = sigset_t()
         pthread_sigmask(SIG_UNBLOCK, &signals, &runnerMask)
-        let launched = Result { try Self.launch(["--port", "0", "--data-dir", directory.path, "--test-start-delay-ms", "5000"]) }
+        // The server waits at the test's gate before it opens the store, so it is surely still starting.
+        let gate = try ServerGate()
+        defer { gate.open() }
+        let launched = Result {
+            try Self.launch(["--port", "0", "--data-dir", directory.path, "--test-start-gate", gate.path])
+        }
         pthread_sigmask(SIG_SETMASK, &runnerMask, nil)
         let starting = try launched.get()
-        // Once `main` holds the signals (its first line; a process still loading would die of the signal instead),
-        // which the kernel shows as SIGTERM's bit in the main thread's blocked mask; it must show before the
-        // start-up line, while the server is still starting.
+        try gate.waitForHeld(1)
+        // `main` holds the signals from its first line, before the gate: the kernel shows SIGTERM's bit in the main
+        // thread's blocked mask (a process still loading would die of the signal instead).
         let status = "/proc/\(starting.process.processIdentifier)/status"
-        let holding = Date().addingTimeInterval(30)
-        var held = false
-        while !held && Date() < holding && starting.process.isRunning {
-            let text = (try? String(contentsOfFile: status, encoding: .utf8)) ?? ""
-            let mask = text.split(separator: "\n").first { $0.hasPrefix("SigBlk:") }.flatMap {
-                UInt64($0.dropFirst("SigBlk:".count).trimmingCharacters(in: .whitespaces), radix: 16)
-            }
-            held = mask.map { $0 & (1 << (UInt64(SIGTERM) - 1)) != 0 } ?? false
-            if !held { usleep(1_000) }
+        let text = (try? String(contentsOfFile: status, encoding: .utf8)) ?? ""
+        let mask = text.split(separator: "\n").first { $0.hasPrefix("SigBlk:") }.flatMap {
+            UInt64($0.dropFirst("SigBlk:".count).trimmingCharacters(in: .whitespaces), radix: 16)
         }
+        let held = mask.map { $0 & (1 << (UInt64(SIGTERM) - 1)) != 0 } ?? false
         var pending = pollfd(fd: starting.stdout.fileHandleForReading.fileDescriptor, events: Int16(POLLIN), revents: 0)
         #expect(held && poll(&pending, 1, 0) == 0, "the server did not hold SIGTERM while it was starting")
         kill(starting.process.processIdentifier, SIGTERM)
+        gate.open()
         #expect(Self.firstLine(starting.stdout).contains("listening"))
-        let deadline = Date().addingTimeInterval(30)
-        while starting.process.isRunning && Date() < deadline { usleep(10_000) }
-        #expect(!starting.process.isRunning)
-        if starting.process.isRunning { kill(starting.process.processIdentifier, SIGKILL) }
-        starting.process.waitUntilExit()
-        #expect(starting.process.terminationReason == .exit && starting.process.terminationStatus == 0)
+        #expect(Self.terminated(starting.process, signal: 0) == 0)
         for round in 0..<4 {
             let run = try Self.launch(["--port", "0", "--data-dir", directory.path])
             var byte: UInt8 = 0  // the line's first byte, straight from the pipe; then the signal at once

@@ -22,8 +22,10 @@ final class RawClient {
     private var buffer = ByteBuffer()
     let encoder = FrameEncoder()
     private var nextID: UInt32 = 1
-    /// The header flags of the last frame received (to see compression on the wire).
-    private(set) var lastFlags: Frame.Flags = []
+    /// The header of the last frame received (to see compression on the wire).
+    private(set) var lastHeader: FrameHeader?
+    /// The header flags of the last frame received.
+    var lastFlags: Frame.Flags { lastHeader?.flags ?? [] }
 
     private init(fd: Int32) { self.fd = fd }
     deinit { Glibc.close(fd) }
@@ -51,18 +53,12 @@ final class RawClient {
     }
 
     static func unix(path: String) throws -> RawClient {
+        var address = try unixSocketAddress(path)
         #if canImport(Glibc)
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         #else
         let fd = socket(AF_UNIX, SOCK_STREAM, 0)
         #endif
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
-        }
         let result = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
@@ -98,16 +94,30 @@ final class RawClient {
         return requestID
     }
 
+    /// Sends several requests in one write (the server reads them together); returns their ids.
+    func sendTogether(_ requests: [(Opcode, JSONObject)]) throws -> [UInt32] {
+        var bytes: [UInt8] = []
+        var ids: [UInt32] = []
+        for (opcode, json) in requests {
+            ids.append(nextID)
+            bytes += encode(opcode, json, id: nextID)
+            nextID &+= 1
+        }
+        try writeAll(bytes)
+        return ids
+    }
+
     func encode(_ opcode: Opcode, _ json: JSONObject = [:], binary: [UInt8] = [], id: UInt32) -> [UInt8] {
         encoder.encode(Frame(opcode: opcode, requestID: id, json: json.bytes, binary: binary))
     }
 
-    /// The next frame, or nil when the server closed the connection. Throws after `timeout` seconds of silence.
-    func receive(timeout: Double = 10) throws -> Frame? {
+    /// The next frame, or nil when the server closed the connection. Throws after `timeout` seconds of silence
+    /// (generous: it runs out only when nothing is coming).
+    func receive(timeout: Double = 30) throws -> Frame? {
         let deadline = Date().addingTimeInterval(timeout)
         while true {
             do {
-                if let header = try decoder.peekHeader(buffer) { lastFlags = header.flags }
+                if let header = try decoder.peekHeader(buffer) { lastHeader = header }
                 if let frame = try decoder.next(&buffer) { return frame }
             } catch {
                 throw ServerTestError("undecodable reply: \(error)")
@@ -150,7 +160,7 @@ final class RawClient {
     }
 
     /// Reads until the server closes; returns the frames seen. Throws if it stays open past `timeout`.
-    func framesUntilClosed(timeout: Double = 10) throws -> [Frame] {
+    func framesUntilClosed(timeout: Double = 30) throws -> [Frame] {
         var frames: [Frame] = []
         while let frame = try receive(timeout: timeout) { frames.append(frame) }
         return frames

@@ -7,25 +7,33 @@ import LarderServer
 import Testing
 
 /// The change feed through the client library (`LarderSubscription`) and the `larder watch` command.
-@Suite(.serialized) struct WatchClientTests {
+@Suite(.serialized, .timeLimit(.minutes(20))) struct WatchClientTests {
     /// The next `count` events of `feed`, failing the test after `seconds`.
     static func take(_ count: Int, from feed: LarderSubscription, seconds: Double = 30) async throws -> [ChangeEvent] {
-        try await withThrowingTaskGroup(of: [ChangeEvent].self) { group in
-            group.addTask {
-                var events: [ChangeEvent] = []
-                for try await event in feed {
-                    events.append(event)
-                    if events.count == count { break }
-                }
-                return events
+        try await within(seconds, "\(count) events") {
+            var events: [ChangeEvent] = []
+            for try await event in feed {
+                events.append(event)
+                if events.count == count { break }
             }
+            return events
+        }
+    }
+
+    /// Runs `body`, failing with DEADLINE_EXCEEDED if it has not given `what` after `seconds` (generous: the net
+    /// under a hang, never a wait for something to happen).
+    static func within<T: Sendable>(
+        _ seconds: Double, _ what: String, _ body: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
+        try await withThrowingTaskGroup(of: T.self) { group in
+            group.addTask { try await body() }
             group.addTask {
                 try await Task.sleep(for: .seconds(seconds))
-                throw LarderError(.deadlineExceeded, "no \(count) events within \(seconds) s")
+                throw LarderError(.deadlineExceeded, "no \(what) within \(seconds) s")
             }
-            let events = try await group.next()!
+            let value = try await group.next()!
             group.cancelAll()
-            return events
+            return value
         }
     }
 
@@ -89,6 +97,9 @@ import Testing
         try server.restart()
         let broken = await #expect(throws: LarderError.self) { _ = try await Self.take(1, from: open) }
         #expect(broken?.status == .unavailable)
+        // The writer reconnects now: its client hears of the old connection's end on a reader thread that a busy
+        // machine may run late, and a write sent on that connection meanwhile would fail.
+        writer.close()
 
         let second = try await reader.watch(
             collection: "todos", filter: .compare(try FieldPath("done"), .eq, false), since: resumeAt)
@@ -106,10 +117,17 @@ import Testing
         defer { client.close() }
         let feed = try await client.watch(collection: "log", idsOnly: true, bufferLimit: 5)
         for n in 0..<20 { _ = try await client.create("log", ["n": .int(Int64(n))]) }
-        try await Task.sleep(for: .milliseconds(200))  // every event has reached the client's buffer of five
-        var received: [Int64] = []
-        let gap = await #expect(throws: LarderError.self) {
-            for try await event in feed { received.append(event.seq) }
+        // The sixth event overflows the client's buffer of five, which ends the subscription and sends UNWATCH: once
+        // the server counts no subscription, the overflow has happened (however long it took to come).
+        try await Self.waitForSubscriptions(0, via: client)
+        let (received, gap) = try await Self.within(30, "end of the feed") { () -> ([Int64], LarderError?) in
+            var received: [Int64] = []
+            do {
+                for try await event in feed { received.append(event.seq) }
+                return (received, nil)
+            } catch let error as LarderError {
+                return (received, error)
+            }
         }
         #expect(received == [1, 2, 3, 4, 5])
         #expect(gap?.status == .resourceExhausted && gap?.details["reason"] == "gap" && gap?.details["seq"] == 5)
@@ -134,8 +152,9 @@ import Testing
         defer { server.stop() }
         let client = LarderClient(host: "127.0.0.1", port: server.port)
         defer { client.close() }
+        let (seen, saw) = AsyncStream.makeStream(of: ChangeEvent.self)
         let following = Task {
-            // As README.md writes it:
+            // As README.md writes it (the last line of the loop is the test's, to see what came):
             let feed = try await client.watch(collection: "items", filter: .compare(try FieldPath("price"), .lt, 50))
             for try await event in feed {
                 switch event.kind {
@@ -144,7 +163,9 @@ import Testing
                 case .resync: print("reload the list")  // `since` was older than the server's change log
                 default: break                           // kinds a later server may add
                 }
+                saw.yield(event)
             }
+            saw.finish()
         }
         let writer = server.client()
         defer { writer.close() }
@@ -152,10 +173,21 @@ import Testing
         // watch(), it would throw instead of ending the loop).
         try await Self.waitForSubscriptions(1, via: writer)
         let item = try await writer.create("items", ["item": "茶葉蛋", "price": 13])
+        _ = try await writer.create("items", ["item": "Bento 便當", "price": 89])  // not under 50: not shown
         try await writer.delete("items", id: item.id)
-        try await Task.sleep(for: .milliseconds(100))
+        let events = try await Self.within(30, "two events") { () -> [ChangeEvent] in
+            var events: [ChangeEvent] = []
+            for await event in seen {
+                events.append(event)
+                if events.count == 2 { break }
+            }
+            return events
+        }
+        #expect(events.map(\.kind) == [.create, .delete] && events.map(\.id) == [item.id, item.id])
+        #expect(events[0].matches && events[0].record == item)
         following.cancel()  // cancelling the task ends the sequence (and sends UNWATCH)
         try await following.value
+        try await Self.waitForSubscriptions(0, via: writer)
     }
 
     // MARK: larder watch

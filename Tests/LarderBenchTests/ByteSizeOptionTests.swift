@@ -2,7 +2,7 @@ import LarderBench
 import Testing
 
 /// larder-bench's sizes take the same units as every Larder executable.
-@Suite struct ByteSizeOptionTests {
+@Suite(.timeLimit(.minutes(20))) struct ByteSizeOptionTests {
     func options(_ arguments: [String]) throws -> BenchOptions {
         guard case .run(let options) = try BenchArguments.parse(arguments) else { throw UsageError("help") }
         return options

@@ -3,7 +3,7 @@ import Testing
 @testable import LarderBench
 
 /// Option parsing and validation of `larder-bench run` and `tcp-copy`.
-@Suite struct OptionsTests {
+@Suite(.timeLimit(.minutes(20))) struct OptionsTests {
     func parse(_ arguments: [String]) throws -> BenchOptions {
         guard case .run(let options) = try BenchArguments.parse(arguments) else {
             Issue.record("expected options, got help")

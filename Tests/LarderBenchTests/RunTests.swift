@@ -6,7 +6,7 @@ import Testing
 
 /// Short real runs: against an in-process Larder server on port 0, a fake Redis, and the raw loopback sink; and the
 /// executable itself for exit statuses and the JSON schema.
-@Suite(.serialized) struct RunTests {
+@Suite(.serialized, .timeLimit(.minutes(20))) struct RunTests {
     func options(_ arguments: [String]) throws -> BenchOptions {
         guard case .run(var o) = try BenchArguments.parse(arguments) else { throw BenchError("help") }
         o.quiet = true
@@ -69,20 +69,25 @@ import Testing
                 "--port", "\(port)", "--connections", "4", "--rate", "400", "--duration", "1.5", "--preload", "100",
             ])
             let results = try runBenchmark(o)
+            // What the real clock cannot bend: the run never gets ahead of its schedule (4 connections at one send
+            // each per 10 ms for 1.5 s), and everything it sent was answered. How close a busy machine comes to the
+            // rate is its business; OpenLoopScheduleTests checks the schedule itself on a clock the test drives.
             let achieved = try #require(results.achievedRate)
-            #expect(abs(achieved - 400) < 60, "achieved \(achieved) ops/s")
-            #expect(results.total.errors == 0)
+            #expect(achieved > 0 && results.scheduled > 0 && results.scheduled <= 600 + 4, "achieved \(achieved) ops/s")
+            #expect(results.total.count == UInt64(results.scheduled) && results.total.errors == 0)
             let get = results.stats(for: .get)
-            #expect(get.uncorrected.count == get.latency.count && get.count > 450)
+            #expect(get.uncorrected.count == get.latency.count && get.count == results.total.count)
             // Measured from the intended time, latency can only be longer than from the actual send.
             #expect(get.latency.value(atPercentile: 50) >= get.uncorrected.value(atPercentile: 50))
             #expect(get.latency.max >= get.uncorrected.max)
         }
     }
 
-    /// A server that takes 20 ms per GET, asked for 200 a second on one connection: it can answer 50. Measured from
-    /// the actual send, every request looks like 20 ms; measured from when it should have been sent, the backlog
-    /// shows, as it would for a user who arrived on schedule.
+    /// A server that takes 20 ms or more per GET, asked for 200 a second on one connection: it can answer 50 at most.
+    /// Measured from the actual send, every request takes its 20 ms or more; measured from when it should have been
+    /// sent, the backlog shows, as it would for a user who arrived on schedule. Request k is due at 5k ms and goes
+    /// out no sooner than 20k ms (each answer before it took 20 ms), so it waited 15k ms or more before being sent:
+    /// bounds that a slower machine only widens. OpenLoopScheduleTests checks the exact figures on a driven clock.
     @Test func openLoopCorrectsCoordinatedOmission() throws {
         let slow = try FakeRedis(getDelayMicros: 20_000)
         defer { slow.stop() }
@@ -95,11 +100,14 @@ import Testing
         let achieved = try #require(results.achievedRate)
         #expect(achieved < 70, "achieved \(achieved) ops/s from a server that can do 50")
         #expect(results.scheduled < 80)
-        let uncorrected = get.uncorrected.value(atPercentile: 50)
-        let corrected = get.latency.value(atPercentile: 50)
-        #expect(uncorrected >= 20_000_000 && uncorrected < 60_000_000, "uncorrected p50 \(uncorrected) ns")
-        #expect(corrected > 5 * uncorrected, "corrected p50 \(corrected) ns vs uncorrected \(uncorrected) ns")
-        #expect(get.latency.max > 400_000_000)
+        let n = Double(get.count)
+        #expect(n >= 2 && get.count == UInt64(results.scheduled) && results.total.errors == 0)
+        #expect(get.uncorrected.min >= 20_000_000, "uncorrected min \(get.uncorrected.min) ns")
+        // Each request's corrected latency is its uncorrected one plus at least 15k ms; over k = 0..<n the mean is
+        // then at least 7.5 (n - 1) ms above (the histograms' means are exact).
+        let gap = get.latency.mean - get.uncorrected.mean
+        #expect(gap >= 7_500_000 * (n - 1) * 0.99, "means \(get.latency.mean), uncorrected \(get.uncorrected.mean) ns")
+        #expect(Double(get.latency.max) >= 15_000_000 * (n - 1) + 20_000_000)
     }
 
     @Test func unixSocket() throws {

@@ -6,7 +6,7 @@ import Testing
 
 /// The pieces of the `larder` CLI for people that need no server: carets, table fitting, wrapping, when a prompt
 /// entry is whole, completion, the history file and the stats summary.
-@Suite struct CLIFormattingTests {
+@Suite(.timeLimit(.minutes(20))) struct CLIFormattingTests {
     @Test func aCaretPointsAtTheMistakeCountingWideCharactersTwice() throws {
         let error = #expect(throws: UsageError.self) { try FilterSyntax.parse("地址~~北京") }
         #expect(error?.excerpt?.lines == ["  地址~~北京", "       ^"])

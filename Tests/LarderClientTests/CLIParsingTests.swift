@@ -4,7 +4,7 @@ import Testing
 @testable import LarderCLI
 
 /// The `larder` argument parser, filter syntax and prompt line splitting.
-@Suite struct CLIParsingTests {
+@Suite(.timeLimit(.minutes(20))) struct CLIParsingTests {
     func parse(_ line: String) throws -> (Invocation, CommandSpec?) {
         try Invocation.parse(try splitCommandLine(line), commands: Commands.all)
     }

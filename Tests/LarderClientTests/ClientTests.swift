@@ -4,7 +4,7 @@ import LarderSync
 import Testing
 
 /// The client against `FakeServer`: pipelining, ordering, limits, deadlines and broken connections.
-@Suite struct ClientTests {
+@Suite(.timeLimit(.minutes(20))) struct ClientTests {
     static func record(for request: Frame) -> Frame {
         let id = (try? GetRequest(json: request.jsonObject()).id) ?? UUID()
         let record = Record(id: id, rev: 1, createdAt: 0, updatedAt: 0, data: ["n": .string(id.wireString)])
@@ -30,7 +30,7 @@ import Testing
         let ids = (0..<10).map { _ in UUID() }
         // Hold all ten, then answer them last first.
         let answerer = Task {
-            while server.requests.count < 11 { try? await Task.sleep(for: .milliseconds(2)) }
+            #expect(await server.waitForRequests { $0.count == 11 })
             for (frame, fd) in server.takeHeld().reversed() { server.send(ClientTests.record(for: frame), to: fd) }
         }
         try await withThrowingTaskGroup(of: (UUID, Record).self) { group in
@@ -87,11 +87,11 @@ import Testing
         #expect(server.requests.filter { $0.opcode == Opcode.hello }.count == 2)
     }
 
+    /// A port this test holds without listening: refused, and no other test's server can take it meanwhile (a port
+    /// freed by a stopped server was taken by another test's in one run, which answered the PING).
     @Test func aClosedPortIsAConnectFailure() async throws {
-        let server = FakeServer { _, _ in .hold }
-        let port = server.port
-        server.stop()
-        let client = LarderClient(port: port)
+        let held = try FakeServer.ClosedPort()
+        let client = LarderClient(port: held.port)
         let error = await #expect(throws: LarderError.self) { try await client.ping() }
         #expect(error?.status == .unavailable)
         #expect(error?.isConnectFailure == true)
@@ -128,15 +128,24 @@ import Testing
         #expect(error?.details["currentRev"] == .int(2))
     }
 
+    /// Cancelling the task of a call ends it at once with DEADLINE_EXCEEDED (README: "Cancelling the task of a call"),
+    /// though the server never answers and the client has no deadline of its own: only the cancellation can end it.
     @Test func cancellingACallEndsItPromptly() async throws {
-        let server = FakeServer { _, _ in .hold }
+        let server = FakeServer { request, _ in
+            request.opcode == .ping ? .reply(FakeServer.reply(request, [:])) : .hold
+        }
         defer { server.stop() }
-        let client = LarderClient(port: server.port)
+        let client = LarderClient(port: server.port, requestTimeout: nil)
         try await client.connect()
         let task = Task { try await client.get("c", id: UUID()) }
-        try await Task.sleep(for: .milliseconds(50))
+        // Cancelled once the server holds the GET: the call is surely waiting for its answer.
+        #expect(await server.waitForRequests { $0.contains { $0.opcode == .get } })
         task.cancel()
-        await #expect(throws: LarderError.self) { _ = try await task.value }
+        let error = await #expect(throws: LarderError.self) { _ = try await task.value }
+        #expect(error?.status == .deadlineExceeded)
+        #expect(error?.message == "GET was cancelled before the server answered", "\(error?.message ?? "")")
+        // The connection is still good for the next call.
+        try await client.ping()
     }
 
     struct Purchase: Codable, Sendable, Equatable {

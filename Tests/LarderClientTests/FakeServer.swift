@@ -27,6 +27,9 @@ final class FakeServer: @unchecked Sendable {
     private let listener: Int32
     private let handler: Handler
     private let lock = Lock()
+    /// Tests waiting for requests (`waitForRequests`), resumed as requests arrive.
+    private typealias Waiter = (condition: @Sendable ([Frame]) -> Bool, continuation: CheckedContinuation<Bool, Never>)
+    private var waiters: [UUID: Waiter] = [:]
     private var held: [(Frame, Int32)] = []
     private var clients: [Int32] = []
     private(set) var inFlight = 0
@@ -61,6 +64,31 @@ final class FakeServer: @unchecked Sendable {
         thread.start()
     }
 
+    /// A TCP port on 127.0.0.1 bound and never listened on: a connect there is refused, and the port stays taken
+    /// until this is gone.
+    final class ClosedPort {
+        let port: Int
+        private let fd: Int32
+
+        init() throws {
+            fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let fd = fd
+            let bound = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
+                }
+            }
+            port = Int(UInt16(bigEndian: address.sin_port))
+            guard bound else { throw CocoaError(.fileWriteUnknown) }
+        }
+
+        deinit { close(fd) }
+    }
+
     /// A HELLO answer announcing `limits`, no compression.
     func helloReply(_ request: Frame) -> Frame {
         let hello = HelloResponse(
@@ -73,6 +101,23 @@ final class FakeServer: @unchecked Sendable {
         Frame(
             opcode: request.opcode, requestID: request.requestID, status: status, flags: .response, json: json.bytes,
             binary: binary)
+    }
+
+    /// Waits, without holding a thread, until the requests received so far (HELLOs included) satisfy `condition`;
+    /// false if they still do not after `seconds` (generous: it runs out only when the client never sends them).
+    func waitForRequests(seconds: Double = 60, until condition: @escaping @Sendable ([Frame]) -> Bool) async -> Bool {
+        let key = UUID()
+        return await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            let satisfied = lock.withLock {
+                if condition(received) { return true }
+                waiters[key] = (condition, continuation)
+                return false
+            }
+            if satisfied { return continuation.resume(returning: true) }
+            DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [self] in
+                lock.withLock { waiters.removeValue(forKey: key) }?.continuation.resume(returning: false)
+            }
+        }
     }
 
     /// Requests held so far with their connections, in arrival order; the caller answers them with `send`.
@@ -132,11 +177,14 @@ final class FakeServer: @unchecked Sendable {
             guard n > 0 else { return }
             buffer.append(chunk[0..<n])
             while let frame = try? decoder.next(&buffer) {
-                lock.withLock {
+                let satisfied = lock.withLock {
                     received.append(frame)
                     inFlight += 1
                     maxInFlightSeen = max(maxInFlightSeen, inFlight)
+                    let keys = waiters.filter { $0.value.condition(received) }.map(\.key)
+                    return keys.compactMap { waiters.removeValue(forKey: $0)?.continuation }
                 }
+                for continuation in satisfied { continuation.resume(returning: true) }
                 let action = frame.opcode == .hello ? .reply(helloReply(frame)) : handler(frame, self)
                 switch action {
                 case .reply(let reply): send(reply, to: fd)

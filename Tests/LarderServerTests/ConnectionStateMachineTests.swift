@@ -5,6 +5,7 @@ import Testing
 @testable import LarderServer
 
 /// The connection's protocol logic, driven without sockets.
+@Suite(.timeLimit(.minutes(20)))
 struct ConnectionStateMachineTests {
     typealias Machine = ConnectionStateMachine
 
@@ -223,6 +224,7 @@ struct ConnectionStateMachineTests {
     }
 }
 
+@Suite(.timeLimit(.minutes(20)))
 struct HandshakeTests {
     static func hello(_ request: HelloRequest) -> Frame {
         Frame(opcode: .hello, requestID: 1, json: request.json.bytes)
@@ -285,6 +287,7 @@ struct HandshakeTests {
 }
 
 /// Large binary parts leave from their own buffer (no copy into the output); the byte stream must be the same.
+@Suite(.timeLimit(.minutes(20)))
 struct BinaryOutputTests {
     typealias Machine = ConnectionStateMachine
     typealias T = ConnectionStateMachineTests

@@ -48,7 +48,7 @@ private func waitUntil(_ seconds: Double = 30, _ condition: () -> Bool) -> Bool 
     return condition()
 }
 
-@Suite("EventLoop: the I/O shard's thread")
+@Suite("EventLoop: the I/O shard's thread", .timeLimit(.minutes(20)))
 struct EventLoopTests {
     @Test("tasks posted from many threads all run, on the loop thread, in each poster's order")
     func postedTasksRunInOrderOnTheLoop() {

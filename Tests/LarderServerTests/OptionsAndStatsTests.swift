@@ -4,6 +4,7 @@ import Testing
 
 @testable import LarderServer
 
+@Suite(.timeLimit(.minutes(20)))
 struct ServerOptionsTests {
     @Test func defaults() throws {
         let (command, c) = try ServerOptions.parse([])
@@ -62,13 +63,20 @@ struct ServerOptionsTests {
 
     @Test func help() throws {
         #expect(try ServerOptions.parse(["--port", "1", "--help"]).0 == .help)
-        for option in ServerOptions.options {
+        for option in ServerOptions.options where !option.isTestHook {
             #expect(ServerOptions.helpText.contains("--\(option.name) "))
             #expect(ServerOptions.helpText.contains(option.env))
         }
+        // The tests' hooks work but are no business of a user's.
+        let hooks = ServerOptions.options.filter(\.isTestHook).map(\.name)
+        #expect(hooks == ["test-search-gate", "test-start-gate"])
+        #expect(!ServerOptions.helpText.contains("test-") && !ServerOptions.helpText.contains("LARDER_TEST"))
+        let (_, c) = try ServerOptions.parse(["--test-search-gate", "/tmp/g1", "--test-start-gate=/tmp/g2"])
+        #expect(c.searchGate == TestGate(path: "/tmp/g1") && c.startGate == TestGate(path: "/tmp/g2"))
     }
 }
 
+@Suite(.timeLimit(.minutes(20)))
 struct LatencyHistogramTests {
     @Test func bucketsCoverEveryValueInOrder() {
         var previous = -1
@@ -110,7 +118,7 @@ struct LatencyHistogramTests {
 }
 
 /// Every limit announced in HELLO can be set on the command line, and errors about limits name the option.
-@Suite struct LimitOptionTests {
+@Suite(.timeLimit(.minutes(20))) struct LimitOptionTests {
     @Test func everyAnnouncedLimitHasAnOption() {
         let optionNames = Set(ServerOptions.options.map(\.name))
         for limit in Limits.default.json.keys {
@@ -129,7 +137,7 @@ struct LatencyHistogramTests {
     }
 }
 
-@Suite struct DataDirectoryMessageTests {
+@Suite(.timeLimit(.minutes(20))) struct DataDirectoryMessageTests {
     @Test func aFileInTheWayIsNamed() throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("larder-file-\(UUID().uuidString)").path
         _ = FileManager.default.createFile(atPath: file, contents: Data("x".utf8))

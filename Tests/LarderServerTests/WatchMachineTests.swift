@@ -6,6 +6,7 @@ import Testing
 @testable import LarderServer
 
 /// The change feed's pure parts: pushed frames in the state machine, event encoding, options.
+@Suite(.timeLimit(.minutes(20)))
 struct WatchMachineTests {
     typealias Machine = ConnectionStateMachine
     typealias Support = ConnectionStateMachineTests

@@ -1,10 +1,11 @@
 import Foundation
+import LarderSync
 import LarderWire
 import Testing
 
 @testable import LarderStore
 
-@Suite struct DocumentTests {
+@Suite(.timeLimit(.minutes(20))) struct DocumentTests {
     @Test(arguments: StoreKind.allCases) func createGetRoundTripsExactBytes(_ kind: StoreKind) throws {
         try withStore(kind) { store in
             let data = try object(#"{"name":"王小明","height":172.5,"tags":["a","b"],"nested":{"x":null}}"#)
@@ -329,6 +330,42 @@ import Testing
         flock(fd, LOCK_UN)
     }
 
+    /// A lock this process gave up can be held on by a child it was starting (between fork and exec a child has a
+    /// copy of every descriptor): the next open in this process waits for it instead of refusing. Here the hold is an
+    /// open file description of the test's with this process's pid in the file, as the child's would be; it is let go
+    /// once the store has tried (inotify sees the store open the lock file), so the store must have waited.
+    @Test func aLockHeldByThisProcesssChildIsWaitedFor() throws {
+        let directory = FileManager.default.temporaryDirectory
+            .appendingPathComponent("larder-fork-\(UUID().wireString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let lockPath = (directory as NSString).appendingPathComponent("larder.lock")
+        let fd = open(lockPath, O_RDWR | O_CREAT, 0o644)
+        defer { close(fd) }
+        #expect(flock(fd, LOCK_EX | LOCK_NB) == 0)
+        _ = Array("\(getpid())\n".utf8).withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        let watch = inotify_init1(Int32(IN_CLOEXEC))
+        defer { close(watch) }
+        #expect(inotify_add_watch(watch, lockPath, UInt32(IN_OPEN)) >= 0)
+        let opened = Locked<Result<Int64, LarderError>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            let result = Result { () throws(LarderError) -> Int64 in
+                let store = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory))
+                defer { store.close() }
+                return try store.create("c", id: nil, data: [:]).rev
+            }
+            opened.withLock { $0 = result }
+            done.signal()
+        }
+        // The store opened the lock file (and found it held) before the hold goes.
+        var ready = pollfd(fd: watch, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&ready, 1, 60_000) == 1, "the store never tried the lock")
+        flock(fd, LOCK_UN)
+        #expect(done.wait(timeout: .now() + 60) == .success)
+        #expect(try opened.withLock { $0 }?.get() == 1)
+    }
+
     /// The lock follows the directory, not its path: a directory deleted and made again while a store of this
     /// process still holds the old one is locked afresh (another process could otherwise open it beside this one).
     @Test func aDirectoryMadeAgainIsLockedAfresh() throws {
@@ -345,14 +382,29 @@ import Testing
         #expect(flock(fd, LOCK_EX | LOCK_NB) == 0)
     }
 
-    @Test func unwritableDirectoryIsAClearError() throws {
+    /// Root writes anywhere, so as root (CI) this shows as skipped; the next test holds for everyone.
+    @Test(.enabled(if: getuid() != 0, "root may write to a read-only directory"))
+    func unwritableDirectoryIsAClearError() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-ro-\(UUID().wireString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         chmod(directory, 0o500)
         defer { chmod(directory, 0o700) }
-        guard getuid() != 0 else { return }  // root writes anywhere
         expectError(.internal) { _ = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory)) }
+    }
+
+    /// A data directory under a regular file cannot be made, not even by root.
+    @Test func aDirectoryUnderAFileIsAClearError() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("larder-f-\(UUID().wireString)").path
+        _ = FileManager.default.createFile(atPath: file, contents: Data([1]))
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        let directory = file + "/data"
+        do throws(LarderError) {
+            _ = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory))
+            Issue.record("expected an error")
+        } catch {
+            #expect(error.status == .internal && error.message.contains(directory), "\(error)")
+        }
     }
 
     @Test func fileInPlaceOfDirectoryIsAClearError() throws {

@@ -6,7 +6,7 @@ import Testing
 
 /// Answers stay under the JSON limit however large the records: pages stop early with a cursor, GROUP lists fewer
 /// records, GET_MANY is refused.
-@Suite struct PageBudgetTests {
+@Suite(.timeLimit(.minutes(20))) struct PageBudgetTests {
     static let budget = 10_000
 
     func withBigRecords(_ body: (AnyStore, [UUID]) throws -> Void) throws {

@@ -8,7 +8,7 @@ import Testing
 @testable import LarderStore
 
 /// Migrations on PostgreSQL, and names that would be SQL if they were spliced in.
-@Suite struct PostgresSchemaTests {
+@Suite(.timeLimit(.minutes(20))) struct PostgresSchemaTests {
     @Test func serversStartingTogetherOnAnEmptyDatabaseMigrateItOnce() throws {
         let schema = try TestPostgres.newSchema()
         defer { schema.drop() }

@@ -8,7 +8,7 @@ import Testing
 /// Protocol.md §5.2's order of kinds (null and missing, numbers and booleans, strings, then arrays and objects by their
 /// JSON text), checked against an order computed here from the rule, not from SQL: whole answers and small pages, asc
 /// and desc, with and without an index, and GROUP's sections in the same order (issue 12), on both stores.
-@Suite struct SortOrderTests {
+@Suite(.timeLimit(.minutes(20))) struct SortOrderTests {
     /// The values of issue 12, which came back with strings among arrays and objects, and the kinds around them.
     static let values: [JSON?] = [
         "1", "[", "a", "{z", [0], [1], ["k": 1], nil, .null, false, true, 0, 1, 1.0, 2.5, -3, "", "北", "{", "[0]",

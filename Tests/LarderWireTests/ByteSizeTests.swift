@@ -3,7 +3,7 @@ import LarderWire
 import Testing
 
 /// Byte sizes as people write them in options and read them in output.
-@Suite struct ByteSizeTests {
+@Suite(.timeLimit(.minutes(20))) struct ByteSizeTests {
     @Test func parsesNumbersAndBinaryUnits() {
         #expect(ByteSize.parse("0") == 0)
         #expect(ByteSize.parse("4194304") == 4 << 20)

@@ -3,7 +3,7 @@ import LarderWire
 import Testing
 
 /// Every hex example in Protocol.md is decoded here, so the document and the code cannot drift apart.
-@Suite struct ProtocolVectorTests {
+@Suite(.timeLimit(.minutes(20))) struct ProtocolVectorTests {
     struct Vector {
         var name: String
         var bytes: [UInt8]

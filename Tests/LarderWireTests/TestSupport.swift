@@ -1,5 +1,6 @@
 import Foundation
 import LarderWire
+import Testing
 
 /// Deterministic pseudo-random numbers for reproducible split points.
 struct SplitMix64: RandomNumberGenerator {
@@ -79,4 +80,14 @@ func rawHeader(
     u32(binaryLength)
     u32(uncompressedLength)
     return out
+}
+
+/// Expects `body` to throw a `LarderError` with `status` (and `field`, when given).
+func expectError(
+    _ status: Status, field: String? = nil, sourceLocation: SourceLocation = #_sourceLocation,
+    _ body: () throws -> Void
+) {
+    let error = #expect(throws: LarderError.self, sourceLocation: sourceLocation) { try body() }
+    #expect(error?.status == status, "\(String(describing: error))", sourceLocation: sourceLocation)
+    if let field { #expect(error?.field == field, "\(String(describing: error))", sourceLocation: sourceLocation) }
 }
