@@ -105,6 +105,35 @@ import Testing
         }
     }
 
+    /// A document holding `\u0000` (which PostgreSQL's json parser refuses) sorts its arrays and objects by their
+    /// compact text like any other: objects whose members jsonb would reorder, arrays and objects with the NUL
+    /// inside, beside an escaped backslash before `u0000`, and documents whose NUL is in another member.
+    @Test(arguments: StoreKind.allCases) func documentsHoldingNULSortByTheirCompactText(_ kind: StoreKind) throws {
+        try withStore(kind) { store in
+            let values: [(JSON, JSON?)] = [
+                (["b": 1, "a": "\u{0}"], nil), (["a": 2], nil), (["a": "\u{0}x"], nil), (["a": "\\u0000"], nil),
+                (["\u{0}", 1], nil), (["\u{1}"], nil), (["\\\u{0}"], nil), (["z": 1], "\u{0}"), (["y": []], "\u{0}"),
+                (["y": [:]], nil), ([["\u{0}"]], "a\u{0}b"),
+            ]
+            var records: [(UUID, JSONObject)] = []
+            for (v, note) in values {
+                var data: JSONObject = ["v": v]
+                if let note { data["note"] = note }
+                records.append((try store.create("nul", id: nil, data: data).id, data))
+            }
+            for indexed in [false, true] {
+                if indexed { _ = try store.createIndex("nul", field: try FieldPath("v")) }
+                for descending in [false, true] {
+                    let expected = Self.sorted(records, [("v", descending)])
+                    let sort = [SortKey(field: try FieldPath("v"), descending: descending)]
+                    let whole = try store.search("nul", SearchQuery(sort: sort, limit: 100))
+                    #expect(whole.records.map(\.id) == expected, "descending \(descending), indexed \(indexed)")
+                    #expect(try Self.pages(store, "nul", SearchQuery(sort: sort, limit: 2)) == expected)
+                }
+            }
+        }
+    }
+
     /// GROUP's sections come in the ascending sort order; they follow `eq`: 1 and 1.0 are one section (keyed by the
     /// integer), `true` and 1, `false` and 0 are apart (the boolean's first), null and missing are one.
     @Test(arguments: StoreKind.allCases) func groupSectionsComeInSortOrderAndFollowEq(_ kind: StoreKind) throws {

@@ -51,11 +51,21 @@ struct PGField {
             + "WHEN 'boolean' THEN (CASE WHEN (\(value))::boolean THEN 1 ELSE 0 END)::numeric END)"
     }
 
-    /// An object's or array's text is cut from `data` (PostgreSQL's json parser refuses a document holding `\u0000`
-    /// anywhere; such a document's composite values sort by jsonb's rendering instead, the one place where the two
-    /// stores may order differently).
+    /// `raw` for a document holding `\u0000`, which PostgreSQL's json parser refuses anywhere in a document: each
+    /// `\u0000` escape (one whose backslash is not itself escaped) becomes `\/`, which compact text never writes, the
+    /// member is cut, and its text has the swap undone, so it is the stored bytes.
+    var rawHoldingNUL: String {
+        // An even run of backslashes, then the escape: `(?<!\\)((?:\\\\)*)\\u0000` as a regular expression.
+        let swapped = #"regexp_replace(data, E'(?<!\\\\)((?:\\\\\\\\)*)\\\\u0000', E'\\1\\\\/', 'g')"#
+        let cut = path.segments.reduce("(\(swapped))::json") { "\($0)->\(PGSQL.literal($1))" }
+        return #"regexp_replace(("# + cut
+            + #")::text, E'(?<!\\\\)((?:\\\\\\\\)*)\\\\/', E'\\1\\\\u0000', 'g')"#
+    }
+
+    /// An object's or array's text is cut from `data`, exactly as stored, so it sorts by the same bytes as on SQLite.
     var k3: String {
-        let composite = "(CASE WHEN strpos(data, E'\\\\u0000') = 0 THEN (\(raw))::text ELSE (\(value))::text END)"
+        let composite =
+            "(CASE WHEN strpos(data, E'\\\\u0000') = 0 THEN (\(raw))::text ELSE \(rawHoldingNUL) END)"
         return "((CASE \(type) WHEN 'string' THEN (\(value) #>> '{}') WHEN 'object' THEN \(composite) "
             + "WHEN 'array' THEN \(composite) END) COLLATE \"C\")"
     }
