@@ -75,7 +75,9 @@ public final class LarderServer: Sendable {
             changeRetentionEvents: configuration.changeRetentionEvents,
             changeRetentionMs: configuration.changeRetentionMs)
         if let url = configuration.postgresURL {
-            self.init(configuration: configuration, store: try PostgresStore(url: url, configuration: storeConfiguration))
+            let store = try PostgresStore(
+                url: url, configuration: storeConfiguration, timeoutMs: configuration.postgresTimeoutMs)
+            self.init(configuration: configuration, store: store)
             return
         }
         do {
@@ -90,6 +92,13 @@ public final class LarderServer: Sendable {
             throw LarderError(.unavailable, "the data directory \(configuration.dataDirectory) is not writable")
         }
         self.init(configuration: configuration, store: try SQLiteStore(configuration: storeConfiguration))
+    }
+
+    /// The store in use, for the start-up line: `data DIR`, or `postgres URL` (its password shown as `***`) with the
+    /// writer's `synchronous_commit`.
+    public var storeDescription: String {
+        guard let postgres = store as? PostgresStore else { return configuration.storeDescription }
+        return configuration.storeDescription + " (synchronous_commit \(postgres.synchronousCommit))"
     }
 
     /// Serves an already open store (tests, embedding).

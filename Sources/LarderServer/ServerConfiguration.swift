@@ -14,6 +14,10 @@ public struct ServerConfiguration: Sendable {
     /// When set, the store is this PostgreSQL database (a libpq URI or conninfo string) instead of SQLite in
     /// `dataDirectory`.
     public var postgresURL: String?
+    /// With `postgresURL`: how long one call to PostgreSQL (a connect, or a statement's round trip) may take before
+    /// the server gives that connection up and answers UNAVAILABLE; a lock held elsewhere or a stopped database costs
+    /// a request at most this long.
+    public var postgresTimeoutMs: Int = 20_000
     /// When set, HELLO must present it; compared in constant time, never logged.
     public var token: String?
     public var limits: Limits = .default
@@ -150,6 +154,13 @@ public enum ServerOptions {
                     c.postgresURL = v
                 }),
             Option(
+                name: "postgres-timeout-ms", env: "LARDER_POSTGRES_TIMEOUT_MS", valueName: "MS",
+                help: "with --postgres: how long one call to the database may take before it answers UNAVAILABLE "
+                    + "(default \(d.postgresTimeoutMs))",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.postgresTimeoutMs = try integer("postgres-timeout-ms", v, min: 100, max: 3_600_000)
+                }),
+            Option(
                 name: "token", env: "LARDER_TOKEN", valueName: "T", help: "require this token in HELLO",
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
                     guard !v.isEmpty else { throw UsageError(message: "--token must not be empty") }
@@ -226,7 +237,8 @@ public enum ServerOptions {
                 }),
             Option(
                 name: "synchronous", env: "LARDER_SYNCHRONOUS", valueName: "normal|full",
-                help: "SQLite durability: normal survives a crash, full a power loss (default normal)",
+                help: "durability: normal survives a crash, full a power loss; on PostgreSQL, full sets "
+                    + "synchronous_commit on whatever the database says (default normal)",
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
                     guard let s = StoreConfiguration.Synchronous(rawValue: v.uppercased()) else {
                         throw UsageError(message: "--synchronous must be normal or full, not '\(v)'")

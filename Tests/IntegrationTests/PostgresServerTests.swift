@@ -38,6 +38,56 @@ import Testing
         #expect(line.contains(" listening on tcp://127.0.0.1:"))
         #expect(line.contains("postgres postgresql://larder:***@127.0.0.1:"), "\(line)")
         #expect(!line.contains("larder:larder@"), "\(line)")
+        #expect(line.hasSuffix(" (synchronous_commit on)\n"), "\(line)")
+    }
+
+    /// `--synchronous full` makes the writer's commits wait for their WAL flush even where the database (or the
+    /// role, or the URL) turned `synchronous_commit` off; `normal` keeps what the database says. The start-up line
+    /// shows the writer's setting.
+    @Test func synchronousFullOverridesADatabaseThatTurnedSynchronousCommitOff() throws {
+        let schema = try TestPostgres.newSchema()
+        defer { schema.drop() }
+        let url = schema.url + "%20-csynchronous_commit%3Doff"
+        for (mode, expected) in [("normal", "off"), ("full", "on")] {
+            let run = try ServerProcessTests.launch([
+                "--port", "0", "--postgres", url, "--synchronous", mode, "--log-level", "error",
+            ])
+            let line = ServerProcessTests.firstLine(run.stdout)
+            run.process.terminate()
+            run.process.waitUntilExit()
+            #expect(line.hasSuffix(" (synchronous_commit \(expected))\n"), "--synchronous \(mode): \(line)")
+        }
+    }
+
+    /// `--postgres-timeout-ms` bounds how long a request waits on the database: a GET stuck behind a table lock that
+    /// a test session holds (until the answer comes) is answered UNAVAILABLE naming the database and the option, and
+    /// the server serves the same GET once the lock is gone.
+    @Test func aCallPastThePostgresTimeoutIsUnavailableAndNamesTheOption() async throws {
+        let schema = try TestPostgres.newSchema()
+        defer { schema.drop() }
+        let directory = ServerProcessTests.temporaryDirectory().path
+        let server = try ServerChild(
+            dataDirectory: directory, arguments: ["--postgres", schema.url, "--postgres-timeout-ms", "1000"])
+        defer {
+            _ = server.stop()
+            try? FileManager.default.removeItem(atPath: server.logPath)
+        }
+        let client = LarderClient(port: server.port)
+        defer { client.close() }
+        let kept = try await client.create("items", ["n": 1])
+        let gate = try PGConnection(settings: try PGSettings(url: schema.url), timeoutMs: 60_000)
+        defer { gate.close() }
+        _ = try gate.run([PGStatement("BEGIN"), PGStatement("LOCK TABLE documents IN ACCESS EXCLUSIVE MODE")])
+        do {
+            _ = try await client.get("items", id: kept.id)
+            Issue.record("a GET behind the lock was answered")
+        } catch {
+            #expect(error.status == .unavailable, "\(error)")
+            #expect(error.message.contains("PostgreSQL at"), "\(error.message)")
+            #expect(error.message.contains("no answer within 1000 ms (--postgres-timeout-ms)"), "\(error.message)")
+        }
+        _ = try gate.run([PGStatement("COMMIT")])
+        #expect(try await client.get("items", id: kept.id).data["n"] == 1)
     }
 
     @Test func aWrongPasswordExitsOneWithOneClearLine() throws {

@@ -231,7 +231,7 @@ final class PGConnection {
     init(settings: PGSettings, timeoutMs: Int) throws(LarderError) {
         self.label = settings.label
         self.timeoutMs = timeoutMs
-        let connection = settings.connect()
+        let connection = settings.connect(timeoutMs: timeoutMs)
         guard let connection, PQstatus(connection) == CONNECTION_OK else {
             let reason = connection.map { PGConnection.clean(String(cString: PQerrorMessage($0))) } ?? "out of memory"
             if let connection { PQfinish(connection) }
@@ -414,7 +414,7 @@ final class PGConnection {
         while true {
             let now = DispatchTime.now().uptimeNanoseconds
             guard now < deadline else {
-                throw broken("no answer within \(timeoutMs) ms")
+                throw broken("no answer within \(timeoutMs) ms (--postgres-timeout-ms)")
             }
             let waitMs = Int32(min(UInt64(Int32.max), (deadline - now) / 1_000_000 + 1))
             let ready = Glibc.poll(&descriptor, 1, waitMs)
@@ -535,10 +535,10 @@ public struct PGSettings: Sendable {
     }
 
     /// A new connection: Larder's defaults first (the user's string may override them), then the settings Larder
-    /// relies on (UTF-8 to and from the client).
-    func connect() -> OpaquePointer? {
+    /// relies on (UTF-8 to and from the client). libpq counts `connect_timeout` in whole seconds, at least 2.
+    func connect(timeoutMs: Int) -> OpaquePointer? {
         let keywords = ["connect_timeout", "application_name", "dbname", "client_encoding"]
-        let values = ["10", "larder-server", url, "UTF8"]
+        let values = ["\(max(2, (timeoutMs + 999) / 1000))", "larder-server", url, "UTF8"]
         return withCStrings(keywords) { keywordPointers in
             withCStrings(values) { valuePointers in PQconnectdbParams(keywordPointers, valuePointers, 1) }
         }

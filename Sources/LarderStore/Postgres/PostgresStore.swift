@@ -24,6 +24,8 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
     let textIndexer: PGTextIndexer
     let follower: PGChangeFollower
     public let settings: PGSettings
+    /// The writer's `synchronous_commit` (`--synchronous full` makes it `on`), for the start-up line.
+    public let synchronousCommit: String
 
     /// Connects, migrates the schema (under an advisory lock) and loads what the writer needs. Throws UNAVAILABLE
     /// when the database cannot be reached (wrong password, unreachable host), INTERNAL when it cannot be used (a
@@ -32,10 +34,14 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
         settings: PGSettings, configuration: StoreConfiguration = StoreConfiguration(), timeoutMs: Int = 20_000
     ) throws(LarderError) {
         self.settings = settings
-        let connector = PGConnector(settings: settings, timeoutMs: timeoutMs)
+        // `full` asks every commit to wait for its WAL flush whatever the database or role says; `normal` keeps the
+        // database's own setting (PostgreSQL's default, `on`, already waits).
+        let session = configuration.synchronous == .full ? [PGStatement("SET synchronous_commit TO on")] : []
+        let connector = PGConnector(settings: settings, timeoutMs: timeoutMs, session: session)
         self.connector = connector
-        let connection = try PGConnection(settings: settings, timeoutMs: timeoutMs)
+        let connection = try connector.open()
         try PGSchema.migrate(connection)
+        synchronousCommit = try connection.run([PGStatement("SHOW synchronous_commit")])[0].text(0, 0)
         let last = try connection.run([PGStatement("SELECT last FROM larder_seq WHERE id = 1")])[0]
         let core = StoreCore(
             configuration: configuration, databasePath: "", hasTrigram: true, lastChangeSeq: last.int(0, 0))
@@ -535,13 +541,23 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
 final class PGConnector: @unchecked Sendable {
     let settings: PGSettings
     let timeoutMs: Int
+    /// Run on every new connection before it is used (`SET synchronous_commit TO on` for `--synchronous full`).
+    let session: [PGStatement]
     static let retryAfterMs: UInt64 = 200
     private let lock = Lock()
     private var lastFailure: (at: UInt64, error: LarderError)?
 
-    init(settings: PGSettings, timeoutMs: Int) {
+    init(settings: PGSettings, timeoutMs: Int, session: [PGStatement] = []) {
         self.settings = settings
         self.timeoutMs = timeoutMs
+        self.session = session
+    }
+
+    /// A new connection with the session's settings, or the failure (no retry pause: `connect` adds that).
+    func open() throws(LarderError) -> PGConnection {
+        let connection = try PGConnection(settings: settings, timeoutMs: timeoutMs)
+        if !session.isEmpty { _ = try connection.run(session) }
+        return connection
     }
 
     func connect() -> Result<PGConnection, LarderError> {
@@ -550,7 +566,7 @@ final class PGConnector: @unchecked Sendable {
             return .failure(failure.error)
         }
         do throws(LarderError) {
-            let connection = try PGConnection(settings: settings, timeoutMs: timeoutMs)
+            let connection = try open()
             lock.withLock { lastFailure = nil }
             return .success(connection)
         } catch {
