@@ -79,8 +79,8 @@ import Testing
         let events = Locked<[ChangeEvent]>([])
         let task: Task<Void, Never>
 
-        init(_ client: LarderClient, collection: String) async throws {
-            let feed = try await client.watch(collection: collection)
+        init(_ client: LarderClient, collection: String, since: Int64? = nil) async throws {
+            let feed = try await client.watch(collection: collection, since: since)
             let events = self.events
             task = Task {
                 do {
@@ -202,8 +202,10 @@ import Testing
         defer { servers.stop() }
         let clients = (0..<3).map { servers.client($0, connections: 2) }
         let held = try await clients[0].create("feed", ["n": 0]).id
+        // From just after that create, change 1 of this new schema, on every server: a WATCH without `since` starts
+        // after what its server has published, which on another server may not include change 1 yet.
         var watchers: [Watcher] = []
-        for client in clients { watchers.append(try await Watcher(client, collection: "feed")) }
+        for client in clients { watchers.append(try await Watcher(client, collection: "feed", since: 1)) }
         defer { for watcher in watchers { watcher.task.cancel() } }
 
         // 1. Server 0's batch waits inside its transaction for a row lock the gate holds.
@@ -389,6 +391,111 @@ import Testing
         }
         resumed.cancel()
         #expect(seen == Array(seen[0]...(seen[0] + 9)), "\(seen)")
+    }
+
+    /// `larder watch --host a,b` whose server is SIGKILLed: one line on stderr, then it resumes on the other server
+    /// after the last change it printed, every change once and in order.
+    @Test func larderWatchResumesOnAnotherServerAfterItsLastChange() async throws {
+        let schema = try TestPostgres.newSchema()
+        defer { schema.drop() }
+        let servers = try Servers(count: 2, url: schema.url)
+        defer { servers.stop() }
+        let writer = servers.client(1)
+        defer { writer.close() }
+        let first = servers.client(0)
+        defer { first.close() }
+        let list = servers.ports.map { "127.0.0.1:\($0)" }.joined(separator: ",")
+        let watcher = try CLIWatchReconnectTests.Watcher(["watch", "w", "--json", "--host", list])
+        // The CLI's first connection goes to the first server of the list.
+        try await CLIPromptTests.waitForSubscriptions(1, first)
+        for k in 0..<3 { _ = try await writer.create("w", ["k": .int(Int64(k))]) }
+        let before = try watcher.events(3).map { $0["seq"]?.intValue ?? -1 }
+        servers.children[0].kill()
+        let line = try #require(try watcher.lines(1, stderr: true).first)
+        #expect(line.hasSuffix("to resume after change \(before.last ?? -1)"), "\(line)")
+        // Written while the watch may or may not be back on the second server: either way each shows once.
+        for k in 3..<6 { _ = try await writer.create("w", ["k": .int(Int64(k))]) }
+        let after = try watcher.events(3)
+        let seqs = before + after.map { $0["seq"]?.intValue ?? -1 }
+        #expect(seqs == Array(seqs[0]...(seqs[0] + 5)), "\(seqs)")
+        #expect(after.map { $0["record"]?["data"]?["k"] } == [3, 4, 5])
+        let (status, rest) = try watcher.interrupt()
+        #expect(status == 0)
+        #expect(rest.isEmpty, "an event twice or more lines: \(rest)")
+    }
+
+    /// Wake-ups without a NOTIFY in any write transaction (PostgreSQL serializes the commits of transactions that
+    /// notify on one global lock): with every statement logged on a cluster of the test's own, two servers take
+    /// concurrent writes while a third's subscriber receives them all; in the log, no transaction that numbered
+    /// changes (`UPDATE larder_seq`) notified, and the notifications went out in transactions of their own.
+    @Test func noWriteTransactionCarriesANotify() async throws {
+        let cluster = try Cluster()
+        defer { cluster.remove() }
+        try PGAdmin.execute(url: cluster.url, "ALTER SYSTEM SET log_statement = 'all'")
+        try PGAdmin.execute(url: cluster.url, "ALTER SYSTEM SET log_line_prefix = '%p|'")
+        try PGAdmin.execute(url: cluster.url, "SELECT pg_reload_conf()")
+        #expect(
+            try await Self.waitUntil {
+                let probe = try PGConnection(settings: try PGSettings(url: cluster.url), timeoutMs: 10_000)
+                defer { probe.close() }
+                return try probe.run([PGStatement("SHOW log_statement")])[0].text(0, 0) == "all"
+            })
+        let servers = try Servers(count: 3, url: cluster.url)
+        defer { servers.stop() }
+        let subscriber = servers.client(2)
+        defer { subscriber.close() }
+        let watcher = try await Watcher(subscriber, collection: "n")
+        defer { watcher.task.cancel() }
+        let clients = [servers.client(0, connections: 4), servers.client(1, connections: 4)]
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for worker in 0..<8 {
+                let client = clients[worker % 2]
+                group.addTask {
+                    for k in 0..<25 {
+                        _ = try await client.create("n", ["w": .int(Int64(worker)), "k": .int(Int64(k))])
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(try await Self.waitUntil { watcher.count >= 200 })
+        #expect(watcher.count == 200)
+
+        // Each logged statement by backend: `PID|LOG:  execute <name>: SQL` or `PID|LOG:  statement: SQL`; a
+        // statement's further lines carry no prefix.
+        let log = try String(contentsOfFile: cluster.directory + "/log", encoding: .utf8)
+        var entries: [(pid: Substring, text: String)] = []
+        for line in log.split(separator: "\n") {
+            if let bar = line.firstIndex(of: "|"), line[..<bar].allSatisfy(\.isNumber), !line[..<bar].isEmpty {
+                entries.append((line[..<bar], String(line[line.index(after: bar)...])))
+            } else if !entries.isEmpty {
+                entries[entries.count - 1].text += "\n" + line
+            }
+        }
+        var open: [Substring: [String]] = [:]
+        var writes = 0
+        var notifies = 0
+        var offending: [String] = []
+        for (pid, text) in entries where text.hasPrefix("LOG:  execute ") || text.hasPrefix("LOG:  statement: ") {
+            let statement = text.split(separator: ":", maxSplits: 2).last.map(String.init) ?? ""
+            let sql = statement.trimmingCharacters(in: .whitespacesAndNewlines)
+            if sql.uppercased().hasPrefix("BEGIN") {
+                open[pid] = []
+            } else if sql.uppercased().hasPrefix("COMMIT") || sql.uppercased().hasPrefix("ROLLBACK") {
+                let transaction = open.removeValue(forKey: pid) ?? []
+                let numbers = transaction.contains { $0.contains("UPDATE larder_seq") }
+                let notified = transaction.contains { $0.contains("pg_notify") || $0.uppercased().hasPrefix("NOTIFY") }
+                if numbers { writes += 1 }
+                if numbers && notified { offending.append(transaction.joined(separator: "; ")) }
+            } else {
+                open[pid, default: []].append(sql)
+            }
+            if sql.contains("pg_notify") { notifies += 1 }
+        }
+        #expect(writes > 0, "no write transaction found in the log")
+        #expect(notifies > 0, "no wake-up found in the log")
+        #expect(offending.isEmpty, "\(offending.count) write transactions notified: \(offending.prefix(2))")
+        report("scale-out: \(writes) write transactions, \(notifies) NOTIFYs in transactions of their own")
     }
 
     /// `larder --host a,b` and `LARDER_HOST=a,b`: a server that refuses is passed over, and a list it cannot read is a
