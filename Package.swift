@@ -22,6 +22,9 @@ let package = Package(
         .systemLibrary(
             name: "CSQLite", pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]),
+        .systemLibrary(
+            name: "CLibPQ", pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"]), .brew(["libpq"])]),
         // libedit (BSD licence): line editing, history and completion for the `larder` prompt.
         .systemLibrary(
             name: "CLibEdit", pkgConfig: "libedit",
@@ -37,7 +40,8 @@ let package = Package(
             dependencies: ["LarderSync", .target(name: "CEpoll", condition: .when(platforms: [.linux]))],
             swiftSettings: strict),
         .target(name: "LarderWire", dependencies: ["CZlib"], swiftSettings: strict),
-        .target(name: "LarderStore", dependencies: ["LarderWire", "LarderSync", "CSQLite"], swiftSettings: strict),
+        .target(
+            name: "LarderStore", dependencies: ["LarderWire", "LarderSync", "CSQLite", "CLibPQ"], swiftSettings: strict),
         .target(
             name: "LarderServer", dependencies: ["LarderWire", "LarderStore", "LarderSync", "LarderIO"],
             swiftSettings: strict),
@@ -49,9 +53,11 @@ let package = Package(
         .executableTarget(
             name: "larder-bench", dependencies: ["LarderBench", "LarderClient", "LarderStore", "LarderWire", "LarderIO"],
             swiftSettings: strict),
+        // What the test targets share: the throwaway PostgreSQL they start (Tests/LarderTestSupport).
+        .target(name: "LarderTestSupport", dependencies: ["LarderStore", "LarderSync"], path: "Tests/LarderTestSupport"),
         .testTarget(name: "LarderWireTests", dependencies: ["LarderWire", "LarderIO"]),
         .testTarget(
-            name: "LarderStoreTests", dependencies: ["LarderStore", "LarderSync", "LarderIO"],
+            name: "LarderStoreTests", dependencies: ["LarderStore", "LarderSync", "LarderIO", "LarderTestSupport"],
             resources: [.copy("Fixtures")]),
         .testTarget(name: "LarderServerTests", dependencies: ["LarderServer", "LarderSync", "LarderIO"]),
         .testTarget(name: "LarderClientTests", dependencies: ["LarderClient", "LarderCLI", "LarderSync", "LarderIO"]),
@@ -60,7 +66,10 @@ let package = Package(
             dependencies: ["LarderBench", "LarderServer", "LarderStore", "LarderSync", "LarderIO"]),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["LarderServer", "LarderClient", "LarderStore", "LarderBench", "LarderSync", "LarderIO"],
+            dependencies: [
+                "LarderServer", "LarderClient", "LarderStore", "LarderBench", "LarderSync", "LarderIO",
+                "LarderTestSupport",
+            ],
             resources: [.copy("Fixtures")]),
     ],
     swiftLanguageModes: [.v6]

@@ -24,6 +24,7 @@ final class Connection: @unchecked Sendable {
     let endpoint: String
 
     private struct Waiter {
+        let opcode: Opcode
         var continuation: CheckedContinuation<Result<Frame, LarderError>, Never>?
         /// Set when the deadline or a cancellation arrived before the continuation was registered.
         var aborted: LarderError?
@@ -61,15 +62,18 @@ final class Connection: @unchecked Sendable {
         io = IOThread()
     }
 
-    /// Connects (on the connection's own thread), starts reading and performs the HELLO handshake.
-    static func open(_ configuration: LarderClient.Configuration) async throws(LarderError) -> Connection {
-        let endpoint = configuration.endpoint
+    /// Connects to `endpoint` (on the connection's own thread), starts reading and performs the HELLO handshake.
+    static func open(_ configuration: LarderClient.Configuration, endpoint: LarderClient.Endpoint)
+        async throws(LarderError) -> Connection
+    {
         let timeoutMs = Int(configuration.connectTimeout.components.seconds * 1000)
             + Int(configuration.connectTimeout.components.attoseconds / 1_000_000_000_000_000)
         let connection = Connection(endpoint: endpoint.description)
         let connected = await withCheckedContinuation { (continuation: CheckedContinuation<LarderError?, Never>) in
             connection.io.start(
-                connect: { () throws(LarderError) -> Int32 in try ClientSocket.connect(endpoint, timeoutMs: max(1, timeoutMs)) },
+                connect: { () throws(LarderError) -> Int32 in
+                    try ClientSocket.connect(endpoint, timeoutMs: max(1, timeoutMs))
+                },
                 connected: { continuation.resume(returning: $0) },
                 received: connection.readerStep(), ended: { connection.ended($0) })
         }
@@ -139,7 +143,8 @@ final class Connection: @unchecked Sendable {
             let id = nextID
             nextID = nextID == UInt32.max ? 1 : nextID + 1
             waiters[id] = Waiter(
-                request: Frame(opcode: opcode, requestID: id, json: json, binary: binary), progress: progress,
+                opcode: opcode, request: Frame(opcode: opcode, requestID: id, json: json, binary: binary),
+                progress: progress,
                 onReply: onReply)
             return .success(id)
         }
@@ -320,23 +325,18 @@ final class Connection: @unchecked Sendable {
         }
     }
 
-    /// The I/O thread's loop ended: every request in flight fails with why.
+    /// The I/O thread's loop ended: every request in flight fails with why (and whether it was sent).
     private func ended(_ end: IOThread.End) {
-        func lost(_ why: String) -> LarderError {
-            let pending = load
-            return LarderError(
-                .unavailable, "lost the connection to \(endpoint): \(why)"
-                    + (pending > 0 ? "; \(pending) request(s) in flight may or may not have been applied" : ""))
-        }
+        func lost(_ why: String) -> LarderError { LarderError(.unavailable, "lost the connection to \(endpoint): \(why)") }
         switch end {
-        case .peerClosed: close(lost("the server closed the connection"))
-        case .readFailed(let code): close(lost(ClientSocket.errnoText(code)))
+        case .peerClosed: close(lost("the server closed the connection"), lost: true)
+        case .readFailed(let code): close(lost(ClientSocket.errnoText(code)), lost: true)
         case .writeFailed(let code, let name):
             close(
                 LarderError(
                     .unavailable, "the connection to \(endpoint) broke while sending \(name) ("
-                        + ClientSocket.errnoText(code) + "); requests in flight may or may not have been applied"))
-        case .invalid(let error): close(error)
+                        + ClientSocket.errnoText(code) + ")"), lost: true)
+        case .invalid(let error): close(error, lost: true)
         case .stopped: close()
         }
     }
@@ -406,14 +406,17 @@ final class Connection: @unchecked Sendable {
         }
     }
 
-    /// Fails every request in flight with `error` and shuts the socket; later calls fail at once.
-    func close(_ error: LarderError = LarderError(.unavailable, "the client closed the connection")) {
+    /// Fails every request in flight with `error` and shuts the socket; later calls fail at once. `lost`: the
+    /// connection broke (rather than being closed by this client), and each request's error says whether it was sent.
+    func close(
+        _ error: LarderError = LarderError(.unavailable, "the client closed the connection"), lost: Bool = false
+    ) {
         var sinks: [EventSink] = []
         defer {
             let failure = lock.withLock { self.failure } ?? error
             for sink in sinks { sink.fail(failure) }
         }
-        let continuations: [CheckedContinuation<Result<Frame, LarderError>, Never>] = lock.withLock {
+        let continuations: [(CheckedContinuation<Result<Frame, LarderError>, Never>, LarderError)] = lock.withLock {
             sinks = Array(subscriptions.values)
             subscriptions.removeAll()
             guard failure == nil else { return [] }
@@ -424,12 +427,32 @@ final class Connection: @unchecked Sendable {
                     field: serverError.field, details: serverError.details)
             }
             failure = error
-            let continuations = waiters.values.compactMap(\.continuation)
+            // Each request learns whether it was handed to the socket's thread: one that never was (it waited for an
+            // in-flight slot) was not applied anywhere; one that was may have reached the server.
+            let continuations = waiters.values.compactMap { waiter in
+                waiter.continuation.map {
+                    ($0, lost ? Connection.lost(error, opcode: waiter.opcode, sent: waiter.request == nil) : error)
+                }
+            }
             waiters.removeAll()
             queue.removeAll()
             return continuations
         }
-        for continuation in continuations { continuation.resume(returning: .failure(lock.withLock { failure! })) }
+        for (continuation, error) in continuations { continuation.resume(returning: .failure(error)) }
         io.stop()
+    }
+
+    /// The error a request in flight gets when its connection ends with `error`: UNAVAILABLE (unless the server said
+    /// otherwise) saying whether the request was sent, with details `sent`. A request that was sent may have been
+    /// applied; one that was not was applied nowhere.
+    static func lost(_ error: LarderError, opcode: Opcode, sent: Bool) -> LarderError {
+        guard error.status == .unavailable else { return error }
+        var details = error.details
+        details["sent"] = .bool(sent)
+        let what =
+            sent
+            ? "\(opcode.name) was sent and may or may not have been applied; read it back before retrying"
+            : "\(opcode.name) was not sent, so it was not applied"
+        return LarderError(.unavailable, "\(error.message) (\(what))", field: error.field, details: details)
     }
 }
