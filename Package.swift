@@ -7,7 +7,10 @@ let strict: [SwiftSetting] = [
 
 let package = Package(
     name: "Larder",
-    platforms: [.macOS(.v15)],
+    // The server needs Linux (epoll; see README "Platforms"). LarderWire and LarderClient are portable
+    // POSIX and target Apple platforms too, at the versions Synchronization and task executors need; only Linux is
+    // verified (scripts/test).
+    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
     products: [
         .library(name: "LarderClient", targets: ["LarderClient"]),
         .library(name: "LarderWire", targets: ["LarderWire"]),

@@ -730,7 +730,7 @@ struct LogPage: Sendable {
     }
 }
 
-/// A tiny lock-protected counter.
+/// A counter shared between threads: an atomic, relaxed (only its value is read, never used to order other memory).
 final class AtomicCounter: Sendable {
     private let value = Synchronization.Atomic<Int>(0)
     func add(_ delta: Int) { value.add(delta, ordering: .relaxed) }
