@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import LarderIO
 
 /// One phase of load (the preloads, then the measured run): read-only, shared by its workers.
 struct Phase: Sendable {

@@ -1,4 +1,5 @@
 import Foundation
+import LarderIO
 
 /// The bytes the load is made of: document ids and bodies, JPEG blobs, Redis keys and values.
 ///

@@ -1,5 +1,6 @@
 import Foundation
 import LarderWire
+import LarderIO
 
 /// The percentiles every report gives, in order.
 let reportPercentiles: [Double] = [50, 90, 99, 99.9]

@@ -1,4 +1,5 @@
 import Foundation
+import LarderIO
 import LarderSync
 import LarderWire
 
@@ -10,8 +11,10 @@ import Musl
 import Darwin
 #endif
 
-/// One connection to a server: a reader thread that dispatches replies by request id to waiting tasks, and a
-/// lock-protected write path that any task may use.
+/// One connection to a server. Its socket belongs to a thread of its own (`IOThread`): that thread connects, writes
+/// what callers queued and reads replies, which it hands by request id to the waiting tasks. A caller never makes a
+/// system call that can block: a request is encoded on the caller's task and queued, so a slow network or a server
+/// that stops reading never holds one of Swift concurrency's few cooperative threads.
 ///
 /// Every request holds one of the server's `maxInFlight` slots from the moment it is written until its reply
 /// arrives; a request that finds no free slot waits in a queue (still bound by its deadline). A request that times
@@ -28,9 +31,9 @@ final class Connection: @unchecked Sendable {
         /// The request, kept until it is written (it may wait for a slot).
         var request: Frame?
         var holdsSlot = false
-        /// Called on the reader thread with (bytes received, frame size) while a large reply arrives.
+        /// Called on the I/O thread with (bytes received, frame size) while a large reply arrives.
         var progress: (@Sendable (Int, Int) -> Void)?
-        /// Called on the reader thread with the reply before the next frame is read (WATCH registers its events'
+        /// Called on the I/O thread with the reply before the next frame is read (WATCH registers its events'
         /// destination there, so none can arrive first).
         var onReply: (@Sendable (Frame) -> Void)?
     }
@@ -48,29 +51,33 @@ final class Connection: @unchecked Sendable {
     /// Where each subscription's EVENT frames go, by subscription id.
     private var subscriptions: [UInt32: EventSink] = [:]
 
-    // Guarded by `writeLock`.
-    private let writeLock = Lock()
+    // Guarded by `encoderLock`: requests are encoded in the order their slots were granted.
+    private let encoderLock = Lock()
     private var encoder = FrameEncoder()
-    private var output: [UInt8] = []
-    private var fd: Int32
 
-    private init(fd: Int32, endpoint: String) {
-        self.fd = fd
+    private let io: IOThread
+
+    private init(endpoint: String) {
         self.endpoint = endpoint
+        io = IOThread()
     }
 
-    /// Connects to `endpoint`, starts the reader thread and performs the HELLO handshake.
+    /// Connects to `endpoint` (on the connection's own thread), starts reading and performs the HELLO handshake.
     static func open(_ configuration: LarderClient.Configuration, endpoint: LarderClient.Endpoint)
         async throws(LarderError) -> Connection
     {
         let timeoutMs = Int(configuration.connectTimeout.components.seconds * 1000)
             + Int(configuration.connectTimeout.components.attoseconds / 1_000_000_000_000_000)
-        let fd = try Socket.connect(endpoint, timeoutMs: max(1, timeoutMs))
-        let connection = Connection(fd: fd, endpoint: endpoint.description)
-        let thread = Thread { connection.readLoop() }
-        thread.name = "larder-client-reader"
-        thread.stackSize = 256 << 10
-        thread.start()
+        let connection = Connection(endpoint: endpoint.description)
+        let connected = await withCheckedContinuation { (continuation: CheckedContinuation<LarderError?, Never>) in
+            connection.io.start(
+                connect: { () throws(LarderError) -> Int32 in
+                    try ClientSocket.connect(endpoint, timeoutMs: max(1, timeoutMs))
+                },
+                connected: { continuation.resume(returning: $0) },
+                received: connection.readerStep(), ended: { connection.ended($0) })
+        }
+        if let connected { throw connected }
         let hello = HelloRequest(
             compression: configuration.compression ? [zlibCompression] : [], client: configuration.clientName,
             token: configuration.token)
@@ -81,7 +88,7 @@ final class Connection: @unchecked Sendable {
         } catch {
             connection.close(error)
             throw error.status == .deadlineExceeded
-                ? Socket.connectError(endpoint.description, "no answer to HELLO within the connect timeout")
+                ? ClientSocket.connectError(endpoint.description, "no answer to HELLO within the connect timeout")
                 : error
         }
         do throws(LarderError) {
@@ -98,7 +105,7 @@ final class Connection: @unchecked Sendable {
     }
 
     private func negotiated(_ hello: HelloResponse) {
-        writeLock.withLock {
+        encoderLock.withLock {
             encoder.compressionEnabled = hello.compression == zlibCompression
             encoder.threshold = hello.compressionThreshold
         }
@@ -257,7 +264,7 @@ final class Connection: @unchecked Sendable {
         continuation?.resume(returning: .failure(error))
     }
 
-    /// Writes request `id`, which holds a slot.
+    /// Queues request `id`, which holds a slot, for the I/O thread to write.
     private func write(_ id: UInt32) {
         guard
             let taken = lock.withLock({ () -> (Frame, (@Sendable (Int, Int) -> Void)?)? in
@@ -267,42 +274,30 @@ final class Connection: @unchecked Sendable {
             })
         else { return }
         let (frame, progress) = taken
-        let errorCode: Int32 = writeLock.withLock {
-            guard fd >= 0 else { return EBADF }
-            output.removeAll(keepingCapacity: output.capacity <= 1 << 20)
-            encoder.encode(frame, into: &output)
-            let total = output.count
-            var report: ((Int) -> Void)?
-            if frame.binary.count >= 1 << 20, let progress { report = { progress($0, total) } }
-            return output.withUnsafeBytes { Socket.writeAll(fd, $0, progress: report) }
-        }
-        if errorCode != 0 {
-            close(
-                LarderError(
-                    .unavailable, "the connection to \(endpoint) broke while sending \(frame.opcode.name) ("
-                        + Socket.errnoText(errorCode) + ")"), lost: true)
+        // Encoded and queued under one lock: the bytes of two requests never interleave, and requests go out in the
+        // order they were granted slots.
+        encoderLock.withLock { () -> Void in
+            var bytes: [UInt8] = []
+            encoder.encode(frame, into: &bytes)
+            let total = bytes.count
+            var report: (@Sendable (Int) -> Void)?
+            if frame.binary.count >= 1 << 20, let progress {
+                report = { @Sendable (sent: Int) -> Void in progress(sent, total) }
+            }
+            io.send(bytes, name: frame.opcode.name, progress: report)
         }
     }
 
     // MARK: - Reading
 
-    private func readLoop() {
+    /// What the I/O thread does with the bytes it reads: frames out of them, each delivered; an error ends the
+    /// connection.
+    private func readerStep() -> (UnsafeRawBufferPointer) -> LarderError? {
         var decoder = FrameDecoder()
         decoder.acceptsCompressed = false  // until the server's HELLO answer agrees to zlib
         var buffer = ByteBuffer()
-        let capacity = 64 << 10
-        let chunk = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16)
-        defer { chunk.deallocate() }
-        var ending: LarderError?
-        reading: while true {
-            let n = Socket.read(fd, chunk, capacity)
-            if n <= 0 {
-                let why = n == 0 ? "the server closed the connection" : Socket.errnoText(Int32(-n))
-                ending = LarderError(
-                    .unavailable, "lost the connection to \(endpoint): \(why)")
-                break
-            }
-            buffer.append(UnsafeRawBufferPointer(start: chunk, count: n))
+        return { [unowned self] bytes in
+            buffer.append(bytes)
             do throws(FrameError) {
                 while let header = try decoder.peekHeader(buffer), let frame = try decoder.next(&buffer) {
                     // A large reply's progress ends at its whole size, before its caller has it.
@@ -321,17 +316,28 @@ final class Connection: @unchecked Sendable {
                 if let header = try decoder.peekHeader(buffer), header.binaryLength >= 1 << 20 {
                     reportProgress(header, received: buffer.readableCount)
                 }
+                return nil
             } catch {
-                ending = LarderError(
+                return LarderError(
                     error.error.status, "the server at \(endpoint) sent a frame the client cannot read: "
                         + error.error.message)
-                break reading
             }
         }
-        close(ending ?? LarderError(.unavailable, "lost the connection to \(endpoint)"), lost: true)
-        writeLock.withLock {
-            closeDescriptor(fd)
-            fd = -1
+    }
+
+    /// The I/O thread's loop ended: every request in flight fails with why (and whether it was sent).
+    private func ended(_ end: IOThread.End) {
+        func lost(_ why: String) -> LarderError { LarderError(.unavailable, "lost the connection to \(endpoint): \(why)") }
+        switch end {
+        case .peerClosed: close(lost("the server closed the connection"), lost: true)
+        case .readFailed(let code): close(lost(ClientSocket.errnoText(code)), lost: true)
+        case .writeFailed(let code, let name):
+            close(
+                LarderError(
+                    .unavailable, "the connection to \(endpoint) broke while sending \(name) ("
+                        + ClientSocket.errnoText(code) + ")"), lost: true)
+        case .invalid(let error): close(error, lost: true)
+        case .stopped: close()
         }
     }
 
@@ -354,16 +360,13 @@ final class Connection: @unchecked Sendable {
         }
         onReply?(frame)
         continuation?.resume(returning: .success(frame))
-        if !writes.isEmpty {
-            // Never write on the reader thread: a blocked write there would stop the replies that unblock it.
-            let ids = writes
-            DispatchQueue.global().async { for id in ids { self.write(id) } }
-        }
+        // Queued, not written: the I/O thread writes them once it is done reading.
+        for id in writes { write(id) }
     }
 
     // MARK: - The change feed
 
-    /// Sends WATCH; its answer registers `sink` for the subscription's events on the reader thread, before any
+    /// Sends WATCH; its answer registers `sink` for the subscription's events on the I/O thread, before any
     /// event can be read.
     func watch(_ json: [UInt8], sink: EventSink, timeout: Duration?) async throws(LarderError) -> Frame {
         try await call(.watch, json: json, binary: [], timeout: timeout, onReply: { [weak self] frame in
@@ -390,7 +393,7 @@ final class Connection: @unchecked Sendable {
         Task { _ = try? await self.call(.unwatch, json: json, binary: [], timeout: .seconds(30)) }
     }
 
-    /// An EVENT frame, on the reader thread: to its subscription's stream. Other pushed opcodes (from a later server)
+    /// An EVENT frame, on the I/O thread: to its subscription's stream. Other pushed opcodes (from a later server)
     /// are ignored.
     private func deliverEvent(_ frame: Frame) {
         guard frame.opcode == .event, let sink = lock.withLock({ subscriptions[frame.requestID] }),
@@ -424,7 +427,8 @@ final class Connection: @unchecked Sendable {
                     field: serverError.field, details: serverError.details)
             }
             failure = error
-            // Each request learns whether it reached the socket: one never written was not applied anywhere.
+            // Each request learns whether it was handed to the socket's thread: one that never was (it waited for an
+            // in-flight slot) was not applied anywhere; one that was may have reached the server.
             let continuations = waiters.values.compactMap { waiter in
                 waiter.continuation.map {
                     ($0, lost ? Connection.lost(error, opcode: waiter.opcode, sent: waiter.request == nil) : error)
@@ -435,13 +439,7 @@ final class Connection: @unchecked Sendable {
             return continuations
         }
         for (continuation, error) in continuations { continuation.resume(returning: .failure(error)) }
-        writeLock.withLock {
-            if fd >= 0 { _ = shutdown(fd, Int32(SHUT_RDWR)) }
-        }
-    }
-
-    deinit {
-        if fd >= 0 { closeDescriptor(fd) }
+        io.stop()
     }
 
     /// The error a request in flight gets when its connection ends with `error`: UNAVAILABLE (unless the server said
@@ -457,8 +455,4 @@ final class Connection: @unchecked Sendable {
             : "\(opcode.name) was not sent, so it was not applied"
         return LarderError(.unavailable, "\(error.message) (\(what))", field: error.field, details: details)
     }
-}
-
-private func closeDescriptor(_ fd: Int32) {
-    _ = close(fd)
 }

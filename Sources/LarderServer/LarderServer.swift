@@ -8,6 +8,7 @@ import Foundation
 import LarderStore
 import LarderSync
 import LarderWire
+import LarderIO
 
 /// The Larder server: listens on TCP (and optionally a Unix socket), speaks the Larder protocol, and serves a store.
 ///
@@ -259,9 +260,6 @@ public final class LarderServer: Sendable {
         Socket.close(fd)
     }
 
-    /// Graceful shutdown: stop accepting, answer new requests UNAVAILABLE, wait (up to the grace period) for requests
-    /// in flight and their replies, close every connection, checkpoint and close the store. Blocks until done; safe
-    /// to call more than once.
     /// Cancels the accept sources and returns once their descriptors are closed: a connect after `shutdown()` (or after
     /// the server is dropped) is refused rather than left in a backlog nobody accepts from. The cancel handler runs
     /// asynchronously on the accept queue, hence the wait.
@@ -271,6 +269,9 @@ public final class LarderServer: Sendable {
         for listener in listeners { listener.closed.wait() }
     }
 
+    /// Graceful shutdown: stop accepting, answer new requests UNAVAILABLE, wait (up to the grace period) for requests
+    /// in flight and their replies, close every connection, checkpoint and close the store. Blocks until done; safe
+    /// to call more than once.
     public func shutdown() {
         let listeners = state.withLock { s -> [ListenerBox]? in
             guard !s.stopped else { return nil }

@@ -29,10 +29,12 @@ public struct ServerConfiguration: Sendable {
     public var outputHighWaterBytes: Int = 4 << 20
     /// How long shutdown waits for requests in flight and unsent replies before closing connections anyway.
     public var shutdownGraceMs: Int = 10_000
-    /// Testing only: every SEARCH waits at this gate before it runs, so a test can act while one is surely in flight.
-    public var searchGate: TestGate?
-    /// Testing only: `larder-server` waits at this gate before it opens the store (to signal a server still starting).
-    public var startGate: TestGate?
+    /// Testing only (package access): every SEARCH waits at this gate before it runs, so a test can act while one is
+    /// surely in flight. See `TestGate.fromEnvironment` for tests of a server process.
+    package var searchGate: TestGate?
+    /// Testing only (package access): `larder-server` waits at this gate before it opens the store (to signal a server
+    /// still starting).
+    package var startGate: TestGate?
     /// Bytes of recent GET answers the event loops keep (split between them); 0 turns the read cache off.
     public var readCacheBytes: Int = 64 << 20
     /// TCP keepalive on client connections: probes start after this many silent seconds (then every sixth of it, six
@@ -89,7 +91,6 @@ public enum ServerOptions {
         var apply: @Sendable (inout ServerConfiguration, String) throws(UsageError) -> Void
 
         /// A hook for the tests (`--test-...`), left out of `--help`.
-        var isTestHook: Bool { name.hasPrefix("test-") }
     }
 
     static func integer(_ name: String, _ text: String, min: Int = 0, max: Int = Int(Int32.max)) throws(UsageError)
@@ -260,18 +261,6 @@ public enum ServerOptions {
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
                     c.shutdownGraceMs = try integer("shutdown-grace-ms", v)
                 }),
-            Option(
-                name: "test-search-gate", env: "LARDER_TEST_SEARCH_GATE", valueName: "PATH",
-                help: "testing only: hold every SEARCH at the test's gate (TestGate)",
-                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
-                    c.searchGate = TestGate(path: v)
-                }),
-            Option(
-                name: "test-start-gate", env: "LARDER_TEST_START_GATE", valueName: "PATH",
-                help: "testing only: wait at the test's gate before opening the store (TestGate)",
-                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
-                    c.startGate = TestGate(path: v)
-                }),
         ]
     }()
 
@@ -359,7 +348,7 @@ public enum ServerOptions {
             Options (each also read from the environment variable shown):
 
             """
-        for option in options where !option.isTestHook {
+        for option in options {
             let left = "  --\(option.name) \(option.valueName)"
             let padded = left.padding(toLength: max(left.count + 1, 36), withPad: " ", startingAt: 0)
             text += "\(padded)\(option.help) [\(option.env)]\n"

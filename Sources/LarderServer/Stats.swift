@@ -1,6 +1,7 @@
 import LarderSync
 import LarderWire
 import Synchronization
+import LarderIO
 
 /// A log-linear latency histogram: exact below 8, then 8 buckets per power of two (at most 12.5% relative error),
 /// covering every `UInt64`. Small, mergeable and cheap to record into.

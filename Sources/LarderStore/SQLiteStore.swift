@@ -70,7 +70,8 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
         writer.textIndexer = textIndexer
         self.writer = writer
         self.textIndexer = textIndexer
-        self.readers = try ReaderPool(path: path, textIndexPath: textIndexer?.path, count: configuration.readerCount)
+        self.readers = try ReaderPool(path: path, textIndexPath: textIndexer?.path, count: configuration.readerCount,
+            hook: configuration.readerHook)
         // A backlog left by the last run (or a start-over's) is worked through in the background.
         textIndexer?.poke()
     }

@@ -4,6 +4,7 @@ import LarderWire
 import Testing
 
 @testable import LarderBench
+import LarderIO
 
 /// The protocol drivers in isolation (fed bytes by hand, drip-fed and in random splits), the payloads and the key
 /// distributions.
