@@ -180,8 +180,14 @@ final class ServerContext: Sendable {
     let machineConfiguration: ConnectionStateMachine.Configuration
     /// Requests in flight on every connection (for shutdown).
     let inFlight = AtomicCounter()
+    /// BACKUP and BACKUP_READ (nil in tests that build a context of their own).
+    let backups: BackupService?
 
-    init(router: Router, stats: ServerStats, logger: Logger, machineConfiguration: ConnectionStateMachine.Configuration) {
+    init(
+        router: Router, stats: ServerStats, logger: Logger, machineConfiguration: ConnectionStateMachine.Configuration,
+        backups: BackupService? = nil
+    ) {
+        self.backups = backups
         self.router = router
         self.stats = stats
         self.logger = logger
@@ -409,6 +415,11 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         let logger = context.logger
         logger.debug("conn \(id) request \(frame.requestID) \(frame.opcode.name)")
         if let reply = context.router.handleInline(frame, reads: shard.pointReads) { return completed(reply, started: started) }
+        if let backups = context.backups, BackupService.handles(frame.opcode) {
+            return backups.handle(frame, connection: id) { [self] reply in
+                shard.loop.async { [self] in completed(reply, started: started) }
+            }
+        }
         context.router.handle(frame, writes: writeLane) { [self] reply in
             shard.loop.async { [self] in completed(reply, started: started) }
         }
@@ -481,6 +492,7 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         }
         if !senderHasIt { Socket.close(fd) }
         shard.connections[ObjectIdentifier(self)] = nil
+        context.backups?.connectionClosed(id)
         if !subscriptions.isEmpty {
             context.stats.watchesEnded(subscriptions.count)
             subscriptions.removeAll()

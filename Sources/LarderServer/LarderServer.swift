@@ -103,8 +103,12 @@ public final class LarderServer: Sendable {
             limits: configuration.limits, token: configuration.token,
             compressionThreshold: configuration.compressionThreshold, zlibLevel: configuration.zlibLevel,
             outputHighWaterBytes: configuration.outputHighWaterBytes, serverName: LarderServer.serverName)
+        let backups = BackupService(
+            store: store, queue: workQueue, gate: configuration.backupGate,
+            maxChunkBytes: configuration.limits.maxBlobBytes)
         context = ServerContext(
-            router: router, stats: stats, logger: Logger(level: configuration.logLevel), machineConfiguration: machine)
+            router: router, stats: stats, logger: Logger(level: configuration.logLevel), machineConfiguration: machine,
+            backups: backups)
         let lastChangeSeq = store.lastChangeSeq
         shards = (0..<max(1, configuration.ioQueues)).map {
             IOShard(

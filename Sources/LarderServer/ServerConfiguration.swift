@@ -24,6 +24,9 @@ public struct ServerConfiguration: Sendable {
     public var shutdownGraceMs: Int = 10_000
     /// Testing only: every SEARCH waits at this gate before it runs, so a test can act while one is surely in flight.
     public var searchGate: TestGate?
+    /// Testing only: every BACKUP waits at this gate inside its snapshot's read transaction, so a test can write
+    /// while a backup is surely in progress.
+    public var backupGate: TestGate?
     /// Testing only: `larder-server` waits at this gate before it opens the store (to signal a server still starting).
     public var startGate: TestGate?
     /// Bytes of recent GET answers the event loops keep (split between them); 0 turns the read cache off.
@@ -232,6 +235,12 @@ public enum ServerOptions {
                 help: "testing only: hold every SEARCH at the test's gate (TestGate)",
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
                     c.searchGate = TestGate(path: v)
+                }),
+            Option(
+                name: "test-backup-gate", env: "LARDER_TEST_BACKUP_GATE", valueName: "PATH",
+                help: "testing only: hold every BACKUP inside its snapshot at the test's gate (TestGate)",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.backupGate = TestGate(path: v)
                 }),
             Option(
                 name: "test-start-gate", env: "LARDER_TEST_START_GATE", valueName: "PATH",

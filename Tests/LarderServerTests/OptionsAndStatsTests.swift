@@ -69,7 +69,7 @@ struct ServerOptionsTests {
         }
         // The tests' hooks work but are no business of a user's.
         let hooks = ServerOptions.options.filter(\.isTestHook).map(\.name)
-        #expect(hooks == ["test-search-gate", "test-start-gate"])
+        #expect(hooks == ["test-search-gate", "test-backup-gate", "test-start-gate"])
         #expect(!ServerOptions.helpText.contains("test-") && !ServerOptions.helpText.contains("LARDER_TEST"))
         let (_, c) = try ServerOptions.parse(["--test-search-gate", "/tmp/g1", "--test-start-gate=/tmp/g2"])
         #expect(c.searchGate == TestGate(path: "/tmp/g1") && c.startGate == TestGate(path: "/tmp/g2"))
