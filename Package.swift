@@ -26,6 +26,10 @@ let package = Package(
         .systemLibrary(
             name: "CLibEdit", pkgConfig: "libedit",
             providers: [.apt(["libedit-dev"]), .brew(["libedit"])]),
+        // GNU libmicrohttpd (LGPL 2.1+): the HTTP server of --metrics-port (/metrics, /healthz).
+        .systemLibrary(
+            name: "CMicroHTTPD", pkgConfig: "libmicrohttpd",
+            providers: [.apt(["libmicrohttpd-dev"]), .brew(["libmicrohttpd"])]),
         // epoll and eventfd (part of the C library: no package, nothing to link).
         .systemLibrary(name: "CEpoll"),
         // The one lock (a pthread mutex, which ThreadSanitizer sees) and its condition variable.
@@ -33,7 +37,7 @@ let package = Package(
         .target(name: "LarderWire", dependencies: ["CZlib"], swiftSettings: strict),
         .target(name: "LarderStore", dependencies: ["LarderWire", "LarderSync", "CSQLite"], swiftSettings: strict),
         .target(
-            name: "LarderServer", dependencies: ["LarderWire", "LarderStore", "LarderSync", "CEpoll"],
+            name: "LarderServer", dependencies: ["LarderWire", "LarderStore", "LarderSync", "CEpoll", "CMicroHTTPD"],
             swiftSettings: strict),
         .target(name: "LarderClient", dependencies: ["LarderWire", "LarderSync"], swiftSettings: strict),
         .target(name: "LarderCLI", dependencies: ["LarderClient", "LarderSync", "CLibEdit"], swiftSettings: strict),

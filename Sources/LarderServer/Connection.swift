@@ -101,6 +101,8 @@ final class IOShard: EventLoopHandler, @unchecked Sendable {
     /// change with `since`) and empties its read cache, instead of the inbox growing without bound.
     let maxInboxChanges: Int
     static let defaultMaxInboxChanges = 100_000
+    /// Changes committed and waiting for `loop` to push them (the change feed's lag, for /metrics).
+    var pendingChanges: Int { inbox.withLock { $0.pending.count } }
     /// Times the inbox overflowed (for tests and STATS).
     let inboxOverflows = Atomic<Int>(0)
 
@@ -213,8 +215,9 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
     private var wireIn = 0
     private var wireOut = 0
     private var reportedPeak = 0
-    /// Point reads seen, for timing one in 16.
-    private var untimedPointReads = 0
+    /// When the bytes being decoded now were read (0 outside `readable`): the start of the replies the state machine
+    /// makes itself (HELLO, refusals), so that they are timed as every other request is.
+    private var readStarted: UInt64 = 0
     /// A flush is asked for at the end of the loop's turn: the answers produced in one turn share a `write(2)`.
     private var flushPending = false
     /// Where this connection's writes are parsed and handed to the store, in order (made at the first write).
@@ -291,7 +294,9 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
             perform(machine.readEOF(now: shard.loop.now))
         case .done(let count):
             wireIn += count
+            readStarted = DispatchTime.now().uptimeNanoseconds
             perform(machine.bytesReceived(UnsafeRawBufferPointer(rebasing: shard.readBuffer[0..<count]), now: shard.loop.now))
+            readStarted = 0
         }
         reportTraffic()
     }
@@ -403,14 +408,9 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
 
     private func execute(_ frame: Frame) {
         if frame.opcode == .watch || frame.opcode == .unwatch { return executeWatch(frame) }
-        // A point read answered here takes a few microseconds, and two clock reads were a noticeable share of it:
-        // one in 16 is timed for STATS (all are counted). Everything else is timed.
-        var timed = true
-        if Router.isInline(frame.opcode) {
-            untimedPointReads &+= 1
-            timed = untimedPointReads & 15 == 0
-        }
-        let started = timed ? DispatchTime.now().uptimeNanoseconds : 0
+        // Every request is timed, point reads answered from the cache included (STATS and /metrics): an operator
+        // reading a latency needs all of them, and a clock read (vDSO) costs tens of nanoseconds.
+        let started = DispatchTime.now().uptimeNanoseconds
         context.inFlight.add(1)
         let logger = context.logger
         logger.debug("conn \(id) request \(frame.requestID) \(frame.opcode.name)")
@@ -451,7 +451,8 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
                 // The machine's own flag decides, not the action's order: a nested flush may already have resumed.
                 setReading(!machine.readingPaused)
             case .record(let opcode, let status):
-                context.stats.request(opcode, status, latencyMicros: nil)
+                let micros = readStarted == 0 ? nil : (DispatchTime.now().uptimeNanoseconds &- readStarted) / 1000
+                context.stats.request(opcode, status, latencyMicros: micros)
             case .close(let reason):
                 close(reason)
             }

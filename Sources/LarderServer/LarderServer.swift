@@ -33,6 +33,7 @@ public final class LarderServer: Sendable {
         var nextShard = 0
         var nextConnectionID = 0
         var boundPort: Int?
+        var metrics: MetricsServer?
     }
 
     /// A listening descriptor and its accept source (only touched on the accept queue once running).
@@ -129,6 +130,7 @@ public final class LarderServer: Sendable {
             return s.stopped ? [] : s.listeners
         }
         closeListeners(listeners)
+        state.withLock { $0.metrics }?.stop()
         for shard in shards {
             shard.loop.sync {
                 for connection in Array(shard.connections.values) { connection.forceClose(.shutdown) }
@@ -150,6 +152,19 @@ public final class LarderServer: Sendable {
                 fds.append((try Socket.listenUnix(path: path, backlog: backlog), path))
             } catch {
                 Socket.close(tcp)
+                throw error
+            }
+        }
+        if let metricsPort = configuration.metricsPort {
+            do throws(IOError) {
+                let metrics = try MetricsServer(
+                    host: configuration.host, port: metricsPort, handlers: metricsHandlers())
+                state.withLock { $0.metrics = metrics }
+            } catch {
+                for (fd, path) in fds {
+                    Socket.close(fd)
+                    if let path { _ = unlink(path) }
+                }
                 throw error
             }
         }
@@ -180,6 +195,38 @@ public final class LarderServer: Sendable {
 
     /// The bound TCP port once started.
     public var port: Int? { state.withLock { $0.boundPort } }
+
+    /// The bound port of `/metrics` and `/healthz` once started, when `metricsPort` was set.
+    public var metricsPort: Int? { state.withLock { $0.metrics?.port } }
+
+    /// Why `/healthz` answers 503 now, or nil: shutting down, or the store not answering a read.
+    public var unhealthyReason: String? {
+        if state.withLock({ $0.stopped }) { return "the server is shutting down" }
+        do throws(LarderError) {
+            // A point read through the store's protocol, so it works for every store: NOT_FOUND is an answer.
+            _ = try store.get("larder_healthz", id: UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)))
+        } catch where error.status == .notFound {
+        } catch {
+            return "the store does not answer (\(error.status.name)): \(error.message)"
+        }
+        return nil
+    }
+
+    private func metricsHandlers() -> MetricsServer.Handlers {
+        MetricsServer.Handlers(
+            metrics: { [weak self] in
+                guard let self else { return "" }
+                let storeStats = try? store.stats()
+                let lag = shards.reduce(0) { $0 + $1.pendingChanges }
+                return context.stats.prometheus(
+                    now: DispatchTime.now().uptimeNanoseconds, store: storeStats, watchLagChanges: lag,
+                    version: LarderServer.version)
+            },
+            unhealthy: { [weak self] in
+                guard let self else { return "the server has stopped" }
+                return unhealthyReason
+            })
+    }
 
     /// The listening addresses, e.g. `["tcp://127.0.0.1:7411", "unix:///tmp/larder.sock"]`.
     public func addresses(port: Int) -> [String] {
@@ -295,6 +342,7 @@ public final class LarderServer: Sendable {
             context.logger.warn("checkpoint on shutdown failed: \(error)")
         }
         store.close()
+        state.withLock { $0.metrics }?.stop()
         context.logger.info("shutdown complete")
     }
 

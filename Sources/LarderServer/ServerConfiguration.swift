@@ -24,6 +24,9 @@ public struct ServerConfiguration: Sendable {
     public var shutdownGraceMs: Int = 10_000
     /// Testing only: every SEARCH waits at this gate before it runs, so a test can act while one is surely in flight.
     public var searchGate: TestGate?
+    /// Serve `/metrics` (Prometheus) and `/healthz` over HTTP on this port of `host`; nil (the default) for none, 0
+    /// for any free one (`LarderServer.metricsPort` reads it back).
+    public var metricsPort: Int?
     /// Testing only: every BACKUP waits at this gate inside its snapshot's read transaction, so a test can write
     /// while a backup is surely in progress.
     public var backupGate: TestGate?
@@ -164,6 +167,12 @@ public enum ServerOptions {
             limit(
                 "max-watch-buffer-bytes", "unsent bytes a subscriber may hold before its subscription gaps",
                 l.maxWatchBufferBytes, \.maxWatchBufferBytes),
+            Option(
+                name: "metrics-port", env: "LARDER_METRICS_PORT", valueName: "N",
+                help: "serve /metrics (Prometheus) and /healthz over HTTP on this port of --host (default: off)",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.metricsPort = try integer("metrics-port", v, max: 65535)
+                }),
             Option(
                 name: "change-retention", env: "LARDER_CHANGE_RETENTION", valueName: "N",
                 help: "changes the log keeps for WATCH since (default \(d.changeRetentionEvents))",

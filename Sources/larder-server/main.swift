@@ -52,6 +52,7 @@ server.runUntilSignalled {
     FileHandle.standardOutput.write(
         Data(
             ("\(LarderServer.serverName) listening on \(server.addresses(port: port).joined(separator: ", ")) "
+                + (server.metricsPort.map { "metrics http://\(configuration.host):\($0)/metrics " } ?? "")
                 + "data \(configuration.dataDirectory)\n").utf8))
 }
 exit(0)
