@@ -427,8 +427,9 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
 
     /// A request's answer is ready; on the shard's loop.
     private func completed(_ reply: Reply, started: UInt64) {
-        let micros = started == 0 ? nil : (DispatchTime.now().uptimeNanoseconds &- started) / 1000
+        let micros = (DispatchTime.now().uptimeNanoseconds &- started) / 1000
         context.stats.request(reply.opcode, reply.status, latencyMicros: micros)
+        context.logger.slowRequest(connection: id, peer: peer, reply, micros: micros)
         context.inFlight.add(-1)
         if reply.status != .ok {
             context.logger.debug("conn \(id) request \(reply.requestID) \(reply.opcode.name) -> \(reply.status.name)")
@@ -453,6 +454,9 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
             case .record(let opcode, let status):
                 let micros = readStarted == 0 ? nil : (DispatchTime.now().uptimeNanoseconds &- readStarted) / 1000
                 context.stats.request(opcode, status, latencyMicros: micros)
+                if let micros {
+                    context.logger.slowRequest(connection: id, peer: peer, opcode, status, requestID: nil, micros: micros)
+                }
             case .close(let reason):
                 close(reason)
             }
@@ -476,12 +480,9 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
     private func close(_ reason: CloseReason) {
         guard !closing else { return }
         closing = true
-        let level: LogLevel
-        switch reason {
-        case .peerClosed, .shutdown: level = .debug
-        default: level = .info
-        }
-        context.logger.log(level, "conn \(id) from \(peer) closed: \(reason)")
+        context.logger.log(
+            .info, "connection closed",
+            Logger.Context(connection: id, peer: peer, fields: [("reason", .string(reason.description))]))
         reportTraffic()
         // Out of the loop before the number can be reused by the next accepted connection; nothing touches the
         // descriptor after this (every I/O path checks `closing`).
@@ -511,8 +512,9 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
     private func executeWatch(_ frame: Frame) {
         let started = DispatchTime.now().uptimeNanoseconds
         let reply = frame.opcode == .watch ? watch(frame) : unwatch(frame)
-        context.stats.request(
-            reply.opcode, reply.status, latencyMicros: (DispatchTime.now().uptimeNanoseconds &- started) / 1000)
+        let micros = (DispatchTime.now().uptimeNanoseconds &- started) / 1000
+        context.stats.request(reply.opcode, reply.status, latencyMicros: micros)
+        context.logger.slowRequest(connection: id, peer: peer, reply, micros: micros)
         if reply.status != .ok {
             context.logger.debug("conn \(id) request \(reply.requestID) \(reply.opcode.name) -> \(reply.status.name)")
         }

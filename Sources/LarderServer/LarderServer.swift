@@ -108,7 +108,9 @@ public final class LarderServer: Sendable {
             store: store, queue: workQueue, gate: configuration.backupGate,
             maxChunkBytes: configuration.limits.maxBlobBytes)
         context = ServerContext(
-            router: router, stats: stats, logger: Logger(level: configuration.logLevel), machineConfiguration: machine,
+            router: router, stats: stats, logger: Logger(
+                level: configuration.logLevel, format: configuration.logFormat,
+                slowMicros: UInt64(configuration.slowMs) * 1000), machineConfiguration: machine,
             backups: backups)
         let lastChangeSeq = store.lastChangeSeq
         shards = (0..<max(1, configuration.ioQueues)).map {
@@ -258,9 +260,10 @@ public final class LarderServer: Sendable {
                 if error.errno == EMFILE || error.errno == ENFILE { usleep(10_000) }
                 return
             }
+            let peer = listener.unixPath.map { "unix:\($0)" } ?? Socket.peerName(fd)
             let stopping = state.withLock { $0.stopped }
             if stopping || context.stats.openConnections >= configuration.limits.maxConnections {
-                refuse(fd, stopping: stopping)
+                refuse(fd, peer: peer, stopping: stopping)
                 continue
             }
             let (shard, id) = state.withLock { s -> (IOShard, Int) in
@@ -269,15 +272,14 @@ public final class LarderServer: Sendable {
                 return (shards[s.nextShard], s.nextConnectionID)
             }
             context.stats.connectionOpened()
-            let peer = listener.unixPath.map { "unix:\($0)" } ?? "tcp"
-            context.logger.info("conn \(id) opened (\(peer))")
+            context.logger.log(.info, "connection opened", Logger.Context(connection: id, peer: peer))
             let connection = Connection(fd: fd, id: id, peer: peer, shard: shard, context: context)
             shard.loop.async { connection.start() }
         }
     }
 
     /// Over the connection limit (or shutting down): one error frame, written best-effort, then close.
-    private func refuse(_ fd: Int32, stopping: Bool) {
+    private func refuse(_ fd: Int32, peer: String, stopping: Bool) {
         context.stats.connectionRefused()
         let limit = configuration.limits.maxConnections
         let error =
@@ -291,7 +293,8 @@ public final class LarderServer: Sendable {
             Frame(opcode: Opcode(rawValue: 0), requestID: 0, status: error.status, flags: .response, json: error.json.bytes),
             into: &bytes)
         _ = bytes.withUnsafeBytes { try? Socket.write(fd, $0) }
-        context.logger.info("connection refused: \(error.message)")
+        context.logger.log(
+            .info, "connection refused", Logger.Context(peer: peer, fields: [("reason", .string(error.message))]))
         Socket.close(fd)
     }
 

@@ -18,6 +18,10 @@ public struct ServerConfiguration: Sendable {
     public var compressionThreshold: Int = FrameEncoder.defaultThreshold
     public var synchronous: StoreConfiguration.Synchronous = .normal
     public var logLevel: LogLevel = .info
+    /// `text` for people, `json` for log collectors (one object per line).
+    public var logFormat: LogFormat = .text
+    /// Requests that take at least this many milliseconds are logged at warn with their opcode, status and duration.
+    public var slowMs: Int = 1_000
     /// Unsent output above which the server stops reading from a connection until it drains below half of it.
     public var outputHighWaterBytes: Int = 4 << 20
     /// How long shutdown waits for requests in flight and unsent replies before closing connections anyway.
@@ -232,6 +236,22 @@ public enum ServerOptions {
                         throw UsageError(message: "--log-level must be error, warn, info or debug, not '\(v)'")
                     }
                     c.logLevel = level
+                }),
+            Option(
+                name: "log-format", env: "LARDER_LOG_FORMAT", valueName: "text|json",
+                help: "log lines for people (text) or one JSON object per line (default text)",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    guard let format = LogFormat(rawValue: v.lowercased()) else {
+                        throw UsageError(message: "--log-format must be text or json, not '\(v)'")
+                    }
+                    c.logFormat = format
+                }),
+            Option(
+                name: "slow-ms", env: "LARDER_SLOW_MS", valueName: "N",
+                help: "log requests taking N ms or more, with opcode, status and duration; 0 logs every request "
+                    + "(default \(d.slowMs))",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.slowMs = try integer("slow-ms", v)
                 }),
             Option(
                 name: "shutdown-grace-ms", env: "LARDER_SHUTDOWN_GRACE_MS", valueName: "N",
