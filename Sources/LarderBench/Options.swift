@@ -53,6 +53,8 @@ public struct BenchOptions: Sendable, Equatable {
     /// Open loop: total requests per second across all connections, sent on schedule.
     public var rate: Double?
     public var json = false
+    /// Where to write every operation's latency histogram in HdrHistogram's log format.
+    public var hdrOut: String?
     public var assertions: [Assertion] = []
     public var token: String?
     public var collection = "bench"
@@ -198,6 +200,7 @@ public enum BenchArguments {
             case "--json":
                 try flag()
                 options.json = true
+            case "--hdr-out": options.hdrOut = try value(name, inline)
             case "--quiet", "-q":
                 try flag()
                 options.quiet = true
@@ -325,6 +328,8 @@ public enum BenchArguments {
                                   (with a unit: ns, us, ms, s), ops (per second), count, or errors (a share of
                                   requests: 0.5% or 0.005). Examples: 'get.p99<5ms', 'ops>=20000', 'errors<1%'
           --max-error-rate R      the same as --assert 'errors<=R'
+          --hdr-out FILE          every operation's full latency histogram in HdrHistogram's log format
+                                  (Tag=get; in an open loop also get-uncorrected), for HdrHistogram's tools
 
         Exit status: 0 success, 1 an assertion failed, 2 the run could not be made (cannot connect, the server
         broke the protocol), 64 bad options.
