@@ -76,6 +76,45 @@ import Testing
         }
     }
 
+    /// scripts/percentile-chart (what scripts/bench-vs-redis draws its charts with) on the logs of a run against a real
+    /// Larder server and one against a (fake) Redis: one panel per case, each with a Larder and a Redis line of
+    /// points rising with the percentile, in an SVG that parses as XML.
+    @Test func percentileChartDrawsLarderAgainstRedis() throws {
+        let directory = NSTemporaryDirectory() + "larder-chart-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let larder = directory + "/larder.hlog", redis = directory + "/redis.hlog", svg = directory + "/chart.svg"
+        let common = ["--connections", "2", "--requests", "300", "--mix", "get=1,create=1", "--preload", "50", "--quiet"]
+        let larderRun = try withLarderServer { port in
+            try runBench(["run", "--port", "\(port)", "--hdr-out", larder] + common)
+        }
+        #expect(larderRun.status == 0, "\(larderRun.stderr)")
+        let fake = try FakeRedis()
+        defer { fake.stop() }
+        let redisRun = try runBench(["run", "--target", "redis", "--port", "\(fake.port)", "--hdr-out", redis] + common)
+        #expect(redisRun.status == 0, "\(redisRun.stderr)")
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("scripts/percentile-chart").path
+        let drawn = try Self.python([
+            script, svg, "GET", larder + "#get", redis + "#get", "CREATE", larder + "#create", redis + "#create",
+        ])
+        #expect(drawn.status == 0, "percentile-chart: \(drawn.output)")
+        let check = """
+            import sys, xml.etree.ElementTree as ET
+            root = ET.parse(sys.argv[1]).getroot()
+            ns = "{http://www.w3.org/2000/svg}"
+            lines = root.findall(".//" + ns + "polyline")
+            names = [l.get("data-name") for l in lines]
+            rising = all(
+                all(float(b.split(",")[1]) <= float(a.split(",")[1]) for a, b in zip(pts, pts[1:]))
+                for pts in (l.get("points").split() for l in lines))
+            titles = [t.text for t in root.iter(ns + "text")]
+            print(len(lines), ",".join(names), rising, "GET" in titles and "CREATE" in titles)
+            """
+        let checked = try Self.python(["-c", check, svg])
+        #expect(checked.output.trimmingCharacters(in: .whitespacesAndNewlines) == "4 Larder,Redis,Larder,Redis True True")
+    }
+
     /// HdrHistogram's varint: ZigZag, then LEB128 with a ninth byte of 8 bits.
     @Test func zigzagLEB128() {
         func encode(_ v: Int64) -> [UInt8] {
