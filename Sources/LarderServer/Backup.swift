@@ -72,6 +72,32 @@ final class BackupService: Sendable {
         }
         discard(connection: connection)
         state.withLock { _ = $0.beginning.insert(connection) }
+        let written: (fd: Int32, size: Int64, sha256: String)
+        do throws(LarderError) {
+            written = try write(store)
+        } catch {
+            state.withLock { _ = $0.beginning.remove(connection) }
+            throw error
+        }
+        let kept = state.withLock { s -> Int64? in
+            // The connection closed while the snapshot was written: nobody will read it.
+            guard s.beginning.remove(connection) != nil else { return nil }
+            s.nextNumber += 1
+            s.snapshots[connection] = Snapshot(number: s.nextNumber, fd: written.fd, size: written.size)
+            return s.nextNumber
+        }
+        guard let number = kept else {
+            close(written.fd)
+            throw LarderError(.unavailable, "the connection closed")
+        }
+        let response = BackupResponse(
+            backup: number, size: written.size, sha256: written.sha256, format: store.snapshotFormat)
+        return (response.json.bytes, [])
+    }
+
+    /// Writes a snapshot, opens it and unlinks it (the descriptor keeps it readable, and a crash leaves nothing
+    /// behind), and reads it once for its size and SHA-256.
+    private func write(_ store: any SnapshotStore) throws(LarderError) -> (fd: Int32, size: Int64, sha256: String) {
         var hold: (@Sendable () -> Void)?
         if let gate { hold = { gate.pass() } }
         let path = try store.snapshot(whileReading: hold)
@@ -80,7 +106,6 @@ final class BackupService: Sendable {
             unlink(path)
             throw LarderError(.internal, "the backup was written but cannot be read back (errno \(errno))")
         }
-        // Unlinked at once: the descriptor keeps it readable, and a crash leaves nothing behind.
         unlink(path)
         var hasher = SHA256()
         var size: Int64 = 0
@@ -96,20 +121,7 @@ final class BackupService: Sendable {
             hasher.update(Array(buffer[0..<n]))
             size += Int64(n)
         }
-        let kept = state.withLock { s -> Int64? in
-            // The connection closed while the snapshot was written: nobody will read it.
-            guard s.beginning.remove(connection) != nil else { return nil }
-            s.nextNumber += 1
-            s.snapshots[connection] = Snapshot(number: s.nextNumber, fd: fd, size: size)
-            return s.nextNumber
-        }
-        guard let number = kept else {
-            close(fd)
-            throw LarderError(.unavailable, "the connection closed")
-        }
-        let response = BackupResponse(
-            backup: number, size: size, sha256: hasher.finalizeHex(), format: store.snapshotFormat)
-        return (response.json.bytes, [])
+        return (fd, size, hasher.finalizeHex())
     }
 
     private func read(_ request: BackupReadRequest, connection: Int) throws(LarderError) -> ([UInt8], [UInt8]) {
