@@ -22,6 +22,9 @@ let package = Package(
         .systemLibrary(
             name: "CSQLite", pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]),
+        .systemLibrary(
+            name: "CLibPQ", pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"]), .brew(["libpq"])]),
         // libedit (BSD licence): line editing, history and completion for the `larder` prompt.
         .systemLibrary(
             name: "CLibEdit", pkgConfig: "libedit",
@@ -35,7 +38,8 @@ let package = Package(
         // The one lock (a pthread mutex, which ThreadSanitizer sees) and its condition variable.
         .target(name: "LarderSync", swiftSettings: strict),
         .target(name: "LarderWire", dependencies: ["CZlib"], swiftSettings: strict),
-        .target(name: "LarderStore", dependencies: ["LarderWire", "LarderSync", "CSQLite"], swiftSettings: strict),
+        .target(
+            name: "LarderStore", dependencies: ["LarderWire", "LarderSync", "CSQLite", "CLibPQ"], swiftSettings: strict),
         .target(
             name: "LarderServer", dependencies: ["LarderWire", "LarderStore", "LarderSync", "CEpoll", "CMicroHTTPD"],
             swiftSettings: strict),
@@ -47,16 +51,21 @@ let package = Package(
         .executableTarget(
             name: "larder-bench", dependencies: ["LarderBench", "LarderClient", "LarderStore", "LarderWire"],
             swiftSettings: strict),
+        // What the test targets share: the throwaway PostgreSQL they start (Tests/LarderTestSupport).
+        .target(name: "LarderTestSupport", dependencies: ["LarderStore", "LarderSync"], path: "Tests/LarderTestSupport"),
         .testTarget(name: "LarderWireTests", dependencies: ["LarderWire"]),
         .testTarget(
-            name: "LarderStoreTests", dependencies: ["LarderStore", "LarderSync"], resources: [.copy("Fixtures")]),
+            name: "LarderStoreTests", dependencies: ["LarderStore", "LarderSync", "LarderTestSupport"],
+            resources: [.copy("Fixtures")]),
         .testTarget(name: "LarderServerTests", dependencies: ["LarderServer", "LarderSync"]),
         .testTarget(name: "LarderClientTests", dependencies: ["LarderClient", "LarderCLI", "LarderSync"]),
         .testTarget(
             name: "LarderBenchTests", dependencies: ["LarderBench", "LarderServer", "LarderStore", "LarderSync"]),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["LarderServer", "LarderClient", "LarderStore", "LarderBench", "LarderSync"],
+            dependencies: [
+                "LarderServer", "LarderClient", "LarderStore", "LarderBench", "LarderSync", "LarderTestSupport",
+            ],
             resources: [.copy("Fixtures")]),
     ],
     swiftLanguageModes: [.v6]

@@ -24,7 +24,7 @@ extension LarderClient {
         let started = try await connection.call(.backup, json: [], binary: [], timeout: nil, progress: nil)
         let snapshot = try BackupResponse(json: try started.jsonObject())
         let partial = path + ".partial"
-        let fd = open(partial, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        let fd = Glibc.open(partial, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             throw LarderError(.internal, "cannot create \(partial): \(String(cString: strerror(errno)))")
         }
@@ -52,7 +52,7 @@ extension LarderClient {
             hasher.update(bytes)
             var written = 0
             while written < bytes.count {
-                let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + written, $0.count - written) }
+                let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + written, $0.count - written) }
                 if n < 0 && errno == EINTR { continue }
                 guard n > 0 else {
                     throw LarderError(.internal, "cannot write \(partial): \(String(cString: strerror(errno)))")

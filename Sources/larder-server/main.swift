@@ -53,6 +53,6 @@ server.runUntilSignalled {
         Data(
             ("\(LarderServer.serverName) listening on \(server.addresses(port: port).joined(separator: ", ")) "
                 + (server.metricsPort.map { "metrics http://\(configuration.host):\($0)/metrics " } ?? "")
-                + "data \(configuration.dataDirectory)\n").utf8))
+                + "\(server.storeDescription)\n").utf8))
 }
 exit(0)

@@ -1,5 +1,6 @@
 import Foundation
 import LarderClient
+import LarderTestSupport
 import Testing
 
 /// Where an app's server runs: in the test process, or as the `larder-server` binary, as a user runs it.
@@ -16,18 +17,25 @@ final class AppServer: @unchecked Sendable {
     private let inProcess: ClientTestServer?
     private var child: ServerChild?
     private let directory: String
+    /// The process's store options: `--postgres` with a schema of its own on PostgreSQL, none on SQLite.
+    private let storeArguments: [String]
+    private let schema: TestSchema?
 
-    init(_ backend: AppBackend) throws {
+    init(_ backend: AppBackend, _ store: ServerStore = .sqlite) throws {
         switch backend {
         case .inProcess:
-            let server = try ClientTestServer()
+            let server = try ClientTestServer(store)
             inProcess = server
             port = server.port
             directory = server.directory
+            storeArguments = []
+            schema = nil
         case .process:
             inProcess = nil
             directory = NSTemporaryDirectory() + "larder-app-\(UUID().uuidString)"
-            let server = try ServerChild(dataDirectory: directory)
+            schema = store == .postgres ? try TestPostgres.newSchema() : nil
+            storeArguments = schema.map { ["--postgres", $0.url] } ?? []
+            let server = try ServerChild(dataDirectory: directory, arguments: storeArguments)
             child = server
             port = server.port
         }
@@ -40,7 +48,7 @@ final class AppServer: @unchecked Sendable {
         if let inProcess { try inProcess.restart() }
         if let old = child {
             #expect(old.stop() == 0)
-            child = try ServerChild(dataDirectory: directory, arguments: ["--port", "\(port)"])
+            child = try ServerChild(dataDirectory: directory, arguments: ["--port", "\(port)"] + storeArguments)
         }
     }
 
@@ -50,12 +58,13 @@ final class AppServer: @unchecked Sendable {
             _ = child.stop()
             try? FileManager.default.removeItem(atPath: directory)
             try? FileManager.default.removeItem(atPath: child.logPath)
+            schema?.drop()
         }
     }
 }
 
 /// The five apps Larder was made for, replayed through the typed client with their own model structs (the shapes of
-/// samples/README.md), each on an in-process server and on a `larder-server` process.
+/// samples/README.md), each on an in-process server and on a `larder-server` process, on SQLite and on PostgreSQL.
 ///
 /// After a server restart a test reopens its client's connection (`close()`): the client hears of the old one's end
 /// on its reader thread, which a busy machine may run late, and a request sent on it meanwhile would fail (the
@@ -71,9 +80,9 @@ final class AppServer: @unchecked Sendable {
         var isMale: Bool
     }
 
-    @Test(arguments: AppBackend.allCases)
-    func profileBookSurvivesARestart(_ backend: AppBackend) async throws {
-        let server = try AppServer(backend)
+    @Test(arguments: AppBackend.allCases, ServerStore.allCases)
+    func profileBookSurvivesARestart(_ backend: AppBackend, _ store: ServerStore) async throws {
+        let server = try AppServer(backend, store)
         defer { server.stop() }
         let client = server.client()
         defer { client.close() }
@@ -126,9 +135,9 @@ final class AppServer: @unchecked Sendable {
         var photo: UUID?
     }
 
-    @Test(arguments: AppBackend.allCases)
-    func shopDiaryPhotosGoWithTheirPurchase(_ backend: AppBackend) async throws {
-        let server = try AppServer(backend)
+    @Test(arguments: AppBackend.allCases, ServerStore.allCases)
+    func shopDiaryPhotosGoWithTheirPurchase(_ backend: AppBackend, _ store: ServerStore) async throws {
+        let server = try AppServer(backend, store)
         defer { server.stop() }
         let client = server.client()
         defer { client.close() }
@@ -177,9 +186,9 @@ final class AppServer: @unchecked Sendable {
         var isFinish: Bool
     }
 
-    @Test(arguments: AppBackend.allCases)
-    func todoListWithClientMadeIDsSurvivesARestart(_ backend: AppBackend) async throws {
-        let server = try AppServer(backend)
+    @Test(arguments: AppBackend.allCases, ServerStore.allCases)
+    func todoListWithClientMadeIDsSurvivesARestart(_ backend: AppBackend, _ store: ServerStore) async throws {
+        let server = try AppServer(backend, store)
         defer { server.stop() }
         let client = server.client()
         defer { client.close() }
@@ -225,9 +234,9 @@ final class AppServer: @unchecked Sendable {
 
     enum Scope { case all, name, address }
 
-    @Test(arguments: AppBackend.allCases)
-    func studentRegisterSearchScopes(_ backend: AppBackend) async throws {
-        let server = try AppServer(backend)
+    @Test(arguments: AppBackend.allCases, ServerStore.allCases)
+    func studentRegisterSearchScopes(_ backend: AppBackend, _ store: ServerStore) async throws {
+        let server = try AppServer(backend, store)
         defer { server.stop() }
         let client = server.client()
         defer { client.close() }
@@ -289,9 +298,9 @@ final class AppServer: @unchecked Sendable {
         var description: String
     }
 
-    @Test(arguments: AppBackend.allCases)
-    func catalogueSectionsAndDetail(_ backend: AppBackend) async throws {
-        let server = try AppServer(backend)
+    @Test(arguments: AppBackend.allCases, ServerStore.allCases)
+    func catalogueSectionsAndDetail(_ backend: AppBackend, _ store: ServerStore) async throws {
+        let server = try AppServer(backend, store)
         defer { server.stop() }
         let client = server.client()
         defer { client.close() }

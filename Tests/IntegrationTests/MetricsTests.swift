@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import LarderServer
 import LarderStore
+import LarderTestSupport
 import LarderWire
 import Testing
 
@@ -154,5 +155,47 @@ import Testing
         let metrics = try Self.http(port: otherMetrics, "/metrics")
         #expect(metrics.status == 200)
         #expect(Self.value(metrics.body, "larder_store_up") == 0)
+    }
+
+    /// On PostgreSQL: 503 while the database is stopped (a cluster of the test's own), 200 again once it is back;
+    /// and BACKUP says that pg_dump is the way.
+    @Test func healthzIs503WhilePostgreSQLIsUnreachable() async throws {
+        let cluster = try Cluster()
+        defer { cluster.remove() }
+        var configuration = ServerConfiguration()
+        configuration.port = 0
+        configuration.logLevel = .error
+        configuration.postgresURL = cluster.url
+        configuration.metricsPort = 0
+        let server = try LarderServer(configuration: configuration)
+        let port = try server.start()
+        defer { server.shutdown() }
+        let metricsPort = try #require(server.metricsPort)
+        #expect(try Self.http(port: metricsPort, "/healthz").status == 200)
+        let up = try Self.http(port: metricsPort, "/metrics")
+        #expect(Self.value(up.body, "larder_store_up") == 1)
+        let checked = try Self.promtool(up.body)
+        #expect(checked.status == 0, "promtool check metrics: \(checked.output)")
+
+        let c = try RawClient.tcp(port: port)
+        _ = try c.hello()
+        let backup = try c.call(.backup)
+        #expect(backup.status == .unknownOpcode)
+        #expect(backup.replyText.contains("pg_dump"))
+
+        try cluster.stop(mode: "fast")
+        let down = try Self.http(port: metricsPort, "/healthz")
+        #expect(down.status == 503)
+        #expect(down.body.contains("UNAVAILABLE") && down.body.contains("PostgreSQL"), "\(down.body)")
+        #expect(Self.value(try Self.http(port: metricsPort, "/metrics").body, "larder_store_up") == 0)
+
+        try cluster.start()
+        let deadline = Date().addingTimeInterval(120)
+        var again = try Self.http(port: metricsPort, "/healthz")
+        while again.status != 200 && Date() < deadline {
+            try await Task.sleep(for: .milliseconds(100))
+            again = try Self.http(port: metricsPort, "/healthz")
+        }
+        #expect(again.status == 200, "\(again.body)")
     }
 }
