@@ -5,6 +5,15 @@ import LarderStore
 import LarderSync
 import Testing
 
+/// Runs blocking `work` (waiting on a process, a socket or a gate) on a thread of its own and awaits it, so that an
+/// async test does not hold one of the few threads every async test of the run shares (in a whole-suite run, tests
+/// that blocked them starved others past their time limits).
+func offThePool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
+    }
+}
+
 /// `larder backup` against a running server: a consistent online snapshot, taken while writers go on, that a new
 /// server starts on.
 @Suite(.timeLimit(.minutes(20))) struct BackupTests {
@@ -76,7 +85,7 @@ import Testing
         process.standardError = FileHandle(forWritingAtPath: output)
         try process.run()
 
-        try gate.waitForHeld(1)
+        try await offThePool { try gate.waitForHeld(1) }
         writes.withLock { $0.snapshotTaken = true }
         let heldAt = writes.withLock { $0.acknowledged.count }
         let wroteWhileHeld = await Self.waitUntil { writes.withLock { $0.acknowledged.count >= heldAt + 50 } }

@@ -14,12 +14,13 @@ import Testing
         defer { try? FileManager.default.removeItem(at: directory) }
         let run = try ServerProcessTests.launch(
             ["--port", "0", "--data-dir", directory.appendingPathComponent("data").path] + arguments)
-        let line = ServerProcessTests.firstLine(run.stdout)
+        let line = try await offThePool { ServerProcessTests.firstLine(run.stdout) }
         let port = try #require(
             line.split(separator: " ").first { $0.hasPrefix("tcp://") }.flatMap { Int($0.split(separator: ":").last!) })
         try await body(port)
-        #expect(ServerProcessTests.terminated(run.process) == 0)
-        let err = run.stderr.fileHandleForReading.readDataToEndOfFile()
+        let status = try await offThePool { ServerProcessTests.terminated(run.process) }
+        #expect(status == 0)
+        let err = try await offThePool { run.stderr.fileHandleForReading.readDataToEndOfFile() }
         return String(decoding: err, as: UTF8.self).split(separator: "\n").map(String.init)
     }
 

@@ -160,7 +160,7 @@ import Testing
     /// On PostgreSQL: 503 while the database is stopped (a cluster of the test's own), 200 again once it is back;
     /// and BACKUP says that pg_dump is the way.
     @Test func healthzIs503WhilePostgreSQLIsUnreachable() async throws {
-        let cluster = try Cluster()
+        let cluster = try await offThePool { try Cluster() }
         defer { cluster.remove() }
         var configuration = ServerConfiguration()
         configuration.port = 0
@@ -183,13 +183,13 @@ import Testing
         #expect(backup.status == .unknownOpcode)
         #expect(backup.replyText.contains("pg_dump"))
 
-        try cluster.stop(mode: "fast")
+        try await offThePool { try cluster.stop(mode: "fast") }
         let down = try Self.http(port: metricsPort, "/healthz")
         #expect(down.status == 503)
         #expect(down.body.contains("UNAVAILABLE") && down.body.contains("PostgreSQL"), "\(down.body)")
         #expect(Self.value(try Self.http(port: metricsPort, "/metrics").body, "larder_store_up") == 0)
 
-        try cluster.start()
+        try await offThePool { try cluster.start() }
         let deadline = Date().addingTimeInterval(120)
         var again = try Self.http(port: metricsPort, "/healthz")
         while again.status != 200 && Date() < deadline {
