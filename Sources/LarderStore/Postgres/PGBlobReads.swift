@@ -48,17 +48,10 @@ extension PostgresStore {
         -> (blobs: [BlobMeta], nextCursor: String?)
     {
         try SQLiteStore.checkLimit(limit)
-        var after: Int64 = 0
-        let scope = Cursor.scope([attachedTo.map { .object($0.json) } ?? .null])
-        if let cursor {
-            let position = try Cursor.open(
-                cursor, .blobList, scope: scope,
-                scopeMessage: "the cursor belongs to a BLOB_LIST with another attachedTo; start again without it")
-            guard case .int(let seq)? = position["seq"] else { throw SQLiteStore.damagedCursor }
-            after = seq
-        }
+        let position = try SeqPosition.blobList(attachedTo, cursor: cursor)
+        // The statement is the dialect twin of `SQLiteStore.blobList`'s: PostgreSQL's column names and parameters.
         var sql = "SELECT \(PostgresStore.blobColumns), seq FROM blobs WHERE seq > $1"
-        var values: [PGValue] = [.int(after), .int(Int64(limit + 1))]
+        var values: [PGValue] = [.int(position.after), .int(Int64(limit + 1))]
         if let attachedTo {
             try SQLiteStore.validateCollection(attachedTo.collection, field: "attachedTo.collection")
             sql += " AND attached_collection = $3 AND attached_id = $4"
@@ -68,8 +61,7 @@ extension PostgresStore {
         let statement = PGStatement(sql, values, name: attachedTo == nil ? "blob_list" : "blob_list_attached")
         let result = try readers.read { db throws(LarderError) in try db.run([statement])[0] }
         let rows = (0..<result.rows).map { (PostgresStore.blobMeta(result, $0), result.int($0, 9)) }
-        let page = rows.prefix(limit)
-        let next = rows.count > limit ? Cursor.encode(.blobList, scope: scope, ["seq": .int(page.last!.1)]) : nil
-        return (page.map(\.0), next)
+        let page = position.page(rows, limit: limit)
+        return (page.items, page.nextCursor)
     }
 }

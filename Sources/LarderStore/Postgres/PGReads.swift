@@ -37,12 +37,7 @@ extension PostgresStore {
         -> (records: [StoredRecord], missing: [UUID])
     {
         try SQLiteStore.validateCollection(collection)
-        guard ids.count <= 1000 else {
-            throw LarderError(.invalidArgument, "ask for at most 1000 ids at a time", field: "ids")
-        }
-        var unique: [UUID] = []
-        var seen: Set<UUID> = []
-        for id in ids where seen.insert(id).inserted { unique.append(id) }
+        let unique = try ReadLimits.uniqueIds(ids)
         let result = try readers.read { db throws(LarderError) in
             try db.run([
                 PGStatement(
@@ -50,41 +45,30 @@ extension PostgresStore {
                     [.text(collection), .array(PGArray(uuids: unique))], name: "doc_get_many")
             ])[0]
         }
-        var byId: [UUID: StoredRecord] = [:]
+        var records: [StoredRecord] = []
         var budget = PageBudget(maxBytes: configuration.maxPageBytes)
         for row in 0..<result.rows {
             let record = PostgresStore.record(result, row)
             guard budget.admit(record, isFirst: row == 0) else {
-                throw LarderError(
-                    .payloadTooLarge, "these \(unique.count) documents together pass the answer limit of "
-                        + "\(configuration.maxPageBytes) bytes; ask for fewer ids at a time", field: "ids",
-                    details: ["limit": .int(Int64(configuration.maxPageBytes))])
+                throw ReadLimits.tooLarge(unique.count, maxBytes: configuration.maxPageBytes)
             }
-            byId[record.id] = record
+            records.append(record)
         }
-        return (unique.compactMap { byId[$0] }, unique.filter { byId[$0] == nil })
+        return ReadLimits.answer(unique, records)
     }
 
     public func list(_ collection: String, limit: Int, cursor: String?) throws(LarderError) -> Page {
         try SQLiteStore.validateCollection(collection)
         try SQLiteStore.checkLimit(limit)
-        var after: Int64 = 0
-        let scope = Cursor.scope([.string(collection)])
-        if let cursor {
-            let position = try Cursor.open(
-                cursor, .list, scope: scope,
-                scopeMessage: "the cursor belongs to a LIST of another collection; start again without it")
-            guard case .int(let seq)? = position["seq"] else { throw SQLiteStore.damagedCursor }
-            after = seq
-        }
+        let position = try SeqPosition.list(collection, cursor: cursor)
         let statement = PGStatement(
             "SELECT \(PostgresStore.recordColumns), seq FROM documents WHERE collection = $1 AND seq > $2 "
-                + "ORDER BY seq LIMIT $3", [.text(collection), .int(after), .int(Int64(limit + 1))], name: "doc_list")
+                + "ORDER BY seq LIMIT $3", [.text(collection), .int(position.after), .int(Int64(limit + 1))],
+            name: "doc_list")
         let (page, more) = try readPage(statement, limit: limit) { result, row in
             (PostgresStore.record(result, row), result.int(row, 5))
         }
-        let next = more ? Cursor.encode(.list, scope: scope, ["seq": .int(page.last!.1)]) : nil
-        return Page(records: page.map(\.0), nextCursor: next)
+        return Page(records: page.map(\.0), nextCursor: more ? position.next(after: page.last!.1) : nil)
     }
 
     /// Reads up to `limit` rows of a page query (which asks for `limit + 1`), stopping early when the records would
@@ -93,14 +77,11 @@ extension PostgresStore {
         _ statement: PGStatement, limit: Int, _ row: (PGResult, Int) -> (StoredRecord, T)
     ) throws(LarderError) -> (page: [(StoredRecord, T)], more: Bool) {
         let result = try readers.read { db throws(LarderError) in try db.run([statement])[0] }
-        var page: [(StoredRecord, T)] = []
-        var budget = PageBudget(maxBytes: configuration.maxPageBytes)
+        var fill = PageFill<T>(limit: limit, maxBytes: configuration.maxPageBytes)
         for index in 0..<result.rows {
-            let item = row(result, index)
-            guard page.count < limit, budget.admit(item.0, isFirst: page.isEmpty) else { return (page, true) }
-            page.append(item)
+            guard fill.add(row(result, index)) else { break }
         }
-        return (page, false)
+        return (fill.items, fill.more)
     }
 
     /// The statement of a search, and where each sort key's columns start.
@@ -116,20 +97,8 @@ extension PostgresStore {
         wantsTextIndex(collection, query.text)
         var builder = PGBuilder(collection: collection)
         var clause = builder.whereClause(filter: query.filter, text: query.text)
-        if let cursor = query.cursor {
-            let object = try Cursor.open(
-                cursor, .search, scope: SQLiteStore.searchScope(collection, query),
-                scopeMessage: "the cursor belongs to another query: a SEARCH cursor is valid only with the same "
-                    + "collection, filter, text and sort; start again without it")
-            guard case .array(let raw)? = object["v"], raw.count == query.sort.count,
-                case .string(let lastId)? = object["id"]
-            else { throw SQLiteStore.damagedCursor }
-            var values: [SQLValue] = []
-            for item in raw {
-                guard let value = Cursor.sqlValue(item) else { throw SQLiteStore.damagedCursor }
-                values.append(value)
-            }
-            clause += " AND " + (try builder.after(query.sort, values, lastId: lastId))
+        if let position = try SearchPosition.open(collection, query) {
+            clause += " AND " + (try builder.after(query.sort, position.values, lastId: position.lastId))
         }
         var order = query.sort.flatMap(PGBuilder.orderTerms)
         order.append("id ASC")
@@ -155,13 +124,7 @@ extension PostgresStore {
                 query.sort.indices.map { PGBuilder.sortValue(query.sort[$0], result, row, at: starts[$0]) }
             )
         }
-        var next: String?
-        if more, let last = page.last {
-            next = Cursor.encode(
-                .search, scope: SQLiteStore.searchScope(collection, query),
-                ["v": .array(last.1.map(Cursor.json)), "id": .string(last.0.id.wireString)])
-        }
-        return Page(records: page.map(\.0), nextCursor: next)
+        return SearchPosition.page(collection, query, page, more: more)
     }
 
     /// `EXPLAIN` of a search, for tests that prove an index is used.
@@ -186,9 +149,7 @@ extension PostgresStore {
         throws(LarderError) -> [Group]
     {
         try SQLiteStore.validateCollection(collection)
-        guard perGroup >= 0 && perGroup <= SearchQuery.maxLimit else {
-            throw LarderError(.invalidArgument, "perGroup must be from 0 to \(SearchQuery.maxLimit)", field: "perGroup")
-        }
+        try ReadLimits.checkPerGroup(perGroup)
         wantsTextIndex(collection, text)
         var builder = PGBuilder(collection: collection)
         let clause = builder.whereClause(filter: filter, text: text)
