@@ -88,24 +88,10 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
         completion: @escaping @Sendable (Result<T, LarderError>) -> Void
     ) {
         let job = Writer.Job { context in
-            let result: Result<T, LarderError>
-            if let closedError = context.closedError {
-                result = .failure(closedError)
-            } else {
-                let logged = context.changes.count
-                do throws(LarderError) {
-                    try context.connection!.run(.savepoint)
-                    let value = try body(context)
-                    try context.connection!.run(.release)
-                    result = .success(value)
-                } catch {
-                    context.rollbackSavepoint()
-                    // The rolled-back write's log entries never existed.
-                    context.changes.removeSubrange(logged...)
-                    result = .failure(error)
-                }
-            }
-            return { commitError in completion(commitError.map { .failure($0) } ?? result) }
+            context.runJob(
+                body, begin: { () throws(LarderError) in try context.connection!.run(.savepoint) },
+                end: { () throws(LarderError) in try context.connection!.run(.release) },
+                undo: context.rollbackSavepoint, completion: completion)
         }
         if !writer.enqueue(job) { completion(.failure(LarderError(.unavailable, "the store is closed"))) }
     }

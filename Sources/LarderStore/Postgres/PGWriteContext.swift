@@ -169,9 +169,7 @@ final class PGWriteContext: PreparedWriteContext {
                 RETURNING seq
                 """, [.text(collection), .uuid(id), .int(now)] + PGWriteContext.documentValues(document),
                 name: "doc_insert")
-        let conflict = LarderError(
-            .conflict, "a document with id \(id.wireString) already exists in '\(collection)'; "
-                + "use REPLACE or PATCH to change it", field: "id")
+        let conflict = WriteRules.idTaken(id, in: collection)
         let record = StoredRecord(id: id, rev: 1, createdAt: now, updatedAt: now, data: document.data)
         if defersInserts && !jobWrote && currentJob >= 0 {
             deferred.append(Deferred(statement: statement, job: currentJob, change: changes.count, conflict: conflict))

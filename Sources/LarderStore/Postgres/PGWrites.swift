@@ -4,12 +4,6 @@ import LarderWire
 /// Replaces, patches, deletes, collections, indexes and blobs in the batch transaction (creates, which may be
 /// deferred, are `PGWriteContext.insert`).
 extension PGWriteContext {
-    static func conflict(_ current: Int64, _ expected: Int64) -> LarderError {
-        LarderError(
-            .conflict, "the document is at revision \(current), not \(expected); read it again and retry",
-            field: "rev", details: ["currentRev": .int(current)])
-    }
-
     func replace(_ collection: String, id: UUID, document: PreparedDocument, expectedRev: Int64?) throws(LarderError)
         -> StoredRecord
     {
@@ -35,7 +29,7 @@ extension PGWriteContext {
                 name: "doc_replace"), writes: false)
         guard result.rows == 1 else { throw SQLiteStore.notFound(collection, id) }
         let current = result.int(0, 0)
-        if let expectedRev, expectedRev != current { throw PGWriteContext.conflict(current, expectedRev) }
+        if let expectedRev, expectedRev != current { throw WriteRules.revisionConflict(current: current, expected: expectedRev) }
         try checkSize(document)
         guard !result.isNull(0, 3) else { throw LarderError(.internal, "the replace of \(id.wireString) was lost") }
         jobWrote = true
@@ -55,7 +49,7 @@ extension PGWriteContext {
                 [.text(collection), .uuid(id)], name: "doc_current"), writes: false)
         guard current.rows == 1 else { throw SQLiteStore.notFound(collection, id) }
         let rev = current.int(0, 1)
-        if let expectedRev, expectedRev != rev { throw PGWriteContext.conflict(rev, expectedRev) }
+        if let expectedRev, expectedRev != rev { throw WriteRules.revisionConflict(current: rev, expected: expectedRev) }
         let previous = current.bytes(0, 3)
         let document = PreparedDocument(MergePatch.apply(patch, to: try JSONParser.parseObject(previous)))
         try checkSize(document, field: "patch")
@@ -92,7 +86,7 @@ extension PGWriteContext {
             writes: false)
         guard result.rows == 1 else { throw SQLiteStore.notFound(collection, id) }
         let rev = result.int(0, 0)
-        guard result.bool(0, 4) else { throw PGWriteContext.conflict(rev, expectedRev ?? rev) }
+        guard result.bool(0, 4) else { throw WriteRules.revisionConflict(current: rev, expected: expectedRev ?? rev) }
         jobWrote = true
         recordChange(
             .delete, collection,
@@ -130,14 +124,9 @@ extension PGWriteContext {
     }
 
     func createIndex(_ collection: String, field: FieldPath) throws(LarderError) -> (name: String, created: Bool) {
-        try SQLiteStore.validateCollection(collection)
-        guard field.envelope == nil else {
-            throw LarderError(
-                .invalidArgument, "indexes are declared on data fields; envelope fields need none", field: "field")
-        }
         // The name answered is the one SQLite answers; PostgreSQL's own (at most 63 bytes, unique per database) is a
         // hash of both, so no collection name reaches the index's identifier.
-        let name = "ix_\(collection)_" + String(SHA256.hex(Array(field.description.utf8)).prefix(16))
+        let name = try WriteRules.indexName(collection, field)
         let pgName = "lx_" + String(SHA256.hex(Array((collection + "\u{0}" + field.description).utf8)).prefix(32))
         // Servers declaring the same index at once take turns (two CREATE INDEX of one name would collide): the
         // lock lasts until this batch commits, and the second then finds the index declared.
@@ -193,7 +182,7 @@ extension PGWriteContext {
                 field: "attach.id")
         }
         guard result.bool(0, 0) else {
-            throw LarderError(.conflict, "a blob with id \(meta.id.wireString) already exists", field: "id")
+            throw WriteRules.blobIdTaken(meta.id)
         }
         jobWrote = true
         if let attachment = meta.attachedTo {

@@ -77,21 +77,7 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
         completion: @escaping @Sendable (Result<T, LarderError>) -> Void
     ) {
         let job = PGWriter.Job { context in
-            let result: Result<T, LarderError>
-            if let closedError = context.closedError {
-                result = .failure(closedError)
-            } else {
-                let logged = context.changes.count
-                context.beginJob()
-                do throws(LarderError) {
-                    result = .success(try body(context))
-                } catch {
-                    context.jobFailed()
-                    context.changes.removeSubrange(logged...)
-                    result = .failure(error)
-                }
-            }
-            return { commitError in completion(commitError.map { .failure($0) } ?? result) }
+            context.runJob(body, begin: context.beginJob, undo: context.jobFailed, completion: completion)
         }
         if !writer.enqueue(job) { completion(.failure(LarderError(.unavailable, "the store is closed"))) }
     }
