@@ -136,18 +136,12 @@ struct SQLBuilder {
 
     /// `in` as at most five tests whatever the number of values: numbers and strings each as one bound JSON array
     /// (`x IN (SELECT value FROM json_each(?))`), null and booleans as `equals`. One `equals` per value joined by OR
-    /// nested a level per value, and SQLite refuses expressions deeper than 1,000 (found by the hostile table).
+    /// nested a level per value, and SQLite refuses expressions deeper than 1,000 (found by the hostile table). The
+    /// dialect twin of `PGBuilder.inList`: the same parts (`InListValues`), SQLite's tests.
     private mutating func inList(_ path: FieldPath, _ values: [JSON]) -> String {
-        var numbers: [JSON] = []
-        var strings: [JSON] = []
-        var others: [JSON] = []
-        for value in values {
-            switch value {
-            case .int, .double: numbers.append(value)
-            case .string(let s): strings.append(path.envelope == .id ? .string(s.lowercased()) : value)
-            default: if !others.contains(value) { others.append(value) }
-            }
-        }
+        let parts = InListValues(values)
+        let numbers = parts.numbers
+        let strings = parts.strings.map { JSON.string(path.envelope == .id ? $0.lowercased() : $0) }
         let (x, t) = field(path)
         var tests: [String] = []
         func list(_ items: [JSON]) -> String {
@@ -162,7 +156,7 @@ struct SQLBuilder {
             let test = list(strings)
             tests.append(t.map { "(\($0) = 'text' AND \(test))" } ?? test)
         }
-        for value in others { tests.append(equals(path, value)) }
+        for value in parts.others { tests.append(equals(path, value)) }
         return "(" + tests.joined(separator: " OR ") + ")"
     }
 
@@ -229,6 +223,24 @@ struct SQLBuilder {
         // `+collection` keeps SQLite from walking the collection's index: the few candidates drive instead.
         let collection = usesTextIndex && textPlan == .indexDriving ? "+collection = ?1" : "collection = ?1"
         return ([collection] + parts).joined(separator: " AND ")
+    }
+}
+
+/// The values of an `in` filter as both dialects test them (`SQLBuilder` and `PGBuilder`): the numbers as one list, the
+/// strings as another, and the rest (null, booleans, arrays, objects) one by one, each once.
+struct InListValues {
+    private(set) var numbers: [JSON] = []
+    private(set) var strings: [String] = []
+    private(set) var others: [JSON] = []
+
+    init(_ values: [JSON]) {
+        for value in values {
+            switch value {
+            case .int, .double: numbers.append(value)
+            case .string(let s): strings.append(s)
+            default: if !others.contains(value) { others.append(value) }
+            }
+        }
     }
 }
 

@@ -152,7 +152,8 @@ struct PGBuilder {
         return "(\(column) \(symbol) \(number(numeric)))"
     }
 
-    /// `in` as one test per kind: numbers and strings each as an array parameter, null and booleans as `equals`.
+    /// `in` as one test per kind: numbers and strings each as an array parameter, null and booleans as `equals`. The
+    /// dialect twin of `SQLBuilder.inList` (QuerySQL.swift): the same parts (`InListValues`), PostgreSQL's tests.
     private mutating func inList(_ path: FieldPath, _ values: [JSON]) -> String {
         if values.isEmpty { return "false" }
         if path.envelope != nil {
@@ -161,16 +162,9 @@ struct PGBuilder {
             return "(" + tests.joined(separator: " OR ") + ")"
         }
         let field = PGField(path: path)
-        var numbers: [String] = []
-        var strings: [String] = []
-        var others: [JSON] = []
-        for value in values {
-            switch value {
-            case .int, .double: numbers.append(PGNumber.text(value)!)
-            case .string(let s): strings.append(FilterEvaluator.cString(s))
-            default: if !others.contains(value) { others.append(value) }
-            }
-        }
+        let parts = InListValues(values)
+        let numbers = parts.numbers.map { PGNumber.text($0)! }
+        let strings = parts.strings.map(FilterEvaluator.cString)
         var tests: [String] = []
         if !numbers.isEmpty {
             let list = param(.array(PGArray(texts: numbers)))
@@ -180,7 +174,7 @@ struct PGBuilder {
             let list = param(.array(PGArray(texts: strings)))
             tests.append("(\(field.type) = 'string' AND \(field.k3) = ANY(\(list)))")
         }
-        for value in others { tests.append(equals(path, value)) }
+        for value in parts.others { tests.append(equals(path, value)) }
         return "(" + tests.joined(separator: " OR ") + ")"
     }
 
