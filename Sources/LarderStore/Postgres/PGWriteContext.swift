@@ -52,25 +52,14 @@ final class PGWriteContext: PreparedWriteContext {
     /// A job went on after its create, which was then refused: run the batch again without deferring.
     private(set) var mustRunWithoutDeferring = false
 
+    /// A context for one run of a batch on `connection`; without one, a context that answers `closedError` to every
+    /// write (`closed`).
     init(
-        connection: PGConnection, core: StoreCore, uuids: TimeOrderedUUIDs, textIndexer: PGTextIndexer,
-        defersInserts: Bool
+        connection: PGConnection?, core: StoreCore, closedError: LarderError? = nil,
+        uuids: TimeOrderedUUIDs = TimeOrderedUUIDs(), textIndexer: PGTextIndexer? = nil, defersInserts: Bool = false
     ) {
-        self.connection = connection
-        self.core = core
-        self.closedError = nil
-        self.uuids = uuids
-        self.textIndexer = textIndexer
-        self.defersInserts = defersInserts
-    }
-
-    private init(core: StoreCore, error: LarderError) {
-        connection = nil
-        self.core = core
-        closedError = error
-        uuids = TimeOrderedUUIDs()
-        textIndexer = nil
-        defersInserts = false
+        (self.connection, self.core, self.closedError) = (connection, core, closedError)
+        (self.uuids, self.textIndexer, self.defersInserts) = (uuids, textIndexer, defersInserts)
     }
 
     /// Called before each job's body.
@@ -86,7 +75,7 @@ final class PGWriteContext: PreparedWriteContext {
     }
 
     static func closed(_ core: StoreCore, _ error: LarderError) -> PGWriteContext {
-        PGWriteContext(core: core, error: error)
+        PGWriteContext(connection: nil, core: core, closedError: error)
     }
 
     /// Called by a job whose body threw: when it had written, the transaction must roll back.

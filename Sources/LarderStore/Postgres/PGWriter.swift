@@ -260,13 +260,7 @@ final class PGWriter: @unchecked Sendable {
         UPDATE larder_seq SET pruned_through = b.bound FROM b WHERE larder_seq.id = 1 AND b.bound > b.pruned_through
         """
 
-    /// Runs `body` on the writer queue outside any batch (checkpoint, close).
-    func exclusive<T>(_ body: (PGConnection?) -> T) -> T {
-        if isOnQueue { return body(connection) }
-        return queue.sync { body(connection) }
-    }
-
-    /// Refuses new work, waits for queued work, and closes the connection.
+    /// Refuses new work, waits for queued work, and closes the connection (the twin of SQLite's `Writer.close`).
     func close() {
         batches.close()
         guard !isOnQueue else { return }
