@@ -139,25 +139,21 @@ struct SQLBuilder {
     /// nested a level per value, and SQLite refuses expressions deeper than 1,000 (found by the hostile table). The
     /// dialect twin of `PGBuilder.inList`: the same parts (`InListValues`), SQLite's tests.
     private mutating func inList(_ path: FieldPath, _ values: [JSON]) -> String {
-        let parts = InListValues(values)
-        let numbers = parts.numbers
-        let strings = parts.strings.map { JSON.string(path.envelope == .id ? $0.lowercased() : $0) }
         let (x, t) = field(path)
-        var tests: [String] = []
         func list(_ items: [JSON]) -> String {
             let array = param(.text(String(decoding: JSON.array(items).bytes, as: UTF8.self)))
             return "\(x) IN (SELECT value FROM json_each(\(array)))"
         }
-        if !numbers.isEmpty {
-            let test = list(numbers)
-            tests.append(t.map { "(\($0) IN ('integer','real') AND \(test))" } ?? test)
-        }
-        if !strings.isEmpty {
-            let test = list(strings)
-            tests.append(t.map { "(\($0) = 'text' AND \(test))" } ?? test)
-        }
-        for value in parts.others { tests.append(equals(path, value)) }
-        return "(" + tests.joined(separator: " OR ") + ")"
+        return InListValues(values).anyOf(
+            numbers: { numbers in
+                let test = list(numbers)
+                return t.map { "(\($0) IN ('integer','real') AND \(test))" } ?? test
+            },
+            strings: { strings in
+                let test = list(strings.map { .string(path.envelope == .id ? $0.lowercased() : $0) })
+                return t.map { "(\($0) = 'text' AND \(test))" } ?? test
+            },
+            other: { equals(path, $0) })
     }
 
     /// Substring search. The precomputed `search` column holds every string value folded; a 3+ character query first
@@ -241,6 +237,16 @@ struct InListValues {
             default: if !others.contains(value) { others.append(value) }
             }
         }
+    }
+
+    /// The filter's test: any of the numbers' test, the strings' test (each made when there are any) and each other
+    /// value's. Called in that order, so the dialects bind their parameters in it.
+    func anyOf(numbers: ([JSON]) -> String, strings: ([String]) -> String, other: (JSON) -> String) -> String {
+        var tests: [String] = []
+        if !self.numbers.isEmpty { tests.append(numbers(self.numbers)) }
+        if !self.strings.isEmpty { tests.append(strings(self.strings)) }
+        for value in others { tests.append(other(value)) }
+        return "(" + tests.joined(separator: " OR ") + ")"
     }
 }
 

@@ -162,20 +162,16 @@ struct PGBuilder {
             return "(" + tests.joined(separator: " OR ") + ")"
         }
         let field = PGField(path: path)
-        let parts = InListValues(values)
-        let numbers = parts.numbers.map { PGNumber.text($0)! }
-        let strings = parts.strings.map(FilterEvaluator.cString)
-        var tests: [String] = []
-        if !numbers.isEmpty {
-            let list = param(.array(PGArray(texts: numbers)))
-            tests.append("(\(field.type) = 'number' AND \(field.k2) = ANY(\(list)::numeric[]))")
-        }
-        if !strings.isEmpty {
-            let list = param(.array(PGArray(texts: strings)))
-            tests.append("(\(field.type) = 'string' AND \(field.k3) = ANY(\(list)))")
-        }
-        for value in parts.others { tests.append(equals(path, value)) }
-        return "(" + tests.joined(separator: " OR ") + ")"
+        return InListValues(values).anyOf(
+            numbers: { numbers in
+                let list = param(.array(PGArray(texts: numbers.map { PGNumber.text($0)! })))
+                return "(\(field.type) = 'number' AND \(field.k2) = ANY(\(list)::numeric[]))"
+            },
+            strings: { strings in
+                let list = param(.array(PGArray(texts: strings.map(FilterEvaluator.cString))))
+                return "(\(field.type) = 'string' AND \(field.k3) = ANY(\(list)))"
+            },
+            other: { equals(path, $0) })
     }
 
     // MARK: Text search
