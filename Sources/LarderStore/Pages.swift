@@ -124,7 +124,8 @@ struct SearchPosition {
             cursor, .search, scope: SQLiteStore.searchScope(collection, query),
             scopeMessage: "the cursor belongs to another query: a SEARCH cursor is valid only with the same "
                 + "collection, filter, text and sort; start again without it")
-        guard case .array(let raw)? = object["v"], raw.count == query.sort.count, case .string(let lastId)? = object["id"]
+        guard case .array(let raw)? = object["v"], raw.count == query.sort.count,
+            case .string(let lastId)? = object["id"]
         else { throw SQLiteStore.damagedCursor }
         var values: [SQLValue] = []
         for item in raw {

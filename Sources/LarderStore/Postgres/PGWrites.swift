@@ -29,7 +29,9 @@ extension PGWriteContext {
                 name: "doc_replace"), writes: false)
         guard result.rows == 1 else { throw SQLiteStore.notFound(collection, id) }
         let current = result.int(0, 0)
-        if let expectedRev, expectedRev != current { throw WriteRules.revisionConflict(current: current, expected: expectedRev) }
+        if let expectedRev, expectedRev != current {
+            throw WriteRules.revisionConflict(current: current, expected: expectedRev)
+        }
         try checkSize(document)
         guard !result.isNull(0, 3) else { throw LarderError(.internal, "the replace of \(id.wireString) was lost") }
         jobWrote = true
@@ -49,7 +51,9 @@ extension PGWriteContext {
                 [.text(collection), .uuid(id)], name: "doc_current"), writes: false)
         guard current.rows == 1 else { throw SQLiteStore.notFound(collection, id) }
         let rev = current.int(0, 1)
-        if let expectedRev, expectedRev != rev { throw WriteRules.revisionConflict(current: rev, expected: expectedRev) }
+        if let expectedRev, expectedRev != rev {
+            throw WriteRules.revisionConflict(current: rev, expected: expectedRev)
+        }
         let previous = current.bytes(0, 3)
         let document = PreparedDocument(MergePatch.apply(patch, to: try JSONParser.parseObject(previous)))
         try checkSize(document, field: "patch")

@@ -8,9 +8,9 @@ import LarderWire
 ///
 /// Tables (`PGSchema`): `documents` keeps each document's compact text in `data` (what reads return, byte for byte),
 /// a jsonb copy in `q` for filters and sorts (`PGField`, `PGBuilder`), and the folded text of its strings in `search`
-/// (pg_trgm GIN index); `blobs` keeps the JPEG bytes (bytea, stored uncompressed) with their metadata; `changes` is the change log,
-/// numbered from the one row of `larder_seq` (see `PGWriter`). Collection names and field paths reach SQL text only
-/// validated and quoted; every client value is a parameter.
+/// (pg_trgm GIN index); `blobs` keeps the JPEG bytes (bytea, stored uncompressed) with their metadata; `changes` is
+/// the change log, numbered from the one row of `larder_seq` (see `PGWriter`). Collection names and field paths reach
+/// SQL text only validated and quoted; every client value is a parameter.
 ///
 /// Threading: every method is synchronous and callable from any thread. Writes go to one writer connection with group
 /// commit (`PGWriter`); reads borrow a connection from a small pool. Each call waits on the network, so the server
