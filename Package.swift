@@ -32,6 +32,10 @@ let package = Package(
         .systemLibrary(
             name: "CLibEdit", pkgConfig: "libedit",
             providers: [.apt(["libedit-dev"]), .brew(["libedit"])]),
+        // GNU libmicrohttpd (LGPL 2.1+): the HTTP server of --metrics-port (/metrics, /healthz).
+        .systemLibrary(
+            name: "CMicroHTTPD", pkgConfig: "libmicrohttpd",
+            providers: [.apt(["libmicrohttpd-dev"]), .brew(["libmicrohttpd"])]),
         // epoll and eventfd (part of the C library: no package, nothing to link).
         .systemLibrary(name: "CEpoll"),
         // The one lock (a pthread mutex, which ThreadSanitizer sees) and its condition variable.
@@ -46,11 +50,12 @@ let package = Package(
         .target(
             name: "LarderStore", dependencies: ["LarderWire", "LarderSync", "CSQLite", "CLibPQ"], swiftSettings: strict),
         .target(
-            name: "LarderServer", dependencies: ["LarderWire", "LarderStore", "LarderSync", "LarderIO"],
+            name: "LarderServer", dependencies: ["LarderWire", "LarderStore", "LarderSync", "LarderIO", "CMicroHTTPD"],
             swiftSettings: strict),
         .target(name: "LarderClient", dependencies: ["LarderWire", "LarderSync", "LarderIO"], swiftSettings: strict),
         .target(name: "LarderCLI", dependencies: ["LarderClient", "LarderSync", "CLibEdit"], swiftSettings: strict),
-        .target(name: "LarderBench", dependencies: ["LarderWire", "LarderSync", "LarderIO"], swiftSettings: strict),
+        .target(
+            name: "LarderBench", dependencies: ["LarderWire", "LarderSync", "LarderIO", "CEpoll"], swiftSettings: strict),
         .executableTarget(name: "larder-server", dependencies: ["LarderServer", "LarderWire"], swiftSettings: strict),
         .executableTarget(name: "larder", dependencies: ["LarderCLI"], swiftSettings: strict),
         .executableTarget(

@@ -38,6 +38,9 @@ package struct Histogram: Sendable, Equatable {
         if value < minimum { minimum = value }
     }
 
+    /// Every bucket's count, in HdrHistogram's order (`HdrLog`); empty when nothing was recorded.
+    package var bucketCounts: [UInt64] { counts }
+
     /// The arithmetic mean of the recorded values (exact, not bucketed); 0 when empty.
     package var mean: Double { count == 0 ? 0 : sum / Double(count) }
 

@@ -28,8 +28,9 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
     private var wireIn = 0
     private var wireOut = 0
     private var reportedPeak = 0
-    /// Point reads seen, for timing one in 16.
-    private var untimedPointReads = 0
+    /// When the bytes being decoded now were read (0 outside `readable`): the start of the replies the state machine
+    /// makes itself (HELLO, refusals), so that they are timed as every other request is.
+    private var readStarted: UInt64 = 0
     /// A flush is asked for at the end of the loop's turn: the answers produced in one turn share a `write(2)`.
     private var flushPending = false
     /// Where this connection's writes are parsed and handed to the store, in order (made at the first write).
@@ -106,7 +107,9 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
             perform(machine.readEOF(now: shard.loop.now))
         case .done(let count):
             wireIn += count
+            readStarted = DispatchTime.now().uptimeNanoseconds
             perform(machine.bytesReceived(UnsafeRawBufferPointer(rebasing: shard.readBuffer[0..<count]), now: shard.loop.now))
+            readStarted = 0
         }
         reportTraffic()
     }
@@ -218,18 +221,18 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
 
     private func execute(_ frame: Frame) {
         if frame.opcode == .watch || frame.opcode == .unwatch { return executeWatch(frame) }
-        // A point read answered here takes a few microseconds, and two clock reads were a noticeable share of it:
-        // one in 16 is timed for STATS (all are counted). Everything else is timed.
-        var timed = true
-        if Router.isInline(frame.opcode) {
-            untimedPointReads &+= 1
-            timed = untimedPointReads & 15 == 0
-        }
-        let started = timed ? DispatchTime.now().uptimeNanoseconds : 0
+        // Every request is timed, point reads answered from the cache included (STATS and /metrics): an operator
+        // reading a latency needs all of them, and a clock read (vDSO) costs tens of nanoseconds.
+        let started = DispatchTime.now().uptimeNanoseconds
         context.inFlight.add(1)
         let logger = context.logger
         logger.debug("conn \(id) request \(frame.requestID) \(frame.opcode.name)")
         if let reply = context.router.handleInline(frame, reads: shard.pointReads) { return completed(reply, started: started) }
+        if let backups = context.backups, BackupService.handles(frame.opcode) {
+            return backups.handle(frame, connection: id) { [self] reply in
+                shard.loop.async { [self] in completed(reply, started: started) }
+            }
+        }
         context.router.handle(frame, writes: writeLane) { [self] reply in
             shard.loop.async { [self] in completed(reply, started: started) }
         }
@@ -237,8 +240,9 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
 
     /// A request's answer is ready; on the shard's loop.
     private func completed(_ reply: Reply, started: UInt64) {
-        let micros = started == 0 ? nil : (DispatchTime.now().uptimeNanoseconds &- started) / 1000
+        let micros = (DispatchTime.now().uptimeNanoseconds &- started) / 1000
         context.stats.request(reply.opcode, reply.status, latencyMicros: micros)
+        context.logger.slowRequest(connection: id, peer: peer, reply, micros: micros)
         context.inFlight.add(-1)
         if reply.status != .ok {
             context.logger.debug("conn \(id) request \(reply.requestID) \(reply.opcode.name) -> \(reply.status.name)")
@@ -261,7 +265,11 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
                 // The machine's own flag decides, not the action's order: a nested flush may already have resumed.
                 setReading(!machine.readingPaused)
             case .record(let opcode, let status):
-                context.stats.request(opcode, status, latencyMicros: nil)
+                let micros = readStarted == 0 ? nil : (DispatchTime.now().uptimeNanoseconds &- readStarted) / 1000
+                context.stats.request(opcode, status, latencyMicros: micros)
+                if let micros {
+                    context.logger.slowRequest(connection: id, peer: peer, opcode, status, requestID: nil, micros: micros)
+                }
             case .close(let reason):
                 close(reason)
             }
@@ -285,12 +293,9 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
     private func close(_ reason: CloseReason) {
         guard !closing else { return }
         closing = true
-        let level: LogLevel
-        switch reason {
-        case .peerClosed, .shutdown: level = .debug
-        default: level = .info
-        }
-        context.logger.log(level, "conn \(id) from \(peer) closed: \(reason)")
+        context.logger.log(
+            .info, "connection closed",
+            Logger.Context(connection: id, peer: peer, fields: [("reason", .string(reason.description))]))
         reportTraffic()
         // Out of the loop before the number can be reused by the next accepted connection; nothing touches the
         // descriptor after this (every I/O path checks `closing`).
@@ -302,6 +307,7 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         }
         if !senderHasIt { Socket.close(fd) }
         shard.connections[ObjectIdentifier(self)] = nil
+        context.backups?.connectionClosed(id)
         if !subscriptions.isEmpty {
             context.stats.watchesEnded(subscriptions.count)
             subscriptions.removeAll()

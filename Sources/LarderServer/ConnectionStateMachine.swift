@@ -37,6 +37,7 @@ package enum CloseReason: Sendable, Equatable, CustomStringConvertible {
     package var description: String {
         switch self {
         case .peerClosed: "peer closed"
+        case .protocolError(.unauthenticated): "UNAUTHENTICATED: no token, or a wrong one"
         case .protocolError(let status): "protocol error (\(status.name))"
         case .idleTimeout: "idle timeout"
         case .frameTimeout: "frame deadline exceeded"

@@ -20,8 +20,9 @@ extension Connection {
     func executeWatch(_ frame: Frame) {
         let started = DispatchTime.now().uptimeNanoseconds
         let reply = frame.opcode == .watch ? watch(frame) : unwatch(frame)
-        context.stats.request(
-            reply.opcode, reply.status, latencyMicros: (DispatchTime.now().uptimeNanoseconds &- started) / 1000)
+        let micros = (DispatchTime.now().uptimeNanoseconds &- started) / 1000
+        context.stats.request(reply.opcode, reply.status, latencyMicros: micros)
+        context.logger.slowRequest(connection: id, peer: peer, reply, micros: micros)
         if reply.status != .ok {
             context.logger.debug("conn \(id) request \(reply.requestID) \(reply.opcode.name) -> \(reply.status.name)")
         }

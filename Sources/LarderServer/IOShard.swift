@@ -97,6 +97,8 @@ final class IOShard: EventLoopHandler, @unchecked Sendable {
     /// dropped, and the next drain ends the shard's live subscriptions with a gap (each resumes from its own last
     /// change with `since`) and empties its read cache, instead of the inbox growing without bound.
     let maxInboxChanges: Int
+    /// Changes committed and waiting for `loop` to push them (the change feed's lag, for /metrics).
+    var pendingChanges: Int { inbox.withLock { $0.pending.count } }
     static let defaultMaxInboxChanges = 100_000
     /// Times the inbox overflowed (for tests and STATS).
     let inboxOverflows = Atomic<Int>(0)

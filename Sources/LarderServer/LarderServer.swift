@@ -34,6 +34,7 @@ public final class LarderServer: Sendable {
         var nextShard = 0
         var nextConnectionID = 0
         var boundPort: Int?
+        var metrics: MetricsServer?
     }
 
     /// A listening descriptor and its accept source (only touched on the accept queue once running).
@@ -116,8 +117,14 @@ public final class LarderServer: Sendable {
             limits: configuration.limits, token: configuration.token,
             compressionThreshold: configuration.compressionThreshold, zlibLevel: configuration.zlibLevel,
             outputHighWaterBytes: configuration.outputHighWaterBytes, serverName: LarderServer.serverName)
+        let backups = BackupService(
+            store: store, queue: workQueue, gate: configuration.backupGate,
+            maxChunkBytes: configuration.limits.maxBlobBytes)
         context = ServerContext(
-            router: router, stats: stats, logger: Logger(level: configuration.logLevel), machineConfiguration: machine)
+            router: router, stats: stats, logger: Logger(
+                level: configuration.logLevel, format: configuration.logFormat,
+                slowMicros: UInt64(configuration.slowMs) * 1000), machineConfiguration: machine,
+            backups: backups)
         let lastChangeSeq = store.lastChangeSeq
         // On a store other servers write too, a cached answer could be stale the moment another server acknowledges
         // a write (read-your-writes across servers): no cache there. BENCHMARKS.md measures what it would have saved.
@@ -141,6 +148,7 @@ public final class LarderServer: Sendable {
             return s.stopped ? [] : s.listeners
         }
         closeListeners(listeners)
+        state.withLock { $0.metrics }?.stop()
         for shard in shards {
             shard.loop.sync {
                 for connection in Array(shard.connections.values) { connection.forceClose(.shutdown) }
@@ -162,6 +170,19 @@ public final class LarderServer: Sendable {
                 fds.append((try Socket.listenUnix(path: path, backlog: backlog), path))
             } catch {
                 Socket.close(tcp)
+                throw error
+            }
+        }
+        if let metricsPort = configuration.metricsPort {
+            do throws(IOError) {
+                let metrics = try MetricsServer(
+                    host: configuration.host, port: metricsPort, handlers: metricsHandlers())
+                state.withLock { $0.metrics = metrics }
+            } catch {
+                for (fd, path) in fds {
+                    Socket.close(fd)
+                    if let path { _ = unlink(path) }
+                }
                 throw error
             }
         }
@@ -193,6 +214,38 @@ public final class LarderServer: Sendable {
     /// The bound TCP port once started.
     public var port: Int? { state.withLock { $0.boundPort } }
 
+    /// The bound port of `/metrics` and `/healthz` once started, when `metricsPort` was set.
+    public var metricsPort: Int? { state.withLock { $0.metrics?.port } }
+
+    /// Why `/healthz` answers 503 now, or nil: shutting down, or the store not answering a read.
+    public var unhealthyReason: String? {
+        if state.withLock({ $0.stopped }) { return "the server is shutting down" }
+        do throws(LarderError) {
+            // A point read through the store's protocol, so it works for every store: NOT_FOUND is an answer.
+            _ = try store.get("larder_healthz", id: UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)))
+        } catch where error.status == .notFound {
+        } catch {
+            return "the store does not answer (\(error.status.name)): \(error.message)"
+        }
+        return nil
+    }
+
+    private func metricsHandlers() -> MetricsServer.Handlers {
+        MetricsServer.Handlers(
+            metrics: { [weak self] in
+                guard let self else { return "" }
+                let storeStats = try? store.stats()
+                let lag = shards.reduce(0) { $0 + $1.pendingChanges }
+                return context.stats.prometheus(
+                    now: DispatchTime.now().uptimeNanoseconds, store: storeStats, watchLagChanges: lag,
+                    version: LarderServer.version)
+            },
+            unhealthy: { [weak self] in
+                guard let self else { return "the server has stopped" }
+                return unhealthyReason
+            })
+    }
+
     /// The listening addresses, e.g. `["tcp://127.0.0.1:7411", "unix:///tmp/larder.sock"]`.
     public func addresses(port: Int) -> [String] {
         var list = ["tcp://\(configuration.host):\(port)"]
@@ -223,9 +276,10 @@ public final class LarderServer: Sendable {
                 if error.errno == EMFILE || error.errno == ENFILE { usleep(10_000) }
                 return
             }
+            let peer = listener.unixPath.map { "unix:\($0)" } ?? Socket.peerName(fd)
             let stopping = state.withLock { $0.stopped }
             if stopping || context.stats.openConnections >= configuration.limits.maxConnections {
-                refuse(fd, stopping: stopping)
+                refuse(fd, peer: peer, stopping: stopping)
                 continue
             }
             let (shard, id) = state.withLock { s -> (IOShard, Int) in
@@ -234,15 +288,14 @@ public final class LarderServer: Sendable {
                 return (shards[s.nextShard], s.nextConnectionID)
             }
             context.stats.connectionOpened()
-            let peer = listener.unixPath.map { "unix:\($0)" } ?? "tcp"
-            context.logger.info("conn \(id) opened (\(peer))")
+            context.logger.log(.info, "connection opened", Logger.Context(connection: id, peer: peer))
             let connection = Connection(fd: fd, id: id, peer: peer, shard: shard, context: context)
             shard.loop.async { connection.start() }
         }
     }
 
     /// Over the connection limit (or shutting down): one error frame, written best-effort, then close.
-    private func refuse(_ fd: Int32, stopping: Bool) {
+    private func refuse(_ fd: Int32, peer: String, stopping: Bool) {
         context.stats.connectionRefused()
         let limit = configuration.limits.maxConnections
         let error =
@@ -256,7 +309,8 @@ public final class LarderServer: Sendable {
             Frame(opcode: Opcode(rawValue: 0), requestID: 0, status: error.status, flags: .response, json: error.json.bytes),
             into: &bytes)
         _ = bytes.withUnsafeBytes { try? Socket.write(fd, $0) }
-        context.logger.info("connection refused: \(error.message)")
+        context.logger.log(
+            .info, "connection refused", Logger.Context(peer: peer, fields: [("reason", .string(error.message))]))
         Socket.close(fd)
     }
 
@@ -307,6 +361,7 @@ public final class LarderServer: Sendable {
             context.logger.warn("checkpoint on shutdown failed: \(error)")
         }
         store.close()
+        state.withLock { $0.metrics }?.stop()
         context.logger.info("shutdown complete")
     }
 

@@ -25,6 +25,10 @@ public struct ServerConfiguration: Sendable {
     public var compressionThreshold: Int = FrameEncoder.defaultThreshold
     public var synchronous: StoreConfiguration.Synchronous = .normal
     public var logLevel: LogLevel = .info
+    /// `text` for people, `json` for log collectors (one object per line).
+    public var logFormat: LogFormat = .text
+    /// Requests that take at least this many milliseconds are logged at warn with their opcode, status and duration.
+    public var slowMs: Int = 1_000
     /// Unsent output above which the server stops reading from a connection until it drains below half of it.
     public var outputHighWaterBytes: Int = 4 << 20
     /// How long shutdown waits for requests in flight and unsent replies before closing connections anyway.
@@ -35,6 +39,12 @@ public struct ServerConfiguration: Sendable {
     /// Testing only (package access): `larder-server` waits at this gate before it opens the store (to signal a server
     /// still starting).
     package var startGate: TestGate?
+    /// Serve `/metrics` (Prometheus) and `/healthz` over HTTP on this port of `host`; nil (the default) for none, 0
+    /// for any free one (`LarderServer.metricsPort` reads it back).
+    public var metricsPort: Int?
+    /// Testing only (package access): every BACKUP waits at this gate inside its snapshot's read transaction, so a
+    /// test can write while a backup is surely in progress.
+    package var backupGate: TestGate?
     /// Bytes of recent GET answers the event loops keep (split between them); 0 turns the read cache off.
     public var readCacheBytes: Int = 64 << 20
     /// TCP keepalive on client connections: probes start after this many silent seconds (then every sixth of it, six
@@ -194,6 +204,12 @@ public enum ServerOptions {
                 "max-watch-buffer-bytes", "unsent bytes a subscriber may hold before its subscription gaps",
                 l.maxWatchBufferBytes, \.maxWatchBufferBytes),
             Option(
+                name: "metrics-port", env: "LARDER_METRICS_PORT", valueName: "N",
+                help: "serve /metrics (Prometheus) and /healthz over HTTP on this port of --host (default: off)",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.metricsPort = try integer("metrics-port", v, max: 65535)
+                }),
+            Option(
                 name: "change-retention", env: "LARDER_CHANGE_RETENTION", valueName: "N",
                 help: "changes the log keeps for WATCH since (default \(d.changeRetentionEvents))",
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
@@ -254,6 +270,22 @@ public enum ServerOptions {
                         throw UsageError(message: "--log-level must be error, warn, info or debug, not '\(v)'")
                     }
                     c.logLevel = level
+                }),
+            Option(
+                name: "log-format", env: "LARDER_LOG_FORMAT", valueName: "text|json",
+                help: "log lines for people (text) or one JSON object per line (default text)",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    guard let format = LogFormat(rawValue: v.lowercased()) else {
+                        throw UsageError(message: "--log-format must be text or json, not '\(v)'")
+                    }
+                    c.logFormat = format
+                }),
+            Option(
+                name: "slow-ms", env: "LARDER_SLOW_MS", valueName: "N",
+                help: "log requests taking N ms or more, with opcode, status and duration; 0 logs every request "
+                    + "(default \(d.slowMs))",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.slowMs = try integer("slow-ms", v)
                 }),
             Option(
                 name: "shutdown-grace-ms", env: "LARDER_SHUTDOWN_GRACE_MS", valueName: "N",

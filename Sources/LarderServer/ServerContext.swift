@@ -9,8 +9,14 @@ final class ServerContext: Sendable {
     let machineConfiguration: ConnectionStateMachine.Configuration
     /// Requests in flight on every connection (for shutdown).
     let inFlight = AtomicCounter()
+    /// BACKUP and BACKUP_READ (nil in tests that build a context of their own).
+    let backups: BackupService?
 
-    init(router: Router, stats: ServerStats, logger: Logger, machineConfiguration: ConnectionStateMachine.Configuration) {
+    init(
+        router: Router, stats: ServerStats, logger: Logger, machineConfiguration: ConnectionStateMachine.Configuration,
+        backups: BackupService? = nil
+    ) {
+        self.backups = backups
         self.router = router
         self.stats = stats
         self.logger = logger

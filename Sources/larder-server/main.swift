@@ -53,6 +53,7 @@ server.runUntilSignalled {
     FileHandle.standardOutput.write(
         Data(
             ("\(LarderServer.serverName) listening on \(server.addresses(port: port).joined(separator: ", ")) "
+                + (server.metricsPort.map { "metrics http://\(configuration.host):\($0)/metrics " } ?? "")
                 + "\(server.storeDescription)\n").utf8))
 }
 exit(0)
