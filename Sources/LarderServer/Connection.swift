@@ -416,6 +416,7 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
 
     /// A request's answer is ready; on the shard's loop.
     private func completed(_ reply: Reply, started: UInt64) {
+        let reply = machine.grant?.screen(reply) ?? reply
         let micros = started == 0 ? nil : (DispatchTime.now().uptimeNanoseconds &- started) / 1000
         context.stats.request(reply.opcode, reply.status, latencyMicros: micros)
         context.inFlight.add(-1)
@@ -525,7 +526,7 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
             subscriptions[subscriptionID] = Subscription(
                 id: subscriptionID, collection: request.collection, filter: request.filter, idsOnly: request.idsOnly,
                 lastSeq: request.since ?? last, state: request.since == nil ? .live : .catchingUp,
-                checkResync: request.since != nil)
+                checkResync: request.since != nil, allowed: machine.grant?.collections)
             watchingChanged()
             context.stats.watchStarted()
             return Reply(

@@ -19,11 +19,13 @@ public final class LarderServer: Sendable {
     public static var serverName: String { "larder-server \(version)" }
 
     public let configuration: ServerConfiguration
-    private let context: ServerContext
+    let context: ServerContext
     private let store: Router.Store
     let shards: [IOShard]
     private let hub: WatchHub
     private let acceptQueue = DispatchQueue(label: "larder.accept")
+    /// The tokens HELLO accepts (nil: none required); replaced on SIGHUP (`reload`).
+    let tokens: Tokens?
     private let state = Locked(State())
 
     private struct State {
@@ -75,6 +77,11 @@ public final class LarderServer: Sendable {
                 .unavailable, "cannot create the data directory \(configuration.dataDirectory): "
                     + LarderServer.whyNotCreatable(configuration.dataDirectory) + "; choose another --data-dir")
         }
+        do throws(ServerOptions.UsageError) {
+            _ = try LarderServer.tokenTable(configuration)
+        } catch {
+            throw LarderError(.invalidArgument, error.message)
+        }
         guard access(configuration.dataDirectory, W_OK) == 0 else {
             throw LarderError(.unavailable, "the data directory \(configuration.dataDirectory) is not writable")
         }
@@ -99,12 +106,13 @@ public final class LarderServer: Sendable {
         let router = Router(
             store: store, stats: stats, workQueue: workQueue, searchGate: configuration.searchGate,
             serverName: LarderServer.serverName, maxReplyJSONBytes: configuration.limits.maxJSONBytes)
+        let logger = Logger(level: configuration.logLevel)
+        tokens = LarderServer.initialTokens(configuration, logger: logger)
         let machine = ConnectionStateMachine.Configuration(
-            limits: configuration.limits, token: configuration.token,
-            compressionThreshold: configuration.compressionThreshold, zlibLevel: configuration.zlibLevel,
-            outputHighWaterBytes: configuration.outputHighWaterBytes, serverName: LarderServer.serverName)
-        context = ServerContext(
-            router: router, stats: stats, logger: Logger(level: configuration.logLevel), machineConfiguration: machine)
+            limits: configuration.limits, compressionThreshold: configuration.compressionThreshold,
+            zlibLevel: configuration.zlibLevel, outputHighWaterBytes: configuration.outputHighWaterBytes,
+            serverName: LarderServer.serverName, tokens: tokens)
+        context = ServerContext(router: router, stats: stats, logger: logger, machineConfiguration: machine)
         let lastChangeSeq = store.lastChangeSeq
         shards = (0..<max(1, configuration.ioQueues)).map {
             IOShard(
@@ -315,6 +323,7 @@ public final class LarderServer: Sendable {
         sigemptyset(&signals)
         sigaddset(&signals, SIGTERM)
         sigaddset(&signals, SIGINT)
+        sigaddset(&signals, SIGHUP)  // reload, not termination: held the same way so that it is never lost
         return signals
     }
 
@@ -328,7 +337,11 @@ public final class LarderServer: Sendable {
         ready()
         var signals = LarderServer.terminationSignals
         var received: Int32 = 0
-        while sigwait(&signals, &received) != 0 {}
+        while true {
+            while sigwait(&signals, &received) != 0 {}
+            guard received == SIGHUP else { break }
+            reload()
+        }
         context.logger.info("\(received == SIGINT ? "SIGINT" : "SIGTERM") received")
         shutdown()
     }

@@ -11,8 +11,11 @@ public struct ServerConfiguration: Sendable {
     /// Also listen on this Unix domain socket path.
     public var socketPath: String?
     public var dataDirectory: String = "./larder-data"
-    /// When set, HELLO must present it; compared in constant time, never logged.
+    /// When set, HELLO must present it (or a token of `tokenFile`); it has every right. Compared in constant time,
+    /// never logged.
     public var token: String?
+    /// A file of `ROLE TOKEN [COLLECTION,...]` lines (`TokenTable.parse`), read again on SIGHUP.
+    public var tokenFile: String?
     public var limits: Limits = .default
     public var zlibLevel: Int32 = FrameEncoder.defaultLevel
     public var compressionThreshold: Int = FrameEncoder.defaultThreshold
@@ -66,7 +69,7 @@ public enum ServerOptions {
     }
 
     public static let usageLine = "Usage: larder-server [--host ADDR] [--port N] [--socket PATH] [--data-dir DIR] "
-        + "[--token T | --token-file F] [limits...] (see --help)"
+        + "[--token T] [--token-file F] [limits...] (see --help)"
 
     struct Option: Sendable {
         var name: String
@@ -130,21 +133,19 @@ public enum ServerOptions {
                 help: "where the database lives (default \(d.dataDirectory))",
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in c.dataDirectory = v }),
             Option(
-                name: "token", env: "LARDER_TOKEN", valueName: "T", help: "require this token in HELLO",
+                name: "token", env: "LARDER_TOKEN", valueName: "T",
+                help: "require this token in HELLO; it has every right (the admin role)",
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
                     guard !v.isEmpty else { throw UsageError(message: "--token must not be empty") }
                     c.token = v
                 }),
             Option(
                 name: "token-file", env: "LARDER_TOKEN_FILE", valueName: "FILE",
-                help: "read the token from a file (trailing newline ignored)",
+                help: "accept the tokens of FILE, one 'ROLE TOKEN [COLLECTION,...]' a line (roles: read, write, "
+                    + "admin); SIGHUP reads it again",
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
-                    guard let data = FileManager.default.contents(atPath: v) else {
-                        throw UsageError(message: "cannot read the token file \(v)")
-                    }
-                    let token = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-                    guard !token.isEmpty else { throw UsageError(message: "the token file \(v) is empty") }
-                    c.token = token
+                    _ = try TokenTable.load(path: v)  // refused now rather than at start-up
+                    c.tokenFile = v
                 }),
             limit("max-frame-bytes", "largest frame", l.maxFrameBytes, \.maxFrameBytes),
             limit("max-json-bytes", "largest JSON part after inflation", l.maxJSONBytes, \.maxJSONBytes),
@@ -274,7 +275,7 @@ public enum ServerOptions {
         -> (Command, ServerConfiguration)
     {
         var configuration = ServerConfiguration()
-        // The environment first, so the command line overrides it. --token-file after --token so an explicit file wins.
+        // The environment first, so the command line overrides it.
         for option in options {
             if let value = environment[option.env] { try option.apply(&configuration, value) }
         }

@@ -1,0 +1,254 @@
+import Foundation
+import LarderStore
+import LarderSync
+import LarderWire
+import Synchronization
+
+/// What a token may do: each role includes the rights of the ones before it (Protocol.md section 10.2).
+package enum Role: Int, Sendable, Comparable, CaseIterable, CustomStringConvertible {
+    /// Reads and the change feed.
+    case read
+    /// Also the writes and the blob writes.
+    case write
+    /// Also INDEX, DROP_COLLECTION and STATS.
+    case admin
+
+    package init?(name: String) {
+        switch name {
+        case "read": self = .read
+        case "write": self = .write
+        case "admin": self = .admin
+        default: return nil
+        }
+    }
+
+    package var description: String {
+        switch self {
+        case .read: "read"
+        case .write: "write"
+        case .admin: "admin"
+        }
+    }
+
+    package static func < (lhs: Role, rhs: Role) -> Bool { lhs.rawValue < rhs.rawValue }
+
+    /// The least role that may send `opcode`; nil for the opcodes every authenticated client may send (HELLO, PING,
+    /// UNWATCH) and for those the router answers UNKNOWN_OPCODE.
+    package static func required(for opcode: Opcode) -> Role? {
+        switch opcode {
+        case .hello, .ping, .unwatch, .event: nil
+        case .get, .getMany, .list, .search, .count, .group, .collections, .blobGet, .blobHead, .blobList, .watch:
+            .read
+        case .create, .replace, .patch, .delete, .blobPut, .blobDelete: .write
+        case .index, .dropCollection, .stats: .admin
+        // An opcode added later is an administrator's until the table says otherwise.
+        default: Opcode.all.contains(opcode) ? .admin : nil
+        }
+    }
+}
+
+/// The rights HELLO gave a connection: a role and, optionally, the only collections it may touch.
+package struct Grant: Sendable, Equatable {
+    package var role: Role
+    /// nil: every collection.
+    package var collections: Set<String>?
+
+    package init(role: Role, collections: Set<String>? = nil) {
+        self.role = role
+        self.collections = collections
+    }
+
+    package static let unrestricted = Grant(role: .admin)
+
+    private func denied(_ opcode: Opcode, _ why: String) -> LarderError {
+        LarderError(.permissionDenied, "this token may not \(why)", details: ["opcode": .string(opcode.name)])
+    }
+
+    /// Whether `frame` is within these rights: nil when it is, else the PERMISSION_DENIED to answer. Requests whose
+    /// collection member is missing or malformed pass, so that the router names the field as it would for anyone.
+    package func check(_ frame: Frame) -> LarderError? {
+        let opcode = frame.opcode
+        guard let required = Role.required(for: opcode) else { return nil }
+        if role < required {
+            return denied(opcode, "send \(opcode.name): it needs the \(required) role and holds \(role)")
+        }
+        guard let collections else { return nil }
+        func outside(_ name: String?) -> LarderError? {
+            guard let name, !collections.contains(name) else { return nil }
+            return denied(opcode, "use the collection \(name) (it is limited to \(Grant.list(collections)))")
+        }
+        switch opcode {
+        case .collections, .stats:
+            return nil
+        case .blobGet, .blobHead:
+            return nil  // checked on the answer, which says what the blob is attached to (`screen`)
+        case .blobDelete:
+            return denied(
+                opcode, "delete blobs by id while it is limited to collections; delete or replace the document "
+                    + "they are attached to, which deletes them")
+        case .blobPut, .blobList:
+            let member = opcode == .blobPut ? "attach" : "attachedTo"
+            let object = try? frame.jsonObject()
+            guard let target = object?[member] else {
+                return denied(
+                    opcode, "\(opcode == .blobPut ? "store" : "list") blobs outside its collections; "
+                        + "give \(member) with one of \(Grant.list(collections))")
+            }
+            return outside(target["collection"]?.stringValue)
+        case .watch:
+            // A WATCH on every collection is narrowed to these (`Subscription.allowed`).
+            return outside((try? frame.jsonObject())?["collection"]?.stringValue)
+        default:
+            return outside((try? frame.jsonObject())?["collection"]?.stringValue)
+        }
+    }
+
+    /// An answer seen through these rights: a limited token's COLLECTIONS lists only its collections, and a blob
+    /// attached elsewhere (or to nothing) is refused rather than shown.
+    package func screen(_ reply: Reply) -> Reply {
+        guard let collections, reply.status == .ok else { return reply }
+        switch reply.opcode {
+        case .collections:
+            guard let object = try? JSONParser.parseObject(reply.json, maxDepth: JSONParser.maxAnswerDepth),
+                let list = object["collections"]?.arrayValue
+            else { return reply }
+            let kept = list.filter { $0["name"]?.stringValue.map(collections.contains) ?? false }
+            let json: JSONObject = ["collections": .array(kept)]
+            return Reply(opcode: reply.opcode, requestID: reply.requestID, json: json.bytes)
+        case .blobGet, .blobHead:
+            let object = try? JSONParser.parseObject(reply.json, maxDepth: JSONParser.maxAnswerDepth)
+            if let owner = object?["attachedTo"]?["collection"]?.stringValue, collections.contains(owner) {
+                return reply
+            }
+            return Reply(
+                opcode: reply.opcode, requestID: reply.requestID,
+                error: denied(reply.opcode, "read a blob that is not attached to \(Grant.list(collections))"))
+        default:
+            return reply
+        }
+    }
+
+    static func list(_ collections: Set<String>) -> String { collections.sorted().joined(separator: ", ") }
+}
+
+/// The tokens a server accepts, each with its grant: `--token` (one admin token) and the lines of `--token-file`.
+package struct TokenTable: Sendable {
+    package struct Entry: Sendable {
+        var token: [UInt8]
+        var grant: Grant
+    }
+
+    package private(set) var entries: [Entry]
+
+    package init(entries: [Entry] = []) { self.entries = entries }
+
+    /// One admin token (`--token T`).
+    package init(adminToken: String) {
+        entries = [Entry(token: Array(adminToken.utf8), grant: .unrestricted)]
+    }
+
+    package var isEmpty: Bool { entries.isEmpty }
+
+    /// The grant of `presented`, or nil. Every entry is compared in full, in constant time, whichever matches: the
+    /// time taken says neither which token matched nor how much of a guess was right.
+    package func grant(for presented: [UInt8]) -> Grant? {
+        var found: Grant?
+        for entry in entries where Handshake.constantTimeEqual(presented, entry.token) {
+            found = entry.grant
+        }
+        return found
+    }
+
+    /// Adds `other`'s tokens after these (a token in both keeps the grant given here).
+    package func merging(_ other: TokenTable) -> TokenTable {
+        var merged = self
+        for entry in other.entries where !entries.contains(where: { $0.token == entry.token }) {
+            merged.entries.append(entry)
+        }
+        return merged
+    }
+
+    /// Largest token accepted, as HELLO's `token` member (Protocol.md section 4).
+    static let maxTokenBytes = 4096
+
+    /// Parses a token file: one `ROLE TOKEN [COLLECTION,...]` per line; blank lines and lines starting with `#` are
+    /// skipped. Errors name the line and what is wrong, never the token.
+    package static func parse(_ text: String, path: String) throws(ServerOptions.UsageError) -> TokenTable {
+        func fail(_ line: Int, _ message: String) -> ServerOptions.UsageError {
+            ServerOptions.UsageError(message: "the token file \(path), line \(line): \(message)")
+        }
+        var table = TokenTable()
+        var lineNumbers: [Int] = []
+        for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let number = index + 1
+            let line = rawLine.trimmingCharacters(in: .whitespacesAndNewlines)
+            if line.isEmpty || line.hasPrefix("#") { continue }
+            let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+            guard fields.count == 2 || fields.count == 3 else {
+                throw fail(
+                    number, "has \(fields.count) field\(fields.count == 1 ? "" : "s"); each line is ROLE TOKEN "
+                        + "[COLLECTION,...] (write 'admin TOKEN' for one token with every right)")
+            }
+            guard let role = Role(name: fields[0]) else {
+                throw fail(number, "the first field must be the role: read, write or admin")
+            }
+            let token = Array(fields[1].utf8)
+            guard token.count <= maxTokenBytes else {
+                throw fail(number, "the token is \(token.count) bytes; at most \(maxTokenBytes) are allowed")
+            }
+            if let earlier = table.entries.firstIndex(where: { $0.token == token }) {
+                throw fail(number, "repeats the token of line \(lineNumbers[earlier]); give each token one line")
+            }
+            var collections: Set<String>?
+            if fields.count == 3 {
+                var names = Set<String>()
+                for name in fields[2].split(separator: ",", omittingEmptySubsequences: false).map(String.init) {
+                    do throws(LarderError) {
+                        try SQLiteStore.validateCollection(name)
+                    } catch {
+                        throw fail(number, "'\(name)' is not a collection name: \(error.message)")
+                    }
+                    names.insert(name)
+                }
+                collections = names
+            }
+            table.entries.append(Entry(token: token, grant: Grant(role: role, collections: collections)))
+            lineNumbers.append(number)
+        }
+        guard !table.isEmpty else { throw ServerOptions.UsageError(message: "the token file \(path) holds no token") }
+        return table
+    }
+
+    /// Reads and parses the token file at `path`.
+    package static func load(path: String) throws(ServerOptions.UsageError) -> TokenTable {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ServerOptions.UsageError(message: "cannot read the token file \(path)")
+        }
+        return try parse(String(decoding: data, as: UTF8.self), path: path)
+    }
+}
+
+/// The token table in force, shared by every event loop and replaced whole on SIGHUP. A connection checks the
+/// generation on each request and, when it changed, looks its token up again: a revoked token stops working at the
+/// next request, and a changed grant applies from then on.
+package final class Tokens: Sendable {
+    private let state: Locked<(table: TokenTable, generation: Int)>
+    /// A copy of the generation that a request reads without the lock.
+    private let published = Atomic<Int>(0)
+
+    package init(_ table: TokenTable) {
+        state = Locked((table, 0))
+    }
+
+    package var current: (table: TokenTable, generation: Int) { state.withLock { $0 } }
+
+    package var generation: Int { published.load(ordering: .acquiring) }
+
+    package func replace(with table: TokenTable) {
+        state.withLock {
+            $0.table = table
+            $0.generation += 1
+            published.store($0.generation, ordering: .releasing)
+        }
+    }
+}
