@@ -26,16 +26,22 @@ let package = Package(
         .systemLibrary(
             name: "CLibEdit", pkgConfig: "libedit",
             providers: [.apt(["libedit-dev"]), .brew(["libedit"])]),
+        // OpenSSL's libssl (Apache-2.0): TLS for the server's TCP port and the clients.
+        .systemLibrary(
+            name: "COpenSSL", pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]),
         // epoll and eventfd (part of the C library: no package, nothing to link).
         .systemLibrary(name: "CEpoll"),
         // The one lock (a pthread mutex, which ThreadSanitizer sees) and its condition variable.
         .target(name: "LarderSync", swiftSettings: strict),
         .target(name: "LarderWire", dependencies: ["CZlib"], swiftSettings: strict),
+        // TLS sessions driven through memory, for the server's event loops and the client alike.
+        .target(name: "LarderTLS", dependencies: ["COpenSSL"], swiftSettings: strict),
         .target(name: "LarderStore", dependencies: ["LarderWire", "LarderSync", "CSQLite"], swiftSettings: strict),
         .target(
-            name: "LarderServer", dependencies: ["LarderWire", "LarderStore", "LarderSync", "CEpoll"],
+            name: "LarderServer", dependencies: ["LarderWire", "LarderStore", "LarderSync", "LarderTLS", "CEpoll"],
             swiftSettings: strict),
-        .target(name: "LarderClient", dependencies: ["LarderWire", "LarderSync"], swiftSettings: strict),
+        .target(name: "LarderClient", dependencies: ["LarderWire", "LarderSync", "LarderTLS"], swiftSettings: strict),
         .target(name: "LarderCLI", dependencies: ["LarderClient", "LarderSync", "CLibEdit"], swiftSettings: strict),
         .target(name: "LarderBench", dependencies: ["LarderWire", "LarderSync"], swiftSettings: strict),
         .executableTarget(name: "larder-server", dependencies: ["LarderServer", "LarderWire"], swiftSettings: strict),

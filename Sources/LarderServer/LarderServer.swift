@@ -7,6 +7,7 @@ import Dispatch
 import Foundation
 import LarderStore
 import LarderSync
+import LarderTLS
 import LarderWire
 
 /// The Larder server: listens on TCP (and optionally a Unix socket), speaks the Larder protocol, and serves a store.
@@ -26,6 +27,8 @@ public final class LarderServer: Sendable {
     private let acceptQueue = DispatchQueue(label: "larder.accept")
     /// The tokens HELLO accepts (nil: none required); replaced on SIGHUP (`reload`).
     let tokens: Tokens?
+    /// The TLS context for new connections (nil without TLS, or when it failed to load); replaced on SIGHUP.
+    let tlsContexts: TLSContexts?
     private let state = Locked(State())
 
     private struct State {
@@ -35,6 +38,7 @@ public final class LarderServer: Sendable {
         var nextShard = 0
         var nextConnectionID = 0
         var boundPort: Int?
+        var boundTLSPort: Int?
     }
 
     /// A listening descriptor and its accept source (only touched on the accept queue once running).
@@ -42,9 +46,12 @@ public final class LarderServer: Sendable {
         let fd: Int32
         let source: any DispatchSourceRead
         let unixPath: String?
+        /// Connections accepted here speak TLS.
+        let tls: Bool
         /// Signalled by the cancel handler once the descriptor is closed (and the socket file removed).
         let closed = DispatchSemaphore(value: 0)
-        init(fd: Int32, source: any DispatchSourceRead, unixPath: String?) {
+        init(fd: Int32, source: any DispatchSourceRead, unixPath: String?, tls: Bool) {
+            self.tls = tls
             self.fd = fd
             self.source = source
             self.unixPath = unixPath
@@ -82,6 +89,11 @@ public final class LarderServer: Sendable {
         } catch {
             throw LarderError(.invalidArgument, error.message)
         }
+        do throws(TLSError) {
+            _ = try LarderServer.tlsContexts(configuration)
+        } catch {
+            throw LarderError(.invalidArgument, error.message)
+        }
         guard access(configuration.dataDirectory, W_OK) == 0 else {
             throw LarderError(.unavailable, "the data directory \(configuration.dataDirectory) is not writable")
         }
@@ -108,6 +120,7 @@ public final class LarderServer: Sendable {
             serverName: LarderServer.serverName, maxReplyJSONBytes: configuration.limits.maxJSONBytes)
         let logger = Logger(level: configuration.logLevel)
         tokens = LarderServer.initialTokens(configuration, logger: logger)
+        tlsContexts = LarderServer.initialTLS(configuration, logger: logger)
         let machine = ConnectionStateMachine.Configuration(
             limits: configuration.limits, compressionThreshold: configuration.compressionThreshold,
             zlibLevel: configuration.zlibLevel, outputHighWaterBytes: configuration.outputHighWaterBytes,
@@ -148,22 +161,29 @@ public final class LarderServer: Sendable {
         _ = Socket.ignoreSIGPIPE
         let backlog: Int32 = 1024
         let (tcp, port) = try Socket.listenTCP(host: configuration.host, port: configuration.port, backlog: backlog)
-        var fds: [(Int32, String?)] = [(tcp, nil)]
-        if let path = configuration.socketPath {
-            do throws(IOError) {
-                fds.append((try Socket.listenUnix(path: path, backlog: backlog), path))
-            } catch {
-                Socket.close(tcp)
-                throw error
+        let tlsEverywhere = configuration.tlsCertificate != nil && configuration.tlsPort == nil
+        var fds: [(Int32, String?, Bool)] = [(tcp, nil, tlsEverywhere)]
+        var tlsPort: Int? = tlsEverywhere ? port : nil
+        do throws(IOError) {
+            if configuration.tlsCertificate != nil, let extra = configuration.tlsPort {
+                let (fd, bound) = try Socket.listenTCP(host: configuration.host, port: extra, backlog: backlog)
+                fds.append((fd, nil, true))
+                tlsPort = bound
             }
+            if let path = configuration.socketPath {
+                fds.append((try Socket.listenUnix(path: path, backlog: backlog), path, false))
+            }
+        } catch {
+            for (fd, _, _) in fds { Socket.close(fd) }
+            throw error
         }
         let limits = configuration.limits
         let tickMs = max(10, min(1000, min(limits.idleTimeoutMs, limits.frameTimeoutMs) / 4))
         for shard in shards { shard.startTimer(intervalMs: tickMs) }
         var boxes: [ListenerBox] = []
-        for (fd, path) in fds {
+        for (fd, path, tls) in fds {
             let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: acceptQueue)
-            let box = ListenerBox(fd: fd, source: source, unixPath: path)
+            let box = ListenerBox(fd: fd, source: source, unixPath: path, tls: tls)
             source.setEventHandler { [unowned self] in acceptAll(box) }
             source.setCancelHandler { [closed = box.closed] in
                 Socket.close(fd)
@@ -176,6 +196,7 @@ public final class LarderServer: Sendable {
             $0.started = true
             $0.listeners = boxes
             $0.boundPort = port
+            $0.boundTLSPort = tlsPort
         }
         for box in boxes { box.source.activate() }
         context.logger.debug("listening on \(addresses(port: port).joined(separator: ", "))")
@@ -185,9 +206,14 @@ public final class LarderServer: Sendable {
     /// The bound TCP port once started.
     public var port: Int? { state.withLock { $0.boundPort } }
 
-    /// The listening addresses, e.g. `["tcp://127.0.0.1:7411", "unix:///tmp/larder.sock"]`.
+    /// The port that speaks TLS once started: `port` itself unless `--tls-port` asked for another.
+    public var tlsPort: Int? { state.withLock { $0.boundTLSPort } }
+
+    /// The listening addresses, e.g. `["tcp://127.0.0.1:7411", "unix:///tmp/larder.sock"]`; `tls://` for TLS.
     public func addresses(port: Int) -> [String] {
-        var list = ["tcp://\(configuration.host):\(port)"]
+        let tlsPort = self.tlsPort
+        var list = ["\(tlsPort == port ? "tls" : "tcp")://\(configuration.host):\(port)"]
+        if let tlsPort, tlsPort != port { list.append("tls://\(configuration.host):\(tlsPort)") }
         if let path = configuration.socketPath { list.append("unix://\(path)") }
         return list
     }
@@ -226,9 +252,20 @@ public final class LarderServer: Sendable {
                 return (shards[s.nextShard], s.nextConnectionID)
             }
             context.stats.connectionOpened()
-            let peer = listener.unixPath.map { "unix:\($0)" } ?? "tcp"
+            let peer = listener.unixPath.map { "unix:\($0)" } ?? (listener.tls ? "tls" : "tcp")
+            var tls: TLSTransport?
+            if listener.tls {
+                guard let engine = try? tlsContexts.map({ (contexts) throws(TLSError) in try TLSEngine(context: contexts.context) })
+                else {
+                    context.logger.error("conn \(id): no TLS session could be made (see the TLS error at start-up)")
+                    context.stats.connectionClosed()
+                    Socket.close(fd)
+                    continue
+                }
+                tls = TLSTransport(engine: engine, openedAt: monotonicMs())
+            }
             context.logger.info("conn \(id) opened (\(peer))")
-            let connection = Connection(fd: fd, id: id, peer: peer, shard: shard, context: context)
+            let connection = Connection(fd: fd, id: id, peer: peer, shard: shard, context: context, tls: tls)
             shard.loop.async { connection.start() }
         }
     }

@@ -14,6 +14,13 @@ public struct ServerConfiguration: Sendable {
     /// When set, HELLO must present it (or a token of `tokenFile`); it has every right. Compared in constant time,
     /// never logged.
     public var token: String?
+    /// TLS: the certificate chain and private key (PEM) turn TLS on for TCP; read again on SIGHUP.
+    public var tlsCertificate: String?
+    public var tlsKey: String?
+    /// Require client certificates signed by one of the CAs of this PEM file.
+    public var tlsClientCA: String?
+    /// TLS on this port instead, with `port` kept plain beside it; 0 picks a free one (`LarderServer.tlsPort`).
+    public var tlsPort: Int?
     /// A file of `ROLE TOKEN [COLLECTION,...]` lines (`TokenTable.parse`), read again on SIGHUP.
     public var tokenFile: String?
     public var limits: Limits = .default
@@ -69,7 +76,7 @@ public enum ServerOptions {
     }
 
     public static let usageLine = "Usage: larder-server [--host ADDR] [--port N] [--socket PATH] [--data-dir DIR] "
-        + "[--token T] [--token-file F] [limits...] (see --help)"
+        + "[--token T] [--token-file F] [--tls-cert F --tls-key F] [limits...] (see --help)"
 
     struct Option: Sendable {
         var name: String
@@ -146,6 +153,23 @@ public enum ServerOptions {
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
                     _ = try TokenTable.load(path: v)  // refused now rather than at start-up
                     c.tokenFile = v
+                }),
+            Option(
+                name: "tls-cert", env: "LARDER_TLS_CERT", valueName: "FILE",
+                help: "speak TLS on TCP with this certificate chain (PEM); SIGHUP reads it again",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in c.tlsCertificate = v }),
+            Option(
+                name: "tls-key", env: "LARDER_TLS_KEY", valueName: "FILE", help: "the certificate's private key (PEM)",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in c.tlsKey = v }),
+            Option(
+                name: "tls-client-ca", env: "LARDER_TLS_CLIENT_CA", valueName: "FILE",
+                help: "require client certificates signed by a CA of FILE (PEM)",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in c.tlsClientCA = v }),
+            Option(
+                name: "tls-port", env: "LARDER_TLS_PORT", valueName: "N",
+                help: "TLS on port N, keeping --port plain beside it (default: TLS on --port)",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.tlsPort = try integer("tls-port", v, max: 65535)
                 }),
             limit("max-frame-bytes", "largest frame", l.maxFrameBytes, \.maxFrameBytes),
             limit("max-json-bytes", "largest JSON part after inflation", l.maxJSONBytes, \.maxJSONBytes),
@@ -303,6 +327,14 @@ public enum ServerOptions {
                 index += 1
             }
             try option.apply(&configuration, value!)
+        }
+        if (configuration.tlsCertificate == nil) != (configuration.tlsKey == nil) {
+            throw UsageError(message: "TLS needs both --tls-cert and --tls-key")
+        }
+        if configuration.tlsCertificate == nil, configuration.tlsClientCA != nil || configuration.tlsPort != nil {
+            throw UsageError(
+                message: "--\(configuration.tlsPort != nil ? "tls-port" : "tls-client-ca") needs TLS: give --tls-cert "
+                    + "and --tls-key")
         }
         do throws(LarderError) {
             try configuration.limits.validate()

@@ -6,7 +6,7 @@ import LarderServer
 import LarderWire
 import Testing
 
-/// Per-token roles (`--token-file`, Protocol.md section 10.1), on a real server over real sockets.
+/// Per-token roles (`--token-file`, Protocol.md section 10.2), on a real server over real sockets.
 @Suite(.timeLimit(.minutes(20))) struct RolesTests {
     /// The smallest JPEG the server accepts (Protocol.md's blob-put vector).
     static let tinyJPEG: [UInt8] = [
