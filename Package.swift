@@ -58,7 +58,7 @@ let package = Package(
             name: "LarderBenchTests", dependencies: ["LarderBench", "LarderServer", "LarderStore", "LarderSync"]),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["LarderServer", "LarderClient", "LarderStore", "LarderBench", "LarderSync"],
+            dependencies: ["LarderServer", "LarderClient", "LarderStore", "LarderBench", "LarderSync", "LarderTLS"],
             resources: [.copy("Fixtures")]),
     ],
     swiftLanguageModes: [.v6]

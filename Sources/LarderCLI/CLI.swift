@@ -115,14 +115,15 @@ final class Session: @unchecked Sendable {
             && invocation.value("host") == nil)
         let endpoint: LarderClient.Endpoint = useSocket && socket != nil
             ? .unix(path: socket!) : .tcp(host: host, port: port)
-        let key = "\(endpoint)|\(token ?? "")|\(timeout)"
+        let tls = try CLI.tlsSettings(invocation, environment: environment, unixSocket: useSocket && socket != nil)
+        let key = "\(endpoint)|\(token ?? "")|\(timeout)|\(String(describing: tls))"
         return lock.withLock {
             if let client, clientKey == key { return client }
             client?.close()
             let made = LarderClient(
                 configuration: LarderClient.Configuration(
                     endpoint: endpoint, token: token, clientName: "larder-cli \(LarderVersion.string)",
-                    requestTimeout: timeout))
+                    requestTimeout: timeout, tls: tls))
             client = made
             clientKey = key
             return made

@@ -52,10 +52,13 @@ final class Connection: @unchecked Sendable {
     private var encoder = FrameEncoder()
     private var output: [UInt8] = []
     private var fd: Int32
+    /// The socket, or TLS over it: what every read and write goes through.
+    private let transport: any ClientTransport
 
-    private init(fd: Int32, endpoint: String) {
+    private init(fd: Int32, endpoint: String, transport: any ClientTransport) {
         self.fd = fd
         self.endpoint = endpoint
+        self.transport = transport
     }
 
     /// Connects, starts the reader thread and performs the HELLO handshake.
@@ -64,7 +67,23 @@ final class Connection: @unchecked Sendable {
         let timeoutMs = Int(configuration.connectTimeout.components.seconds * 1000)
             + Int(configuration.connectTimeout.components.attoseconds / 1_000_000_000_000_000)
         let fd = try Socket.connect(endpoint, timeoutMs: max(1, timeoutMs))
-        let connection = Connection(fd: fd, endpoint: endpoint.description)
+        let transport: any ClientTransport
+        switch (configuration.tls, endpoint) {
+        case (nil, _):
+            transport = PlainTransport(fd: fd)
+        case (let tls?, .tcp(let host, _)):
+            do throws(LarderError) {
+                transport = try TLSClientTransport.handshake(
+                    fd: fd, host: host, settings: tls, endpoint: endpoint.description, timeoutMs: max(1, timeoutMs))
+            } catch {
+                closeDescriptor(fd)
+                throw error
+            }
+        case (_?, .unix):
+            closeDescriptor(fd)
+            throw Socket.connectError(endpoint.description, "TLS is for TCP; a Unix socket is always plain")
+        }
+        let connection = Connection(fd: fd, endpoint: endpoint.description, transport: transport)
         let thread = Thread { connection.readLoop() }
         thread.name = "larder-client-reader"
         thread.stackSize = 256 << 10
@@ -78,9 +97,15 @@ final class Connection: @unchecked Sendable {
                 .hello, json: hello.json.bytes, binary: [], timeout: configuration.connectTimeout)
         } catch {
             connection.close(error)
-            throw error.status == .deadlineExceeded
-                ? Socket.connectError(endpoint.description, "no answer to HELLO within the connect timeout")
-                : error
+            if error.status == .deadlineExceeded {
+                throw Socket.connectError(endpoint.description, "no answer to HELLO within the connect timeout")
+            }
+            // Never connected: a TLS session the server ended (a client certificate it wanted), or a plain client
+            // on a TLS port (told so in clear).
+            if error.status == .protocolError || (configuration.tls != nil && error.status == .unavailable) {
+                throw Socket.connectError(endpoint.description, error.message)
+            }
+            throw error
         }
         do throws(LarderError) {
             let response = try HelloResponse(json: try reply.jsonObject())
@@ -264,20 +289,20 @@ final class Connection: @unchecked Sendable {
             })
         else { return }
         let (frame, progress) = taken
-        let errorCode: Int32 = writeLock.withLock {
-            guard fd >= 0 else { return EBADF }
+        let failure: TransportFailure? = writeLock.withLock {
+            guard fd >= 0 else { return .system(EBADF) }
             output.removeAll(keepingCapacity: output.capacity <= 1 << 20)
             encoder.encode(frame, into: &output)
             let total = output.count
             var report: ((Int) -> Void)?
             if frame.binary.count >= 1 << 20, let progress { report = { progress($0, total) } }
-            return output.withUnsafeBytes { Socket.writeAll(fd, $0, progress: report) }
+            return output.withUnsafeBytes { transport.writeAll($0, progress: report) }
         }
-        if errorCode != 0 {
+        if let failure {
             close(
                 LarderError(
                     .unavailable, "the connection to \(endpoint) broke while sending \(frame.opcode.name) ("
-                        + Socket.errnoText(errorCode) + "); requests in flight may or may not have been applied"))
+                        + failure.description + "); requests in flight may or may not have been applied"))
         }
     }
 
@@ -292,10 +317,15 @@ final class Connection: @unchecked Sendable {
         defer { chunk.deallocate() }
         var ending: LarderError?
         reading: while true {
-            let n = Socket.read(fd, chunk, capacity)
+            let n: Int
+            switch transport.read(chunk, capacity) {
+            case .success(let count): n = count
+            case .failure(let failure): n = -1; ending = LarderError(.unavailable, "lost the connection to \(endpoint): \(failure)")
+            }
+            if n < 0, ending != nil { break }
             if n <= 0 {
                 let pending = load
-                let why = n == 0 ? "the server closed the connection" : Socket.errnoText(Int32(-n))
+                let why = "the server closed the connection"
                 ending = LarderError(
                     .unavailable, "lost the connection to \(endpoint): \(why)"
                         + (pending > 0 ? "; \(pending) request(s) in flight may or may not have been applied" : ""))
