@@ -6,6 +6,8 @@ import Testing
 enum AppBackend: String, CaseIterable, Sendable, CustomStringConvertible {
     case inProcess = "in-process server"
     case process = "larder-server process"
+    /// The binary with TLS on its TCP port (test certificates made by `openssl`); clients verify it against the CA.
+    case tls = "larder-server process over TLS"
 
     var description: String { rawValue }
 }
@@ -16,31 +18,45 @@ final class AppServer: @unchecked Sendable {
     private let inProcess: ClientTestServer?
     private var child: ServerChild?
     private let directory: String
+    /// The server's own options beyond the port and data directory (TLS), and what clients need to reach it.
+    private let arguments: [String]
+    let tls: LarderClient.TLSSettings?
 
     init(_ backend: AppBackend) throws {
+        let certificates = TestCertificates.shared
+        arguments = backend == .tls
+            ? ["--tls-cert", certificates.serverCertificate, "--tls-key", certificates.serverKey] : []
+        tls = backend == .tls ? .init(caFile: certificates.caFile) : nil
         switch backend {
         case .inProcess:
             let server = try ClientTestServer()
             inProcess = server
             port = server.port
             directory = server.directory
-        case .process:
+        case .process, .tls:
             inProcess = nil
             directory = NSTemporaryDirectory() + "larder-app-\(UUID().uuidString)"
-            let server = try ServerChild(dataDirectory: directory)
+            let server = try ServerChild(dataDirectory: directory, arguments: arguments)
             child = server
             port = server.port
         }
     }
 
-    func client() -> LarderClient { LarderClient(port: port) }
+    func client() -> LarderClient {
+        LarderClient(configuration: .init(endpoint: .tcp(host: "127.0.0.1", port: port), tls: tls))
+    }
+
+    /// The `larder` CLI's options to reach this server.
+    var cliOptions: [String] {
+        ["--port", String(port)] + (tls.map { ["--tls", "--ca", $0.caFile ?? ""] } ?? [])
+    }
 
     /// Stops the server cleanly and starts it again on the same port and data.
     func restart() throws {
         if let inProcess { try inProcess.restart() }
         if let old = child {
             #expect(old.stop() == 0)
-            child = try ServerChild(dataDirectory: directory, arguments: ["--port", "\(port)"])
+            child = try ServerChild(dataDirectory: directory, arguments: ["--port", "\(port)"] + arguments)
         }
     }
 
@@ -55,7 +71,7 @@ final class AppServer: @unchecked Sendable {
 }
 
 /// The five apps Larder was made for, replayed through the typed client with their own model structs (the shapes of
-/// samples/README.md), each on an in-process server and on a `larder-server` process.
+/// samples/README.md), each on an in-process server, on a `larder-server` process, and on one over TLS.
 ///
 /// After a server restart a test reopens its client's connection (`close()`): the client hears of the old one's end
 /// on its reader thread, which a busy machine may run late, and a request sent on it meanwhile would fail (the
@@ -348,7 +364,7 @@ final class AppServer: @unchecked Sendable {
             let file = samples.appendingPathComponent("\(name).json").path
             let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: file)))
             let records = try #require(try JSONParser.parse(bytes).arrayValue)
-            let port = ["--port", String(server.port)]
+            let port = server.cliOptions
             let n = records.count
             var r = try CLITests.run(["import", name, file, "--mode", "upsert"] + port)
             #expect(r.status == 0 && r.stderr.contains("created: \(n), replaced: 0, errors: 0"), "\(r.stderr)")
