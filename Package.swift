@@ -43,7 +43,7 @@ let package = Package(
             swiftSettings: strict),
         .target(name: "LarderClient", dependencies: ["LarderWire", "LarderSync", "LarderTLS"], swiftSettings: strict),
         .target(name: "LarderCLI", dependencies: ["LarderClient", "LarderSync", "CLibEdit"], swiftSettings: strict),
-        .target(name: "LarderBench", dependencies: ["LarderWire", "LarderSync"], swiftSettings: strict),
+        .target(name: "LarderBench", dependencies: ["LarderWire", "LarderSync", "LarderTLS"], swiftSettings: strict),
         .executableTarget(name: "larder-server", dependencies: ["LarderServer", "LarderWire"], swiftSettings: strict),
         .executableTarget(name: "larder", dependencies: ["LarderCLI"], swiftSettings: strict),
         .executableTarget(

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import LarderBench
 import LarderClient
 import LarderServer
 import LarderTLS
@@ -172,5 +173,24 @@ import Testing
         let old = Self.client(port: server.port, .init(caFile: c.caFile))
         defer { old.close() }
         await #expect(throws: LarderError.self) { _ = try await old.ping() }
+    }
+}
+
+/// larder-bench over TLS (`--tls-ca`): the load generator's poll loops encrypt and decrypt as the server's loops do;
+/// pipelined documents and 200 KiB photos arrive whole.
+@Suite(.timeLimit(.minutes(20))) struct TLSBenchTests {
+    @Test func benchmarkRunOverTLS() throws {
+        let server = try ClientTestServer { $0.useTestTLS() }
+        defer { server.stop() }
+        guard case .run(var options) = try BenchArguments.parse([
+            "--port", "\(server.port)", "--tls-ca", TestCertificates.shared.caFile, "--connections", "3",
+            "--pipeline", "4", "--requests", "600", "--preload", "100", "--preload-blobs", "3", "--blob-size", "200k",
+            "--mix", "get=10,create=4,blob-get=2",
+        ]) else { throw ServerTestError("not a run") }
+        options.quiet = true
+        let results = try runBenchmark(options)
+        #expect(results.total.count == 600 && results.total.errors == 0, "\(results.total.errorsByName)")
+        #expect(results.connectionErrors.isEmpty, "\(results.connectionErrors)")
+        #expect(results.stats(for: .blobGet).count > 0)
     }
 }
