@@ -58,7 +58,7 @@ package struct ConnectionStateMachine {
     package struct Configuration: Sendable {
         package var limits: Limits
         /// The tokens HELLO accepts and what each may do; nil: no token is required and every client is an admin.
-        package var tokens: Tokens?
+        package var tokens: (any TokenSource)?
         package var compressionThreshold: Int
         package var zlibLevel: Int32
         /// Unsent output at which reading pauses; it resumes below half of it.
@@ -72,10 +72,10 @@ package struct ConnectionStateMachine {
         package init(
             limits: Limits = .default, token: String? = nil, compressionThreshold: Int = FrameEncoder.defaultThreshold,
             zlibLevel: Int32 = FrameEncoder.defaultLevel, outputHighWaterBytes: Int = 4 << 20,
-            inputHighWaterBytes: Int = 16 << 20, serverName: String = "larder-server", tokens: Tokens? = nil
+            inputHighWaterBytes: Int = 16 << 20, serverName: String = "larder-server", tokens: (any TokenSource)? = nil
         ) {
             self.limits = limits
-            self.tokens = tokens ?? token.map { Tokens(TokenTable(adminToken: $0)) }
+            self.tokens = tokens ?? token.map { FixedTokens(TokenTable(adminToken: $0)) }
             self.compressionThreshold = compressionThreshold
             self.zlibLevel = zlibLevel
             self.outputHighWaterBytes = outputHighWaterBytes

@@ -90,8 +90,9 @@ final class TLSTransport {
                 engine.takeOutput(appendingTo: &output)
             }
         }
-        // Idle connections keep no ciphertext buffer.
-        output = []
+        // A small buffer is kept for the next answer (no allocation per request); a large one is given back, so an
+        // idle connection holds at most a few KiB.
+        output.removeAll(keepingCapacity: output.capacity <= 16 << 10)
         outputOffset = 0
         return written
     }
