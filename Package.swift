@@ -22,6 +22,9 @@ let package = Package(
         .systemLibrary(
             name: "CSQLite", pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]),
+        .systemLibrary(
+            name: "CLibPQ", pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"]), .brew(["libpq"])]),
         // libedit (BSD licence): line editing, history and completion for the `larder` prompt.
         .systemLibrary(
             name: "CLibEdit", pkgConfig: "libedit",
@@ -37,7 +40,8 @@ let package = Package(
         .target(name: "LarderWire", dependencies: ["CZlib"], swiftSettings: strict),
         // TLS sessions driven through memory, for the server's event loops and the client alike.
         .target(name: "LarderTLS", dependencies: ["COpenSSL"], swiftSettings: strict),
-        .target(name: "LarderStore", dependencies: ["LarderWire", "LarderSync", "CSQLite"], swiftSettings: strict),
+        .target(
+            name: "LarderStore", dependencies: ["LarderWire", "LarderSync", "CSQLite", "CLibPQ"], swiftSettings: strict),
         .target(
             name: "LarderServer", dependencies: ["LarderWire", "LarderStore", "LarderSync", "LarderTLS", "CEpoll"],
             swiftSettings: strict),
@@ -49,16 +53,22 @@ let package = Package(
         .executableTarget(
             name: "larder-bench", dependencies: ["LarderBench", "LarderClient", "LarderStore", "LarderWire"],
             swiftSettings: strict),
+        // What the test targets share: the throwaway PostgreSQL they start (Tests/LarderTestSupport).
+        .target(name: "LarderTestSupport", dependencies: ["LarderStore", "LarderSync"], path: "Tests/LarderTestSupport"),
         .testTarget(name: "LarderWireTests", dependencies: ["LarderWire"]),
         .testTarget(
-            name: "LarderStoreTests", dependencies: ["LarderStore", "LarderSync"], resources: [.copy("Fixtures")]),
+            name: "LarderStoreTests", dependencies: ["LarderStore", "LarderSync", "LarderTestSupport"],
+            resources: [.copy("Fixtures")]),
         .testTarget(name: "LarderServerTests", dependencies: ["LarderServer", "LarderSync"]),
         .testTarget(name: "LarderClientTests", dependencies: ["LarderClient", "LarderCLI", "LarderSync"]),
         .testTarget(
             name: "LarderBenchTests", dependencies: ["LarderBench", "LarderServer", "LarderStore", "LarderSync"]),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["LarderServer", "LarderClient", "LarderStore", "LarderBench", "LarderSync", "LarderTLS"],
+            dependencies: [
+                "LarderServer", "LarderClient", "LarderStore", "LarderBench", "LarderSync", "LarderTestSupport",
+                "LarderTLS",
+            ],
             resources: [.copy("Fixtures")]),
     ],
     swiftLanguageModes: [.v6]

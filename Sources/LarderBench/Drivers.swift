@@ -81,8 +81,10 @@ struct LarderDriver: Driver {
     private static let dataOpen = Array(#"","data":"#.utf8)
     private static let patchOpen = Array(#"","patch":{"name":"patched "#.utf8)
     private static let patchClose = Array(#""}}"#.utf8)
-    private static let searchOpen = Array(#","filter":{"field":"n","op":"eq","value":"#.utf8)
-    private static let searchClose = Array(#"},"limit":10}"#.utf8)
+    /// A two-filter search: the key's group, and keys from it up (`{"and":[group eq K % 100, n gte K]}`).
+    private static let searchOpen = Array(#","filter":{"and":[{"field":"group","op":"eq","value":"#.utf8)
+    private static let searchMiddle = Array(#"},{"field":"n","op":"gte","value":"#.utf8)
+    private static let searchClose = Array(#"}]},"limit":10}"#.utf8)
     private static let countOpen = Array(#","filter":{"field":"group","op":"eq","value":"#.utf8)
     private static let blobIDOpen = Array(#"{"id":""#.utf8)
     private static let quoteClose = Array(#""}"#.utf8)
@@ -124,6 +126,8 @@ struct LarderDriver: Driver {
             opcode = .search
             json.append(contentsOf: collectionPrefix)
             json.append(contentsOf: LarderDriver.searchOpen)
+            appendDecimal(request.key % 100, into: &json)
+            json.append(contentsOf: LarderDriver.searchMiddle)
             appendDecimal(request.key, into: &json)
             json.append(contentsOf: LarderDriver.searchClose)
         case .count:

@@ -17,13 +17,20 @@ struct ServerInfo: Sendable {
 /// Opening connections and the blocking exchanges before the load: HELLO, Redis AUTH and PING, INDEX. These use the
 /// full LarderWire decoder; only the hot loop skips bodies.
 enum Handshake {
-    /// A connected socket to the target, handshaken, left blocking.
-    static func open(_ options: BenchOptions, port: Int) throws(BenchError) -> (Int32, ServerInfo) {
+    /// A connected socket to the target, handshaken, left blocking: connection `index` goes to the server `index`
+    /// in `options.servers`, round robin (`port` overrides the server's port: the raw sink's own).
+    static func open(_ options: BenchOptions, port: Int? = nil, index: Int = 0) throws(BenchError)
+        -> (Int32, ServerInfo)
+    {
         let fd: Int32
         if let path = options.socketPath, options.target != .raw {
             fd = try Sys.connectUnix(path: path)
+        } else if options.target == .raw {
+            fd = try Sys.connectTCP(host: "127.0.0.1", port: port ?? options.resolvedPort)
         } else {
-            fd = try Sys.connectTCP(host: options.target == .raw ? "127.0.0.1" : options.host, port: port)
+            let servers = options.servers
+            let server = servers[index % servers.count]
+            fd = try Sys.connectTCP(host: server.host, port: server.port)
         }
         do throws(BenchError) {
             let deadline = Sys.now() + UInt64(options.timeout * 1e9)

@@ -72,6 +72,12 @@ public struct BenchOptions: Sendable, Equatable {
 
     /// The port actually used.
     public var resolvedPort: Int { port ?? (target == .redis ? 6379 : 7411) }
+
+    /// The servers of `host` (several larder-servers sharing one PostgreSQL as `a:7411,b:7412`); connection i goes to
+    /// the i-th, round robin. An item without a port takes `resolvedPort`.
+    public var servers: [(host: String, port: Int)] {
+        (try? HostList.parse(host, defaultPort: resolvedPort)) ?? [(host, resolvedPort)]
+    }
     /// The run's bound when neither `--duration` nor `--requests` is given.
     public var resolvedDuration: Double? { duration ?? (requests == nil ? 10 : nil) }
 
@@ -154,7 +160,11 @@ public enum BenchArguments {
                 return .help
             case "--host":
                 options.host = try value(name, inline)
-                if options.host.isEmpty { throw UsageError("--host cannot be empty") }
+                do throws(LarderError) {
+                    _ = try HostList.parse(options.host, defaultPort: 7411)
+                } catch {
+                    throw UsageError("--host: \(error.message)")
+                }
             case "--port": options.port = try integer(name, try value(name, inline), 1...65535)
             case "--socket": options.socketPath = try value(name, inline)
             case "--target":
@@ -286,7 +296,8 @@ public enum BenchArguments {
 
         Target:
           --target larder|redis   what to load (default larder); redis runs GET and SET of the same value sizes
-          --host H                server address (default 127.0.0.1)
+          --host H                server address, or several as a:7411,b:7412 (connections spread round
+                                  robin; default 127.0.0.1)
           --port N                TCP port (default 7411 for larder, 6379 for redis)
           --socket PATH           a Unix domain socket instead of TCP
           --token T               the server's auth token (Redis: sent with AUTH)

@@ -26,7 +26,8 @@ extension BenchResults {
     public var text: String {
         var lines: [String] = []
         let o = options
-        let endpoint = o.socketPath.map { "unix:\($0)" } ?? "\(o.host):\(o.resolvedPort)"
+        let endpoint = o.socketPath.map { "unix:\($0)" }
+            ?? o.servers.map { "\($0.host.contains(":") ? "[\($0.host)]" : $0.host):\($0.port)" }.joined(separator: ",")
         lines.append("larder-bench \(benchVersion) -> \(server) at \(endpoint)")
         var shape = "\(o.connections) connections x \(o.pipeline) in flight, \(o.threads) thread"
             + (o.threads == 1 ? "" : "s")

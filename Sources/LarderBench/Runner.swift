@@ -192,7 +192,7 @@ func runPhase(
 ) throws(BenchError) -> PhaseOutcome {
     var fds: [Int32] = []
     do throws(BenchError) {
-        for _ in 0..<phase.connections { fds.append(try Handshake.open(options, port: port).0) }
+        for index in 0..<phase.connections { fds.append(try Handshake.open(options, port: port, index: index).0) }
     } catch {
         for fd in fds { close(fd) }
         throw error

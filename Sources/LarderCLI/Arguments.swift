@@ -122,7 +122,9 @@ public struct CommandSpec: Sendable {
 
     /// Options every command accepts, before or after the command.
     public static let globalOptions: [OptionSpec] = [
-        OptionSpec("host", value: "HOST", help: "server host (env LARDER_HOST, default 127.0.0.1)"),
+        OptionSpec(
+            "host", value: "HOST",
+            help: "server host, or several as a:7411,b:7412 (env LARDER_HOST, default 127.0.0.1)"),
         OptionSpec("port", value: "N", help: "server TCP port (env LARDER_PORT, default 7411)"),
         OptionSpec("socket", value: "PATH", help: "connect to a Unix socket instead (env LARDER_SOCKET)"),
         OptionSpec("token", value: "T", help: "auth token (env LARDER_TOKEN)"),

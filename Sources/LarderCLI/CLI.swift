@@ -113,17 +113,26 @@ final class Session: @unchecked Sendable {
         // A --port on the command line beats LARDER_SOCKET from the environment.
         let useSocket = invocation.value("socket") != nil || (socket != nil && invocation.value("port") == nil
             && invocation.value("host") == nil)
-        let endpoint: LarderClient.Endpoint = useSocket && socket != nil
-            ? .unix(path: socket!) : .tcp(host: host, port: port)
+        var endpoints: [LarderClient.Endpoint]
+        if useSocket, let socket {
+            endpoints = [.unix(path: socket)]
+        } else {
+            // Several servers sharing one PostgreSQL: a connection goes to the next when one refuses or drops.
+            do throws(LarderError) {
+                endpoints = try HostList.parse(host, defaultPort: port).map { .tcp(host: $0.host, port: $0.port) }
+            } catch {
+                throw UsageError("--host: \(error.message)", excerpt: .option("host", host))
+            }
+        }
         let tls = try CLI.tlsSettings(invocation, environment: environment, unixSocket: useSocket && socket != nil)
-        let key = "\(endpoint)|\(token ?? "")|\(timeout)|\(String(describing: tls))"
+        let key = "\(endpoints)|\(token ?? "")|\(timeout)|\(String(describing: tls))"
         return lock.withLock {
             if let client, clientKey == key { return client }
             client?.close()
-            let made = LarderClient(
-                configuration: LarderClient.Configuration(
-                    endpoint: endpoint, token: token, clientName: "larder-cli \(LarderVersion.string)",
-                    requestTimeout: timeout, tls: tls))
+            var configuration = LarderClient.Configuration(
+                token: token, clientName: "larder-cli \(LarderVersion.string)", requestTimeout: timeout, tls: tls)
+            configuration.endpoints = endpoints
+            let made = LarderClient(configuration: configuration)
             client = made
             clientKey = key
             return made

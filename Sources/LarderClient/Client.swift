@@ -2,12 +2,16 @@ import Foundation
 import LarderSync
 import LarderWire
 
-/// A connection pool to one Larder server, with an async method for every operation.
+/// A connection pool to a Larder server, or to several servers sharing one PostgreSQL, with an async method for every
+/// operation.
 ///
-/// Create one per server and share it: it is `Sendable`, and many tasks may call it at once. Each of its
-/// `connections` carries many requests in flight (up to the server's announced `maxInFlight`), matched to their
-/// replies by request id. Connections open lazily on first use; one that breaks fails its requests in flight with
-/// `UNAVAILABLE` (a write is never retried, since it may have been applied) and the next request opens a new one.
+/// Create one and share it: it is `Sendable`, and many tasks may call it at once. Each of its `connections` carries
+/// many requests in flight (up to the server's announced `maxInFlight`), matched to their replies by request id.
+/// Connections open lazily on first use, each at the next of `endpoints` in turn (so a pool spreads over the servers),
+/// going on to the next endpoint when one refuses. A connection that breaks fails its requests in flight with
+/// `UNAVAILABLE`, and the next request opens a new one at the next endpoint. Reads and PING that the break failed are
+/// sent again on a new connection; a write never is (it may have been applied): its error says whether it was sent
+/// (details `sent`).
 ///
 /// ```swift
 /// let client = LarderClient(host: "127.0.0.1", port: 7411)
@@ -33,8 +37,13 @@ public final class LarderClient: Sendable {
 
     /// How the client connects and how long it waits.
     public struct Configuration: Sendable {
-        /// Where the server listens.
-        public var endpoint: Endpoint
+        /// Where the servers listen (at least one): servers that share one PostgreSQL, in the order tried.
+        public var endpoints: [Endpoint]
+        /// The first of `endpoints`; setting it makes it the only one.
+        public var endpoint: Endpoint {
+            get { endpoints[0] }
+            set { endpoints = [newValue] }
+        }
         /// The token sent in HELLO when the server requires one.
         public var token: String?
         /// The client name sent in HELLO (the server may log it).
@@ -57,7 +66,7 @@ public final class LarderClient: Sendable {
             connectTimeout: Duration = .seconds(5), compression: Bool = true, tls: TLSSettings? = nil
         ) {
             self.tls = tls
-            self.endpoint = endpoint
+            self.endpoints = [endpoint]
             self.token = token
             self.clientName = clientName
             self.connections = connections
@@ -77,6 +86,8 @@ public final class LarderClient: Sendable {
     }
 
     private let slots: Locked<[Slot]>
+    /// The endpoint the next connection tries first.
+    private let nextEndpoint = Locked(0)
 
     /// A client for the server described by `configuration`; nothing connects until the first request.
     public init(configuration: Configuration) {
@@ -148,9 +159,13 @@ public final class LarderClient: Sendable {
             }
             // Open another connection only when every open one is busy and a slot is free.
             if let index = slots.firstIndex(where: { if case .empty = $0 { true } else { false } }) {
+                let first = nextEndpoint.withLock { next in
+                    defer { next = (next + 1) % configuration.endpoints.count }
+                    return next
+                }
                 let task = Task { () async -> Result<Connection, LarderError> in
                     do throws(LarderError) {
-                        return .success(try await Connection.open(configuration))
+                        return .success(try await LarderClient.open(configuration, startingAt: first))
                     } catch {
                         return .failure(error)
                     }
@@ -176,6 +191,37 @@ public final class LarderClient: Sendable {
                 }
             }
             return try result.get()
+        }
+    }
+
+    /// A connection to the first endpoint, from `first` on, that accepts one; UNAVAILABLE naming each refusal
+    /// when none does. An error the server answered (a wrong token, say) ends the search: another server of the same
+    /// deployment would answer it too.
+    static func open(_ configuration: Configuration, startingAt first: Int) async throws(LarderError) -> Connection {
+        let endpoints = configuration.endpoints
+        var refusals: [String] = []
+        for step in 0..<endpoints.count {
+            let endpoint = endpoints[(first + step) % endpoints.count]
+            do throws(LarderError) {
+                return try await Connection.open(configuration, endpoint: endpoint)
+            } catch {
+                guard error.status == .unavailable || error.status == .deadlineExceeded, endpoints.count > 1 else {
+                    throw error
+                }
+                refusals.append(error.message)
+            }
+        }
+        throw LarderError(
+            .unavailable, "no server answered: " + refusals.joined(separator: "; ") + "; retry when one is back")
+    }
+
+    /// Whether a request of `opcode` changes nothing, so sending it again after a lost connection is harmless.
+    static func isRetryable(_ opcode: Opcode) -> Bool {
+        switch opcode {
+        case .ping, .get, .getMany, .list, .search, .count, .group, .collections, .blobGet, .blobHead, .blobList,
+            .stats:
+            true
+        default: false
         }
     }
 
@@ -219,10 +265,19 @@ public final class LarderClient: Sendable {
         _ opcode: Opcode, jsonBytes: [UInt8], binary: [UInt8] = [], timeout: Duration? = nil,
         progress: (@Sendable (Int, Int) -> Void)? = nil
     ) async throws(LarderError) -> Frame {
-        let connection = try await connection()
-        return try await connection.call(
-            opcode, json: jsonBytes, binary: binary, timeout: timeout ?? configuration.requestTimeout,
-            progress: progress)
+        // A read the lost connection failed goes once more to each other endpoint (a new connection moves on).
+        var attempts = LarderClient.isRetryable(opcode) ? configuration.endpoints.count : 1
+        while true {
+            attempts -= 1
+            let connection = try await connection()
+            do throws(LarderError) {
+                return try await connection.call(
+                    opcode, json: jsonBytes, binary: binary, timeout: timeout ?? configuration.requestTimeout,
+                    progress: progress)
+            } catch {
+                guard attempts > 0, error.status == .unavailable, error.details["sent"] != nil else { throw error }
+            }
+        }
     }
 
     func message<M: WireMessage>(
@@ -236,10 +291,10 @@ public final class LarderClient: Sendable {
     /// Sends PING and returns the round-trip time.
     @discardableResult
     public func ping() async throws(LarderError) -> Duration {
-        let connection = try await connection()
+        _ = try await connection()
         let clock = ContinuousClock()
         let start = clock.now
-        _ = try await connection.call(.ping, json: [], binary: [], timeout: configuration.requestTimeout)
+        _ = try await call(.ping, jsonBytes: [])
         return clock.now - start
     }
 

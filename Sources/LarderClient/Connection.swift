@@ -21,6 +21,7 @@ final class Connection: @unchecked Sendable {
     let endpoint: String
 
     private struct Waiter {
+        let opcode: Opcode
         var continuation: CheckedContinuation<Result<Frame, LarderError>, Never>?
         /// Set when the deadline or a cancellation arrived before the continuation was registered.
         var aborted: LarderError?
@@ -61,9 +62,10 @@ final class Connection: @unchecked Sendable {
         self.transport = transport
     }
 
-    /// Connects, starts the reader thread and performs the HELLO handshake.
-    static func open(_ configuration: LarderClient.Configuration) async throws(LarderError) -> Connection {
-        let endpoint = configuration.endpoint
+    /// Connects to `endpoint`, starts the reader thread and performs the HELLO handshake.
+    static func open(_ configuration: LarderClient.Configuration, endpoint: LarderClient.Endpoint)
+        async throws(LarderError) -> Connection
+    {
         let timeoutMs = Int(configuration.connectTimeout.components.seconds * 1000)
             + Int(configuration.connectTimeout.components.attoseconds / 1_000_000_000_000_000)
         let fd = try Socket.connect(endpoint, timeoutMs: max(1, timeoutMs))
@@ -159,7 +161,8 @@ final class Connection: @unchecked Sendable {
             let id = nextID
             nextID = nextID == UInt32.max ? 1 : nextID + 1
             waiters[id] = Waiter(
-                request: Frame(opcode: opcode, requestID: id, json: json, binary: binary), progress: progress,
+                opcode: opcode, request: Frame(opcode: opcode, requestID: id, json: json, binary: binary),
+                progress: progress,
                 onReply: onReply)
             return .success(id)
         }
@@ -302,7 +305,7 @@ final class Connection: @unchecked Sendable {
             close(
                 LarderError(
                     .unavailable, "the connection to \(endpoint) broke while sending \(frame.opcode.name) ("
-                        + failure.description + "); requests in flight may or may not have been applied"))
+                        + failure.description + ")"), lost: true)
         }
     }
 
@@ -319,17 +322,14 @@ final class Connection: @unchecked Sendable {
         reading: while true {
             let n: Int
             switch transport.read(chunk, capacity) {
-            case .success(let count): n = count
-            case .failure(let failure): n = -1; ending = LarderError(.unavailable, "lost the connection to \(endpoint): \(failure)")
-            }
-            if n < 0, ending != nil { break }
-            if n <= 0 {
-                let pending = load
-                let why = "the server closed the connection"
-                ending = LarderError(
-                    .unavailable, "lost the connection to \(endpoint): \(why)"
-                        + (pending > 0 ? "; \(pending) request(s) in flight may or may not have been applied" : ""))
-                break
+            case .success(let count) where count > 0:
+                n = count
+            case .success:
+                ending = LarderError(.unavailable, "lost the connection to \(endpoint): the server closed the connection")
+                break reading
+            case .failure(let failure):
+                ending = LarderError(.unavailable, "lost the connection to \(endpoint): \(failure)")
+                break reading
             }
             buffer.append(UnsafeRawBufferPointer(start: chunk, count: n))
             do throws(FrameError) {
@@ -357,7 +357,7 @@ final class Connection: @unchecked Sendable {
                 break reading
             }
         }
-        close(ending ?? LarderError(.unavailable, "lost the connection to \(endpoint)"))
+        close(ending ?? LarderError(.unavailable, "lost the connection to \(endpoint)"), lost: true)
         writeLock.withLock {
             closeDescriptor(fd)
             fd = -1
@@ -432,14 +432,17 @@ final class Connection: @unchecked Sendable {
         }
     }
 
-    /// Fails every request in flight with `error` and shuts the socket; later calls fail at once.
-    func close(_ error: LarderError = LarderError(.unavailable, "the client closed the connection")) {
+    /// Fails every request in flight with `error` and shuts the socket; later calls fail at once. `lost`: the
+    /// connection broke (rather than being closed by this client), and each request's error says whether it was sent.
+    func close(
+        _ error: LarderError = LarderError(.unavailable, "the client closed the connection"), lost: Bool = false
+    ) {
         var sinks: [EventSink] = []
         defer {
             let failure = lock.withLock { self.failure } ?? error
             for sink in sinks { sink.fail(failure) }
         }
-        let continuations: [CheckedContinuation<Result<Frame, LarderError>, Never>] = lock.withLock {
+        let continuations: [(CheckedContinuation<Result<Frame, LarderError>, Never>, LarderError)] = lock.withLock {
             sinks = Array(subscriptions.values)
             subscriptions.removeAll()
             guard failure == nil else { return [] }
@@ -450,12 +453,17 @@ final class Connection: @unchecked Sendable {
                     field: serverError.field, details: serverError.details)
             }
             failure = error
-            let continuations = waiters.values.compactMap(\.continuation)
+            // Each request learns whether it reached the socket: one never written was not applied anywhere.
+            let continuations = waiters.values.compactMap { waiter in
+                waiter.continuation.map {
+                    ($0, lost ? Connection.lost(error, opcode: waiter.opcode, sent: waiter.request == nil) : error)
+                }
+            }
             waiters.removeAll()
             queue.removeAll()
             return continuations
         }
-        for continuation in continuations { continuation.resume(returning: .failure(lock.withLock { failure! })) }
+        for (continuation, error) in continuations { continuation.resume(returning: .failure(error)) }
         writeLock.withLock {
             if fd >= 0 { _ = shutdown(fd, Int32(SHUT_RDWR)) }
         }
@@ -463,6 +471,20 @@ final class Connection: @unchecked Sendable {
 
     deinit {
         if fd >= 0 { closeDescriptor(fd) }
+    }
+
+    /// The error a request in flight gets when its connection ends with `error`: UNAVAILABLE (unless the server said
+    /// otherwise) saying whether the request was sent, with details `sent`. A request that was sent may have been
+    /// applied; one that was not was applied nowhere.
+    static func lost(_ error: LarderError, opcode: Opcode, sent: Bool) -> LarderError {
+        guard error.status == .unavailable else { return error }
+        var details = error.details
+        details["sent"] = .bool(sent)
+        let what =
+            sent
+            ? "\(opcode.name) was sent and may or may not have been applied; read it back before retrying"
+            : "\(opcode.name) was not sent, so it was not applied"
+        return LarderError(.unavailable, "\(error.message) (\(what))", field: error.field, details: details)
     }
 }
 

@@ -33,7 +33,7 @@ final class IOShard: EventLoopHandler, @unchecked Sendable {
     /// nothing commits; it is given back at the end of the turn, before the loop waits again.
     private let store: Router.Store
     private var turnReads: (any PointReads)?
-    private var turnReadsOpen = false
+    var turnReadsOpen = false
 
     /// Only on `loop`.
     var pointReads: any PointReads {

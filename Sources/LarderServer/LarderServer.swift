@@ -74,8 +74,21 @@ public final class LarderServer: Sendable {
         return "the file system refused (is it read-only or full?)"
     }
 
-    /// Opens the store in `configuration.dataDirectory` (created if missing).
+    /// Opens the store: the PostgreSQL database of `configuration.postgresURL` when set, else SQLite in
+    /// `configuration.dataDirectory` (created if missing).
     public convenience init(configuration: ServerConfiguration) throws(LarderError) {
+        let storeConfiguration = StoreConfiguration(
+            dataDirectory: configuration.dataDirectory, synchronous: configuration.synchronous,
+            maxDocumentBytes: configuration.limits.maxDocumentBytes, maxBlobBytes: configuration.limits.maxBlobBytes,
+            maxPageBytes: Router.pageBudget(maxJSONBytes: configuration.limits.maxJSONBytes),
+            changeRetentionEvents: configuration.changeRetentionEvents,
+            changeRetentionMs: configuration.changeRetentionMs)
+        if let url = configuration.postgresURL {
+            let store = try PostgresStore(
+                url: url, configuration: storeConfiguration, timeoutMs: configuration.postgresTimeoutMs)
+            self.init(configuration: configuration, store: store)
+            return
+        }
         do {
             try FileManager.default.createDirectory(
                 atPath: configuration.dataDirectory, withIntermediateDirectories: true)
@@ -97,15 +110,14 @@ public final class LarderServer: Sendable {
         guard access(configuration.dataDirectory, W_OK) == 0 else {
             throw LarderError(.unavailable, "the data directory \(configuration.dataDirectory) is not writable")
         }
-        let store = try SQLiteStore(
-            configuration: StoreConfiguration(
-                dataDirectory: configuration.dataDirectory, synchronous: configuration.synchronous,
-                maxDocumentBytes: configuration.limits.maxDocumentBytes,
-                maxBlobBytes: configuration.limits.maxBlobBytes,
-                maxPageBytes: Router.pageBudget(maxJSONBytes: configuration.limits.maxJSONBytes),
-                changeRetentionEvents: configuration.changeRetentionEvents,
-                changeRetentionMs: configuration.changeRetentionMs))
-        self.init(configuration: configuration, store: store)
+        self.init(configuration: configuration, store: try SQLiteStore(configuration: storeConfiguration))
+    }
+
+    /// The store in use, for the start-up line: `data DIR`, or `postgres URL` (its password shown as `***`) with the
+    /// writer's `synchronous_commit`.
+    public var storeDescription: String {
+        guard let postgres = store as? PostgresStore else { return configuration.storeDescription }
+        return configuration.storeDescription + " (synchronous_commit \(postgres.synchronousCommit))"
     }
 
     /// Serves an already open store (tests, embedding).
@@ -127,10 +139,13 @@ public final class LarderServer: Sendable {
             serverName: LarderServer.serverName, tokens: tokens)
         context = ServerContext(router: router, stats: stats, logger: logger, machineConfiguration: machine)
         let lastChangeSeq = store.lastChangeSeq
+        // On a store other servers write too, a cached answer could be stale the moment another server acknowledges
+        // a write (read-your-writes across servers): no cache there. BENCHMARKS.md measures what it would have saved.
+        let readCacheBytes = store.isShared ? 0 : configuration.readCacheBytes
         shards = (0..<max(1, configuration.ioQueues)).map {
             IOShard(
                 index: $0, configuration: machine, store: store, stats: stats,
-                readCacheBytes: configuration.readCacheBytes / max(1, configuration.ioQueues), publishedSeq: lastChangeSeq,
+                readCacheBytes: readCacheBytes / max(1, configuration.ioQueues), publishedSeq: lastChangeSeq,
                 maxInboxChanges: configuration.maxInboxChanges)
         }
         let hub = WatchHub(shards: shards)

@@ -14,6 +14,8 @@ package final class Router: Sendable {
     let searchGate: TestGate?
     let serverName: String
     let maxReplyJSONBytes: Int
+    /// Whether the store answers point reads locally (SQLite), so the event loops may run them (`handleInline`).
+    let pointReadsAreLocal: Bool
 
     /// The record bytes a page may carry under a JSON limit, leaving room for what wraps the records (member names,
     /// the cursor, group keys).
@@ -29,6 +31,7 @@ package final class Router: Sendable {
         self.workQueue = workQueue
         self.searchGate = searchGate
         self.serverName = serverName
+        self.pointReadsAreLocal = store.pointReadsAreLocal
     }
 
     /// Point reads answered on the connection's event loop, without a hop to the work queue and back: each is one
@@ -91,7 +94,8 @@ package final class Router: Sendable {
     /// Answers `frame` at once when it is a point read (`isInline`), through `reads` (the caller's burst of
     /// point reads, ended by the caller); nil means: use `handle`.
     package func handleInline(_ frame: Frame, reads: @autoclosure () -> any PointReads) -> Reply? {
-        guard Router.isInline(frame.opcode) else { return nil }
+        // A store whose point reads wait on the network (PostgreSQL) must not hold up a loop: only PING stays here.
+        guard Router.isInline(frame.opcode), pointReadsAreLocal || frame.opcode == .ping else { return nil }
         switch route(frame) {
         case .answered(let reply): return reply
         case .read: return readReply(frame, frame.opcode == .ping ? nil : reads())

@@ -11,6 +11,13 @@ public struct ServerConfiguration: Sendable {
     /// Also listen on this Unix domain socket path.
     public var socketPath: String?
     public var dataDirectory: String = "./larder-data"
+    /// When set, the store is this PostgreSQL database (a libpq URI or conninfo string) instead of SQLite in
+    /// `dataDirectory`.
+    public var postgresURL: String?
+    /// With `postgresURL`: how long one call to PostgreSQL (a connect, or a statement's round trip) may take before
+    /// the server gives that connection up and answers UNAVAILABLE; a lock held elsewhere or a stopped database costs
+    /// a request at most this long.
+    public var postgresTimeoutMs: Int = 20_000
     /// When set, HELLO must present it (or a token of `tokenFile`); it has every right. Compared in constant time,
     /// never logged.
     public var token: String?
@@ -57,6 +64,12 @@ public struct ServerConfiguration: Sendable {
     public var changeRetentionMs: Int64 = 86_400_000
 
     public init() {}
+
+    /// The store in use, for the start-up line: `data DIR` or `postgres URL` (the URL's password shown as `***`).
+    public var storeDescription: String {
+        guard let postgresURL else { return "data \(dataDirectory)" }
+        return "postgres " + ((try? PGSettings(url: postgresURL))?.redacted ?? "(unreadable URL)")
+    }
 }
 
 /// The `larder-server` command line: `--opt value`, `--opt=value`, and a `LARDER_*` environment variable for each
@@ -75,8 +88,9 @@ public enum ServerOptions {
         public var description: String { message }
     }
 
-    public static let usageLine = "Usage: larder-server [--host ADDR] [--port N] [--socket PATH] [--data-dir DIR] "
-        + "[--token T] [--token-file F] [--tls-cert F --tls-key F] [limits...] (see --help)"
+    public static let usageLine = "Usage: larder-server [--host ADDR] [--port N] [--socket PATH] "
+        + "[--data-dir DIR | --postgres URL] [--token T] [--token-file F] [--tls-cert F --tls-key F] [limits...] "
+        + "(see --help)"
 
     struct Option: Sendable {
         var name: String
@@ -140,6 +154,24 @@ public enum ServerOptions {
                 help: "where the database lives (default \(d.dataDirectory))",
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in c.dataDirectory = v }),
             Option(
+                name: "postgres", env: "LARDER_POSTGRES_URL", valueName: "URL",
+                help: "store in this PostgreSQL database (libpq URI or conninfo) instead of SQLite in --data-dir",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    do throws(LarderError) {
+                        _ = try PGSettings(url: v)
+                    } catch {
+                        throw UsageError(message: "--postgres: \(error.message)")
+                    }
+                    c.postgresURL = v
+                }),
+            Option(
+                name: "postgres-timeout-ms", env: "LARDER_POSTGRES_TIMEOUT_MS", valueName: "MS",
+                help: "with --postgres: how long one call to the database may take before it answers UNAVAILABLE "
+                    + "(default \(d.postgresTimeoutMs))",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.postgresTimeoutMs = try integer("postgres-timeout-ms", v, min: 100, max: 3_600_000)
+                }),
+            Option(
                 name: "token", env: "LARDER_TOKEN", valueName: "T",
                 help: "require this token in HELLO; it has every right (the admin role)",
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
@@ -200,7 +232,8 @@ public enum ServerOptions {
                 }),
             Option(
                 name: "read-cache-bytes", env: "LARDER_READ_CACHE_BYTES", valueName: "SIZE",
-                help: "recent GET answers kept in memory, 0 for none (default \(ByteSize.format(d.readCacheBytes)))",
+                help: "recent GET answers kept in memory, 0 for none; none with --postgres (default "
+                    + "\(ByteSize.format(d.readCacheBytes)))",
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
                     c.readCacheBytes = try size("read-cache-bytes", v, min: 0, max: Int.max)
                 }),
@@ -230,7 +263,8 @@ public enum ServerOptions {
                 }),
             Option(
                 name: "synchronous", env: "LARDER_SYNCHRONOUS", valueName: "normal|full",
-                help: "SQLite durability: normal survives a crash, full a power loss (default normal)",
+                help: "durability: normal survives a crash, full a power loss; on PostgreSQL, full sets "
+                    + "synchronous_commit on whatever the database says (default normal)",
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
                     guard let s = StoreConfiguration.Synchronous(rawValue: v.uppercased()) else {
                         throw UsageError(message: "--synchronous must be normal or full, not '\(v)'")

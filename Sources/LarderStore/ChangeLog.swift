@@ -90,6 +90,25 @@ final class ChangeFeedState: @unchecked Sendable {
         }
         for listener in current { listener(entries) }
     }
+
+    /// Held while entries are published in order (`publishInOrder`), so that two publishers (a writer and the
+    /// follower of a shared log) never tell the listeners out of order.
+    private let order = Lock()
+
+    /// Publishes the part of `entries` (ascending, contiguous) past `lastSeq`, for a log that several processes write
+    /// (PostgreSQL): false, publishing nothing, when they do not follow on from `lastSeq`, since changes committed
+    /// elsewhere come between (the caller reads those from the log and publishes them first). `prunedThrough` says
+    /// what the log no longer holds: entries just past it follow on whatever was published (nothing to read).
+    func publishInOrder(_ entries: [ChangeEntry], prunedThrough: Int64 = 0) -> Bool {
+        order.lock()
+        defer { order.unlock() }
+        let last = lastSeq
+        let fresh = entries.drop { $0.seq <= last }
+        guard let first = fresh.first else { return true }
+        guard first.seq <= max(last, prunedThrough) + 1 else { return false }
+        committed(Array(fresh))
+        return true
+    }
 }
 
 /// When the writer prunes the log: by count every 1/64 of the retention (at least every change), and by age at

@@ -60,16 +60,12 @@ final class Writer: @unchecked Sendable {
         let execute: (SQLiteWriteContext) -> (LarderError?) -> Void
     }
 
-    static let queueKey = DispatchSpecificKey<ObjectIdentifier>()
     static let maxBatch = 512
 
-    let queue = DispatchQueue(label: "larder.store.writer", qos: .userInitiated)
+    private let batches = BatchQueue<Job>(label: "larder.store.writer", maxBatch: Writer.maxBatch)
+    private var queue: DispatchQueue { batches.queue }
     private let core: StoreCore
     private var connection: Connection?  // only on `queue`
-    private let lock = Lock()
-    private var jobs: [Job] = []  // under `lock`
-    private var scheduled = false  // under `lock`
-    private var closed = false  // under `lock`
     private var prune = PruneSchedule()  // only on `queue`
     private let uuids = TimeOrderedUUIDs()  // only on `queue`
     private let checkpointer: Checkpointer
@@ -82,43 +78,13 @@ final class Writer: @unchecked Sendable {
         self.core = core
         self.checkpointer = Checkpointer(path: core.databasePath)
         checkpointer.install(on: connection)
-        queue.setSpecific(key: Writer.queueKey, value: ObjectIdentifier(self))
+        batches.start { [unowned self] batch in run(batch) }
     }
 
-    var isOnQueue: Bool { DispatchQueue.getSpecific(key: Writer.queueKey) == ObjectIdentifier(self) }
+    var isOnQueue: Bool { batches.isOnQueue }
 
-    /// Queues a job; schedules a drain only when none is pending, so a burst of writes shares one transaction.
-    func enqueue(_ job: Job) -> Bool {
-        var mustSchedule = false
-        let accepted: Bool = lock.withLock {
-            guard !closed else { return false }
-            jobs.append(job)
-            if !scheduled {
-                scheduled = true
-                mustSchedule = true
-            }
-            return true
-        }
-        if mustSchedule { queue.async { self.drain() } }
-        return accepted
-    }
-
-    private func drain() {
-        while true {
-            let batch: [Job] = lock.withLock {
-                if jobs.isEmpty {
-                    scheduled = false
-                    return []
-                }
-                let take = min(jobs.count, Writer.maxBatch)
-                let batch = Array(jobs.prefix(take))
-                jobs.removeFirst(take)
-                return batch
-            }
-            if batch.isEmpty { return }
-            run(batch)
-        }
-    }
+    /// Queues a job for the next batch; false once closed.
+    func enqueue(_ job: Job) -> Bool { batches.enqueue(job) }
 
     private func run(_ batch: [Job]) {
         guard let connection else {
@@ -188,9 +154,8 @@ final class Writer: @unchecked Sendable {
 
     /// Refuses new work, waits for queued work, and closes the connection.
     func close() {
-        lock.withLock { closed = true }
+        batches.close()
         guard !isOnQueue else { return }
-        queue.sync {}  // a drain scheduled before `closed` finishes first
         queue.sync { connection = nil }
         checkpointer.close()
     }

@@ -3,10 +3,12 @@ import LarderWire
 
 extension FieldPath {
     /// The SQLite JSON path with every segment quoted: `$."address"."city"`. Segments never contain `"` (FieldPath
-    /// rejects it), so the quoting is unambiguous.
+    /// rejects it), so the quoting is unambiguous. SQLite compares a quoted label with a member name as it is written
+    /// in the stored JSON, where a backslash is escaped (`\\`): so is it here, or such a member could not be found
+    /// (found by the hostile-names test; the other characters the compact form escapes are refused in paths).
     var jsonPath: String {
         var path = "$"
-        for segment in segments { path += ".\"" + segment + "\"" }
+        for segment in segments { path += ".\"" + segment.replacingOccurrences(of: "\\", with: "\\\\") + "\"" }
         return path
     }
 

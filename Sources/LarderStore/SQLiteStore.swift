@@ -9,7 +9,7 @@ import LarderWire
 /// (collection, id), so collection names never reach SQL text except as bound values (and, validated, in index names).
 /// Blob bytes are stored in SQLite itself: the bytes, their metadata and the document they belong to then commit (and
 /// are deleted) in one transaction, with SQLite's WAL providing the fsync ordering; 32 MiB is well within its limits.
-public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
+public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
     let core: StoreCore
     let writer: Writer
     let readers: ReaderPool
@@ -110,95 +110,7 @@ public final class SQLiteStore: DocumentStore, BlobStore, @unchecked Sendable {
         if !writer.enqueue(job) { completion(.failure(LarderError(.unavailable, "the store is closed"))) }
     }
 
-    /// Submits and waits for the COMMIT.
-    func syncWrite<T: Sendable>(_ body: @escaping @Sendable (any WriteContext) throws(LarderError) -> T)
-        throws(LarderError) -> T
-    {
-        guard !writer.isOnQueue else {
-            throw LarderError(.internal, "a synchronous write was called from inside a write; use the WriteContext")
-        }
-        let box = ResultBox<T>()
-        submitWrite(body) { box.set($0) }
-        return try box.wait()
-    }
-
-    public func create(_ collection: String, id: UUID?, data: JSONObject) throws(LarderError) -> StoredRecord {
-        try SQLiteStore.validateCollection(collection)
-        // Encoded and folded here, on the caller's thread: the writer's time is the scarce resource.
-        let document = try prepare(data)
-        return try syncWrite { context throws(LarderError) in
-            try (context as! SQLiteWriteContext).insert(collection, id: id, document: document)
-        }
-    }
-
-    public func replace(_ collection: String, id: UUID, data: JSONObject, expectedRev: Int64?) throws(LarderError)
-        -> StoredRecord
-    {
-        try SQLiteStore.validateCollection(collection)
-        let document = try prepare(data)
-        return try syncWrite { context throws(LarderError) in
-            try context.replace(collection, id: id, document: document, expectedRev: expectedRev)
-        }
-    }
-
-    public func patch(_ collection: String, id: UUID, patch: JSONObject, expectedRev: Int64?) throws(LarderError)
-        -> StoredRecord
-    {
-        try SQLiteStore.validateCollection(collection)
-        return try syncWrite { context throws(LarderError) in
-            try context.patch(collection, id: id, patch: patch, expectedRev: expectedRev)
-        }
-    }
-
-    public func delete(_ collection: String, id: UUID, expectedRev: Int64?) throws(LarderError)
-        -> (rev: Int64, blobsDeleted: Int)
-    {
-        try SQLiteStore.validateCollection(collection)
-        let result = try syncWrite { context throws(LarderError) -> DeleteResult in
-            let r = try context.delete(collection, id: id, expectedRev: expectedRev)
-            return DeleteResult(rev: r.rev, blobs: r.blobsDeleted)
-        }
-        return (result.rev, result.blobs)
-    }
-
-    public func dropCollection(_ name: String) throws(LarderError) -> (documents: Int, blobs: Int) {
-        try SQLiteStore.validateCollection(name)
-        let result = try syncWrite { context throws(LarderError) -> DeleteResult in
-            let r = try context.dropCollection(name)
-            return DeleteResult(rev: Int64(r.documents), blobs: r.blobs)
-        }
-        return (Int(result.rev), result.blobs)
-    }
-
-    public func createIndex(_ collection: String, field: FieldPath) throws(LarderError) -> (name: String, created: Bool) {
-        try SQLiteStore.validateCollection(collection)
-        let result = try syncWrite { context throws(LarderError) -> IndexResult in
-            let r = try context.createIndex(collection, field: field)
-            return IndexResult(name: r.name, created: r.created)
-        }
-        return (result.name, result.created)
-    }
-
-    public func blobPut(id: UUID?, bytes: [UInt8], expectedSHA256: String?, attachTo: BlobAttachment?)
-        throws(LarderError) -> BlobMeta
-    {
-        // Validation and hashing happen on the caller's thread, keeping the writer queue short.
-        let prepared = try PreparedBlob(
-            id: id, bytes: bytes, expectedSHA256: expectedSHA256, attachTo: attachTo, core: core)
-        return try syncWrite { context throws(LarderError) in
-            try (context as! SQLiteWriteContext).insertBlob(prepared)
-        }
-    }
-
-    public func blobDelete(_ id: UUID) throws(LarderError) {
-        try syncWrite { context throws(LarderError) in try context.blobDelete(id) }
-    }
-
-    func prepare(_ data: JSONObject) throws(LarderError) -> PreparedDocument {
-        let document = PreparedDocument(data)
-        try document.checkSize(limit: core.configuration.maxDocumentBytes, field: "data")
-        return document
-    }
+    var isOnWriterQueue: Bool { writer.isOnQueue }
 
     // MARK: Reads
 

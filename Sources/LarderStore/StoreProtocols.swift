@@ -160,6 +160,12 @@ public protocol DocumentStore: Sendable {
     func get(_ collection: String, id: UUID) throws(LarderError) -> StoredRecord
     /// A burst of point reads (documents and blob metadata) for one thread; see `PointReads`.
     func pointReads() -> any PointReads
+    /// Whether a point read is answered from this process's memory and files in microseconds, so that the server may
+    /// answer GET and BLOB_HEAD on its event loops; false when each one waits on the network (PostgreSQL).
+    var pointReadsAreLocal: Bool { get }
+    /// Whether other processes may write the same data (PostgreSQL shared by several servers): this process then
+    /// keeps no copy of a document to answer from, since nothing tells it in time that another server changed it.
+    var isShared: Bool { get }
     /// Found records in the order of `ids` (duplicates answered once), and the ids that do not exist.
     func getMany(_ collection: String, ids: [UUID]) throws(LarderError) -> (records: [StoredRecord], missing: [UUID])
     /// Replaces `data`; CONFLICT (details `currentRev`) when `expectedRev` differs.
@@ -211,6 +217,9 @@ public protocol DocumentStore: Sendable {
 }
 
 extension DocumentStore {
+    public var pointReadsAreLocal: Bool { true }
+    public var isShared: Bool { false }
+
     /// `submitWrite` as an async call: returns after COMMIT.
     public func write<T: Sendable>(_ body: @escaping @Sendable (any WriteContext) throws(LarderError) -> T)
         async throws(LarderError) -> T

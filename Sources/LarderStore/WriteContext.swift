@@ -2,7 +2,7 @@ import Foundation
 import LarderWire
 
 /// The write operations on the writer connection, inside the open group-commit transaction.
-final class SQLiteWriteContext: WriteContext {
+final class SQLiteWriteContext: PreparedWriteContext {
     let connection: Connection?
     let core: StoreCore
     let closedError: LarderError?
@@ -39,26 +39,12 @@ final class SQLiteWriteContext: WriteContext {
         try? db.run(.release)
     }
 
-    private func checkSize(_ document: PreparedDocument, field: String = "data") throws(LarderError) {
-        try document.checkSize(limit: core.configuration.maxDocumentBytes, field: field)
-    }
-
     private func ensureCollection(_ name: String) throws(LarderError) {
         let statement = try db.statement(.ensureCollection)
         defer { statement.reset() }
         try statement.bind(at: 1, .text(name))
         try statement.bind(at: 2, .int(nowMillis()))
         while try statement.step() {}
-    }
-
-    func create(_ collection: String, id: UUID?, data: JSONObject) throws(LarderError) -> StoredRecord {
-        try create(collection, id: id, document: PreparedDocument(data))
-    }
-
-    func create(_ collection: String, id: UUID?, document: PreparedDocument) throws(LarderError) -> StoredRecord {
-        try SQLiteStore.validateCollection(collection)
-        try checkSize(document)
-        return try insert(collection, id: id, document: document)
     }
 
     /// Inserts a document whose collection name and size were checked.
@@ -126,12 +112,6 @@ final class SQLiteWriteContext: WriteContext {
         let record = StoredRecord(id: id, rev: row.rev + 1, createdAt: row.createdAt, updatedAt: now, data: document.data)
         try recordChange(kind, collection, record: record, previous: row.data)
         return record
-    }
-
-    func replace(_ collection: String, id: UUID, data: JSONObject, expectedRev: Int64?) throws(LarderError)
-        -> StoredRecord
-    {
-        try replace(collection, id: id, document: PreparedDocument(data), expectedRev: expectedRev)
     }
 
     func replace(_ collection: String, id: UUID, document: PreparedDocument, expectedRev: Int64?) throws(LarderError)
@@ -212,12 +192,6 @@ final class SQLiteWriteContext: WriteContext {
         let core = self.core
         afterCommit.append { core.setIndexed(collection, field) }
         return (name, true)
-    }
-
-    func blobPut(id: UUID?, bytes: [UInt8], expectedSHA256: String?, attachTo: BlobAttachment?) throws(LarderError)
-        -> BlobMeta
-    {
-        try insertBlob(PreparedBlob(id: id, bytes: bytes, expectedSHA256: expectedSHA256, attachTo: attachTo, core: core))
     }
 
     func insertBlob(_ blob: PreparedBlob) throws(LarderError) -> BlobMeta {

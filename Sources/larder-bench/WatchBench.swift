@@ -22,9 +22,17 @@ enum WatchBench {
         var threads = 2
         var collection = "watchbench"
         var idsOnly = false
+        /// Where the writer sends its CREATEs: another server than the subscribers' measures delivery across servers
+        /// sharing one PostgreSQL. Default: the first of `--host`.
+        var writer: (host: String, port: Int)?
 
-        static let usage = "Usage: larder-bench watch [--host H] [--port N] [--subscribers N] [--writes N] "
-            + "[--window N] [--pad SIZE] [--threads N] [--collection C] [--ids-only]"
+        /// The subscribers' servers (`--host a:7411,b:7412`), round robin.
+        var servers: [(host: String, port: Int)] {
+            (try? HostList.parse(host, defaultPort: port)) ?? [(host, port)]
+        }
+
+        static let usage = "Usage: larder-bench watch [--host H[,H...]] [--port N] [--writer H:P] [--subscribers N] "
+            + "[--writes N] [--window N] [--pad SIZE] [--threads N] [--collection C] [--ids-only]"
 
         static let help = """
             larder-bench watch: change-feed fan-out against a running larder-server
@@ -35,6 +43,8 @@ enum WatchBench {
             --writes documents (default 2000), --window requests in flight (default 16), each with --pad bytes of
             padding (default 100). Subscribers are raw sockets served by --threads polling threads (default 2).
             Reports events delivered per second, write-to-delivery and commit-to-delivery latency, and gaps.
+            Several servers on one PostgreSQL: --host a:7411,b:7412 spreads the subscribers over them, and
+            --writer c:7413 writes through another, for delivery across servers.
             The server needs --max-connections above N (and the bench an open-file limit to match).
 
             """
@@ -55,7 +65,22 @@ enum WatchBench {
             while i < arguments.count {
                 switch arguments[i] {
                 case "-h", "--help": return nil
-                case "--host": o.host = try value("--host")
+                case "--host":
+                    o.host = try value("--host")
+                    do throws(LarderError) {
+                        _ = try HostList.parse(o.host, defaultPort: o.port)
+                    } catch {
+                        throw BenchUsage("--host: \(error.message)")
+                    }
+                case "--writer":
+                    let text = try value("--writer")
+                    do throws(LarderError) {
+                        let parsed = try HostList.parse(text, defaultPort: 7411)
+                        guard parsed.count == 1 else { throw LarderError(.invalidArgument, "one server") }
+                        o.writer = parsed[0]
+                    } catch {
+                        throw BenchUsage("--writer takes one host:port: \(error.message)")
+                    }
                 case "--port": o.port = try int("--port")
                 case "--subscribers": o.subscribers = try int("--subscribers")
                 case "--writes": o.writes = try int("--writes")
@@ -260,12 +285,15 @@ enum WatchBench {
 
     static func run(_ o: Options) throws(Failure) {
         print("watch fan-out: \(o.subscribers) subscribers, \(o.writes) writes (window \(o.window), pad \(o.padBytes) B)"
-            + "\(o.idsOnly ? ", ids only" : ""), \(o.threads) polling threads, server \(o.host):\(o.port)")
+            + "\(o.idsOnly ? ", ids only" : ""), \(o.threads) polling threads, "
+            + "subscribers on \(o.servers.map { "\($0.host):\($0.port)" }.joined(separator: ",")), writer on "
+            + "\((o.writer ?? o.servers[0]).host):\((o.writer ?? o.servers[0]).port)")
         let hello = HelloRequest(compression: [], client: "larder-bench watch").json
         var fds: [Int32] = []
         let setupStarted = monotonicMicros()
         for n in 0..<o.subscribers {
-            let link = try Link(host: o.host, port: o.port)
+            let server = o.servers[n % o.servers.count]
+            let link = try Link(host: server.host, port: server.port)
             _ = try link.call(.hello, hello, id: 1)
             let watch = WatchRequest(collection: o.collection, idsOnly: o.idsOnly)
             _ = try link.call(.watch, watch.json, id: 2)
@@ -290,7 +318,8 @@ enum WatchBench {
         }
 
         // The writer: CREATEs pipelined within the window, each stamped with its send time.
-        let writer = try Link(host: o.host, port: o.port)
+        let writerServer = o.writer ?? o.servers[0]
+        let writer = try Link(host: writerServer.host, port: writerServer.port)
         _ = try writer.call(.hello, hello, id: 1)
         let pad = String(repeating: "p", count: o.padBytes)
         let started = monotonicMicros()

@@ -52,6 +52,6 @@ server.runUntilSignalled {
     FileHandle.standardOutput.write(
         Data(
             ("\(LarderServer.serverName) listening on \(server.addresses(port: port).joined(separator: ", ")) "
-                + "data \(configuration.dataDirectory)\n").utf8))
+                + "\(server.storeDescription)\n").utf8))
 }
 exit(0)

@@ -1,5 +1,6 @@
 import Foundation
 import LarderClient
+import LarderTestSupport
 import Testing
 
 /// Where an app's server runs: in the test process, or as the `larder-server` binary, as a user runs it.
@@ -18,25 +19,31 @@ final class AppServer: @unchecked Sendable {
     private let inProcess: ClientTestServer?
     private var child: ServerChild?
     private let directory: String
-    /// The server's own options beyond the port and data directory (TLS), and what clients need to reach it.
-    private let arguments: [String]
+    /// The process's store options: `--postgres` with a schema of its own on PostgreSQL, none on SQLite; and TLS.
+    private let storeArguments: [String]
+    private let schema: TestSchema?
+    /// What clients need to reach a server over TLS.
     let tls: LarderClient.TLSSettings?
 
-    init(_ backend: AppBackend) throws {
+    init(_ backend: AppBackend, _ store: ServerStore = .sqlite) throws {
         let certificates = TestCertificates.shared
-        arguments = backend == .tls
+        let tlsArguments = backend == .tls
             ? ["--tls-cert", certificates.serverCertificate, "--tls-key", certificates.serverKey] : []
         tls = backend == .tls ? .init(caFile: certificates.caFile) : nil
         switch backend {
         case .inProcess:
-            let server = try ClientTestServer()
+            let server = try ClientTestServer(store)
             inProcess = server
             port = server.port
             directory = server.directory
+            storeArguments = []
+            schema = nil
         case .process, .tls:
             inProcess = nil
             directory = NSTemporaryDirectory() + "larder-app-\(UUID().uuidString)"
-            let server = try ServerChild(dataDirectory: directory, arguments: arguments)
+            schema = store == .postgres ? try TestPostgres.newSchema() : nil
+            storeArguments = (schema.map { ["--postgres", $0.url] } ?? []) + tlsArguments
+            let server = try ServerChild(dataDirectory: directory, arguments: storeArguments)
             child = server
             port = server.port
         }
@@ -56,7 +63,7 @@ final class AppServer: @unchecked Sendable {
         if let inProcess { try inProcess.restart() }
         if let old = child {
             #expect(old.stop() == 0)
-            child = try ServerChild(dataDirectory: directory, arguments: ["--port", "\(port)"] + arguments)
+            child = try ServerChild(dataDirectory: directory, arguments: ["--port", "\(port)"] + storeArguments)
         }
     }
 
@@ -66,12 +73,14 @@ final class AppServer: @unchecked Sendable {
             _ = child.stop()
             try? FileManager.default.removeItem(atPath: directory)
             try? FileManager.default.removeItem(atPath: child.logPath)
+            schema?.drop()
         }
     }
 }
 
 /// The five apps Larder was made for, replayed through the typed client with their own model structs (the shapes of
-/// samples/README.md), each on an in-process server, on a `larder-server` process, and on one over TLS.
+/// samples/README.md), each on an in-process server, on a `larder-server` process and on one over TLS, on SQLite and on
+/// PostgreSQL.
 ///
 /// After a server restart a test reopens its client's connection (`close()`): the client hears of the old one's end
 /// on its reader thread, which a busy machine may run late, and a request sent on it meanwhile would fail (the
@@ -87,9 +96,9 @@ final class AppServer: @unchecked Sendable {
         var isMale: Bool
     }
 
-    @Test(arguments: AppBackend.allCases)
-    func profileBookSurvivesARestart(_ backend: AppBackend) async throws {
-        let server = try AppServer(backend)
+    @Test(arguments: AppBackend.allCases, ServerStore.allCases)
+    func profileBookSurvivesARestart(_ backend: AppBackend, _ store: ServerStore) async throws {
+        let server = try AppServer(backend, store)
         defer { server.stop() }
         let client = server.client()
         defer { client.close() }
@@ -142,9 +151,9 @@ final class AppServer: @unchecked Sendable {
         var photo: UUID?
     }
 
-    @Test(arguments: AppBackend.allCases)
-    func shopDiaryPhotosGoWithTheirPurchase(_ backend: AppBackend) async throws {
-        let server = try AppServer(backend)
+    @Test(arguments: AppBackend.allCases, ServerStore.allCases)
+    func shopDiaryPhotosGoWithTheirPurchase(_ backend: AppBackend, _ store: ServerStore) async throws {
+        let server = try AppServer(backend, store)
         defer { server.stop() }
         let client = server.client()
         defer { client.close() }
@@ -193,9 +202,9 @@ final class AppServer: @unchecked Sendable {
         var isFinish: Bool
     }
 
-    @Test(arguments: AppBackend.allCases)
-    func todoListWithClientMadeIDsSurvivesARestart(_ backend: AppBackend) async throws {
-        let server = try AppServer(backend)
+    @Test(arguments: AppBackend.allCases, ServerStore.allCases)
+    func todoListWithClientMadeIDsSurvivesARestart(_ backend: AppBackend, _ store: ServerStore) async throws {
+        let server = try AppServer(backend, store)
         defer { server.stop() }
         let client = server.client()
         defer { client.close() }
@@ -241,9 +250,9 @@ final class AppServer: @unchecked Sendable {
 
     enum Scope { case all, name, address }
 
-    @Test(arguments: AppBackend.allCases)
-    func studentRegisterSearchScopes(_ backend: AppBackend) async throws {
-        let server = try AppServer(backend)
+    @Test(arguments: AppBackend.allCases, ServerStore.allCases)
+    func studentRegisterSearchScopes(_ backend: AppBackend, _ store: ServerStore) async throws {
+        let server = try AppServer(backend, store)
         defer { server.stop() }
         let client = server.client()
         defer { client.close() }
@@ -305,9 +314,9 @@ final class AppServer: @unchecked Sendable {
         var description: String
     }
 
-    @Test(arguments: AppBackend.allCases)
-    func catalogueSectionsAndDetail(_ backend: AppBackend) async throws {
-        let server = try AppServer(backend)
+    @Test(arguments: AppBackend.allCases, ServerStore.allCases)
+    func catalogueSectionsAndDetail(_ backend: AppBackend, _ store: ServerStore) async throws {
+        let server = try AppServer(backend, store)
         defer { server.stop() }
         let client = server.client()
         defer { client.close() }

@@ -51,8 +51,8 @@ import Testing
             stdoutBytes: Array(FileManager.default.contents(atPath: out) ?? Data()))
     }
 
-    @Test func documentCommandsWithJSONOutput() throws {
-        let server = try ClientTestServer()
+    @Test(arguments: ServerStore.allCases) func documentCommandsWithJSONOutput(_ store: ServerStore) throws {
+        let server = try ClientTestServer(store)
         defer { server.stop() }
         let port = ["--port", String(server.port)]
         var r = try Self.run(["create", "items", #"{"item":"茶葉蛋","price":13,"discount":false}"#] + port)
@@ -123,8 +123,8 @@ import Testing
         #expect(r.stderr.contains("cannot connect"))
     }
 
-    @Test func importThenExportGivesTheSameRecords() throws {
-        let server = try ClientTestServer()
+    @Test(arguments: ServerStore.allCases) func importThenExportGivesTheSameRecords(_ store: ServerStore) throws {
+        let server = try ClientTestServer(store)
         defer { server.stop() }
         let port = ["--port", String(server.port)]
         let seed = try JSONParser.parse(try ClientFixtures.bytes("seed-records.json"))
@@ -153,8 +153,8 @@ import Testing
         #expect(r.stderr.contains("created: 2, errors: 1"))
     }
 
-    @Test func blobPutThenGetGivesTheSameBytes() throws {
-        let server = try ClientTestServer()
+    @Test(arguments: ServerStore.allCases) func blobPutThenGetGivesTheSameBytes(_ store: ServerStore) throws {
+        let server = try ClientTestServer(store)
         defer { server.stop() }
         let port = ["--port", String(server.port)]
         let fixture = Bundle.module.url(forResource: "Fixtures/rocket.jpg", withExtension: nil)!.path
@@ -187,8 +187,8 @@ import Testing
         #expect(r.status == 1 && r.stderr.contains("NOT_FOUND"))
     }
 
-    @Test func promptDrivenThroughPipedStdin() throws {
-        let server = try ClientTestServer()
+    @Test(arguments: ServerStore.allCases) func promptDrivenThroughPipedStdin(_ store: ServerStore) throws {
+        let server = try ClientTestServer(store)
         defer { server.stop() }
         let script = """
             create todos '{"title": "Buy milk 買牛奶", "isFinish": false}'

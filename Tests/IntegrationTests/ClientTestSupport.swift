@@ -3,23 +3,45 @@ import LarderClient
 import LarderServer
 import LarderStore
 import LarderSync
+import LarderTestSupport
+import Synchronization
+import Testing
 
-/// A real in-process server on port 0 over a temporary data directory, restartable on the same port and data.
+/// Which store a test's server runs on: SQLite in a temporary directory, or a schema of its own on the tests'
+/// PostgreSQL.
+enum ServerStore: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case sqlite
+    case postgres
+
+    var testDescription: String { rawValue }
+}
+
+/// A real in-process server on port 0 over a temporary data directory (or PostgreSQL schema), restartable on the same
+/// port and data.
 final class ClientTestServer: @unchecked Sendable {
     let directory: String
     private(set) var server: LarderServer
     let port: Int
     private let configure: @Sendable (inout ServerConfiguration) -> Void
+    /// The PostgreSQL schema when the server runs on PostgreSQL.
+    let schema: TestSchema?
 
-    init(_ configure: @escaping @Sendable (inout ServerConfiguration) -> Void = { _ in }) throws {
+    init(_ store: ServerStore = .sqlite, _ configure: @escaping @Sendable (inout ServerConfiguration) -> Void = { _ in })
+        throws
+    {
         directory = NSTemporaryDirectory() + "larder-client-\(UUID().uuidString)"
-        self.configure = configure
+        schema = store == .postgres ? try TestPostgres.newSchema() : nil
+        let url = schema?.url
+        self.configure = { configuration in
+            configuration.postgresURL = url
+            configure(&configuration)
+        }
         var configuration = ServerConfiguration()
         configuration.port = 0
         configuration.dataDirectory = directory
         configuration.logLevel = .error
         configuration.ioQueues = 1
-        configure(&configuration)
+        self.configure(&configuration)
         server = try LarderServer(configuration: configuration)
         port = try server.start()
     }
@@ -50,6 +72,7 @@ final class ClientTestServer: @unchecked Sendable {
     func stop() {
         server.shutdown()
         try? FileManager.default.removeItem(atPath: directory)
+        schema?.drop()
     }
 
     func client(connections: Int = 1) -> LarderClient {

@@ -48,8 +48,8 @@ import Testing
         #expect(open == .int(Int64(count)), "subscriptions open")
     }
 
-    @Test func twoClientsSeeEachOthersWritesInOrder() async throws {
-        let server = try ClientTestServer()
+    @Test(arguments: ServerStore.allCases) func twoClientsSeeEachOthersWritesInOrder(_ store: ServerStore) async throws {
+        let server = try ClientTestServer(store)
         defer { server.stop() }
         let phone = server.client()
         let tablet = server.client()
@@ -75,8 +75,8 @@ import Testing
         #expect(after.isEmpty)
     }
 
-    @Test func resumingWithLastSeqYieldsExactlyTheMissedEventsEvenAcrossARestart() async throws {
-        let server = try ClientTestServer()
+    @Test(arguments: ServerStore.allCases) func resumingWithLastSeqYieldsExactlyTheMissedEventsEvenAcrossARestart(_ store: ServerStore) async throws {
+        let server = try ClientTestServer(store)
         defer { server.stop() }
         let writer = server.client()
         let reader = server.client()
@@ -110,8 +110,8 @@ import Testing
         #expect(try await Self.take(1, from: second).map(\.seq) == [8])
     }
 
-    @Test func aConsumerThatFallsBehindGetsAGapErrorAndResumes() async throws {
-        let server = try ClientTestServer()
+    @Test(arguments: ServerStore.allCases) func aConsumerThatFallsBehindGetsAGapErrorAndResumes(_ store: ServerStore) async throws {
+        let server = try ClientTestServer(store)
         defer { server.stop() }
         let client = server.client()
         defer { client.close() }
@@ -147,8 +147,8 @@ import Testing
         #expect(feed.lastSeq == 6)
     }
 
-    @Test func theReadmeWatchExampleRuns() async throws {
-        let server = try ClientTestServer()
+    @Test(arguments: ServerStore.allCases) func theReadmeWatchExampleRuns(_ store: ServerStore) async throws {
+        let server = try ClientTestServer(store)
         defer { server.stop() }
         let client = LarderClient(host: "127.0.0.1", port: server.port)
         defer { client.close() }
@@ -239,8 +239,8 @@ import Testing
         }
     }
 
-    @Test func larderWatchPrintsEventsUntilCtrlC() async throws {
-        let server = try ClientTestServer()
+    @Test(arguments: ServerStore.allCases) func larderWatchPrintsEventsUntilCtrlC(_ store: ServerStore) async throws {
+        let server = try ClientTestServer(store)
         defer { server.stop() }
         let client = server.client()
         defer { client.close() }

@@ -5,13 +5,14 @@ import Testing
 @testable import LarderStore
 
 @Suite(.timeLimit(.minutes(20))) struct BlobTests {
-    @Test(arguments: [
+    @Test(arguments: StoreKind.allCases, [
         ("rocket.jpg", "c2dd0de7c538df8d111e479619b129464d0269d0ae5fd18ca91d33a7fdfea95c", 640, 427),
         ("grace_hopper.jpg", "a8ca6d734765703b09728ab47fe59f473d93ae3967fc24c7c0288c3c7adb7130", 512, 600),
     ])
-    func realPhotosRoundTrip(name: String, sha256: String, width: Int, height: Int) throws {
+    func realPhotosRoundTrip(_ kind: StoreKind, photo: (name: String, sha256: String, width: Int, height: Int)) throws {
+        let (name, sha256, width, height) = photo
         let bytes = try fixture(name)
-        try withStore { store, _ in
+        try withStore(kind) { store in
             let meta = try store.blobPut(id: nil, bytes: bytes, expectedSHA256: sha256.uppercased(), attachTo: nil)
             #expect(meta.sha256 == sha256)
             #expect(meta.width == width)
@@ -25,10 +26,10 @@ import Testing
         }
     }
 
-    @Test func rejectsWhatIsNotAJPEG() throws {
+    @Test(arguments: StoreKind.allCases) func rejectsWhatIsNotAJPEG(_ kind: StoreKind) throws {
         let rocket = try fixture("rocket.jpg")
         let png: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 13, 0x49, 0x48, 0x44, 0x52]
-        try withStore { store, _ in
+        try withStore(kind) { store in
             for bad in [[], png, Array(rocket.prefix(rocket.count / 2)), Array(rocket.dropLast(2)), [0xFF, 0xD8, 0xFF, 0xD9],
                 Array(rocket.prefix(20)) + [0xFF, 0xD9]]
             {
@@ -39,16 +40,16 @@ import Testing
         }
     }
 
-    @Test func rejectsOversizedBlobs() throws {
+    @Test(arguments: StoreKind.allCases) func rejectsOversizedBlobs(_ kind: StoreKind) throws {
         let rocket = try fixture("rocket.jpg")
-        try withStore({ $0.maxBlobBytes = rocket.count - 1 }) { store, _ in
+        try withStore(kind, { $0.maxBlobBytes = rocket.count - 1 }) { store in
             expectError(.payloadTooLarge) { _ = try store.blobPut(id: nil, bytes: rocket, expectedSHA256: nil, attachTo: nil) }
         }
     }
 
-    @Test func checksExpectedSHA256AndIds() throws {
+    @Test(arguments: StoreKind.allCases) func checksExpectedSHA256AndIds(_ kind: StoreKind) throws {
         let rocket = try fixture("rocket.jpg")
-        try withStore { store, _ in
+        try withStore(kind) { store in
             expectError(.invalidArgument, field: "sha256") {
                 _ = try store.blobPut(id: nil, bytes: rocket, expectedSHA256: String(repeating: "0", count: 64), attachTo: nil)
             }
@@ -63,10 +64,10 @@ import Testing
         }
     }
 
-    @Test func attachmentsFollowTheirDocument() throws {
+    @Test(arguments: StoreKind.allCases) func attachmentsFollowTheirDocument(_ kind: StoreKind) throws {
         let rocket = try fixture("rocket.jpg")
         let grace = try fixture("grace_hopper.jpg")
-        try withStore { store, _ in
+        try withStore(kind) { store in
             let purchase = try store.create("items", id: nil, data: ["item": "茶葉蛋"])
             let other = try store.create("items", id: nil, data: ["item": "泡麵"])
             let attachment = BlobAttachment(collection: "items", id: purchase.id)
@@ -95,9 +96,9 @@ import Testing
         }
     }
 
-    @Test func blobListPages() throws {
+    @Test(arguments: StoreKind.allCases) func blobListPages(_ kind: StoreKind) throws {
         let rocket = try fixture("rocket.jpg")
-        try withStore { store, _ in
+        try withStore(kind) { store in
             var ids: [UUID] = []
             for _ in 0..<7 { ids.append(try store.blobPut(id: nil, bytes: rocket, expectedSHA256: nil, attachTo: nil).id) }
             var seen: [UUID] = []

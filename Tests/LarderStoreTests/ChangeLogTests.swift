@@ -15,12 +15,12 @@ import LarderSync
         var all: [ChangeEntry] { entries.withLock { $0 } }
     }
 
-    func everything(_ store: SQLiteStore, collection: String? = nil) throws -> [ChangeEntry] {
+    func everything(_ store: AnyStore, collection: String? = nil) throws -> [ChangeEntry] {
         try store.changes(after: 0, collection: collection, limit: 10_000, maxBytes: 1 << 30).entries
     }
 
-    @Test func everyKindOfWriteIsLoggedOnceInOrder() throws {
-        try withStore { store, _ in
+    @Test(arguments: StoreKind.allCases) func everyKindOfWriteIsLoggedOnceInOrder(_ kind: StoreKind) throws {
+        try withStore(kind) { store in
             let heard = Heard()
             store.addChangeListener { heard.add($0) }
             #expect(store.lastChangeSeq == 0)
@@ -62,8 +62,8 @@ import LarderSync
         }
     }
 
-    @Test func concurrentWritersAreHeardInCommitOrder() throws {
-        try withStore { store, _ in
+    @Test(arguments: StoreKind.allCases) func concurrentWritersAreHeardInCommitOrder(_ kind: StoreKind) throws {
+        try withStore(kind) { store in
             let heard = Heard()
             store.addChangeListener { batch in
                 // The listener runs after COMMIT: the log already holds the batch, and lastChangeSeq covers it.
@@ -100,8 +100,8 @@ import LarderSync
         #expect(watcher.store == nil, "the closed store is still alive")
     }
 
-    @Test func pagesStopAtTheirLimitOrBudget() throws {
-        try withStore { store, _ in
+    @Test(arguments: StoreKind.allCases) func pagesStopAtTheirLimitOrBudget(_ kind: StoreKind) throws {
+        try withStore(kind) { store in
             for n in 0..<10 {
                 _ = try store.create(n % 2 == 0 ? "even" : "odd", id: nil, data: ["pad": .string(String(repeating: "x", count: 1000))])
             }
@@ -121,8 +121,8 @@ import LarderSync
         }
     }
 
-    @Test func retentionByCountKeepsTheNewest() throws {
-        try withStore({ $0.changeRetentionEvents = 5 }) { store, _ in
+    @Test(arguments: StoreKind.allCases) func retentionByCountKeepsTheNewest(_ kind: StoreKind) throws {
+        try withStore(kind, { $0.changeRetentionEvents = 5 }) { store in
             for n in 0..<20 { _ = try store.create("items", id: nil, data: ["n": .int(Int64(n))]) }
             let page = try store.changes(after: 0, collection: nil, limit: 100, maxBytes: 1 << 20)
             #expect(page.entries.map(\.seq) == Array(16...20))
@@ -130,8 +130,8 @@ import LarderSync
         }
     }
 
-    @Test func retentionByAgeDropsOldChanges() throws {
-        try withStore({ $0.changeRetentionMs = 300 }) { store, _ in
+    @Test(arguments: StoreKind.allCases) func retentionByAgeDropsOldChanges(_ kind: StoreKind) throws {
+        try withStore(kind, { $0.changeRetentionMs = 300 }) { store in
             _ = try store.create("items", id: nil, data: ["n": 1])
             _ = try store.create("items", id: nil, data: ["n": 2])
             Thread.sleep(forTimeInterval: 1.1)  // age pruning runs at most once a second
@@ -190,8 +190,8 @@ import LarderSync
         }
     }
 
-    @Test func aRolledBackWriteInABatchLogsNothing() async throws {
-        try await withStoreAsync { store in
+    @Test(arguments: StoreKind.allCases) func aRolledBackWriteInABatchLogsNothing(_ kind: StoreKind) async throws {
+        try await withStoreAsync(kind) { store in
             let existing = try store.create("items", id: nil, data: [:])
             async let good: StoredRecord = store.write { (context) throws(LarderError) in
                 try context.create("items", id: nil, data: ["ok": true])

@@ -6,8 +6,8 @@ import Testing
 @testable import LarderStore
 
 @Suite(.timeLimit(.minutes(20))) struct DocumentTests {
-    @Test func createGetRoundTripsExactBytes() throws {
-        try withStore { store, _ in
+    @Test(arguments: StoreKind.allCases) func createGetRoundTripsExactBytes(_ kind: StoreKind) throws {
+        try withStore(kind) { store in
             let data = try object(#"{"name":"王小明","height":172.5,"tags":["a","b"],"nested":{"x":null}}"#)
             let created = try store.create("profiles", id: nil, data: data)
             #expect(created.rev == 1)
@@ -30,8 +30,8 @@ import Testing
         #expect(try JSONParser.parseObject(record.bytes)["data"] == ["a": 1])
     }
 
-    @Test func clientSuppliedIdAndDuplicateIsConflict() throws {
-        try withStore { store, _ in
+    @Test(arguments: StoreKind.allCases) func clientSuppliedIdAndDuplicateIsConflict(_ kind: StoreKind) throws {
+        try withStore(kind) { store in
             let id = UUID()
             let record = try store.create("todos", id: id, data: ["title": "x"])
             #expect(record.id == id)
@@ -42,8 +42,8 @@ import Testing
         }
     }
 
-    @Test func missingDocumentsAreNotFound() throws {
-        try withStore { store, _ in
+    @Test(arguments: StoreKind.allCases) func missingDocumentsAreNotFound(_ kind: StoreKind) throws {
+        try withStore(kind) { store in
             expectError(.notFound, field: "id") { _ = try store.get("todos", id: UUID()) }
             expectError(.notFound) { _ = try store.replace("todos", id: UUID(), data: [:], expectedRev: nil) }
             expectError(.notFound) { _ = try store.patch("todos", id: UUID(), patch: [:], expectedRev: nil) }
@@ -52,22 +52,22 @@ import Testing
         }
     }
 
-    @Test(arguments: ["", "1abc", "_x", "a b", "a.b", "a\"b", "名字", String(repeating: "a", count: 65), "a;DROP"])
-    func invalidCollectionNamesAreRejected(name: String) throws {
-        try withStore { store, _ in
+    @Test(arguments: StoreKind.allCases, ["", "1abc", "_x", "a b", "a.b", "a\"b", "名字", String(repeating: "a", count: 65), "a;DROP"])
+    func invalidCollectionNamesAreRejected(_ kind: StoreKind, name: String) throws {
+        try withStore(kind) { store in
             expectError(.invalidArgument, field: "collection") { _ = try store.create(name, id: nil, data: [:]) }
             expectError(.invalidArgument, field: "collection") { _ = try store.get(name, id: UUID()) }
             expectError(.invalidArgument, field: "collection") { _ = try store.search(name, SearchQuery()) }
         }
     }
 
-    @Test(arguments: ["a", "Todos", "shop_items", "pokemon-items", "A" + String(repeating: "9", count: 63)])
-    func validCollectionNamesAreAccepted(name: String) throws {
-        try withStore { store, _ in _ = try store.create(name, id: nil, data: [:]) }
+    @Test(arguments: StoreKind.allCases, ["a", "Todos", "shop_items", "pokemon-items", "A" + String(repeating: "9", count: 63)])
+    func validCollectionNamesAreAccepted(_ kind: StoreKind, name: String) throws {
+        try withStore(kind) { store in _ = try store.create(name, id: nil, data: [:]) }
     }
 
-    @Test func documentSizeLimit() throws {
-        try withStore({ $0.maxDocumentBytes = 100 }) { store, _ in
+    @Test(arguments: StoreKind.allCases) func documentSizeLimit(_ kind: StoreKind) throws {
+        try withStore(kind, { $0.maxDocumentBytes = 100 }) { store in
             let big: JSONObject = ["text": .string(String(repeating: "x", count: 100))]
             expectError(.payloadTooLarge, field: "data") { _ = try store.create("c", id: nil, data: big) }
             let small = try store.create("c", id: nil, data: ["text": "x"])
@@ -77,8 +77,8 @@ import Testing
         }
     }
 
-    @Test func replaceBumpsRevisionAndChecksExpectedRevision() throws {
-        try withStore { store, _ in
+    @Test(arguments: StoreKind.allCases) func replaceBumpsRevisionAndChecksExpectedRevision(_ kind: StoreKind) throws {
+        try withStore(kind) { store in
             let created = try store.create("todos", id: nil, data: ["title": "a"])
             let replaced = try store.replace("todos", id: created.id, data: ["title": "b"], expectedRev: 1)
             #expect(replaced.rev == 2)
@@ -98,8 +98,8 @@ import Testing
         }
     }
 
-    @Test func mergePatchSemantics() throws {
-        try withStore { store, _ in
+    @Test(arguments: StoreKind.allCases) func mergePatchSemantics(_ kind: StoreKind) throws {
+        try withStore(kind) { store in
             let created = try store.create(
                 "profiles", id: nil,
                 data: try object(#"{"name":"Emily","address":{"city":"Taipei","zip":"100"},"tags":[1,2],"weight":55}"#))
@@ -138,8 +138,8 @@ import Testing
         }
     }
 
-    @Test func deleteChecksRevisionAndRemoves() throws {
-        try withStore { store, _ in
+    @Test(arguments: StoreKind.allCases) func deleteChecksRevisionAndRemoves(_ kind: StoreKind) throws {
+        try withStore(kind) { store in
             let created = try store.create("todos", id: nil, data: ["title": "a"])
             expectError(.conflict) { _ = try store.delete("todos", id: created.id, expectedRev: 5) }
             let deleted = try store.delete("todos", id: created.id, expectedRev: 1)
@@ -149,8 +149,8 @@ import Testing
         }
     }
 
-    @Test func getManyAnswersFoundInOrderAndMissing() throws {
-        try withStore { store, _ in
+    @Test(arguments: StoreKind.allCases) func getManyAnswersFoundInOrderAndMissing(_ kind: StoreKind) throws {
+        try withStore(kind) { store in
             let a = try store.create("c", id: nil, data: ["n": 1])
             let b = try store.create("c", id: nil, data: ["n": 2])
             let ghost = UUID()
@@ -163,8 +163,8 @@ import Testing
         }
     }
 
-    @Test func listPagesInCreationOrder() throws {
-        try withStore { store, _ in
+    @Test(arguments: StoreKind.allCases) func listPagesInCreationOrder(_ kind: StoreKind) throws {
+        try withStore(kind) { store in
             var ids: [UUID] = []
             for n in 0..<25 { ids.append(try store.create("c", id: nil, data: ["n": .int(Int64(n))]).id) }
             var seen: [UUID] = []
@@ -182,8 +182,8 @@ import Testing
         }
     }
 
-    @Test func collectionsCountsAndDrop() throws {
-        try withStore { store, _ in
+    @Test(arguments: StoreKind.allCases) func collectionsCountsAndDrop(_ kind: StoreKind) throws {
+        try withStore(kind) { store in
             for _ in 0..<3 { _ = try store.create("todos", id: nil, data: [:]) }
             _ = try store.create("items", id: nil, data: [:])
             #expect(try store.collections() == [CollectionInfo(name: "items", count: 1), CollectionInfo(name: "todos", count: 3)])
@@ -202,8 +202,8 @@ import Testing
         }
     }
 
-    @Test func createIndexIsIdempotentAndRejectsEnvelope() throws {
-        try withStore { store, _ in
+    @Test(arguments: StoreKind.allCases) func createIndexIsIdempotentAndRejectsEnvelope(_ kind: StoreKind) throws {
+        try withStore(kind) { store in
             let first = try store.createIndex("items", field: try FieldPath("price"))
             #expect(first.created)
             let second = try store.createIndex("items", field: try FieldPath("price"))
@@ -214,8 +214,8 @@ import Testing
         }
     }
 
-    @Test func concurrentWritesShareTransactionsAndAllCommit() async throws {
-        try await withStoreAsync { store in
+    @Test(arguments: StoreKind.allCases) func concurrentWritesShareTransactionsAndAllCommit(_ kind: StoreKind) async throws {
+        try await withStoreAsync(kind) { store in
             try await withThrowingTaskGroup(of: StoredRecord.self) { group in
                 for n in 0..<200 {
                     group.addTask { try store.create("c", id: nil, data: ["n": .int(Int64(n))]) }
@@ -228,8 +228,8 @@ import Testing
         }
     }
 
-    @Test func failingWriteInABatchDoesNotAffectOthers() async throws {
-        try await withStoreAsync { store in
+    @Test(arguments: StoreKind.allCases) func failingWriteInABatchDoesNotAffectOthers(_ kind: StoreKind) async throws {
+        try await withStoreAsync(kind) { store in
             let existing = try store.create("c", id: nil, data: ["n": 0])
             let results = await withTaskGroup(of: Bool.self) { group in
                 for n in 0..<50 {
@@ -250,8 +250,8 @@ import Testing
         }
     }
 
-    @Test func submitWriteRunsSeveralOperationsAtomically() async throws {
-        try await withStoreAsync { store in
+    @Test(arguments: StoreKind.allCases) func submitWriteRunsSeveralOperationsAtomically(_ kind: StoreKind) async throws {
+        try await withStoreAsync(kind) { store in
             let a = try store.create("c", id: nil, data: ["n": 1])
             // The second operation fails, so the first one in the same body is rolled back too.
             await #expect(throws: LarderError.self) {
@@ -418,12 +418,4 @@ import Testing
             #expect(error.message.contains(path))
         }
     }
-}
-
-func withStoreAsync(_ body: (SQLiteStore) async throws -> Void) async throws {
-    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-store-\(UUID().wireString)").path
-    defer { try? FileManager.default.removeItem(atPath: directory) }
-    let store = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory))
-    defer { store.close() }
-    try await body(store)
 }

@@ -5,12 +5,12 @@ import Testing
 @testable import LarderStore
 
 /// Answers stay under the JSON limit however large the records: pages stop early with a cursor, GROUP lists fewer
-/// records, GET_MANY is refused.
+/// records, GET_MANY is refused; on both stores.
 @Suite(.timeLimit(.minutes(20))) struct PageBudgetTests {
     static let budget = 10_000
 
-    func withBigRecords(_ body: (SQLiteStore, [UUID]) throws -> Void) throws {
-        try withStore({ $0.maxPageBytes = PageBudgetTests.budget }) { store, _ in
+    func withBigRecords(_ kind: StoreKind, _ body: (AnyStore, [UUID]) throws -> Void) throws {
+        try withStore(kind, { $0.maxPageBytes = PageBudgetTests.budget }) { store in
             var ids: [UUID] = []
             for n in 0..<20 {
                 let data: JSONObject = [
@@ -25,15 +25,18 @@ import Testing
 
     func answerBytes(_ records: [StoredRecord]) -> Int { records.reduce(0) { $0 + $1.bytes.count } }
 
-    @Test func searchAndListPagesStopAtTheBudgetAndStillReachEveryRecord() throws {
-        try withBigRecords { store, ids in
+    @Test(arguments: StoreKind.allCases)
+    func searchAndListPagesStopAtTheBudgetAndStillReachEveryRecord(_ kind: StoreKind) throws {
+        try withBigRecords(kind) { store, ids in
             for useSearch in [true, false] {
                 var seen: [UUID] = []
                 var cursor: String?
                 var pages = 0
                 repeat {
-                    let page = useSearch
-                        ? try store.search("big", SearchQuery(sort: [SortKey(field: try FieldPath("n"))], limit: 100, cursor: cursor))
+                    let page =
+                        useSearch
+                        ? try store.search(
+                            "big", SearchQuery(sort: [SortKey(field: try FieldPath("n"))], limit: 100, cursor: cursor))
                         : try store.list("big", limit: 100, cursor: cursor)
                     #expect(page.records.count < 20)
                     #expect(answerBytes(page.records) <= PageBudgetTests.budget)
@@ -47,16 +50,18 @@ import Testing
         }
     }
 
-    @Test func getManyOverTheBudgetIsRefusedWithAClearError() throws {
-        try withBigRecords { store, ids in
+    @Test(arguments: StoreKind.allCases)
+    func getManyOverTheBudgetIsRefusedWithAClearError(_ kind: StoreKind) throws {
+        try withBigRecords(kind) { store, ids in
             expectError(.payloadTooLarge, field: "ids") { _ = try store.getMany("big", ids: ids) }
             let (records, missing) = try store.getMany("big", ids: Array(ids.prefix(3)))
             #expect(records.count == 3 && missing.isEmpty)
         }
     }
 
-    @Test func groupCountsStayExactWhenRecordsAreCutByTheBudget() throws {
-        try withBigRecords { store, _ in
+    @Test(arguments: StoreKind.allCases)
+    func groupCountsStayExactWhenRecordsAreCutByTheBudget(_ kind: StoreKind) throws {
+        try withBigRecords(kind) { store, _ in
             let groups = try store.group("big", field: try FieldPath("kind"), filter: nil, text: nil, perGroup: 10)
             #expect(groups.map(\.count) == [10, 10])
             let listed = groups.flatMap(\.records)

@@ -7,9 +7,9 @@ import Testing
 /// write acknowledged before the read.
 @Suite("Point reads in a burst", .timeLimit(.minutes(20)))
 struct PointReadsTests {
-    @Test("a read in the middle of a burst sees every write acknowledged before it")
-    func seesAcknowledgedWritesMidBurst() throws {
-        try withStore { store, _ in
+    @Test("a read in the middle of a burst sees every write acknowledged before it", arguments: StoreKind.allCases)
+    func seesAcknowledgedWritesMidBurst(_ kind: StoreKind) throws {
+        try withStore(kind) { store in
             let reads = store.pointReads()
             defer { reads.end() }
             let first = try store.create("todos", id: nil, data: ["title": "milk"])
@@ -26,9 +26,9 @@ struct PointReadsTests {
         }
     }
 
-    @Test("NOT_FOUND and bad names are answered like single reads, and the burst goes on")
-    func errorsMatchSingleReads() throws {
-        try withStore { store, _ in
+    @Test("NOT_FOUND and bad names are answered like single reads, and the burst goes on", arguments: StoreKind.allCases)
+    func errorsMatchSingleReads(_ kind: StoreKind) throws {
+        try withStore(kind) { store in
             let record = try store.create("todos", id: nil, data: ["title": "milk"])
             let reads = store.pointReads()
             defer { reads.end() }
@@ -64,9 +64,9 @@ struct PointReadsTests {
         }
     }
 
-    @Test("getJSON writes exactly the record a GET answers, byte for byte")
-    func getJSONIsTheRecordsBytes() throws {
-        try withStore { store, _ in
+    @Test("getJSON writes exactly the record a GET answers, byte for byte", arguments: StoreKind.allCases)
+    func getJSONIsTheRecordsBytes(_ kind: StoreKind) throws {
+        try withStore(kind) { store in
             let datas: [JSONObject] = [
                 [:], ["title": "milk", "done": false], ["name": "张伟", "tags": ["学生", "ä"], "n": 1.5],
                 ["nested": ["a": ["b": [1, 2, 3]]], "quote": "say \"hi\"\n"],
@@ -83,9 +83,9 @@ struct PointReadsTests {
         }
     }
 
-    @Test("ending a burst gives the reader back: more bursts than readers, one after another, never wait")
-    func endGivesTheReaderBack() throws {
-        try withStore({ $0.readerCount = 2 }) { store, _ in
+    @Test("ending a burst gives the reader back: more bursts than readers, one after another, never wait", arguments: StoreKind.allCases)
+    func endGivesTheReaderBack(_ kind: StoreKind) throws {
+        try withStore(kind, { $0.readerCount = 2 }) { store in
             let record = try store.create("todos", id: nil, data: ["title": "milk"])
             for _ in 0..<10 {
                 let reads = store.pointReads()

@@ -116,14 +116,14 @@ let searchCases: [SearchCase] = [
 ]
 
 @Suite(.timeLimit(.minutes(20))) struct SearchTests {
-    static func run(_ store: SQLiteStore, _ c: SearchCase) throws -> [String] {
+    static func run(_ store: AnyStore, _ c: SearchCase) throws -> [String] {
         let query = try SearchQuery(json: try object(c.request))
         return try store.search(c.collection, query).records.map { $0.string(c.key) ?? "?" }
     }
 
-    @Test(arguments: searchCases)
-    func seedSearch(_ c: SearchCase) throws {
-        try withSeededStore { store, _ in
+    @Test(arguments: StoreKind.allCases, searchCases)
+    func seedSearch(_ kind: StoreKind, _ c: SearchCase) throws {
+        try withSeededStore(kind) { store in
             #expect(try SearchTests.run(store, c) == c.expected)
             let query = try SearchQuery(json: try object(c.request))
             if query.limit >= c.expected.count + 1 {
@@ -156,8 +156,8 @@ let searchCases: [SearchCase] = [
 
     /// A sort on a long text field gives cursors as long as its values (a 6 KB title gives an 8 KB cursor): every one
     /// is taken back, and the pages cover the collection in order, once.
-    @Test func cursorsOfLongSortValuesPageThroughEverything() throws {
-        try withStore { store, _ in
+    @Test(arguments: StoreKind.allCases) func cursorsOfLongSortValuesPageThroughEverything(_ kind: StoreKind) throws {
+        try withStore(kind) { store in
             var titles: [String] = []
             for n in 0..<9 {
                 let title = String(repeating: "長", count: 2_000) + " \(n)"  // 6,000+ bytes of UTF-8
@@ -274,8 +274,8 @@ let searchCases: [SearchCase] = [
         }
     }
 
-    @Test func groupByCategory() throws {
-        try withSeededStore { store, _ in
+    @Test(arguments: StoreKind.allCases) func groupByCategory(_ kind: StoreKind) throws {
+        try withSeededStore(kind) { store in
             let groups = try store.group(
                 "pokemon_items", field: try FieldPath("category"), filter: nil, text: nil, perGroup: 2)
             #expect(groups.map(\.key) == ["Ball", "Medicine"])
@@ -298,8 +298,8 @@ let searchCases: [SearchCase] = [
         }
     }
 
-    @Test func cursorRejectsAnotherSortOrGarbage() throws {
-        try withSeededStore { store, _ in
+    @Test(arguments: StoreKind.allCases) func cursorRejectsAnotherSortOrGarbage(_ kind: StoreKind) throws {
+        try withSeededStore(kind) { store in
             let page = try store.search("pokemon_items", SearchQuery(sort: [SortKey(field: try FieldPath("name"))], limit: 2))
             let cursor = try #require(page.nextCursor)
             expectError(.invalidArgument, field: "cursor") {
@@ -314,8 +314,8 @@ let searchCases: [SearchCase] = [
 
     /// Pages stay exact while another task inserts and deletes between pages: no record is repeated, every record that
     /// existed throughout appears once, and the order holds.
-    @Test func cursorPagesStayExactUnderConcurrentWrites() async throws {
-        try await withStoreAsync { store in
+    @Test(arguments: StoreKind.allCases) func cursorPagesStayExactUnderConcurrentWrites(_ kind: StoreKind) async throws {
+        try await withStoreAsync(kind) { store in
             var stable: Set<UUID> = []
             var volatile: [UUID] = []
             for n in 0..<300 {

@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import LarderWire
 import Testing
 
@@ -6,7 +7,7 @@ import Testing
 
 /// Protocol.md §5.2's order of kinds (null and missing, numbers and booleans, strings, then arrays and objects by their
 /// JSON text), checked against an order computed here from the rule, not from SQL: whole answers and small pages, asc
-/// and desc, with and without an index, and GROUP's sections in the same order (issue 12).
+/// and desc, with and without an index, and GROUP's sections in the same order (issue 12), on both stores.
 @Suite(.timeLimit(.minutes(20))) struct SortOrderTests {
     /// The values of issue 12, which came back with strings among arrays and objects, and the kinds around them.
     static let values: [JSON?] = [
@@ -60,7 +61,7 @@ import Testing
     }
 
     /// Every record of `query`, `limit` at a time.
-    static func pages(_ store: SQLiteStore, _ collection: String, _ query: SearchQuery) throws -> [UUID] {
+    static func pages(_ store: AnyStore, _ collection: String, _ query: SearchQuery) throws -> [UUID] {
         var query = query
         var ids: [UUID] = []
         while true {
@@ -72,8 +73,8 @@ import Testing
         }
     }
 
-    @Test func mixedKindsSortAndPageByTheRule() throws {
-        try withStore { store, _ in
+    @Test(arguments: StoreKind.allCases) func mixedKindsSortAndPageByTheRule(_ kind: StoreKind) throws {
+        try withStore(kind) { store in
             var records: [(UUID, JSONObject)] = []
             for (n, value) in Self.values.enumerated() {
                 var data: JSONObject = ["n": .int(Int64(n % 3))]
@@ -104,10 +105,39 @@ import Testing
         }
     }
 
+    /// A document holding `\u0000` (which PostgreSQL's json parser refuses) sorts its arrays and objects by their
+    /// compact text like any other: objects whose members jsonb would reorder, arrays and objects with the NUL
+    /// inside, beside an escaped backslash before `u0000`, and documents whose NUL is in another member.
+    @Test(arguments: StoreKind.allCases) func documentsHoldingNULSortByTheirCompactText(_ kind: StoreKind) throws {
+        try withStore(kind) { store in
+            let values: [(JSON, JSON?)] = [
+                (["b": 1, "a": "\u{0}"], nil), (["a": 2], nil), (["a": "\u{0}x"], nil), (["a": "\\u0000"], nil),
+                (["\u{0}", 1], nil), (["\u{1}"], nil), (["\\\u{0}"], nil), (["z": 1], "\u{0}"), (["y": []], "\u{0}"),
+                (["y": [:]], nil), ([["\u{0}"]], "a\u{0}b"),
+            ]
+            var records: [(UUID, JSONObject)] = []
+            for (v, note) in values {
+                var data: JSONObject = ["v": v]
+                if let note { data["note"] = note }
+                records.append((try store.create("nul", id: nil, data: data).id, data))
+            }
+            for indexed in [false, true] {
+                if indexed { _ = try store.createIndex("nul", field: try FieldPath("v")) }
+                for descending in [false, true] {
+                    let expected = Self.sorted(records, [("v", descending)])
+                    let sort = [SortKey(field: try FieldPath("v"), descending: descending)]
+                    let whole = try store.search("nul", SearchQuery(sort: sort, limit: 100))
+                    #expect(whole.records.map(\.id) == expected, "descending \(descending), indexed \(indexed)")
+                    #expect(try Self.pages(store, "nul", SearchQuery(sort: sort, limit: 2)) == expected)
+                }
+            }
+        }
+    }
+
     /// GROUP's sections come in the ascending sort order; they follow `eq`: 1 and 1.0 are one section (keyed by the
     /// integer), `true` and 1, `false` and 0 are apart (the boolean's first), null and missing are one.
-    @Test func groupSectionsComeInSortOrderAndFollowEq() throws {
-        try withStore { store, _ in
+    @Test(arguments: StoreKind.allCases) func groupSectionsComeInSortOrderAndFollowEq(_ kind: StoreKind) throws {
+        try withStore(kind) { store in
             for value in Self.values + [2.0, 2.0] {
                 _ = try store.create("mixed", id: nil, data: value.map { ["v": $0] } ?? [:])
             }
@@ -168,8 +198,8 @@ import Testing
     /// `eq null` selects a field holding null and a missing field alike (as the null section of GROUP and the first
     /// place in a sort hold both), `ne` is exactly its complement for every value, `in` follows `eq`, and `exists`
     /// tells null from missing; the in-memory filter of WATCH answers the same as SQL (issue 12).
-    @Test func eqNullMatchesAMissingFieldAndNeIsExactlyNotEq() throws {
-        try withStore { store, _ in
+    @Test(arguments: StoreKind.allCases) func eqNullMatchesAMissingFieldAndNeIsExactlyNotEq(_ kind: StoreKind) throws {
+        try withStore(kind) { store in
             let documents = [
                 #"{"v":null}"#, #"{}"#, #"{"w":1}"#, #"{"v":1}"#, #"{"v":1.0}"#, #"{"v":"a"}"#, #"{"v":false}"#,
                 #"{"v":0}"#, #"{"v":{"k":null}}"#, #"{"v":[null]}"#, #"{"v":""}"#,
@@ -202,5 +232,55 @@ import Testing
             #expect(try ids(.compare(v, .eq, .null)) == nullOrMissing)
             #expect(try ids(.compare(v, .ne, .null)) == all.subtracting(nullOrMissing))
         }
+    }
+
+    /// The PostgreSQL twin of migration 8: a field index built on the expressions before the order of kinds (arrays
+    /// and objects of kind 2, with strings) is built again on the current ones (kind 3) by schema version 2, and a
+    /// sort on the field answers by the rule.
+    @Test func aPostgreSQLIndexFromBeforeTheOrderOfKindsIsBuiltAgain() throws {
+        let schema = try TestPostgres.newSchema()
+        defer { schema.drop() }
+        let sort = SearchQuery(sort: [SortKey(field: try FieldPath("v"))], limit: 1000)
+        let configuration = StoreConfiguration(dataDirectory: "/nonexistent")
+        var pgName = ""
+        do {
+            let store = try PostgresStore(url: schema.url, configuration: configuration)
+            defer { store.close() }
+            for value in Self.values { _ = try store.create("mixed", id: nil, data: value.map { ["v": $0] } ?? [:]) }
+            _ = try store.createIndex("mixed", field: try FieldPath("v"))
+        }
+        do {
+            // The index as the branch before schema version 2 built it, and the migration not yet applied.
+            let connection = try PGConnection(settings: try PGSettings(url: schema.url), timeoutMs: 10_000)
+            defer { connection.close() }
+            let names = try connection.run([PGStatement("SELECT pg_name FROM field_indexes")])[0]
+            pgName = names.text(0, 0)
+            let old = PGField(path: try FieldPath("v")).indexColumns.replacingOccurrences(
+                of: "WHEN 'object' THEN 3 WHEN 'array' THEN 3", with: "WHEN 'object' THEN 2 WHEN 'array' THEN 2")
+            try connection.execute("DROP INDEX \(PGSQL.identifier(pgName))")
+            try connection.execute(
+                "CREATE INDEX \(PGSQL.identifier(pgName)) ON documents (\(old)) WHERE collection = 'mixed'")
+            try connection.execute("DELETE FROM larder_migrations WHERE version = 2")
+            let before = try connection.run([
+                PGStatement(
+                "SELECT indexdef FROM pg_indexes WHERE indexname = $1 AND schemaname = current_schema()",
+                [.text(pgName)])
+            ])[0]
+            #expect(before.text(0, 0).contains("WHEN 'array'::text THEN 2"), "\(before.text(0, 0))")
+        }
+        let store = try PostgresStore(url: schema.url, configuration: configuration)
+        defer { store.close() }
+        let connection = try PGConnection(settings: try PGSettings(url: schema.url), timeoutMs: 10_000)
+        defer { connection.close() }
+        let definition = try connection.run([
+            PGStatement(
+                "SELECT indexdef FROM pg_indexes WHERE indexname = $1 AND schemaname = current_schema()",
+                [.text(pgName)])
+        ])[0]
+        #expect(definition.rows == 1)
+        #expect(definition.text(0, 0).contains("WHEN 'array'::text THEN 3"), "\(definition.text(0, 0))")
+        let records = try store.list("mixed", limit: 1000, cursor: nil).records
+        let expected = Self.sorted(try records.map { ($0.id, try $0.decodedData()) }, [("v", false)])
+        #expect(try store.search("mixed", sort).records.map(\.id) == expected)
     }
 }

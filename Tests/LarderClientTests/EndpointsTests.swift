@@ -1,0 +1,89 @@
+import Foundation
+import LarderSync
+import Testing
+
+@testable import LarderClient
+
+/// A client that knows several servers (issue 14): host lists, the next endpoint after a refusal or a drop, reads sent
+/// again, writes never, and errors that say whether a write was sent.
+@Suite(.timeLimit(.minutes(2))) struct EndpointsTests {
+    @Test func hostListsReadAsPeopleWriteThem() throws {
+        func parse(_ text: String) throws -> [String] {
+            try HostList.parse(text, defaultPort: 7411).map { "\($0.host) \($0.port)" }
+        }
+        #expect(try parse("a:7411,b:7412") == ["a 7411", "b 7412"])
+        #expect(try parse("db.example.com") == ["db.example.com 7411"])
+        #expect(try parse(" a , b:9 ") == ["a 7411", "b 9"])
+        #expect(try parse("[::1]:7500,::1,[fe80::1]") == ["::1 7500", "::1 7411", "fe80::1 7411"])
+        for bad in ["a,,b", "a,", "a:0", "a:70000", "a:x", "[::1", "[::1]7411", ":7411"] {
+            let error = #expect(throws: LarderError.self, "\(bad)") { _ = try parse(bad) }
+            #expect(error?.status == .invalidArgument)
+        }
+    }
+
+    static func client(_ ports: [Int], maxInFlight: Int? = nil) -> LarderClient {
+        var configuration = LarderClient.Configuration(requestTimeout: .seconds(30))
+        configuration.endpoints = ports.map { .tcp(host: "127.0.0.1", port: $0) }
+        return LarderClient(configuration: configuration)
+    }
+
+    @Test func aRefusingEndpointIsPassedOver() async throws {
+        let closed = FakeServer { _, _ in .hold }
+        let refusing = closed.port
+        closed.stop()
+        let server = FakeServer { request, _ in .reply(ClientTests.record(for: request)) }
+        defer { server.stop() }
+        let client = Self.client([refusing, server.port])
+        let id = UUID()
+        #expect(try await client.get("c", id: id).id == id)
+    }
+
+    @Test func aReadTheDropFailedIsSentAgainToTheNextServer() async throws {
+        let dying = FakeServer { _, _ in .die }
+        defer { dying.stop() }
+        let healthy = FakeServer { request, _ in .reply(ClientTests.record(for: request)) }
+        defer { healthy.stop() }
+        let client = Self.client([dying.port, healthy.port])
+        let id = UUID()
+        #expect(try await client.get("c", id: id).id == id)
+        #expect(dying.requests.contains { $0.opcode == .get })
+        #expect(healthy.requests.contains { $0.opcode == .get })
+        #expect(try await client.ping() > .zero)
+    }
+
+    @Test func aWriteTheDropFailedIsNeverSentAgainAndSaysItWasSent() async throws {
+        let dying = FakeServer { _, _ in .die }
+        defer { dying.stop() }
+        let healthy = FakeServer { request, _ in .reply(ClientTests.record(for: request)) }
+        defer { healthy.stop() }
+        let client = Self.client([dying.port, healthy.port])
+        let error = await #expect(throws: LarderError.self) { _ = try await client.create("c", ["n": 1]) }
+        #expect(error?.status == .unavailable)
+        #expect(error?.details["sent"] == .bool(true))
+        #expect(error?.message.contains("CREATE was sent and may or may not have been applied") == true, "\(error!)")
+        #expect(!healthy.requests.contains { $0.opcode == .create })
+        // The next request opens a connection at the next server.
+        let id = UUID()
+        #expect(try await client.get("c", id: id).id == id)
+    }
+
+    @Test func aWriteThatNeverLeftTheClientSaysItWasNotSent() async throws {
+        // One request in flight at a time: the GET holds the only slot, the PATCH waits in the client for it, and the
+        // server then closes the connection.
+        let server = FakeServer(limits: Limits(maxInFlight: 1)) { _, _ in .hold }
+        defer { server.stop() }
+        let client = Self.client([server.port])
+        let read = Task { try await client.get("c", id: UUID()) }
+        while !server.requests.contains(where: { $0.opcode == .get }) { try await Task.sleep(for: .milliseconds(5)) }
+        let write = Task { try await client.patch("c", id: UUID(), patch: ["n": 2]) }
+        // The PATCH waits in the client for the slot once its connection carries two requests.
+        while try await client.connection().load < 2 { try await Task.sleep(for: .milliseconds(5)) }
+        server.killClients()
+        let writeError = await #expect(throws: LarderError.self) { _ = try await write.value }
+        #expect(writeError?.details["sent"] == .bool(false))
+        #expect(writeError?.message.contains("PATCH was not sent, so it was not applied") == true, "\(writeError!)")
+        #expect(!server.requests.contains { $0.opcode == .patch })
+        let readError = await #expect(throws: LarderError.self) { _ = try await read.value }
+        #expect(readError?.details["sent"] == .bool(true))
+    }
+}
