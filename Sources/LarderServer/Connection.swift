@@ -328,6 +328,8 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
             switch tls.engine.read(into: shard.readBuffer) {
             case .bytes(let count):
                 perform(machine.bytesReceived(UnsafeRawBufferPointer(rebasing: shard.readBuffer[0..<count]), now: shard.loop.now))
+                // Nothing more to decrypt: another SSL_read would only set up and free its buffers to say so.
+                if tls.engine.pendingInput == 0 { return }
             case .needsInput:
                 return
             case .closed:
