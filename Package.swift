@@ -7,7 +7,10 @@ let strict: [SwiftSetting] = [
 
 let package = Package(
     name: "Larder",
-    platforms: [.macOS(.v15)],
+    // The server needs Linux (epoll; see README "Platforms"). LarderWire and LarderClient are portable
+    // POSIX and target Apple platforms too, at the versions Synchronization and task executors need; only Linux is
+    // verified (scripts/test).
+    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
     products: [
         .library(name: "LarderClient", targets: ["LarderClient"]),
         .library(name: "LarderWire", targets: ["LarderWire"]),
@@ -33,41 +36,57 @@ let package = Package(
         .systemLibrary(
             name: "COpenSSL", pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]),
+        // GNU libmicrohttpd (LGPL 2.1+): the HTTP server of --metrics-port (/metrics, /healthz).
+        .systemLibrary(
+            name: "CMicroHTTPD", pkgConfig: "libmicrohttpd",
+            providers: [.apt(["libmicrohttpd-dev"]), .brew(["libmicrohttpd"])]),
         // epoll and eventfd (part of the C library: no package, nothing to link).
         .systemLibrary(name: "CEpoll"),
         // The one lock (a pthread mutex, which ThreadSanitizer sees) and its condition variable.
         .target(name: "LarderSync", swiftSettings: strict),
+        // What every part that does I/O shares (package access): the socket and system-call layer, the event loop
+        // (Linux only: epoll), the histogram and SplitMix64. No Linux-only call outside `#if os(Linux)`.
+        .target(
+            name: "LarderIO",
+            dependencies: ["LarderSync", .target(name: "CEpoll", condition: .when(platforms: [.linux]))],
+            swiftSettings: strict),
         .target(name: "LarderWire", dependencies: ["CZlib"], swiftSettings: strict),
         // TLS sessions driven through memory, for the server's event loops and the client alike.
         .target(name: "LarderTLS", dependencies: ["COpenSSL"], swiftSettings: strict),
         .target(
             name: "LarderStore", dependencies: ["LarderWire", "LarderSync", "CSQLite", "CLibPQ"], swiftSettings: strict),
         .target(
-            name: "LarderServer", dependencies: ["LarderWire", "LarderStore", "LarderSync", "LarderTLS", "CEpoll"],
+            name: "LarderServer",
+            dependencies: ["LarderWire", "LarderStore", "LarderSync", "LarderIO", "LarderTLS", "CMicroHTTPD"],
             swiftSettings: strict),
-        .target(name: "LarderClient", dependencies: ["LarderWire", "LarderSync", "LarderTLS"], swiftSettings: strict),
+        .target(
+            name: "LarderClient", dependencies: ["LarderWire", "LarderSync", "LarderIO", "LarderTLS"],
+            swiftSettings: strict),
         .target(name: "LarderCLI", dependencies: ["LarderClient", "LarderSync", "CLibEdit"], swiftSettings: strict),
-        .target(name: "LarderBench", dependencies: ["LarderWire", "LarderSync", "LarderTLS"], swiftSettings: strict),
+        .target(
+            name: "LarderBench", dependencies: ["LarderWire", "LarderSync", "LarderIO", "LarderTLS", "CEpoll"],
+            swiftSettings: strict),
         .executableTarget(name: "larder-server", dependencies: ["LarderServer", "LarderWire"], swiftSettings: strict),
         .executableTarget(name: "larder", dependencies: ["LarderCLI"], swiftSettings: strict),
         .executableTarget(
-            name: "larder-bench", dependencies: ["LarderBench", "LarderClient", "LarderStore", "LarderWire"],
+            name: "larder-bench", dependencies: ["LarderBench", "LarderClient", "LarderStore", "LarderWire", "LarderIO"],
             swiftSettings: strict),
         // What the test targets share: the throwaway PostgreSQL they start (Tests/LarderTestSupport).
         .target(name: "LarderTestSupport", dependencies: ["LarderStore", "LarderSync"], path: "Tests/LarderTestSupport"),
-        .testTarget(name: "LarderWireTests", dependencies: ["LarderWire"]),
+        .testTarget(name: "LarderWireTests", dependencies: ["LarderWire", "LarderIO"]),
         .testTarget(
-            name: "LarderStoreTests", dependencies: ["LarderStore", "LarderSync", "LarderTestSupport"],
+            name: "LarderStoreTests", dependencies: ["LarderStore", "LarderSync", "LarderIO", "LarderTestSupport"],
             resources: [.copy("Fixtures")]),
-        .testTarget(name: "LarderServerTests", dependencies: ["LarderServer", "LarderSync"]),
-        .testTarget(name: "LarderClientTests", dependencies: ["LarderClient", "LarderCLI", "LarderSync"]),
+        .testTarget(name: "LarderServerTests", dependencies: ["LarderServer", "LarderSync", "LarderIO"]),
+        .testTarget(name: "LarderClientTests", dependencies: ["LarderClient", "LarderCLI", "LarderSync", "LarderIO"]),
         .testTarget(
-            name: "LarderBenchTests", dependencies: ["LarderBench", "LarderServer", "LarderStore", "LarderSync"]),
+            name: "LarderBenchTests",
+            dependencies: ["LarderBench", "LarderServer", "LarderStore", "LarderSync", "LarderIO"]),
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "LarderServer", "LarderClient", "LarderStore", "LarderBench", "LarderSync", "LarderTestSupport",
-                "LarderTLS",
+                "LarderServer", "LarderClient", "LarderStore", "LarderBench", "LarderSync", "LarderIO",
+                "LarderTestSupport", "LarderTLS",
             ],
             resources: [.copy("Fixtures")]),
     ],

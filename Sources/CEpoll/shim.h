@@ -12,4 +12,22 @@ int accept4(int sockfd, struct sockaddr *addr, socklen_t *addrlen, int flags);
 static inline int larder_accept_nonblocking(int listener) {
     return accept4(listener, 0, 0, SOCK_NONBLOCK | SOCK_CLOEXEC);
 }
+
+// ppoll(2) (a GNU extension too): poll with a nanosecond timeout, which larder-bench's open loop needs to send on
+// schedule (poll's milliseconds, rounded up, made requests leave up to a millisecond late).
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <time.h>
+int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout, const sigset_t *sigmask);
+
+static inline int larder_poll_ns(struct pollfd *fds, unsigned long count, long long timeoutNs) {
+    struct timespec timeout = {timeoutNs / 1000000000LL, timeoutNs % 1000000000LL};
+    return ppoll(fds, (nfds_t)count, timeoutNs < 0 ? 0 : &timeout, 0);
+}
+
+// The calling thread's timer slack: how late the kernel may end its sleeps to batch wake-ups (50 us by default).
+static inline int larder_set_timer_slack_ns(unsigned long nanoseconds) {
+    return prctl(PR_SET_TIMERSLACK, nanoseconds, 0, 0, 0);
+}
 #endif

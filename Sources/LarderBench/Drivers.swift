@@ -74,7 +74,7 @@ struct LarderDriver: Driver {
         self.worker = worker
         self.encoder = encoder
         collectionPrefix = Array(#"{"collection":""#.utf8) + Array(collection.utf8) + Array(#"""#.utf8)
-        json.reserveCapacity(payloads.docSize + 256)
+        json.reserveCapacity(payloads.docSizeMax + 256)
     }
 
     private static let idOpen = Array(#","id":""#.utf8)

@@ -3,6 +3,8 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import CEpoll
+import LarderIO
 
 /// One phase of load (the preloads, then the measured run): read-only, shared by its workers.
 struct Phase: Sendable {
@@ -149,8 +151,14 @@ final class Worker<D: Driver> {
         return UInt64(Double(phase.connections) / rate * 1e9)
     }
 
+    /// How long before a send is due the loop stops sleeping and polls without waiting: a wake-up from ppoll comes a
+    /// few to tens of microseconds late on a busy machine, and that lateness would be counted as latency.
+    static var spinNanoseconds: UInt64 { 50_000 }
+
     func run(start: UInt64) -> WorkerResult {
         let interval = schedule(start: start)
+        // Sleeps end when asked (1 us), not up to 50 us later: the open loop's sends are due to the microsecond.
+        if phase.openLoop { _ = larder_set_timer_slack_ns(1_000) }
         var nextTick = measureStart + 1_000_000_000
         var issuing = quota.map { $0 > 0 } ?? true
         var drainDeadline: UInt64 = .max
@@ -186,16 +194,23 @@ final class Worker<D: Driver> {
             if !connections.contains(where: \.alive) { break }
 
             var wake = issuing ? min(nextTick, issueEnd) : drainDeadline
+            var sendDue = false
             if issuing && phase.openLoop {
-                for c in connections where c.alive && !c.free.isEmpty { wake = min(wake, c.nextIntended) }
+                for c in connections where c.alive && !c.free.isEmpty && c.nextIntended < wake {
+                    wake = c.nextIntended
+                    sendDue = true
+                }
             }
-            let timeoutMs = wake > now ? Int32(min((wake - now + 999_999) / 1_000_000, 1000)) : 0
+            // Nanoseconds (ppoll), not poll's milliseconds rounded up, which sent requests up to a millisecond late
+            // and counted the lateness as latency. Just before a send is due, polls without sleeping.
+            let margin = sendDue ? Self.spinNanoseconds : 0
+            let timeoutNs = wake > now + margin ? Int64(min(wake - now - margin, 1_000_000_000)) : 0
             for (i, c) in connections.enumerated() {
                 pollfds[i].fd = c.alive ? c.fd : -1
                 pollfds[i].events = Int16(POLLIN) | (c.hasOutput ? Int16(POLLOUT) : 0)
                 pollfds[i].revents = 0
             }
-            let ready = poll(&pollfds, nfds_t(pollfds.count), timeoutMs)
+            let ready = larder_poll_ns(&pollfds, UInt(pollfds.count), timeoutNs)
             if ready <= 0 { continue }
             for (i, c) in connections.enumerated() where pollfds[i].revents != 0 && c.alive {
                 let events = pollfds[i].revents

@@ -45,6 +45,8 @@ public struct BenchOptions: Sendable, Equatable {
     public var keyspace: Int?
     public var mix = OperationMix([(.get, 100)])
     public var docSize = 250
+    /// With `--doc-size MIN-MAX`, the largest document; nil for one size.
+    public var docSizeMax: Int?
     public var blobSize = 1 << 20
     public var jpegDirectory: String?
     public var keys: KeyDistribution = .uniform
@@ -53,6 +55,8 @@ public struct BenchOptions: Sendable, Equatable {
     /// Open loop: total requests per second across all connections, sent on schedule.
     public var rate: Double?
     public var json = false
+    /// Where to write every operation's latency histogram in HdrHistogram's log format.
+    public var hdrOut: String?
     public var assertions: [Assertion] = []
     public var token: String?
     /// TLS to the server, verified against this CA file (PEM); nil: plain.
@@ -183,7 +187,18 @@ public enum BenchArguments {
             case "--preload-blobs": options.preloadBlobs = try integer(name, try value(name, inline), 0...1_000_000)
             case "--keyspace": options.keyspace = try integer(name, try value(name, inline), 1...100_000_000)
             case "--mix": options.mix = try OperationMix.parse(try value(name, inline))
-            case "--doc-size": options.docSize = try size(name, try value(name, inline), 64...(1 << 20))
+            case "--doc-size":
+                let text = try value(name, inline)
+                let parts = text.split(separator: "-", maxSplits: 1).map(String.init)
+                options.docSize = try size(name, parts[0], 64...(1 << 20))
+                options.docSizeMax = nil
+                if parts.count == 2 {
+                    let largest = try size(name, parts[1], 64...(1 << 20))
+                    guard largest >= options.docSize else {
+                        throw UsageError("--doc-size MIN-MAX needs MIN <= MAX, not '\(text)'")
+                    }
+                    options.docSizeMax = largest
+                }
             case "--blob-size": options.blobSize = try size(name, try value(name, inline), 32...(32 << 20))
             case "--jpeg-dir": options.jpegDirectory = try value(name, inline)
             case "--keys":
@@ -211,6 +226,7 @@ public enum BenchArguments {
             case "--json":
                 try flag()
                 options.json = true
+            case "--hdr-out": options.hdrOut = try value(name, inline)
             case "--quiet", "-q":
                 try flag()
                 options.quiet = true
@@ -326,7 +342,8 @@ public enum BenchArguments {
                                   reads documents), and blobs for blob-get (up to 32 unless --preload-blobs says)
           --preload-blobs N       blobs written before the run
           --keyspace N            reads choose among the first N preloaded documents (default: all)
-          --doc-size SIZE         the JSON size of a document's data (default 250; units KiB, MiB allowed)
+          --doc-size SIZE         the JSON size of a document's data (default 250; units KiB, MiB allowed);
+                                  MIN-MAX (e.g. 100-16KiB) mixes sizes, each document's drawn uniformly
           --blob-size SIZE        the size of synthetic JPEG blobs (default 1MiB)
           --jpeg-dir DIR          upload the *.jpg files of DIR instead of synthetic blobs
           --keys uniform|zipf|sequential
@@ -341,6 +358,8 @@ public enum BenchArguments {
                                   (with a unit: ns, us, ms, s), ops (per second), count, or errors (a share of
                                   requests: 0.5% or 0.005). Examples: 'get.p99<5ms', 'ops>=20000', 'errors<1%'
           --max-error-rate R      the same as --assert 'errors<=R'
+          --hdr-out FILE          every operation's full latency histogram in HdrHistogram's log format
+                                  (Tag=get; in an open loop also get-uncorrected), for HdrHistogram's tools
 
         Exit status: 0 success, 1 an assertion failed, 2 the run could not be made (cannot connect, the server
         broke the protocol), 64 bad options.

@@ -1,4 +1,5 @@
 import Foundation
+import LarderIO
 
 /// The bytes the load is made of: document ids and bodies, JPEG blobs, Redis keys and values.
 ///
@@ -6,7 +7,10 @@ import Foundation
 /// sizes finds them already there (their CREATE answers CONFLICT, which preloading accepts) and a run with other
 /// sizes never reads stale ones. Documents created during a run get ids from a per-run nonce.
 public struct Payloads: Sendable {
+    /// Every document (and Redis value) is `docSize` bytes, or with `docSizeMax` between the two: each key's size is
+    /// fixed by the key (`documentSize`), so a document read, replaced or preloaded always has the same size.
     public let docSize: Int
+    public let docSizeMax: Int
     /// The blobs to upload, used in turn; never empty.
     public let blobs: [[UInt8]]
     /// 32 bits that tell preloaded datasets of different shapes apart.
@@ -16,8 +20,9 @@ public struct Payloads: Sendable {
     /// Filler for padding documents and Redis values.
     let filler: [UInt8]
 
-    public init(docSize: Int, blobs: [[UInt8]], runNonce: UInt32) {
+    public init(docSize: Int, docSizeMax: Int? = nil, blobs: [[UInt8]], runNonce: UInt32) {
         self.docSize = docSize
+        self.docSizeMax = max(docSize, docSizeMax ?? docSize)
         self.blobs = blobs.isEmpty ? [Payloads.syntheticJPEG(size: 1024)] : blobs
         var hash: UInt32 = 2_166_136_261  // FNV-1a over the shape of the data
         func mix(_ v: Int) {
@@ -26,12 +31,25 @@ public struct Payloads: Sendable {
             }
         }
         mix(docSize)
+        if self.docSizeMax != docSize { mix(self.docSizeMax) }
         mix(self.blobs.count)
         for blob in self.blobs { mix(blob.count) }
         datasetTag = hash
         self.runNonce = runNonce
         var rng = SplitMix64(seed: UInt64(docSize))
-        filler = (0..<(docSize + 64)).map { _ in UInt8(ascii: "a") + UInt8(rng.below(26)) }
+        filler = (0..<(self.docSizeMax + 64)).map { _ in UInt8(ascii: "a") + UInt8(rng.below(26)) }
+    }
+
+    /// The size of document `key`: `docSize`, or with `--doc-size MIN-MAX` one drawn uniformly from the range by a
+    /// hash of the key.
+    @inline(__always)
+    public func documentSize(_ key: UInt64) -> Int {
+        guard docSizeMax > docSize else { return docSize }
+        var z = key &+ 0x9E37_79B9_7F4A_7C15
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        z ^= z >> 31
+        return docSize + Int(z % UInt64(docSizeMax - docSize + 1))
     }
 
     // MARK: Ids
@@ -87,7 +105,7 @@ public struct Payloads: Sendable {
     // MARK: Documents
 
     /// Appends the data object of document `key`: `{"n":K,"group":G,"name":"doc K","pad":"..."}`, padded so that
-    /// it is `docSize` bytes long.
+    /// it is `documentSize(key)` bytes long.
     @inline(__always)
     func appendDocument(_ key: UInt64, into out: inout [UInt8]) {
         let start = out.count
@@ -99,7 +117,7 @@ public struct Payloads: Sendable {
         appendDecimal(key, into: &out)
         out.append(contentsOf: Payloads.docPad)
         let written = out.count - start + 2
-        let pad = max(0, docSize - written)
+        let pad = max(0, documentSize(key) - written)
         let offset = Int(key % 64)
         filler.withUnsafeBufferPointer {
             out.append(contentsOf: UnsafeBufferPointer(rebasing: $0[offset..<offset + pad]))
@@ -113,10 +131,10 @@ public struct Payloads: Sendable {
     static let docPad = Array(#"","pad":""#.utf8)
     static let docEnd = Array(#""}"#.utf8)
 
-    /// A Redis value of `docSize` bytes.
+    /// A Redis value of `documentSize(key)` bytes.
     func redisValue(_ key: UInt64) -> ArraySlice<UInt8> {
         let offset = Int(key % 64)
-        return filler[offset..<offset + docSize]
+        return filler[offset..<offset + documentSize(key)]
     }
 
     // MARK: Blobs

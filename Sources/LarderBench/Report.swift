@@ -1,5 +1,6 @@
 import Foundation
 import LarderWire
+import LarderIO
 
 /// The percentiles every report gives, in order.
 let reportPercentiles: [Double] = [50, 90, 99, 99.9]
@@ -42,7 +43,9 @@ extension BenchResults {
         if let requests = o.requests { bound += ", \(requests) requests" }
         var workload = "\(bound); mix \(o.mix)"
         if o.target != .raw { workload += "; keys \(o.keys.rawValue)" }
-        if o.mixHasDocuments { workload += "; documents of \(o.docSize) B" }
+        if o.mixHasDocuments {
+            workload += "; documents of \(o.docSize) B" + (o.docSizeMax.map { "-\($0) B" } ?? "")
+        }
         if o.mix.contains(.blobGet) || o.mix.contains(.blobPut) { workload += "; blobs of \(blobDescription)" }
         lines.append(workload)
         lines.append("")
@@ -182,6 +185,7 @@ extension BenchResults {
         for op in o.mix.operations { mix[op.name] = .int(Int64(o.mix[op])) }
         c["mix"] = .object(mix)
         c["docSize"] = .int(Int64(o.docSize))
+        if let largest = o.docSizeMax { c["docSizeMax"] = .int(Int64(largest)) }
         c["blobSize"] = .int(Int64(o.blobSize))
         c["jpegDir"] = o.jpegDirectory.map { .string($0) } ?? .null
         c["keys"] = .string(o.keys.rawValue)

@@ -79,7 +79,9 @@ public func runBenchmark(
             blobs = [Payloads.syntheticJPEG(size: options.blobSize, seed: UInt64(options.blobSize))]
         }
     }
-    let payloads = Payloads(docSize: options.docSize, blobs: blobs, runNonce: UInt32.random(in: 0...UInt32.max))
+    let payloads = Payloads(
+        docSize: options.docSize, docSizeMax: options.docSizeMax, blobs: blobs,
+        runNonce: UInt32.random(in: 0...UInt32.max))
 
     // The first connection checks the server and prepares it; it stays open (idle) for the run.
     let (control, info) = try Handshake.open(options, port: port)

@@ -1,11 +1,12 @@
 import LarderSync
+import LarderIO
 
 /// What one operation (or the run as a whole) measured.
 public struct OperationStats: Sendable, Equatable {
     /// Latency of answered requests, from the intended send time (in a closed loop, the actual send time).
-    public var latency = Histogram()
+    package var latency = Histogram()
     /// Latency from the actual send time; recorded in an open loop only, where it differs.
-    public var uncorrected = Histogram()
+    package var uncorrected = Histogram()
     /// Requests answered, plus those that failed without an answer (timeouts, broken connections).
     public var count: UInt64 = 0
     /// Requests that did not succeed, by result code.
@@ -35,7 +36,7 @@ public struct SecondSample: Sendable, Equatable {
     public var second: Int
     /// Seconds this sample covers: 1, or less for the final partial second.
     public var duration: Double
-    public var latency = Histogram()
+    package var latency = Histogram()
     /// Answers per operation, indexed by `BenchOperation.rawValue`.
     public var counts = [UInt64](repeating: 0, count: BenchOperation.allCases.count)
     public var errors: UInt64 = 0

@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import LarderIO
 
 /// One kind of request in the operation mix.
 public enum BenchOperation: Int, CaseIterable, Sendable, Hashable, CustomStringConvertible {
@@ -97,30 +98,6 @@ extension String {
     }
 }
 
-/// SplitMix64: small, fast and statistically sound enough to pick keys and operations; seeded per worker from
-/// `--seed`, so a run's choices repeat exactly.
-public struct SplitMix64: RandomNumberGenerator, Sendable {
-    private var state: UInt64
-    public init(seed: UInt64) { state = seed }
-
-    @inline(__always)
-    public mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    /// A uniform integer in `0..<n` (multiply-high; the bias is below 2^-32 for any n a benchmark uses).
-    @inline(__always)
-    public mutating func below(_ n: UInt64) -> UInt64 { next().multipliedFullWidth(by: n).high }
-
-    /// A uniform double in [0, 1).
-    @inline(__always)
-    public mutating func unit() -> Double { Double(next() >> 11) * 0x1.0p-53 }
-}
-
 /// How keys are chosen among `0..<keyspace`.
 public enum KeyDistribution: String, Sendable, CaseIterable {
     case uniform, zipf, sequential
@@ -167,7 +144,7 @@ public struct Zipf: Sendable {
 
     /// A key in `0..<n`.
     @inline(__always)
-    public func next(_ rng: inout SplitMix64) -> UInt64 {
+    package func next(_ rng: inout SplitMix64) -> UInt64 {
         n.dividingFullWidth(rank(rng.unit()).multipliedFullWidth(by: scramble)).remainder
     }
 

@@ -221,6 +221,19 @@ enum Commands {
                     help: "measure requests/s over this long (default 1; 0: the average since start)")
             ]),
         CommandSpec(
+            ["backup"], arguments: "FILE", arity: 1...1,
+            summary: "write a consistent snapshot of the running server's store to FILE",
+            details: """
+                The server snapshots its store while writes go on, and the snapshot is streamed here (a progress
+                bar on a terminal) and checked against the server's SHA-256; FILE appears only once complete. On
+                the SQLite store FILE is a SQLite database. To restore, start a server on a new data directory
+                holding it as larder.sqlite:
+                  larder backup larder-2026-12-01.sqlite
+                  mkdir restored && cp larder-2026-12-01.sqlite restored/larder.sqlite
+                  larder-server --data-dir restored
+                A server on PostgreSQL has no backup of its own: use pg_dump.
+                """),
+        CommandSpec(
             ["import"], arguments: "COLLECTION [FILE|-]", arity: 1...2,
             summary: "create documents from a JSON array or NDJSON (file or stdin)",
             details: """
@@ -401,6 +414,7 @@ enum Commands {
                 out.line(out.dim("\(shown) blob\(shown == 1 ? "" : "s")"))
             }
         case "stats": return try await stats(c)
+        case "backup": return try await backup(c)
         case "completion":
             guard let script = Completion.script(for: c.arguments[0]) else {
                 throw UsageError(

@@ -1,4 +1,5 @@
 import Foundation
+import LarderIO
 import LarderSync
 import LarderWire
 
@@ -10,8 +11,10 @@ import Musl
 import Darwin
 #endif
 
-/// One connection to a server: a reader thread that dispatches replies by request id to waiting tasks, and a
-/// lock-protected write path that any task may use.
+/// One connection to a server. Its socket belongs to a thread of its own (`IOThread`): that thread connects, writes
+/// what callers queued and reads replies, which it hands by request id to the waiting tasks. A caller never makes a
+/// system call that can block: a request is encoded on the caller's task and queued, so a slow network or a server
+/// that stops reading never holds one of Swift concurrency's few cooperative threads.
 ///
 /// Every request holds one of the server's `maxInFlight` slots from the moment it is written until its reply
 /// arrives; a request that finds no free slot waits in a queue (still bound by its deadline). A request that times
@@ -28,9 +31,9 @@ final class Connection: @unchecked Sendable {
         /// The request, kept until it is written (it may wait for a slot).
         var request: Frame?
         var holdsSlot = false
-        /// Called on the reader thread with (bytes received, frame size) while a large reply arrives.
+        /// Called on the I/O thread with (bytes received, frame size) while a large reply arrives.
         var progress: (@Sendable (Int, Int) -> Void)?
-        /// Called on the reader thread with the reply before the next frame is read (WATCH registers its events'
+        /// Called on the I/O thread with the reply before the next frame is read (WATCH registers its events'
         /// destination there, so none can arrive first).
         var onReply: (@Sendable (Frame) -> Void)?
     }
@@ -48,48 +51,43 @@ final class Connection: @unchecked Sendable {
     /// Where each subscription's EVENT frames go, by subscription id.
     private var subscriptions: [UInt32: EventSink] = [:]
 
-    // Guarded by `writeLock`.
-    private let writeLock = Lock()
+    // Guarded by `encoderLock`: requests are encoded in the order their slots were granted.
+    private let encoderLock = Lock()
     private var encoder = FrameEncoder()
-    private var output: [UInt8] = []
-    private var fd: Int32
-    /// The socket, or TLS over it: what every read and write goes through.
-    private let transport: any ClientTransport
 
-    private init(fd: Int32, endpoint: String, transport: any ClientTransport) {
-        self.fd = fd
+    private let io: IOThread
+
+    private init(endpoint: String, io: IOThread) {
         self.endpoint = endpoint
-        self.transport = transport
+        self.io = io
     }
 
-    /// Connects to `endpoint`, starts the reader thread and performs the HELLO handshake.
+    /// Connects to `endpoint` (on the connection's own thread), starts reading and performs the HELLO handshake.
     static func open(_ configuration: LarderClient.Configuration, endpoint: LarderClient.Endpoint)
         async throws(LarderError) -> Connection
     {
         let timeoutMs = Int(configuration.connectTimeout.components.seconds * 1000)
             + Int(configuration.connectTimeout.components.attoseconds / 1_000_000_000_000_000)
-        let fd = try Socket.connect(endpoint, timeoutMs: max(1, timeoutMs))
-        let transport: any ClientTransport
+        var tls: ClientTLS?
         switch (configuration.tls, endpoint) {
         case (nil, _):
-            transport = PlainTransport(fd: fd)
-        case (let tls?, .tcp(let host, _)):
-            do throws(LarderError) {
-                transport = try TLSClientTransport.handshake(
-                    fd: fd, host: host, settings: tls, endpoint: endpoint.description, timeoutMs: max(1, timeoutMs))
-            } catch {
-                closeDescriptor(fd)
-                throw error
-            }
+            break
+        case (let settings?, .tcp(let host, _)):
+            tls = try ClientTLS(host: host, settings: settings, endpoint: endpoint.description)
         case (_?, .unix):
-            closeDescriptor(fd)
-            throw Socket.connectError(endpoint.description, "TLS is for TCP; a Unix socket is always plain")
+            throw ClientSocket.connectError(endpoint.description, "TLS is for TCP; a Unix socket is always plain")
         }
-        let connection = Connection(fd: fd, endpoint: endpoint.description, transport: transport)
-        let thread = Thread { connection.readLoop() }
-        thread.name = "larder-client-reader"
-        thread.stackSize = 256 << 10
-        thread.start()
+        let connection = Connection(
+            endpoint: endpoint.description, io: IOThread(tls: tls, handshakeTimeoutMs: max(1, timeoutMs)))
+        let connected = await withCheckedContinuation { (continuation: CheckedContinuation<LarderError?, Never>) in
+            connection.io.start(
+                connect: { () throws(LarderError) -> Int32 in
+                    try ClientSocket.connect(endpoint, timeoutMs: max(1, timeoutMs))
+                },
+                connected: { continuation.resume(returning: $0) },
+                received: connection.readerStep(), ended: { connection.ended($0) })
+        }
+        if let connected { throw connected }
         let hello = HelloRequest(
             compression: configuration.compression ? [zlibCompression] : [], client: configuration.clientName,
             token: configuration.token)
@@ -100,12 +98,12 @@ final class Connection: @unchecked Sendable {
         } catch {
             connection.close(error)
             if error.status == .deadlineExceeded {
-                throw Socket.connectError(endpoint.description, "no answer to HELLO within the connect timeout")
+                throw ClientSocket.connectError(endpoint.description, "no answer to HELLO within the connect timeout")
             }
             // Never connected: a TLS session the server ended (a client certificate it wanted), or a plain client
             // on a TLS port (told so in clear).
             if error.status == .protocolError || (configuration.tls != nil && error.status == .unavailable) {
-                throw Socket.connectError(endpoint.description, error.message)
+                throw ClientSocket.connectError(endpoint.description, error.message)
             }
             throw error
         }
@@ -123,7 +121,7 @@ final class Connection: @unchecked Sendable {
     }
 
     private func negotiated(_ hello: HelloResponse) {
-        writeLock.withLock {
+        encoderLock.withLock {
             encoder.compressionEnabled = hello.compression == zlibCompression
             encoder.threshold = hello.compressionThreshold
         }
@@ -282,7 +280,7 @@ final class Connection: @unchecked Sendable {
         continuation?.resume(returning: .failure(error))
     }
 
-    /// Writes request `id`, which holds a slot.
+    /// Queues request `id`, which holds a slot, for the I/O thread to write.
     private func write(_ id: UInt32) {
         guard
             let taken = lock.withLock({ () -> (Frame, (@Sendable (Int, Int) -> Void)?)? in
@@ -292,46 +290,30 @@ final class Connection: @unchecked Sendable {
             })
         else { return }
         let (frame, progress) = taken
-        let failure: TransportFailure? = writeLock.withLock {
-            guard fd >= 0 else { return .system(EBADF) }
-            output.removeAll(keepingCapacity: output.capacity <= 1 << 20)
-            encoder.encode(frame, into: &output)
-            let total = output.count
-            var report: ((Int) -> Void)?
-            if frame.binary.count >= 1 << 20, let progress { report = { progress($0, total) } }
-            return output.withUnsafeBytes { transport.writeAll($0, progress: report) }
-        }
-        if let failure {
-            close(
-                LarderError(
-                    .unavailable, "the connection to \(endpoint) broke while sending \(frame.opcode.name) ("
-                        + failure.description + ")"), lost: true)
+        // Encoded and queued under one lock: the bytes of two requests never interleave, and requests go out in the
+        // order they were granted slots.
+        encoderLock.withLock { () -> Void in
+            var bytes: [UInt8] = []
+            encoder.encode(frame, into: &bytes)
+            let total = bytes.count
+            var report: (@Sendable (Int) -> Void)?
+            if frame.binary.count >= 1 << 20, let progress {
+                report = { @Sendable (sent: Int) -> Void in progress(sent, total) }
+            }
+            io.send(bytes, name: frame.opcode.name, progress: report)
         }
     }
 
     // MARK: - Reading
 
-    private func readLoop() {
+    /// What the I/O thread does with the bytes it reads: frames out of them, each delivered; an error ends the
+    /// connection.
+    private func readerStep() -> (UnsafeRawBufferPointer) -> LarderError? {
         var decoder = FrameDecoder()
         decoder.acceptsCompressed = false  // until the server's HELLO answer agrees to zlib
         var buffer = ByteBuffer()
-        let capacity = 64 << 10
-        let chunk = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16)
-        defer { chunk.deallocate() }
-        var ending: LarderError?
-        reading: while true {
-            let n: Int
-            switch transport.read(chunk, capacity) {
-            case .success(let count) where count > 0:
-                n = count
-            case .success:
-                ending = LarderError(.unavailable, "lost the connection to \(endpoint): the server closed the connection")
-                break reading
-            case .failure(let failure):
-                ending = LarderError(.unavailable, "lost the connection to \(endpoint): \(failure)")
-                break reading
-            }
-            buffer.append(UnsafeRawBufferPointer(start: chunk, count: n))
+        return { [unowned self] bytes in
+            buffer.append(bytes)
             do throws(FrameError) {
                 while let header = try decoder.peekHeader(buffer), let frame = try decoder.next(&buffer) {
                     // A large reply's progress ends at its whole size, before its caller has it.
@@ -350,17 +332,29 @@ final class Connection: @unchecked Sendable {
                 if let header = try decoder.peekHeader(buffer), header.binaryLength >= 1 << 20 {
                     reportProgress(header, received: buffer.readableCount)
                 }
+                return nil
             } catch {
-                ending = LarderError(
+                return LarderError(
                     error.error.status, "the server at \(endpoint) sent a frame the client cannot read: "
                         + error.error.message)
-                break reading
             }
         }
-        close(ending ?? LarderError(.unavailable, "lost the connection to \(endpoint)"), lost: true)
-        writeLock.withLock {
-            closeDescriptor(fd)
-            fd = -1
+    }
+
+    /// The I/O thread's loop ended: every request in flight fails with why (and whether it was sent).
+    private func ended(_ end: IOThread.End) {
+        func lost(_ why: String) -> LarderError { LarderError(.unavailable, "lost the connection to \(endpoint): \(why)") }
+        switch end {
+        case .peerClosed: close(lost("the server closed the connection"), lost: true)
+        case .readFailed(let code): close(lost(ClientSocket.errnoText(code)), lost: true)
+        case .writeFailed(let code, let name):
+            close(
+                LarderError(
+                    .unavailable, "the connection to \(endpoint) broke while sending \(name) ("
+                        + ClientSocket.errnoText(code) + ")"), lost: true)
+        case .invalid(let error): close(error, lost: true)
+        case .tlsFailed(let message): close(lost(message), lost: true)
+        case .stopped: close()
         }
     }
 
@@ -383,16 +377,13 @@ final class Connection: @unchecked Sendable {
         }
         onReply?(frame)
         continuation?.resume(returning: .success(frame))
-        if !writes.isEmpty {
-            // Never write on the reader thread: a blocked write there would stop the replies that unblock it.
-            let ids = writes
-            DispatchQueue.global().async { for id in ids { self.write(id) } }
-        }
+        // Queued, not written: the I/O thread writes them once it is done reading.
+        for id in writes { write(id) }
     }
 
     // MARK: - The change feed
 
-    /// Sends WATCH; its answer registers `sink` for the subscription's events on the reader thread, before any
+    /// Sends WATCH; its answer registers `sink` for the subscription's events on the I/O thread, before any
     /// event can be read.
     func watch(_ json: [UInt8], sink: EventSink, timeout: Duration?) async throws(LarderError) -> Frame {
         try await call(.watch, json: json, binary: [], timeout: timeout, onReply: { [weak self] frame in
@@ -419,7 +410,7 @@ final class Connection: @unchecked Sendable {
         Task { _ = try? await self.call(.unwatch, json: json, binary: [], timeout: .seconds(30)) }
     }
 
-    /// An EVENT frame, on the reader thread: to its subscription's stream. Other pushed opcodes (from a later server)
+    /// An EVENT frame, on the I/O thread: to its subscription's stream. Other pushed opcodes (from a later server)
     /// are ignored.
     private func deliverEvent(_ frame: Frame) {
         guard frame.opcode == .event, let sink = lock.withLock({ subscriptions[frame.requestID] }),
@@ -453,7 +444,8 @@ final class Connection: @unchecked Sendable {
                     field: serverError.field, details: serverError.details)
             }
             failure = error
-            // Each request learns whether it reached the socket: one never written was not applied anywhere.
+            // Each request learns whether it was handed to the socket's thread: one that never was (it waited for an
+            // in-flight slot) was not applied anywhere; one that was may have reached the server.
             let continuations = waiters.values.compactMap { waiter in
                 waiter.continuation.map {
                     ($0, lost ? Connection.lost(error, opcode: waiter.opcode, sent: waiter.request == nil) : error)
@@ -464,13 +456,7 @@ final class Connection: @unchecked Sendable {
             return continuations
         }
         for (continuation, error) in continuations { continuation.resume(returning: .failure(error)) }
-        writeLock.withLock {
-            if fd >= 0 { _ = shutdown(fd, Int32(SHUT_RDWR)) }
-        }
-    }
-
-    deinit {
-        if fd >= 0 { closeDescriptor(fd) }
+        io.stop()
     }
 
     /// The error a request in flight gets when its connection ends with `error`: UNAVAILABLE (unless the server said
@@ -486,8 +472,4 @@ final class Connection: @unchecked Sendable {
             : "\(opcode.name) was not sent, so it was not applied"
         return LarderError(.unavailable, "\(error.message) (\(what))", field: error.field, details: details)
     }
-}
-
-private func closeDescriptor(_ fd: Int32) {
-    _ = close(fd)
 }

@@ -33,18 +33,16 @@ package enum CloseReason: Sendable, Equatable, CustomStringConvertible {
     /// A read or write failed (e.g. connection reset).
     case ioError(String)
     case shutdown
-    /// The connection limit was reached when it arrived.
-    case refused
 
     package var description: String {
         switch self {
         case .peerClosed: "peer closed"
+        case .protocolError(.unauthenticated): "UNAUTHENTICATED: no token, or a wrong one"
         case .protocolError(let status): "protocol error (\(status.name))"
         case .idleTimeout: "idle timeout"
         case .frameTimeout: "frame deadline exceeded"
         case .ioError(let message): "I/O error: \(message)"
         case .shutdown: "server shutdown"
-        case .refused: "connection limit reached"
         }
     }
 }
@@ -91,7 +89,7 @@ package struct ConnectionStateMachine {
         case flush
         case pauseReading
         case resumeReading
-        /// Cancel the sources and close the descriptor; the state machine is finished.
+        /// Take the descriptor off the event loop and close it; the state machine is finished.
         case close(CloseReason)
         /// A reply the state machine produced itself (HELLO, refusals), for STATS.
         case record(Opcode, Status)
@@ -138,7 +136,6 @@ package struct ConnectionStateMachine {
     private var lastActivity: UInt64
     /// The largest unsent output this connection ever held (for tests and STATS).
     private(set) var peakUnsentBytes = 0
-    private(set) var compressionNegotiated = false
     /// The connection holds a subscription: waiting for events is not idleness (set by the shell).
     package var isWatching = false
     /// Frame bytes received and sent as if nothing were compressed (for the compression ratio in STATS).
@@ -510,7 +507,6 @@ package struct ConnectionStateMachine {
             decoder.maxJSONBytes = limits.maxJSONBytes
             decoder.maxBinaryBytes = limits.maxBlobBytes
             decoder.acceptsCompressed = compression
-            compressionNegotiated = compression
             reply(Reply(opcode: .hello, requestID: frame.requestID, json: response.json.bytes), &actions)
             // Only replies after this one are compressed: the client learns the choice from this reply.
             encoderEnabled = compression

@@ -9,6 +9,7 @@ import LarderStore
 import LarderSync
 import LarderTLS
 import LarderWire
+import LarderIO
 
 /// The Larder server: listens on TCP (and optionally a Unix socket), speaks the Larder protocol, and serves a store.
 ///
@@ -39,6 +40,7 @@ public final class LarderServer: Sendable {
         var nextConnectionID = 0
         var boundPort: Int?
         var boundTLSPort: Int?
+        var metrics: MetricsServer?
     }
 
     /// A listening descriptor and its accept source (only touched on the accept queue once running).
@@ -130,14 +132,19 @@ public final class LarderServer: Sendable {
         let router = Router(
             store: store, stats: stats, workQueue: workQueue, searchGate: configuration.searchGate,
             serverName: LarderServer.serverName, maxReplyJSONBytes: configuration.limits.maxJSONBytes)
-        let logger = Logger(level: configuration.logLevel)
+        let logger = Logger(
+            level: configuration.logLevel, format: configuration.logFormat, slowMicros: UInt64(configuration.slowMs) * 1000)
         tokens = LarderServer.initialTokens(configuration, logger: logger)
         tlsContexts = LarderServer.initialTLS(configuration, logger: logger)
         let machine = ConnectionStateMachine.Configuration(
             limits: configuration.limits, compressionThreshold: configuration.compressionThreshold,
             zlibLevel: configuration.zlibLevel, outputHighWaterBytes: configuration.outputHighWaterBytes,
             serverName: LarderServer.serverName, tokens: tokens)
-        context = ServerContext(router: router, stats: stats, logger: logger, machineConfiguration: machine)
+        let backups = BackupService(
+            store: store, queue: workQueue, gate: configuration.backupGate,
+            maxChunkBytes: configuration.limits.maxBlobBytes)
+        context = ServerContext(
+            router: router, stats: stats, logger: logger, machineConfiguration: machine, backups: backups)
         let lastChangeSeq = store.lastChangeSeq
         // On a store other servers write too, a cached answer could be stale the moment another server acknowledges
         // a write (read-your-writes across servers): no cache there. BENCHMARKS.md measures what it would have saved.
@@ -161,6 +168,7 @@ public final class LarderServer: Sendable {
             return s.stopped ? [] : s.listeners
         }
         closeListeners(listeners)
+        state.withLock { $0.metrics }?.stop()
         for shard in shards {
             shard.loop.sync {
                 for connection in Array(shard.connections.values) { connection.forceClose(.shutdown) }
@@ -191,6 +199,19 @@ public final class LarderServer: Sendable {
         } catch {
             for (fd, _, _) in fds { Socket.close(fd) }
             throw error
+        }
+        if let metricsPort = configuration.metricsPort {
+            do throws(IOError) {
+                let metrics = try MetricsServer(
+                    host: configuration.host, port: metricsPort, handlers: metricsHandlers())
+                state.withLock { $0.metrics = metrics }
+            } catch {
+                for (fd, path, _) in fds {
+                    Socket.close(fd)
+                    if let path { _ = unlink(path) }
+                }
+                throw error
+            }
         }
         let limits = configuration.limits
         let tickMs = max(10, min(1000, min(limits.idleTimeoutMs, limits.frameTimeoutMs) / 4))
@@ -224,6 +245,39 @@ public final class LarderServer: Sendable {
     /// The port that speaks TLS once started: `port` itself unless `--tls-port` asked for another.
     public var tlsPort: Int? { state.withLock { $0.boundTLSPort } }
 
+
+    /// The bound port of `/metrics` and `/healthz` once started, when `metricsPort` was set.
+    public var metricsPort: Int? { state.withLock { $0.metrics?.port } }
+
+    /// Why `/healthz` answers 503 now, or nil: shutting down, or the store not answering a read.
+    public var unhealthyReason: String? {
+        if state.withLock({ $0.stopped }) { return "the server is shutting down" }
+        do throws(LarderError) {
+            // A point read through the store's protocol, so it works for every store: NOT_FOUND is an answer.
+            _ = try store.get("larder_healthz", id: UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)))
+        } catch where error.status == .notFound {
+        } catch {
+            return "the store does not answer (\(error.status.name)): \(error.message)"
+        }
+        return nil
+    }
+
+    private func metricsHandlers() -> MetricsServer.Handlers {
+        MetricsServer.Handlers(
+            metrics: { [weak self] in
+                guard let self else { return "" }
+                let storeStats = try? store.stats()
+                let lag = shards.reduce(0) { $0 + $1.pendingChanges }
+                return context.stats.prometheus(
+                    now: DispatchTime.now().uptimeNanoseconds, store: storeStats, watchLagChanges: lag,
+                    version: LarderServer.version)
+            },
+            unhealthy: { [weak self] in
+                guard let self else { return "the server has stopped" }
+                return unhealthyReason
+            })
+    }
+
     /// The listening addresses, e.g. `["tcp://127.0.0.1:7411", "unix:///tmp/larder.sock"]`; `tls://` for TLS.
     public func addresses(port: Int) -> [String] {
         let tlsPort = self.tlsPort
@@ -256,9 +310,10 @@ public final class LarderServer: Sendable {
                 if error.errno == EMFILE || error.errno == ENFILE { usleep(10_000) }
                 return
             }
+            let peer = listener.unixPath.map { "unix:\($0)" } ?? Socket.peerName(fd)
             let stopping = state.withLock { $0.stopped }
             if stopping || context.stats.openConnections >= configuration.limits.maxConnections {
-                refuse(fd, stopping: stopping)
+                refuse(fd, peer: peer, stopping: stopping)
                 continue
             }
             let (shard, id) = state.withLock { s -> (IOShard, Int) in
@@ -267,7 +322,6 @@ public final class LarderServer: Sendable {
                 return (shards[s.nextShard], s.nextConnectionID)
             }
             context.stats.connectionOpened()
-            let peer = listener.unixPath.map { "unix:\($0)" } ?? (listener.tls ? "tls" : "tcp")
             var tls: TLSTransport?
             if listener.tls {
                 guard let engine = try? tlsContexts.map({ (contexts) throws(TLSError) in try TLSEngine(context: contexts.context) })
@@ -279,14 +333,14 @@ public final class LarderServer: Sendable {
                 }
                 tls = TLSTransport(engine: engine, openedAt: monotonicMs())
             }
-            context.logger.info("conn \(id) opened (\(peer))")
+            context.logger.log(.info, "connection opened", Logger.Context(connection: id, peer: peer))
             let connection = Connection(fd: fd, id: id, peer: peer, shard: shard, context: context, tls: tls)
             shard.loop.async { connection.start() }
         }
     }
 
     /// Over the connection limit (or shutting down): one error frame, written best-effort, then close.
-    private func refuse(_ fd: Int32, stopping: Bool) {
+    private func refuse(_ fd: Int32, peer: String, stopping: Bool) {
         context.stats.connectionRefused()
         let limit = configuration.limits.maxConnections
         let error =
@@ -300,13 +354,11 @@ public final class LarderServer: Sendable {
             Frame(opcode: Opcode(rawValue: 0), requestID: 0, status: error.status, flags: .response, json: error.json.bytes),
             into: &bytes)
         _ = bytes.withUnsafeBytes { try? Socket.write(fd, $0) }
-        context.logger.info("connection refused: \(error.message)")
+        context.logger.log(
+            .info, "connection refused", Logger.Context(peer: peer, fields: [("reason", .string(error.message))]))
         Socket.close(fd)
     }
 
-    /// Graceful shutdown: stop accepting, answer new requests UNAVAILABLE, wait (up to the grace period) for requests
-    /// in flight and their replies, close every connection, checkpoint and close the store. Blocks until done; safe
-    /// to call more than once.
     /// Cancels the accept sources and returns once their descriptors are closed: a connect after `shutdown()` (or after
     /// the server is dropped) is refused rather than left in a backlog nobody accepts from. The cancel handler runs
     /// asynchronously on the accept queue, hence the wait.
@@ -316,6 +368,9 @@ public final class LarderServer: Sendable {
         for listener in listeners { listener.closed.wait() }
     }
 
+    /// Graceful shutdown: stop accepting, answer new requests UNAVAILABLE, wait (up to the grace period) for requests
+    /// in flight and their replies, close every connection, checkpoint and close the store. Blocks until done; safe
+    /// to call more than once.
     public func shutdown() {
         let listeners = state.withLock { s -> [ListenerBox]? in
             guard !s.stopped else { return nil }
@@ -351,6 +406,7 @@ public final class LarderServer: Sendable {
             context.logger.warn("checkpoint on shutdown failed: \(error)")
         }
         store.close()
+        state.withLock { $0.metrics }?.stop()
         context.logger.info("shutdown complete")
     }
 

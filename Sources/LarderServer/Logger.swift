@@ -35,14 +35,53 @@ public enum LogLevel: Int, Sendable, Comparable, CaseIterable {
     public static func < (lhs: LogLevel, rhs: LogLevel) -> Bool { lhs.rawValue < rhs.rawValue }
 }
 
+/// How log lines look: `text` for people, `json` (one object per line) for log collectors.
+public enum LogFormat: String, Sendable, CaseIterable {
+    case text
+    case json
+}
+
 /// Line-oriented logging to stderr. Callers never pass a token or a document body; messages are built lazily so
 /// debug lines cost nothing when debug is off.
 struct Logger: Sendable {
     var level: LogLevel
+    var format: LogFormat = .text
+    /// Requests that take at least this long are logged at warn (`--slow-ms`).
+    var slowMicros: UInt64 = 1_000_000
+
+    /// What a line is about: the connection (its id and peer address) and details (`opcode`, `status`, ...).
+    struct Context {
+        var connection: Int?
+        var peer: String?
+        var fields: [(String, JSON)] = []
+    }
 
     func log(_ level: LogLevel, _ message: @autoclosure () -> String) {
+        log(level, message(), Context())
+    }
+
+    /// One line: in text, `TIME LEVEL [conn N peer P] message key=value...`; in JSON, an object with `time`,
+    /// `level`, `message`, then `conn`, `peer` and the fields.
+    func log(_ level: LogLevel, _ message: @autoclosure () -> String, _ context: @autoclosure () -> Context) {
         guard level <= self.level else { return }
-        let line = "\(Timestamp.string(Timestamp.nowMs())) \(level.name.uppercased()) \(message())\n"
+        let context = context()
+        let time = Timestamp.string(Timestamp.nowMs())
+        var line: String
+        switch format {
+        case .text:
+            line = "\(time) \(level.name.uppercased()) "
+            if let connection = context.connection { line += "conn \(connection) " }
+            if let peer = context.peer { line += "(\(peer)) " }
+            line += message()
+            for (name, value) in context.fields { line += " \(name)=\(value.text)" }
+            line += "\n"
+        case .json:
+            var object: JSONObject = ["time": .string(time), "level": .string(level.name), "message": .string(message())]
+            if let connection = context.connection { object["conn"] = .int(Int64(connection)) }
+            if let peer = context.peer { object["peer"] = .string(peer) }
+            for (name, value) in context.fields { object[name] = value }
+            line = String(decoding: object.bytes, as: UTF8.self) + "\n"
+        }
         var bytes = Array(line.utf8)
         bytes.withUnsafeMutableBytes { raw in
             var offset = 0
@@ -57,4 +96,12 @@ struct Logger: Sendable {
     func warn(_ message: @autoclosure () -> String) { log(.warn, message()) }
     func info(_ message: @autoclosure () -> String) { log(.info, message()) }
     func debug(_ message: @autoclosure () -> String) { log(.debug, message()) }
+}
+
+extension JSON {
+    /// A field's value in a text log line: strings bare, everything else as JSON.
+    fileprivate var text: String {
+        if case .string(let string) = self { return string }
+        return String(decoding: bytes, as: UTF8.self)
+    }
 }

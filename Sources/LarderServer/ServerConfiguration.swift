@@ -35,14 +35,26 @@ public struct ServerConfiguration: Sendable {
     public var compressionThreshold: Int = FrameEncoder.defaultThreshold
     public var synchronous: StoreConfiguration.Synchronous = .normal
     public var logLevel: LogLevel = .info
+    /// `text` for people, `json` for log collectors (one object per line).
+    public var logFormat: LogFormat = .text
+    /// Requests that take at least this many milliseconds are logged at warn with their opcode, status and duration.
+    public var slowMs: Int = 1_000
     /// Unsent output above which the server stops reading from a connection until it drains below half of it.
     public var outputHighWaterBytes: Int = 4 << 20
     /// How long shutdown waits for requests in flight and unsent replies before closing connections anyway.
     public var shutdownGraceMs: Int = 10_000
-    /// Testing only: every SEARCH waits at this gate before it runs, so a test can act while one is surely in flight.
-    public var searchGate: TestGate?
-    /// Testing only: `larder-server` waits at this gate before it opens the store (to signal a server still starting).
-    public var startGate: TestGate?
+    /// Testing only (package access): every SEARCH waits at this gate before it runs, so a test can act while one is
+    /// surely in flight. See `TestGate.fromEnvironment` for tests of a server process.
+    package var searchGate: TestGate?
+    /// Testing only (package access): `larder-server` waits at this gate before it opens the store (to signal a server
+    /// still starting).
+    package var startGate: TestGate?
+    /// Serve `/metrics` (Prometheus) and `/healthz` over HTTP on this port of `host`; nil (the default) for none, 0
+    /// for any free one (`LarderServer.metricsPort` reads it back).
+    public var metricsPort: Int?
+    /// Testing only (package access): every BACKUP waits at this gate inside its snapshot's read transaction, so a
+    /// test can write while a backup is surely in progress.
+    package var backupGate: TestGate?
     /// Bytes of recent GET answers the event loops keep (split between them); 0 turns the read cache off.
     public var readCacheBytes: Int = 64 << 20
     /// TCP keepalive on client connections: probes start after this many silent seconds (then every sixth of it, six
@@ -100,7 +112,6 @@ public enum ServerOptions {
         var apply: @Sendable (inout ServerConfiguration, String) throws(UsageError) -> Void
 
         /// A hook for the tests (`--test-...`), left out of `--help`.
-        var isTestHook: Bool { name.hasPrefix("test-") }
     }
 
     static func integer(_ name: String, _ text: String, min: Int = 0, max: Int = Int(Int32.max)) throws(UsageError)
@@ -219,6 +230,12 @@ public enum ServerOptions {
                 "max-watch-buffer-bytes", "unsent bytes a subscriber may hold before its subscription gaps",
                 l.maxWatchBufferBytes, \.maxWatchBufferBytes),
             Option(
+                name: "metrics-port", env: "LARDER_METRICS_PORT", valueName: "N",
+                help: "serve /metrics (Prometheus) and /healthz over HTTP on this port of --host (default: off)",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.metricsPort = try integer("metrics-port", v, max: 65535)
+                }),
+            Option(
                 name: "change-retention", env: "LARDER_CHANGE_RETENTION", valueName: "N",
                 help: "changes the log keeps for WATCH since (default \(d.changeRetentionEvents))",
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
@@ -281,22 +298,26 @@ public enum ServerOptions {
                     c.logLevel = level
                 }),
             Option(
+                name: "log-format", env: "LARDER_LOG_FORMAT", valueName: "text|json",
+                help: "log lines for people (text) or one JSON object per line (default text)",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    guard let format = LogFormat(rawValue: v.lowercased()) else {
+                        throw UsageError(message: "--log-format must be text or json, not '\(v)'")
+                    }
+                    c.logFormat = format
+                }),
+            Option(
+                name: "slow-ms", env: "LARDER_SLOW_MS", valueName: "N",
+                help: "log requests taking N ms or more, with opcode, status and duration; 0 logs every request "
+                    + "(default \(d.slowMs))",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.slowMs = try integer("slow-ms", v)
+                }),
+            Option(
                 name: "shutdown-grace-ms", env: "LARDER_SHUTDOWN_GRACE_MS", valueName: "N",
                 help: "how long shutdown waits for requests in flight (default \(d.shutdownGraceMs))",
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
                     c.shutdownGraceMs = try integer("shutdown-grace-ms", v)
-                }),
-            Option(
-                name: "test-search-gate", env: "LARDER_TEST_SEARCH_GATE", valueName: "PATH",
-                help: "testing only: hold every SEARCH at the test's gate (TestGate)",
-                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
-                    c.searchGate = TestGate(path: v)
-                }),
-            Option(
-                name: "test-start-gate", env: "LARDER_TEST_START_GATE", valueName: "PATH",
-                help: "testing only: wait at the test's gate before opening the store (TestGate)",
-                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
-                    c.startGate = TestGate(path: v)
                 }),
         ]
     }()
@@ -393,7 +414,7 @@ public enum ServerOptions {
             Options (each also read from the environment variable shown):
 
             """
-        for option in options where !option.isTestHook {
+        for option in options {
             let left = "  --\(option.name) \(option.valueName)"
             let padded = left.padding(toLength: max(left.count + 1, 36), withPad: " ", startingAt: 0)
             text += "\(padded)\(option.help) [\(option.env)]\n"

@@ -1,6 +1,7 @@
 import LarderSync
 import LarderWire
 import Synchronization
+import LarderIO
 
 /// A log-linear latency histogram: exact below 8, then 8 buckets per power of two (at most 12.5% relative error),
 /// covering every `UInt64`. Small, mergeable and cheap to record into.
@@ -9,6 +10,8 @@ package struct LatencyHistogram: Sendable, Equatable {
     private(set) var counts: [UInt64]
     package private(set) var total: UInt64 = 0
     package private(set) var max: UInt64 = 0
+    /// The sum of every value recorded (Prometheus's `_sum`).
+    package private(set) var sum: UInt64 = 0
 
     package init() { counts = [UInt64](repeating: 0, count: LatencyHistogram.bucketCount) }
 
@@ -29,6 +32,7 @@ package struct LatencyHistogram: Sendable, Equatable {
     package mutating func record(_ value: UInt64) {
         counts[LatencyHistogram.index(value)] += 1
         total += 1
+        sum &+= value
         max = Swift.max(max, value)
     }
 
@@ -148,6 +152,11 @@ package final class ServerStats: Sendable {
     }
 
     package var openWatches: Int { state.withLock { $0.watchesOpen } }
+
+    /// Every counter as it is now, and the read cache's (for /metrics).
+    var current: (state: State, cacheHits: Int, cacheMisses: Int) {
+        (state.withLock { $0 }, cacheHits.load(ordering: .relaxed), cacheMisses.load(ordering: .relaxed))
+    }
 
     package var openConnections: Int { state.withLock { $0.connectionsOpen } }
     package var peakUnsentBytes: Int { state.withLock { $0.peakUnsentBytes } }

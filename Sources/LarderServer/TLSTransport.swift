@@ -1,3 +1,4 @@
+import LarderIO
 import LarderSync
 import LarderTLS
 import LarderWire

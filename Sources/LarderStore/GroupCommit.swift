@@ -70,8 +70,12 @@ final class BatchQueue<Job>: @unchecked Sendable {
 }
 
 /// A write context that takes documents and blobs prepared off the writer's thread (both stores' contexts).
-protocol PreparedWriteContext: WriteContext {
+protocol PreparedWriteContext: WriteContext, AnyObject {
     var core: StoreCore { get }
+    /// Why no write can run (the store is closed, or its database unreachable); nil while writes can.
+    var closedError: LarderError? { get }
+    /// The changes logged in this transaction, in order (sequence numbers are set at COMMIT).
+    var changes: [ChangeEntry] { get set }
     /// Inserts a document whose collection name and size were checked.
     func insert(_ collection: String, id: UUID?, document: PreparedDocument) throws(LarderError) -> StoredRecord
     /// Inserts a blob validated and hashed beforehand.

@@ -24,10 +24,13 @@ extension SQLiteStore {
     public func pointReads() -> any PointReads { SQLitePointReads(self) }
 }
 
-/// Keeps one reader connection and one read transaction across point reads while the writer has committed nothing
-/// since the transaction began (`StoreCore.commits`). The count is read before the snapshot is taken, so a snapshot
-/// is never older than the count it is filed under: a write acknowledged after that (its commit counted first)
-/// starts a new snapshot at the next read.
+/// Keeps one read transaction across point reads while the writer has committed nothing since the transaction began
+/// (`StoreCore.commits`). The count is read before the snapshot is taken, so a snapshot is never older than the count
+/// it is filed under: a write acknowledged after that (its commit counted first) starts a new snapshot at the next
+/// read.
+///
+/// The connection is this object's own, opened at its first read and kept: never one borrowed from the `ReaderPool`
+/// that searches use, so an event loop that owns this never waits for a search to give a connection back.
 final class SQLitePointReads: PointReads {
     private let store: SQLiteStore
     private var connection: Connection?
@@ -65,30 +68,30 @@ final class SQLitePointReads: PointReads {
 
     private func read<T>(_ body: (Connection) throws(LarderError) -> T) throws(LarderError) -> T {
         let current = store.core.commits.load(ordering: .acquiring)
-        let db: Connection
-        if let connection {
-            db = connection
-        } else {
-            db = try store.readers.borrow()
-            connection = db
-        }
         if inTransaction && current != generation {
-            try? db.run(.endRead)
+            try? connection?.run(.endRead)
             inTransaction = false
         }
         if !inTransaction {
-            // Deferred: the snapshot is taken by the first SELECT, after `current` was read.
-            do throws(LarderError) {
-                try db.run(.beginRead)
-            } catch {
-                end()
-                throw error
+            // A closed store's files may belong to another process next: the connection goes with the store.
+            guard !store.readers.isClosed else {
+                connection = nil
+                throw LarderError(.unavailable, "the store is closed")
             }
+            let db: Connection
+            if let connection {
+                db = connection
+            } else {
+                db = try store.readers.openOwn()
+                connection = db
+            }
+            // Deferred: the snapshot is taken by the first SELECT, after `current` was read.
+            try db.run(.beginRead)
             inTransaction = true
             generation = current
         }
         do throws(LarderError) {
-            return try body(db)
+            return try body(connection!)
         } catch {
             // NOT_FOUND leaves the transaction usable; anything else ends it, so the next read starts clean.
             if error.status != .notFound { end() }
@@ -97,10 +100,7 @@ final class SQLitePointReads: PointReads {
     }
 
     func end() {
-        guard let connection else { return }
-        if inTransaction { try? connection.run(.endRead) }
+        if inTransaction { try? connection?.run(.endRead) }
         inTransaction = false
-        self.connection = nil
-        store.readers.giveBack(connection)
     }
 }

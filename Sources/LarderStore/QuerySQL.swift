@@ -136,34 +136,24 @@ struct SQLBuilder {
 
     /// `in` as at most five tests whatever the number of values: numbers and strings each as one bound JSON array
     /// (`x IN (SELECT value FROM json_each(?))`), null and booleans as `equals`. One `equals` per value joined by OR
-    /// nested a level per value, and SQLite refuses expressions deeper than 1,000 (found by the hostile table).
+    /// nested a level per value, and SQLite refuses expressions deeper than 1,000 (found by the hostile table). The
+    /// dialect twin of `PGBuilder.inList`: the same parts (`InListValues`), SQLite's tests.
     private mutating func inList(_ path: FieldPath, _ values: [JSON]) -> String {
-        var numbers: [JSON] = []
-        var strings: [JSON] = []
-        var others: [JSON] = []
-        for value in values {
-            switch value {
-            case .int, .double: numbers.append(value)
-            case .string(let s): strings.append(path.envelope == .id ? .string(s.lowercased()) : value)
-            default: if !others.contains(value) { others.append(value) }
-            }
-        }
         let (x, t) = field(path)
-        var tests: [String] = []
         func list(_ items: [JSON]) -> String {
             let array = param(.text(String(decoding: JSON.array(items).bytes, as: UTF8.self)))
             return "\(x) IN (SELECT value FROM json_each(\(array)))"
         }
-        if !numbers.isEmpty {
-            let test = list(numbers)
-            tests.append(t.map { "(\($0) IN ('integer','real') AND \(test))" } ?? test)
-        }
-        if !strings.isEmpty {
-            let test = list(strings)
-            tests.append(t.map { "(\($0) = 'text' AND \(test))" } ?? test)
-        }
-        for value in others { tests.append(equals(path, value)) }
-        return "(" + tests.joined(separator: " OR ") + ")"
+        return InListValues(values).anyOf(
+            numbers: { numbers in
+                let test = list(numbers)
+                return t.map { "(\($0) IN ('integer','real') AND \(test))" } ?? test
+            },
+            strings: { strings in
+                let test = list(strings.map { .string(path.envelope == .id ? $0.lowercased() : $0) })
+                return t.map { "(\($0) = 'text' AND \(test))" } ?? test
+            },
+            other: { equals(path, $0) })
     }
 
     /// Substring search. The precomputed `search` column holds every string value folded; a 3+ character query first
@@ -229,6 +219,34 @@ struct SQLBuilder {
         // `+collection` keeps SQLite from walking the collection's index: the few candidates drive instead.
         let collection = usesTextIndex && textPlan == .indexDriving ? "+collection = ?1" : "collection = ?1"
         return ([collection] + parts).joined(separator: " AND ")
+    }
+}
+
+/// The values of an `in` filter as both dialects test them (`SQLBuilder` and `PGBuilder`): the numbers as one list, the
+/// strings as another, and the rest (null, booleans, arrays, objects) one by one, each once.
+struct InListValues {
+    private(set) var numbers: [JSON] = []
+    private(set) var strings: [String] = []
+    private(set) var others: [JSON] = []
+
+    init(_ values: [JSON]) {
+        for value in values {
+            switch value {
+            case .int, .double: numbers.append(value)
+            case .string(let s): strings.append(s)
+            default: if !others.contains(value) { others.append(value) }
+            }
+        }
+    }
+
+    /// The filter's test: any of the numbers' test, the strings' test (each made when there are any) and each other
+    /// value's. Called in that order, so the dialects bind their parameters in it.
+    func anyOf(numbers: ([JSON]) -> String, strings: ([String]) -> String, other: (JSON) -> String) -> String {
+        var tests: [String] = []
+        if !self.numbers.isEmpty { tests.append(numbers(self.numbers)) }
+        if !self.strings.isEmpty { tests.append(strings(self.strings)) }
+        for value in others { tests.append(other(value)) }
+        return "(" + tests.joined(separator: " OR ") + ")"
     }
 }
 

@@ -70,7 +70,8 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
         writer.textIndexer = textIndexer
         self.writer = writer
         self.textIndexer = textIndexer
-        self.readers = try ReaderPool(path: path, textIndexPath: textIndexer?.path, count: configuration.readerCount)
+        self.readers = try ReaderPool(path: path, textIndexPath: textIndexer?.path, count: configuration.readerCount,
+            hook: configuration.readerHook)
         // A backlog left by the last run (or a start-over's) is worked through in the background.
         textIndexer?.poke()
     }
@@ -88,24 +89,10 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
         completion: @escaping @Sendable (Result<T, LarderError>) -> Void
     ) {
         let job = Writer.Job { context in
-            let result: Result<T, LarderError>
-            if let closedError = context.closedError {
-                result = .failure(closedError)
-            } else {
-                let logged = context.changes.count
-                do throws(LarderError) {
-                    try context.connection!.run(.savepoint)
-                    let value = try body(context)
-                    try context.connection!.run(.release)
-                    result = .success(value)
-                } catch {
-                    context.rollbackSavepoint()
-                    // The rolled-back write's log entries never existed.
-                    context.changes.removeSubrange(logged...)
-                    result = .failure(error)
-                }
-            }
-            return { commitError in completion(commitError.map { .failure($0) } ?? result) }
+            context.runJob(
+                body, begin: { () throws(LarderError) in try context.connection!.run(.savepoint) },
+                end: { () throws(LarderError) in try context.connection!.run(.release) },
+                undo: context.rollbackSavepoint, completion: completion)
         }
         if !writer.enqueue(job) { completion(.failure(LarderError(.unavailable, "the store is closed"))) }
     }
@@ -150,12 +137,7 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
 
     public func getMany(_ collection: String, ids: [UUID]) throws(LarderError) -> (records: [StoredRecord], missing: [UUID]) {
         try SQLiteStore.validateCollection(collection)
-        guard ids.count <= 1000 else {
-            throw LarderError(.invalidArgument, "ask for at most 1000 ids at a time", field: "ids")
-        }
-        var unique: [UUID] = []
-        var seen: Set<UUID> = []
-        for id in ids where seen.insert(id).inserted { unique.append(id) }
+        let unique = try ReadLimits.uniqueIds(ids)
         let list = JSON.array(unique.map { .string($0.wireString) })
         let rows = try readers.read { db throws(LarderError) in
             var rows: [StoredRecord] = []
@@ -171,17 +153,10 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
                 if fits { rows.append(record) }
                 return fits
             }
-            guard fits else {
-                throw LarderError(
-                    .payloadTooLarge, "these \(unique.count) documents together pass the answer limit of "
-                        + "\(configuration.maxPageBytes) bytes; ask for fewer ids at a time", field: "ids",
-                    details: ["limit": .int(Int64(configuration.maxPageBytes))])
-            }
+            guard fits else { throw ReadLimits.tooLarge(unique.count, maxBytes: configuration.maxPageBytes) }
             return rows
         }
-        var byId: [UUID: StoredRecord] = [:]
-        for record in rows { byId[record.id] = record }
-        return (unique.compactMap { byId[$0] }, unique.filter { byId[$0] == nil })
+        return ReadLimits.answer(unique, rows)
     }
 
     static func checkLimit(_ limit: Int) throws(LarderError) {
@@ -193,25 +168,16 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
     public func list(_ collection: String, limit: Int, cursor: String?) throws(LarderError) -> Page {
         try SQLiteStore.validateCollection(collection)
         try SQLiteStore.checkLimit(limit)
-        var after: Int64 = 0
-        let scope = Cursor.scope([.string(collection)])
-        if let cursor {
-            let position = try Cursor.open(
-                cursor, .list, scope: scope,
-                scopeMessage: "the cursor belongs to a LIST of another collection; start again without it")
-            guard case .int(let seq)? = position["seq"] else { throw SQLiteStore.damagedCursor }
-            after = seq
-        }
+        let position = try SeqPosition.list(collection, cursor: cursor)
         let statement = (
             sql: "SELECT \(SQLiteStore.recordColumns), seq FROM documents WHERE collection = ?1 AND seq > ?2 "
                 + "ORDER BY seq LIMIT ?3",
-            values: [SQLValue.text(collection), .int(after), .int(Int64(limit + 1))]
+            values: [SQLValue.text(collection), .int(position.after), .int(Int64(limit + 1))]
         )
         let (page, more) = try readPage(collection, textIndex: false, text: nil, { _ in statement }, limit: limit) {
             (SQLiteStore.record($0), $0.int(5))
         }
-        let next = more ? Cursor.encode(.list, scope: scope, ["seq": .int(page.last!.1)]) : nil
-        return Page(records: page.map(\.0), nextCursor: next)
+        return Page(records: page.map(\.0), nextCursor: more ? position.next(after: page.last!.1) : nil)
     }
 
     static let damagedCursor = LarderError(
@@ -235,18 +201,8 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
         var builder = SQLBuilder(collection: collection, core: core, textPlan: plan)
         var clause = builder.whereClause(filter: query.filter, text: query.text)
         let keys = query.sort.map { builder.field($0.field).value }
-        if let cursor = query.cursor {
-            let object = try Cursor.open(
-                cursor, .search, scope: SQLiteStore.searchScope(collection, query),
-                scopeMessage: "the cursor belongs to another query: a SEARCH cursor is valid only with the same "
-                    + "collection, filter, text and sort; start again without it")
-            guard case .array(let raw)? = object["v"], raw.count == keys.count, case .string(let lastId)? = object["id"]
-            else { throw SQLiteStore.damagedCursor }
-            var values: [SQLValue] = []
-            for item in raw {
-                guard let value = Cursor.sqlValue(item) else { throw SQLiteStore.damagedCursor }
-                values.append(value)
-            }
+        if let position = try SearchPosition.open(collection, query) {
+            let (values, lastId) = (position.values, position.lastId)
             // Keyset: rows strictly after the last one in (keys..., id) order, NULLs first ascending / last descending.
             func after(_ i: Int) -> String {
                 if i == keys.count { return "id > \(builder.param(.text(lastId)))" }
@@ -338,13 +294,7 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
         ) { row in
             (SQLiteStore.record(row), (0..<keyCount).map { row.value(Int32(5 + $0)) })
         }
-        var next: String?
-        if more, let last = page.last {
-            next = Cursor.encode(
-                .search, scope: SQLiteStore.searchScope(collection, query),
-                ["v": .array(last.1.map(Cursor.json)), "id": .string(last.0.id.wireString)])
-        }
-        return Page(records: page.map(\.0), nextCursor: next)
+        return SearchPosition.page(collection, query, page, more: more)
     }
 
     /// Reads up to `limit` rows of a page query (which asks for `limit + 1`), stopping early when the records would
@@ -356,19 +306,9 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
     ) throws(LarderError) -> (page: [(StoredRecord, T)], more: Bool) {
         try read(collection, textIndex: textIndex, text: text) { db, plan throws(LarderError) in
             let (sql, values) = try statement(plan)
-            var page: [(StoredRecord, T)] = []
-            var budget = PageBudget(maxBytes: configuration.maxPageBytes)
-            var more = false
-            try db.forEachRow(sql, values) { statement in
-                let item = row(statement)
-                guard page.count < limit, budget.admit(item.0, isFirst: page.isEmpty) else {
-                    more = true
-                    return false
-                }
-                page.append(item)
-                return true
-            }
-            return (page, more)
+            var fill = PageFill<T>(limit: limit, maxBytes: configuration.maxPageBytes)
+            try db.forEachRow(sql, values) { fill.add(row($0)) }
+            return (fill.items, fill.more)
         }
     }
 
@@ -392,9 +332,7 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
         throws(LarderError) -> [Group]
     {
         try SQLiteStore.validateCollection(collection)
-        guard perGroup >= 0 && perGroup <= SearchQuery.maxLimit else {
-            throw LarderError(.invalidArgument, "perGroup must be from 0 to \(SearchQuery.maxLimit)", field: "perGroup")
-        }
+        try ReadLimits.checkPerGroup(perGroup)
         // A section is a kind and a value: `g`, the rank of (value, kind) in the sort order of `field` (§5.2), numbers
         // and booleans by value with a boolean's section before the number's it ties with. Ranking by SQLite's own
         // comparison puts 1 and 1.0 in one section, as `eq` matches them, while `true` and 1 stay apart, as `eq` keeps
@@ -571,17 +509,9 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
         -> (blobs: [BlobMeta], nextCursor: String?)
     {
         try SQLiteStore.checkLimit(limit)
-        var after: Int64 = 0
-        let scope = Cursor.scope([attachedTo.map { .object($0.json) } ?? .null])
-        if let cursor {
-            let position = try Cursor.open(
-                cursor, .blobList, scope: scope,
-                scopeMessage: "the cursor belongs to a BLOB_LIST with another attachedTo; start again without it")
-            guard case .int(let seq)? = position["seq"] else { throw SQLiteStore.damagedCursor }
-            after = seq
-        }
+        let position = try SeqPosition.blobList(attachedTo, cursor: cursor)
         var sql = "SELECT \(SQLiteStore.blobColumns), seq FROM blobs WHERE seq > ?1"
-        var values: [SQLValue] = [.int(after), .int(Int64(limit + 1))]
+        var values: [SQLValue] = [.int(position.after), .int(Int64(limit + 1))]
         if let attachedTo {
             try SQLiteStore.validateCollection(attachedTo.collection, field: "attachedTo.collection")
             sql += " AND attachedCollection = ?3 AND attachedId = ?4"
@@ -591,9 +521,8 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
         let rows = try readers.read { [sql, values] db throws(LarderError) in
             try db.query(sql, values) { (SQLiteStore.blobMeta($0), $0.int(9)) }
         }
-        let page = rows.prefix(limit)
-        let next = rows.count > limit ? Cursor.encode(.blobList, scope: scope, ["seq": .int(page.last!.1)]) : nil
-        return (page.map(\.0), next)
+        let page = position.page(rows, limit: limit)
+        return (page.items, page.nextCursor)
     }
 }
 

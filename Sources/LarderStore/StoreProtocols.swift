@@ -317,6 +317,13 @@ public struct StoreConfiguration: Sendable {
     /// text search checks one by one): under writes faster than the index can follow, the writer slows to its pace
     /// instead of text search slowing without bound.
     public var fullTextBacklogLimit: Int
+    /// How long a write waits for the trigram index's thread past `fullTextBacklogLimit` before it goes on without a
+    /// pass (a pass that is late never holds writes up for longer).
+    public var fullTextWriterWaitLimit: Duration = .seconds(1)
+    /// Called on a search-path reader (the pool behind search, list, count, group and the other reads on the work
+    /// pool) each time one is borrowed, before it reads. For tests (package access, not API): holding it here keeps
+    /// that reader busy, which is how a test shows that the event loops' point reads never wait for one.
+    package var readerHook: (@Sendable () -> Void)?
 
     public init(
         dataDirectory: String = "./larder-data", synchronous: Synchronous = .normal,

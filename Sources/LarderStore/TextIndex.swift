@@ -101,9 +101,6 @@ final class TextIndexer: @unchecked Sendable {
     /// a pause between a text search's two snapshots (which widens the window the snapshot lock closes).
     let failSettles = Atomic<Int>(0)
     let pauseBetweenSnapshotsMicros = Atomic<Int>(0)
-    /// How long the writer waits for a pass past `fullTextBacklogLimit` before it goes on without one (tests raise it,
-    /// so that a pass delayed by a busy machine is not taken for one that never comes).
-    let writerWaitLimitMillis = Atomic<Int>(1_000)
 
     /// Opens (or creates) the index file next to the documents' and pairs it with them. `documents` is the writer's
     /// connection, before the writer starts: a start-over empties and refills the backlog through it.
@@ -172,7 +169,7 @@ final class TextIndexer: @unchecked Sendable {
         guard excess(), lock.withLock({ !closed && !failing }) else { return }
         writerWaits.add(1, ordering: .relaxed)
         poke()
-        let deadline = ContinuousClock.now + .milliseconds(writerWaitLimitMillis.load(ordering: .relaxed))
+        let deadline = ContinuousClock.now + core.configuration.fullTextWriterWaitLimit
         passLock.withLock {
             guard !settling else { return }
             // Until a pass has committed, or a fresh count finds the backlog within the limit after all.

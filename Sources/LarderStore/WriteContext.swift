@@ -62,9 +62,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
         do throws(LarderError) {
             while try statement.step() {}
         } catch where error.status == .conflict {
-            throw LarderError(
-                .conflict, "a document with id \(id.wireString) already exists in '\(collection)'; "
-                    + "use REPLACE or PATCH to change it", field: "id")
+            throw WriteRules.idTaken(id, in: collection)
         }
         let record = StoredRecord(id: id, rev: 1, createdAt: now, updatedAt: now, data: document.data)
         try recordChange(.create, collection, record: record)
@@ -89,10 +87,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
             seq: statement.int(0), rev: statement.int(1), createdAt: statement.int(2), updatedAt: statement.int(3),
             data: statement.bytes(4))
         if let expectedRev, expectedRev != row.rev {
-            throw LarderError(
-                .conflict,
-                "the document is at revision \(row.rev), not \(expectedRev); read it again and retry",
-                field: "rev", details: ["currentRev": .int(row.rev)])
+            throw WriteRules.revisionConflict(current: row.rev, expected: expectedRev)
         }
         return row
     }
@@ -171,12 +166,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
     }
 
     func createIndex(_ collection: String, field: FieldPath) throws(LarderError) -> (name: String, created: Bool) {
-        try SQLiteStore.validateCollection(collection)
-        guard field.envelope == nil else {
-            throw LarderError(
-                .invalidArgument, "indexes are declared on data fields; envelope fields need none", field: "field")
-        }
-        let name = "ix_\(collection)_" + String(SHA256.hex(Array(field.description.utf8)).prefix(16))
+        let name = try WriteRules.indexName(collection, field)
         if try db.scalar(
             "SELECT 1 FROM field_indexes WHERE collection = ?1 AND path = ?2", [.text(collection), .text(field.description)])
             != nil
@@ -216,7 +206,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
                     meta.attachedTo.map { .text($0.id.wireString) } ?? .null, .blob(blob.bytes),
                 ])
         } catch where error.status == .conflict {
-            throw LarderError(.conflict, "a blob with id \(meta.id.wireString) already exists", field: "id")
+            throw WriteRules.blobIdTaken(meta.id)
         }
         if let attachment = meta.attachedTo, let document {
             try recordChange(.blobAttach, attachment.collection, record: document, blob: meta)

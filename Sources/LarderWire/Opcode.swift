@@ -28,6 +28,10 @@ public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConverti
     public static let blobList = Opcode(rawValue: 0x0034)
 
     public static let stats = Opcode(rawValue: 0x0040)
+    /// Takes a consistent snapshot of the store for `larder backup`.
+    public static let backup = Opcode(rawValue: 0x0041)
+    /// Reads a range of a snapshot taken by `BACKUP`.
+    public static let backupRead = Opcode(rawValue: 0x0042)
 
     /// Subscribes to the change feed.
     public static let watch = Opcode(rawValue: 0x0050)
@@ -40,7 +44,7 @@ public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConverti
     public static let all: [Opcode] = [
         .hello, .ping, .create, .get, .getMany, .replace, .patch, .delete, .list, .search, .count, .group,
         .collections, .dropCollection, .index, .blobPut, .blobGet, .blobHead, .blobDelete, .blobList, .stats,
-        .watch, .unwatch, .event,
+        .backup, .backupRead, .watch, .unwatch, .event,
     ]
 
     /// The upper-snake-case name used in Protocol.md, logs and STATS.
@@ -67,6 +71,8 @@ public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConverti
         case .blobDelete: "BLOB_DELETE"
         case .blobList: "BLOB_LIST"
         case .stats: "STATS"
+        case .backup: "BACKUP"
+        case .backupRead: "BACKUP_READ"
         case .watch: "WATCH"
         case .unwatch: "UNWATCH"
         case .event: "EVENT"

@@ -69,7 +69,9 @@ case "run":
         exit(0)
     }
     do {
-        finish(try runBenchmark(options, log: log), json: options.json)
+        let results = try runBenchmark(options, log: log)
+        if let path = options.hdrOut { try HdrLog.write(results, to: path) }
+        finish(results, json: options.json)
     } catch {
         printError("Error: \(error.message)")
         exit(2)

@@ -15,13 +15,14 @@ func fail(_ message: String, code: Int32) -> Never {
 LarderServer.holdTerminationSignals()
 
 let command: ServerOptions.Command
-let configuration: ServerConfiguration
+var configuration: ServerConfiguration
 do {
     (command, configuration) = try ServerOptions.parse(
         Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment)
 } catch {
     fail(error.message, code: 64)
 }
+configuration.applyTestGates(environment: ProcessInfo.processInfo.environment)
 
 if command == .help {
     print(ServerOptions.helpText, terminator: "")
@@ -52,6 +53,7 @@ server.runUntilSignalled {
     FileHandle.standardOutput.write(
         Data(
             ("\(LarderServer.serverName) listening on \(server.addresses(port: port).joined(separator: ", ")) "
+                + (server.metricsPort.map { "metrics http://\(configuration.host):\($0)/metrics " } ?? "")
                 + "\(server.storeDescription)\n").utf8))
 }
 exit(0)

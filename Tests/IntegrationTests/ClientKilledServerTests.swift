@@ -1,5 +1,6 @@
 import Foundation
 import LarderClient
+import LarderServer
 import Testing
 
 /// The library against a `larder-server` process killed with SIGKILL in the middle of a request.
@@ -10,7 +11,8 @@ import Testing
         // Every SEARCH waits at the test's gate, so one is surely in flight when the server dies.
         let gate = try ServerGate()
         defer { gate.open() }
-        let first = try ServerChild(dataDirectory: directory, arguments: ["--test-search-gate", gate.path])
+        let first = try ServerChild(
+            dataDirectory: directory, gates: [ServerConfiguration.testGateVariables.search: gate.path])
         let client = LarderClient(port: first.port)
         defer { client.close() }
         let created = try await client.create("todos", ["title": "Buy milk 買牛奶", "isFinish": false])

@@ -3,6 +3,7 @@ import LarderClient
 import LarderServer
 import LarderStore
 import LarderSync
+import LarderIO
 import LarderTestSupport
 import Synchronization
 import Testing

@@ -4,6 +4,7 @@ import LarderClient
 import LarderServer
 import LarderWire
 import Testing
+import LarderIO
 
 /// One connection's order through a real server (Protocol.md section 2.3): its requests take effect as if run one at
 /// a time in the order sent, however they are pipelined; only their answers may come in another order.

@@ -32,13 +32,17 @@ final class ServerChild: @unchecked Sendable {
     let logPath: String
 
     /// Starts the built binary (next to the test bundle) and waits for its "listening on" line.
-    init(dataDirectory: String, arguments: [String] = []) throws {
+    /// `gates` adds test gates to its environment (`ServerConfiguration.applyTestGates`).
+    init(dataDirectory: String, arguments: [String] = [], gates: [String: String] = [:]) throws {
         self.dataDirectory = dataDirectory
         logPath = dataDirectory + ".server.log"
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         let process = Process()
         process.executableURL = try ServerProcessTests.binary()
         process.arguments = ["--port", "0", "--data-dir", dataDirectory, "--log-level", "warn"] + arguments
+        if !gates.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(gates) { $1 }
+        }
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle(forWritingAtPath: logPath) ?? FileHandle.nullDevice

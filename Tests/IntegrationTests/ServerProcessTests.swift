@@ -24,10 +24,14 @@ struct ServerProcessTests {
         let stderr: Pipe
     }
 
-    static func launch(_ arguments: [String]) throws -> Run {
+    /// Starts `larder-server` with `arguments`; `gates` adds test gates to its environment (`applyTestGates`).
+    static func launch(_ arguments: [String], gates: [String: String] = [:]) throws -> Run {
         let process = Process()
         process.executableURL = try binary()
         process.arguments = arguments
+        if !gates.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(gates) { $1 }
+        }
         let out = Pipe()
         let err = Pipe()
         process.standardOutput = out
@@ -60,9 +64,9 @@ struct ServerProcessTests {
         defer { gate.open() }
         // One I/O thread: the probe below shares the connections' loop, so what it sees of the shutdown, they see.
         let run = try Self.launch([
-            "--port", "0", "--data-dir", data, "--test-search-gate", gate.path, "--shutdown-grace-ms", "600000",
-            "--log-level", "error", "--io-threads", "1",
-        ])
+            "--port", "0", "--data-dir", data, "--shutdown-grace-ms", "600000", "--log-level", "error",
+            "--io-threads", "1",
+        ], gates: [ServerConfiguration.testGateVariables.search: gate.path])
         let line = Self.firstLine(run.stdout)
         #expect(line.hasPrefix("larder-server \(LarderServer.version) listening on tcp://127.0.0.1:"))
         #expect(line.contains("data \(data)"))
@@ -244,7 +248,9 @@ struct ServerProcessTests {
         let gate = try ServerGate()
         defer { gate.open() }
         let launched = Result {
-            try Self.launch(["--port", "0", "--data-dir", directory.path, "--test-start-gate", gate.path])
+            try Self.launch(
+                ["--port", "0", "--data-dir", directory.path],
+                gates: [ServerConfiguration.testGateVariables.start: gate.path])
         }
         pthread_sigmask(SIG_SETMASK, &runnerMask, nil)
         let starting = try launched.get()

@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import Foundation
+import LarderIO
 import LarderServer
 import LarderWire
 import Testing
@@ -31,58 +32,24 @@ final class RawClient {
     deinit { Glibc.close(fd) }
 
     static func tcp(port: Int) throws -> RawClient {
-        #if canImport(Glibc)
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        #else
-        let fd = socket(AF_INET, SOCK_STREAM, 0)
-        #endif
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
+        do throws(ConnectFailure) {
+            return RawClient(fd: try Socket.connect(host: "127.0.0.1", port: port, timeoutMs: 60_000))
+        } catch {
+            throw ServerTestError("connect to port \(port) failed: \(error)")
         }
-        guard result == 0 else {
-            Glibc.close(fd)
-            throw ServerTestError("connect to port \(port) failed: errno \(errno)")
-        }
-        return RawClient(fd: fd)
     }
 
     static func unix(path: String) throws -> RawClient {
-        var address = try unixSocketAddress(path)
-        #if canImport(Glibc)
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        #else
-        let fd = socket(AF_UNIX, SOCK_STREAM, 0)
-        #endif
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
+        do throws(ConnectFailure) {
+            return RawClient(fd: try Socket.connect(unixPath: path, timeoutMs: 60_000))
+        } catch {
+            throw ServerTestError("connect to \(path) failed: \(error)")
         }
-        guard result == 0 else {
-            Glibc.close(fd)
-            throw ServerTestError("connect to \(path) failed: errno \(errno)")
-        }
-        return RawClient(fd: fd)
     }
 
     func writeAll(_ bytes: [UInt8]) throws {
-        var offset = 0
-        try bytes.withUnsafeBytes { raw in
-            while offset < raw.count {
-                let n = Glibc.write(fd, raw.baseAddress! + offset, raw.count - offset)
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    throw ServerTestError("write failed: errno \(errno)")
-                }
-                offset += n
-            }
-        }
+        let code = bytes.withUnsafeBytes { Socket.sendAll(fd, $0) }
+        if code != 0 { throw ServerTestError("write failed: errno \(code)") }
     }
 
     /// Sends a request and returns its id.

@@ -4,6 +4,7 @@ import LarderWire
 import Testing
 
 @testable import LarderBench
+import LarderIO
 
 /// The protocol drivers in isolation (fed bytes by hand, drip-fed and in random splits), the payloads and the key
 /// distributions.
@@ -143,6 +144,34 @@ import Testing
         #expect(UUID(uuidString: p.documentID(5)) != nil && p.documentID(5).hasSuffix("-0000-4000-8000-000000000005"))
         // Another document size is another dataset, with other ids.
         #expect(Payloads(docSize: 300, blobs: [], runNonce: 1).documentID(5) != p.documentID(5))
+    }
+
+    /// `--doc-size 100-4KiB`: each document has a size of its own within the range, the same every time it is made,
+    /// and the sizes spread over the range.
+    @Test func mixedDocumentSizes() throws {
+        guard case .run(let o) = try BenchArguments.parse(["--doc-size", "100-4KiB"]) else { throw UsageError("help") }
+        #expect(o.docSize == 100 && o.docSizeMax == 4096)
+        #expect(throws: UsageError.self) { try BenchArguments.parse(["--doc-size", "4KiB-100"]) }
+        let p = Payloads(docSize: 100, docSizeMax: 4096, blobs: [], runNonce: 1)
+        var sizes: [Int] = []
+        for key: UInt64 in 0..<2000 {
+            var out: [UInt8] = []
+            p.appendDocument(key, into: &out)
+            _ = try JSONParser.parseObject(out)
+            #expect(out.count == p.documentSize(key) && (100...4096).contains(out.count))
+            var again: [UInt8] = []
+            p.appendDocument(key, into: &again)
+            #expect(again == out)
+            #expect(p.redisValue(key).count == out.count)
+            sizes.append(out.count)
+        }
+        // Spread: each quarter of the range holds a good share of 2000 uniform draws (expected 500 each).
+        for quarter in 0..<4 {
+            let low = 100 + quarter * 999, high = low + 999
+            #expect(sizes.filter { $0 >= low && $0 < high }.count > 300, "quarter \(quarter)")
+        }
+        // Another range is another dataset.
+        #expect(Payloads(docSize: 100, blobs: [], runNonce: 1).documentID(5) != p.documentID(5))
     }
 
     @Test func zipfIsSkewedAndInRange() {

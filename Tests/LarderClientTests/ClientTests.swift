@@ -46,7 +46,9 @@ import Testing
     @Test func neverExceedsTheAnnouncedInFlightLimit() async throws {
         let server = FakeServer(limits: Limits(maxInFlight: 3)) { _, _ in .hold }
         defer { server.stop() }
-        let client = LarderClient(port: server.port)
+        // No deadline: the 20 requests wait for one another three at a time, however slowly a busy machine answers
+        // (with the default 30 s, one ran out during a whole-suite run).
+        let client = LarderClient(port: server.port, requestTimeout: nil)
         let finished = Counter()
         let answerer = Task { await ClientTests.answerHeld(server) { finished.value == 20 } }
         try await withThrowingTaskGroup(of: Void.self) { group in

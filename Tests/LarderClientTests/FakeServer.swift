@@ -37,6 +37,10 @@ final class FakeServer: @unchecked Sendable {
     /// The most requests held at once (read under the lock).
     var maxSeenInFlight: Int { lock.withLock { maxInFlightSeen } }
     private var received: [Frame] = []
+    /// While set, a connection that has had its HELLO answered reads nothing more (a server that has stopped reading:
+    /// the client's writes fill the socket's buffers); `resumeReading` lets it read again.
+    private var readingPaused = false
+    private let readingResumed = Condition()
     /// The requests received so far (read under the lock: the serving threads append).
     var requests: [Frame] { lock.withLock { received } }
 
@@ -135,6 +139,16 @@ final class FakeServer: @unchecked Sendable {
         _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
     }
 
+    /// From now on, every connection stops reading once its HELLO is answered.
+    func pauseReading() { lock.withLock { readingPaused = true } }
+
+    func resumeReading() {
+        lock.withLock {
+            readingPaused = false
+            readingResumed.broadcast()
+        }
+    }
+
     /// Closes every client connection.
     func killClients() {
         let fds = lock.withLock {
@@ -145,6 +159,7 @@ final class FakeServer: @unchecked Sendable {
     }
 
     func stop() {
+        resumeReading()
         killClients()
         // The accept thread closes the descriptor when accept fails, so that its number cannot be reused by
         // another test's socket while that thread might still accept on it.
@@ -172,7 +187,13 @@ final class FakeServer: @unchecked Sendable {
             lock.withLock { clients.removeAll { $0 == fd } }
             close(fd)
         }
+        var greeted = false
         while true {
+            if greeted {
+                lock.withLock {
+                    while readingPaused { _ = readingResumed.wait(on: lock, until: .now + .seconds(3600)) }
+                }
+            }
             let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             guard n > 0 else { return }
             buffer.append(chunk[0..<n])
@@ -185,6 +206,7 @@ final class FakeServer: @unchecked Sendable {
                     return keys.compactMap { waiters.removeValue(forKey: $0)?.continuation }
                 }
                 for continuation in satisfied { continuation.resume(returning: true) }
+                if frame.opcode == .hello { greeted = true }
                 let action = frame.opcode == .hello ? .reply(helloReply(frame)) : handler(frame, self)
                 switch action {
                 case .reply(let reply): send(reply, to: fd)

@@ -3,6 +3,7 @@ import Testing
 
 @testable import LarderServer
 import LarderSync
+import LarderIO
 
 /// A handler that counts its calls and reads what arrives.
 private final class Probe: EventLoopHandler, @unchecked Sendable {

@@ -3,6 +3,7 @@ import LarderWire
 import Testing
 
 @testable import LarderServer
+import LarderIO
 
 @Suite(.timeLimit(.minutes(20)))
 struct ServerOptionsTests {
@@ -63,15 +64,16 @@ struct ServerOptionsTests {
 
     @Test func help() throws {
         #expect(try ServerOptions.parse(["--port", "1", "--help"]).0 == .help)
-        for option in ServerOptions.options where !option.isTestHook {
+        for option in ServerOptions.options {
             #expect(ServerOptions.helpText.contains("--\(option.name) "))
             #expect(ServerOptions.helpText.contains(option.env))
         }
-        // The tests' hooks work but are no business of a user's.
-        let hooks = ServerOptions.options.filter(\.isTestHook).map(\.name)
-        #expect(hooks == ["test-search-gate", "test-start-gate"])
+        // No option names a test: the gates of a server process come from its environment, read by the entry point.
+        #expect(!ServerOptions.options.contains { $0.name.hasPrefix("test") || $0.env.hasPrefix("LARDER_TEST") })
         #expect(!ServerOptions.helpText.contains("test-") && !ServerOptions.helpText.contains("LARDER_TEST"))
-        let (_, c) = try ServerOptions.parse(["--test-search-gate", "/tmp/g1", "--test-start-gate=/tmp/g2"])
+        #expect(throws: ServerOptions.UsageError.self) { try ServerOptions.parse(["--test-search-gate", "/tmp/g1"]) }
+        var c = ServerConfiguration()
+        c.applyTestGates(environment: ["LARDER_TEST_SEARCH_GATE": "/tmp/g1", "LARDER_TEST_START_GATE": "/tmp/g2"])
         #expect(c.searchGate == TestGate(path: "/tmp/g1") && c.startGate == TestGate(path: "/tmp/g2"))
     }
 }

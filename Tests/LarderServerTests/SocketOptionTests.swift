@@ -3,6 +3,7 @@ import Glibc
 import Testing
 
 @testable import LarderServer
+import LarderIO
 
 /// Accepted TCP connections carry the keepalive `--tcp-keepalive-s` asks for, so a peer that vanished without closing
 /// (its subscriptions are never closed by the idle timeout) is found out by the kernel.

@@ -1,4 +1,5 @@
 import Foundation
+import LarderIO
 import LarderWire
 import Testing
 
@@ -25,7 +26,7 @@ import Testing
 }
 
 struct DifferentialRun {
-    var random: SeededGenerator
+    var random: SplitMix64
     let stores: [AnyStore]
     let documentIds: [UUID]
     let blobIds: [UUID]
@@ -49,9 +50,9 @@ struct DifferentialRun {
     ]
 
     init(seed: UInt64, stores: [AnyStore]) {
-        random = SeededGenerator(seed: seed)
+        random = SplitMix64(seed: seed)
         self.stores = stores
-        var ids = SeededGenerator(seed: seed ^ 0xABCD)
+        var ids = SplitMix64(seed: seed ^ 0xABCD)
         func uuid() -> UUID {
             var bytes = [UInt8](repeating: 0, count: 16)
             for i in bytes.indices { bytes[i] = UInt8.random(in: 0...255, using: &ids) }

@@ -3,6 +3,7 @@ import LarderWire
 import Testing
 
 @testable import LarderStore
+import LarderIO
 
 /// The in-memory filter (WATCH) selects exactly the records SEARCH's SQL selects, over documents chosen for their edge
 /// cases: mixed kinds, integers beside reals, case and Unicode, nesting, arrays, null and missing, envelope affinity.
@@ -71,7 +72,7 @@ import Testing
                 leaves.append(.isIn(field, [1, "abc", .null, true]))
                 leaves.append(.isIn(field, []))
             }
-            var generator = SeededGenerator(seed: 0x5EED)
+            var generator = SplitMix64(seed: 0x5EED)
             var trees: [Filter] = []
             for _ in 0..<400 { trees.append(Self.randomTree(leaves, depth: 3, &generator)) }
 
@@ -87,7 +88,7 @@ import Testing
         }
     }
 
-    static func randomTree(_ leaves: [Filter], depth: Int, _ g: inout SeededGenerator) -> Filter {
+    static func randomTree(_ leaves: [Filter], depth: Int, _ g: inout SplitMix64) -> Filter {
         if depth == 0 || Int.random(in: 0..<3, using: &g) == 0 { return leaves.randomElement(using: &g)! }
         switch Int.random(in: 0..<3, using: &g) {
         case 0: return .and((0..<Int.random(in: 1...3, using: &g)).map { _ in randomTree(leaves, depth: depth - 1, &g) })
@@ -106,18 +107,5 @@ import Testing
         #expect(FilterEvaluator.realText(1e20) == "1.0e+20")
         #expect(FilterEvaluator.realText(0.1) == "0.1")
         #expect(FilterEvaluator.contains("abc", "") && !FilterEvaluator.contains("", "a"))
-    }
-}
-
-/// A small deterministic generator (SplitMix64), so a failure reproduces.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

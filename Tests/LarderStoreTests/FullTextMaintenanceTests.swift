@@ -487,11 +487,11 @@ import Testing
         try withStore({
             $0.fullTextBacklog = 1_000  // no pass asked for by the writes themselves
             $0.fullTextBacklogLimit = 10
-        }) { store, _ in
-            let indexer = store.textIndexer!
             // The writer waits for the pass as long as a slow machine takes to run it (not its usual second): a
             // timeout below is then a pass that never came, not one that came late.
-            indexer.writerWaitLimitMillis.store(30_000, ordering: .relaxed)
+            $0.fullTextWriterWaitLimit = .seconds(30)
+        }) { store, _ in
+            let indexer = store.textIndexer!
             _ = try store.create("notes", id: nil, data: ["text": "first 台北"])
             try indexer.indexCollection("notes")
             // The passes that opening and covering asked for have run (on the index's queue, before this): the 50

@@ -5,9 +5,9 @@ import Testing
 
 @testable import LarderStore
 
-/// Protocol.md §5.2's order of kinds (null and missing, numbers and booleans, strings, then arrays and objects by their
-/// JSON text), checked against an order computed here from the rule, not from SQL: whole answers and small pages, asc
-/// and desc, with and without an index, and GROUP's sections in the same order (issue 12), on both stores.
+/// Protocol.md §5.2's order of kinds (null and missing, numbers and booleans, strings, then arrays and objects by
+/// their JSON text), checked against an order computed here from the rule, not from SQL: whole answers and small pages,
+/// asc and desc, with and without an index, and GROUP's sections in the same order (issue 12), on both stores.
 @Suite(.timeLimit(.minutes(20))) struct SortOrderTests {
     /// The values of issue 12, which came back with strings among arrays and objects, and the kinds around them.
     static let values: [JSON?] = [
@@ -260,7 +260,8 @@ import Testing
             try connection.execute("DROP INDEX \(PGSQL.identifier(pgName))")
             try connection.execute(
                 "CREATE INDEX \(PGSQL.identifier(pgName)) ON documents (\(old)) WHERE collection = 'mixed'")
-            try connection.execute("DELETE FROM larder_migrations WHERE version = 2")
+            // Versions 2 and up (3 builds field indexes again too).
+            try connection.execute("DELETE FROM larder_migrations WHERE version >= 2")
             let before = try connection.run([
                 PGStatement(
                 "SELECT indexdef FROM pg_indexes WHERE indexname = $1 AND schemaname = current_schema()",
@@ -282,5 +283,39 @@ import Testing
         let records = try store.list("mixed", limit: 1000, cursor: nil).records
         let expected = Self.sorted(try records.map { ($0.id, try $0.decodedData()) }, [("v", false)])
         #expect(try store.search("mixed", sort).records.map(\.id) == expected)
+    }
+
+    /// Schema version 3: a PostgreSQL field index from when arrays and objects of a document holding `\u0000` sorted
+    /// by jsonb's rendering is built again on their stored text.
+    @Test func aPostgreSQLIndexFromBeforeStoredTextSortsIsBuiltAgain() throws {
+        let schema = try TestPostgres.newSchema()
+        defer { schema.drop() }
+        let configuration = StoreConfiguration(dataDirectory: "/nonexistent")
+        do {
+            let store = try PostgresStore(url: schema.url, configuration: configuration)
+            defer { store.close() }
+            _ = try store.createIndex("nul", field: try FieldPath("v"))
+        }
+        let connection = try PGConnection(settings: try PGSettings(url: schema.url), timeoutMs: 10_000)
+        defer { connection.close() }
+        let pgName = try connection.run([PGStatement("SELECT pg_name FROM field_indexes")])[0].text(0, 0)
+        func definition() throws -> String {
+            try connection.run([
+                PGStatement(
+                    "SELECT indexdef FROM pg_indexes WHERE indexname = $1 AND schemaname = current_schema()",
+                    [.text(pgName)])
+            ])[0].text(0, 0)
+        }
+        #expect(try definition().contains("regexp_replace"))
+        // The index as schema version 2 built it, and version 3 not yet applied.
+        let field = PGField(path: try FieldPath("v"))
+        let old = field.indexColumns.replacingOccurrences(of: field.rawHoldingNUL, with: "(\(field.value))::text")
+        try connection.execute("DROP INDEX \(PGSQL.identifier(pgName))")
+        try connection.execute(
+            "CREATE INDEX \(PGSQL.identifier(pgName)) ON documents (\(old)) WHERE collection = 'nul'")
+        try connection.execute("DELETE FROM larder_migrations WHERE version = 3")
+        #expect(try !definition().contains("regexp_replace"))
+        try PostgresStore(url: schema.url, configuration: configuration).close()
+        #expect(try definition().contains("regexp_replace"))
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import LarderWire
+import LarderIO
 
 /// The typed client reads record and page answers without a tree (`AnswerReader`): whenever it answers, the general
 /// path (`Record(json:)`, `PageResponse(json:)`) reads the same fields, and the `data` span holds the same object;

@@ -1,6 +1,7 @@
 import Foundation
 import LarderWire
 import Testing
+import LarderIO
 
 @Suite(.timeLimit(.minutes(20))) struct CodecTests {
     static let sampleFrames: [Frame] = {

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import LarderWire
+import LarderIO
 
 /// The tree-free path for documents must store exactly what the general path stores: whenever `CompactJSON` answers,
 /// `JSONParser` accepts the same bytes and its tree writes the same compact bytes and holds the same string values;

@@ -50,12 +50,26 @@ import Testing
     static let expectedNames: Set<String> = [
         "hello-request", "hello-response", "ping-request", "ping-response", "create-request", "blob-put-request",
         "error-response", "search-response-compressed", "event-push", "conflict-response", "bad-magic-response",
-        "permission-denied-response",
+        "permission-denied-response", "backup-read-request", "backup-read-response",
     ]
 
     @Test func everyVectorIsNamedAndChecked() {
         #expect(Self.vectors.count >= 6)
         #expect(Set(Self.vectors.map(\.name)) == Self.expectedNames)
+    }
+
+    @Test func backupRead() throws {
+        let request = try Self.vector("backup-read-request")
+        #expect(request.opcode == .backupRead)
+        let read = try BackupReadRequest(json: try request.jsonObject())
+        #expect(read == BackupReadRequest(backup: 1, offset: 0, length: 4 << 20))
+        #expect(read.json.bytes == request.json)
+        let response = try Self.vector("backup-read-response")
+        #expect(response.opcode == .backupRead && response.flags.contains(.response))
+        let answer = try BackupReadRequest(json: try response.jsonObject())
+        #expect(answer.length == response.binary.count)
+        #expect(answer.json.bytes == response.json)
+        #expect(response.binary == Array("SQLite format 3\0".utf8))
     }
 
     @Test func helloRequest() throws {

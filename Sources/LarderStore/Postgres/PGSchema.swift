@@ -84,20 +84,29 @@ enum PGSchema {
                 // Field indexes are built on the expressions searches sort and compare by (`PGField`), whose kinds
                 // now keep strings apart from arrays and objects (Protocol.md §5.2): older ones are built again.
                 "field indexes on the order of kinds",
-                .code { connection throws(LarderError) in
-                    let indexes = try connection.run([
-                        PGStatement("SELECT collection, path, pg_name FROM field_indexes ORDER BY collection, path")
-                    ])[0]
-                    for row in 0..<indexes.rows {
-                        let collection = indexes.text(row, 0)
-                        let field = try FieldPath(indexes.text(row, 1))
-                        let name = PGSQL.identifier(indexes.text(row, 2))
-                        try connection.execute("DROP INDEX IF EXISTS \(name)")
-                        try connection.execute(PGField(path: field).createIndex(name, collection: collection))
-                    }
-                }
+                .code { connection throws(LarderError) in try PGSchema.rebuildFieldIndexes(connection) }
+            ),
+            (
+                // Arrays and objects in a document holding `\u0000` sort by their stored text (`PGField.k3`), as on
+                // SQLite, where they sorted by jsonb's rendering: older indexes are built again.
+                "field indexes on the stored text of documents holding NUL",
+                .code { connection throws(LarderError) in try PGSchema.rebuildFieldIndexes(connection) }
             ),
         ]
+    }
+
+    /// Builds every field index again, under its name, on the expressions searches use today (`PGField`).
+    static func rebuildFieldIndexes(_ connection: PGConnection) throws(LarderError) {
+        let indexes = try connection.run([
+            PGStatement("SELECT collection, path, pg_name FROM field_indexes ORDER BY collection, path")
+        ])[0]
+        for row in 0..<indexes.rows {
+            let collection = indexes.text(row, 0)
+            let field = try FieldPath(indexes.text(row, 1))
+            let name = PGSQL.identifier(indexes.text(row, 2))
+            try connection.execute("DROP INDEX IF EXISTS \(name)")
+            try connection.execute(PGField(path: field).createIndex(name, collection: collection))
+        }
     }
 
     /// `larder_fold(text)`: the store's Unicode lowercasing (`TextFold.fold`, Swift's `lowercased()`) in SQL, for

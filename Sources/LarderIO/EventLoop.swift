@@ -1,3 +1,4 @@
+#if os(Linux)
 import CEpoll
 import Dispatch
 import Foundation
@@ -5,7 +6,7 @@ import LarderSync
 import Synchronization
 
 /// What an event loop calls back; only ever on the loop's thread.
-protocol EventLoopHandler: AnyObject {
+package protocol EventLoopHandler: AnyObject {
     /// The descriptor has bytes to read, reached end of file or failed (reported only while reading is wanted).
     func readable()
     /// The descriptor takes more output (reported only while writing is wanted).
@@ -26,8 +27,8 @@ protocol EventLoopHandler: AnyObject {
 /// Level-triggered: a handler reads or writes once per event and is called again while more is ready. Output
 /// produced during a turn is written at its end (`flushAtEndOfTurn`), so the answers to everything read in one turn
 /// leave in one `write(2)` per connection.
-final class EventLoop: @unchecked Sendable {
-    let name: String
+package final class EventLoop: @unchecked Sendable {
+    package let name: String
     private let epollFD: Int32
     private let wakeFD: Int32
     /// Tasks posted from any thread, whether the loop is awake (then nobody needs to write the eventfd: it runs every
@@ -53,14 +54,14 @@ final class EventLoop: @unchecked Sendable {
     private var endOfTurn: [any EventLoopHandler] = []
     private var tick: (intervalMs: UInt64, next: UInt64, handler: () -> Void)?
     /// Wake-ups so far (for tests: a loop that spins shows here).
-    private(set) var turns = 0
+    package private(set) var turns = 0
 
     deinit {
         Glibc.close(wakeFD)
         Glibc.close(epollFD)
     }
 
-    init(name: String) {
+    package init(name: String) {
         self.name = name
         epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
         wakeFD = eventfd(0, Int32(EFD_CLOEXEC) | Int32(EFD_NONBLOCK))
@@ -82,14 +83,14 @@ final class EventLoop: @unchecked Sendable {
     }
 
     /// True on the loop's own thread.
-    var inLoop: Bool {
+    package var inLoop: Bool {
         guard let id = threadID.withLock({ $0 }) else { return false }
         return pthread_equal(id, pthread_self()) != 0
     }
 
     /// Runs `task` on the loop thread, after the events of the current turn. From any thread.
     /// Once the loop has ended, the task is dropped (it would have run on a thread that no longer exists).
-    func async(_ task: @escaping @Sendable () -> Void) {
+    package func async(_ task: @escaping @Sendable () -> Void) {
         _ = enqueue(task)
     }
 
@@ -106,7 +107,7 @@ final class EventLoop: @unchecked Sendable {
     }
 
     /// Runs `body` on the loop thread and waits for it (inline when already there or when the loop has ended).
-    func sync<T: Sendable>(_ body: @escaping @Sendable () -> T) -> T {
+    package func sync<T: Sendable>(_ body: @escaping @Sendable () -> T) -> T {
         if inLoop { return body() }
         let done = DispatchSemaphore(value: 0)
         let result = Locked<T?>(nil)
@@ -128,13 +129,13 @@ final class EventLoop: @unchecked Sendable {
     // MARK: On the loop thread
 
     /// Watches `fd` for reading (and writing if asked) on behalf of `handler`.
-    func register(_ fd: Int32, handler: any EventLoopHandler, read: Bool = true, write: Bool = false) {
+    package func register(_ fd: Int32, handler: any EventLoopHandler, read: Bool = true, write: Bool = false) {
         registrations[fd] = Registration(handler: handler, read: read, write: write, inSet: false)
         apply(fd)
     }
 
     /// Changes which directions of `fd` are watched.
-    func setInterest(_ fd: Int32, read: Bool, write: Bool) {
+    package func setInterest(_ fd: Int32, read: Bool, write: Bool) {
         guard var registration = registrations[fd], registration.read != read || registration.write != write else {
             return
         }
@@ -145,7 +146,7 @@ final class EventLoop: @unchecked Sendable {
     }
 
     /// Stops watching `fd`; call before closing it.
-    func deregister(_ fd: Int32) {
+    package func deregister(_ fd: Int32) {
         guard let registration = registrations.removeValue(forKey: fd) else { return }
         if registration.inSet { _ = epoll_ctl(epollFD, EPOLL_CTL_DEL, fd, nil) }
     }
@@ -172,21 +173,21 @@ final class EventLoop: @unchecked Sendable {
 
     /// Asks for `handler.endOfTurn()` once this turn's events and tasks are done. The caller keeps its own flag
     /// so that it asks once per turn.
-    func flushAtEndOfTurn(_ handler: any EventLoopHandler) {
+    package func flushAtEndOfTurn(_ handler: any EventLoopHandler) {
         endOfTurn.append(handler)
     }
 
     /// Calls `handler` every `intervalMs` (replacing an earlier tick). On the loop thread.
-    func setTick(intervalMs: Int, _ handler: @escaping () -> Void) {
+    package func setTick(intervalMs: Int, _ handler: @escaping () -> Void) {
         let interval = UInt64(max(1, intervalMs))
         tick = (interval, monotonicMs() + interval, handler)
     }
 
-    func cancelTick() { tick = nil }
+    package func cancelTick() { tick = nil }
 
     /// Ends the loop after the current turn; the thread exits. Waits for it unless called on the loop itself. Tasks
     /// queued before the end still run; later ones are dropped (`async`) or run inline (`sync`).
-    func stop() {
+    package func stop() {
         guard !stopRequested.exchange(true, ordering: .acquiringAndReleasing) else { return }
         signal()
         if !inLoop { exited.wait() }
@@ -194,7 +195,7 @@ final class EventLoop: @unchecked Sendable {
 
     /// The monotonic clock in milliseconds, read once per turn as the loop wakes (loop thread only): what the
     /// connections' timers are measured with, without a clock read per request.
-    private(set) var now: UInt64 = monotonicMs()
+    package private(set) var now: UInt64 = monotonicMs()
 
     private func run() {
         let capacity: Int32 = 256
@@ -301,3 +302,4 @@ final class EventLoop: @unchecked Sendable {
         return tick.next <= now ? 0 : Int32(min(tick.next - now, UInt64(Int32.max)))
     }
 }
+#endif

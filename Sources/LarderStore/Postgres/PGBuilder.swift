@@ -1,271 +1,6 @@
 import Foundation
 import LarderWire
 
-// Searches on PostgreSQL answer exactly what they answer on SQLite (`QuerySQL`, mirrored in Swift by
-// `FilterEvaluator`), record for record and cursor for cursor. The record is the compact text in `documents.data`;
-// filters and sorts read `documents.q`, a jsonb copy of it, through expressions that give each value SQLite's view:
-//
-// - `k1`: the value's kind in Protocol.md's order (§5.2): 0 null or missing, 1 numbers and booleans (0 and 1), 2
-//   strings, 3 arrays and objects (SQLite's `FieldPath.sortKeySQL` gives these their JSON text as a BLOB, which it
-//   orders after every string).
-// - `k2`: the number, exactly (numeric); booleans as 0 and 1.
-// - `k3`: the text, compared by UTF-8 bytes (COLLATE "C"); for an array or object its compact text, cut from `data`
-//   (so arrays, `[`, come before objects, `{`, as the BLOB's bytes do on SQLite).
-//
-// A value sorts by (k1, k2, k3), and a declared INDEX is a btree on these expressions of one collection, so filters and
-// sorts on the field use it. Field path segments and collection names reach the SQL text only validated and quoted
-// (`PGSQL.literal`); every value a client sent is a bound parameter.
-
-/// Quoting for the few names that must be SQL text (index expressions have to be literal to match their index).
-enum PGSQL {
-    /// An escape-string literal (`E'...'`): `\` and `'` escaped, so it reads the same whatever
-    /// `standard_conforming_strings` says. Callers pass validated names (no control characters).
-    static func literal(_ text: String) -> String {
-        "E'" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "'", with: "\\'") + "'"
-    }
-
-    /// A quoted identifier (`"name"`, `"` doubled).
-    static func identifier(_ name: String) -> String { "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
-
-    /// How many characters of a text value an index keeps (a btree row must stay under ~2.7 kB).
-    static let indexedTextChars = 256
-}
-
-/// The expressions that read one field in SQLite's terms (see the file comment).
-struct PGField {
-    let path: FieldPath
-
-    /// The jsonb value: `q->'a'->'b'` (objects only: `->` with a text key never indexes an array, as `json_extract`).
-    var value: String { path.segments.reduce("q") { "\($0)->\(PGSQL.literal($1))" } }
-    /// The same member as `json`, cut from the stored text: its exact bytes (objects and arrays sort by them).
-    var raw: String { path.segments.reduce("data::json") { "\($0)->\(PGSQL.literal($1))" } }
-    var type: String { "jsonb_typeof(\(value))" }
-
-    var k1: String {
-        "(CASE \(type) WHEN 'number' THEN 1 WHEN 'boolean' THEN 1 WHEN 'string' THEN 2 WHEN 'object' THEN 3 "
-            + "WHEN 'array' THEN 3 ELSE 0 END)"
-    }
-
-    var k2: String {
-        "(CASE \(type) WHEN 'number' THEN (\(value))::numeric "
-            + "WHEN 'boolean' THEN (CASE WHEN (\(value))::boolean THEN 1 ELSE 0 END)::numeric END)"
-    }
-
-    /// `raw` for a document holding `\u0000`, which PostgreSQL's json parser refuses anywhere in a document: each
-    /// `\u0000` escape (one whose backslash is not itself escaped) becomes `\/`, which compact text never writes, the
-    /// member is cut, and its text has the swap undone, so it is the stored bytes.
-    var rawHoldingNUL: String {
-        // An even run of backslashes, then the escape: `(?<!\\)((?:\\\\)*)\\u0000` as a regular expression.
-        let swapped = #"regexp_replace(data, E'(?<!\\\\)((?:\\\\\\\\)*)\\\\u0000', E'\\1\\\\/', 'g')"#
-        let cut = path.segments.reduce("(\(swapped))::json") { "\($0)->\(PGSQL.literal($1))" }
-        return #"regexp_replace(("# + cut
-            + #")::text, E'(?<!\\\\)((?:\\\\\\\\)*)\\\\/', E'\\1\\\\u0000', 'g')"#
-    }
-
-    /// An object's or array's text is cut from `data`, exactly as stored, so it sorts by the same bytes as on SQLite.
-    var k3: String {
-        let composite =
-            "(CASE WHEN strpos(data, E'\\\\u0000') = 0 THEN (\(raw))::text ELSE \(rawHoldingNUL) END)"
-        return "((CASE \(type) WHEN 'string' THEN (\(value) #>> '{}') WHEN 'object' THEN \(composite) "
-            + "WHEN 'array' THEN \(composite) END) COLLATE \"C\")"
-    }
-
-    /// The indexed prefix of `k3`.
-    var k3Prefix: String { "left(\(k3), \(PGSQL.indexedTextChars))" }
-
-    /// SQLite's `json_type` kind for GROUP: null, number, true, false, text, object or array.
-    var kind: String {
-        "(CASE \(type) WHEN 'number' THEN 'number' WHEN 'string' THEN 'text' WHEN 'object' THEN 'object' "
-            + "WHEN 'array' THEN 'array' "
-            + "WHEN 'boolean' THEN (CASE WHEN (\(value))::boolean THEN 'true' ELSE 'false' END) "
-            + "ELSE 'null' END)"
-    }
-
-    /// The column list of a field index: what searches on the field sort and filter by.
-    var indexColumns: String { "\(k1), \(k2), \(k3Prefix), id" }
-
-    /// The statement that builds the field index `name` (a quoted identifier) of `collection` (a validated name): a
-    /// partial index over one collection's rows.
-    func createIndex(_ name: String, collection: String) -> String {
-        "CREATE INDEX IF NOT EXISTS \(name) ON documents (\(indexColumns)) "
-            + "WHERE \(PGBuilder(collection: collection).collectionTest)"
-    }
-}
-
-/// A number as PostgreSQL numeric text with SQLite's value: integers as digits, a double as its shortest round-trip
-/// decimal, or, past 2^53 where that form has an exponent, its exact integer value (so an int64 compares with it
-/// exactly, as in SQLite). The text has a fraction or an exponent exactly when the number is a double.
-enum PGNumber {
-    static func text(_ value: Double) -> String {
-        let shortest = value.description
-        guard value.isFinite, shortest.contains("e+") else { return shortest }
-        return exactInteger(value) + ".0"
-    }
-
-    static func text(_ json: JSON) -> String? {
-        switch json {
-        case .int(let i): String(i)
-        case .double(let d): text(d)
-        default: nil
-        }
-    }
-
-    /// The decimal digits of an integral double (any magnitude): its significand doubled `exponent` times in base 10^9.
-    static func exactInteger(_ value: Double) -> String {
-        let magnitude = abs(value)
-        let exponent = Int(magnitude.exponent) - 52
-        var significand = magnitude.significandBitPattern | (1 << 52)
-        var shift = exponent
-        if shift < 0 {
-            significand >>= UInt64(-shift)
-            shift = 0
-        }
-        var limbs: [UInt64] = [significand % 1_000_000_000, significand / 1_000_000_000 % 1_000_000_000,
-            significand / 1_000_000_000_000_000_000]
-        for _ in 0..<shift {
-            var carry: UInt64 = 0
-            for i in limbs.indices {
-                let doubled = limbs[i] * 2 + carry
-                limbs[i] = doubled % 1_000_000_000
-                carry = doubled / 1_000_000_000
-            }
-            if carry > 0 { limbs.append(carry) }
-        }
-        while limbs.count > 1 && limbs.last == 0 { limbs.removeLast() }
-        var text = String(limbs.last!)
-        for limb in limbs.dropLast().reversed() {
-            let digits = String(limb)
-            text += String(repeating: "0", count: 9 - digits.count) + digits
-        }
-        return (value < 0 ? "-" : "") + text
-    }
-}
-
-/// The jsonb copy a document is queried through, when its compact text cannot serve as one directly: jsonb refuses
-/// `\u0000`, and reads a double written with a positive exponent (`1e+20`) as an integer. SQLite reads a string up to
-/// its first NUL (`json_extract`), so strings are cut there; a member name holding one (never addressable: paths have
-/// no control characters) has it replaced by U+0001; such doubles get their exact integer digits and `.0`.
-enum PGQueryForm {
-    /// nil when `data` is its own query form (by far the usual case: a quick scan finds neither pattern).
-    static func make(_ data: [UInt8]) -> [UInt8]? {
-        guard needsRewrite(data) else { return nil }
-        var out: [UInt8] = []
-        out.reserveCapacity(data.count)
-        var i = 0
-        // Whether the next string is a member name: after `{` or `,` inside an object.
-        var stack: [UInt8] = []
-        var expectKey = false
-        while i < data.count {
-            let byte = data[i]
-            switch byte {
-            case UInt8(ascii: "{"):
-                stack.append(byte)
-                expectKey = true
-                out.append(byte)
-                i += 1
-            case UInt8(ascii: "["):
-                stack.append(byte)
-                expectKey = false
-                out.append(byte)
-                i += 1
-            case UInt8(ascii: "}"), UInt8(ascii: "]"):
-                stack.removeLast()
-                out.append(byte)
-                i += 1
-            case UInt8(ascii: ","):
-                expectKey = stack.last == UInt8(ascii: "{")
-                out.append(byte)
-                i += 1
-            case UInt8(ascii: ":"):
-                expectKey = false
-                out.append(byte)
-                i += 1
-            case UInt8(ascii: "\""):
-                i = copyString(data, from: i, into: &out, isKey: expectKey)
-                expectKey = false
-            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-                var end = i
-                while end < data.count, !isDelimiter(data[end]) { end += 1 }
-                let token = Array(data[i..<end])
-                if token.contains(UInt8(ascii: "e")) || token.contains(UInt8(ascii: "E")),
-                    let value = Double(String(decoding: token, as: UTF8.self))
-                {
-                    out.append(contentsOf: PGNumber.text(value).utf8)
-                } else {
-                    out.append(contentsOf: token)
-                }
-                i = end
-            default:
-                out.append(byte)
-                i += 1
-            }
-        }
-        return out
-    }
-
-    private static func isDelimiter(_ byte: UInt8) -> Bool {
-        byte == UInt8(ascii: ",") || byte == UInt8(ascii: "}") || byte == UInt8(ascii: "]")
-    }
-
-    /// Whether `data` holds `\u0000` or an exponent with a plus sign (compact text writes no other exponent form
-    /// that jsonb misreads).
-    static func needsRewrite(_ data: [UInt8]) -> Bool {
-        data.withUnsafeBufferPointer { bytes in
-            var i = 0
-            while i + 1 < bytes.count {
-                if bytes[i] == UInt8(ascii: "e") && bytes[i + 1] == UInt8(ascii: "+") { return true }
-                if bytes[i] == UInt8(ascii: "\\") {
-                    if i + 5 < bytes.count && bytes[i + 1] == UInt8(ascii: "u") && bytes[i + 2] == UInt8(ascii: "0")
-                        && bytes[i + 3] == UInt8(ascii: "0") && bytes[i + 4] == UInt8(ascii: "0")
-                        && bytes[i + 5] == UInt8(ascii: "0")
-                    {
-                        return true
-                    }
-                    i += 2
-                    continue
-                }
-                i += 1
-            }
-            return false
-        }
-    }
-
-    /// Copies the string starting at `start` (its opening quote); returns the index after its closing quote.
-    private static func copyString(_ data: [UInt8], from start: Int, into out: inout [UInt8], isKey: Bool) -> Int {
-        out.append(UInt8(ascii: "\""))
-        var i = start + 1
-        var cut = false
-        while i < data.count {
-            let byte = data[i]
-            if byte == UInt8(ascii: "\"") {
-                out.append(byte)
-                return i + 1
-            }
-            if byte == UInt8(ascii: "\\") {
-                let isNul =
-                    i + 5 < data.count && data[i + 1] == UInt8(ascii: "u") && data[i + 2] == UInt8(ascii: "0")
-                    && data[i + 3] == UInt8(ascii: "0") && data[i + 4] == UInt8(ascii: "0")
-                    && data[i + 5] == UInt8(ascii: "0")
-                let length = data[i + 1] == UInt8(ascii: "u") ? 6 : 2
-                if isNul {
-                    if isKey {
-                        if !cut { out.append(contentsOf: Array(#"\u0001"#.utf8)) }
-                    } else {
-                        cut = true
-                    }
-                } else if !cut {
-                    out.append(contentsOf: data[i..<min(data.count, i + length)])
-                }
-                i += length
-                continue
-            }
-            if !cut { out.append(byte) }
-            i += 1
-        }
-        return i
-    }
-}
-
 /// Translates filters, text search and sorts into PostgreSQL conditions with numbered parameters, answering what
 /// `SQLBuilder` answers on SQLite (the rules are spelled out in `FilterEvaluator`).
 struct PGBuilder {
@@ -417,7 +152,8 @@ struct PGBuilder {
         return "(\(column) \(symbol) \(number(numeric)))"
     }
 
-    /// `in` as one test per kind: numbers and strings each as an array parameter, null and booleans as `equals`.
+    /// `in` as one test per kind: numbers and strings each as an array parameter, null and booleans as `equals`. The
+    /// dialect twin of `SQLBuilder.inList` (QuerySQL.swift): the same parts (`InListValues`), PostgreSQL's tests.
     private mutating func inList(_ path: FieldPath, _ values: [JSON]) -> String {
         if values.isEmpty { return "false" }
         if path.envelope != nil {
@@ -426,27 +162,16 @@ struct PGBuilder {
             return "(" + tests.joined(separator: " OR ") + ")"
         }
         let field = PGField(path: path)
-        var numbers: [String] = []
-        var strings: [String] = []
-        var others: [JSON] = []
-        for value in values {
-            switch value {
-            case .int, .double: numbers.append(PGNumber.text(value)!)
-            case .string(let s): strings.append(FilterEvaluator.cString(s))
-            default: if !others.contains(value) { others.append(value) }
-            }
-        }
-        var tests: [String] = []
-        if !numbers.isEmpty {
-            let list = param(.array(PGArray(texts: numbers)))
-            tests.append("(\(field.type) = 'number' AND \(field.k2) = ANY(\(list)::numeric[]))")
-        }
-        if !strings.isEmpty {
-            let list = param(.array(PGArray(texts: strings)))
-            tests.append("(\(field.type) = 'string' AND \(field.k3) = ANY(\(list)))")
-        }
-        for value in others { tests.append(equals(path, value)) }
-        return "(" + tests.joined(separator: " OR ") + ")"
+        return InListValues(values).anyOf(
+            numbers: { numbers in
+                let list = param(.array(PGArray(texts: numbers.map { PGNumber.text($0)! })))
+                return "(\(field.type) = 'number' AND \(field.k2) = ANY(\(list)::numeric[]))"
+            },
+            strings: { strings in
+                let list = param(.array(PGArray(texts: strings.map(FilterEvaluator.cString))))
+                return "(\(field.type) = 'string' AND \(field.k3) = ANY(\(list)))"
+            },
+            other: { equals(path, $0) })
     }
 
     // MARK: Text search

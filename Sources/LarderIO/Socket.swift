@@ -1,9 +1,13 @@
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Musl)
+import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
+#if os(Linux)
 import CEpoll
+#endif
 
 /// A failed system call: its name and errno. `description` is what the operator reads.
 public struct IOError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -19,7 +23,7 @@ public struct IOError: Error, Sendable, Equatable, CustomStringConvertible {
 }
 
 /// The outcome of a non-blocking call that did not fail.
-enum IOResult: Equatable {
+package enum IOResult: Equatable {
     case done(Int)
     case wouldBlock
 }
@@ -27,7 +31,7 @@ enum IOResult: Equatable {
 /// Every system call of the server goes through here: `EINTR` is retried, `EAGAIN`/`EWOULDBLOCK` become
 /// `.wouldBlock`, anything else throws an `IOError` naming the call.
 @inline(__always)
-func systemCall(_ name: String, _ body: () -> Int) throws(IOError) -> IOResult {
+package func systemCall(_ name: String, _ body: () -> Int) throws(IOError) -> IOResult {
     while true {
         let result = body()
         if result >= 0 { return .done(result) }
@@ -40,26 +44,27 @@ func systemCall(_ name: String, _ body: () -> Int) throws(IOError) -> IOResult {
 
 /// `systemCall` for calls that never legitimately block (socket, bind, setsockopt...).
 @discardableResult
-func blockingCall(_ name: String, _ body: () -> Int32) throws(IOError) -> Int32 {
+package func blockingCall(_ name: String, _ body: () -> Int32) throws(IOError) -> Int32 {
     switch try systemCall(name, { Int(body()) }) {
     case .done(let value): return Int32(value)
     case .wouldBlock: throw IOError(name, errno: EAGAIN)
     }
 }
 
-/// Thin wrappers over the socket calls the server needs.
-enum Socket {
+/// The one socket layer of the tree: thin wrappers over the socket calls of the server, the client, the benchmark and
+/// the tests.
+package enum Socket {
     /// SIGPIPE would kill the process when a peer goes away mid-write; we get EPIPE instead.
-    static let ignoreSIGPIPE: Void = {
+    package static let ignoreSIGPIPE: Void = {
         signal(SIGPIPE, SIG_IGN)
     }()
 
-    static func setNonBlocking(_ fd: Int32) throws(IOError) {
+    package static func setNonBlocking(_ fd: Int32) throws(IOError) {
         let flags = try blockingCall("fcntl(F_GETFL)") { fcntl(fd, F_GETFL) }
         try blockingCall("fcntl(F_SETFL)") { fcntl(fd, F_SETFL, flags | O_NONBLOCK) }
     }
 
-    static func setOption(_ fd: Int32, _ level: Int32, _ option: Int32, _ value: Int32, _ name: String) throws(IOError) {
+    package static func setOption(_ fd: Int32, _ level: Int32, _ option: Int32, _ value: Int32, _ name: String) throws(IOError) {
         var value = value
         try blockingCall("setsockopt(\(name))") {
             setsockopt(fd, level, option, &value, socklen_t(MemoryLayout<Int32>.size))
@@ -68,10 +73,14 @@ enum Socket {
 
     /// Stream sockets the server opens are close-on-exec: a process it starts (or one started by a library it
     /// loads) must not inherit a listening port or a client's connection and hold it open.
-    static let streamType = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
+    #if os(Linux)
+    package static let streamType = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
+    #else
+    package static let streamType = SOCK_STREAM  // close-on-exec is set by `fcntl` after `socket` there
+    #endif
 
     /// A listening TCP socket on `host:port` (IPv4 dotted quad, "localhost" or "0.0.0.0"); returns fd and real port.
-    static func listenTCP(host: String, port: Int, backlog: Int32) throws(IOError) -> (fd: Int32, port: Int) {
+    package static func listenTCP(host: String, port: Int, backlog: Int32) throws(IOError) -> (fd: Int32, port: Int) {
         // An IPv4 address, `localhost` (127.0.0.1) or an IPv6 address (`::1`, or `::` for every interface, IPv4
         // included as mapped addresses).
         var storage = sockaddr_storage()
@@ -124,7 +133,7 @@ enum Socket {
     }
 
     /// The address of the Unix domain socket at `path`, for `call` (`bind`, `connect`), which names a path too long.
-    static func unixAddress(_ path: String, for call: String) throws(IOError) -> sockaddr_un {
+    package static func unixAddress(_ path: String, for call: String) throws(IOError) -> sockaddr_un {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let capacity = MemoryLayout.size(ofValue: address.sun_path)
@@ -138,7 +147,7 @@ enum Socket {
     }
 
     /// A listening Unix domain socket at `path`; a stale socket file left by a dead server is removed first.
-    static func listenUnix(path: String, backlog: Int32) throws(IOError) -> Int32 {
+    package static func listenUnix(path: String, backlog: Int32) throws(IOError) -> Int32 {
         var address = try unixAddress(path, for: "bind")
         var info = stat()
         if lstat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFSOCK { _ = unlink(path) }
@@ -161,8 +170,13 @@ enum Socket {
     }
 
     /// Accepts one pending connection, non-blocking, or nil when none is waiting.
-    static func accept(_ listener: Int32, keepaliveSeconds: Int = 0) throws(IOError) -> Int32? {
-        switch try systemCall("accept4", { Int(larder_accept_nonblocking(listener)) }) {
+    package static func accept(_ listener: Int32, keepaliveSeconds: Int = 0) throws(IOError) -> Int32? {
+        #if os(Linux)
+        let accepted = try systemCall("accept4", { Int(larder_accept_nonblocking(listener)) })
+        #else
+        let accepted = try systemCall("accept", { Int(systemAccept(listener)) })
+        #endif
+        switch accepted {
         case .wouldBlock: return nil
         case .done(let fd):
             let fd = Int32(fd)
@@ -175,7 +189,11 @@ enum Socket {
                 var interval = Int32(max(1, keepaliveSeconds / 6))
                 var probes: Int32 = 6
                 _ = setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, size)
+                #if os(Linux)
                 _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_KEEPIDLE, &idle, size)
+                #else
+                _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_KEEPALIVE, &idle, size)
+                #endif
                 _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_KEEPINTVL, &interval, size)
                 _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_KEEPCNT, &probes, size)
             }
@@ -183,24 +201,24 @@ enum Socket {
         }
     }
 
-    static func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(IOError) -> IOResult {
-        try systemCall("read") { Glibc.read(fd, buffer.baseAddress, buffer.count) }
+    package static func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(IOError) -> IOResult {
+        try systemCall("read") { systemRead(fd, buffer.baseAddress, buffer.count) }
     }
 
-    static func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(IOError) -> IOResult {
-        try systemCall("write") { Glibc.write(fd, bytes.baseAddress, bytes.count) }
+    package static func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(IOError) -> IOResult {
+        try systemCall("write") { systemWrite(fd, bytes.baseAddress, bytes.count) }
     }
 
     /// Writes several buffers in one call (a frame's header and JSON from the output buffer, its blob from its own).
-    static func writev(_ fd: Int32, _ buffers: [UnsafeRawBufferPointer]) throws(IOError) -> IOResult {
+    package static func writev(_ fd: Int32, _ buffers: [UnsafeRawBufferPointer]) throws(IOError) -> IOResult {
         if buffers.count == 1 { return try write(fd, buffers[0]) }
         var vectors = buffers.map { iovec(iov_base: UnsafeMutableRawPointer(mutating: $0.baseAddress), iov_len: $0.count) }
         let count = Int32(vectors.count)
-        return try systemCall("writev") { Glibc.writev(fd, &vectors, count) }
+        return try systemCall("writev") { systemWritev(fd, &vectors, count) }
     }
 
     /// `writev` of `buffers` from `offset` bytes into them (at most 64 of them).
-    static func writev(_ fd: Int32, _ buffers: [[UInt8]], offsetBy offset: Int) throws(IOError) -> IOResult {
+    package static func writev(_ fd: Int32, _ buffers: [[UInt8]], offsetBy offset: Int) throws(IOError) -> IOResult {
         var index = 0
         var skip = offset
         while index < buffers.count && skip >= buffers[index].count {
@@ -229,7 +247,43 @@ enum Socket {
     }
 
     /// Closes a descriptor; EINTR is not retried (on Linux the descriptor is gone either way).
-    static func close(_ fd: Int32) {
-        _ = Glibc.close(fd)
+    package static func close(_ fd: Int32) {
+        _ = systemClose(fd)
     }
 }
+
+// The C library's calls under names that do not collide with `Socket`'s own.
+#if canImport(Glibc)
+private func systemRead(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int { Glibc.read(fd, buffer, count) }
+private func systemWrite(_ fd: Int32, _ buffer: UnsafeRawPointer?, _ count: Int) -> Int { Glibc.write(fd, buffer, count) }
+private func systemWritev(_ fd: Int32, _ vectors: UnsafePointer<iovec>, _ count: Int32) -> Int {
+    Glibc.writev(fd, vectors, count)
+}
+private func systemClose(_ fd: Int32) -> Int32 { Glibc.close(fd) }
+#elseif canImport(Musl)
+private func systemRead(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int { Musl.read(fd, buffer, count) }
+private func systemWrite(_ fd: Int32, _ buffer: UnsafeRawPointer?, _ count: Int) -> Int { Musl.write(fd, buffer, count) }
+private func systemWritev(_ fd: Int32, _ vectors: UnsafePointer<iovec>, _ count: Int32) -> Int {
+    Musl.writev(fd, vectors, count)
+}
+private func systemClose(_ fd: Int32) -> Int32 { Musl.close(fd) }
+#else
+private func systemRead(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int { Darwin.read(fd, buffer, count) }
+private func systemWrite(_ fd: Int32, _ buffer: UnsafeRawPointer?, _ count: Int) -> Int { Darwin.write(fd, buffer, count) }
+private func systemWritev(_ fd: Int32, _ vectors: UnsafePointer<iovec>, _ count: Int32) -> Int {
+    Darwin.writev(fd, vectors, count)
+}
+private func systemClose(_ fd: Int32) -> Int32 { Darwin.close(fd) }
+#endif
+
+#if !os(Linux)
+/// `accept` then non-blocking and close-on-exec, as Linux's accept4 does in one call.
+private func systemAccept(_ listener: Int32) -> Int32 {
+    let fd = accept(listener, nil, nil)
+    if fd >= 0 {
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+    }
+    return fd
+}
+#endif

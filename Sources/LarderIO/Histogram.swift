@@ -5,30 +5,30 @@
 /// error under 0.1%). Recording is one shift and one increment; the counts array (about 250 KB for the whole range)
 /// is allocated on the first record, so empty histograms cost nothing. Histograms merge by adding counts, which is
 /// how per-thread and per-second results combine.
-public struct Histogram: Sendable, Equatable {
+package struct Histogram: Sendable, Equatable {
     /// Buckets per power of two in the logarithmic part; 1/1024 < 0.1% gives three significant digits.
-    static let subBucketHalf = 1024
-    static let halfBits = 10
+    package static let subBucketHalf = 1024
+    package static let halfBits = 10
     /// The largest value tracked exactly (to the stated precision); larger values are counted at this value.
     /// 2^40 ns is about 18 minutes, well past any request deadline.
-    public static let highestTrackable: UInt64 = (1 << 40) - 1
-    static let bucketCount = index(of: highestTrackable) + 1
+    package static let highestTrackable: UInt64 = (1 << 40) - 1
+    package static let bucketCount = index(of: highestTrackable) + 1
 
     private var counts: [UInt64] = []
     /// Number of values recorded.
-    public private(set) var count: UInt64 = 0
+    package private(set) var count: UInt64 = 0
     /// The smallest value recorded (exact); 0 when empty.
-    public var min: UInt64 { count == 0 ? 0 : minimum }
+    package var min: UInt64 { count == 0 ? 0 : minimum }
     /// The largest value recorded (exact, before clamping to `highestTrackable`); 0 when empty.
-    public private(set) var max: UInt64 = 0
+    package private(set) var max: UInt64 = 0
     private var minimum: UInt64 = .max
     private var sum: Double = 0
 
-    public init() {}
+    package init() {}
 
     /// Records one value.
     @inline(__always)
-    public mutating func record(_ value: UInt64) {
+    package mutating func record(_ value: UInt64) {
         if counts.isEmpty { counts = [UInt64](repeating: 0, count: Histogram.bucketCount) }
         let clamped = Swift.min(value, Histogram.highestTrackable)
         counts[Histogram.index(of: clamped)] &+= 1
@@ -38,11 +38,14 @@ public struct Histogram: Sendable, Equatable {
         if value < minimum { minimum = value }
     }
 
+    /// Every bucket's count, in HdrHistogram's order (`HdrLog`); empty when nothing was recorded.
+    package var bucketCounts: [UInt64] { counts }
+
     /// The arithmetic mean of the recorded values (exact, not bucketed); 0 when empty.
-    public var mean: Double { count == 0 ? 0 : sum / Double(count) }
+    package var mean: Double { count == 0 ? 0 : sum / Double(count) }
 
     /// Adds every value recorded in `other`.
-    public mutating func merge(_ other: Histogram) {
+    package mutating func merge(_ other: Histogram) {
         guard other.count > 0 else { return }
         if counts.isEmpty { counts = [UInt64](repeating: 0, count: Histogram.bucketCount) }
         other.counts.withUnsafeBufferPointer { theirs in
@@ -57,7 +60,7 @@ public struct Histogram: Sendable, Equatable {
     }
 
     /// Forgets every value, keeping the storage.
-    public mutating func reset() {
+    package mutating func reset() {
         guard count > 0 else { return }
         counts.withUnsafeMutableBufferPointer { $0.update(repeating: 0) }
         count = 0
@@ -69,12 +72,12 @@ public struct Histogram: Sendable, Equatable {
     /// The value at `percentile` (0...100): the smallest recorded value such that at least that share of all values
     /// is less than or equal to it, reported as the highest value its bucket holds (so within 0.1% above the truth),
     /// and never above the exact maximum. 0 when empty.
-    public func value(atPercentile percentile: Double) -> UInt64 {
+    package func value(atPercentile percentile: Double) -> UInt64 {
         values(atPercentiles: [percentile])[0]
     }
 
     /// `value(atPercentile:)` for several percentiles, in one pass over the buckets.
-    public func values(atPercentiles percentiles: [Double]) -> [UInt64] {
+    package func values(atPercentiles percentiles: [Double]) -> [UInt64] {
         guard count > 0 else { return percentiles.map { _ in 0 } }
         let order = percentiles.indices.sorted { percentiles[$0] < percentiles[$1] }
         var results = [UInt64](repeating: 0, count: percentiles.count)
@@ -102,21 +105,21 @@ public struct Histogram: Sendable, Equatable {
 
     /// The bucket of `value`: exact below 2048, then 1024 buckets per power of two.
     @inline(__always)
-    static func index(of value: UInt64) -> Int {
+    package static func index(of value: UInt64) -> Int {
         if value < UInt64(2 * subBucketHalf) { return Int(value) }
         let shift = (63 - value.leadingZeroBitCount) - halfBits
         return shift * subBucketHalf + Int(value >> UInt64(shift))
     }
 
     /// The smallest value that falls into `bucket`.
-    static func lowestEquivalent(_ bucket: Int) -> UInt64 {
+    package static func lowestEquivalent(_ bucket: Int) -> UInt64 {
         if bucket < 2 * subBucketHalf { return UInt64(bucket) }
         let shift = bucket / subBucketHalf - 1
         return UInt64(bucket - shift * subBucketHalf) << UInt64(shift)
     }
 
     /// The largest value that falls into `bucket`.
-    static func highestEquivalent(_ bucket: Int) -> UInt64 {
+    package static func highestEquivalent(_ bucket: Int) -> UInt64 {
         if bucket < 2 * subBucketHalf { return UInt64(bucket) }
         let shift = bucket / subBucketHalf - 1
         return lowestEquivalent(bucket) + (UInt64(1) << UInt64(shift)) - 1

@@ -1,0 +1,64 @@
+#ifndef LARDER_CMICROHTTPD_SHIM_H
+#define LARDER_CMICROHTTPD_SHIM_H
+// GNU libmicrohttpd (LGPL 2.1+), for the server's /metrics and /healthz. MHD_start_daemon is variadic, which Swift
+// cannot call, and its access handler deals in upload buffers the endpoint never accepts: these wrappers give Swift
+// one plain call to start, one callback per request, and one call to answer.
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/socket.h>
+#include <microhttpd.h>
+
+/// Called once per request, on the daemon's thread: answer with larder_http_respond and return its result.
+typedef enum MHD_Result (*larder_http_handler)(void *context, struct MHD_Connection *connection, const char *method,
+                                               const char *url);
+
+struct larder_http_server {
+    larder_http_handler handler;
+    void *context;
+};
+
+static enum MHD_Result larder_http_access(void *cls, struct MHD_Connection *connection, const char *url,
+                                          const char *method, const char *version, const char *upload_data,
+                                          size_t *upload_data_size, void **request_state) {
+    (void)version;
+    (void)upload_data;
+    // A request with a body (POST, PUT) is answered after it arrived, without reading it: the endpoints take none.
+    if (*request_state == NULL) {
+        *request_state = (void *)1;
+        if (*upload_data_size == 0) {
+            struct larder_http_server *server = (struct larder_http_server *)cls;
+            return server->handler(server->context, connection, method, url);
+        }
+    }
+    if (*upload_data_size != 0) {
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    struct larder_http_server *server = (struct larder_http_server *)cls;
+    return server->handler(server->context, connection, method, url);
+}
+
+/// Serves on `listener` (a bound, listening socket) with one internal epoll thread, at most `connections` clients at
+/// once, each closed after `timeoutSeconds` of silence.
+static inline struct MHD_Daemon *larder_http_start(int listener, struct larder_http_server *server,
+                                                   unsigned connections, unsigned timeoutSeconds) {
+    return MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, 0, NULL, NULL, larder_http_access,
+                            server, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)listener, MHD_OPTION_CONNECTION_LIMIT,
+                            connections, MHD_OPTION_CONNECTION_TIMEOUT, timeoutSeconds, MHD_OPTION_END);
+}
+
+/// Queues an answer of `length` bytes (copied) with this status and content type.
+static inline enum MHD_Result larder_http_respond(struct MHD_Connection *connection, unsigned status,
+                                                  const char *contentType, const void *body, size_t length) {
+    struct MHD_Response *response =
+        MHD_create_response_from_buffer(length, (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (response == NULL) return MHD_NO;
+    MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, contentType);
+    MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    enum MHD_Result result = MHD_queue_response(connection, status, response);
+    MHD_destroy_response(response);
+    return result;
+}
+#endif

@@ -1,0 +1,172 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Dispatch
+import Synchronization
+import LarderStore
+import LarderSync
+import LarderWire
+import LarderIO
+
+/// An event loop thread that owns a set of connections, their read buffer and their timer tick.
+final class IOShard: EventLoopHandler, @unchecked Sendable {
+    let loop: EventLoop
+    /// Only touched on `loop`.
+    var connections: [ObjectIdentifier: Connection] = [:]
+    /// One read buffer for every connection of the shard: connections never read at the same time on one loop, and
+    /// 10,000 idle connections then cost no buffer memory.
+    let readBuffer: UnsafeMutableRawBufferPointer
+    /// Only used on `loop`.
+    let encoders: SharedEncoders
+    /// The connections holding a subscription (only on `loop`).
+    var watchers: [ObjectIdentifier: Connection] = [:]
+    /// The newest change published to this shard (only on `loop`). Changes reach a shard in commit order, so every
+    /// change up to it has either reached the live subscriptions or is in the log for those catching up.
+    var publishedSeq: Int64
+
+    /// The point reads (GET, BLOB_HEAD) answered on `loop` during one turn share one read snapshot of the store while
+    /// nothing commits; it is given back at the end of the turn, before the loop waits again.
+    private let store: Router.Store
+    private var turnReads: (any PointReads)?
+    var turnReadsOpen = false
+
+    /// Only on `loop`.
+    var pointReads: any PointReads {
+        if !turnReadsOpen {
+            turnReadsOpen = true
+            loop.flushAtEndOfTurn(self)
+        }
+        if let turnReads { return turnReads }
+        let reads: any PointReads =
+            readCache.isEnabled ? CachedPointReads(shard: self, reads: store.pointReads()) : store.pointReads()
+        turnReads = reads
+        return reads
+    }
+
+    private let stats: ServerStats
+    /// Recent GET answers (only on `loop`); see `ReadCache`.
+    var readCache: ReadCache
+    /// Counted on `loop`, summed for STATS.
+    var cacheHits = 0
+    var cacheMisses = 0
+    /// Change batches published to this shard so far (writer thread), and applied to the read cache (loop).
+    private let published = Atomic<Int>(0)
+    private var applied = 0
+    var publishedBatches: Int { published.load(ordering: .acquiring) }
+
+    /// Applies to the read cache every change published so far (and pushes it to the subscriptions, as the scheduled
+    /// drain would); returns the batch count it is current with. On `loop`.
+    func applyPublishedChanges() -> Int {
+        let current = published.load(ordering: .acquiring)
+        if current != applied { drain() }
+        return current
+    }
+
+    func readable() {}
+    func writable() {}
+    func endOfTurn() {
+        turnReadsOpen = false
+        turnReads?.end()
+        if cacheHits | cacheMisses != 0 {
+            stats.readCache(hits: cacheHits, misses: cacheMisses)
+            cacheHits = 0
+            cacheMisses = 0
+        }
+    }
+
+    init(
+        index: Int, configuration: ConnectionStateMachine.Configuration, store: Router.Store, stats: ServerStats,
+        readCacheBytes: Int = 0, publishedSeq: Int64 = 0, maxInboxChanges: Int = IOShard.defaultMaxInboxChanges
+    ) {
+        self.maxInboxChanges = max(1, maxInboxChanges)
+        self.store = store
+        self.stats = stats
+        readCache = ReadCache(maxBytes: readCacheBytes)
+        encoders = SharedEncoders(configuration: configuration)
+        loop = EventLoop(name: "larder.io.\(index)")
+        readBuffer = .allocate(byteCount: 64 << 10, alignment: 16)
+        self.publishedSeq = publishedSeq
+    }
+
+    /// Committed changes waiting for `loop`, whether a drain is scheduled, and the last change dropped since the
+    /// last drain (under the mutex: the writer queue appends, `loop` drains).
+    private let inbox = Locked<(pending: [ChangeEntry], scheduled: Bool, droppedThrough: Int64?)>(([], false, nil))
+    /// The most changes the inbox holds for a loop that has fallen behind (an overloaded server): past it they are
+    /// dropped, and the next drain ends the shard's live subscriptions with a gap (each resumes from its own last
+    /// change with `since`) and empties its read cache, instead of the inbox growing without bound.
+    let maxInboxChanges: Int
+    /// Changes committed and waiting for `loop` to push them (the change feed's lag, for /metrics).
+    var pendingChanges: Int { inbox.withLock { $0.pending.count } }
+    static let defaultMaxInboxChanges = 100_000
+    /// Times the inbox overflowed (for tests and STATS).
+    let inboxOverflows = Atomic<Int>(0)
+
+    /// Called on the store's writer queue: queues a batch and schedules a drain unless one is pending. Batches that
+    /// arrive while the shard is busy are pushed together, so a connection gets one write for many commits when the
+    /// fan-out falls behind, rather than one per commit.
+    func publish(_ entries: [ChangeEntry]) {
+        let limit = maxInboxChanges
+        let schedule = inbox.withLock { inbox -> Bool in
+            if inbox.droppedThrough != nil || inbox.pending.count + entries.count > limit {
+                // Fallen too far behind: what is pending goes too; the drain makes up for it (see `drain`).
+                let last = entries.last?.seq ?? inbox.pending.last?.seq
+                if inbox.droppedThrough == nil { inboxOverflows.add(1, ordering: .relaxed) }
+                inbox.droppedThrough = max(inbox.droppedThrough ?? 0, last ?? 0)
+                inbox.pending = []
+            } else {
+                inbox.pending += entries
+            }
+            defer { inbox.scheduled = true }
+            return !inbox.scheduled
+        }
+        // After the entries are in the inbox, before the writer acknowledges the write (see `ReadCache`).
+        published.add(1, ordering: .releasing)
+        if schedule { loop.async { self.drain() } }
+    }
+
+    /// On `loop`: every change published so far, in commit order, to every live subscription of the shard.
+    private func drain() {
+        let current = published.load(ordering: .acquiring)
+        let (entries, dropped) = inbox.withLock { inbox -> ([ChangeEntry], Int64?) in
+            inbox.scheduled = false
+            defer {
+                inbox.pending = []
+                inbox.droppedThrough = nil
+            }
+            return (inbox.pending, inbox.droppedThrough)
+        }
+        // Every batch counted in `current` was in the inbox before it was counted, so it is in `entries` (or was
+        // dropped, and `dropped` says so).
+        applied = current
+        if let dropped {
+            // Which documents changed is lost: no cached answer can be trusted, and no live subscription can be fed.
+            readCache.removeAll()
+            publishedSeq = max(publishedSeq, dropped)
+            for connection in watchers.values { connection.endLiveSubscriptionsWithGap() }
+        }
+        guard let last = entries.last?.seq else { return }
+        for entry in entries { readCache.apply(entry) }
+        publishedSeq = max(publishedSeq, last)
+        guard !watchers.isEmpty else { return }
+        let changes = PreparedChanges(entries)
+        for connection in watchers.values { connection.deliver(changes) }
+    }
+
+    deinit { readBuffer.deallocate() }
+
+    func startTimer(intervalMs: Int) {
+        loop.async { [self] in
+            loop.setTick(intervalMs: intervalMs) { [unowned self] in
+                let now = monotonicMs()
+                for connection in connections.values { connection.tick(now: now) }
+            }
+        }
+    }
+
+    /// On `loop`.
+    func stopTimer() {
+        loop.cancelTick()
+    }
+}

@@ -1,0 +1,32 @@
+import LarderIO
+import Synchronization
+
+/// What connections share: the router, the counters, the log and the in-flight total.
+final class ServerContext: Sendable {
+    let router: Router
+    let stats: ServerStats
+    let logger: Logger
+    let machineConfiguration: ConnectionStateMachine.Configuration
+    /// Requests in flight on every connection (for shutdown).
+    let inFlight = AtomicCounter()
+    /// BACKUP and BACKUP_READ (nil in tests that build a context of their own).
+    let backups: BackupService?
+
+    init(
+        router: Router, stats: ServerStats, logger: Logger, machineConfiguration: ConnectionStateMachine.Configuration,
+        backups: BackupService? = nil
+    ) {
+        self.backups = backups
+        self.router = router
+        self.stats = stats
+        self.logger = logger
+        self.machineConfiguration = machineConfiguration
+    }
+}
+
+/// A counter shared between threads: an atomic, relaxed (only its value is read, never used to order other memory).
+final class AtomicCounter: Sendable {
+    private let value = Synchronization.Atomic<Int>(0)
+    func add(_ delta: Int) { value.add(delta, ordering: .relaxed) }
+    var current: Int { value.load(ordering: .relaxed) }
+}

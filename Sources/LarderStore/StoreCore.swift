@@ -1,0 +1,52 @@
+import CSQLite
+import Dispatch
+import Foundation
+import LarderSync
+import LarderWire
+import Synchronization
+
+/// State shared by the writer, the readers and the write contexts: configuration, the schema features found at open,
+/// and which field paths have expression indexes.
+final class StoreCore: @unchecked Sendable {
+    let configuration: StoreConfiguration
+    let databasePath: String
+    /// Whether this SQLite has FTS5 with the trigram tokenizer (3.34+ built with FTS5).
+    let hasTrigram: Bool
+    /// The last committed change and the listeners told of new ones.
+    let feed: ChangeFeedState
+    /// Transactions the writer committed: a read snapshot taken when this had some value sees every write
+    /// acknowledged before then (`PointReads` keeps a snapshot while it is unchanged).
+    let commits = Atomic<UInt64>(0)
+    private let lock = Lock()
+    private var indexed: Set<String> = []
+
+    init(configuration: StoreConfiguration, databasePath: String, hasTrigram: Bool, lastChangeSeq: Int64) {
+        self.configuration = configuration
+        self.databasePath = databasePath
+        self.hasTrigram = hasTrigram
+        self.feed = ChangeFeedState(lastSeq: lastChangeSeq)
+    }
+
+    private static func key(_ collection: String, _ path: FieldPath) -> String { collection + "\u{0}" + path.description }
+
+    func isIndexed(_ collection: String, _ path: FieldPath) -> Bool {
+        guard configuration.useFieldIndexes else { return false }
+        let key = StoreCore.key(collection, path)
+        return lock.withLock { indexed.contains(key) }
+    }
+
+    func setIndexed(_ collection: String, _ path: FieldPath) {
+        let key = StoreCore.key(collection, path)
+        _ = lock.withLock { indexed.insert(key) }
+    }
+
+    func loadIndexes(_ pairs: [(String, String)]) {
+        lock.withLock {
+            for (collection, path) in pairs { indexed.insert(collection + "\u{0}" + path) }
+        }
+    }
+
+    func dropIndexes(of collection: String) {
+        lock.withLock { indexed = indexed.filter { !$0.hasPrefix(collection + "\u{0}") } }
+    }
+}

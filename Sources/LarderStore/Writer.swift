@@ -1,0 +1,140 @@
+import CSQLite
+import Dispatch
+import Foundation
+import LarderSync
+import LarderWire
+import Synchronization
+
+/// The single writer: one connection, touched only on `queue`. Concurrent submissions that arrive while a transaction
+/// runs are batched into the next one (group commit); each runs in its own SAVEPOINT, and every completion is called
+/// only after that transaction's COMMIT returned.
+final class Writer: @unchecked Sendable {
+    struct Job {
+        /// Runs the body inside the open transaction and returns what to deliver once the COMMIT outcome is known.
+        let execute: (SQLiteWriteContext) -> (LarderError?) -> Void
+    }
+
+    static let maxBatch = 512
+
+    private let batches = BatchQueue<Job>(label: "larder.store.writer", maxBatch: Writer.maxBatch)
+    private var queue: DispatchQueue { batches.queue }
+    private let core: StoreCore
+    private var connection: Connection?  // only on `queue`
+    private var prune = PruneSchedule()  // only on `queue`
+    private let uuids = TimeOrderedUUIDs()  // only on `queue`
+    private let checkpointer: Checkpointer
+    /// Told after every `fullTextBacklog` document writes (set once, before the first write).
+    var textIndexer: TextIndexer?
+    private var unindexedWrites = 0  // only on `queue`
+
+    init(connection: Connection, core: StoreCore) {
+        self.connection = connection
+        self.core = core
+        self.checkpointer = Checkpointer(path: core.databasePath)
+        checkpointer.install(on: connection)
+        batches.start { [unowned self] batch in run(batch) }
+    }
+
+    var isOnQueue: Bool { batches.isOnQueue }
+
+    /// Queues a job for the next batch; false once closed.
+    func enqueue(_ job: Job) -> Bool { batches.enqueue(job) }
+
+    private func run(_ batch: [Job]) {
+        guard let connection else {
+            let error = LarderError(.unavailable, "the store is closed")
+            for job in batch { job.execute(SQLiteWriteContext.closed(core))(error) }
+            return
+        }
+        let context = SQLiteWriteContext(connection: connection, core: core, uuids: uuids)
+        do {
+            try connection.run(.begin)
+        } catch {
+            for job in batch { job.execute(SQLiteWriteContext.closed(core))(error) }
+            return
+        }
+        var deliveries: [(LarderError?) -> Void] = []
+        deliveries.reserveCapacity(batch.count)
+        for job in batch { deliveries.append(job.execute(context)) }
+        pruneChangesIfDue(context, connection)
+        var commitError: LarderError?
+        do {
+            try connection.run(.commit)
+            core.commits.add(1, ordering: .releasing)
+            if let textIndexer {
+                unindexedWrites += context.changes.count
+                if unindexedWrites >= core.configuration.fullTextBacklog {
+                    unindexedWrites = 0
+                    textIndexer.poke()
+                }
+                // Before the completions: the writes of this batch are durable either way, and holding their
+                // acknowledgements is what slows the callers to the index's pace.
+                textIndexer.wrote()
+            }
+            for action in context.afterCommit { action() }
+            // Before the completions: a subscriber learns of a write no later than its writer does.
+            core.feed.committed(context.changes)
+        } catch {
+            commitError = error
+            try? connection.run(.rollback)
+        }
+        for deliver in deliveries { deliver(commitError) }
+    }
+
+    /// Prunes the change log inside the batch's transaction, in a savepoint of its own so that a failure leaves the
+    /// log and its `changesPrunedThrough` mark as they were (and the batch's writes untouched).
+    private func pruneChangesIfDue(_ context: SQLiteWriteContext, _ connection: Connection) {
+        prune.changesSincePrune += context.changes.count
+        let now = nowMillis()
+        let configuration = core.configuration
+        guard prune.isDue(retainEvents: configuration.changeRetentionEvents, now: now) else { return }
+        do throws(LarderError) {
+            try connection.execute("SAVEPOINT prune")
+            try context.pruneChanges(
+                retainEvents: configuration.changeRetentionEvents, retainMs: configuration.changeRetentionMs, now: now)
+            try connection.execute("RELEASE prune")
+        } catch {
+            try? connection.execute("ROLLBACK TO prune")
+            try? connection.execute("RELEASE prune")
+        }
+        prune.pruned(now: now)
+    }
+
+    /// Runs `body` on the writer queue outside any batch (checkpoint, close).
+    func exclusive<T>(_ body: (Connection?) -> T) -> T {
+        if isOnQueue { return body(connection) }
+        return queue.sync { body(connection) }
+    }
+
+    /// Refuses new work, waits for queued work, and closes the connection.
+    func close() {
+        batches.close()
+        guard !isOnQueue else { return }
+        queue.sync { connection = nil }
+        checkpointer.close()
+    }
+}
+
+/// A small thread-safe box for handing a result from the writer queue to a waiting thread.
+final class ResultBox<T: Sendable>: @unchecked Sendable {
+    private let lock = Lock()
+    private var value: Result<T, LarderError>?
+    let done = DispatchSemaphore(value: 0)
+
+    func set(_ result: Result<T, LarderError>) {
+        lock.withLock { value = result }
+        done.signal()
+    }
+
+    func wait() throws(LarderError) -> T {
+        done.wait()
+        let result = lock.withLock { value! }
+        return try result.get()
+    }
+}
+
+func nowMillis() -> Int64 {
+    var spec = timespec()
+    clock_gettime(CLOCK_REALTIME, &spec)
+    return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
+}

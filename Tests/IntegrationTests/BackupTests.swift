@@ -1,0 +1,166 @@
+import Foundation
+import LarderClient
+import LarderServer
+import LarderStore
+import LarderSync
+import Testing
+
+/// Runs blocking `work` (waiting on a process, a socket or a gate) on a thread of its own and awaits it, so that an
+/// async test does not hold one of the few threads every async test of the run shares (in a whole-suite run, tests
+/// that blocked them starved others past their time limits).
+func offThePool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
+    }
+}
+
+/// `larder backup` against a running server: a consistent online snapshot, taken while writers go on, that a new
+/// server starts on.
+@Suite(.timeLimit(.minutes(20))) struct BackupTests {
+    /// Polls `condition` until it holds; false after `seconds` (generous: it runs out only when something is wrong;
+    /// in a whole-suite run on 2 busy cores, 300 writes took more than 120 s).
+    static func waitUntil(_ seconds: Double = 600, _ condition: () -> Bool) async -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while !condition() {
+            guard Date() < deadline else { return false }
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        return true
+    }
+
+    /// Writers create documents without pause. Once a hundred are acknowledged, `larder backup` starts and is held
+    /// inside its snapshot's read transaction (a test gate) until the writers have had 50 more writes acknowledged:
+    /// writes are not blocked by the backup. Then the backup finishes. A server started on the file
+    /// holds every write acknowledged before the backup began, none sent after its snapshot was taken, and passes
+    /// the store's integrity check.
+    @Test func backupUnderWriteLoadHoldsEveryAcknowledgedWrite() async throws {
+        let gate = try ServerGate()
+        let server = try ClientTestServer { $0.backupGate = gate.gate }
+        defer { server.stop() }
+        let client = server.client(connections: 4)
+        defer { client.close() }
+        struct Writes {
+            var acknowledged: [UUID] = []
+            /// Ids of the writes sent after the snapshot was known to be taken.
+            var sentAfterSnapshot: Set<UUID> = []
+            var snapshotTaken = false
+            var stop = false
+            var failures: [String] = []
+        }
+        let writes = Locked(Writes())
+        let writers = (0..<4).map { writer in
+            Task {
+                var n = 0
+                while !writes.withLock({ $0.stop }) {
+                    n += 1
+                    let id = UUID()
+                    let after = writes.withLock { $0.snapshotTaken }
+                    if after { writes.withLock { _ = $0.sentAfterSnapshot.insert(id) } }
+                    do {
+                        let data: JSONObject = ["writer": .int(Int64(writer)), "n": .int(Int64(n))]
+                        _ = try await client.create("orders", data, id: id)
+                        writes.withLock { $0.acknowledged.append(id) }
+                    } catch {
+                        writes.withLock { $0.failures.append("\(error)") }
+                        return
+                    }
+                }
+            }
+        }
+        defer { writes.withLock { $0.stop = true } }
+        let started = await Self.waitUntil { writes.withLock { $0.acknowledged.count >= 100 || !$0.failures.isEmpty } }
+        try #require(started && writes.withLock { $0.failures }.isEmpty, "\(writes.withLock { $0.failures })")
+        let before = Set(writes.withLock { $0.acknowledged })
+
+        let directory = NSTemporaryDirectory() + "larder-backup-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory + "/restored", withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = directory + "/backup.sqlite"
+        let process = Process()
+        process.executableURL = CLITests.binary
+        process.arguments = ["--port", String(server.port), "backup", file]
+        let output = directory + "/out"
+        _ = FileManager.default.createFile(atPath: output, contents: nil)
+        process.standardOutput = FileHandle(forWritingAtPath: output)
+        process.standardError = FileHandle(forWritingAtPath: output)
+        try process.run()
+
+        try await offThePool { try gate.waitForHeld(1) }
+        writes.withLock { $0.snapshotTaken = true }
+        let heldAt = writes.withLock { $0.acknowledged.count }
+        let wroteWhileHeld = await Self.waitUntil { writes.withLock { $0.acknowledged.count >= heldAt + 50 } }
+        #expect(wroteWhileHeld, "writes stopped while the backup held its snapshot")
+        #expect(!FileManager.default.fileExists(atPath: file), "the file appears only once the backup is complete")
+        gate.open()
+        while process.isRunning { try await Task.sleep(for: .milliseconds(5)) }
+        let said = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
+        #expect(process.terminationStatus == 0, "larder backup: \(said)")
+        #expect(said.contains("\"format\":\"sqlite\""))
+        writes.withLock { $0.stop = true }
+        for writer in writers { await writer.value }
+        #expect(writes.withLock { $0.failures }.isEmpty)
+        let sentAfter = writes.withLock { $0.sentAfterSnapshot }
+        #expect(sentAfter.count > 0)
+        // No snapshot files are left in the server's data directory.
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: server.directory)
+            .filter { $0.hasPrefix(".larder-backup-") }
+        #expect(leftovers.isEmpty)
+
+        // Restore: a data directory holding the file as larder.sqlite.
+        try FileManager.default.copyItem(atPath: file, toPath: directory + "/restored/larder.sqlite")
+        var configuration = ServerConfiguration()
+        configuration.port = 0
+        configuration.dataDirectory = directory + "/restored"
+        configuration.logLevel = .error
+        let store = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory + "/restored"))
+        let restored = LarderServer(configuration: configuration, store: store)
+        let port = try restored.start()
+        defer { restored.shutdown() }
+        let reader = LarderClient(port: port)
+        defer { reader.close() }
+        var found = Set<UUID>()
+        var missing = Set<UUID>()
+        let ids = Array(before) + Array(sentAfter)
+        for start in stride(from: 0, to: ids.count, by: 1000) {
+            let page = try await reader.getMany("orders", ids: Array(ids[start..<min(ids.count, start + 1000)]))
+            found.formUnion(page.records.map(\.id))
+            missing.formUnion(page.missing)
+        }
+        let lost = before.subtracting(found).count
+        let extra = sentAfter.subtracting(missing).count
+        #expect(lost == 0, "\(lost) of \(before.count) writes acknowledged before the backup are missing")
+        #expect(extra == 0, "\(extra) of \(sentAfter.count) writes sent after the snapshot was taken are in it")
+        #expect(try store.integrityCheck() == "ok")
+    }
+
+    /// BACKUP_READ answers at most maxBlobBytes: one byte more is PAYLOAD_TOO_LARGE with the limit, and the
+    /// connection goes on; a backup number the connection does not hold is NOT_FOUND.
+    @Test func backupReadIsBoundedByMaxBlobBytes() throws {
+        let limit = 64 << 10
+        try withServerOnPort0({ $0.limits.maxBlobBytes = limit }) { _, port in
+            let c = try RawClient.tcp(port: port)
+            _ = try c.hello()
+            for n in 0..<300 { _ = try c.call(.create, ["collection": "notes", "data": ["n": .int(Int64(n))]]) }
+            let started = try c.call(.backup)
+            #expect(started.status == .ok)
+            let snapshot = try BackupResponse(json: try started.jsonObject())
+            #expect(snapshot.size > Int64(limit), "the test needs a backup larger than the limit")
+            let over = try c.call(
+                .backupRead, BackupReadRequest(backup: snapshot.backup, offset: 0, length: limit + 1).json)
+            #expect(over.status == .payloadTooLarge)
+            #expect(over.replyJSON["limit"]?.intValue == Int64(limit))
+            #expect(over.replyJSON["field"]?.stringValue == "length")
+            let at = try c.call(.backupRead, BackupReadRequest(backup: snapshot.backup, offset: 0, length: limit).json)
+            #expect(at.status == .ok)
+            #expect(at.binary.count == limit)
+            // SQLite's header: the file is a database.
+            #expect(Array(at.binary.prefix(16)) == Array("SQLite format 3\0".utf8))
+            let wrong = try c.call(
+                .backupRead, BackupReadRequest(backup: snapshot.backup + 1, offset: 0, length: 16).json)
+            #expect(wrong.status == .notFound)
+            let past = try c.call(
+                .backupRead, BackupReadRequest(backup: snapshot.backup, offset: snapshot.size + 1, length: 16).json)
+            #expect(past.status == .invalidArgument)
+        }
+    }
+}
