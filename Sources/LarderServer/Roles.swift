@@ -36,7 +36,7 @@ package enum Role: Int, Sendable, Comparable, CaseIterable, CustomStringConverti
         case .get, .getMany, .list, .search, .count, .group, .collections, .blobGet, .blobHead, .blobList, .watch:
             .read
         case .create, .replace, .patch, .delete, .blobPut, .blobDelete: .write
-        case .index, .dropCollection, .stats: .admin
+        case .index, .dropCollection, .stats, .backup, .backupRead: .admin
         // An opcode added later is an administrator's until the table says otherwise.
         default: Opcode.all.contains(opcode) ? .admin : nil
         }
@@ -76,6 +76,8 @@ package struct Grant: Sendable, Equatable {
         switch opcode {
         case .collections, .stats:
             return nil
+        case .backup, .backupRead:
+            return denied(opcode, "take a backup while it is limited to collections: a backup holds every collection")
         case .blobGet, .blobHead:
             return nil  // checked on the answer, which says what the blob is attached to (`screen`)
         case .blobDelete:

@@ -20,6 +20,7 @@ import Testing
         read    read-token
         read    shelf-reader  catalogue
         write   shelf-writer  catalogue,photos
+        admin   shelf-admin   catalogue
 
         """
 
@@ -28,7 +29,7 @@ import Testing
         .get, .getMany, .list, .search, .count, .group, .collections, .blobGet, .blobHead, .blobList, .watch,
     ]
     static let writeOpcodes: Set<Opcode> = [.create, .replace, .patch, .delete, .blobPut, .blobDelete]
-    static let adminOpcodes: Set<Opcode> = [.index, .dropCollection, .stats]
+    static let adminOpcodes: Set<Opcode> = [.index, .dropCollection, .stats, .backup, .backupRead]
     static let everyoneOpcodes: Set<Opcode> = [.ping, .unwatch]
 
     static func withRolesServer(_ body: (LarderServer, Int) throws -> Void) throws {
@@ -175,6 +176,16 @@ import Testing
             let list = try writer.call(
                 .blobList, ["attachedTo": ["collection": "catalogue", "id": .string(ids["catalogue"]!)]])
             #expect(list.status == .ok && list.replyJSON["blobs"]?.arrayValue?.count == 1)
+
+            // A backup holds every collection: an admin limited to some may not take one.
+            let (shelfAdmin, _) = try Self.connect(port, token: "shelf-admin")
+            #expect(try shelfAdmin.call(.stats).status == .ok)
+            for opcode in [Opcode.backup, .backupRead] {
+                let json: JSONObject = opcode == .backup ? [:] : ["backup": 1, "offset": 0, "length": 1]
+                let denied = try shelfAdmin.call(opcode, json)
+                #expect(denied.status == .permissionDenied, "\(opcode.name): \(denied.replyText)")
+                #expect(denied.replyJSON["opcode"]?.stringValue == opcode.name)
+            }
         }
     }
 
