@@ -181,9 +181,7 @@ final class IOThread: @unchecked Sendable {
             let ready = poll(&descriptors, nfds_t(wakeRead >= 0 ? 2 : 1), wakeRead >= 0 ? -1 : 10)
             if ready < 0 && errno != EINTR { return .readFailed(errno) }
             if descriptors[1].revents != 0 { drainWakes() }
-            if let tls, descriptors[0].revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 {
-                if let end = readEncrypted(socket, tls, chunk, capacity) { return end }
-            } else if descriptors[0].revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 {
+            if descriptors[0].revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 {
                 // A bounded number of reads per turn, so that queued writes are not starved by a chatty peer.
                 for _ in 0..<16 {
                     let n = Socket.receive(socket, chunk, capacity)
@@ -193,7 +191,9 @@ final class IOThread: @unchecked Sendable {
                         if code == EAGAIN || code == EWOULDBLOCK { break }
                         return .readFailed(code)
                     }
-                    if let error = received!(UnsafeRawBufferPointer(start: chunk, count: n)) { return .invalid(error) }
+                    let end = tls.map { decrypt($0, chunk, n, capacity) }
+                        ?? received!(UnsafeRawBufferPointer(start: chunk, count: n)).map { .invalid($0) }
+                    if let end { return end }
                     if n < capacity { break }
                 }
             }
@@ -283,36 +283,22 @@ final class IOThread: @unchecked Sendable {
         }
     }
 
-    /// Reads ciphertext (a bounded number of reads per turn) and hands `received` the plaintext it decrypts to.
-    private func readEncrypted(
-        _ socket: Int32, _ tls: ClientTLS, _ chunk: UnsafeMutableRawPointer, _ capacity: Int
-    ) -> End? {
-        for _ in 0..<16 {
-            let n = Socket.receive(socket, chunk, capacity)
-            if n == 0 { return .peerClosed }
-            if n < 0 {
-                let code = Int32(-n)
-                if code == EAGAIN || code == EWOULDBLOCK { break }
-                return .readFailed(code)
+    /// Feeds the session `count` bytes of ciphertext from `chunk` and hands `received` the plaintext they decrypt to
+    /// (in `chunk` again: the session holds the ciphertext by then).
+    private func decrypt(_ tls: ClientTLS, _ chunk: UnsafeMutableRawPointer, _ count: Int, _ capacity: Int) -> End? {
+        tls.engine.feed(UnsafeRawBufferPointer(start: chunk, count: count))
+        while true {
+            switch tls.engine.read(into: UnsafeMutableRawBufferPointer(start: chunk, count: capacity)) {
+            case .bytes(let count):
+                if let error = received!(UnsafeRawBufferPointer(start: chunk, count: count)) { return .invalid(error) }
+            case .needsInput:
+                // What the session answers by itself (a key update) goes out with the next write.
+                takeCiphertext(tls)
+                return nil
+            case .closed: return .peerClosed
+            case .failed(let error): return .tlsFailed(ClientTLS.sessionFailed(error))
             }
-            tls.engine.feed(UnsafeRawBufferPointer(start: chunk, count: n))
-            // The ciphertext is in the session now: the chunk takes the plaintext.
-            decrypting: while true {
-                switch tls.engine.read(into: UnsafeMutableRawBufferPointer(start: chunk, count: capacity)) {
-                case .bytes(let count):
-                    if let error = received!(UnsafeRawBufferPointer(start: chunk, count: count)) {
-                        return .invalid(error)
-                    }
-                case .needsInput: break decrypting
-                case .closed: return .peerClosed
-                case .failed(let error): return .tlsFailed(ClientTLS.sessionFailed(error))
-                }
-            }
-            // What the session answers by itself (a key update) goes out with the next write.
-            takeCiphertext(tls)
-            if n < capacity { break }
         }
-        return nil
     }
 
     /// `flush` through TLS: the ciphertext waiting goes first, then the next queued bytes are encrypted, at most
