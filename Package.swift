@@ -32,6 +32,10 @@ let package = Package(
         .systemLibrary(
             name: "CLibEdit", pkgConfig: "libedit",
             providers: [.apt(["libedit-dev"]), .brew(["libedit"])]),
+        // OpenSSL's libssl (Apache-2.0): TLS for the server's TCP port and the clients.
+        .systemLibrary(
+            name: "COpenSSL", pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]),
         // GNU libmicrohttpd (LGPL 2.1+): the HTTP server of --metrics-port (/metrics, /healthz).
         .systemLibrary(
             name: "CMicroHTTPD", pkgConfig: "libmicrohttpd",
@@ -47,15 +51,21 @@ let package = Package(
             dependencies: ["LarderSync", .target(name: "CEpoll", condition: .when(platforms: [.linux]))],
             swiftSettings: strict),
         .target(name: "LarderWire", dependencies: ["CZlib"], swiftSettings: strict),
+        // TLS sessions driven through memory, for the server's event loops and the client alike.
+        .target(name: "LarderTLS", dependencies: ["COpenSSL"], swiftSettings: strict),
         .target(
             name: "LarderStore", dependencies: ["LarderWire", "LarderSync", "CSQLite", "CLibPQ"], swiftSettings: strict),
         .target(
-            name: "LarderServer", dependencies: ["LarderWire", "LarderStore", "LarderSync", "LarderIO", "CMicroHTTPD"],
+            name: "LarderServer",
+            dependencies: ["LarderWire", "LarderStore", "LarderSync", "LarderIO", "LarderTLS", "CMicroHTTPD"],
             swiftSettings: strict),
-        .target(name: "LarderClient", dependencies: ["LarderWire", "LarderSync", "LarderIO"], swiftSettings: strict),
+        .target(
+            name: "LarderClient", dependencies: ["LarderWire", "LarderSync", "LarderIO", "LarderTLS"],
+            swiftSettings: strict),
         .target(name: "LarderCLI", dependencies: ["LarderClient", "LarderSync", "CLibEdit"], swiftSettings: strict),
         .target(
-            name: "LarderBench", dependencies: ["LarderWire", "LarderSync", "LarderIO", "CEpoll"], swiftSettings: strict),
+            name: "LarderBench", dependencies: ["LarderWire", "LarderSync", "LarderIO", "LarderTLS", "CEpoll"],
+            swiftSettings: strict),
         .executableTarget(name: "larder-server", dependencies: ["LarderServer", "LarderWire"], swiftSettings: strict),
         .executableTarget(name: "larder", dependencies: ["LarderCLI"], swiftSettings: strict),
         .executableTarget(
@@ -76,7 +86,7 @@ let package = Package(
             name: "IntegrationTests",
             dependencies: [
                 "LarderServer", "LarderClient", "LarderStore", "LarderBench", "LarderSync", "LarderIO",
-                "LarderTestSupport",
+                "LarderTestSupport", "LarderTLS",
             ],
             resources: [.copy("Fixtures")]),
     ],

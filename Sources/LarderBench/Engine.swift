@@ -65,9 +65,12 @@ final class Connection<D: Driver> {
     var inflight = 0
     var nextIntended: UInt64 = 0
     var alive = true
+    /// The TLS session, when the run uses TLS (`BenchTLS`).
+    let tls: BenchTLS?
 
     init(fd: Int32, globalIndex: Int, driver: D, pipeline: Int) {
         self.fd = fd
+        tls = BenchTLS.take(fd)
         self.globalIndex = globalIndex
         self.driver = driver
         slots = [Slot](repeating: Slot(), count: pipeline)
@@ -76,7 +79,7 @@ final class Connection<D: Driver> {
         out.reserveCapacity(4096)
     }
 
-    var hasOutput: Bool { out.count > outOffset }
+    var hasOutput: Bool { out.count > outOffset || tls?.hasCiphertext == true }
 }
 
 /// A load-generator thread: a poll(2) loop over its share of the connections. Everything here is confined to the
@@ -312,6 +315,14 @@ final class Worker<D: Driver> {
     /// Writes pending output; what the socket does not take now waits for POLLOUT.
     func flush(_ c: Connection<D>) {
         guard c.hasOutput else { return }
+        if let tls = c.tls {
+            do throws(BenchError) {
+                try tls.flush(c.fd, &c.out, &c.outOffset)
+            } catch {
+                broken(c, error.message)
+            }
+            return
+        }
         do throws(BenchError) {
             let offset = c.outOffset
             let outcome = try Sys.call("write") {
@@ -342,7 +353,11 @@ final class Worker<D: Driver> {
             let outcome: Sys.Outcome
             do throws(BenchError) {
                 let buffer = readBuffer
-                outcome = try Sys.call("read") { read(c.fd, buffer.baseAddress! + carried, room) }
+                if let tls = c.tls {
+                    outcome = try tls.read(c.fd, into: UnsafeMutableRawBufferPointer(rebasing: buffer[carried...]))
+                } else {
+                    outcome = try Sys.call("read") { read(c.fd, buffer.baseAddress! + carried, room) }
+                }
             } catch {
                 broken(c, error.message)
                 return
@@ -371,7 +386,8 @@ final class Worker<D: Driver> {
                 c.partial.append(contentsOf: UnsafeRawBufferPointer(rebasing: readBuffer[consumed..<total]))
             }
             completeAll(c, now: Sys.now())
-            if n < room { return }  // the socket is drained; poll says when there is more
+            // The socket is drained; poll says when there is more (but not of what a TLS session already holds).
+            if n < room && (c.tls?.hasBufferedInput ?? false) == false { return }
         }
     }
 

@@ -34,12 +34,16 @@ enum Handshake {
         }
         do throws(BenchError) {
             let deadline = Sys.now() + UInt64(options.timeout * 1e9)
+            if options.tls && options.target == .larder {
+                try BenchTLS.handshake(fd, options, host: options.host, deadline: deadline)
+            }
             switch options.target {
             case .larder: return (fd, try larderHello(fd, options, deadline: deadline))
             case .redis: return (fd, try redisHello(fd, options, deadline: deadline))
             case .raw: return (fd, ServerInfo(name: "raw loopback sink"))
             }
         } catch {
+            _ = BenchTLS.take(fd)
             close(fd)
             throw error
         }
@@ -117,7 +121,8 @@ struct FrameExchange {
 
     mutating func call(_ frame: Frame, deadline: UInt64) throws(BenchError) -> Frame {
         let bytes = FrameEncoder().encode(frame)
-        try Sys.writeAll(fd, bytes)
+        let tls = BenchTLS.peek(fd)
+        if let tls { try tls.writeAllBlocking(fd, bytes) } else { try Sys.writeAll(fd, bytes) }
         var chunk = [UInt8](repeating: 0, count: 64 << 10)
         while true {
             let decoded: Frame?
@@ -135,7 +140,15 @@ struct FrameExchange {
             guard try Sys.waitReadable(fd, until: deadline) else {
                 throw BenchError("no answer to \(frame.opcode.name) within the timeout")
             }
-            let outcome = try Sys.call("read") { chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) } }
+            let attempt = chunk.withUnsafeMutableBytes { raw -> Result<Sys.Outcome, BenchError> in
+                do throws(BenchError) {
+                    if let tls { return .success(try tls.read(fd, into: raw)) }
+                    return .success(try Sys.call("read") { read(fd, raw.baseAddress!, raw.count) })
+                } catch {
+                    return .failure(error)
+                }
+            }
+            let outcome = try attempt.get()
             guard case .done(let n) = outcome else { continue }
             if n == 0 { throw BenchError("the server closed the connection during \(frame.opcode.name)") }
             chunk.withUnsafeBytes { buffer.append(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }

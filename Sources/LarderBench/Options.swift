@@ -59,6 +59,9 @@ public struct BenchOptions: Sendable, Equatable {
     public var hdrOut: String?
     public var assertions: [Assertion] = []
     public var token: String?
+    /// TLS to the server, verified against this CA file (PEM); nil: plain.
+    public var tlsCA: String?
+    public var tls: Bool { tlsCA != nil }
     public var collection = "bench"
     /// Offer zlib in HELLO, as the real client does.
     public var compression = true
@@ -235,6 +238,7 @@ public enum BenchArguments {
                 let text = try value(name, inline)
                 options.assertions.append(try Assertion.parse("errors<=" + text, as: "--max-error-rate \(text)"))
             case "--token": options.token = try value(name, inline)
+            case "--tls-ca": options.tlsCA = try value(name, inline)
             case "--collection":
                 let text = try value(name, inline)
                 guard isCollectionName(text) else {
@@ -313,6 +317,7 @@ public enum BenchArguments {
           --port N                TCP port (default 7411 for larder, 6379 for redis)
           --socket PATH           a Unix domain socket instead of TCP
           --token T               the server's auth token (Redis: sent with AUTH)
+          --tls-ca FILE           connect with TLS, verifying the server against the CA of FILE (PEM)
           --collection NAME       the collection to use (default bench)
           --no-compression        do not offer zlib in HELLO
 

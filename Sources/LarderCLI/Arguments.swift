@@ -116,7 +116,8 @@ public struct CommandSpec: Sendable {
 
     /// The tool's usage line.
     public static let toolUsage =
-        "Usage: larder [--host H] [--port N | --socket PATH] [--token T] [--timeout S] [--json] COMMAND ..."
+        "Usage: larder [--host H] [--port N | --socket PATH] [--token T] [--tls [--ca FILE]] [--timeout S] [--json] "
+        + "COMMAND ..."
         + " (larder --help lists the commands)"
 
     /// Options every command accepts, before or after the command.
@@ -127,6 +128,16 @@ public struct CommandSpec: Sendable {
         OptionSpec("port", value: "N", help: "server TCP port (env LARDER_PORT, default 7411)"),
         OptionSpec("socket", value: "PATH", help: "connect to a Unix socket instead (env LARDER_SOCKET)"),
         OptionSpec("token", value: "T", help: "auth token (env LARDER_TOKEN)"),
+        OptionSpec("tls", help: "connect with TLS, verifying the server's certificate (env LARDER_TLS=1)"),
+        OptionSpec("ca", value: "FILE", help: "trust the CAs of FILE (PEM) instead of the system's (env LARDER_CA)"),
+        OptionSpec(
+            "tls-server-name", value: "NAME",
+            help: "the name the server's certificate must carry, if not the host (env LARDER_TLS_SERVER_NAME)"),
+        OptionSpec("tls-cert", value: "FILE", help: "client certificate (PEM) for TLS (env LARDER_TLS_CERT)"),
+        OptionSpec("tls-key", value: "FILE", help: "the client certificate's key (PEM) (env LARDER_TLS_KEY)"),
+        OptionSpec(
+            "tls-insecure-skip-verify",
+            help: "TLS without checking the server's certificate: for tests only (env LARDER_TLS_INSECURE_SKIP_VERIFY=1)"),
         OptionSpec("timeout", value: "SECONDS", help: "per-request deadline (default 30)"),
         OptionSpec("json", help: "JSON output (the default when stdout is not a terminal)"),
         OptionSpec("help", short: "h", help: "show help"),

@@ -124,12 +124,13 @@ final class Session: @unchecked Sendable {
                 throw UsageError("--host: \(error.message)", excerpt: .option("host", host))
             }
         }
-        let key = "\(endpoints)|\(token ?? "")|\(timeout)"
+        let tls = try CLI.tlsSettings(invocation, environment: environment, unixSocket: useSocket && socket != nil)
+        let key = "\(endpoints)|\(token ?? "")|\(timeout)|\(String(describing: tls))"
         return lock.withLock {
             if let client, clientKey == key { return client }
             client?.close()
             var configuration = LarderClient.Configuration(
-                token: token, clientName: "larder-cli \(LarderVersion.string)", requestTimeout: timeout)
+                token: token, clientName: "larder-cli \(LarderVersion.string)", requestTimeout: timeout, tls: tls)
             configuration.endpoints = endpoints
             let made = LarderClient(configuration: configuration)
             client = made

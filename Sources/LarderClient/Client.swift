@@ -56,13 +56,16 @@ public final class LarderClient: Sendable {
         public var connectTimeout: Duration
         /// Offer zlib compression of JSON parts in HELLO.
         public var compression: Bool
+        /// TLS to a TCP endpoint (nil: plain).
+        public var tls: TLSSettings?
 
         /// A configuration with the defaults: one connection, 30-second requests, 5-second connects, zlib offered.
         public init(
             endpoint: Endpoint = .tcp(host: "127.0.0.1", port: 7411), token: String? = nil,
             clientName: String = "LarderClient", connections: Int = 1, requestTimeout: Duration? = .seconds(30),
-            connectTimeout: Duration = .seconds(5), compression: Bool = true
+            connectTimeout: Duration = .seconds(5), compression: Bool = true, tls: TLSSettings? = nil
         ) {
+            self.tls = tls
             self.endpoints = [endpoint]
             self.token = token
             self.clientName = clientName

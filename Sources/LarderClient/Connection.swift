@@ -57,9 +57,9 @@ final class Connection: @unchecked Sendable {
 
     private let io: IOThread
 
-    private init(endpoint: String) {
+    private init(endpoint: String, io: IOThread) {
         self.endpoint = endpoint
-        io = IOThread()
+        self.io = io
     }
 
     /// Connects to `endpoint` (on the connection's own thread), starts reading and performs the HELLO handshake.
@@ -68,7 +68,17 @@ final class Connection: @unchecked Sendable {
     {
         let timeoutMs = Int(configuration.connectTimeout.components.seconds * 1000)
             + Int(configuration.connectTimeout.components.attoseconds / 1_000_000_000_000_000)
-        let connection = Connection(endpoint: endpoint.description)
+        var tls: ClientTLS?
+        switch (configuration.tls, endpoint) {
+        case (nil, _):
+            break
+        case (let settings?, .tcp(let host, _)):
+            tls = try ClientTLS(host: host, settings: settings, endpoint: endpoint.description)
+        case (_?, .unix):
+            throw ClientSocket.connectError(endpoint.description, "TLS is for TCP; a Unix socket is always plain")
+        }
+        let connection = Connection(
+            endpoint: endpoint.description, io: IOThread(tls: tls, handshakeTimeoutMs: max(1, timeoutMs)))
         let connected = await withCheckedContinuation { (continuation: CheckedContinuation<LarderError?, Never>) in
             connection.io.start(
                 connect: { () throws(LarderError) -> Int32 in
@@ -87,9 +97,15 @@ final class Connection: @unchecked Sendable {
                 .hello, json: hello.json.bytes, binary: [], timeout: configuration.connectTimeout)
         } catch {
             connection.close(error)
-            throw error.status == .deadlineExceeded
-                ? ClientSocket.connectError(endpoint.description, "no answer to HELLO within the connect timeout")
-                : error
+            if error.status == .deadlineExceeded {
+                throw ClientSocket.connectError(endpoint.description, "no answer to HELLO within the connect timeout")
+            }
+            // Never connected: a TLS session the server ended (a client certificate it wanted), or a plain client
+            // on a TLS port (told so in clear).
+            if error.status == .protocolError || (configuration.tls != nil && error.status == .unavailable) {
+                throw ClientSocket.connectError(endpoint.description, error.message)
+            }
+            throw error
         }
         do throws(LarderError) {
             let response = try HelloResponse(json: try reply.jsonObject())
@@ -337,6 +353,7 @@ final class Connection: @unchecked Sendable {
                     .unavailable, "the connection to \(endpoint) broke while sending \(name) ("
                         + ClientSocket.errnoText(code) + ")"), lost: true)
         case .invalid(let error): close(error, lost: true)
+        case .tlsFailed(let message): close(lost(message), lost: true)
         case .stopped: close()
         }
     }

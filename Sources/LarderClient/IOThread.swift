@@ -8,13 +8,15 @@ import Darwin
 import Foundation
 import LarderIO
 import LarderSync
+import LarderTLS
 import LarderWire
 
 /// The thread that owns one client connection's socket: it connects, then waits in `poll(2)` for the socket to be
 /// readable (or writable while bytes are queued) and for callers to queue more. Callers never make a blocking call:
 /// `send` queues (after one non-blocking attempt when nothing is queued, which saves a thread hop on an idle
 /// connection), and the thread writes the rest as the peer reads it. Portable POSIX only (poll and a pipe, no epoll or
-/// kqueue), so the client runs wherever Swift does.
+/// kqueue), so the client runs wherever Swift does. Over TLS the thread drives the session from the same loop, as the
+/// server's event loops do: the handshake, decrypting what it reads and encrypting what is queued.
 final class IOThread: @unchecked Sendable {
     /// Why the thread's loop ended.
     enum End {
@@ -23,6 +25,8 @@ final class IOThread: @unchecked Sendable {
         /// The errno of the failed write and the opcode of the request being written.
         case writeFailed(Int32, String)
         case invalid(LarderError)
+        /// The TLS session failed after its handshake, in words.
+        case tlsFailed(String)
         case stopped
     }
 
@@ -51,7 +55,20 @@ final class IOThread: @unchecked Sendable {
     private var received: ((UnsafeRawBufferPointer) -> LarderError?)?
     private var ended: ((End) -> Void)?
 
-    init() {
+    /// The TLS session, when the connection speaks TLS: touched only by the thread.
+    private let tls: ClientTLS?
+    /// How long the TLS handshake may take.
+    private let handshakeTimeoutMs: Int
+    // Thread-owned: ciphertext made by the session and not yet written, which request it carries, and the progress to
+    // report once it is all written.
+    private var ciphertext: [UInt8] = []
+    private var ciphertextOffset = 0
+    private var ciphertextName = ""
+    private var ciphertextProgress: (() -> Void)?
+
+    init(tls: ClientTLS? = nil, handshakeTimeoutMs: Int = 0) {
+        self.tls = tls
+        self.handshakeTimeoutMs = handshakeTimeoutMs
         var ends: [Int32] = [-1, -1]
         if pipe(&ends) != 0 { ends = [-1, -1] }
         for fd in ends where fd >= 0 {
@@ -89,7 +106,7 @@ final class IOThread: @unchecked Sendable {
         lock.withLock {
             guard !stopping else { return }
             var item = Outgoing(bytes: bytes, name: name, progress: progress)
-            if outgoing.isEmpty, fd >= 0, progress == nil {
+            if outgoing.isEmpty, fd >= 0, progress == nil, tls == nil {
                 // Nothing ahead of it: as much as the socket takes now, without waiting (the socket is non-blocking).
                 let n = bytes.withUnsafeBytes { Socket.sendSome(fd, $0) }
                 if n == bytes.count { return }
@@ -131,6 +148,14 @@ final class IOThread: @unchecked Sendable {
         }
         _ = fcntl(socket, F_SETFL, fcntl(socket, F_GETFL, 0) | O_NONBLOCK)
         lock.withLock { fd = socket }
+        if let tls, let failure = handshake(socket, tls) {
+            lock.withLock {
+                fd = -1
+                _ = close(socket)
+            }
+            connected!(failure)
+            return
+        }
         connected!(nil)
         let end = loop(socket)
         lock.withLock {
@@ -146,7 +171,8 @@ final class IOThread: @unchecked Sendable {
         let chunk = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16)
         defer { chunk.deallocate() }
         while true {
-            let (wantWrite, stop) = lock.withLock { (!outgoing.isEmpty, stopping) }
+            let (queued, stop) = lock.withLock { (!outgoing.isEmpty, stopping) }
+            let wantWrite = queued || hasCiphertext
             if stop { return .stopped }
             var descriptors = [
                 pollfd(fd: socket, events: Int16(POLLIN) | (wantWrite ? Int16(POLLOUT) : 0), revents: 0),
@@ -154,13 +180,7 @@ final class IOThread: @unchecked Sendable {
             ]
             let ready = poll(&descriptors, nfds_t(wakeRead >= 0 ? 2 : 1), wakeRead >= 0 ? -1 : 10)
             if ready < 0 && errno != EINTR { return .readFailed(errno) }
-            if descriptors[1].revents != 0 {
-                var drain: [UInt8] = [0, 0, 0, 0, 0, 0, 0, 0]
-                lock.withLock {
-                    woken = false
-                    while read(wakeRead, &drain, drain.count) > 0 {}
-                }
-            }
+            if descriptors[1].revents != 0 { drainWakes() }
             if descriptors[0].revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 {
                 // A bounded number of reads per turn, so that queued writes are not starved by a chatty peer.
                 for _ in 0..<16 {
@@ -171,11 +191,146 @@ final class IOThread: @unchecked Sendable {
                         if code == EAGAIN || code == EWOULDBLOCK { break }
                         return .readFailed(code)
                     }
-                    if let error = received!(UnsafeRawBufferPointer(start: chunk, count: n)) { return .invalid(error) }
+                    let end = tls.map { decrypt($0, chunk, n, capacity) }
+                        ?? received!(UnsafeRawBufferPointer(start: chunk, count: n)).map { .invalid($0) }
+                    if let end { return end }
                     if n < capacity { break }
                 }
             }
-            if let end = flush(socket) { return end }
+            if let end = tls.map({ flushEncrypted(socket, $0) }) ?? flush(socket) { return end }
+        }
+    }
+
+    private func drainWakes() {
+        var drain: [UInt8] = [0, 0, 0, 0, 0, 0, 0, 0]
+        lock.withLock {
+            woken = false
+            while read(wakeRead, &drain, drain.count) > 0 {}
+        }
+    }
+
+    // MARK: TLS
+
+    private var hasCiphertext: Bool { ciphertextOffset < ciphertext.count }
+
+    /// Moves the session's pending ciphertext behind what is still unwritten.
+    private func takeCiphertext(_ tls: ClientTLS) {
+        guard tls.engine.pendingOutput > 0 else { return }
+        if ciphertextOffset == ciphertext.count {
+            ciphertext.removeAll(keepingCapacity: ciphertext.capacity <= 1 << 20)
+            ciphertextOffset = 0
+        }
+        tls.engine.takeOutput(appendingTo: &ciphertext)
+    }
+
+    /// Writes ciphertext until the socket would block: nil, or the errno that stopped it.
+    private func sendCiphertext(_ socket: Int32) -> Int32? {
+        while hasCiphertext {
+            let n = ciphertext.withUnsafeBytes { raw in
+                Socket.sendSome(socket, UnsafeRawBufferPointer(rebasing: raw[ciphertextOffset...]))
+            }
+            if n < 0 {
+                let code = Int32(-n)
+                return code == EAGAIN || code == EWOULDBLOCK ? nil : code
+            }
+            ciphertextOffset += n
+        }
+        return nil
+    }
+
+    /// Runs the handshake on the connected non-blocking socket within the connect timeout, waiting in poll(2) (and
+    /// on the wake pipe, so `stop` ends it): nil once done, or why it failed.
+    private func handshake(_ socket: Int32, _ tls: ClientTLS) -> LarderError? {
+        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(max(1, handshakeTimeoutMs)) * 1_000_000
+        let capacity = 16 << 10
+        let chunk = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16)
+        defer { chunk.deallocate() }
+        while true {
+            let progress = tls.engine.handshake()
+            takeCiphertext(tls)
+            if let code = sendCiphertext(socket) {
+                return tls.handshakeError("the TLS handshake broke while sending: \(ClientSocket.errnoText(code))")
+            }
+            switch progress {
+            case .done where !hasCiphertext: return nil
+            case .failed(let error): return tls.handshakeError(tls.handshakeFailed(error))
+            case .done, .needsInput: break
+            }
+            if lock.withLock({ stopping }) { return tls.handshakeError("the connection was closed during the TLS handshake") }
+            let now = DispatchTime.now().uptimeNanoseconds
+            guard now < deadline else { return tls.handshakeError("no TLS handshake within the connect timeout") }
+            var descriptors = [
+                pollfd(fd: socket, events: Int16(POLLIN) | (hasCiphertext ? Int16(POLLOUT) : 0), revents: 0),
+                pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
+            ]
+            let waitMs = Int32(min(Int(Int32.max), Int((deadline - now) / 1_000_000) + 1))
+            let ready = poll(&descriptors, nfds_t(wakeRead >= 0 ? 2 : 1), wakeRead >= 0 ? waitMs : min(10, waitMs))
+            if ready < 0 && errno != EINTR {
+                return tls.handshakeError("the TLS handshake broke: \(ClientSocket.errnoText(errno))")
+            }
+            if descriptors[1].revents != 0 { drainWakes() }
+            guard descriptors[0].revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 else { continue }
+            let n = Socket.receive(socket, chunk, capacity)
+            if n == 0 { return tls.handshakeError(tls.closedDuringHandshake) }
+            if n < 0 {
+                let code = Int32(-n)
+                if code == EAGAIN || code == EWOULDBLOCK || code == EINTR { continue }
+                return tls.handshakeError("the TLS handshake broke: \(ClientSocket.errnoText(code))")
+            }
+            let bytes = UnsafeRawBufferPointer(start: chunk, count: n)
+            tls.sawDuringHandshake(bytes)
+            tls.engine.feed(bytes)
+        }
+    }
+
+    /// Feeds the session `count` bytes of ciphertext from `chunk` and hands `received` the plaintext they decrypt to
+    /// (in `chunk` again: the session holds the ciphertext by then).
+    private func decrypt(_ tls: ClientTLS, _ chunk: UnsafeMutableRawPointer, _ count: Int, _ capacity: Int) -> End? {
+        tls.engine.feed(UnsafeRawBufferPointer(start: chunk, count: count))
+        while true {
+            switch tls.engine.read(into: UnsafeMutableRawBufferPointer(start: chunk, count: capacity)) {
+            case .bytes(let count):
+                if let error = received!(UnsafeRawBufferPointer(start: chunk, count: count)) { return .invalid(error) }
+            case .needsInput:
+                // What the session answers by itself (a key update) goes out with the next write.
+                takeCiphertext(tls)
+                return nil
+            case .closed: return .peerClosed
+            case .failed(let error): return .tlsFailed(ClientTLS.sessionFailed(error))
+            }
+        }
+    }
+
+    /// `flush` through TLS: the ciphertext waiting goes first, then the next queued bytes are encrypted, at most
+    /// 256 KiB at a time so that a large blob's progress is reported as it goes.
+    private func flushEncrypted(_ socket: Int32, _ tls: ClientTLS) -> End? {
+        while true {
+            if let code = sendCiphertext(socket) { return .writeFailed(code, ciphertextName) }
+            if hasCiphertext { return nil }
+            if let report = ciphertextProgress {
+                ciphertextProgress = nil
+                report()
+            }
+            guard let head = lock.withLock({ outgoing.first }) else { return nil }
+            let end = min(head.bytes.count, head.offset + (256 << 10))
+            let encrypted = head.bytes.withUnsafeBytes { raw in
+                tls.engine.write(UnsafeRawBufferPointer(rebasing: raw[head.offset..<end]))
+            }
+            let offset: Int
+            switch encrypted {
+            case .failure(let error): return .tlsFailed(ClientTLS.sessionFailed(error))
+            case .success(let count): offset = head.offset + count
+            }
+            takeCiphertext(tls)
+            ciphertextName = head.name
+            lock.withLock {
+                if offset == head.bytes.count {
+                    outgoing.removeFirst()
+                } else {
+                    outgoing[0].offset = offset
+                }
+            }
+            if let progress = head.progress { ciphertextProgress = { progress(offset) } }
         }
     }
 

@@ -62,14 +62,19 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         var closeWhenSenderEnds = false
     }
 
-    init(fd: Int32, id: Int, peer: String, shard: IOShard, context: ServerContext) {
+    /// The TLS layer between the socket and the machine, on a TLS port (TLSTransport.swift).
+    private let tls: TLSTransport?
+
+    init(fd: Int32, id: Int, peer: String, shard: IOShard, context: ServerContext, tls: TLSTransport? = nil) {
         self.fd = fd
         self.id = id
         self.peer = peer
         self.shard = shard
         self.context = context
+        self.tls = tls
         machine = ConnectionStateMachine(
             configuration: context.machineConfiguration, now: monotonicMs(), encoders: shard.encoders)
+        machine.isTLS = tls != nil
     }
 
     /// Starts reading; call on the shard's loop.
@@ -81,6 +86,11 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
     var unsentBytes: Int { machine.unsentBytes }
 
     func tick(now: UInt64) {
+        if let tls, !tls.isEstablished, !closing,
+            now >= tls.openedAt + UInt64(context.machineConfiguration.limits.frameTimeoutMs)
+        {
+            return perform(machine.forceClose(.frameTimeout))  // the handshake is held to the frame deadline
+        }
         perform(machine.timerFired(now: now))
     }
 
@@ -105,6 +115,9 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
             return
         case .done(0):
             perform(machine.readEOF(now: shard.loop.now))
+        case .done(let count) where tls != nil:
+            wireIn += count
+            tlsReceived(count)
         case .done(let count):
             wireIn += count
             readStarted = DispatchTime.now().uptimeNanoseconds
@@ -112,6 +125,45 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
             readStarted = 0
         }
         reportTraffic()
+    }
+
+    /// `count` bytes of ciphertext in the read buffer: the handshake, then the plaintext to the machine.
+    private func tlsReceived(_ count: Int) {
+        guard let tls else { return }
+        switch tls.received(UnsafeRawBufferPointer(rebasing: shard.readBuffer[0..<count])) {
+        case .proceed:
+            if tls.isEstablished { readPlaintext() }
+            flush()
+        case .plainLarderClient:
+            _ = TLSTransport.plainClientRefusal.withUnsafeBytes { try? Socket.write(fd, $0) }
+            perform(machine.forceClose(.protocolError(.protocolError)))
+        case .notTLS:
+            perform(machine.forceClose(.ioError("not a TLS client (no handshake record)")))
+        case .failed(let message):
+            _ = try? tls.flush(fd)  // the alert, so the client learns why
+            perform(machine.forceClose(.ioError(message)))
+        }
+    }
+
+    /// Hands the machine the plaintext the TLS session holds, while it reads.
+    private func readPlaintext() {
+        guard let tls else { return }
+        while !closing && !machine.readingPaused {
+            switch tls.engine.read(into: shard.readBuffer) {
+            case .bytes(let count):
+                readStarted = DispatchTime.now().uptimeNanoseconds
+                perform(machine.bytesReceived(UnsafeRawBufferPointer(rebasing: shard.readBuffer[0..<count]), now: shard.loop.now))
+                readStarted = 0
+                // Nothing more to decrypt: another SSL_read would only set up and free its buffers to say so.
+                if tls.engine.pendingInput == 0 { return }
+            case .needsInput:
+                return
+            case .closed:
+                return perform(machine.readEOF(now: shard.loop.now))
+            case .failed(let error):
+                return perform(machine.forceClose(.ioError(error.message)))
+            }
+        }
     }
 
     func writable() { flush() }
@@ -123,10 +175,10 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
 
     private func flush() {
         guard !sending else { return }  // the sender's completion flushes what queued meanwhile
-        if machine.unsentBytes >= Connection.offloadBytes && !closing { return offload() }
+        if machine.unsentBytes >= Connection.offloadBytes && !closing && tls == nil { return offload() }
         var actions: [ConnectionStateMachine.Action] = []
         writeNow(&actions)
-        if machine.unsentBytes == 0 { setWriting(false) }
+        if machine.unsentBytes == 0 && tls?.hasOutput != true { setWriting(false) }
         perform(actions)
         reportTraffic()
         // Output drained: subscriptions replaying the log may read their next page.
@@ -135,6 +187,7 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
 
     /// Writes what the socket takes now; the machine's resulting actions are appended to `actions`, not performed.
     func writeNow(_ actions: inout [ConnectionStateMachine.Action]) {
+        if let tls { return writeEncrypted(tls, &actions) }
         while !closing && !sending && machine.unsentBytes > 0 {
             let result: Result<IOResult, IOError> = machine.withUnsentBuffers { buffers in
                 do throws(IOError) {
@@ -152,6 +205,34 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
                 return
             case .success(.done(let count)):
                 wireOut += count
+                actions += machine.writeCompleted(count, now: shard.loop.now)
+            }
+        }
+    }
+
+    /// `writeNow` through TLS: the ciphertext waiting goes first, then the next batch of output is encrypted.
+    private func writeEncrypted(_ tls: TLSTransport, _ actions: inout [ConnectionStateMachine.Action]) {
+        while !closing && (tls.hasOutput || (machine.unsentBytes > 0 && tls.isEstablished)) {
+            if tls.hasOutput {
+                let written: Int?
+                do throws(IOError) {
+                    written = try tls.flush(fd)
+                } catch {
+                    actions += machine.forceClose(.ioError(error.description))
+                    return
+                }
+                wireOut += written ?? 0
+                if tls.hasOutput {
+                    setWriting(true)
+                    return
+                }
+            }
+            guard machine.unsentBytes > 0 else { return }
+            switch machine.withUnsentOutput({ tls.encrypt($0) }) {
+            case .failure(let error):
+                actions += machine.forceClose(.ioError(error.message))
+                return
+            case .success(let count):
                 actions += machine.writeCompleted(count, now: shard.loop.now)
             }
         }
@@ -240,6 +321,7 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
 
     /// A request's answer is ready; on the shard's loop.
     private func completed(_ reply: Reply, started: UInt64) {
+        let reply = machine.grant?.screen(reply) ?? reply
         let micros = (DispatchTime.now().uptimeNanoseconds &- started) / 1000
         context.stats.request(reply.opcode, reply.status, latencyMicros: micros)
         context.logger.slowRequest(connection: id, peer: peer, reply, micros: micros)
@@ -264,6 +346,10 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
             case .pauseReading, .resumeReading:
                 // The machine's own flag decides, not the action's order: a nested flush may already have resumed.
                 setReading(!machine.readingPaused)
+                // Plaintext the TLS session already holds wakes no epoll: read it now.
+                if let tls, !machine.readingPaused, tls.engine.pendingInput > 0 {
+                    shard.loop.async { [self] in readPlaintext() }
+                }
             case .record(let opcode, let status):
                 let micros = readStarted == 0 ? nil : (DispatchTime.now().uptimeNanoseconds &- readStarted) / 1000
                 context.stats.request(opcode, status, latencyMicros: micros)
@@ -305,7 +391,10 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
             if state.senderActive { state.closeWhenSenderEnds = true }
             return state.senderActive
         }
-        if !senderHasIt { Socket.close(fd) }
+        if !senderHasIt {
+            tls?.finish(fd)
+            Socket.close(fd)
+        }
         shard.connections[ObjectIdentifier(self)] = nil
         context.backups?.connectionClosed(id)
         if !subscriptions.isEmpty {

@@ -55,7 +55,8 @@ package enum CloseReason: Sendable, Equatable, CustomStringConvertible {
 package struct ConnectionStateMachine {
     package struct Configuration: Sendable {
         package var limits: Limits
-        package var token: String?
+        /// The tokens HELLO accepts and what each may do; nil: no token is required and every client is an admin.
+        package var tokens: (any TokenSource)?
         package var compressionThreshold: Int
         package var zlibLevel: Int32
         /// Unsent output at which reading pauses; it resumes below half of it.
@@ -69,10 +70,10 @@ package struct ConnectionStateMachine {
         package init(
             limits: Limits = .default, token: String? = nil, compressionThreshold: Int = FrameEncoder.defaultThreshold,
             zlibLevel: Int32 = FrameEncoder.defaultLevel, outputHighWaterBytes: Int = 4 << 20,
-            inputHighWaterBytes: Int = 16 << 20, serverName: String = "larder-server"
+            inputHighWaterBytes: Int = 16 << 20, serverName: String = "larder-server", tokens: (any TokenSource)? = nil
         ) {
             self.limits = limits
-            self.token = token
+            self.tokens = tokens ?? token.map { FixedTokens(TokenTable(adminToken: $0)) }
             self.compressionThreshold = compressionThreshold
             self.zlibLevel = zlibLevel
             self.outputHighWaterBytes = outputHighWaterBytes
@@ -142,6 +143,14 @@ package struct ConnectionStateMachine {
     package private(set) var uncompressedBytesOut = 0
 
     private var encoderEnabled = false
+
+    /// What the token presented in HELLO may do (nil: the server requires no token).
+    package private(set) var grant: Grant?
+    /// The token presented, kept to look it up again after the token table is reloaded.
+    private var presentedToken: [UInt8] = []
+    private var grantGeneration = 0
+    /// The connection runs over TLS (set by the shell before any byte arrives); HELLO says so.
+    package var isTLS = false
 
     /// `encoders` must be used only on the event loop that drives this machine (each loop has its own).
     package init(configuration: Configuration, now: UInt64, encoders: SharedEncoders? = nil) {
@@ -386,7 +395,7 @@ package struct ConnectionStateMachine {
                 admit(frame, now: now, &actions)
             } else {
                 let error =
-                    configuration.token == nil
+                    configuration.tokens == nil
                     ? LarderError(.protocolError, "send HELLO first: only HELLO and PING are accepted before it")
                     : LarderError(.unauthenticated, "send HELLO with the token first")
                 fail(error, requestID: frame.requestID, opcode: frame.opcode, now: now, &actions)
@@ -405,6 +414,23 @@ package struct ConnectionStateMachine {
 
     /// Hands a request out to run, unless the server is shutting down or the in-flight limit is reached.
     private mutating func admit(_ frame: Frame, now: UInt64, _ actions: inout [Action]) {
+        if let tokens = configuration.tokens, tokens.generation != grantGeneration, isHandshakeDone {
+            // The token table was reloaded: this connection's token is looked up again.
+            let current = tokens.current
+            grantGeneration = current.generation
+            guard let renewed = current.table.grant(for: presentedToken) else {
+                grant = nil
+                let error = LarderError(
+                    .unauthenticated, "the token of this connection was revoked; connect again with a valid token")
+                fail(error, requestID: frame.requestID, opcode: frame.opcode, now: now, &actions)
+                return
+            }
+            grant = renewed
+        }
+        if let grant, grant != .unrestricted, let denied = grant.check(frame) {
+            reply(Reply(opcode: frame.opcode, requestID: frame.requestID, error: denied), &actions)
+            return
+        }
         if shuttingDown {
             let error = LarderError(.unavailable, "the server is shutting down; retry on another server or later")
             reply(Reply(opcode: frame.opcode, requestID: frame.requestID, error: error), &actions)
@@ -468,9 +494,14 @@ package struct ConnectionStateMachine {
     }
 
     private mutating func hello(_ frame: Frame, now: UInt64, _ actions: inout [Action]) {
-        switch Handshake.negotiate(frame, configuration: configuration) {
-        case .accepted(let response, let compression):
+        switch Handshake.negotiate(frame, configuration: configuration, tls: isTLS) {
+        case .accepted(let response, let compression, let granted):
             phase = .ready
+            if let granted {
+                grant = granted.grant
+                presentedToken = granted.token
+                grantGeneration = granted.generation
+            }
             let limits = configuration.limits
             decoder.maxFrameBytes = limits.maxFrameBytes
             decoder.maxJSONBytes = limits.maxJSONBytes
@@ -603,13 +634,23 @@ struct RequestOrder {
 
 /// HELLO negotiation: pure, so it is tested without sockets.
 package enum Handshake {
+    /// The token a HELLO presented, what it may do, and the token table's generation it was checked against.
+    package struct Granted {
+        package var token: [UInt8]
+        package var grant: Grant
+        package var generation: Int
+    }
+
     package enum Outcome {
-        case accepted(HelloResponse, compression: Bool)
+        /// `granted` is nil when the server requires no token.
+        case accepted(HelloResponse, compression: Bool, granted: Granted?)
         /// `close`: the connection ends after the error (a wrong token).
         case rejected(LarderError, close: Bool)
     }
 
-    package static func negotiate(_ frame: Frame, configuration: ConnectionStateMachine.Configuration) -> Outcome {
+    package static func negotiate(
+        _ frame: Frame, configuration: ConnectionStateMachine.Configuration, tls: Bool = false
+    ) -> Outcome {
         let request: HelloRequest
         do throws(LarderError) {
             request = try HelloRequest(json: try frame.jsonObject())
@@ -627,21 +668,30 @@ package enum Handshake {
                     details: ["supported": .array(ProtocolVersions.supported.map { .int(Int64($0)) })]),
                 close: false)
         }
-        if let expected = configuration.token {
+        var granted: Granted?
+        if let tokens = configuration.tokens {
             guard let presented = request.token else {
                 return .rejected(
                     LarderError(.unauthenticated, "this server requires a token in HELLO", field: "token"), close: true)
             }
-            guard constantTimeEqual(Array(presented.utf8), Array(expected.utf8)) else {
+            let (table, generation) = tokens.current
+            let token = Array(presented.utf8)
+            guard let grant = table.grant(for: token) else {
                 return .rejected(LarderError(.unauthenticated, "the token is not valid", field: "token"), close: true)
             }
+            granted = Granted(token: token, grant: grant, generation: generation)
         }
         let compression = request.compression.contains(zlibCompression)
-        let response = HelloResponse(
+        var response = HelloResponse(
             version: version, compression: compression ? zlibCompression : "none",
             compressionThreshold: configuration.compressionThreshold, limits: configuration.limits,
-            server: configuration.serverName, authRequired: configuration.token != nil)
-        return .accepted(response, compression: compression)
+            server: configuration.serverName, authRequired: configuration.tokens != nil)
+        if let granted {
+            response.role = granted.grant.role.description
+            response.collections = granted.grant.collections?.sorted()
+        }
+        if tls { response.tls = true }
+        return .accepted(response, compression: compression, granted: granted)
     }
 
     /// Compares without an early exit, so the time taken does not reveal how much of a guess was right.

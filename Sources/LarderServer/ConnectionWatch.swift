@@ -48,7 +48,7 @@ extension Connection {
             subscriptions[subscriptionID] = Subscription(
                 id: subscriptionID, collection: request.collection, filter: request.filter, idsOnly: request.idsOnly,
                 lastSeq: request.since ?? last, state: request.since == nil ? .live : .catchingUp,
-                checkResync: request.since != nil)
+                checkResync: request.since != nil, allowed: machine.grant?.collections)
             watchingChanged()
             context.stats.watchStarted()
             return Reply(

@@ -7,6 +7,7 @@ import Dispatch
 import Foundation
 import LarderStore
 import LarderSync
+import LarderTLS
 import LarderWire
 import LarderIO
 
@@ -20,11 +21,15 @@ public final class LarderServer: Sendable {
     public static var serverName: String { "larder-server \(version)" }
 
     public let configuration: ServerConfiguration
-    private let context: ServerContext
+    let context: ServerContext
     private let store: Router.Store
     let shards: [IOShard]
     private let hub: WatchHub
     private let acceptQueue = DispatchQueue(label: "larder.accept")
+    /// The tokens HELLO accepts (nil: none required); replaced on SIGHUP (`reload`).
+    let tokens: Tokens?
+    /// The TLS context for new connections (nil without TLS, or when it failed to load); replaced on SIGHUP.
+    let tlsContexts: TLSContexts?
     private let state = Locked(State())
 
     private struct State {
@@ -34,6 +39,7 @@ public final class LarderServer: Sendable {
         var nextShard = 0
         var nextConnectionID = 0
         var boundPort: Int?
+        var boundTLSPort: Int?
         var metrics: MetricsServer?
     }
 
@@ -42,9 +48,12 @@ public final class LarderServer: Sendable {
         let fd: Int32
         let source: any DispatchSourceRead
         let unixPath: String?
+        /// Connections accepted here speak TLS.
+        let tls: Bool
         /// Signalled by the cancel handler once the descriptor is closed (and the socket file removed).
         let closed = DispatchSemaphore(value: 0)
-        init(fd: Int32, source: any DispatchSourceRead, unixPath: String?) {
+        init(fd: Int32, source: any DispatchSourceRead, unixPath: String?, tls: Bool) {
+            self.tls = tls
             self.fd = fd
             self.source = source
             self.unixPath = unixPath
@@ -90,6 +99,16 @@ public final class LarderServer: Sendable {
                 .unavailable, "cannot create the data directory \(configuration.dataDirectory): "
                     + LarderServer.whyNotCreatable(configuration.dataDirectory) + "; choose another --data-dir")
         }
+        do throws(ServerOptions.UsageError) {
+            _ = try LarderServer.tokenTable(configuration)
+        } catch {
+            throw LarderError(.invalidArgument, error.message)
+        }
+        do throws(TLSError) {
+            _ = try LarderServer.tlsContexts(configuration)
+        } catch {
+            throw LarderError(.invalidArgument, error.message)
+        }
         guard access(configuration.dataDirectory, W_OK) == 0 else {
             throw LarderError(.unavailable, "the data directory \(configuration.dataDirectory) is not writable")
         }
@@ -113,18 +132,19 @@ public final class LarderServer: Sendable {
         let router = Router(
             store: store, stats: stats, workQueue: workQueue, searchGate: configuration.searchGate,
             serverName: LarderServer.serverName, maxReplyJSONBytes: configuration.limits.maxJSONBytes)
+        let logger = Logger(
+            level: configuration.logLevel, format: configuration.logFormat, slowMicros: UInt64(configuration.slowMs) * 1000)
+        tokens = LarderServer.initialTokens(configuration, logger: logger)
+        tlsContexts = LarderServer.initialTLS(configuration, logger: logger)
         let machine = ConnectionStateMachine.Configuration(
-            limits: configuration.limits, token: configuration.token,
-            compressionThreshold: configuration.compressionThreshold, zlibLevel: configuration.zlibLevel,
-            outputHighWaterBytes: configuration.outputHighWaterBytes, serverName: LarderServer.serverName)
+            limits: configuration.limits, compressionThreshold: configuration.compressionThreshold,
+            zlibLevel: configuration.zlibLevel, outputHighWaterBytes: configuration.outputHighWaterBytes,
+            serverName: LarderServer.serverName, tokens: tokens)
         let backups = BackupService(
             store: store, queue: workQueue, gate: configuration.backupGate,
             maxChunkBytes: configuration.limits.maxBlobBytes)
         context = ServerContext(
-            router: router, stats: stats, logger: Logger(
-                level: configuration.logLevel, format: configuration.logFormat,
-                slowMicros: UInt64(configuration.slowMs) * 1000), machineConfiguration: machine,
-            backups: backups)
+            router: router, stats: stats, logger: logger, machineConfiguration: machine, backups: backups)
         let lastChangeSeq = store.lastChangeSeq
         // On a store other servers write too, a cached answer could be stale the moment another server acknowledges
         // a write (read-your-writes across servers): no cache there. BENCHMARKS.md measures what it would have saved.
@@ -164,14 +184,21 @@ public final class LarderServer: Sendable {
         _ = Socket.ignoreSIGPIPE
         let backlog: Int32 = 1024
         let (tcp, port) = try Socket.listenTCP(host: configuration.host, port: configuration.port, backlog: backlog)
-        var fds: [(Int32, String?)] = [(tcp, nil)]
-        if let path = configuration.socketPath {
-            do throws(IOError) {
-                fds.append((try Socket.listenUnix(path: path, backlog: backlog), path))
-            } catch {
-                Socket.close(tcp)
-                throw error
+        let tlsEverywhere = configuration.tlsCertificate != nil && configuration.tlsPort == nil
+        var fds: [(Int32, String?, Bool)] = [(tcp, nil, tlsEverywhere)]
+        var tlsPort: Int? = tlsEverywhere ? port : nil
+        do throws(IOError) {
+            if configuration.tlsCertificate != nil, let extra = configuration.tlsPort {
+                let (fd, bound) = try Socket.listenTCP(host: configuration.host, port: extra, backlog: backlog)
+                fds.append((fd, nil, true))
+                tlsPort = bound
             }
+            if let path = configuration.socketPath {
+                fds.append((try Socket.listenUnix(path: path, backlog: backlog), path, false))
+            }
+        } catch {
+            for (fd, _, _) in fds { Socket.close(fd) }
+            throw error
         }
         if let metricsPort = configuration.metricsPort {
             do throws(IOError) {
@@ -179,7 +206,7 @@ public final class LarderServer: Sendable {
                     host: configuration.host, port: metricsPort, handlers: metricsHandlers())
                 state.withLock { $0.metrics = metrics }
             } catch {
-                for (fd, path) in fds {
+                for (fd, path, _) in fds {
                     Socket.close(fd)
                     if let path { _ = unlink(path) }
                 }
@@ -190,9 +217,9 @@ public final class LarderServer: Sendable {
         let tickMs = max(10, min(1000, min(limits.idleTimeoutMs, limits.frameTimeoutMs) / 4))
         for shard in shards { shard.startTimer(intervalMs: tickMs) }
         var boxes: [ListenerBox] = []
-        for (fd, path) in fds {
+        for (fd, path, tls) in fds {
             let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: acceptQueue)
-            let box = ListenerBox(fd: fd, source: source, unixPath: path)
+            let box = ListenerBox(fd: fd, source: source, unixPath: path, tls: tls)
             source.setEventHandler { [unowned self] in acceptAll(box) }
             source.setCancelHandler { [closed = box.closed] in
                 Socket.close(fd)
@@ -205,6 +232,7 @@ public final class LarderServer: Sendable {
             $0.started = true
             $0.listeners = boxes
             $0.boundPort = port
+            $0.boundTLSPort = tlsPort
         }
         for box in boxes { box.source.activate() }
         context.logger.debug("listening on \(addresses(port: port).joined(separator: ", "))")
@@ -213,6 +241,10 @@ public final class LarderServer: Sendable {
 
     /// The bound TCP port once started.
     public var port: Int? { state.withLock { $0.boundPort } }
+
+    /// The port that speaks TLS once started: `port` itself unless `--tls-port` asked for another.
+    public var tlsPort: Int? { state.withLock { $0.boundTLSPort } }
+
 
     /// The bound port of `/metrics` and `/healthz` once started, when `metricsPort` was set.
     public var metricsPort: Int? { state.withLock { $0.metrics?.port } }
@@ -246,9 +278,11 @@ public final class LarderServer: Sendable {
             })
     }
 
-    /// The listening addresses, e.g. `["tcp://127.0.0.1:7411", "unix:///tmp/larder.sock"]`.
+    /// The listening addresses, e.g. `["tcp://127.0.0.1:7411", "unix:///tmp/larder.sock"]`; `tls://` for TLS.
     public func addresses(port: Int) -> [String] {
-        var list = ["tcp://\(configuration.host):\(port)"]
+        let tlsPort = self.tlsPort
+        var list = ["\(tlsPort == port ? "tls" : "tcp")://\(configuration.host):\(port)"]
+        if let tlsPort, tlsPort != port { list.append("tls://\(configuration.host):\(tlsPort)") }
         if let path = configuration.socketPath { list.append("unix://\(path)") }
         return list
     }
@@ -288,8 +322,19 @@ public final class LarderServer: Sendable {
                 return (shards[s.nextShard], s.nextConnectionID)
             }
             context.stats.connectionOpened()
+            var tls: TLSTransport?
+            if listener.tls {
+                guard let engine = try? tlsContexts.map({ (contexts) throws(TLSError) in try TLSEngine(context: contexts.context) })
+                else {
+                    context.logger.error("conn \(id): no TLS session could be made (see the TLS error at start-up)")
+                    context.stats.connectionClosed()
+                    Socket.close(fd)
+                    continue
+                }
+                tls = TLSTransport(engine: engine, openedAt: monotonicMs())
+            }
             context.logger.log(.info, "connection opened", Logger.Context(connection: id, peer: peer))
-            let connection = Connection(fd: fd, id: id, peer: peer, shard: shard, context: context)
+            let connection = Connection(fd: fd, id: id, peer: peer, shard: shard, context: context, tls: tls)
             shard.loop.async { connection.start() }
         }
     }
@@ -386,6 +431,7 @@ public final class LarderServer: Sendable {
         sigemptyset(&signals)
         sigaddset(&signals, SIGTERM)
         sigaddset(&signals, SIGINT)
+        sigaddset(&signals, SIGHUP)  // reload, not termination: held the same way so that it is never lost
         return signals
     }
 
@@ -399,7 +445,11 @@ public final class LarderServer: Sendable {
         ready()
         var signals = LarderServer.terminationSignals
         var received: Int32 = 0
-        while sigwait(&signals, &received) != 0 {}
+        while true {
+            while sigwait(&signals, &received) != 0 {}
+            guard received == SIGHUP else { break }
+            reload()
+        }
         context.logger.info("\(received == SIGINT ? "SIGINT" : "SIGTERM") received")
         shutdown()
     }

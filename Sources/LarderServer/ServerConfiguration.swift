@@ -18,8 +18,18 @@ public struct ServerConfiguration: Sendable {
     /// the server gives that connection up and answers UNAVAILABLE; a lock held elsewhere or a stopped database costs
     /// a request at most this long.
     public var postgresTimeoutMs: Int = 20_000
-    /// When set, HELLO must present it; compared in constant time, never logged.
+    /// When set, HELLO must present it (or a token of `tokenFile`); it has every right. Compared in constant time,
+    /// never logged.
     public var token: String?
+    /// TLS: the certificate chain and private key (PEM) turn TLS on for TCP; read again on SIGHUP.
+    public var tlsCertificate: String?
+    public var tlsKey: String?
+    /// Require client certificates signed by one of the CAs of this PEM file.
+    public var tlsClientCA: String?
+    /// TLS on this port instead, with `port` kept plain beside it; 0 picks a free one (`LarderServer.tlsPort`).
+    public var tlsPort: Int?
+    /// A file of `ROLE TOKEN [COLLECTION,...]` lines (`TokenTable.parse`), read again on SIGHUP.
+    public var tokenFile: String?
     public var limits: Limits = .default
     public var zlibLevel: Int32 = FrameEncoder.defaultLevel
     public var compressionThreshold: Int = FrameEncoder.defaultThreshold
@@ -91,7 +101,8 @@ public enum ServerOptions {
     }
 
     public static let usageLine = "Usage: larder-server [--host ADDR] [--port N] [--socket PATH] "
-        + "[--data-dir DIR | --postgres URL] [--token T | --token-file F] [limits...] (see --help)"
+        + "[--data-dir DIR | --postgres URL] [--token T] [--token-file F] [--tls-cert F --tls-key F] [limits...] "
+        + "(see --help)"
 
     struct Option: Sendable {
         var name: String
@@ -172,21 +183,36 @@ public enum ServerOptions {
                     c.postgresTimeoutMs = try integer("postgres-timeout-ms", v, min: 100, max: 3_600_000)
                 }),
             Option(
-                name: "token", env: "LARDER_TOKEN", valueName: "T", help: "require this token in HELLO",
+                name: "token", env: "LARDER_TOKEN", valueName: "T",
+                help: "require this token in HELLO; it has every right (the admin role)",
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
                     guard !v.isEmpty else { throw UsageError(message: "--token must not be empty") }
                     c.token = v
                 }),
             Option(
                 name: "token-file", env: "LARDER_TOKEN_FILE", valueName: "FILE",
-                help: "read the token from a file (trailing newline ignored)",
+                help: "accept the tokens of FILE, one 'ROLE TOKEN [COLLECTION,...]' a line (roles: read, write, "
+                    + "admin); SIGHUP reads it again",
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
-                    guard let data = FileManager.default.contents(atPath: v) else {
-                        throw UsageError(message: "cannot read the token file \(v)")
-                    }
-                    let token = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-                    guard !token.isEmpty else { throw UsageError(message: "the token file \(v) is empty") }
-                    c.token = token
+                    _ = try TokenTable.load(path: v)  // refused now rather than at start-up
+                    c.tokenFile = v
+                }),
+            Option(
+                name: "tls-cert", env: "LARDER_TLS_CERT", valueName: "FILE",
+                help: "speak TLS on TCP with this certificate chain (PEM); SIGHUP reads it again",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in c.tlsCertificate = v }),
+            Option(
+                name: "tls-key", env: "LARDER_TLS_KEY", valueName: "FILE", help: "the certificate's private key (PEM)",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in c.tlsKey = v }),
+            Option(
+                name: "tls-client-ca", env: "LARDER_TLS_CLIENT_CA", valueName: "FILE",
+                help: "require client certificates signed by a CA of FILE (PEM)",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in c.tlsClientCA = v }),
+            Option(
+                name: "tls-port", env: "LARDER_TLS_PORT", valueName: "N",
+                help: "TLS on port N, keeping --port plain beside it (default: TLS on --port)",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.tlsPort = try integer("tls-port", v, max: 65535)
                 }),
             limit("max-frame-bytes", "largest frame", l.maxFrameBytes, \.maxFrameBytes),
             limit("max-json-bytes", "largest JSON part after inflation", l.maxJSONBytes, \.maxJSONBytes),
@@ -328,7 +354,7 @@ public enum ServerOptions {
         -> (Command, ServerConfiguration)
     {
         var configuration = ServerConfiguration()
-        // The environment first, so the command line overrides it. --token-file after --token so an explicit file wins.
+        // The environment first, so the command line overrides it.
         for option in options {
             if let value = environment[option.env] { try option.apply(&configuration, value) }
         }
@@ -356,6 +382,14 @@ public enum ServerOptions {
                 index += 1
             }
             try option.apply(&configuration, value!)
+        }
+        if (configuration.tlsCertificate == nil) != (configuration.tlsKey == nil) {
+            throw UsageError(message: "TLS needs both --tls-cert and --tls-key")
+        }
+        if configuration.tlsCertificate == nil, configuration.tlsClientCA != nil || configuration.tlsPort != nil {
+            throw UsageError(
+                message: "--\(configuration.tlsPort != nil ? "tls-port" : "tls-client-ca") needs TLS: give --tls-cert "
+                    + "and --tls-key")
         }
         do throws(LarderError) {
             try configuration.limits.validate()

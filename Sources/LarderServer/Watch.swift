@@ -22,6 +22,8 @@ struct Subscription {
     var state: State
     /// The subscriber gave `since`: its first read checks that the log still covers it.
     var checkResync: Bool
+    /// The collections the subscriber's token is limited to (nil: every one), whatever `collection` says.
+    var allowed: Set<String>? = nil
 
     enum Match {
         /// Not this subscription's business.
@@ -37,6 +39,7 @@ struct Subscription {
     /// collection went with it.
     func match(_ entry: ChangeEntry, data: () -> JSONObject?, previous: () -> JSONObject?) -> Match {
         if let collection, collection != entry.collection { return .no }
+        if let allowed, !allowed.contains(entry.collection) { return .no }
         guard let filter else { return .yes }
         guard let record = entry.record else { return .yes }
         if let data = data(), FilterEvaluator.matches(filter, record: record, data: data) { return .yes }

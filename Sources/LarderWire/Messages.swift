@@ -86,6 +86,12 @@ public struct HelloResponse: WireMessage, Equatable {
     /// The server's software version, e.g. `larder-server 0.1.0`.
     public var server: String
     public var authRequired: Bool
+    /// The role of the token presented (`read`, `write` or `admin`), on a server that requires one.
+    public var role: String?
+    /// The only collections the token may touch, when it is limited to some.
+    public var collections: [String]?
+    /// True when the connection runs over TLS (absent otherwise).
+    public var tls: Bool?
 
     public init(version: Int, compression: String, compressionThreshold: Int, limits: Limits, server: String,
                 authRequired: Bool) {
@@ -105,14 +111,21 @@ public struct HelloResponse: WireMessage, Equatable {
         limits = try Limits(json: try r.object("limits"))
         server = try r.string("server")
         authRequired = try r.optionalBool("authRequired") ?? false
+        role = try r.optionalString("role")
+        collections = try r.optionalArray("collections", maxCount: 1 << 16)?.compactMap(\.stringValue)
+        tls = try r.optionalBool("tls")
     }
 
     public var json: JSONObject {
-        [
+        var object: JSONObject = [
             "version": .int(Int64(version)), "compression": .string(compression),
             "compressionThreshold": .int(Int64(compressionThreshold)), "limits": .object(limits.json),
             "server": .string(server), "authRequired": .bool(authRequired),
         ]
+        if let role { object["role"] = .string(role) }
+        if let collections { object["collections"] = .array(collections.map { .string($0) }) }
+        if let tls { object["tls"] = .bool(tls) }
+        return object
     }
 }
 

@@ -33,12 +33,14 @@ public struct Status: RawRepresentable, Hashable, Sendable, CustomStringConverti
     public static let `internal` = Status(rawValue: 12)
     /// The request did not finish within its deadline (client-side timeouts, idle and frame deadlines).
     public static let deadlineExceeded = Status(rawValue: 13)
+    /// The token is valid but its role or its collections do not cover the request; the connection stays open.
+    public static let permissionDenied = Status(rawValue: 14)
 
     /// Every status this version knows, in code order.
     public static let all: [Status] = [
         .ok, .invalidArgument, .notFound, .conflict, .payloadTooLarge, .unsupportedMediaType, .unauthenticated,
         .unsupportedVersion, .resourceExhausted, .unavailable, .unknownOpcode, .protocolError, .internal,
-        .deadlineExceeded,
+        .deadlineExceeded, .permissionDenied,
     ]
 
     /// The upper-snake-case name used on the wire and by the CLI, e.g. `NOT_FOUND`.
@@ -58,6 +60,7 @@ public struct Status: RawRepresentable, Hashable, Sendable, CustomStringConverti
         case 11: "PROTOCOL_ERROR"
         case 12: "INTERNAL"
         case 13: "DEADLINE_EXCEEDED"
+        case 14: "PERMISSION_DENIED"
         default: "STATUS_\(rawValue)"
         }
     }

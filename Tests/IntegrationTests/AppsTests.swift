@@ -7,6 +7,8 @@ import Testing
 enum AppBackend: String, CaseIterable, Sendable, CustomStringConvertible {
     case inProcess = "in-process server"
     case process = "larder-server process"
+    /// The binary with TLS on its TCP port (test certificates made by `openssl`); clients verify it against the CA.
+    case tls = "larder-server process over TLS"
 
     var description: String { rawValue }
 }
@@ -17,11 +19,17 @@ final class AppServer: @unchecked Sendable {
     private let inProcess: ClientTestServer?
     private var child: ServerChild?
     private let directory: String
-    /// The process's store options: `--postgres` with a schema of its own on PostgreSQL, none on SQLite.
+    /// The process's store options: `--postgres` with a schema of its own on PostgreSQL, none on SQLite; and TLS.
     private let storeArguments: [String]
     private let schema: TestSchema?
+    /// What clients need to reach a server over TLS.
+    let tls: LarderClient.TLSSettings?
 
     init(_ backend: AppBackend, _ store: ServerStore = .sqlite) throws {
+        let certificates = TestCertificates.shared
+        let tlsArguments = backend == .tls
+            ? ["--tls-cert", certificates.serverCertificate, "--tls-key", certificates.serverKey] : []
+        tls = backend == .tls ? .init(caFile: certificates.caFile) : nil
         switch backend {
         case .inProcess:
             let server = try ClientTestServer(store)
@@ -30,18 +38,25 @@ final class AppServer: @unchecked Sendable {
             directory = server.directory
             storeArguments = []
             schema = nil
-        case .process:
+        case .process, .tls:
             inProcess = nil
             directory = NSTemporaryDirectory() + "larder-app-\(UUID().uuidString)"
             schema = store == .postgres ? try TestPostgres.newSchema() : nil
-            storeArguments = schema.map { ["--postgres", $0.url] } ?? []
+            storeArguments = (schema.map { ["--postgres", $0.url] } ?? []) + tlsArguments
             let server = try ServerChild(dataDirectory: directory, arguments: storeArguments)
             child = server
             port = server.port
         }
     }
 
-    func client() -> LarderClient { LarderClient(port: port) }
+    func client() -> LarderClient {
+        LarderClient(configuration: .init(endpoint: .tcp(host: "127.0.0.1", port: port), tls: tls))
+    }
+
+    /// The `larder` CLI's options to reach this server.
+    var cliOptions: [String] {
+        ["--port", String(port)] + (tls.map { ["--tls", "--ca", $0.caFile ?? ""] } ?? [])
+    }
 
     /// Stops the server cleanly and starts it again on the same port and data.
     func restart() throws {
@@ -64,7 +79,8 @@ final class AppServer: @unchecked Sendable {
 }
 
 /// The five apps Larder was made for, replayed through the typed client with their own model structs (the shapes of
-/// samples/README.md), each on an in-process server and on a `larder-server` process, on SQLite and on PostgreSQL.
+/// samples/README.md), each on an in-process server, on a `larder-server` process and on one over TLS, on SQLite and on
+/// PostgreSQL.
 ///
 /// After a server restart a test reopens its client's connection (`close()`): the client hears of the old one's end
 /// on its reader thread, which a busy machine may run late, and a request sent on it meanwhile would fail (the
@@ -357,7 +373,7 @@ final class AppServer: @unchecked Sendable {
             let file = samples.appendingPathComponent("\(name).json").path
             let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: file)))
             let records = try #require(try JSONParser.parse(bytes).arrayValue)
-            let port = ["--port", String(server.port)]
+            let port = server.cliOptions
             let n = records.count
             var r = try CLITests.run(["import", name, file, "--mode", "upsert"] + port)
             #expect(r.status == 0 && r.stderr.contains("created: \(n), replaced: 0, errors: 0"), "\(r.stderr)")

@@ -16,12 +16,12 @@ import Testing
         return try body(root)
     }
 
-    /// The token comes from the file (its trailing newline dropped): HELLO without it or with another one is refused,
-    /// and the token never reaches the log, even at debug level.
+    /// The token comes from the file (`admin TOKEN`): HELLO without it or with another one is refused, and the token
+    /// never reaches the log, even at debug level.
     @Test func tokenFileIsTheTokenHelloMustPresent() throws {
         try Self.withDirectory { root in
             let file = root + "/token"
-            _ = FileManager.default.createFile(atPath: file, contents: Data("s3cret-token\n".utf8))
+            _ = FileManager.default.createFile(atPath: file, contents: Data("admin s3cret-token\n".utf8))
             let server = try ServerChild(
                 dataDirectory: root + "/data", arguments: ["--token-file", file, "--log-level", "debug"])
             defer { _ = server.stop() }

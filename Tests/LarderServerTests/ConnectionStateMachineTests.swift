@@ -231,7 +231,7 @@ struct HandshakeTests {
     }
 
     @Test func versionIsTheHighestCommonOne() {
-        guard case .accepted(let response, _) = Handshake.negotiate(
+        guard case .accepted(let response, _, _) = Handshake.negotiate(
             Self.hello(HelloRequest(versions: [3, 1, 2], client: "t")), configuration: .init())
         else { Issue.record("rejected"); return }
         #expect(response.version == 1)
@@ -247,7 +247,7 @@ struct HandshakeTests {
     }
 
     @Test func compressionOnlyWhenOffered() {
-        guard case .accepted(let response, let on) = Handshake.negotiate(
+        guard case .accepted(let response, let on, _) = Handshake.negotiate(
             Self.hello(HelloRequest(compression: [], client: "t")), configuration: .init())
         else { Issue.record("rejected"); return }
         #expect(response.compression == "none" && !on)
@@ -264,7 +264,7 @@ struct HandshakeTests {
             #expect(!error.message.contains("correct"))
             if let token { #expect(!error.message.contains(token)) }
         }
-        guard case .accepted(let response, _) = Handshake.negotiate(
+        guard case .accepted(let response, _, _) = Handshake.negotiate(
             Self.hello(HelloRequest(client: "t", token: "correct horse")), configuration: configuration)
         else { Issue.record("rejected"); return }
         #expect(response.authRequired)

@@ -50,7 +50,7 @@ import Testing
     static let expectedNames: Set<String> = [
         "hello-request", "hello-response", "ping-request", "ping-response", "create-request", "blob-put-request",
         "error-response", "search-response-compressed", "event-push", "conflict-response", "bad-magic-response",
-        "backup-read-request", "backup-read-response",
+        "permission-denied-response", "backup-read-request", "backup-read-response",
     ]
 
     @Test func everyVectorIsNamedAndChecked() {
@@ -136,6 +136,16 @@ import Testing
         let expected = LarderError(
             .conflict, "the document is at revision 3, not 2; read it again and retry", field: "rev",
             details: ["currentRev": 3])
+        #expect(frame.json == expected.json.bytes)
+    }
+
+    @Test func permissionDeniedResponse() throws {
+        let frame = try Self.vector("permission-denied-response")
+        #expect(frame.status == .permissionDenied && frame.status.rawValue == 14 && frame.isResponse)
+        #expect(frame.opcode == .create && frame.requestID == 9)
+        let expected = LarderError(
+            .permissionDenied, "this token may not send CREATE: it needs the write role and holds read",
+            details: ["opcode": "CREATE"])
         #expect(frame.json == expected.json.bytes)
     }
 

@@ -1,0 +1,66 @@
+import LarderTLS
+import LarderWire
+
+/// What SIGHUP reads again without dropping a connection: the token file, and the TLS certificate and key.
+extension LarderServer {
+    /// The tokens `configuration` asks for: `--token` as one admin token, then the lines of `--token-file`.
+    static func tokenTable(_ configuration: ServerConfiguration) throws(ServerOptions.UsageError) -> TokenTable? {
+        var table = configuration.token.map { TokenTable(adminToken: $0) }
+        if let path = configuration.tokenFile {
+            let file = try TokenTable.load(path: path)
+            table = table?.merging(file) ?? file
+        }
+        return table
+    }
+
+    /// The token table at start-up. A token file that cannot be read leaves a server that accepts no token (the
+    /// throwing initializer refuses to start instead; this one serves a store it was handed, and fails closed).
+    static func initialTokens(_ configuration: ServerConfiguration, logger: Logger) -> Tokens? {
+        do throws(ServerOptions.UsageError) {
+            return try tokenTable(configuration).map(Tokens.init)
+        } catch {
+            logger.error("\(error.message); no token is accepted until it is fixed and the server reloaded (SIGHUP)")
+            return Tokens(TokenTable())
+        }
+    }
+
+    /// The TLS context `configuration` asks for, or nil without `--tls-cert`.
+    static func tlsContexts(_ configuration: ServerConfiguration) throws(TLSError) -> TLSContexts? {
+        guard let certificate = configuration.tlsCertificate, let key = configuration.tlsKey else { return nil }
+        return try TLSContexts(certificate: certificate, key: key, clientCA: configuration.tlsClientCA)
+    }
+
+    /// The TLS context at start-up; one that fails to load leaves a TLS port that closes every connection (the
+    /// throwing initializer refuses to start instead).
+    static func initialTLS(_ configuration: ServerConfiguration, logger: Logger) -> TLSContexts? {
+        do throws(TLSError) {
+            return try tlsContexts(configuration)
+        } catch {
+            logger.error("TLS: \(error.message); the TLS port refuses every connection")
+            return nil
+        }
+    }
+
+    /// Reads the TLS certificate and key and the token file again (SIGHUP). Connections stay open: each looks its
+    /// token up again at its next request, and keeps its TLS session; new connections get the new certificate. A
+    /// file that does not load changes nothing: the error is logged and what is in force stays.
+    public func reload() {
+        context.logger.info("SIGHUP received: reloading")
+        if let tlsContexts {
+            do throws(TLSError) {
+                try tlsContexts.reload()
+                context.logger.info("TLS certificate \(tlsContexts.certificate) reloaded")
+            } catch {
+                context.logger.error("TLS: \(error.message); the certificate in force is kept")
+            }
+        }
+        guard let tokens, configuration.tokenFile != nil else { return }
+        do throws(ServerOptions.UsageError) {
+            guard let table = try LarderServer.tokenTable(configuration) else { return }
+            tokens.replace(with: table)
+            context.logger.info("token file reloaded: \(table.entries.count) token(s)")
+        } catch {
+            context.logger.error("\(error.message); the tokens in force are kept")
+        }
+    }
+}
