@@ -66,10 +66,16 @@ public struct ServerConfiguration: Sendable {
     /// gap (`IOShard.maxInboxChanges`); only an overloaded server reaches it. Internal: tests lower it.
     var maxInboxChanges: Int = IOShard.defaultMaxInboxChanges
     /// Event-loop threads that own the connections. Default: half the cores (at least one), since the store's writer,
-    /// the work queue (searches, blobs, parsing writes) and often the clients need the rest; with a loop per core on
+    /// the work pool (searches, blobs, parsing writes) and often the clients need the rest; with a loop per core on
     /// 2 cores shared with the load generator, GETs without pipelining ran at 0.6x the rate and 6x the p99 of one
     /// loop (BENCHMARKS.md).
     public var ioQueues: Int = max(1, ProcessInfo.processInfo.activeProcessorCount / 2)
+    /// Threads of the work pool (searches, lists, blob bytes, parsing writes, log reads, large sends), started as work
+    /// arrives (`WorkPool`).
+    public var workThreads: Int = WorkPool.defaultThreads
+    /// Requests that may wait for a work-pool thread; past it a request is answered RESOURCE_EXHAUSTED at once instead
+    /// of queueing without bound.
+    public var maxQueuedWork: Int = WorkPool.defaultMaxWaiting
     /// The change log keeps the newest this many changes for WATCH `since`...
     public var changeRetentionEvents: Int = 100_000
     /// ...none older than this (milliseconds).
@@ -265,6 +271,20 @@ public enum ServerOptions {
                 help: "event-loop threads that own the connections (default half the cores: \(d.ioQueues))",
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
                     c.ioQueues = try integer("io-threads", v, min: 1, max: 256)
+                }),
+            Option(
+                name: "work-threads", env: "LARDER_WORK_THREADS", valueName: "N",
+                help: "threads for searches, lists, blob bytes, parsing writes and large sends (default "
+                    + "\(d.workThreads))",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.workThreads = try integer("work-threads", v, min: 1, max: 1024)
+                }),
+            Option(
+                name: "max-queued-work", env: "LARDER_MAX_QUEUED_WORK", valueName: "N",
+                help: "requests that may wait for a work thread; more are answered RESOURCE_EXHAUSTED (default "
+                    + "\(d.maxQueuedWork))",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.maxQueuedWork = try integer("max-queued-work", v, min: 1)
                 }),
             Option(
                 name: "zlib-level", env: "LARDER_ZLIB_LEVEL", valueName: "0-9",
