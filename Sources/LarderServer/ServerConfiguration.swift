@@ -1,4 +1,5 @@
 import Foundation
+import LarderIO
 import LarderStore
 import LarderWire
 
@@ -378,30 +379,19 @@ public enum ServerOptions {
         for option in options {
             if let value = environment[option.env] { try option.apply(&configuration, value) }
         }
-        var index = 0
-        while index < arguments.count {
-            let argument = arguments[index]
-            index += 1
-            if argument == "--help" || argument == "-h" { return (.help, configuration) }
-            if argument == "--version" { return (.version, configuration) }
-            guard argument.hasPrefix("--") else {
-                throw UsageError(message: "unexpected argument '\(argument)'")
+        var scanner = ArgumentScanner(arguments)
+        while let argument = scanner.next() {
+            if argument.text == "--help" || argument.text == "-h" { return (.help, configuration) }
+            if argument.text == "--version" { return (.version, configuration) }
+            guard argument.name.hasPrefix("--") else {
+                throw UsageError(message: "unexpected argument '\(argument.text)'")
             }
-            var name = String(argument.dropFirst(2))
-            var value: String?
-            if let equals = name.firstIndex(of: "=") {
-                value = String(name[name.index(after: equals)...])
-                name = String(name[..<equals])
-            }
+            let name = String(argument.name.dropFirst(2))
             guard let option = options.first(where: { $0.name == name }) else {
                 throw UsageError(message: "unknown option '--\(name)'")
             }
-            if value == nil {
-                guard index < arguments.count else { throw UsageError(message: "--\(name) needs a value") }
-                value = arguments[index]
-                index += 1
-            }
-            try option.apply(&configuration, value!)
+            guard let value = scanner.value(for: argument) else { throw UsageError(message: "--\(name) needs a value") }
+            try option.apply(&configuration, value)
         }
         if (configuration.tlsCertificate == nil) != (configuration.tlsKey == nil) {
             throw UsageError(message: "TLS needs both --tls-cert and --tls-key")
