@@ -66,6 +66,8 @@ struct MetricsText {
 extension ServerStats {
     /// Everything STATS reports, as Prometheus metrics. `store` is nil when the store did not answer;
     /// `watchLagChanges` is how many committed changes wait for the event loops to push them.
+// Parallel table (`duplicates` pairs these on purpose): one family and its samples per counter of STATS, in the order of
+// Protocol.md's STATS answer.
     func prometheus(now: UInt64, store: StoreStats?, watchLagChanges: Int, version: String) -> String {
         let (s, hits, misses) = current
         var m = MetricsText()

@@ -140,6 +140,8 @@ public enum ServerOptions {
         return value
     }
 
+// Parallel table (`duplicates` pairs these on purpose): one `Option` per command-line option, alike by design; what they share
+// (integers, sizes, limits) is in `integer`, `size` and `limit`.
     static let options: [Option] = {
         let d = ServerConfiguration()
         let l = Limits.default

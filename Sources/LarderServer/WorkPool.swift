@@ -52,12 +52,8 @@ final class WorkPool: @unchecked Sendable {
 
     /// What STATS shows.
     struct Snapshot: Equatable {
-        var threads: Int
-        var maxWaiting: Int
-        var started: Int
-        var busy: Int
-        var waiting: Int
-        var refused: Int
+        /// The stated size; threads started so far and busy now; jobs waiting now, and refused since the start.
+        var threads, maxWaiting, started, busy, waiting, refused: Int
     }
 
     var snapshot: Snapshot {
