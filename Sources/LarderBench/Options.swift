@@ -1,3 +1,4 @@
+import LarderIO
 import LarderWire
 
 /// A bad command line: printed as `Error: <message>` plus the usage line, exit status 64.
@@ -141,20 +142,14 @@ public enum BenchArguments {
     /// Parses the options after `run` (or after the program name when the first argument is an option).
     public static func parse(_ arguments: [String]) throws(UsageError) -> BenchCommand {
         var options = BenchOptions()
-        var i = 0
-        func value(_ name: String, _ inline: String?) throws(UsageError) -> String {
-            if let inline { return inline }
-            i += 1
-            guard i < arguments.count else { throw UsageError("\(name) needs a value") }
-            return arguments[i]
-        }
-        while i < arguments.count {
-            let argument = arguments[i]
-            var name = argument
-            var inline: String?
-            if argument.hasPrefix("--"), let eq = argument.firstIndex(of: "=") {
-                name = String(argument[..<eq])
-                inline = String(argument[argument.index(after: eq)...])
+        var scanner = ArgumentScanner(arguments)
+        while let parsed = scanner.next() {
+            let argument = parsed.text
+            let name = parsed.name
+            let inline = parsed.inline
+            func value(_ name: String, _ inline: String?) throws(UsageError) -> String {
+                guard let value = scanner.value(for: parsed) else { throw UsageError("\(name) needs a value") }
+                return value
             }
             func flag() throws(UsageError) {
                 if inline != nil { throw UsageError("\(name) takes no value") }
@@ -250,7 +245,6 @@ public enum BenchArguments {
                 if argument.hasPrefix("-") { throw UsageError("unknown option '\(name)'") }
                 throw UsageError("unexpected argument '\(argument)'")
             }
-            i += 1
         }
         try options.validate()
         return .run(options)

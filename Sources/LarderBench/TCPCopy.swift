@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import Foundation
+import LarderIO
 
 /// A raw loopback sink for `larder-bench tcp-copy`: for every 4 bytes it reads, it writes `responseSize` bytes from
 /// one preallocated buffer, with plain blocking `write` calls. It is the floor under any server that moves the same
@@ -97,19 +98,13 @@ public struct TCPCopyOptions: Sendable, Equatable {
     /// Parses the options after `tcp-copy`; nil means help was asked for.
     public static func parse(_ arguments: [String]) throws(UsageError) -> TCPCopyOptions? {
         var o = TCPCopyOptions()
-        var i = 0
-        while i < arguments.count {
-            var name = arguments[i]
-            var inline: String?
-            if name.hasPrefix("--"), let eq = name.firstIndex(of: "=") {
-                inline = String(name[name.index(after: eq)...])
-                name = String(name[..<eq])
-            }
+        var scanner = ArgumentScanner(arguments)
+        while let argument = scanner.next() {
+            let name = argument.name
+            let inline = argument.inline
             func value() throws(UsageError) -> String {
-                if let inline { return inline }
-                i += 1
-                guard i < arguments.count else { throw UsageError("\(name) needs a value") }
-                return arguments[i]
+                guard let value = scanner.value(for: argument) else { throw UsageError("\(name) needs a value") }
+                return value
             }
             switch name {
             case "-h", "--help": return nil
@@ -124,7 +119,6 @@ public struct TCPCopyOptions: Sendable, Equatable {
             default:
                 throw UsageError(name.hasPrefix("-") ? "unknown option '\(name)'" : "unexpected argument '\(name)'")
             }
-            i += 1
         }
         return o
     }

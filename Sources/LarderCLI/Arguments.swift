@@ -1,3 +1,5 @@
+import LarderIO
+
 /// A command-line mistake: printed as `Error: <message>`, the offending text with a caret under the mistake, and the
 /// command's usage line; exit 64.
 public struct UsageError: Error, Equatable, CustomStringConvertible {
@@ -172,7 +174,7 @@ public struct Invocation: Equatable, Sendable {
         var command: CommandSpec?
         /// Positional words and where they are in `arguments`.
         var positionals: [(word: String, at: Int)] = []
-        var index = 0
+        var scanner = ArgumentScanner(arguments)
         var optionsEnded = false
 
         func usage() -> String { command?.usage ?? CommandSpec.toolUsage }
@@ -202,10 +204,9 @@ public struct Invocation: Equatable, Sendable {
             positionals.removeFirst(2)
         }
 
-        while index < arguments.count {
-            let token = arguments[index]
-            let position = index
-            index += 1
+        while let argument = scanner.next() {
+            let token = argument.text
+            let position = argument.position
             if optionsEnded || token == "-" || !token.hasPrefix("-") || token.count == 1 {
                 positionals.append((token, position))
                 try resolve()
@@ -216,15 +217,9 @@ public struct Invocation: Equatable, Sendable {
                 continue
             }
             var name: String
-            var inline: String?
+            var inline = argument.inline
             if token.hasPrefix("--") {
-                let body = token.dropFirst(2)
-                if let equals = body.firstIndex(of: "=") {
-                    name = String(body[..<equals])
-                    inline = String(body[body.index(after: equals)...])
-                } else {
-                    name = String(body)
-                }
+                name = String(argument.name.dropFirst(2))
             } else {
                 // A short option: -o FILE, -oFILE, -h.
                 let letter = token[token.index(after: token.startIndex)]
@@ -245,17 +240,9 @@ public struct Invocation: Equatable, Sendable {
                 throw UsageError("unknown option --\(name)", usage: usage(), excerpt: at(position))
             }
             if let placeholder = spec.value {
-                let value: String
-                if let inline {
-                    value = inline
-                } else {
-                    guard index < arguments.count else {
-                        throw UsageError(
-                            "--\(name) needs a value (\(placeholder))", usage: usage(),
-                            excerpt: at(arguments.count))
-                    }
-                    value = arguments[index]
-                    index += 1
+                guard let value = inline ?? scanner.value(for: argument) else {
+                    throw UsageError(
+                        "--\(name) needs a value (\(placeholder))", usage: usage(), excerpt: at(arguments.count))
                 }
                 invocation.values[name, default: []].append(value)
             } else {

@@ -23,6 +23,8 @@ extension LarderClient {
         /// Accept any certificate: for tests only, since anyone in the path can then read and change everything.
         public var skipVerification: Bool
 
+// Parallel table (`duplicates` pairs these on purpose): a public memberwise initializer, as every public value type of the
+// client and the wire has (Messages.swift).
         public init(
             caFile: String? = nil, serverName: String? = nil, certificateFile: String? = nil, keyFile: String? = nil,
             skipVerification: Bool = false

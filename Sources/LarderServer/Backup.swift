@@ -28,15 +28,15 @@ final class BackupService: Sendable {
     }
 
     private let store: (any SnapshotStore)?
-    private let queue: DispatchQueue
+    private let pool: WorkPool
     private let gate: TestGate?
     private let maxChunkBytes: Int
     private let state = Locked(State())
 
     /// `maxChunkBytes` bounds a `BACKUP_READ` (its answer is a binary part, so `maxBlobBytes`).
-    init(store: any DocumentStore & BlobStore, queue: DispatchQueue, gate: TestGate?, maxChunkBytes: Int) {
+    init(store: any DocumentStore & BlobStore, pool: WorkPool, gate: TestGate?, maxChunkBytes: Int) {
         self.store = store as? any SnapshotStore
-        self.queue = queue
+        self.pool = pool
         self.gate = gate
         self.maxChunkBytes = maxChunkBytes
         self.store?.removeStaleSnapshots()
@@ -44,9 +44,10 @@ final class BackupService: Sendable {
 
     static func handles(_ opcode: Opcode) -> Bool { opcode == .backup || opcode == .backupRead }
 
-    /// Answers `frame` (`BACKUP` or `BACKUP_READ`) for connection `connection`, on the work queue.
+    /// Answers `frame` (`BACKUP` or `BACKUP_READ`) for connection `connection`, on the work pool (at once when the
+    /// pool is full: RESOURCE_EXHAUSTED).
     func handle(_ frame: Frame, connection: Int, completion: @escaping @Sendable (Reply) -> Void) {
-        queue.async { [self] in
+        let accepted = pool.submit { [self] in
             let result = Result { () throws(LarderError) -> ([UInt8], [UInt8]) in
                 guard frame.binary.isEmpty else {
                     throw LarderError(.invalidArgument, "\(frame.opcode.name) takes no binary part")
@@ -62,6 +63,7 @@ final class BackupService: Sendable {
                 completion(Reply(opcode: frame.opcode, requestID: frame.requestID, error: error))
             }
         }
+        if !accepted { completion(Router.poolFull(frame, pool)) }
     }
 
     private func begin(_ json: JSONObject, connection: Int) throws(LarderError) -> ([UInt8], [UInt8]) {

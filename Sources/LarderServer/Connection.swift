@@ -34,22 +34,19 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
     /// A flush is asked for at the end of the loop's turn: the answers produced in one turn share a `write(2)`.
     private var flushPending = false
     /// Where this connection's writes are parsed and handed to the store, in order (made at the first write).
-    private var writeLaneStorage: DispatchQueue?
-    private var writeLane: DispatchQueue {
+    private var writeLaneStorage: WorkPool.Lane?
+    private var writeLane: WorkPool.Lane {
         if let writeLaneStorage { return writeLaneStorage }
         let lane = context.router.makeWriteLane()
         writeLaneStorage = lane
         return lane
     }
-    /// The change feed's subscriptions, by id.
-    var subscriptions: [UInt32: Subscription] = [:]
-    var lastSubscriptionID: UInt32 = 0
-    /// Changes read from the log per catch-up page.
-    static let catchUpPageSize = 256
-    /// Output of at least this many bytes (a blob) is written by a sender thread instead of the loop, which goes on
-    /// serving its other connections: on loopback the writer of a large send also does most of the receiver's TCP work.
+    /// The change feed's subscriptions (ConnectionWatch.swift performs what it decides).
+    var watches: WatchStateMachine
+    /// Output of at least this many bytes (a blob) is written by a sender (a job of the work pool) instead of the
+    /// loop, which goes on serving its other connections: on loopback the writer of a large send also does most of
+    /// the receiver's TCP work. When the pool is full the loop writes it itself.
     static let offloadBytes = 256 << 10
-    static let senders = DispatchQueue(label: "larder.server.send", qos: .userInitiated, attributes: .concurrent)
     /// Whether a sender is writing this connection's output (the loop neither writes nor closes the descriptor then),
     /// and how many of the unsent bytes it holds (not counted against a subscription's buffer).
     private var sending = false
@@ -74,6 +71,7 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         self.tls = tls
         machine = ConnectionStateMachine(
             configuration: context.machineConfiguration, now: monotonicMs(), encoders: shard.encoders)
+        watches = WatchStateMachine(limits: context.machineConfiguration.limits)
         machine.isTLS = tls != nil
     }
 
@@ -92,6 +90,8 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
             return perform(machine.forceClose(.frameTimeout))  // the handshake is held to the frame deadline
         }
         perform(machine.timerFired(now: now))
+        // A catch-up whose log read found the work pool full tries again.
+        continueCatchUps()
     }
 
     func beginShutdown() {
@@ -175,7 +175,7 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
 
     private func flush() {
         guard !sending else { return }  // the sender's completion flushes what queued meanwhile
-        if machine.unsentBytes >= Connection.offloadBytes && !closing && tls == nil { return offload() }
+        if machine.unsentBytes >= Connection.offloadBytes && !closing && tls == nil && offload() { return }
         var actions: [ConnectionStateMachine.Action] = []
         writeNow(&actions)
         if machine.unsentBytes == 0 && tls?.hasOutput != true { setWriting(false) }
@@ -238,17 +238,15 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         }
     }
 
-    /// Hands the output queued so far to a sender thread, which writes until it is all written or the socket is full,
-    /// then reports back to the loop (`sent`). The machine keeps queueing answers after it meanwhile.
-    private func offload() {
-        sending = true
-        setWriting(false)
+    /// Hands the output queued so far to a sender on the work pool, which writes until it is all written or the
+    /// socket is full, then reports back to the loop (`sent`). The machine keeps queueing answers after it meanwhile.
+    /// False when the pool is full: the loop writes it.
+    private func offload() -> Bool {
         let (buffers, offset) = machine.unsentSnapshot()
         let total = buffers.reduce(0) { $0 + $1.count } - offset
-        bytesWithSender = total
         let fd = self.fd
         descriptor.withLock { $0.senderActive = true }
-        Connection.senders.async { [self] in
+        let accepted = context.router.pool.submit { [self] in
             var written = 0
             var failure: IOError?
             var full = false
@@ -270,6 +268,14 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
             if closeNow { Socket.close(fd) }
             shard.loop.async { [self, written, failure, full] in sent(written, failure: failure, full: full) }
         }
+        guard accepted else {
+            descriptor.withLock { $0.senderActive = false }
+            return false
+        }
+        sending = true
+        bytesWithSender = total
+        setWriting(false)
+        return true
     }
 
     /// A sender's report, on the loop.
@@ -397,11 +403,7 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         }
         shard.connections[ObjectIdentifier(self)] = nil
         context.backups?.connectionClosed(id)
-        if !subscriptions.isEmpty {
-            context.stats.watchesEnded(subscriptions.count)
-            subscriptions.removeAll()
-            watchingChanged()
-        }
+        performWatch(watches.closed())
         context.stats.connectionClosed()
     }
 }

@@ -1,133 +1,25 @@
 import LarderWire
 
-/// A reply ready to be framed: what a request handler produces.
-package struct Reply: Sendable {
-    package var opcode: Opcode
-    package var requestID: UInt32
-    package var status: Status
-    package var json: [UInt8]
-    package var binary: [UInt8]
-
-    package init(opcode: Opcode, requestID: UInt32, status: Status = .ok, json: [UInt8], binary: [UInt8] = []) {
-        self.opcode = opcode
-        self.requestID = requestID
-        self.status = status
-        self.json = json
-        self.binary = binary
-    }
-
-    /// An error reply: the status in the header and the error object as the JSON part.
-    package init(opcode: Opcode, requestID: UInt32, error: LarderError) {
-        self.init(opcode: opcode, requestID: requestID, status: error.status, json: error.json.bytes)
-    }
-}
-
-/// Why a connection closed; logged, and counted in STATS.
-package enum CloseReason: Sendable, Equatable, CustomStringConvertible {
-    /// The peer closed its side and every reply was sent.
-    case peerClosed
-    /// The byte stream broke the framing rules (or a request came before HELLO); an error frame was sent first.
-    case protocolError(Status)
-    case idleTimeout
-    case frameTimeout
-    /// A read or write failed (e.g. connection reset).
-    case ioError(String)
-    case shutdown
-
-    package var description: String {
-        switch self {
-        case .peerClosed: "peer closed"
-        case .protocolError(.unauthenticated): "UNAUTHENTICATED: no token, or a wrong one"
-        case .protocolError(let status): "protocol error (\(status.name))"
-        case .idleTimeout: "idle timeout"
-        case .frameTimeout: "frame deadline exceeded"
-        case .ioError(let message): "I/O error: \(message)"
-        case .shutdown: "server shutdown"
-        }
-    }
-}
-
 /// The protocol logic of one connection, without sockets: events in, actions out (STYLE.md #6).
 ///
 /// It owns the inbound buffer, the decoder, the encoder and the unsent output. The `Connection` shell feeds it bytes
 /// and timer ticks, runs the requests it hands out, writes what it buffered, and performs the actions it returns.
 /// Times are milliseconds on a monotonic clock.
 package struct ConnectionStateMachine {
-    package struct Configuration: Sendable {
-        package var limits: Limits
-        /// The tokens HELLO accepts and what each may do; nil: no token is required and every client is an admin.
-        package var tokens: (any TokenSource)?
-        package var compressionThreshold: Int
-        package var zlibLevel: Int32
-        /// Unsent output at which reading pauses; it resumes below half of it.
-        package var outputHighWaterBytes: Int
-        /// Bytes of requests read and not yet answered (JSON parts inflated, plus binary parts) at which reading
-        /// pauses; it resumes below half of it. Without it, 128 pipelined frames of 4 KiB that each inflate to
-        /// 4 MiB held half a gigabyte (hostile finding 4, RELIABILITY.md).
-        package var inputHighWaterBytes: Int
-        package var serverName: String
-
-        package init(
-            limits: Limits = .default, token: String? = nil, compressionThreshold: Int = FrameEncoder.defaultThreshold,
-            zlibLevel: Int32 = FrameEncoder.defaultLevel, outputHighWaterBytes: Int = 4 << 20,
-            inputHighWaterBytes: Int = 16 << 20, serverName: String = "larder-server", tokens: (any TokenSource)? = nil
-        ) {
-            self.limits = limits
-            self.tokens = tokens ?? token.map { FixedTokens(TokenTable(adminToken: $0)) }
-            self.compressionThreshold = compressionThreshold
-            self.zlibLevel = zlibLevel
-            self.outputHighWaterBytes = outputHighWaterBytes
-            self.inputHighWaterBytes = inputHighWaterBytes
-            self.serverName = serverName
-        }
-    }
-
-    package enum Action: Equatable {
-        /// Run this request (on the connection's event loop or off it), then report `requestCompleted`.
-        case execute(Frame)
-        /// Output is waiting: write it (`unsentOutput` / `writeCompleted`).
-        case flush
-        case pauseReading
-        case resumeReading
-        /// Take the descriptor off the event loop and close it; the state machine is finished.
-        case close(CloseReason)
-        /// A reply the state machine produced itself (HELLO, refusals), for STATS.
-        case record(Opcode, Status)
-    }
-
-    enum Phase: Equatable {
-        /// Before a successful HELLO: only HELLO and PING, small frames.
-        case handshake
-        case ready
-        /// No more reading; close once every request in flight is answered and the output is sent.
-        case closing(CloseReason, since: UInt64)
-        case closed
-    }
-
     let configuration: Configuration
     private(set) var phase: Phase = .handshake
     private var decoder: FrameDecoder
     /// Shared by every connection of an event loop: a zlib deflater costs ~100 KB, far too much per idle connection.
     private let encoders: SharedEncoders
     private var inbound = ByteBuffer()
-    /// Unsent output, in order. Frames are encoded into the last buffer; a large binary part (a blob) is queued as a
-    /// buffer of its own and written from there instead of being copied (the shell hands the buffers to `writev`).
-    private var outputQueue: [[UInt8]] = [[]]
-    /// The first buffer with unsent bytes, and how much of it is written.
-    private var outputHead = 0
-    private var outputOffset = 0
+    private var output = OutputQueue()
     /// Binary parts at least this large are sent from their own buffer.
-    static let separateBinaryBytes = 64 << 10
-    private(set) var inFlight = 0
-    /// What the requests in flight hold (JSON inflated plus binary), in total.
-    private(set) var inFlightRequestBytes = 0
-    /// The size (JSON inflated plus binary) of every request admitted and not yet answered, by request id: unique
-    /// among them, since a reused id is refused.
-    private var requests: [UInt32: Int] = [:]
-    /// Which requests run now and which wait for them.
-    private var order = RequestOrder()
+    static let separateBinaryBytes = OutputQueue.separateBinaryBytes
+    /// The requests admitted and not yet answered.
+    private var requests = InFlightRequests()
+    var inFlight: Int { requests.count }
     /// Requests admitted but waiting for the requests before them (counted in `inFlight`).
-    package var heldRequests: Int { order.heldCount }
+    package var heldRequests: Int { requests.heldCount }
     /// Reading stopped because the unsent output passed the high-water mark.
     private(set) var readingPaused = false
     private(set) var shuttingDown = false
@@ -135,7 +27,7 @@ package struct ConnectionStateMachine {
     private var frameStartedAt: UInt64?
     private var lastActivity: UInt64
     /// The largest unsent output this connection ever held (for tests and STATS).
-    private(set) var peakUnsentBytes = 0
+    var peakUnsentBytes: Int { output.peakUnsentBytes }
     /// The connection holds a subscription: waiting for events is not idleness (set by the shell).
     package var isWatching = false
     /// Frame bytes received and sent as if nothing were compressed (for the compression ratio in STATS).
@@ -144,11 +36,9 @@ package struct ConnectionStateMachine {
 
     private var encoderEnabled = false
 
+    private var identity = ConnectionIdentity()
     /// What the token presented in HELLO may do (nil: the server requires no token).
-    package private(set) var grant: Grant?
-    /// The token presented, kept to look it up again after the token table is reloaded.
-    private var presentedToken: [UInt8] = []
-    private var grantGeneration = 0
+    package var grant: Grant? { identity.grant }
     /// The connection runs over TLS (set by the shell before any byte arrives); HELLO says so.
     package var isTLS = false
 
@@ -162,8 +52,8 @@ package struct ConnectionStateMachine {
         lastActivity = now
     }
 
-    /// Bytes written by the peer.
-    package private(set) var unsentBytes = 0
+    /// Output queued and not yet written.
+    package var unsentBytes: Int { output.unsentBytes }
     package var isClosed: Bool { phase == .closed }
     package var isHandshakeDone: Bool {
         switch phase {
@@ -213,9 +103,7 @@ package struct ConnectionStateMachine {
 
     /// A request handed out by `.execute` finished.
     package mutating func requestCompleted(_ reply: Reply, now: UInt64) -> [Action] {
-        inFlight -= 1
-        if let bytes = requests.removeValue(forKey: reply.requestID) { inFlightRequestBytes -= bytes }
-        let released = order.answered()
+        let released = requests.answered(reply.requestID)
         guard phase != .closed else { return [] }
         var actions: [Action] = []
         send(reply, &actions)
@@ -240,59 +128,22 @@ package struct ConnectionStateMachine {
 
     /// Calls `body` with the first contiguous run of output not yet written (all of it unless a large binary part
     /// is queued); report what was written with `writeCompleted`.
-    package func withUnsentOutput<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
-        outputQueue[outputHead].withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[outputOffset...])) }
-    }
+    package func withUnsentOutput<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R { output.withFirstRun(body) }
 
     /// Calls `body` with the output not yet written as up to `limit` buffers, in order (for `writev`); report what
     /// was written with `writeCompleted`.
     package func withUnsentBuffers<R>(limit: Int = 64, _ body: ([UnsafeRawBufferPointer]) -> R) -> R {
-        var buffers: [UnsafeRawBufferPointer] = []
-        buffers.reserveCapacity(min(limit, outputQueue.count - outputHead))
-        return collect(outputHead, offset: outputOffset, limit: limit, &buffers, body)
-    }
-
-    private func collect<R>(
-        _ index: Int, offset: Int, limit: Int, _ buffers: inout [UnsafeRawBufferPointer],
-        _ body: ([UnsafeRawBufferPointer]) -> R
-    ) -> R {
-        guard index < outputQueue.count, buffers.count < limit else { return body(buffers) }
-        return outputQueue[index].withUnsafeBytes { raw in
-            if raw.count > offset { buffers.append(UnsafeRawBufferPointer(rebasing: raw[offset...])) }
-            return collect(index + 1, offset: 0, limit: limit, &buffers, body)
-        }
+        output.withBuffers(limit: limit, body)
     }
 
     /// The output not yet written, as the buffers themselves (shared, not copied) and the offset into the first: what
     /// a sender on another thread writes while this machine keeps queueing after it. Report what was written with
     /// `writeCompleted`, as for `withUnsentBuffers`.
-    package func unsentSnapshot(limit: Int = 64) -> (buffers: [[UInt8]], offset: Int) {
-        let end = min(outputQueue.count, outputHead + limit)
-        return (Array(outputQueue[outputHead..<end]), outputOffset)
-    }
+    package func unsentSnapshot(limit: Int = 64) -> (buffers: [[UInt8]], offset: Int) { output.snapshot(limit: limit) }
 
     package mutating func writeCompleted(_ count: Int, now: UInt64) -> [Action] {
-        unsentBytes -= count
-        outputOffset += count
+        output.written(count)
         lastActivity = now
-        // Past the buffers written in full (a blob's buffer is released here).
-        while outputHead < outputQueue.count - 1 && outputOffset >= outputQueue[outputHead].count {
-            outputOffset -= outputQueue[outputHead].count
-            outputQueue[outputHead] = []
-            outputHead += 1
-        }
-        if unsentBytes == 0 {
-            if outputQueue.count > 1 { outputQueue.removeFirst(outputQueue.count - 1) }
-            outputQueue[0].removeAll(keepingCapacity: outputQueue[0].capacity <= 64 << 10)
-            outputHead = 0
-            outputOffset = 0
-        } else if outputHead == outputQueue.count - 1 && outputOffset >= 1 << 20 {
-            outputQueue[outputHead].removeFirst(outputOffset)
-            outputOffset = 0
-        } else if outputHead >= 64 {
-            outputQueue.removeFirst(outputHead)
-            outputHead = 0
-        }
         var actions: [Action] = []
         resumeIfBelowLowWater(now: now, &actions)
         closeIfDone(&actions)
@@ -414,18 +265,11 @@ package struct ConnectionStateMachine {
 
     /// Hands a request out to run, unless the server is shutting down or the in-flight limit is reached.
     private mutating func admit(_ frame: Frame, now: UInt64, _ actions: inout [Action]) {
-        if let tokens = configuration.tokens, tokens.generation != grantGeneration, isHandshakeDone {
-            // The token table was reloaded: this connection's token is looked up again.
-            let current = tokens.current
-            grantGeneration = current.generation
-            guard let renewed = current.table.grant(for: presentedToken) else {
-                grant = nil
-                let error = LarderError(
-                    .unauthenticated, "the token of this connection was revoked; connect again with a valid token")
-                fail(error, requestID: frame.requestID, opcode: frame.opcode, now: now, &actions)
-                return
-            }
-            grant = renewed
+        if isHandshakeDone, !identity.renew(from: configuration.tokens) {
+            let error = LarderError(
+                .unauthenticated, "the token of this connection was revoked; connect again with a valid token")
+            fail(error, requestID: frame.requestID, opcode: frame.opcode, now: now, &actions)
+            return
         }
         if let grant, grant != .unrestricted, let denied = grant.check(frame) {
             reply(Reply(opcode: frame.opcode, requestID: frame.requestID, error: denied), &actions)
@@ -442,11 +286,14 @@ package struct ConnectionStateMachine {
                 details: ["limit": .int(Int64(limit))])
             reply(Reply(opcode: frame.opcode, requestID: frame.requestID, error: error), &actions)
         } else {
-            let size = frame.json.count + frame.binary.count
-            if let first = requests.updateValue(size, forKey: frame.requestID) {
+            switch requests.admit(frame) {
+            case .run:
+                actions.append(.execute(frame))
+            case .held:
+                break
+            case .duplicateID:
                 // Two answers with one id could not be told apart. The first request is still answered; this one
                 // is not run, and the connection ends.
-                requests[frame.requestID] = first
                 let error = LarderError(
                     .protocolError,
                     "request id \(frame.requestID) is already in flight on this connection; a client must not reuse an "
@@ -454,9 +301,6 @@ package struct ConnectionStateMachine {
                 sendConnectionError(error, reason: .protocolError(.protocolError), now: now, &actions)
                 return
             }
-            inFlight += 1
-            inFlightRequestBytes += size
-            if order.admit(frame) { actions.append(.execute(frame)) }
             pauseIfOverHighWater(&actions)
         }
     }
@@ -465,7 +309,7 @@ package struct ConnectionStateMachine {
     /// marks; frames already buffered stay undecoded, so compressed ones stay small.
     private mutating func pauseIfOverHighWater(_ actions: inout [Action]) {
         guard !readingPaused,
-            unsentBytes > configuration.outputHighWaterBytes || inFlightRequestBytes > configuration.inputHighWaterBytes
+            unsentBytes > configuration.outputHighWaterBytes || requests.bytes > configuration.inputHighWaterBytes
         else { return }
         switch phase {
         case .handshake, .ready:
@@ -479,7 +323,7 @@ package struct ConnectionStateMachine {
     /// Reads again once both are below half their marks.
     private mutating func resumeIfBelowLowWater(now: UInt64, _ actions: inout [Action]) {
         guard readingPaused, unsentBytes <= configuration.outputHighWaterBytes / 2,
-            inFlightRequestBytes <= configuration.inputHighWaterBytes / 2
+            requests.bytes <= configuration.inputHighWaterBytes / 2
         else { return }
         switch phase {
         case .handshake, .ready:
@@ -497,11 +341,7 @@ package struct ConnectionStateMachine {
         switch Handshake.negotiate(frame, configuration: configuration, tls: isTLS) {
         case .accepted(let response, let compression, let granted):
             phase = .ready
-            if let granted {
-                grant = granted.grant
-                presentedToken = granted.token
-                grantGeneration = granted.generation
-            }
+            if let granted { identity = ConnectionIdentity(granted) }
             let limits = configuration.limits
             decoder.maxFrameBytes = limits.maxFrameBytes
             decoder.maxJSONBytes = limits.maxJSONBytes
@@ -528,24 +368,7 @@ package struct ConnectionStateMachine {
     private mutating func send(_ reply: Reply, flags: Frame.Flags = .response, _ actions: inout [Action]) {
         let wasEmpty = unsentBytes == 0
         uncompressedBytesOut += Frame.prefixSize + reply.json.count + reply.binary.count
-        let separate = reply.binary.count >= ConnectionStateMachine.separateBinaryBytes
-        let last = outputQueue.count - 1
-        let before = outputQueue[last].count
-        reply.json.withUnsafeBytes { json in
-            reply.binary.withUnsafeBytes { binary in
-                (encoderEnabled ? encoders.compressing : encoders.plain).encode(
-                    opcode: reply.opcode, requestID: reply.requestID, status: reply.status, flags: flags,
-                    json: json, binary: binary, appendBinary: !separate, into: &outputQueue[last])
-            }
-        }
-        unsentBytes += outputQueue[last].count - before
-        if separate {
-            // The array is shared, not copied; the next frames go into a fresh buffer after it.
-            outputQueue.append(reply.binary)
-            outputQueue.append([])
-            unsentBytes += reply.binary.count
-        }
-        peakUnsentBytes = max(peakUnsentBytes, unsentBytes)
+        output.append(reply, flags: flags, encoder: encoderEnabled ? encoders.compressing : encoders.plain)
         if wasEmpty { actions.append(.flush) }
         pauseIfOverHighWater(&actions)
     }
@@ -578,143 +401,5 @@ package struct ConnectionStateMachine {
         guard case .closing(let reason, _) = phase, inFlight == 0, unsentBytes == 0 else { return }
         phase = .closed
         actions.append(.close(reason))
-    }
-}
-
-/// One connection's order (Protocol.md section 2.3): its requests take effect as if run one at a time in the order
-/// they arrived, while consecutive reads, or consecutive writes, still run side by side.
-///
-/// The requests handed out and not yet answered are all reads or all writes. A request of the same kind as them is
-/// handed out at once (unless others wait before it); one of the other kind waits until they are all answered, and
-/// then goes out with the run of same-kind requests queued behind it. Writes handed out together reach the store's
-/// writer in arrival order (the shell submits them through one lane), which commits them in that order. So a read sees
-/// every write sent before it and none sent after it, and a slow SEARCH holds back a later write but never a later GET.
-struct RequestOrder {
-    /// Whether the requests handed out and not yet answered are writes, and how many there are.
-    private(set) var runningWrites = false
-    private(set) var running = 0
-    /// Requests waiting for the other kind's run to end, in arrival order.
-    private var held: [Frame] = []
-    private var heldHead = 0
-
-    /// Requests waiting.
-    var heldCount: Int { held.count - heldHead }
-
-    /// Whether `frame` may run now; if not, it is held until the run before it ends (`answered`).
-    mutating func admit(_ frame: Frame) -> Bool {
-        let write = frame.opcode.isWrite
-        guard heldCount == 0, running == 0 || runningWrites == write else {
-            held.append(frame)
-            return false
-        }
-        runningWrites = write
-        running += 1
-        return true
-    }
-
-    /// A request handed out was answered; returns the requests that may run now, in arrival order.
-    mutating func answered() -> [Frame] {
-        guard running > 0 else { return [] }
-        running -= 1
-        guard running == 0, heldCount > 0 else { return [] }
-        runningWrites = held[heldHead].opcode.isWrite
-        var released: [Frame] = []
-        while heldHead < held.count, held[heldHead].opcode.isWrite == runningWrites {
-            released.append(held[heldHead])
-            heldHead += 1
-        }
-        running = released.count
-        if heldHead == held.count {
-            held.removeAll(keepingCapacity: held.capacity <= 256)
-            heldHead = 0
-        }
-        return released
-    }
-}
-
-/// HELLO negotiation: pure, so it is tested without sockets.
-package enum Handshake {
-    /// The token a HELLO presented, what it may do, and the token table's generation it was checked against.
-    package struct Granted {
-        package var token: [UInt8]
-        package var grant: Grant
-        package var generation: Int
-    }
-
-    package enum Outcome {
-        /// `granted` is nil when the server requires no token.
-        case accepted(HelloResponse, compression: Bool, granted: Granted?)
-        /// `close`: the connection ends after the error (a wrong token).
-        case rejected(LarderError, close: Bool)
-    }
-
-    package static func negotiate(
-        _ frame: Frame, configuration: ConnectionStateMachine.Configuration, tls: Bool = false
-    ) -> Outcome {
-        let request: HelloRequest
-        do throws(LarderError) {
-            request = try HelloRequest(json: try frame.jsonObject())
-        } catch {
-            return .rejected(error, close: false)
-        }
-        guard let version = request.versions.filter({ ProtocolVersions.supported.contains($0) }).max() else {
-            let offered = request.versions.map(String.init).joined(separator: ", ")
-            return .rejected(
-                LarderError(
-                    .unsupportedVersion,
-                    "none of the offered protocol versions (\(offered)) is supported; this server speaks "
-                        + ProtocolVersions.supported.map(String.init).joined(separator: ", "),
-                    field: "versions",
-                    details: ["supported": .array(ProtocolVersions.supported.map { .int(Int64($0)) })]),
-                close: false)
-        }
-        var granted: Granted?
-        if let tokens = configuration.tokens {
-            guard let presented = request.token else {
-                return .rejected(
-                    LarderError(.unauthenticated, "this server requires a token in HELLO", field: "token"), close: true)
-            }
-            let (table, generation) = tokens.current
-            let token = Array(presented.utf8)
-            guard let grant = table.grant(for: token) else {
-                return .rejected(LarderError(.unauthenticated, "the token is not valid", field: "token"), close: true)
-            }
-            granted = Granted(token: token, grant: grant, generation: generation)
-        }
-        let compression = request.compression.contains(zlibCompression)
-        var response = HelloResponse(
-            version: version, compression: compression ? zlibCompression : "none",
-            compressionThreshold: configuration.compressionThreshold, limits: configuration.limits,
-            server: configuration.serverName, authRequired: configuration.tokens != nil)
-        if let granted {
-            response.role = granted.grant.role.description
-            response.collections = granted.grant.collections?.sorted()
-        }
-        if tls { response.tls = true }
-        return .accepted(response, compression: compression, granted: granted)
-    }
-
-    /// Compares without an early exit, so the time taken does not reveal how much of a guess was right.
-    package static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-        var difference = UInt8(truncatingIfNeeded: a.count ^ b.count)
-        let n = max(a.count, b.count)
-        for i in 0..<n {
-            let x = i < a.count ? a[i] : 0
-            let y = i < b.count ? b[i] : 0
-            difference |= x ^ y
-        }
-        return difference == 0 && a.count == b.count
-    }
-}
-
-/// The frame encoders of one event loop, shared by its connections (never across loops).
-package final class SharedEncoders {
-    let plain: FrameEncoder
-    let compressing: FrameEncoder
-
-    package init(configuration: ConnectionStateMachine.Configuration) {
-        plain = FrameEncoder(compressionEnabled: false)
-        compressing = FrameEncoder(
-            compressionEnabled: true, threshold: configuration.compressionThreshold, level: configuration.zlibLevel)
     }
 }

@@ -1,25 +1,19 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import Dispatch
-import Synchronization
 import LarderStore
-import LarderSync
 import LarderWire
-import LarderIO
 
-/// The change feed on a connection: WATCH and UNWATCH, live delivery and the catch-up from the log, all on the
-/// connection's loop.
+/// The change feed's side effects on a connection: its `WatchStateMachine` decides, this performs, all on the
+/// connection's loop (the log is read on the work pool).
 extension Connection {
-    var limits: Limits { context.machineConfiguration.limits }
-
     /// WATCH and UNWATCH are answered here, on the shard's loop, because they change this connection's subscriptions:
     /// the answer is queued before any event of the subscription can be.
     func executeWatch(_ frame: Frame) {
         let started = DispatchTime.now().uptimeNanoseconds
-        let reply = frame.opcode == .watch ? watch(frame) : unwatch(frame)
+        let (reply, actions) =
+            frame.opcode == .watch
+            ? watches.watch(frame, lastChangeSeq: context.router.store.lastChangeSeq, allowed: machine.grant?.collections)
+            : watches.unwatch(frame)
+        performWatch(actions)
         let micros = (DispatchTime.now().uptimeNanoseconds &- started) / 1000
         context.stats.request(reply.opcode, reply.status, latencyMicros: micros)
         context.logger.slowRequest(connection: id, peer: peer, reply, micros: micros)
@@ -30,228 +24,86 @@ extension Connection {
         continueCatchUps()
     }
 
-    func watch(_ frame: Frame) -> Reply {
-        do throws(LarderError) {
-            guard frame.binary.isEmpty else { throw LarderError(.invalidArgument, "WATCH takes no binary part") }
-            let request = try WatchRequest(json: frame.jsonObject())
-            if let collection = request.collection { try SQLiteStore.validateCollection(collection) }
-            guard subscriptions.count < limits.maxWatches else {
-                throw LarderError(
-                    .resourceExhausted, "this connection already holds \(limits.maxWatches) subscriptions; "
-                        + "UNWATCH one or open another connection", details: ["limit": .int(Int64(limits.maxWatches))])
-            }
-            // Read before the subscription exists: every change after it is either published to this shard later
-            // (and pushed live) or, with `since`, read from the log.
-            let last = context.router.store.lastChangeSeq
-            lastSubscriptionID = lastSubscriptionID == UInt32.max ? 1 : lastSubscriptionID + 1
-            let subscriptionID = lastSubscriptionID
-            subscriptions[subscriptionID] = Subscription(
-                id: subscriptionID, collection: request.collection, filter: request.filter, idsOnly: request.idsOnly,
-                lastSeq: request.since ?? last, state: request.since == nil ? .live : .catchingUp,
-                checkResync: request.since != nil, allowed: machine.grant?.collections)
-            watchingChanged()
-            context.stats.watchStarted()
-            return Reply(
-                opcode: .watch, requestID: frame.requestID,
-                json: WatchResponse(subscription: subscriptionID, seq: last).json.bytes)
-        } catch {
-            return Reply(opcode: .watch, requestID: frame.requestID, error: error)
-        }
+    /// What counts against a subscription's buffer: the unsent output, less what a sender holds (on its way).
+    private var watchOutput: WatchStateMachine.Output {
+        .init(canPush: !closing && machine.canPush, bufferedBytes: machine.unsentBytes - bytesWithSender)
     }
 
-    func unwatch(_ frame: Frame) -> Reply {
-        do throws(LarderError) {
-            guard frame.binary.isEmpty else { throw LarderError(.invalidArgument, "UNWATCH takes no binary part") }
-            let request = try UnwatchRequest(json: frame.jsonObject())
-            guard subscriptions.removeValue(forKey: request.subscription) != nil else {
-                throw LarderError(
-                    .notFound, "no subscription \(request.subscription) on this connection", field: "subscription")
-            }
-            watchingChanged()
-            context.stats.watchesEnded(1)
-            return Reply(
-                opcode: .unwatch, requestID: frame.requestID,
-                json: UnwatchResponse(subscription: request.subscription).json.bytes)
-        } catch {
-            return Reply(opcode: .unwatch, requestID: frame.requestID, error: error)
-        }
-    }
-
-    /// Keeps the shard's list of watching connections and the machine's idle rule in step with `subscriptions`.
-    func watchingChanged() {
-        let watching = !subscriptions.isEmpty
-        machine.isWatching = watching
-        shard.watchers[ObjectIdentifier(self)] = watching && !closing ? self : nil
-    }
-
-    /// Committed changes, on the shard's loop: pushed to each live subscription they concern, in commit order. A
-    /// subscription whose connection holds more than `maxWatchBufferBytes` unsent when an event is due gets a gap
-    /// event and ends; the writer and the other connections never wait for it.
+    /// Committed changes, on the shard's loop (`IOShard.drain`).
     func deliver(_ changes: PreparedChanges) {
-        guard !closing, machine.canPush else { return }
-        let bound = limits.maxWatchBufferBytes
-        var actions: [ConnectionStateMachine.Action] = []
-        var sent = 0
-        var gaps = 0
-        subscriptions: for subscriptionID in subscriptions.keys.sorted() {
-            guard var subscription = subscriptions[subscriptionID], subscription.state == .live else { continue }
-            var overflowed = false
-            for index in changes.entries.indices where changes.entries[index].seq > subscription.lastSeq {
-                let match = changes.match(index, subscription)
-                if match != .no {
-                    // Offer the socket what is queued before calling the buffer full (not while a sender writes:
-                    // what it holds is on its way and does not count).
-                    if machine.unsentBytes - bytesWithSender > bound { writeNow(&actions) }
-                    guard machine.canPush else { break subscriptions }
-                    if machine.unsentBytes - bytesWithSender > bound {
-                        overflowed = true
-                        break
-                    }
-                    let json = changes.event(
-                        index, for: subscriptionID, idsOnly: subscription.idsOnly, matches: match == .yes)
-                    actions += machine.push(opcode: .event, requestID: subscriptionID, json: json)
-                    sent += 1
-                }
-                subscription.lastSeq = changes.entries[index].seq
-            }
-            if overflowed {
-                subscriptions[subscriptionID] = nil
-                let json = EventEncoder.gap(subscription: subscriptionID, seq: subscription.lastSeq)
-                actions += machine.push(opcode: .event, requestID: subscriptionID, json: json)
-                gaps += 1
-                context.logger.info("conn \(id) subscription \(subscriptionID) fell behind its buffer of \(bound) bytes: gap")
-            } else {
-                subscriptions[subscriptionID] = subscription
-            }
-        }
-        if gaps > 0 {
-            watchingChanged()
-            context.stats.watchesEnded(gaps)
-        }
-        context.stats.watchDelivered(events: sent, gaps: gaps, resyncs: 0)
-        perform(actions)
+        guard !closing else { return }
+        performWatch(watches.deliver(changes, output: watchOutput))
     }
 
-    /// Ends every live subscription with a gap at the last change it handled (its shard dropped changes it was owed:
-    /// `IOShard.publish`). Subscriptions replaying the log go on: they read it up to what the shard has seen.
+    /// The shard dropped changes this connection's live subscriptions were owed.
     func endLiveSubscriptionsWithGap() {
         guard !closing else { return }
-        var actions: [ConnectionStateMachine.Action] = []
-        var gaps = 0
-        for subscriptionID in subscriptions.keys.sorted() {
-            guard let subscription = subscriptions[subscriptionID], subscription.state == .live else { continue }
-            subscriptions[subscriptionID] = nil
-            gaps += 1
-            guard machine.canPush else { continue }
-            actions += machine.push(
-                opcode: .event, requestID: subscriptionID,
-                json: EventEncoder.gap(subscription: subscriptionID, seq: subscription.lastSeq))
-        }
-        guard gaps > 0 else { return }
-        context.logger.warn("conn \(id): the server fell behind its change feed; \(gaps) subscriptions ended with a gap")
-        watchingChanged()
-        context.stats.watchesEnded(gaps)
-        context.stats.watchDelivered(events: 0, gaps: gaps, resyncs: 0)
-        perform(actions)
+        performWatch(watches.endLiveSubscriptionsWithGap(canPush: machine.canPush))
     }
 
-    /// Starts a log read for each subscription replaying it, while the output is below half the watch buffer (the
-    /// replay is paced by the subscriber's reading, so it never overflows).
+    /// Subscriptions replaying the log read their next page if the output has drained enough.
     func continueCatchUps() {
-        for id in subscriptions.keys.sorted() where subscriptions[id]?.state == .catchingUp {
-            guard !closing, machine.canPush, machine.unsentBytes <= limits.maxWatchBufferBytes / 2 else { return }
-            readLog(id)
-        }
+        guard !closing else { return }
+        performWatch(watches.continueCatchUps(canPush: machine.canPush, unsentBytes: machine.unsentBytes))
     }
 
-    func readLog(_ subscriptionID: UInt32) {
-        guard var subscription = subscriptions[subscriptionID] else { return }
-        subscription.state = .reading
-        subscriptions[subscriptionID] = subscription
+    /// The one place where the watch machine's actions become side effects. Pushed frames are queued in the
+    /// connection's machine, whose own actions are performed at the end (after any room made mid-batch).
+    func performWatch(_ actions: [WatchStateMachine.Action]) {
+        var pending = actions
+        var connectionActions: [ConnectionStateMachine.Action] = []
+        var index = 0
+        while index < pending.count {
+            switch pending[index] {
+            case .push(let subscription, let json):
+                connectionActions += machine.push(opcode: .event, requestID: subscription, json: json)
+            case .makeRoom:
+                // Offer the socket what is queued before calling the buffer full.
+                if watchOutput.bufferedBytes > watches.limits.maxWatchBufferBytes { writeNow(&connectionActions) }
+                pending += watches.continueDelivery(output: watchOutput)
+            case .readLog(let read):
+                readLog(read)
+            case .watching(let watching):
+                machine.isWatching = watching
+                shard.watchers[ObjectIdentifier(self)] = watching && !closing ? self : nil
+            case .started:
+                context.stats.watchStarted()
+            case .ended(let count):
+                context.stats.watchesEnded(count)
+            case .delivered(let events, let gaps, let resyncs):
+                context.stats.watchDelivered(events: events, gaps: gaps, resyncs: resyncs)
+            case .info(let message):
+                context.logger.info("conn \(id) \(message)")
+            case .warning(let message):
+                context.logger.warn("conn \(id) \(message)")
+            }
+            index += 1
+        }
+        perform(connectionActions)
+    }
+
+    private func readLog(_ read: WatchStateMachine.LogRead) {
         let store = context.router.store
-        let maxBytes = max(16 << 10, limits.maxWatchBufferBytes / 4)
         let shard = self.shard
-        let wanted = subscription
-        context.router.workQueue.async { [self] in
+        let wanted = read.subscription
+        let started = context.router.pool.submit { [self] in
             let result: Result<LogPage, LarderError>
             do throws(LarderError) {
                 let page = try store.changes(
-                    after: wanted.lastSeq, collection: wanted.collection, limit: Connection.catchUpPageSize,
-                    maxBytes: maxBytes)
+                    after: wanted.lastSeq, collection: wanted.collection, limit: WatchStateMachine.LogRead.pageSize,
+                    maxBytes: read.maxBytes)
                 result = .success(LogPage(page, for: wanted))
             } catch {
                 result = .failure(error)
             }
-            shard.loop.async { self.logRead(subscriptionID, result) }
-        }
-    }
-
-    /// A page of the log arrived for a subscription catching up: check `since` against the retention (first page),
-    /// push the page's events, and go live once the log has been read past everything published to this shard.
-    func logRead(_ subscriptionID: UInt32, _ result: Result<LogPage, LarderError>) {
-        guard !closing, machine.canPush, var subscription = subscriptions[subscriptionID], subscription.state == .reading
-        else { return }
-        var actions: [ConnectionStateMachine.Action] = []
-        switch result {
-        case .failure(let error):
-            context.logger.warn("conn \(id) subscription \(subscriptionID): the change log failed to read: \(error)")
-            subscriptions[subscriptionID] = nil
-            watchingChanged()
-            context.stats.watchesEnded(1)
-            context.stats.watchDelivered(events: 0, gaps: 1, resyncs: 0)
-            actions += machine.push(
-                opcode: .event, requestID: subscriptionID,
-                json: EventEncoder.gap(subscription: subscriptionID, seq: subscription.lastSeq))
-        case .success(let page):
-            var exhausted = !page.more
-            var events = page.events
-            var resyncs = 0
-            if subscription.checkResync {
-                subscription.checkResync = false
-                if subscription.lastSeq < page.prunedThrough || subscription.lastSeq > page.lastSeq {
-                    // Never a silent gap: the subscriber must reload, then follows the changes after `lastSeq`.
-                    actions += machine.push(
-                        opcode: .event, requestID: subscriptionID,
-                        json: EventEncoder.resync(
-                            subscription: subscriptionID, seq: page.lastSeq, oldestSeq: page.prunedThrough + 1))
-                    subscription.lastSeq = page.lastSeq
-                    events = []
-                    exhausted = true
-                    resyncs = 1
-                }
+            shard.loop.async { [self] in
+                guard !closing else { return }
+                performWatch(
+                    watches.logRead(wanted.id, result, publishedSeq: shard.publishedSeq, canPush: machine.canPush))
+                continueCatchUps()
             }
-            if resyncs == 0 {
-                subscription.lastSeq = page.more ? page.lastEntrySeq : max(subscription.lastSeq, page.lastSeq)
-            }
-            for json in events { actions += machine.push(opcode: .event, requestID: subscriptionID, json: json) }
-            subscription.state = exhausted && shard.publishedSeq <= subscription.lastSeq ? .live : .catchingUp
-            subscriptions[subscriptionID] = subscription
-            context.stats.watchDelivered(events: events.count, gaps: 0, resyncs: resyncs)
         }
-        perform(actions)
-        continueCatchUps()
-    }
-}
-
-/// A page of the change log prepared off the I/O loop for one subscription: its matching events already encoded.
-struct LogPage: Sendable {
-    var events: [[UInt8]]
-    var more: Bool
-    /// The last change in the page (valid when `more`).
-    var lastEntrySeq: Int64
-    var lastSeq: Int64
-    var prunedThrough: Int64
-
-    init(_ page: ChangePage, for subscription: Subscription) {
-        let changes = PreparedChanges(page.entries)
-        events = page.entries.indices.compactMap { index in
-            let match = changes.match(index, subscription)
-            guard match != .no else { return nil }
-            return changes.event(index, for: subscription.id, idsOnly: subscription.idsOnly, matches: match == .yes)
-        }
-        more = page.more
-        lastEntrySeq = page.entries.last?.seq ?? 0
-        lastSeq = page.lastSeq
-        prunedThrough = page.prunedThrough
+        // A full pool: the subscription tries again at the connection's next tick or flush.
+        if !started { watches.logReadNotStarted(wanted.id) }
     }
 }

@@ -128,9 +128,9 @@ public final class LarderServer: Sendable {
         self.store = store
         let now = DispatchTime.now().uptimeNanoseconds
         let stats = ServerStats(now: now)
-        let workQueue = DispatchQueue(label: "larder.work", qos: .userInitiated, attributes: .concurrent)
+        let pool = WorkPool(threads: configuration.workThreads, maxWaiting: configuration.maxQueuedWork)
         let router = Router(
-            store: store, stats: stats, workQueue: workQueue, searchGate: configuration.searchGate,
+            store: store, stats: stats, pool: pool, searchGate: configuration.searchGate,
             serverName: LarderServer.serverName, maxReplyJSONBytes: configuration.limits.maxJSONBytes)
         let logger = Logger(
             level: configuration.logLevel, format: configuration.logFormat, slowMicros: UInt64(configuration.slowMs) * 1000)
@@ -141,7 +141,7 @@ public final class LarderServer: Sendable {
             zlibLevel: configuration.zlibLevel, outputHighWaterBytes: configuration.outputHighWaterBytes,
             serverName: LarderServer.serverName, tokens: tokens)
         let backups = BackupService(
-            store: store, queue: workQueue, gate: configuration.backupGate,
+            store: store, pool: pool, gate: configuration.backupGate,
             maxChunkBytes: configuration.limits.maxBlobBytes)
         context = ServerContext(
             router: router, stats: stats, logger: logger, machineConfiguration: machine, backups: backups)
@@ -176,6 +176,7 @@ public final class LarderServer: Sendable {
             }
             shard.loop.stop()
         }
+        context.router.pool.stop()
     }
 
     /// Binds the listeners and starts accepting. Returns the bound TCP port.
@@ -399,6 +400,7 @@ public final class LarderServer: Sendable {
         let closeDeadline = monotonicMs() + 2_000
         while context.stats.openConnections > 0 && monotonicMs() < closeDeadline { usleep(2_000) }
         for shard in shards { shard.loop.stop() }
+        context.router.pool.stop()
         // Requests cut off by the grace period still hold the store: wait for them a little before closing it.
         do throws(LarderError) {
             try store.checkpoint()

@@ -1,4 +1,5 @@
 import Dispatch
+import LarderIO
 import LarderStore
 import LarderWire
 
@@ -43,28 +44,30 @@ struct MetricsText {
     }
 
     /// A histogram family's samples for one opcode: cumulative buckets at `bucketBounds`. A value counts in a bucket
-    /// when its log-linear bucket (`LatencyHistogram`, within 12.5%) ends at or below the bound.
-    mutating func histogram(_ name: String, opcode: String, _ h: LatencyHistogram) {
+    /// when its log-linear bucket (`Histogram.latencyMicros`, within 12.5%) ends at or below the bound.
+    mutating func histogram(_ name: String, opcode: String, _ h: Histogram) {
         var index = 0
         var cumulative: UInt64 = 0
-        let counts = h.counts
+        let counts = h.bucketCounts
         for bound in MetricsText.bucketBounds {
             let micros = UInt64(bound * 1_000_000)
-            while index < counts.count, LatencyHistogram.lowerBound(index + 1) - 1 <= micros {
+            while index < counts.count, Histogram.highestEquivalent(index, bits: h.precisionBits) <= micros {
                 cumulative += counts[index]
                 index += 1
             }
             sample("\(name)_bucket", [("opcode", opcode), ("le", MetricsText.format(bound))], Double(cumulative))
         }
-        sample("\(name)_bucket", [("opcode", opcode), ("le", "+Inf")], Double(h.total))
-        sample("\(name)_sum", [("opcode", opcode)], Double(h.sum) / 1_000_000)
-        sample("\(name)_count", [("opcode", opcode)], Double(h.total))
+        sample("\(name)_bucket", [("opcode", opcode), ("le", "+Inf")], Double(h.count))
+        sample("\(name)_sum", [("opcode", opcode)], h.sum / 1_000_000)
+        sample("\(name)_count", [("opcode", opcode)], Double(h.count))
     }
 }
 
 extension ServerStats {
     /// Everything STATS reports, as Prometheus metrics. `store` is nil when the store did not answer;
     /// `watchLagChanges` is how many committed changes wait for the event loops to push them.
+// Parallel table (`duplicates` pairs these on purpose): one family and its samples per counter of STATS, in the order of
+// Protocol.md's STATS answer.
     func prometheus(now: UInt64, store: StoreStats?, watchLagChanges: Int, version: String) -> String {
         let (s, hits, misses) = current
         var m = MetricsText()

@@ -3,14 +3,15 @@ import Foundation
 import LarderStore
 import LarderWire
 
-/// Runs one request against the store and produces its reply. Reads run on the concurrent work queue (so a slow
-/// SEARCH never holds back a GET); writes are handed to the store's group-commit writer and answered after COMMIT.
+/// Runs one request against the store and produces its reply. Reads run on the work pool (so a slow SEARCH never
+/// holds back a GET); writes are handed to the store's group-commit writer and answered after COMMIT.
 package final class Router: Sendable {
     package typealias Store = any DocumentStore & BlobStore
 
     let store: Store
     let stats: ServerStats
-    let workQueue: DispatchQueue
+    /// Where reads, the parsing of writes, log reads and large sends run (`WorkPool`).
+    let pool: WorkPool
     let searchGate: TestGate?
     let serverName: String
     let maxReplyJSONBytes: Int
@@ -21,22 +22,22 @@ package final class Router: Sendable {
     /// the cursor, group keys).
     package static func pageBudget(maxJSONBytes: Int) -> Int { maxJSONBytes - max(8 << 10, maxJSONBytes / 16) }
 
-    package init(
-        store: Store, stats: ServerStats, workQueue: DispatchQueue, searchGate: TestGate?, serverName: String,
+    init(
+        store: Store, stats: ServerStats, pool: WorkPool, searchGate: TestGate?, serverName: String,
         maxReplyJSONBytes: Int = Limits.default.maxJSONBytes
     ) {
         self.maxReplyJSONBytes = maxReplyJSONBytes
         self.store = store
         self.stats = stats
-        self.workQueue = workQueue
+        self.pool = pool
         self.searchGate = searchGate
         self.serverName = serverName
         self.pointReadsAreLocal = store.pointReadsAreLocal
     }
 
-    /// Point reads answered on the connection's event loop, without a hop to the work queue and back: each is one
+    /// Point reads answered on the connection's event loop, without a hop to the work pool and back: each is one
     /// indexed lookup (microseconds), cheaper than the two thread switches it would otherwise cost. Everything whose
-    /// time depends on the data (searches, lists, blob bytes) still runs on the work queue, so it never holds up a
+    /// time depends on the data (searches, lists, blob bytes) still runs on the work pool, so it never holds up a
     /// connection's other requests.
     static func isInline(_ opcode: Opcode) -> Bool { opcode == .get || opcode == .blobHead || opcode == .ping }
 
@@ -103,26 +104,35 @@ package final class Router: Sendable {
         }
     }
 
-    /// A serial queue on the work queue for one connection's writes: they reach the store's writer in the order the
+    /// A lane of the work pool for one connection's writes: they reach the store's writer in the order the
     /// connection handed them out, which is the order they commit in (Protocol.md section 2.3).
-    package func makeWriteLane() -> DispatchQueue {
-        DispatchQueue(label: "larder.server.writes", target: workQueue)
+    func makeWriteLane() -> WorkPool.Lane { pool.makeLane() }
+
+    /// The answer to a request the work pool had no room for: the server is overloaded, not the request wrong.
+    static func poolFull(_ frame: Frame, _ pool: WorkPool) -> Reply {
+        Reply(
+            opcode: frame.opcode, requestID: frame.requestID,
+            error: LarderError(
+                .resourceExhausted,
+                "the server is overloaded: \(pool.maxWaiting) requests already wait for its \(pool.threads) worker "
+                    + "threads (--max-queued-work, --work-threads); retry after a moment",
+                details: ["limit": .int(Int64(pool.maxWaiting))]))
     }
 
     /// Handles `frame` and calls `completion` exactly once, on any thread. Writes go through `writes`, a lane from
     /// `makeWriteLane` that the caller keeps for the connection.
-    package func handle(
-        _ frame: Frame, writes: @autoclosure () -> DispatchQueue, completion: @escaping @Sendable (Reply) -> Void
+    func handle(
+        _ frame: Frame, writes: @autoclosure () -> WorkPool.Lane, completion: @escaping @Sendable (Reply) -> Void
     ) {
         switch route(frame) {
         case .answered(let reply):
             completion(reply)
         case .read:
-            workQueue.async { [self] in completion(readReply(frame)) }
+            if !pool.submit({ [self] in completion(readReply(frame)) }) { completion(Router.poolFull(frame, pool)) }
         case .write:
             // Parsed off the loop and off the writer (the writer's time is the scarce resource), one write of the
             // connection after another; writes of different connections are parsed side by side.
-            writes().async { [self] in
+            let accepted = writes().submit { [self] in
                 let body: WriteBody
                 do throws(LarderError) {
                     body = try Router.writeBody(frame)
@@ -131,6 +141,7 @@ package final class Router: Sendable {
                 }
                 store.submitWrite(body) { [self] result in completion(reply(to: frame, result)) }
             }
+            if !accepted { completion(Router.poolFull(frame, pool)) }
         }
     }
 
@@ -213,6 +224,12 @@ package final class Router: Sendable {
         case .stats:
             _ = try EmptyMessage(json: object)
             var json = stats.json(now: DispatchTime.now().uptimeNanoseconds, server: serverName)
+            let work = pool.snapshot
+            json["workPool"] = .object([
+                "threads": .int(Int64(work.threads)), "maxQueued": .int(Int64(work.maxWaiting)),
+                "started": .int(Int64(work.started)), "busy": .int(Int64(work.busy)),
+                "queued": .int(Int64(work.waiting)), "refused": .int(Int64(work.refused)),
+            ])
             let storeStats = try store.stats()
             json["store"] = .object([
                 "documents": .int(Int64(storeStats.documents)), "blobs": .int(Int64(storeStats.blobs)),
@@ -273,7 +290,7 @@ package final class Router: Sendable {
         switch frame.opcode {
         case .create:
             let r = try CreateRequest(json: object)
-            // Encoded and folded here, on the work queue: the writer's time is the scarce resource.
+            // Encoded and folded here, on the work pool: the writer's time is the scarce resource.
             let document = PreparedDocument(r.data)
             return { (c) throws(LarderError) in (try c.create(r.collection, id: r.id, document: document).bytes, []) }
         case .replace:

@@ -1,4 +1,5 @@
 import Foundation
+import LarderIO
 import LarderStore
 import LarderWire
 
@@ -66,10 +67,16 @@ public struct ServerConfiguration: Sendable {
     /// gap (`IOShard.maxInboxChanges`); only an overloaded server reaches it. Internal: tests lower it.
     var maxInboxChanges: Int = IOShard.defaultMaxInboxChanges
     /// Event-loop threads that own the connections. Default: half the cores (at least one), since the store's writer,
-    /// the work queue (searches, blobs, parsing writes) and often the clients need the rest; with a loop per core on
+    /// the work pool (searches, blobs, parsing writes) and often the clients need the rest; with a loop per core on
     /// 2 cores shared with the load generator, GETs without pipelining ran at 0.6x the rate and 6x the p99 of one
     /// loop (BENCHMARKS.md).
     public var ioQueues: Int = max(1, ProcessInfo.processInfo.activeProcessorCount / 2)
+    /// Threads of the work pool (searches, lists, blob bytes, parsing writes, log reads, large sends), started as work
+    /// arrives (`WorkPool`).
+    public var workThreads: Int = WorkPool.defaultThreads
+    /// Requests that may wait for a work-pool thread; past it a request is answered RESOURCE_EXHAUSTED at once instead
+    /// of queueing without bound.
+    public var maxQueuedWork: Int = WorkPool.defaultMaxWaiting
     /// The change log keeps the newest this many changes for WATCH `since`...
     public var changeRetentionEvents: Int = 100_000
     /// ...none older than this (milliseconds).
@@ -133,6 +140,8 @@ public enum ServerOptions {
         return value
     }
 
+// Parallel table (`duplicates` pairs these on purpose): one `Option` per command-line option, alike by design; what they share
+// (integers, sizes, limits) is in `integer`, `size` and `limit`.
     static let options: [Option] = {
         let d = ServerConfiguration()
         let l = Limits.default
@@ -267,6 +276,20 @@ public enum ServerOptions {
                     c.ioQueues = try integer("io-threads", v, min: 1, max: 256)
                 }),
             Option(
+                name: "work-threads", env: "LARDER_WORK_THREADS", valueName: "N",
+                help: "threads for searches, lists, blob bytes, parsing writes and large sends (default "
+                    + "\(d.workThreads))",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.workThreads = try integer("work-threads", v, min: 1, max: 1024)
+                }),
+            Option(
+                name: "max-queued-work", env: "LARDER_MAX_QUEUED_WORK", valueName: "N",
+                help: "requests that may wait for a work thread; more are answered RESOURCE_EXHAUSTED (default "
+                    + "\(d.maxQueuedWork))",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.maxQueuedWork = try integer("max-queued-work", v, min: 1)
+                }),
+            Option(
                 name: "zlib-level", env: "LARDER_ZLIB_LEVEL", valueName: "0-9",
                 help: "zlib level for replies (default \(d.zlibLevel))",
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
@@ -358,30 +381,19 @@ public enum ServerOptions {
         for option in options {
             if let value = environment[option.env] { try option.apply(&configuration, value) }
         }
-        var index = 0
-        while index < arguments.count {
-            let argument = arguments[index]
-            index += 1
-            if argument == "--help" || argument == "-h" { return (.help, configuration) }
-            if argument == "--version" { return (.version, configuration) }
-            guard argument.hasPrefix("--") else {
-                throw UsageError(message: "unexpected argument '\(argument)'")
+        var scanner = ArgumentScanner(arguments)
+        while let argument = scanner.next() {
+            if argument.text == "--help" || argument.text == "-h" { return (.help, configuration) }
+            if argument.text == "--version" { return (.version, configuration) }
+            guard argument.name.hasPrefix("--") else {
+                throw UsageError(message: "unexpected argument '\(argument.text)'")
             }
-            var name = String(argument.dropFirst(2))
-            var value: String?
-            if let equals = name.firstIndex(of: "=") {
-                value = String(name[name.index(after: equals)...])
-                name = String(name[..<equals])
-            }
+            let name = String(argument.name.dropFirst(2))
             guard let option = options.first(where: { $0.name == name }) else {
                 throw UsageError(message: "unknown option '--\(name)'")
             }
-            if value == nil {
-                guard index < arguments.count else { throw UsageError(message: "--\(name) needs a value") }
-                value = arguments[index]
-                index += 1
-            }
-            try option.apply(&configuration, value!)
+            guard let value = scanner.value(for: argument) else { throw UsageError(message: "--\(name) needs a value") }
+            try option.apply(&configuration, value)
         }
         if (configuration.tlsCertificate == nil) != (configuration.tlsKey == nil) {
             throw UsageError(message: "TLS needs both --tls-cert and --tls-key")

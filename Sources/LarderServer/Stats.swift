@@ -3,53 +3,10 @@ import LarderWire
 import Synchronization
 import LarderIO
 
-/// A log-linear latency histogram: exact below 8, then 8 buckets per power of two (at most 12.5% relative error),
-/// covering every `UInt64`. Small, mergeable and cheap to record into.
-package struct LatencyHistogram: Sendable, Equatable {
-    static let bucketCount = 62 * 8
-    private(set) var counts: [UInt64]
-    package private(set) var total: UInt64 = 0
-    package private(set) var max: UInt64 = 0
-    /// The sum of every value recorded (Prometheus's `_sum`).
-    package private(set) var sum: UInt64 = 0
-
-    package init() { counts = [UInt64](repeating: 0, count: LatencyHistogram.bucketCount) }
-
-    static func index(_ value: UInt64) -> Int {
-        if value < 8 { return Int(value) }
-        let exponent = 63 - value.leadingZeroBitCount
-        let sub = Int((value >> UInt64(exponent - 3)) & 7)
-        return (exponent - 2) * 8 + sub
-    }
-
-    /// The smallest value that lands in bucket `index`.
-    static func lowerBound(_ index: Int) -> UInt64 {
-        if index < 8 { return UInt64(index) }
-        let exponent = index / 8 + 2
-        return UInt64(8 + index % 8) << UInt64(exponent - 3)
-    }
-
-    package mutating func record(_ value: UInt64) {
-        counts[LatencyHistogram.index(value)] += 1
-        total += 1
-        sum &+= value
-        max = Swift.max(max, value)
-    }
-
-    /// The value at quantile `q` (0...1): the upper end of the bucket holding that rank, capped by the maximum seen.
-    package func percentile(_ q: Double) -> UInt64 {
-        guard total > 0 else { return 0 }
-        let rank = Swift.max(1, UInt64((q * Double(total)).rounded(.up)))
-        var seen: UInt64 = 0
-        for (index, count) in counts.enumerated() where count > 0 {
-            seen += count
-            if seen >= rank {
-                let upper = index + 1 < LatencyHistogram.bucketCount ? LatencyHistogram.lowerBound(index + 1) - 1 : .max
-                return Swift.min(upper, max)
-            }
-        }
-        return max
-    }
+extension Histogram {
+    /// The server's request latencies in microseconds, one per opcode: 8 buckets per power of two (12.5%), small
+    /// enough to copy for every STATS.
+    static func latencyMicros() -> Histogram { Histogram(precisionBits: 3) }
 }
 
 /// Server-wide counters, shared by every connection queue.
@@ -59,7 +16,7 @@ package final class ServerStats: Sendable {
         var errors = 0
         /// Answers other than OK, by status (OK ones are `count - errors`): no hashing for a successful request.
         var errorsByStatus: [Status: Int] = [:]
-        var latency = LatencyHistogram()
+        var latency = Histogram.latencyMicros()
 
         var byStatus: [(Status, Int)] {
             (count > errors ? [(Status.ok, count - errors)] : [])
@@ -181,8 +138,8 @@ package final class ServerStats: Sendable {
                 "count": .int(Int64(operation.count)), "errors": .int(Int64(operation.errors)),
                 "byStatus": .object(byStatus),
                 "latencyMicros": .object([
-                    "count": .int(Int64(h.total)), "p50": .int(Int64(h.percentile(0.5))),
-                    "p90": .int(Int64(h.percentile(0.9))), "p99": .int(Int64(h.percentile(0.99))),
+                    "count": .int(Int64(h.count)), "p50": .int(Int64(h.value(atPercentile: 50))),
+                    "p90": .int(Int64(h.value(atPercentile: 90))), "p99": .int(Int64(h.value(atPercentile: 99))),
                     "max": .int(Int64(h.max)),
                 ]),
             ])

@@ -9,7 +9,7 @@ struct Subscription {
         /// Replaying from the change log; waits for the connection's output to drain below half the watch buffer
         /// before reading the next page.
         case catchingUp
-        /// A page of the change log is being read on the work queue.
+        /// A page of the change log is being read on the work pool.
         case reading
     }
 
@@ -96,6 +96,29 @@ final class PreparedChanges {
             bodies[key] = body
         }
         return EventEncoder.event(subscription: subscription, body: body, matches: matches)
+    }
+}
+
+/// A page of the change log prepared off the I/O loop for one subscription: its matching events already encoded.
+struct LogPage: Sendable {
+    var events: [[UInt8]]
+    var more: Bool
+    /// The last change in the page (valid when `more`).
+    var lastEntrySeq: Int64
+    var lastSeq: Int64
+    var prunedThrough: Int64
+
+    init(_ page: ChangePage, for subscription: Subscription) {
+        let changes = PreparedChanges(page.entries)
+        events = page.entries.indices.compactMap { index in
+            let match = changes.match(index, subscription)
+            guard match != .no else { return nil }
+            return changes.event(index, for: subscription.id, idsOnly: subscription.idsOnly, matches: match == .yes)
+        }
+        more = page.more
+        lastEntrySeq = page.entries.last?.seq ?? 0
+        lastSeq = page.lastSeq
+        prunedThrough = page.prunedThrough
     }
 }
 

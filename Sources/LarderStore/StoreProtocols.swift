@@ -61,6 +61,8 @@ public struct Page: Sendable, Equatable {
     }
 }
 
+// Parallel table (`duplicates` pairs these on purpose): the store's side of GroupResponse.Section (LarderWire), in the store's
+// record type: the store does not speak the wire's.
 /// One section of a GROUP answer: the key, how many records have it, and the first records (creation order).
 public struct Group: Sendable, Equatable {
     /// The field's value; `null` for records where the field is missing or null.

@@ -62,3 +62,17 @@ package final class Condition: @unchecked Sendable {
         return error == 0
     }
 }
+
+extension Condition {
+    /// Wakes one thread waiting on this condition; call it holding the lock they wait with.
+    package func signal() {
+        pthread_cond_signal(condition)
+    }
+
+    /// Releases `lock` (which the caller holds), waits until a `signal` or `broadcast`, and takes `lock` again. A wait
+    /// can also end for no reason: re-check the state in a loop.
+    package func wait(on lock: Lock) {
+        let error = pthread_cond_wait(condition, lock.storage.mutex)
+        precondition(error == 0, "pthread_cond_wait failed with error \(error)")
+    }
+}

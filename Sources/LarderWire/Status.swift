@@ -1,6 +1,7 @@
 /// A stable numeric status code: the one error vocabulary of the wire, the store, the client and the CLI.
 ///
 /// Values never change meaning once published; new codes are only ever appended (see Protocol.md, "Status codes").
+// Parallel table (`duplicates` pairs these on purpose): named constants in the shape of Opcode (Opcode.swift).
 public struct Status: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     public let rawValue: UInt16
     public init(rawValue: UInt16) { self.rawValue = rawValue }

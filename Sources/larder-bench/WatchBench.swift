@@ -5,6 +5,7 @@ import Darwin
 #endif
 import Dispatch
 import Foundation
+import LarderIO
 import LarderWire
 
 /// `larder-bench watch`: change-feed fan-out against a running server. One writer creates documents; N subscribers
@@ -51,19 +52,23 @@ enum WatchBench {
 
         static func parse(_ arguments: [String]) throws(BenchUsage) -> Options? {
             var o = Options()
-            var i = 0
-            func value(_ name: String) throws(BenchUsage) -> String {
-                guard i + 1 < arguments.count else { throw BenchUsage("\(name) needs a value") }
-                i += 1
-                return arguments[i]
-            }
-            func int(_ name: String, min: Int = 1) throws(BenchUsage) -> Int {
-                let text = try value(name)
-                guard let n = Int(text), n >= min else { throw BenchUsage("\(name) needs an integer of at least \(min)") }
-                return n
-            }
-            while i < arguments.count {
-                switch arguments[i] {
+            var scanner = ArgumentScanner(arguments)
+            while let argument = scanner.next() {
+                func value(_ name: String) throws(BenchUsage) -> String {
+                    guard let value = scanner.value(for: argument) else { throw BenchUsage("\(name) needs a value") }
+                    return value
+                }
+                func int(_ name: String, min: Int = 1) throws(BenchUsage) -> Int {
+                    let text = try value(name)
+                    guard let n = Int(text), n >= min else {
+                        throw BenchUsage("\(name) needs an integer of at least \(min)")
+                    }
+                    return n
+                }
+                func flag() throws(BenchUsage) {
+                    if argument.inline != nil { throw BenchUsage("\(argument.name) takes no value") }
+                }
+                switch argument.name {
                 case "-h", "--help": return nil
                 case "--host":
                     o.host = try value("--host")
@@ -93,10 +98,11 @@ enum WatchBench {
                     o.padBytes = bytes
                 case "--threads": o.threads = try int("--threads")
                 case "--collection": o.collection = try value("--collection")
-                case "--ids-only": o.idsOnly = true
-                default: throw BenchUsage("unexpected argument '\(arguments[i])'")
+                case "--ids-only":
+                    try flag()
+                    o.idsOnly = true
+                default: throw BenchUsage("unexpected argument '\(argument.text)'")
                 }
-                i += 1
             }
             return o
         }

@@ -1,5 +1,6 @@
 import Foundation
 import LarderBench
+import LarderIO
 import LarderStore
 import LarderWire
 
@@ -110,10 +111,9 @@ case "store":
     var directory: String?
     var documents: Int?
     var quick = false
-    var i = 0
-    while i < arguments.count {
-        let a = arguments[i]
-        switch a {
+    var scanner = ArgumentScanner(arguments)
+    while let argument = scanner.next() {
+        switch argument.name {
         case "-h", "--help":
             print("""
                 larder-bench store: the store in-process (no network)
@@ -127,21 +127,18 @@ case "store":
                 """)
             exit(0)
         case "--dir":
-            guard i + 1 < arguments.count else { usageFailure("--dir needs a value", usage: storeUsage) }
-            directory = arguments[i + 1]
-            i += 1
+            guard let value = scanner.value(for: argument) else { usageFailure("--dir needs a value", usage: storeUsage) }
+            directory = value
         case "--documents":
-            guard i + 1 < arguments.count, let n = Int(arguments[i + 1]), n >= 1000 else {
+            guard let value = scanner.value(for: argument), let n = Int(value), n >= 1000 else {
                 usageFailure("--documents must be a whole number of at least 1000", usage: storeUsage)
             }
             documents = n
-            i += 1
-        case "--quick":
+        case "--quick" where argument.inline == nil:
             quick = true
         default:
-            usageFailure("unexpected argument '\(a)'", usage: storeUsage)
+            usageFailure("unexpected argument '\(argument.text)'", usage: storeUsage)
         }
-        i += 1
     }
     do {
         try runStoreBenchmark(directory: directory, documents: documents ?? (quick ? 1_000 : 100_000), quick: quick)

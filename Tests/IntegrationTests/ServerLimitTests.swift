@@ -116,6 +116,40 @@ struct ServerLimitTests {
         }
     }
 
+    /// The work pool's bound crossed: one thread, one request allowed to wait. The first SEARCH holds the thread on
+    /// a gate, the second waits, the third is refused at once with the limit named; the held ones are answered once
+    /// the gate opens, and STATS shows the pool's size and the refusal.
+    @Test func requestsPastTheWorkPoolBoundAreResourceExhausted() throws {
+        let gate = try ServerGate()
+        defer { gate.open() }
+        try withServerOnPort0({
+            $0.workThreads = 1
+            $0.maxQueuedWork = 1
+            $0.searchGate = gate.gate
+        }) { _, port in
+            let c = try RawClient.tcp(port: port)
+            try c.hello()
+            _ = try c.send(.search, ["collection": "x"], id: 100)
+            try gate.waitForHeld(1)
+            _ = try c.send(.search, ["collection": "x"], id: 101)
+            _ = try c.send(.search, ["collection": "x"], id: 102)
+            let refused = try #require(try c.receive(timeout: 60))
+            #expect(refused.requestID == 102 && refused.status == .resourceExhausted)
+            let error = refused.replyJSON
+            #expect(error["limit"] == 1)
+            #expect(error["message"]?.stringValue?.contains("--max-queued-work") == true)
+            gate.open()
+            var statuses: [UInt32: Status] = [:]
+            for _ in 0..<2 {
+                let frame = try #require(try c.receive(timeout: 60))
+                statuses[frame.requestID] = frame.status
+            }
+            #expect(statuses == [100: .ok, 101: .ok])
+            let pool = try c.call(.stats).replyJSON["workPool"]
+            #expect(pool?["threads"] == 1 && pool?["maxQueued"] == 1 && pool?["refused"] == 1)
+        }
+    }
+
     @Test func idleConnectionsAreClosed() throws {
         try withServerOnPort0({ $0.limits.idleTimeoutMs = 300 }) { _, port in
             // Before connecting: the server's idle clock starts at the HELLO (or the accept), never earlier, whereas

@@ -80,26 +80,34 @@ struct ServerOptionsTests {
 
 @Suite(.timeLimit(.minutes(20)))
 struct LatencyHistogramTests {
+    /// The server's latencies: LarderIO's `Histogram` at 3 bits of precision.
     @Test func bucketsCoverEveryValueInOrder() {
+        let bits = Histogram.latencyMicros().precisionBits
+        let bucketCount = Histogram.latencyMicros().bucketCount
         var previous = -1
-        for value: UInt64 in [0, 1, 7, 8, 9, 15, 16, 18, 100, 1000, 65_535, 1 << 40, .max] {
-            let index = LatencyHistogram.index(value)
-            #expect(index > previous && index < LatencyHistogram.bucketCount)
-            #expect(LatencyHistogram.lowerBound(index) <= value)
-            if index + 1 < LatencyHistogram.bucketCount { #expect(LatencyHistogram.lowerBound(index + 1) > value) }
+        for value: UInt64 in [0, 1, 7, 8, 9, 15, 16, 18, 100, 1000, 65_535, 1 << 39, Histogram.highestTrackable] {
+            let index = Histogram.index(of: value, bits: bits)
+            #expect(index > previous && index < bucketCount)
+            #expect(Histogram.lowestEquivalent(index, bits: bits) <= value)
+            #expect(Histogram.highestEquivalent(index, bits: bits) >= value)
+            if index + 1 < bucketCount { #expect(Histogram.lowestEquivalent(index + 1, bits: bits) > value) }
             previous = index
         }
+        #expect(bucketCount < 400)
     }
 
     @Test func percentilesWithinOneBucket() {
-        var h = LatencyHistogram()
+        var h = Histogram.latencyMicros()
         for v in 1...1000 { h.record(UInt64(v)) }
-        for (q, exact) in [(0.5, 500.0), (0.9, 900.0), (0.99, 990.0)] {
-            let p = Double(h.percentile(q))
-            #expect(p >= exact && p <= exact * 1.125, "p\(q) = \(p)")
+        for (p, exact) in [(50.0, 500.0), (90.0, 900.0), (99.0, 990.0)] {
+            let reported = Double(h.value(atPercentile: p))
+            #expect(reported >= exact && reported <= exact * 1.125, "p\(p) = \(reported)")
         }
-        #expect(h.percentile(1) == 1000 && h.max == 1000 && h.total == 1000)
-        #expect(LatencyHistogram().percentile(0.5) == 0)
+        #expect(h.value(atPercentile: 100) == 1000 && h.max == 1000 && h.count == 1000)
+        #expect(Histogram.latencyMicros().value(atPercentile: 50) == 0)
+        // Values past the tracked range are counted in the top bucket, and the maximum stays exact.
+        h.record(.max)
+        #expect(h.value(atPercentile: 100) == .max && h.max == .max)
     }
 
     @Test func statsJSONShape() {

@@ -1,0 +1,90 @@
+import LarderWire
+
+/// One connection's order (Protocol.md section 2.3): its requests take effect as if run one at a time in the order
+/// they arrived, while consecutive reads, or consecutive writes, still run side by side.
+///
+/// The requests handed out and not yet answered are all reads or all writes. A request of the same kind as them is
+/// handed out at once (unless others wait before it); one of the other kind waits until they are all answered, and
+/// then goes out with the run of same-kind requests queued behind it. Writes handed out together reach the store's
+/// writer in arrival order (the shell submits them through one lane), which commits them in that order. So a read sees
+/// every write sent before it and none sent after it, and a slow SEARCH holds back a later write but never a later GET.
+struct RequestOrder {
+    /// Whether the requests handed out and not yet answered are writes, and how many there are.
+    private(set) var runningWrites = false
+    private(set) var running = 0
+    /// Requests waiting for the other kind's run to end, in arrival order.
+    private var held: [Frame] = []
+    private var heldHead = 0
+
+    /// Requests waiting.
+    var heldCount: Int { held.count - heldHead }
+
+    /// Whether `frame` may run now; if not, it is held until the run before it ends (`answered`).
+    mutating func admit(_ frame: Frame) -> Bool {
+        let write = frame.opcode.isWrite
+        guard heldCount == 0, running == 0 || runningWrites == write else {
+            held.append(frame)
+            return false
+        }
+        runningWrites = write
+        running += 1
+        return true
+    }
+
+    /// A request handed out was answered; returns the requests that may run now, in arrival order.
+    mutating func answered() -> [Frame] {
+        guard running > 0 else { return [] }
+        running -= 1
+        guard running == 0, heldCount > 0 else { return [] }
+        runningWrites = held[heldHead].opcode.isWrite
+        var released: [Frame] = []
+        while heldHead < held.count, held[heldHead].opcode.isWrite == runningWrites {
+            released.append(held[heldHead])
+            heldHead += 1
+        }
+        running = released.count
+        if heldHead == held.count {
+            held.removeAll(keepingCapacity: held.capacity <= 256)
+            heldHead = 0
+        }
+        return released
+    }
+}
+
+/// The requests a connection admitted and has not answered yet: how many, what they hold, and in what order they
+/// may run.
+struct InFlightRequests {
+    enum Admission {
+        /// Hand it out now.
+        case run
+        /// Held behind the requests before it (`answered` releases it).
+        case held
+        /// Its id is already in flight: refused, and nothing was counted.
+        case duplicateID
+    }
+
+    private(set) var count = 0
+    /// What they hold (JSON inflated plus binary), in total.
+    private(set) var bytes = 0
+    /// The size of each by request id: unique among them, since a reused id is refused.
+    private var sizes: [UInt32: Int] = [:]
+    private var order = RequestOrder()
+
+    var heldCount: Int { order.heldCount }
+
+    mutating func admit(_ frame: Frame) -> Admission {
+        let size = frame.json.count + frame.binary.count
+        guard sizes[frame.requestID] == nil else { return .duplicateID }
+        sizes[frame.requestID] = size
+        count += 1
+        bytes += size
+        return order.admit(frame) ? .run : .held
+    }
+
+    /// The request `requestID` was answered; returns the requests that may run now, in arrival order.
+    mutating func answered(_ requestID: UInt32) -> [Frame] {
+        count -= 1
+        if let size = sizes.removeValue(forKey: requestID) { bytes -= size }
+        return order.answered()
+    }
+}
