@@ -314,7 +314,7 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
                 shard.loop.async { [self] in completed(reply, started: started) }
             }
         }
-        context.router.handle(frame, writes: writeLane) { [self] reply in
+        context.router.handle(frame, writes: writeLane, collections: machine.grant?.collections) { [self] reply in
             shard.loop.async { [self] in completed(reply, started: started) }
         }
     }
