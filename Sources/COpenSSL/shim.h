@@ -30,8 +30,9 @@ static int larder_alpn_select(SSL *ssl, const unsigned char **out, unsigned char
     return SSL_TLSEXT_ERR_ALERT_FATAL;
 }
 
-/// A context for either side: TLS 1.2 and 1.3 only, no renegotiation, no compression, buffers released while idle
-/// (an idle connection then holds no 34 KB of record buffers), partial writes from a buffer that may move.
+/// A context for either side: TLS 1.2 and 1.3 only, no renegotiation, no compression, partial writes from a buffer
+/// that may move, and record buffers released whenever they are empty until the handshake ends (a connection that
+/// never finishes one holds no 34 KB of them); an established session keeps its buffers (`larder_ssl_keep_buffers`).
 static inline SSL_CTX *larder_ctx_new(int server) {
     SSL_CTX *ctx = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method());
     if (ctx == NULL) return NULL;
@@ -106,6 +107,10 @@ static inline int larder_ssl_expect_name(SSL *ssl, const char *name, int is_ip) 
 static inline int larder_ssl_feed(SSL *ssl, const void *bytes, int count) {
     return BIO_write(SSL_get_rbio(ssl), bytes, count);
 }
+
+/// Keeps the record buffers between records: releasing and allocating them again around every record costs more
+/// than the encryption of a small answer. The owner gives them back while idle with `SSL_free_buffers`.
+static inline void larder_ssl_keep_buffers(SSL *ssl) { SSL_clear_mode(ssl, SSL_MODE_RELEASE_BUFFERS); }
 
 static inline size_t larder_ssl_pending_output(SSL *ssl) { return BIO_ctrl_pending(SSL_get_wbio(ssl)); }
 

@@ -91,6 +91,7 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         {
             return perform(machine.forceClose(.frameTimeout))  // the handshake is held to the frame deadline
         }
+        tls?.tick()
         perform(machine.timerFired(now: now))
     }
 
@@ -149,7 +150,7 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
     private func readPlaintext() {
         guard let tls else { return }
         while !closing && !machine.readingPaused {
-            switch tls.engine.read(into: shard.readBuffer) {
+            switch tls.read(into: shard.readBuffer) {
             case .bytes(let count):
                 readStarted = DispatchTime.now().uptimeNanoseconds
                 perform(machine.bytesReceived(UnsafeRawBufferPointer(rebasing: shard.readBuffer[0..<count]), now: shard.loop.now))
