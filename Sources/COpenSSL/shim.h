@@ -30,8 +30,9 @@ static int larder_alpn_select(SSL *ssl, const unsigned char **out, unsigned char
     return SSL_TLSEXT_ERR_ALERT_FATAL;
 }
 
-/// A context for either side: TLS 1.2 and 1.3 only, no renegotiation, no compression, buffers released while idle
-/// (an idle connection then holds no 34 KB of record buffers), partial writes from a buffer that may move.
+/// A context for either side: TLS 1.2 and 1.3 only, no renegotiation, no compression, partial writes from a buffer
+/// that may move, and record buffers released whenever they are empty until the handshake ends (a connection that
+/// never finishes one holds no 34 KB of them); an established session keeps its buffers (`larder_ssl_keep_buffers`).
 static inline SSL_CTX *larder_ctx_new(int server) {
     SSL_CTX *ctx = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method());
     if (ctx == NULL) return NULL;
@@ -42,9 +43,13 @@ static inline SSL_CTX *larder_ctx_new(int server) {
                               SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     if (server) {
         SSL_CTX_set_alpn_select_cb(ctx, larder_alpn_select, NULL);
-        // No session cache: a client reconnects with a full handshake, and no server-side state grows with it.
+        // Session resumption by stateless tickets only: no server-side cache grows with the clients, a reconnecting
+        // client skips the certificate exchange, and the ticket key is the context's own (a reload makes a new one,
+        // and earlier tickets then fall back to a full handshake). The id context lets sessions that carried a client
+        // certificate resume too.
         SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
-        SSL_CTX_set_num_tickets(ctx, 0);
+        SSL_CTX_set_num_tickets(ctx, 1);
+        SSL_CTX_set_session_id_context(ctx, larder_alpn_wire + 1, 8);
     } else {
         SSL_CTX_set_alpn_protos(ctx, larder_alpn_wire, sizeof larder_alpn_wire);
     }
@@ -103,6 +108,10 @@ static inline int larder_ssl_feed(SSL *ssl, const void *bytes, int count) {
     return BIO_write(SSL_get_rbio(ssl), bytes, count);
 }
 
+/// Keeps the record buffers between records: releasing and allocating them again around every record costs more
+/// than the encryption of a small answer. The owner gives them back while idle with `SSL_free_buffers`.
+static inline void larder_ssl_keep_buffers(SSL *ssl) { SSL_clear_mode(ssl, SSL_MODE_RELEASE_BUFFERS); }
+
 static inline size_t larder_ssl_pending_output(SSL *ssl) { return BIO_ctrl_pending(SSL_get_wbio(ssl)); }
 
 static inline size_t larder_ssl_pending_input(SSL *ssl) {
@@ -111,6 +120,16 @@ static inline size_t larder_ssl_pending_input(SSL *ssl) {
 
 static inline int larder_ssl_take_output(SSL *ssl, void *into, int count) {
     return BIO_read(SSL_get_wbio(ssl), into, count);
+}
+
+/// A copy of the session once the server issued a ticket for it (the server keeps no session cache, so only a ticket
+/// resumes; in TLS 1.3 it comes after the handshake, and the session before it only looks resumable by its legacy id);
+/// NULL before. A copy, because OpenSSL marks a connection's own session not resumable when the connection ends
+/// without close_notify, which is how a phone's connections usually end. The caller owns it.
+static inline SSL_SESSION *larder_ssl_resumable_session(SSL *ssl) {
+    SSL_SESSION *session = SSL_get0_session(ssl);
+    if (session == NULL || !SSL_SESSION_is_resumable(session) || !SSL_SESSION_has_ticket(session)) return NULL;
+    return SSL_SESSION_dup(session);
 }
 
 /// 1 when the handshake chose `larder/1` by ALPN, 0 when ALPN was not used.

@@ -61,17 +61,23 @@ final class BenchTLS: @unchecked Sendable {
 
     /// Plaintext into `buffer`: what the session holds, else what the socket has (`.wouldBlock` when it has none).
     func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(BenchError) -> Sys.Outcome {
+        // With nothing buffered, SSL_read could only fail: read the socket first (a failed SSL_read costs about as
+        // much as a small record).
+        var decrypt = engine.pendingInput > 0
         while true {
-            switch engine.read(into: buffer) {
-            case .bytes(let n): return .done(n)
-            case .closed: return .done(0)
-            case .failed(let error): throw BenchError("TLS: \(error.message)")
-            case .needsInput:
+            if !decrypt {
                 let scratch = self.scratch
                 let outcome = try Sys.call("read") { systemRead(fd, scratch.baseAddress!, scratch.count) }
                 guard case .done(let n) = outcome else { return .wouldBlock }
                 if n == 0 { return .done(0) }
                 engine.feed(UnsafeRawBufferPointer(rebasing: scratch[0..<n]))
+            }
+            decrypt = false
+            switch engine.read(into: buffer) {
+            case .bytes(let n): return .done(n)
+            case .closed: return .done(0)
+            case .failed(let error): throw BenchError("TLS: \(error.message)")
+            case .needsInput: continue  // a partial record: read more
             }
         }
     }

@@ -86,12 +86,18 @@ public final class LarderClient: Sendable {
     }
 
     private let slots: Locked<[Slot]>
+    /// What the TLS connections share: the context made from the certificate files, and sessions to resume.
+    private let tlsShared: ClientTLSShared?
+
+    /// TLS handshakes completed so far by this client's connections: with the certificate exchange, and resumed.
+    package var tlsHandshakes: (full: Int, resumed: Int) { tlsShared?.handshakes ?? (0, 0) }
     /// The endpoint the next connection tries first.
     private let nextEndpoint = Locked(0)
 
     /// A client for the server described by `configuration`; nothing connects until the first request.
     public init(configuration: Configuration) {
         self.configuration = configuration
+        tlsShared = configuration.tls.map(ClientTLSShared.init)
         slots = Locked(Array(repeating: .empty, count: max(1, configuration.connections)))
     }
 
@@ -144,6 +150,7 @@ public final class LarderClient: Sendable {
             case wait(Task<Result<Connection, LarderError>, Never>, Int)
         }
         let configuration = configuration
+        let tls = tlsShared
         let pick: Pick = slots.withLock { slots in
             var best: (Connection, Int)?
             for (index, slot) in slots.enumerated() {
@@ -165,7 +172,7 @@ public final class LarderClient: Sendable {
                 }
                 let task = Task { () async -> Result<Connection, LarderError> in
                     do throws(LarderError) {
-                        return .success(try await LarderClient.open(configuration, startingAt: first))
+                        return .success(try await LarderClient.open(configuration, startingAt: first, tls: tls))
                     } catch {
                         return .failure(error)
                     }
@@ -197,13 +204,15 @@ public final class LarderClient: Sendable {
     /// A connection to the first endpoint, from `first` on, that accepts one; UNAVAILABLE naming each refusal
     /// when none does. An error the server answered (a wrong token, say) ends the search: another server of the same
     /// deployment would answer it too.
-    static func open(_ configuration: Configuration, startingAt first: Int) async throws(LarderError) -> Connection {
+    static func open(_ configuration: Configuration, startingAt first: Int, tls: ClientTLSShared?)
+        async throws(LarderError) -> Connection
+    {
         let endpoints = configuration.endpoints
         var refusals: [String] = []
         for step in 0..<endpoints.count {
             let endpoint = endpoints[(first + step) % endpoints.count]
             do throws(LarderError) {
-                return try await Connection.open(configuration, endpoint: endpoint)
+                return try await Connection.open(configuration, endpoint: endpoint, tls: tls)
             } catch {
                 guard error.status == .unavailable || error.status == .deadlineExceeded, endpoints.count > 1 else {
                     throw error

@@ -1,3 +1,4 @@
+import LarderSync
 import LarderTLS
 import LarderWire
 
@@ -38,30 +39,88 @@ extension LarderClient {
     }
 }
 
+/// What the TLS connections of one `LarderClient` share: the context made from the settings' certificate files, read
+/// once by the first connection's I/O thread (never on a caller's thread, and not again per connection), and the
+/// session each server last issued a ticket for, which the next connection to it offers: a reconnecting client
+/// resumes it and skips the certificate exchange (TLS session resumption).
+final class ClientTLSShared: Sendable {
+    let settings: LarderClient.TLSSettings
+    private let state = Locked(State())
+
+    private struct State {
+        var context: TLSContext?
+        var sessions: [String: TLSSession] = [:]
+        var fullHandshakes = 0
+        var resumedHandshakes = 0
+    }
+
+    init(settings: LarderClient.TLSSettings) { self.settings = settings }
+
+    /// The context, made from the files at the first call; a failure is not kept, so the next connection reads the
+    /// files again.
+    func context() throws(TLSError) -> TLSContext {
+        try state.withLock { (state) throws(TLSError) -> TLSContext in
+            if let context = state.context { return context }
+            let context = try TLSContext.client(
+                ca: settings.caFile, certificate: settings.certificateFile, key: settings.keyFile,
+                verify: !settings.skipVerification)
+            state.context = context
+            return context
+        }
+    }
+
+    func session(for endpoint: String) -> TLSSession? { state.withLock { $0.sessions[endpoint] } }
+
+    func remember(_ session: TLSSession, for endpoint: String) { state.withLock { $0.sessions[endpoint] = session } }
+
+    func handshakeDone(resumed: Bool) {
+        state.withLock { resumed ? ($0.resumedHandshakes += 1) : ($0.fullHandshakes += 1) }
+    }
+
+    /// Handshakes completed so far: with the certificate exchange, and resumed.
+    var handshakes: (full: Int, resumed: Int) { state.withLock { ($0.fullHandshakes, $0.resumedHandshakes) } }
+}
+
 /// A connection's TLS session (Protocol.md section 10.1), driven by its I/O thread's poll loop (IOThread.swift): the
 /// thread feeds it what the socket reads and sends what it encrypts, so no caller ever waits on the handshake or on the
-/// network. Touched only by that thread once the thread starts.
-final class ClientTLS: @unchecked Sendable {
+/// network. Made and touched only by that thread.
+final class ClientTLS {
     let engine: TLSEngine
-    let settings: LarderClient.TLSSettings
+    let shared: ClientTLSShared
+    var settings: LarderClient.TLSSettings { shared.settings }
     let host: String
     let endpoint: String
     /// The first bytes the server sent, to tell a plain Larder server from a TLS one.
     var firstBytes: [UInt8] = []
+    /// Whether the session the server issued a ticket for is remembered for the next connection.
+    private var rememberedSession = false
 
-    /// A session for `host`; errors say what went wrong in terms of the options that fix it.
-    init(host: String, settings: LarderClient.TLSSettings, endpoint: String) throws(LarderError) {
+    /// A session for `host`, offering the one its server last issued a ticket for; errors say what went wrong in terms
+    /// of the options that fix it.
+    init(host: String, shared: ClientTLSShared, endpoint: String) throws(LarderError) {
         do throws(TLSError) {
-            let context = try TLSContext.client(
-                ca: settings.caFile, certificate: settings.certificateFile, key: settings.keyFile,
-                verify: !settings.skipVerification)
-            engine = try TLSEngine(context: context, serverName: settings.serverName ?? host)
+            engine = try TLSEngine(context: try shared.context(), serverName: shared.settings.serverName ?? host)
         } catch {
             throw ClientSocket.connectError(endpoint, error.message)
         }
-        self.settings = settings
+        if let session = shared.session(for: endpoint) { engine.offer(session) }
+        self.shared = shared
         self.host = host
         self.endpoint = endpoint
+    }
+
+    /// The handshake is done: counts it, and remembers the session when the server already issued a ticket (TLS 1.2).
+    func established() {
+        shared.handshakeDone(resumed: engine.isSessionReused)
+        rememberSession()
+    }
+
+    /// Remembers the session for the next connection once the server issued a ticket for it (in TLS 1.3, with the
+    /// first records after the handshake); one check per read until then.
+    func rememberSession() {
+        guard !rememberedSession, let session = engine.resumableSession else { return }
+        rememberedSession = true
+        shared.remember(session, for: endpoint)
     }
 
     /// A connect error for a handshake that could not finish.

@@ -63,17 +63,19 @@ final class Connection: @unchecked Sendable {
     }
 
     /// Connects to `endpoint` (on the connection's own thread), starts reading and performs the HELLO handshake.
-    static func open(_ configuration: LarderClient.Configuration, endpoint: LarderClient.Endpoint)
-        async throws(LarderError) -> Connection
-    {
+    /// `tls`: what the client's TLS connections share (nil for plain connections).
+    static func open(
+        _ configuration: LarderClient.Configuration, endpoint: LarderClient.Endpoint, tls shared: ClientTLSShared?
+    ) async throws(LarderError) -> Connection {
         let timeoutMs = Int(configuration.connectTimeout.components.seconds * 1000)
             + Int(configuration.connectTimeout.components.attoseconds / 1_000_000_000_000_000)
-        var tls: ClientTLS?
-        switch (configuration.tls, endpoint) {
+        var tls: (() throws(LarderError) -> ClientTLS)?
+        switch (shared, endpoint) {
         case (nil, _):
             break
-        case (let settings?, .tcp(let host, _)):
-            tls = try ClientTLS(host: host, settings: settings, endpoint: endpoint.description)
+        case (let shared?, .tcp(let host, _)):
+            let name = endpoint.description
+            tls = { () throws(LarderError) in try ClientTLS(host: host, shared: shared, endpoint: name) }
         case (_?, .unix):
             throw ClientSocket.connectError(endpoint.description, "TLS is for TCP; a Unix socket is always plain")
         }

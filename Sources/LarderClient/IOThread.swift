@@ -55,8 +55,11 @@ final class IOThread: @unchecked Sendable {
     private var received: ((UnsafeRawBufferPointer) -> LarderError?)?
     private var ended: ((End) -> Void)?
 
-    /// The TLS session, when the connection speaks TLS: touched only by the thread.
-    private let tls: ClientTLS?
+    /// Makes the TLS session on the thread (reading certificate files, the first time, there and not on a caller's
+    /// thread), when the connection speaks TLS.
+    private let makeTLS: (() throws(LarderError) -> ClientTLS)?
+    /// The TLS session: made and touched only by the thread.
+    private var tls: ClientTLS?
     /// How long the TLS handshake may take.
     private let handshakeTimeoutMs: Int
     // Thread-owned: ciphertext made by the session and not yet written, which request it carries, and the progress to
@@ -66,8 +69,8 @@ final class IOThread: @unchecked Sendable {
     private var ciphertextName = ""
     private var ciphertextProgress: (() -> Void)?
 
-    init(tls: ClientTLS? = nil, handshakeTimeoutMs: Int = 0) {
-        self.tls = tls
+    init(tls makeTLS: (() throws(LarderError) -> ClientTLS)? = nil, handshakeTimeoutMs: Int = 0) {
+        self.makeTLS = makeTLS
         self.handshakeTimeoutMs = handshakeTimeoutMs
         var ends: [Int32] = [-1, -1]
         if pipe(&ends) != 0 { ends = [-1, -1] }
@@ -106,7 +109,7 @@ final class IOThread: @unchecked Sendable {
         lock.withLock {
             guard !stopping else { return }
             var item = Outgoing(bytes: bytes, name: name, progress: progress)
-            if outgoing.isEmpty, fd >= 0, progress == nil, tls == nil {
+            if outgoing.isEmpty, fd >= 0, progress == nil, makeTLS == nil {
                 // Nothing ahead of it: as much as the socket takes now, without waiting (the socket is non-blocking).
                 let n = bytes.withUnsafeBytes { Socket.sendSome(fd, $0) }
                 if n == bytes.count { return }
@@ -141,6 +144,7 @@ final class IOThread: @unchecked Sendable {
         }
         let socket: Int32
         do throws(LarderError) {
+            tls = try makeTLS?()
             socket = try connect!()
         } catch {
             connected!(error)
@@ -252,7 +256,9 @@ final class IOThread: @unchecked Sendable {
                 return tls.handshakeError("the TLS handshake broke while sending: \(ClientSocket.errnoText(code))")
             }
             switch progress {
-            case .done where !hasCiphertext: return nil
+            case .done where !hasCiphertext:
+                tls.established()
+                return nil
             case .failed(let error): return tls.handshakeError(tls.handshakeFailed(error))
             case .done, .needsInput: break
             }
@@ -291,9 +297,16 @@ final class IOThread: @unchecked Sendable {
             switch tls.engine.read(into: UnsafeMutableRawBufferPointer(start: chunk, count: capacity)) {
             case .bytes(let count):
                 if let error = received!(UnsafeRawBufferPointer(start: chunk, count: count)) { return .invalid(error) }
+                // Nothing more buffered: another SSL_read could only fail, at about the cost of a small record.
+                if tls.engine.pendingInput == 0 {
+                    takeCiphertext(tls)
+                    tls.rememberSession()
+                    return nil
+                }
             case .needsInput:
                 // What the session answers by itself (a key update) goes out with the next write.
                 takeCiphertext(tls)
+                tls.rememberSession()
                 return nil
             case .closed: return .peerClosed
             case .failed(let error): return .tlsFailed(ClientTLS.sessionFailed(error))

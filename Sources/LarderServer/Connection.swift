@@ -61,6 +61,9 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
 
     /// The TLS layer between the socket and the machine, on a TLS port (TLSTransport.swift).
     private let tls: TLSTransport?
+    /// Until when a closed TLS connection keeps its descriptor to write its last ciphertext (the answers the machine
+    /// counted as sent once encrypted, then close_notify); nil while open and once the descriptor is closed.
+    private var lingerUntil: UInt64?
 
     init(fd: Int32, id: Int, peer: String, shard: IOShard, context: ServerContext, tls: TLSTransport? = nil) {
         self.fd = fd
@@ -81,14 +84,17 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         shard.loop.register(fd, handler: self)
     }
 
-    var unsentBytes: Int { machine.unsentBytes }
+    /// Output not yet written: the machine's, and over TLS the ciphertext it was encrypted to (shutdown waits for both).
+    var unsentBytes: Int { machine.unsentBytes + (tls?.unwrittenBytes ?? 0) }
 
     func tick(now: UInt64) {
+        if lingerUntil != nil { return lingerWrite(now: now) }
         if let tls, !tls.isEstablished, !closing,
             now >= tls.openedAt + UInt64(context.machineConfiguration.limits.frameTimeoutMs)
         {
             return perform(machine.forceClose(.frameTimeout))  // the handshake is held to the frame deadline
         }
+        tls?.tick()
         perform(machine.timerFired(now: now))
         // A catch-up whose log read found the work pool full tries again.
         continueCatchUps()
@@ -149,7 +155,7 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
     private func readPlaintext() {
         guard let tls else { return }
         while !closing && !machine.readingPaused {
-            switch tls.engine.read(into: shard.readBuffer) {
+            switch tls.read(into: shard.readBuffer) {
             case .bytes(let count):
                 readStarted = DispatchTime.now().uptimeNanoseconds
                 perform(machine.bytesReceived(UnsafeRawBufferPointer(rebasing: shard.readBuffer[0..<count]), now: shard.loop.now))
@@ -166,7 +172,10 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         }
     }
 
-    func writable() { flush() }
+    func writable() {
+        if lingerUntil != nil { return lingerWrite(now: shard.loop.now) }
+        flush()
+    }
 
     func endOfTurn() {
         flushPending = false
@@ -320,7 +329,7 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
                 shard.loop.async { [self] in completed(reply, started: started) }
             }
         }
-        context.router.handle(frame, writes: writeLane) { [self] reply in
+        context.router.handle(frame, writes: writeLane, collections: machine.grant?.collections) { [self] reply in
             shard.loop.async { [self] in completed(reply, started: started) }
         }
     }
@@ -389,21 +398,57 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
             .info, "connection closed",
             Logger.Context(connection: id, peer: peer, fields: [("reason", .string(reason.description))]))
         reportTraffic()
-        // Out of the loop before the number can be reused by the next accepted connection; nothing touches the
-        // descriptor after this (every I/O path checks `closing`).
-        shard.loop.deregister(fd)
-        // A sender still writing keeps the descriptor; it closes it as it ends.
-        let senderHasIt = descriptor.withLock { state -> Bool in
-            if state.senderActive { state.closeWhenSenderEnds = true }
-            return state.senderActive
+        // close_notify goes after the last answers. What the socket does not take now is written as it drains, with
+        // the descriptor watched for writing only, until the frame deadline (a client that reads nothing for that
+        // long is cut, as one that sends a frame that slowly); TLS connections never hand output to a sender.
+        if let tls {
+            tls.finish(fd)
+            if tls.hasOutput {
+                lingerUntil = shard.loop.now + UInt64(context.machineConfiguration.limits.frameTimeoutMs)
+                shard.loop.setInterest(fd, read: false, write: true)
+            }
         }
-        if !senderHasIt {
-            tls?.finish(fd)
-            Socket.close(fd)
+        if lingerUntil == nil {
+            // Out of the loop before the number can be reused by the next accepted connection; nothing touches the
+            // descriptor after this (every I/O path checks `closing`).
+            shard.loop.deregister(fd)
+            // A sender still writing keeps the descriptor; it closes it as it ends.
+            let senderHasIt = descriptor.withLock { state -> Bool in
+                if state.senderActive { state.closeWhenSenderEnds = true }
+                return state.senderActive
+            }
+            if !senderHasIt { Socket.close(fd) }
+            shard.connections[ObjectIdentifier(self)] = nil
         }
-        shard.connections[ObjectIdentifier(self)] = nil
         context.backups?.connectionClosed(id)
         performWatch(watches.closed())
+        if lingerUntil == nil { context.stats.connectionClosed() }
+    }
+
+    /// A closed TLS connection's remaining ciphertext, written as the socket takes it; the descriptor is closed once
+    /// it is all written, on a write error, or at the deadline.
+    private func lingerWrite(now: UInt64) {
+        guard let tls, let until = lingerUntil else { return }
+        var done = now >= until
+        if !done {
+            do throws(IOError) {
+                wireOut += try tls.flush(fd) ?? 0
+                done = !tls.hasOutput
+            } catch {
+                done = true
+            }
+        }
+        if done { endLinger() }
+    }
+
+    /// Closes a lingering connection's descriptor now, whatever it has left to write (the server is stopping).
+    func endLinger() {
+        guard lingerUntil != nil else { return }
+        lingerUntil = nil
+        reportTraffic()
+        shard.loop.deregister(fd)
+        Socket.close(fd)
+        shard.connections[ObjectIdentifier(self)] = nil
         context.stats.connectionClosed()
     }
 }

@@ -171,7 +171,10 @@ public final class LarderServer: Sendable {
         state.withLock { $0.metrics }?.stop()
         for shard in shards {
             shard.loop.sync {
-                for connection in Array(shard.connections.values) { connection.forceClose(.shutdown) }
+                for connection in Array(shard.connections.values) {
+                    connection.forceClose(.shutdown)
+                    connection.endLinger()
+                }
                 shard.stopTimer()
             }
             shard.loop.stop()
@@ -397,8 +400,12 @@ public final class LarderServer: Sendable {
                 shard.stopTimer()
             }
         }
+        // Closed TLS connections write their last ciphertext and close_notify first (Connection.lingerWrite).
         let closeDeadline = monotonicMs() + 2_000
         while context.stats.openConnections > 0 && monotonicMs() < closeDeadline { usleep(2_000) }
+        for shard in shards {
+            shard.loop.sync { for connection in Array(shard.connections.values) { connection.endLinger() } }
+        }
         for shard in shards { shard.loop.stop() }
         context.router.pool.stop()
         // Requests cut off by the grace period still hold the store: wait for them a little before closing it.

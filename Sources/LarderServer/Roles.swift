@@ -82,9 +82,7 @@ package struct Grant: Sendable, Equatable {
         case .blobGet, .blobHead:
             return nil  // checked on the answer, which says what the blob is attached to (`screen`)
         case .blobDelete:
-            return denied(
-                opcode, "delete blobs by id while it is limited to collections; delete or replace the document "
-                    + "they are attached to, which deletes them")
+            return nil  // checked on the writer, where the store says what the blob is attached to (Router)
         case .blobPut, .blobList:
             let member = opcode == .blobPut ? "attach" : "attachedTo"
             let object = try? frame.jsonObject()

@@ -120,9 +120,11 @@ package final class Router: Sendable {
     }
 
     /// Handles `frame` and calls `completion` exactly once, on any thread. Writes go through `writes`, a lane from
-    /// `makeWriteLane` that the caller keeps for the connection.
-    func handle(
-        _ frame: Frame, writes: @autoclosure () -> WorkPool.Lane, completion: @escaping @Sendable (Reply) -> Void
+    /// `makeWriteLane` that the caller keeps for the connection. `collections`: the only collections the sender's
+    /// token may touch, for the requests whose collection only the store knows (BLOB_DELETE).
+    package func handle(
+        _ frame: Frame, writes: @autoclosure () -> WorkPool.Lane, collections: Set<String>? = nil,
+        completion: @escaping @Sendable (Reply) -> Void
     ) {
         switch route(frame) {
         case .answered(let reply):
@@ -135,7 +137,11 @@ package final class Router: Sendable {
             let accepted = writes().submit { [self] in
                 let body: WriteBody
                 do throws(LarderError) {
-                    body = try Router.writeBody(frame)
+                    if let collections, frame.opcode == .blobDelete {
+                        body = try limitedBlobDelete(frame, collections)
+                    } else {
+                        body = try Router.writeBody(frame)
+                    }
                 } catch {
                     return completion(reply(to: frame, .failure(error)))
                 }
@@ -281,6 +287,26 @@ package final class Router: Sendable {
             }
         }
         return { (c) throws(LarderError) in (try c.create(write.collection, id: write.id, document: document).bytes, []) }
+    }
+
+    /// BLOB_DELETE by a token limited to `collections`: the blob goes only when it is attached to one of them. The
+    /// check runs on the writer just before the delete, against the last commit; a blob's attachment never changes
+    /// once stored (a BLOB_PUT of an id in use is CONFLICT), so what it checks is what it deletes, unless the blob was
+    /// deleted and stored again under the same id, elsewhere, earlier in the same group commit.
+    private func limitedBlobDelete(_ frame: Frame, _ collections: Set<String>) throws(LarderError) -> WriteBody {
+        let r = try BlobIDRequest(json: try frame.jsonObject())
+        let store = self.store
+        return { (c) throws(LarderError) in
+            let owner = try store.blobHead(r.id).attachedTo?.collection
+            guard let owner, collections.contains(owner) else {
+                throw LarderError(
+                    .permissionDenied,
+                    "this token may not delete a blob that is not attached to \(Grant.list(collections))",
+                    details: ["opcode": .string(Opcode.blobDelete.name)])
+            }
+            try c.blobDelete(r.id)
+            return (BlobDeleteResponse(id: r.id).json.bytes, [])
+        }
     }
 
     /// Parses a write request and returns what to run inside the group-commit transaction.

@@ -15,6 +15,13 @@ final class TLSTransport {
     /// Ciphertext taken from the session and not yet written, from `outputOffset` on.
     private var output: [UInt8] = []
     private var outputOffset = 0
+    /// Whether the session ran since its output was last taken: only then is its output BIO asked (each ask is a
+    /// BIO_ctrl call, and a request used to make six).
+    private var sessionRan = false
+    /// Whether the connection moved records since the last timer tick, and whether the session may hold record
+    /// buffers: an established session keeps them while busy and gives them back after a quiet tick.
+    private var busySinceTick = false
+    private var holdsBuffers = false
 
     /// Plaintext encrypted per turn: with the ciphertext buffer empty before each batch, a connection holds at most
     /// about this much ciphertext, however large the answer it is sending.
@@ -26,7 +33,48 @@ final class TLSTransport {
     }
 
     var isEstablished: Bool { engine.isHandshakeDone }
-    var hasOutput: Bool { outputOffset < output.count || engine.pendingOutput > 0 }
+
+    /// Whether ciphertext waits to be written.
+    var hasOutput: Bool {
+        if outputOffset < output.count { return true }
+        takeSessionOutput()
+        return outputOffset < output.count
+    }
+
+    /// Ciphertext not yet written.
+    var unwrittenBytes: Int {
+        takeSessionOutput()
+        return output.count - outputOffset
+    }
+
+    /// Moves what the session produced since it last ran behind the unwritten ciphertext.
+    private func takeSessionOutput() {
+        guard sessionRan else { return }
+        sessionRan = false
+        if outputOffset >= output.count {
+            // A small buffer is kept for the next answer (no allocation per request); a large one is given back, so
+            // an idle connection holds at most a few KiB.
+            output.removeAll(keepingCapacity: output.capacity <= 16 << 10)
+            outputOffset = 0
+        }
+        engine.takeOutput(appendingTo: &output)
+    }
+
+    /// Marks the session as run: its output is taken before the next write, and its buffers are kept this tick.
+    private func ran() {
+        sessionRan = true
+        busySinceTick = true
+        holdsBuffers = true
+    }
+
+    /// The connection's timer tick: a session that moved no record since the last tick gives back its record buffers.
+    func tick() {
+        if !busySinceTick && holdsBuffers && isEstablished && engine.pendingInput == 0 && !hasOutput {
+            engine.releaseBuffers()
+            holdsBuffers = false
+        }
+        busySinceTick = false
+    }
 
     enum Received {
         /// Read the plaintext (`read`) and send what the session produced (`flush`).
@@ -48,9 +96,16 @@ final class TLSTransport {
             }
         }
         engine.feed(bytes)
+        ran()
         if engine.isHandshakeDone { return .proceed }
         if case .failed(let error) = engine.handshake() { return .failed(error.message) }
         return .proceed
+    }
+
+    /// Decrypts into `buffer` (what the session answers by itself, such as an alert, is then pending output).
+    func read(into buffer: UnsafeMutableRawBufferPointer) -> TLSEngine.ReadResult {
+        ran()
+        return engine.read(into: buffer)
     }
 
     /// Encrypts the start of `plaintext` (at most `encryptBatchBytes`) once the ciphertext before it is written;
@@ -58,16 +113,13 @@ final class TLSTransport {
     func encrypt(_ plaintext: UnsafeRawBufferPointer) -> Result<Int, TLSError> {
         guard isEstablished, !hasOutput else { return .success(0) }
         let batch = UnsafeRawBufferPointer(rebasing: plaintext.prefix(TLSTransport.encryptBatchBytes))
+        ran()
         return engine.write(batch)
     }
 
     /// Writes pending ciphertext to `fd`; returns the bytes written, or nil when the socket is full.
     func flush(_ fd: Int32) throws(IOError) -> Int? {
-        if outputOffset >= output.count {
-            output.removeAll(keepingCapacity: output.capacity <= 32 << 10)
-            outputOffset = 0
-            engine.takeOutput(appendingTo: &output)
-        }
+        takeSessionOutput()
         var written = 0
         while outputOffset < output.count {
             let offset = outputOffset
@@ -85,11 +137,6 @@ final class TLSTransport {
                 written += count
                 outputOffset += count
             }
-            if outputOffset >= output.count && engine.pendingOutput > 0 {
-                output.removeAll(keepingCapacity: true)
-                outputOffset = 0
-                engine.takeOutput(appendingTo: &output)
-            }
         }
         // A small buffer is kept for the next answer (no allocation per request); a large one is given back, so an
         // idle connection holds at most a few KiB.
@@ -98,9 +145,10 @@ final class TLSTransport {
         return written
     }
 
-    /// Queues close_notify and writes what the socket takes now (the connection is closing: nothing waits).
+    /// Queues close_notify and writes what the socket takes now; the rest is pending (`hasOutput`).
     func finish(_ fd: Int32) {
         engine.close()
+        ran()
         _ = try? flush(fd)
     }
 

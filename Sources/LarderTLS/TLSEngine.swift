@@ -87,6 +87,7 @@ package final class TLSEngine {
         let result = SSL_do_handshake(ssl)
         if result == 1 {
             isHandshakeDone = true
+            larder_ssl_keep_buffers(ssl)
             return .done
         }
         switch SSL_get_error(ssl, result) {
@@ -117,10 +118,31 @@ package final class TLSEngine {
         return .failure(failure(during: "writing"))
     }
 
+    /// Gives back the record buffers (about 34 KB) of an established session that holds no partial record; the next
+    /// record allocates them again. For connections gone idle: a busy one keeps them, since allocating and freeing
+    /// them around every record costs more than encrypting a small answer.
+    package func releaseBuffers() {
+        if isHandshakeDone { _ = SSL_free_buffers(ssl) }
+    }
+
     /// Queues close_notify (then send `pendingOutput`).
     package func close() {
         if isHandshakeDone { _ = SSL_shutdown(ssl) }
     }
+
+    /// A client's session to offer the server before the handshake, to resume it.
+    package func offer(_ session: TLSSession) {
+        _ = SSL_set_session(ssl, session.session)
+    }
+
+    /// The session to offer on a later connection, once the server sent a ticket for it (in TLS 1.3 after the
+    /// handshake, with the first records read); nil before.
+    package var resumableSession: TLSSession? {
+        larder_ssl_resumable_session(ssl).map(TLSSession.init)
+    }
+
+    /// Whether the handshake resumed an earlier session (no certificate exchanged).
+    package var isSessionReused: Bool { SSL_session_reused(ssl) == 1 }
 
     /// Whether ALPN chose `larder/1` (false when the peer offered no ALPN).
     package var negotiatedLarderALPN: Bool { larder_ssl_alpn_is_larder(ssl) == 1 }
@@ -135,4 +157,14 @@ package final class TLSEngine {
         }
         return TLSError("\(what) failed: \(detail)")
     }
+}
+
+/// A TLS session a server issued a ticket for, to resume on a later connection to it. OpenSSL counts its references
+/// and never changes it once made, so any thread may offer it.
+package final class TLSSession: @unchecked Sendable {
+    let session: OpaquePointer
+
+    init(_ session: OpaquePointer) { self.session = session }
+
+    deinit { SSL_SESSION_free(session) }
 }

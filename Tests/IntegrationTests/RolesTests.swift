@@ -171,11 +171,21 @@ import Testing
                 #expect(try writer.call(.blobGet, ["id": .string(id)]).status == .permissionDenied)
                 #expect(try writer.call(.blobHead, ["id": .string(id)]).status == .permissionDenied)
             }
-            #expect(try writer.call(.blobDelete, ["id": .string(ownBlob)]).status == .permissionDenied)
             #expect(try writer.call(.blobList, [:]).status == .permissionDenied)
             let list = try writer.call(
                 .blobList, ["attachedTo": ["collection": "catalogue", "id": .string(ids["catalogue"]!)]])
             #expect(list.status == .ok && list.replyJSON["blobs"]?.arrayValue?.count == 1)
+            // BLOB_DELETE: a blob attached to its collections goes; one attached elsewhere, or to nothing, stays.
+            for other in [secretBlob, loose] {
+                let id = try #require(other.replyJSON["id"]?.stringValue)
+                let denied = try writer.call(.blobDelete, ["id": .string(id)])
+                #expect(denied.status == .permissionDenied, "\(denied.replyText)")
+                #expect(denied.replyJSON["opcode"]?.stringValue == "BLOB_DELETE")
+                #expect(try admin.call(.blobHead, ["id": .string(id)]).status == .ok, "a refused delete deleted")
+            }
+            #expect(try writer.call(.blobDelete, ["id": .string(ownBlob)]).status == .ok)
+            #expect(try admin.call(.blobHead, ["id": .string(ownBlob)]).status == .notFound)
+            #expect(try writer.call(.ping).status == .ok)
 
             // A backup holds every collection: an admin limited to some may not take one.
             let (shelfAdmin, _) = try Self.connect(port, token: "shelf-admin")

@@ -40,6 +40,37 @@ import Testing
         _ = try await named.ping()
     }
 
+    /// A client that reconnects offers the session its server issued a ticket for, and the server resumes it: no
+    /// certificate exchange the second time (a phone that loses and regains its network does this all day), with a
+    /// client certificate too. The certificate files are read once, for the first connection, not per connect: the
+    /// reconnect works with the CA file gone.
+    @Test(arguments: [false, true]) func aReconnectResumesTheSessionWithoutReadingTheFilesAgain(mutual: Bool)
+        async throws
+    {
+        let server = try Self.tlsServer(mutual: mutual)
+        defer { server.stop() }
+        let c = Self.certificates
+        let caCopy = NSTemporaryDirectory() + "larder-ca-\(UUID().uuidString).pem"
+        try FileManager.default.copyItem(atPath: c.caFile, toPath: caCopy)
+        defer { try? FileManager.default.removeItem(atPath: caCopy) }
+        let client = Self.client(
+            port: server.port,
+            .init(
+                caFile: caCopy, certificateFile: mutual ? c.clientCertificate : nil,
+                keyFile: mutual ? c.clientKey : nil))
+        defer { client.close() }
+        let record = try await client.create("resumed", ["n": 1])
+        #expect(client.tlsHandshakes.full == 1 && client.tlsHandshakes.resumed == 0)
+        try FileManager.default.removeItem(atPath: caCopy)
+        for n in 1...2 {
+            client.close()  // the next request connects again
+            #expect(try await client.get("resumed", id: record.id).data["n"] == 1)
+            #expect(
+                client.tlsHandshakes.full == 1 && client.tlsHandshakes.resumed == n,
+                "reconnect \(n): \(client.tlsHandshakes)")
+        }
+    }
+
     /// Runs the built `larder` CLI against `port`.
     static func cli(_ port: Int, _ arguments: [String], environment: [String: String] = [:]) throws -> CLITests.Run {
         try CLITests.run(["--port", String(port), "--timeout", "30"] + arguments + ["collections"], environment: environment)
