@@ -212,3 +212,13 @@ extension GroupCommitStore {
         try syncWrite { context throws(LarderError) in try context.blobDelete(id) }
     }
 }
+
+struct DeleteResult: Sendable {
+    var rev: Int64
+    var blobs: Int
+}
+
+struct IndexResult: Sendable {
+    var name: String
+    var created: Bool
+}
