@@ -218,6 +218,10 @@ package final class Router: Sendable {
                 "documents": .int(Int64(storeStats.documents)), "blobs": .int(Int64(storeStats.blobs)),
                 "databaseBytes": .int(storeStats.databaseBytes), "changes": .int(Int64(storeStats.changes)),
                 "lastChangeSeq": .int(storeStats.lastChangeSeq),
+                "writer": .object([
+                    "batches": .int(Int64(storeStats.writer.batches)), "writes": .int(Int64(storeStats.writer.writes)),
+                    "cpuMicros": .int(storeStats.writer.cpuMicros),
+                ]),
             ])
             return (json.bytes, [])
         default:

@@ -202,7 +202,8 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
             bytes += (attributes?[.size] as? NSNumber)?.int64Value ?? 0
         }
         return StoreStats(
-            documents: documents, blobs: blobs, databaseBytes: bytes, changes: changes, lastChangeSeq: lastChange)
+            documents: documents, blobs: blobs, databaseBytes: bytes, changes: changes, lastChangeSeq: lastChange,
+            writer: writer.stats)
     }
 
     public func checkpoint() throws(LarderError) {
