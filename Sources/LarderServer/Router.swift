@@ -129,7 +129,15 @@ package final class Router: Sendable {
                 } catch {
                     return completion(reply(to: frame, .failure(error)))
                 }
-                store.submitWrite(body) { [self] result in completion(reply(to: frame, result)) }
+                let done: @Sendable (Result<([UInt8], [UInt8]), LarderError>) -> Void = { [self] result in
+                    completion(reply(to: frame, result))
+                }
+                // A CREATE, REPLACE, PATCH or DELETE is one write that checks before it changes anything.
+                if Router.isSingleWrite(frame.opcode) {
+                    store.submitSingleWrite(body, completion: done)
+                } else {
+                    store.submitWrite(body, completion: done)
+                }
             }
         }
     }
@@ -268,6 +276,12 @@ package final class Router: Sendable {
             }
         }
         return { (c) throws(LarderError) in (try c.create(write.collection, id: write.id, document: document).bytes, []) }
+    }
+
+    /// The writes whose body is one call to `WriteContext.create`, `replace`, `patch` or `delete`
+    /// (`DocumentStore.submitSingleWrite`).
+    static func isSingleWrite(_ opcode: Opcode) -> Bool {
+        opcode == .create || opcode == .replace || opcode == .patch || opcode == .delete
     }
 
     /// Parses a write request and returns what to run inside the group-commit transaction.

@@ -145,15 +145,19 @@ protocol GroupCommitStore: DocumentStore, BlobStore {
 }
 
 extension GroupCommitStore {
-    /// Submits and waits for the COMMIT.
-    func syncWrite<T: Sendable>(_ body: @escaping @Sendable (any WriteContext) throws(LarderError) -> T)
-        throws(LarderError) -> T
-    {
+    /// Submits and waits for the COMMIT; `single`: the body is one document write (`submitSingleWrite`).
+    func syncWrite<T: Sendable>(
+        single: Bool = false, _ body: @escaping @Sendable (any WriteContext) throws(LarderError) -> T
+    ) throws(LarderError) -> T {
         guard !isOnWriterQueue else {
             throw LarderError(.internal, "a synchronous write was called from inside a write; use the WriteContext")
         }
         let box = ResultBox<T>()
-        submitWrite(body) { box.set($0) }
+        if single {
+            submitSingleWrite(body) { box.set($0) }
+        } else {
+            submitWrite(body) { box.set($0) }
+        }
         return try box.wait()
     }
 
@@ -166,7 +170,7 @@ extension GroupCommitStore {
     public func create(_ collection: String, id: UUID?, data: JSONObject) throws(LarderError) -> StoredRecord {
         try SQLiteStore.validateCollection(collection)
         let document = try prepare(data)
-        return try syncWrite { context throws(LarderError) in
+        return try syncWrite(single: true) { context throws(LarderError) in
             try (context as! any PreparedWriteContext).insert(collection, id: id, document: document)
         }
     }
@@ -176,7 +180,7 @@ extension GroupCommitStore {
     {
         try SQLiteStore.validateCollection(collection)
         let document = try prepare(data)
-        return try syncWrite { context throws(LarderError) in
+        return try syncWrite(single: true) { context throws(LarderError) in
             try context.replace(collection, id: id, document: document, expectedRev: expectedRev)
         }
     }
@@ -185,7 +189,7 @@ extension GroupCommitStore {
         -> StoredRecord
     {
         try SQLiteStore.validateCollection(collection)
-        return try syncWrite { context throws(LarderError) in
+        return try syncWrite(single: true) { context throws(LarderError) in
             try context.patch(collection, id: id, patch: patch, expectedRev: expectedRev)
         }
     }
@@ -194,7 +198,7 @@ extension GroupCommitStore {
         -> (rev: Int64, blobsDeleted: Int)
     {
         try SQLiteStore.validateCollection(collection)
-        let result = try syncWrite { context throws(LarderError) -> DeleteResult in
+        let result = try syncWrite(single: true) { context throws(LarderError) -> DeleteResult in
             let r = try context.delete(collection, id: id, expectedRev: expectedRev)
             return DeleteResult(rev: r.rev, blobs: r.blobsDeleted)
         }

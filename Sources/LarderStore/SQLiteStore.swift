@@ -97,6 +97,21 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
         if !writer.enqueue(job) { completion(.failure(LarderError(.unavailable, "the store is closed"))) }
     }
 
+    /// Runs the body without a savepoint. A refusal changed no row (the single write checks first; a failed statement
+    /// undoes itself); a failure after a row changed (an I/O error, a full disk) cannot be undone alone, so it fails
+    /// the whole group commit (`SQLiteWriteContext.unguardedFailure`), and nothing of it is acknowledged.
+    public func submitSingleWrite<T: Sendable>(
+        _ body: @escaping @Sendable (any WriteContext) throws(LarderError) -> T,
+        completion: @escaping @Sendable (Result<T, LarderError>) -> Void
+    ) {
+        let job = Writer.Job { context in
+            let before = context.totalChanges
+            return context.runJob(
+                body, begin: {}, undo: { context.unguardedFailed(changesBefore: before) }, completion: completion)
+        }
+        if !writer.enqueue(job) { completion(.failure(LarderError(.unavailable, "the store is closed"))) }
+    }
+
     var isOnWriterQueue: Bool { writer.isOnQueue }
 
     // MARK: Point reads

@@ -146,7 +146,8 @@ public struct PreparedDocument: Sendable, Equatable {
 
 /// The write operations, available inside one group-commit transaction (see `DocumentStore.submitWrite`).
 ///
-/// Each body runs inside its own SAVEPOINT: when it throws, only its own changes are rolled back.
+/// Each body of `submitWrite` runs inside its own SAVEPOINT: when it throws, only its own changes are rolled back. A
+/// body of `submitSingleWrite` makes one document write, which changes nothing when it refuses.
 public protocol WriteContext {
     func create(_ collection: String, id: UUID?, data: JSONObject) throws(LarderError) -> StoredRecord
     /// `create` with the data prepared beforehand (off the writer thread).
@@ -220,6 +221,14 @@ public protocol DocumentStore: Sendable {
         _ body: @escaping @Sendable (any WriteContext) throws(LarderError) -> T,
         completion: @escaping @Sendable (Result<T, LarderError>) -> Void)
 
+    /// `submitWrite` for a body that calls exactly one of the context's document writes (`create`, `replace`,
+    /// `patch`, `delete`) and nothing else that writes. Each of these checks whatever it may refuse (revision, id taken,
+    /// not found, size) before it changes a row, so a refusal leaves nothing to undo and a store may run the body
+    /// without a savepoint of its own (SQLite's savepoint copies every page the write touches into a sub-journal).
+    func submitSingleWrite<T: Sendable>(
+        _ body: @escaping @Sendable (any WriteContext) throws(LarderError) -> T,
+        completion: @escaping @Sendable (Result<T, LarderError>) -> Void)
+
     // The change log (WATCH).
 
     /// The sequence number of the last committed change (0 before the first). It moves before the change listeners
@@ -236,6 +245,13 @@ public protocol DocumentStore: Sendable {
 extension DocumentStore {
     public var pointReadsAreLocal: Bool { true }
     public var isShared: Bool { false }
+
+    public func submitSingleWrite<T: Sendable>(
+        _ body: @escaping @Sendable (any WriteContext) throws(LarderError) -> T,
+        completion: @escaping @Sendable (Result<T, LarderError>) -> Void
+    ) {
+        submitWrite(body, completion: completion)
+    }
 
     /// `submitWrite` as an async call: returns after COMMIT.
     public func write<T: Sendable>(_ body: @escaping @Sendable (any WriteContext) throws(LarderError) -> T)

@@ -1,3 +1,4 @@
+import CSQLite
 import Foundation
 import LarderWire
 
@@ -13,12 +14,15 @@ final class SQLiteWriteContext: PreparedWriteContext {
 
     /// Where new document ids come from (the writer's, used only on its queue).
     private let uuids: TimeOrderedUUIDs
+    /// The collections known to have their row (the writer's, used only on its queue).
+    let collections: KnownCollections
 
-    init(connection: Connection, core: StoreCore, uuids: TimeOrderedUUIDs) {
+    init(connection: Connection, core: StoreCore, uuids: TimeOrderedUUIDs, collections: KnownCollections) {
         self.connection = connection
         self.core = core
         self.closedError = nil
         self.uuids = uuids
+        self.collections = collections
     }
 
     private init(core: StoreCore, error: LarderError) {
@@ -26,6 +30,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
         self.core = core
         self.closedError = error
         self.uuids = TimeOrderedUUIDs()
+        self.collections = KnownCollections()
     }
 
     static func closed(_ core: StoreCore) -> SQLiteWriteContext {
@@ -37,14 +42,32 @@ final class SQLiteWriteContext: PreparedWriteContext {
     func rollbackSavepoint() {
         try? db.run(.rollbackToSavepoint)
         try? db.run(.release)
+        collections.forgetPending()
+    }
+
+    /// Rows changed on this connection so far (`sqlite3_total_changes`: a statement that failed and undid itself
+    /// adds nothing).
+    var totalChanges: Int32 { connection.map { sqlite3_total_changes($0.handle) } ?? 0 }
+
+    /// Set when a write run without a savepoint failed after changing rows: the transaction holds part of it, so the
+    /// writer rolls the whole group commit back and answers every write in it with this error.
+    private(set) var unguardedFailure: LarderError?
+
+    func unguardedFailed(changesBefore: Int32) {
+        collections.forgetPending()
+        guard totalChanges != changesBefore, unguardedFailure == nil else { return }
+        unguardedFailure = LarderError(
+            .unavailable, "a write failed halfway and its group commit was rolled back; nothing in it was applied, retry")
     }
 
     private func ensureCollection(_ name: String) throws(LarderError) {
+        guard !collections.contains(name) else { return }
         let statement = try db.statement(.ensureCollection)
         defer { statement.reset() }
         try statement.bind(at: 1, .text(name))
         try statement.bind(at: 2, .int(nowMillis()))
         while try statement.step() {}
+        collections.ensured(name)
     }
 
     /// Inserts a document whose collection name and size were checked.
@@ -155,6 +178,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
         let blobs = try db.run("DELETE FROM blobs WHERE attachedCollection = ?1", [.text(name)])
         let documents = try db.run("DELETE FROM documents WHERE collection = ?1", [.text(name)])
         try db.run("DELETE FROM collections WHERE name = ?1", [.text(name)])
+        collections.dropped(name)
         // After the deletions, whose backlog rows tell the trigram index what to remove: a collection created again
         // under this name starts unindexed.
         try db.run("DELETE FROM text_collections WHERE name = ?1", [.text(name)])
@@ -231,6 +255,29 @@ final class SQLiteWriteContext: PreparedWriteContext {
         if let attachment = meta.attachedTo, let document = try document(attachment) {
             try recordChange(.blobDelete, attachment.collection, record: document, blob: meta)
         }
+    }
+}
+
+/// The collections whose row the writer knows exists, so that a create skips its `INSERT OR IGNORE` into
+/// `collections` (a B-tree lookup, and a statement, per write). A name ensured in the open transaction counts once that
+/// transaction commits; a job undone to its savepoint, a rolled-back batch and a dropped collection make the writer
+/// ensure again. Only on the writer's queue.
+final class KnownCollections {
+    private var committed: Set<String> = []
+    private var pending: Set<String> = []
+
+    func contains(_ name: String) -> Bool { committed.contains(name) || pending.contains(name) }
+    func ensured(_ name: String) { pending.insert(name) }
+    /// The open transaction's names may be undone (a job's savepoint rolled back).
+    func forgetPending() { pending.removeAll() }
+    func dropped(_ name: String) {
+        committed.remove(name)
+        pending.remove(name)
+    }
+    /// Called after COMMIT.
+    func committedPending() {
+        committed.formUnion(pending)
+        pending.removeAll()
     }
 }
 
