@@ -12,9 +12,10 @@
  *   DOC_BYTES    the document's size (larder-bench --doc-size)
  *
  * Per create it writes what the schema asks of a create and nothing else, each a prepared statement bound afresh: the
- * document row, and a change-log row with a copy of the document when the schema keeps the log in a table of its own
- * (`changes`); with the log in the document's row (a `changeSeq` column) it numbers the row from `larder_meta`'s
- * counter, kept in memory and written once per transaction. Ids are larder-bench's: 50 streams of sequential ids.
+ * document row, and a change-log row with a copy of the document when the schema keeps create events in `changes`;
+ * when they live in the document's row (a `createSeq` column, schema 9) it numbers the row from a counter kept in
+ * memory and raises the log's durable number (`sqlite_sequence`) once per transaction, as Larder's writer does. Ids
+ * are larder-bench's: 50 streams of sequential ids.
  * The SQLite defaults stand otherwise (WAL auto-checkpoint at 1000 pages, on the committing thread).
  * Prints one JSON object: {"creates", "group", "cpuMicrosPerCreate", "wallSeconds"}.
  */
@@ -98,19 +99,20 @@ int main(int argc, char **argv) {
     exec(db, "INSERT OR IGNORE INTO collections(name, createdAt) VALUES ('bench', 0)");
     exec(db, "COMMIT");
 
-    int log_in_row = has_column(db, "documents", "changeSeq");
+    int log_in_row = has_column(db, "documents", "createSeq");
     int log_table = !log_in_row && has_column(db, "changes", "seq");
     sqlite3_stmt *insert = log_in_row
-        ? prepare(db, "INSERT INTO documents(collection, id, rev, createdAt, updatedAt, data, search, changeSeq, "
-                      "changeKind) VALUES (?1, ?2, 1, ?3, ?3, ?4, ?5, ?6, 'create')")
+        ? prepare(db, "INSERT INTO documents(collection, id, rev, createdAt, updatedAt, data, search, createSeq) "
+                      "VALUES (?1, ?2, 1, ?3, ?3, ?4, ?5, ?6)")
         : prepare(db, "INSERT INTO documents(collection, id, rev, createdAt, updatedAt, data, search) "
                       "VALUES (?1, ?2, 1, ?3, ?3, ?4, ?5)");
     sqlite3_stmt *change = log_table
         ? prepare(db, "INSERT INTO changes(collection, kind, time, id, rev, createdAt, updatedAt, data) "
                       "VALUES (?1, 'create', ?2, ?3, 1, ?2, ?2, ?4)")
         : NULL;
+    if (log_in_row) exec(db, "INSERT INTO sqlite_sequence(name, seq) VALUES ('changes', 0)");
     sqlite3_stmt *counter =
-        log_in_row ? prepare(db, "UPDATE larder_meta SET value = ?1 WHERE key = 'lastChangeSeq'") : NULL;
+        log_in_row ? prepare(db, "UPDATE sqlite_sequence SET seq = max(seq, ?1) WHERE name = 'changes'") : NULL;
 
     /* larder-bench's document: {"n":K,"group":K%100,"name":"doc K","pad":"<letters>"} of DOC_BYTES bytes. */
     char *filler = malloc(doc_bytes + 64), *doc = malloc(doc_bytes + 64), *search = malloc(doc_bytes + 64);

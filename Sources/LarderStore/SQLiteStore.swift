@@ -208,7 +208,9 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
         let (documents, blobs, changes, lastChange) = try readers.read(transaction: true) { db throws(LarderError) in
             (Int(try db.scalar("SELECT count(*) FROM documents") ?? 0),
                 Int(try db.scalar("SELECT count(*) FROM blobs") ?? 0),
-                Int(try db.scalar("SELECT count(*) FROM changes") ?? 0),
+                Int(try db.scalar(
+                    "SELECT (SELECT count(*) FROM changes) + (SELECT count(*) FROM documents WHERE createSeq > "
+                        + "(SELECT value FROM larder_meta WHERE key = 'changesPrunedThrough'))") ?? 0),
                 try db.scalar("SELECT seq FROM sqlite_sequence WHERE name = 'changes'") ?? 0)
         }
         var bytes: Int64 = 0

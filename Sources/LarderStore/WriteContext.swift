@@ -11,6 +11,12 @@ final class SQLiteWriteContext: PreparedWriteContext {
     var afterCommit: [() -> Void] = []
     /// The changes logged in this transaction, in order; published to the change listeners after COMMIT.
     var changes: [ChangeEntry] = []
+    /// The last change committed before this transaction: changes are numbered from it, one after another (a job
+    /// undone takes its entries out of `changes`, so its numbers are used again and the log has no holes).
+    private let committedSeq: Int64
+
+    /// The sequence number of the next change.
+    func nextChangeSeq() -> Int64 { (changes.last?.seq ?? committedSeq) + 1 }
 
     /// Where new document ids come from (the writer's, used only on its queue).
     private let uuids: TimeOrderedUUIDs
@@ -23,6 +29,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
         self.closedError = nil
         self.uuids = uuids
         self.collections = collections
+        self.committedSeq = core.feed.lastSeq
     }
 
     private init(core: StoreCore, error: LarderError) {
@@ -31,6 +38,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
         self.closedError = error
         self.uuids = TimeOrderedUUIDs()
         self.collections = KnownCollections()
+        self.committedSeq = 0
     }
 
     static func closed(_ core: StoreCore) -> SQLiteWriteContext {
@@ -75,6 +83,8 @@ final class SQLiteWriteContext: PreparedWriteContext {
         try ensureCollection(collection)
         let id = id ?? uuids.next()
         let now = nowMillis()
+        // The create event is the row itself (`createSeq`): no second copy of the document in `changes`.
+        let seq = nextChangeSeq()
         let statement = try db.statement(.insertDocument)
         defer { statement.reset() }
         try statement.bind(at: 1, .text(collection))
@@ -82,13 +92,14 @@ final class SQLiteWriteContext: PreparedWriteContext {
         try statement.bind(at: 3, .int(now))
         try statement.bindText(document.data, at: 4)
         try statement.bindText(document.search, at: 5)
+        try statement.bind(at: 6, .int(seq))
         do throws(LarderError) {
             while try statement.step() {}
         } catch where error.status == .conflict {
             throw WriteRules.idTaken(id, in: collection)
         }
         let record = StoredRecord(id: id, rev: 1, createdAt: now, updatedAt: now, data: document.data)
-        try recordChange(.create, collection, record: record)
+        changes.append(ChangeEntry(seq: seq, kind: .create, collection: collection, time: now, record: record))
         return record
     }
 
@@ -98,6 +109,8 @@ final class SQLiteWriteContext: PreparedWriteContext {
         var createdAt: Int64
         var updatedAt: Int64
         var data: [UInt8]
+        /// The create event the row still holds (nil once it moved to `changes`).
+        var createSeq: Int64?
     }
 
     private func current(_ collection: String, _ id: UUID, expectedRev: Int64?) throws(LarderError) -> Current {
@@ -108,17 +121,42 @@ final class SQLiteWriteContext: PreparedWriteContext {
         guard try statement.step() else { throw SQLiteStore.notFound(collection, id) }
         let row = Current(
             seq: statement.int(0), rev: statement.int(1), createdAt: statement.int(2), updatedAt: statement.int(3),
-            data: statement.bytes(4))
+            data: statement.bytes(4), createSeq: statement.isNull(5) ? nil : statement.int(5))
         if let expectedRev, expectedRev != row.rev {
             throw WriteRules.revisionConflict(current: row.rev, expected: expectedRev)
         }
         return row
     }
 
+    /// Before a document's row changes or goes: its create event, while the row still holds it, moves to `changes`
+    /// with the data it was created with (the row's, since nothing changed it yet).
+    private func moveCreateToLog(_ row: Current) throws(LarderError) {
+        guard row.createSeq != nil else { return }
+        let statement = try db.statement(.moveCreateToLog)
+        defer { statement.reset() }
+        try statement.bind(at: 1, .int(row.seq))
+        while try statement.step() {}
+    }
+
+    /// Raises the log's durable last number (`sqlite_sequence`, which an insert into `changes` raises itself) to the
+    /// last change of this transaction, whose creates live in their rows.
+    func raiseChangeSeq() throws(LarderError) {
+        guard let last = changes.last?.seq else { return }
+        let statement = try db.statement(.raiseChangeSeq)
+        defer { statement.reset() }
+        try statement.bind(at: 1, .int(last))
+        while try statement.step() {}
+        if sqlite3_changes(db.handle) == 0 {
+            // No change was ever logged in `changes`: the table has no sequence row yet.
+            try db.run("INSERT INTO sqlite_sequence(name, seq) VALUES ('changes', ?1)", [.int(last)])
+        }
+    }
+
     private func update(
         _ collection: String, _ id: UUID, _ row: Current, _ document: PreparedDocument, kind: ChangeKind
     ) throws(LarderError) -> StoredRecord {
         try checkSize(document, field: kind == .patch ? "patch" : "data")
+        try moveCreateToLog(row)
         let now = nowMillis()
         let statement = try db.statement(.updateDocument)
         defer { statement.reset() }
@@ -154,6 +192,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
         try SQLiteStore.validateCollection(collection)
         // The data goes into the change log, so a subscriber's filter can tell whether the deletion concerns it.
         let row = try current(collection, id, expectedRev: expectedRev)
+        try moveCreateToLog(row)
         try db.run("DELETE FROM documents WHERE seq = ?1", [.int(row.seq)])
         let blobs = try db.run(
             "DELETE FROM blobs WHERE attachedCollection = ?1 AND attachedId = ?2",
@@ -175,6 +214,12 @@ final class SQLiteWriteContext: PreparedWriteContext {
             try db.execute("DROP INDEX IF EXISTS \"\(index)\"")
         }
         try db.run("DELETE FROM field_indexes WHERE collection = ?1", [.text(name)])
+        // The create events its documents still hold go to the log first: a replay from before the drop sees them.
+        try db.run(
+            "INSERT INTO changes(seq, collection, kind, time, id, rev, createdAt, updatedAt, data) "
+                + "SELECT createSeq, collection, 'create', createdAt, id, 1, createdAt, createdAt, data FROM documents "
+                + "WHERE collection = ?1 AND createSeq > (SELECT value FROM larder_meta WHERE key = 'changesPrunedThrough')",
+            [.text(name)])
         let blobs = try db.run("DELETE FROM blobs WHERE attachedCollection = ?1", [.text(name)])
         let documents = try db.run("DELETE FROM documents WHERE collection = ?1", [.text(name)])
         try db.run("DELETE FROM collections WHERE name = ?1", [.text(name)])

@@ -63,6 +63,7 @@ final class Writer: @unchecked Sendable {
         var commitError: LarderError?
         do throws(LarderError) {
             if let failure = context.unguardedFailure { throw failure }
+            try context.raiseChangeSeq()
             pruneChangesIfDue(context, connection)
             try connection.run(.commit)
             collections.committedPending()
