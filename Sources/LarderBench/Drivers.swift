@@ -37,6 +37,8 @@ struct Request {
     var op: BenchOperation
     var key: UInt64
     var idKind: IDKind
+    /// The revision a `patchRev` expects.
+    var rev: Int64 = 0
 }
 
 /// A protocol spoken by the load generator: requests encoded into a connection's output buffer, answers recognised
@@ -81,6 +83,7 @@ struct LarderDriver: Driver {
     private static let dataOpen = Array(#"","data":"#.utf8)
     private static let patchOpen = Array(#"","patch":{"name":"patched "#.utf8)
     private static let patchClose = Array(#""}}"#.utf8)
+    private static let patchRevMiddle = Array(#""},"rev":"#.utf8)
     /// A two-filter search: the key's group, and keys from it up (`{"and":[group eq K % 100, n gte K]}`).
     private static let searchOpen = Array(#","filter":{"and":[{"field":"group","op":"eq","value":"#.utf8)
     private static let searchMiddle = Array(#"},{"field":"n","op":"gte","value":"#.utf8)
@@ -122,6 +125,16 @@ struct LarderDriver: Driver {
             json.append(contentsOf: LarderDriver.patchOpen)
             appendDecimal(request.key, into: &json)
             json.append(contentsOf: LarderDriver.patchClose)
+        case .patchRev:
+            opcode = .patch
+            json.append(contentsOf: collectionPrefix)
+            json.append(contentsOf: LarderDriver.idOpen)
+            appendID(request, into: &json)
+            json.append(contentsOf: LarderDriver.patchOpen)
+            appendDecimal(UInt64(request.rev), into: &json)
+            json.append(contentsOf: LarderDriver.patchRevMiddle)
+            appendDecimal(UInt64(request.rev), into: &json)
+            json.append(UInt8(ascii: "}"))
         case .search:
             opcode = .search
             json.append(contentsOf: collectionPrefix)

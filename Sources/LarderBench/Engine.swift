@@ -41,6 +41,7 @@ struct Slot {
     var id: UInt32 = 0
     var op = BenchOperation.get
     var idKind = IDKind.created
+    var rev: Int64 = 0
     var measured = false
     var active = false
 }
@@ -96,6 +97,8 @@ final class Worker<D: Driver> {
     var result = WorkerResult()
     /// Documents this run created and has not deleted: what `delete` removes.
     var deletable: [UInt64] = []
+    /// Documents this run created, with the revision each is at: what `patchRev` patches (one request at a time each).
+    var revisable: [(key: UInt64, rev: Int64)] = []
     var createdCounter: UInt64 = 0
     var sequential: UInt64 = 0
     var quota: Int?
@@ -106,6 +109,8 @@ final class Worker<D: Driver> {
     let readBuffer: UnsafeMutableRawBufferPointer
     var completions: [(UInt32, UInt16)] = []
     let operationTable: [BenchOperation]
+    /// Whether the mix has `patchRev`: documents created then go to `revisable` rather than `deletable`.
+    let tracksRevisions: Bool
     let slotMask: UInt32 = 1023
     var progressPending = 0
 
@@ -131,6 +136,7 @@ final class Worker<D: Driver> {
             table += [BenchOperation](repeating: op, count: share)
         }
         operationTable = table
+        tracksRevisions = phase.mix.contains(.patchRev)
         completions.reserveCapacity(256)
     }
 
@@ -264,6 +270,7 @@ final class Worker<D: Driver> {
         let measured = intended >= measureStart
         c.slots[slot] = Slot(
             intended: intended, sent: now, key: request.key, id: id, op: request.op, idKind: request.idKind,
+            rev: request.rev,
             measured: measured, active: true)
         if D.inOrder {
             c.order[(c.orderHead + c.orderCount) % c.order.count] = slot
@@ -288,6 +295,12 @@ final class Worker<D: Driver> {
             return Request(op: op, key: nextKey(phase.blobKeyspace, phase.blobZipf), idKind: .preloaded)
         case .delete:
             if let key = deletable.popLast() { return Request(op: .delete, key: key, idKind: .created) }
+            createdCounter += 1
+            return Request(op: .create, key: createdCounter, idKind: .created)
+        case .patchRev:
+            if let (key, rev) = revisable.popLast() {
+                return Request(op: .patchRev, key: key, idKind: .created, rev: rev)
+            }
             createdCounter += 1
             return Request(op: .create, key: createdCounter, idKind: .created)
         case .create, .blobPut:
@@ -423,7 +436,14 @@ final class Worker<D: Driver> {
         inflight -= 1
         progressPending += 1
         let ok = code == ResultCode.ok || code == phase.tolerated
-        if ok && s.op == .create && s.idKind == .created { deletable.append(s.key) }
+        if ok && s.idKind == .created {
+            // A document goes to one list: a patch and a delete of it in flight together would collide.
+            if s.op == .patchRev {
+                revisable.append((s.key, s.rev + 1))
+            } else if s.op == .create {
+                if tracksRevisions { revisable.append((s.key, 1)) } else { deletable.append(s.key) }
+            }
+        }
         guard s.measured else { return }
         let op = s.op.rawValue
         stats[op].count += 1

@@ -329,9 +329,11 @@ public enum BenchArguments {
 
         Workload:
           --mix OP=W,...          operation weights (default get=100); operations: get, create, replace, patch,
-                                  delete, search, count, blob-put, blob-get. delete removes documents this run
-                                  created (a create is sent instead while there are none); search finds a document
-                                  by its number field "n"; count counts one of 100 groups
+                                  patch-rev, delete, search, count, blob-put, blob-get. delete removes documents this
+                                  run created (a create is sent instead while there are none); patch-rev patches a
+                                  document this run created, naming the revision it is at (a create is sent instead
+                                  while none is free); search finds a document by its number field "n"; count counts
+                                  one of 100 groups
           --preload N             documents written before the run so that reads hit (default 1000 when the mix
                                   reads documents), and blobs for blob-get (up to 32 unless --preload-blobs says)
           --preload-blobs N       blobs written before the run

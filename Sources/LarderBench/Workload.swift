@@ -8,6 +8,8 @@ import LarderIO
 /// One kind of request in the operation mix.
 public enum BenchOperation: Int, CaseIterable, Sendable, Hashable, CustomStringConvertible {
     case get, create, replace, patch, delete, search, count, blobPut, blobGet
+    /// A PATCH that names the revision it expects, of a document this run created (its revision is tracked).
+    case patchRev
 
     /// The name used in `--mix`, `--assert`, reports and JSON.
     public var name: String {
@@ -21,6 +23,7 @@ public enum BenchOperation: Int, CaseIterable, Sendable, Hashable, CustomStringC
         case .count: "count"
         case .blobPut: "blob-put"
         case .blobGet: "blob-get"
+        case .patchRev: "patch-rev"
         }
     }
 

@@ -145,7 +145,15 @@ package final class Router: Sendable {
                 } catch {
                     return completion(reply(to: frame, .failure(error)))
                 }
-                store.submitWrite(body) { [self] result in completion(reply(to: frame, result)) }
+                let done: @Sendable (Result<([UInt8], [UInt8]), LarderError>) -> Void = { [self] result in
+                    completion(reply(to: frame, result))
+                }
+                // A CREATE, REPLACE, PATCH or DELETE is one write that checks before it changes anything.
+                if Router.isSingleWrite(frame.opcode) {
+                    store.submitSingleWrite(body, completion: done)
+                } else {
+                    store.submitWrite(body, completion: done)
+                }
             }
             if !accepted { completion(Router.poolFull(frame, pool)) }
         }
@@ -241,6 +249,10 @@ package final class Router: Sendable {
                 "documents": .int(Int64(storeStats.documents)), "blobs": .int(Int64(storeStats.blobs)),
                 "databaseBytes": .int(storeStats.databaseBytes), "changes": .int(Int64(storeStats.changes)),
                 "lastChangeSeq": .int(storeStats.lastChangeSeq),
+                "writer": .object([
+                    "batches": .int(Int64(storeStats.writer.batches)), "writes": .int(Int64(storeStats.writer.writes)),
+                    "cpuMicros": .int(storeStats.writer.cpuMicros),
+                ]),
             ])
             return (json.bytes, [])
         default:
@@ -307,6 +319,12 @@ package final class Router: Sendable {
             try c.blobDelete(r.id)
             return (BlobDeleteResponse(id: r.id).json.bytes, [])
         }
+    }
+
+    /// The writes whose body is one call to `WriteContext.create`, `replace`, `patch` or `delete`
+    /// (`DocumentStore.submitSingleWrite`).
+    static func isSingleWrite(_ opcode: Opcode) -> Bool {
+        opcode == .create || opcode == .replace || opcode == .patch || opcode == .delete
     }
 
     /// Parses a write request and returns what to run inside the group-commit transaction.

@@ -137,8 +137,10 @@ extension SQLiteWriteContext {
     ) throws(LarderError) {
         guard let db = connection else { return }
         let time = nowMillis()
+        let seq = nextChangeSeq()
         let statement = try db.statement(.insertChange)
         defer { statement.reset() }
+        try statement.bind(at: 11, .int(seq))
         try statement.bind(at: 1, .text(collection))
         try statement.bind(at: 2, .text(kind.rawValue))
         try statement.bind(at: 3, .int(time))
@@ -152,7 +154,6 @@ extension SQLiteWriteContext {
         if let blob { try statement.bindText(blob.json.bytes, at: 9) }
         if let previous { try statement.bindText(previous, at: 10) }
         while try statement.step() {}
-        let seq = sqlite3_last_insert_rowid(db.handle)
         changes.append(
             ChangeEntry(
                 seq: seq, kind: kind, collection: collection, time: time, record: record, blob: blob, previous: previous))
@@ -165,11 +166,17 @@ extension SQLiteWriteContext {
         guard let last = try db.scalar("SELECT seq FROM sqlite_sequence WHERE name = 'changes'") else { return }
         let pruned = try db.scalar("SELECT value FROM larder_meta WHERE key = 'changesPrunedThrough'") ?? 0
         var bound = last - Int64(retainEvents)
-        // The first change young enough to keep; the scan walks only the old ones, which are deleted.
-        if let young = try db.scalar(
-            "SELECT seq FROM changes WHERE seq > ?1 AND time >= ?2 ORDER BY seq LIMIT 1",
-            [.int(max(pruned, bound)), .int(now - retainMs)])
-        {
+        // The first change young enough to keep, in `changes` or a create still in its row; the scans walk only the
+        // old ones, which are deleted (or, in rows, fall behind `changesPrunedThrough`).
+        let young = [
+            try db.scalar(
+                "SELECT seq FROM changes WHERE seq > ?1 AND time >= ?2 ORDER BY seq LIMIT 1",
+                [.int(max(pruned, bound)), .int(now - retainMs)]),
+            try db.scalar(
+                "SELECT createSeq FROM documents WHERE createSeq > ?1 AND createdAt >= ?2 ORDER BY createSeq LIMIT 1",
+                [.int(max(pruned, bound)), .int(now - retainMs)]),
+        ].compactMap { $0 }.min()
+        if let young {
             bound = max(bound, young - 1)
         } else {
             bound = last
@@ -196,18 +203,20 @@ extension SQLiteStore {
         -> ChangePage
     {
         if let collection { try SQLiteStore.validateCollection(collection) }
-        var sql = "SELECT \(SQLiteWriteContext.changeColumns) FROM changes WHERE seq > ?1"
+        // The log is `changes` and the create events still in their documents' rows, merged by number.
+        let only = collection == nil ? "" : " AND collection = ?3"
+        let sql =
+            "SELECT \(SQLiteWriteContext.changeColumns) FROM changes WHERE seq > ?1\(only) UNION ALL "
+            + "SELECT createSeq, collection, 'create', createdAt, id, 1, createdAt, createdAt, data, NULL, NULL "
+            + "FROM documents WHERE createSeq > ?1\(only) ORDER BY 1 LIMIT ?2"
         let limit = max(1, limit)
-        // One row more than asked for says whether another page follows.
-        var values: [SQLValue] = [.int(seq), .int(Int64(limit) + 1)]
-        if let collection {
-            sql += " AND collection = ?3"
-            values.append(.text(collection))
-        }
-        sql += " ORDER BY seq LIMIT ?2"
-        return try readers.read(transaction: true) { [sql, values] db throws(LarderError) in
+        return try readers.read(transaction: true) { db throws(LarderError) in
             let last = try db.scalar("SELECT seq FROM sqlite_sequence WHERE name = 'changes'") ?? 0
             let pruned = try db.scalar("SELECT value FROM larder_meta WHERE key = 'changesPrunedThrough'") ?? 0
+            // One row more than asked for says whether another page follows. Creates in rows are never deleted:
+            // those pruning passed are left out here.
+            var values: [SQLValue] = [.int(max(seq, pruned)), .int(Int64(limit) + 1)]
+            if let collection { values.append(.text(collection)) }
             var entries: [ChangeEntry] = []
             var bytes = 0
             var more = false

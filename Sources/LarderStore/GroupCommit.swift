@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import LarderSync
 import LarderWire
+import Synchronization
 
 /// The queue in front of a single writer, the same for both stores: jobs submitted from any thread run on one serial
 /// dispatch queue in batches of at most `maxBatch`, and whatever arrives while a batch runs goes into the next one
@@ -15,6 +16,10 @@ final class BatchQueue<Job>: @unchecked Sendable {
     private var scheduled = false  // under `lock`
     private var closed = false  // under `lock`
     private var runBatch: (([Job]) -> Void)?  // set once, before the first job
+    /// Batches run, jobs run in them, and the writer thread's CPU time spent running them (STATS `store.writer`).
+    private let batchCount = Atomic<Int>(0)
+    private let jobCount = Atomic<Int>(0)
+    private let cpuNanos = Atomic<Int>(0)
 
     init(label: String, maxBatch: Int) {
         queue = DispatchQueue(label: label, qos: .userInitiated)
@@ -57,8 +62,19 @@ final class BatchQueue<Job>: @unchecked Sendable {
                 return batch
             }
             if batch.isEmpty { return }
+            let start = threadCPUNanos()
             runBatch?(batch)
+            cpuNanos.add(threadCPUNanos() - start, ordering: .relaxed)
+            jobCount.add(batch.count, ordering: .relaxed)
+            batchCount.add(1, ordering: .relaxed)
         }
+    }
+
+    /// What the writer has done so far.
+    var stats: WriterStats {
+        WriterStats(
+            batches: batchCount.load(ordering: .relaxed), writes: jobCount.load(ordering: .relaxed),
+            cpuMicros: Int64(cpuNanos.load(ordering: .relaxed) / 1000))
     }
 
     /// Refuses new jobs and returns once the queued ones ran (at once when called on the queue itself).
@@ -67,6 +83,13 @@ final class BatchQueue<Job>: @unchecked Sendable {
         guard !isOnQueue else { return }
         queue.sync {}  // a drain scheduled before `closed` finishes first
     }
+}
+
+/// The CPU time the calling thread has used, in nanoseconds.
+func threadCPUNanos() -> Int {
+    var spec = timespec()
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &spec)
+    return Int(spec.tv_sec) * 1_000_000_000 + Int(spec.tv_nsec)
 }
 
 /// A write context that takes documents and blobs prepared off the writer's thread (both stores' contexts).
@@ -122,15 +145,19 @@ protocol GroupCommitStore: DocumentStore, BlobStore {
 }
 
 extension GroupCommitStore {
-    /// Submits and waits for the COMMIT.
-    func syncWrite<T: Sendable>(_ body: @escaping @Sendable (any WriteContext) throws(LarderError) -> T)
-        throws(LarderError) -> T
-    {
+    /// Submits and waits for the COMMIT; `single`: the body is one document write (`submitSingleWrite`).
+    func syncWrite<T: Sendable>(
+        single: Bool = false, _ body: @escaping @Sendable (any WriteContext) throws(LarderError) -> T
+    ) throws(LarderError) -> T {
         guard !isOnWriterQueue else {
             throw LarderError(.internal, "a synchronous write was called from inside a write; use the WriteContext")
         }
         let box = ResultBox<T>()
-        submitWrite(body) { box.set($0) }
+        if single {
+            submitSingleWrite(body) { box.set($0) }
+        } else {
+            submitWrite(body) { box.set($0) }
+        }
         return try box.wait()
     }
 
@@ -143,7 +170,7 @@ extension GroupCommitStore {
     public func create(_ collection: String, id: UUID?, data: JSONObject) throws(LarderError) -> StoredRecord {
         try SQLiteStore.validateCollection(collection)
         let document = try prepare(data)
-        return try syncWrite { context throws(LarderError) in
+        return try syncWrite(single: true) { context throws(LarderError) in
             try (context as! any PreparedWriteContext).insert(collection, id: id, document: document)
         }
     }
@@ -153,7 +180,7 @@ extension GroupCommitStore {
     {
         try SQLiteStore.validateCollection(collection)
         let document = try prepare(data)
-        return try syncWrite { context throws(LarderError) in
+        return try syncWrite(single: true) { context throws(LarderError) in
             try context.replace(collection, id: id, document: document, expectedRev: expectedRev)
         }
     }
@@ -162,7 +189,7 @@ extension GroupCommitStore {
         -> StoredRecord
     {
         try SQLiteStore.validateCollection(collection)
-        return try syncWrite { context throws(LarderError) in
+        return try syncWrite(single: true) { context throws(LarderError) in
             try context.patch(collection, id: id, patch: patch, expectedRev: expectedRev)
         }
     }
@@ -171,7 +198,7 @@ extension GroupCommitStore {
         -> (rev: Int64, blobsDeleted: Int)
     {
         try SQLiteStore.validateCollection(collection)
-        let result = try syncWrite { context throws(LarderError) -> DeleteResult in
+        let result = try syncWrite(single: true) { context throws(LarderError) -> DeleteResult in
             let r = try context.delete(collection, id: id, expectedRev: expectedRev)
             return DeleteResult(rev: r.rev, blobs: r.blobsDeleted)
         }
@@ -211,4 +238,14 @@ extension GroupCommitStore {
     public func blobDelete(_ id: UUID) throws(LarderError) {
         try syncWrite { context throws(LarderError) in try context.blobDelete(id) }
     }
+}
+
+struct DeleteResult: Sendable {
+    var rev: Int64
+    var blobs: Int
+}
+
+struct IndexResult: Sendable {
+    var name: String
+    var created: Bool
 }

@@ -3,7 +3,7 @@ import LarderWire
 
 // What both stores' reads share around an answer of many records: the limits checked before any SQL, where a cursor
 // says a page starts, how a page fills within the answer's byte budget, and the next page's cursor. Each store keeps
-// only its SQL and how it binds values (SQLiteStore.swift; PGReads.swift and PGBlobReads.swift).
+// only its SQL and how it binds values (SQLiteStore.swift, SQLiteSearch.swift; PGReads.swift and PGBlobReads.swift).
 
 /// The limits of GET_MANY and GROUP, checked the same way by both stores.
 enum ReadLimits {
@@ -146,5 +146,22 @@ struct SearchPosition {
                 ["v": .array(last.1.map(Cursor.json)), "id": .string(last.0.id.wireString)])
         }
         return Page(records: items.map(\.0), nextCursor: next)
+    }
+}
+
+/// Counts the bytes an answer's records will take, so a page stops before it passes the JSON limit.
+struct PageBudget {
+    /// The envelope around `data`: id, rev, two timestamps, member names and punctuation.
+    static let envelopeBytes = 160
+    var remaining: Int
+
+    init(maxBytes: Int) { remaining = maxBytes }
+
+    /// Whether `record` fits; the first record of an answer always does (a document is at most half the JSON limit).
+    mutating func admit(_ record: StoredRecord, isFirst: Bool) -> Bool {
+        let cost = record.data.count + PageBudget.envelopeBytes
+        guard isFirst || cost <= remaining else { return false }
+        remaining -= cost
+        return true
     }
 }

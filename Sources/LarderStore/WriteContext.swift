@@ -1,3 +1,4 @@
+import CSQLite
 import Foundation
 import LarderWire
 
@@ -10,15 +11,25 @@ final class SQLiteWriteContext: PreparedWriteContext {
     var afterCommit: [() -> Void] = []
     /// The changes logged in this transaction, in order; published to the change listeners after COMMIT.
     var changes: [ChangeEntry] = []
+    /// The last change committed before this transaction: changes are numbered from it, one after another (a job
+    /// undone takes its entries out of `changes`, so its numbers are used again and the log has no holes).
+    private let committedSeq: Int64
+
+    /// The sequence number of the next change.
+    func nextChangeSeq() -> Int64 { (changes.last?.seq ?? committedSeq) + 1 }
 
     /// Where new document ids come from (the writer's, used only on its queue).
     private let uuids: TimeOrderedUUIDs
+    /// The collections known to have their row (the writer's, used only on its queue).
+    let collections: KnownCollections
 
-    init(connection: Connection, core: StoreCore, uuids: TimeOrderedUUIDs) {
+    init(connection: Connection, core: StoreCore, uuids: TimeOrderedUUIDs, collections: KnownCollections) {
         self.connection = connection
         self.core = core
         self.closedError = nil
         self.uuids = uuids
+        self.collections = collections
+        self.committedSeq = core.feed.lastSeq
     }
 
     private init(core: StoreCore, error: LarderError) {
@@ -26,6 +37,8 @@ final class SQLiteWriteContext: PreparedWriteContext {
         self.core = core
         self.closedError = error
         self.uuids = TimeOrderedUUIDs()
+        self.collections = KnownCollections()
+        self.committedSeq = 0
     }
 
     static func closed(_ core: StoreCore) -> SQLiteWriteContext {
@@ -37,14 +50,32 @@ final class SQLiteWriteContext: PreparedWriteContext {
     func rollbackSavepoint() {
         try? db.run(.rollbackToSavepoint)
         try? db.run(.release)
+        collections.forgetPending()
+    }
+
+    /// Rows changed on this connection so far (`sqlite3_total_changes`: a statement that failed and undid itself
+    /// adds nothing).
+    var totalChanges: Int32 { connection.map { sqlite3_total_changes($0.handle) } ?? 0 }
+
+    /// Set when a write run without a savepoint failed after changing rows: the transaction holds part of it, so the
+    /// writer rolls the whole group commit back and answers every write in it with this error.
+    private(set) var unguardedFailure: LarderError?
+
+    func unguardedFailed(changesBefore: Int32) {
+        collections.forgetPending()
+        guard totalChanges != changesBefore, unguardedFailure == nil else { return }
+        unguardedFailure = LarderError(
+            .unavailable, "a write failed halfway and its group commit was rolled back; nothing in it was applied, retry")
     }
 
     private func ensureCollection(_ name: String) throws(LarderError) {
+        guard !collections.contains(name) else { return }
         let statement = try db.statement(.ensureCollection)
         defer { statement.reset() }
         try statement.bind(at: 1, .text(name))
         try statement.bind(at: 2, .int(nowMillis()))
         while try statement.step() {}
+        collections.ensured(name)
     }
 
     /// Inserts a document whose collection name and size were checked.
@@ -52,6 +83,8 @@ final class SQLiteWriteContext: PreparedWriteContext {
         try ensureCollection(collection)
         let id = id ?? uuids.next()
         let now = nowMillis()
+        // The create event is the row itself (`createSeq`): no second copy of the document in `changes`.
+        let seq = nextChangeSeq()
         let statement = try db.statement(.insertDocument)
         defer { statement.reset() }
         try statement.bind(at: 1, .text(collection))
@@ -59,13 +92,14 @@ final class SQLiteWriteContext: PreparedWriteContext {
         try statement.bind(at: 3, .int(now))
         try statement.bindText(document.data, at: 4)
         try statement.bindText(document.search, at: 5)
+        try statement.bind(at: 6, .int(seq))
         do throws(LarderError) {
             while try statement.step() {}
         } catch where error.status == .conflict {
             throw WriteRules.idTaken(id, in: collection)
         }
         let record = StoredRecord(id: id, rev: 1, createdAt: now, updatedAt: now, data: document.data)
-        try recordChange(.create, collection, record: record)
+        changes.append(ChangeEntry(seq: seq, kind: .create, collection: collection, time: now, record: record))
         return record
     }
 
@@ -75,6 +109,8 @@ final class SQLiteWriteContext: PreparedWriteContext {
         var createdAt: Int64
         var updatedAt: Int64
         var data: [UInt8]
+        /// The create event the row still holds (nil once it moved to `changes`).
+        var createSeq: Int64?
     }
 
     private func current(_ collection: String, _ id: UUID, expectedRev: Int64?) throws(LarderError) -> Current {
@@ -85,17 +121,42 @@ final class SQLiteWriteContext: PreparedWriteContext {
         guard try statement.step() else { throw SQLiteStore.notFound(collection, id) }
         let row = Current(
             seq: statement.int(0), rev: statement.int(1), createdAt: statement.int(2), updatedAt: statement.int(3),
-            data: statement.bytes(4))
+            data: statement.bytes(4), createSeq: statement.isNull(5) ? nil : statement.int(5))
         if let expectedRev, expectedRev != row.rev {
             throw WriteRules.revisionConflict(current: row.rev, expected: expectedRev)
         }
         return row
     }
 
+    /// Before a document's row changes or goes: its create event, while the row still holds it, moves to `changes`
+    /// with the data it was created with (the row's, since nothing changed it yet).
+    private func moveCreateToLog(_ row: Current) throws(LarderError) {
+        guard row.createSeq != nil else { return }
+        let statement = try db.statement(.moveCreateToLog)
+        defer { statement.reset() }
+        try statement.bind(at: 1, .int(row.seq))
+        while try statement.step() {}
+    }
+
+    /// Raises the log's durable last number (`sqlite_sequence`, which an insert into `changes` raises itself) to the
+    /// last change of this transaction, whose creates live in their rows.
+    func raiseChangeSeq() throws(LarderError) {
+        guard let last = changes.last?.seq else { return }
+        let statement = try db.statement(.raiseChangeSeq)
+        defer { statement.reset() }
+        try statement.bind(at: 1, .int(last))
+        while try statement.step() {}
+        if sqlite3_changes(db.handle) == 0 {
+            // No change was ever logged in `changes`: the table has no sequence row yet.
+            try db.run("INSERT INTO sqlite_sequence(name, seq) VALUES ('changes', ?1)", [.int(last)])
+        }
+    }
+
     private func update(
         _ collection: String, _ id: UUID, _ row: Current, _ document: PreparedDocument, kind: ChangeKind
     ) throws(LarderError) -> StoredRecord {
         try checkSize(document, field: kind == .patch ? "patch" : "data")
+        try moveCreateToLog(row)
         let now = nowMillis()
         let statement = try db.statement(.updateDocument)
         defer { statement.reset() }
@@ -131,6 +192,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
         try SQLiteStore.validateCollection(collection)
         // The data goes into the change log, so a subscriber's filter can tell whether the deletion concerns it.
         let row = try current(collection, id, expectedRev: expectedRev)
+        try moveCreateToLog(row)
         try db.run("DELETE FROM documents WHERE seq = ?1", [.int(row.seq)])
         let blobs = try db.run(
             "DELETE FROM blobs WHERE attachedCollection = ?1 AND attachedId = ?2",
@@ -152,9 +214,16 @@ final class SQLiteWriteContext: PreparedWriteContext {
             try db.execute("DROP INDEX IF EXISTS \"\(index)\"")
         }
         try db.run("DELETE FROM field_indexes WHERE collection = ?1", [.text(name)])
+        // The create events its documents still hold go to the log first: a replay from before the drop sees them.
+        try db.run(
+            "INSERT INTO changes(seq, collection, kind, time, id, rev, createdAt, updatedAt, data) "
+                + "SELECT createSeq, collection, 'create', createdAt, id, 1, createdAt, createdAt, data FROM documents "
+                + "WHERE collection = ?1 AND createSeq > (SELECT value FROM larder_meta WHERE key = 'changesPrunedThrough')",
+            [.text(name)])
         let blobs = try db.run("DELETE FROM blobs WHERE attachedCollection = ?1", [.text(name)])
         let documents = try db.run("DELETE FROM documents WHERE collection = ?1", [.text(name)])
         try db.run("DELETE FROM collections WHERE name = ?1", [.text(name)])
+        collections.dropped(name)
         // After the deletions, whose backlog rows tell the trigram index what to remove: a collection created again
         // under this name starts unindexed.
         try db.run("DELETE FROM text_collections WHERE name = ?1", [.text(name)])
@@ -234,6 +303,29 @@ final class SQLiteWriteContext: PreparedWriteContext {
     }
 }
 
+/// The collections whose row the writer knows exists, so that a create skips its `INSERT OR IGNORE` into
+/// `collections` (a B-tree lookup, and a statement, per write). A name ensured in the open transaction counts once that
+/// transaction commits; a job undone to its savepoint, a rolled-back batch and a dropped collection make the writer
+/// ensure again. Only on the writer's queue.
+final class KnownCollections {
+    private var committed: Set<String> = []
+    private var pending: Set<String> = []
+
+    func contains(_ name: String) -> Bool { committed.contains(name) || pending.contains(name) }
+    func ensured(_ name: String) { pending.insert(name) }
+    /// The open transaction's names may be undone (a job's savepoint rolled back).
+    func forgetPending() { pending.removeAll() }
+    func dropped(_ name: String) {
+        committed.remove(name)
+        pending.remove(name)
+    }
+    /// Called after COMMIT.
+    func committedPending() {
+        committed.formUnion(pending)
+        pending.removeAll()
+    }
+}
+
 /// RFC 7396 JSON merge patch: null removes a member, objects merge recursively, anything else replaces.
 public enum MergePatch {
     public static func apply(_ patch: JSONObject, to target: JSONObject) -> JSONObject {
@@ -250,162 +342,5 @@ public enum MergePatch {
             }
         }
         return result
-    }
-}
-
-/// One schema step: SQL, or code for a step that depends on what the database holds.
-enum Migration: Sendable, ExpressibleByStringLiteral {
-    case sql(String)
-    case code(@Sendable (Connection) throws(LarderError) -> Void)
-
-    init(stringLiteral value: String) { self = .sql(value) }
-}
-
-/// The schema and its migrations, recorded in `larder_migrations`.
-enum Schema {
-    static let migrations: [Migration] = [
-        """
-        CREATE TABLE collections(name TEXT PRIMARY KEY, createdAt INTEGER NOT NULL) WITHOUT ROWID;
-        CREATE TABLE documents(
-            seq INTEGER PRIMARY KEY AUTOINCREMENT,
-            collection TEXT NOT NULL,
-            id TEXT NOT NULL,
-            rev INTEGER NOT NULL,
-            createdAt INTEGER NOT NULL,
-            updatedAt INTEGER NOT NULL,
-            data TEXT NOT NULL,
-            search TEXT NOT NULL);
-        CREATE UNIQUE INDEX documents_id ON documents(collection, id);
-        CREATE TABLE field_indexes(
-            collection TEXT NOT NULL, path TEXT NOT NULL, name TEXT NOT NULL,
-            PRIMARY KEY(collection, path)) WITHOUT ROWID;
-        CREATE TABLE blobs(
-            seq INTEGER PRIMARY KEY AUTOINCREMENT,
-            id TEXT NOT NULL UNIQUE,
-            size INTEGER NOT NULL,
-            sha256 TEXT NOT NULL,
-            contentType TEXT NOT NULL,
-            width INTEGER NOT NULL,
-            height INTEGER NOT NULL,
-            createdAt INTEGER NOT NULL,
-            attachedCollection TEXT,
-            attachedId TEXT,
-            bytes BLOB NOT NULL);
-        CREATE INDEX blobs_attached ON blobs(attachedCollection, attachedId) WHERE attachedCollection IS NOT NULL;
-        """,
-        // 2: the change log behind WATCH. `seq` is AUTOINCREMENT so a number is never reused, even after pruning.
-        """
-        CREATE TABLE changes(
-            seq INTEGER PRIMARY KEY AUTOINCREMENT,
-            collection TEXT NOT NULL,
-            kind TEXT NOT NULL,
-            time INTEGER NOT NULL,
-            id TEXT,
-            rev INTEGER,
-            createdAt INTEGER,
-            updatedAt INTEGER,
-            data TEXT,
-            blob TEXT);
-        CREATE INDEX changes_collection ON changes(collection, seq);
-        CREATE TABLE larder_meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
-        INSERT INTO larder_meta(key, value) VALUES ('changesPrunedThrough', 0);
-        """,
-        // 3: a replace or patch keeps the data it replaced, so a WATCH filter sees a document leave it.
-        "ALTER TABLE changes ADD COLUMN previous TEXT;",
-        // 4: the trigram index is maintained once per group commit (see `pendingFullText`), not by triggers per row.
-        """
-        DROP TRIGGER IF EXISTS documents_fts_insert;
-        DROP TRIGGER IF EXISTS documents_fts_delete;
-        DROP TRIGGER IF EXISTS documents_fts_update;
-        """,
-        // 5: the trigram index's backlog: the documents written since it was last brought up to date (see
-        // `fullTextBacklog`), so that it can be brought up to date every few hundred writes rather than every commit.
-        """
-        CREATE TABLE fts_backlog(n INTEGER PRIMARY KEY, seq INTEGER NOT NULL, old TEXT);
-        CREATE INDEX fts_backlog_seq ON fts_backlog(seq);
-        """,
-        // 6: the backlog keyed by the document's seq itself: one B-tree instead of a table and an index, one page
-        // fewer in every commit's WAL. It held at most one row per seq already; the first is the one that counts.
-        """
-        CREATE TABLE fts_backlog_by_seq(seq INTEGER PRIMARY KEY, old TEXT);
-        INSERT INTO fts_backlog_by_seq(seq, old)
-            SELECT seq, old FROM fts_backlog WHERE n IN (SELECT min(n) FROM fts_backlog GROUP BY seq);
-        DROP TABLE fts_backlog;
-        ALTER TABLE fts_backlog_by_seq RENAME TO fts_backlog;
-        """,
-        // 7: the collections the trigram index covers (`TextIndexer`: a collection is added at its first substring
-        // search); those that existed before were all indexed, and stay so.
-        """
-        CREATE TABLE text_collections(name TEXT PRIMARY KEY) WITHOUT ROWID;
-        INSERT INTO text_collections(name) SELECT name FROM collections;
-        """,
-        // 8: field indexes are built on the expression searches sort and compare by (`FieldPath.sortKeySQL`, which
-        // keeps strings apart from arrays and objects), so the ones built on bare `json_extract` are built again.
-        .code { db throws(LarderError) in
-            let indexes = try db.query("SELECT name, path FROM field_indexes") { ($0.text(0), $0.text(1)) }
-            for (name, path) in indexes {
-                let field = try FieldPath(path)
-                // Index names are built from a validated collection name and hex digits only.
-                try db.execute("DROP INDEX IF EXISTS \"\(name)\"")
-                try db.execute(
-                    "CREATE INDEX \"\(name)\" ON documents(collection, \(FieldPath.sortKeySQL(field.sqlLiteral)))")
-            }
-        },
-    ]
-
-    /// The backlog of the trigram index (`TextIndexer`, which also states the rule that keeps searches exact): the
-    /// documents whose `search` text changed since the index last saw them, each with the text the index holds for it
-    /// (`old`, NULL when none). A backlog row is small (no text for a new document) and rolls back with its write's
-    /// savepoint; `INSERT OR IGNORE` keeps a document's first row, whose `old` is what the index holds.
-    ///
-    /// Why not triggers on the index itself: every write runs in its own SAVEPOINT (so a failing write undoes only
-    /// itself), and FTS5 writes its pending terms out as a new segment at every savepoint: one segment, and soon a
-    /// merge, per document; and even a few hundred documents at once cost the writer about half its time. The
-    /// triggers are TEMP: only the writer connection writes.
-    /// Only documents of the collections the index covers (`text_collections`) enter the backlog: a collection never
-    /// searched by substring costs its writes one lookup in that small table instead.
-    static let backlogTriggers = """
-        CREATE TEMP TRIGGER IF NOT EXISTS fts_backlog_insert AFTER INSERT ON main.documents
-        WHEN new.collection IN (SELECT name FROM main.text_collections) BEGIN
-            INSERT OR IGNORE INTO fts_backlog(seq, old) VALUES (new.seq, NULL);
-        END;
-        CREATE TEMP TRIGGER IF NOT EXISTS fts_backlog_delete AFTER DELETE ON main.documents
-        WHEN old.collection IN (SELECT name FROM main.text_collections) BEGIN
-            INSERT OR IGNORE INTO fts_backlog(seq, old) VALUES (old.seq, old.search);
-        END;
-        CREATE TEMP TRIGGER IF NOT EXISTS fts_backlog_update AFTER UPDATE OF search ON main.documents
-        WHEN old.collection IN (SELECT name FROM main.text_collections) BEGIN
-            INSERT OR IGNORE INTO fts_backlog(seq, old) VALUES (old.seq, old.search);
-        END;
-        """
-
-    static func migrate(_ db: Connection, trigram: Bool) throws(LarderError) {
-        try db.execute(
-            "CREATE TABLE IF NOT EXISTS larder_migrations(version INTEGER PRIMARY KEY, appliedAt INTEGER NOT NULL)")
-        let applied = try db.scalar("SELECT coalesce(max(version), 0) FROM larder_migrations") ?? 0
-        for (n, migration) in migrations.enumerated() where Int64(n + 1) > applied {
-            try db.execute("BEGIN IMMEDIATE")
-            do throws(LarderError) {
-                switch migration {
-                case .sql(let sql): try db.execute(sql)
-                case .code(let body): try body(db)
-                }
-                try db.run(
-                    "INSERT INTO larder_migrations(version, appliedAt) VALUES (?1, ?2)", [.int(Int64(n + 1)), .int(nowMillis())])
-                try db.execute("COMMIT")
-            } catch {
-                try? db.execute("ROLLBACK")
-                throw error
-            }
-        }
-        if trigram {
-            // Earlier versions kept the index inside this file; `TextIndexer` starts its own file over from the
-            // documents when it finds no generation here to pair with.
-            let inside = try db.scalar("SELECT count(*) FROM sqlite_master WHERE name = 'documents_fts'") ?? 0
-            if inside > 0 {
-                try db.execute(
-                    "BEGIN IMMEDIATE; DROP TABLE documents_fts; DELETE FROM larder_meta WHERE key = 'textIndexGeneration'; COMMIT")
-            }
-        }
     }
 }

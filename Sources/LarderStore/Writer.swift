@@ -22,6 +22,7 @@ final class Writer: @unchecked Sendable {
     private var connection: Connection?  // only on `queue`
     private var prune = PruneSchedule()  // only on `queue`
     private let uuids = TimeOrderedUUIDs()  // only on `queue`
+    private let collections = KnownCollections()  // only on `queue`
     private let checkpointer: Checkpointer
     /// Told after every `fullTextBacklog` document writes (set once, before the first write).
     var textIndexer: TextIndexer?
@@ -37,6 +38,9 @@ final class Writer: @unchecked Sendable {
 
     var isOnQueue: Bool { batches.isOnQueue }
 
+    /// What this writer has done since it started.
+    var stats: WriterStats { batches.stats }
+
     /// Queues a job for the next batch; false once closed.
     func enqueue(_ job: Job) -> Bool { batches.enqueue(job) }
 
@@ -46,7 +50,7 @@ final class Writer: @unchecked Sendable {
             for job in batch { job.execute(SQLiteWriteContext.closed(core))(error) }
             return
         }
-        let context = SQLiteWriteContext(connection: connection, core: core, uuids: uuids)
+        let context = SQLiteWriteContext(connection: connection, core: core, uuids: uuids, collections: collections)
         do {
             try connection.run(.begin)
         } catch {
@@ -56,10 +60,13 @@ final class Writer: @unchecked Sendable {
         var deliveries: [(LarderError?) -> Void] = []
         deliveries.reserveCapacity(batch.count)
         for job in batch { deliveries.append(job.execute(context)) }
-        pruneChangesIfDue(context, connection)
         var commitError: LarderError?
-        do {
+        do throws(LarderError) {
+            if let failure = context.unguardedFailure { throw failure }
+            try context.raiseChangeSeq()
+            pruneChangesIfDue(context, connection)
             try connection.run(.commit)
+            collections.committedPending()
             core.commits.add(1, ordering: .releasing)
             if let textIndexer {
                 unindexedWrites += context.changes.count
@@ -76,6 +83,7 @@ final class Writer: @unchecked Sendable {
             core.feed.committed(context.changes)
         } catch {
             commitError = error
+            collections.forgetPending()
             try? connection.run(.rollback)
         }
         for deliver in deliveries { deliver(commitError) }

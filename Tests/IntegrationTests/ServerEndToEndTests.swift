@@ -112,6 +112,12 @@ struct ServerEndToEndTests {
             #expect(value["requests"]?["byOpcode"]?["CREATE"]?["count"] == 3)
             #expect(value["requests"]?["byOpcode"]?["GET"]?["byStatus"]?["NOT_FOUND"] == 1)
             #expect(value["bytes"]?["inWire"]?.intValue ?? 0 > 0)
+            // Three creates and a delete went through the writer, in at least one group commit, and took it some CPU.
+            let writer = value["store"]?["writer"]
+            #expect((writer?["writes"]?.intValue ?? 0) >= 4)
+            #expect((writer?["batches"]?.intValue ?? 0) >= 1)
+            #expect((writer?["batches"]?.intValue ?? 0) <= (writer?["writes"]?.intValue ?? 0))
+            #expect((writer?["cpuMicros"]?.intValue ?? 0) > 0)
 
             let dropped = try c.call(.dropCollection, ["collection": "todos"])
             #expect(try DropCollectionResponse(json: dropped.jsonObject()).documents == 1)

@@ -68,7 +68,7 @@ import LarderIO
         for op in BenchOperation.allCases {
             for kind in [IDKind.created, .preloaded] {
                 var out: [UInt8] = []
-                driver.encode(Request(op: op, key: 123, idKind: kind), requestID: 77, into: &out)
+                driver.encode(Request(op: op, key: 123, idKind: kind, rev: 4), requestID: 77, into: &out)
                 var buffer = ByteBuffer(out)
                 let frame = try #require(try decoder.next(&buffer))
                 #expect(frame.requestID == 77 && buffer.readableCount == 0)
@@ -80,6 +80,7 @@ import LarderIO
                     #expect(create.data.bytes.count == 250, "document of \(create.data.bytes.count) bytes")
                 case .replace: _ = try ReplaceRequest(json: json)
                 case .patch: _ = try PatchRequest(json: json)
+                case .patchRev: #expect(try PatchRequest(json: json).rev == 4)
                 case .delete: _ = try DeleteRequest(json: json)
                 case .search: _ = try SearchRequest(json: json)
                 case .count: _ = try CountRequest(json: json)

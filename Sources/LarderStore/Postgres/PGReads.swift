@@ -257,7 +257,7 @@ extension PostgresStore {
         }
         return StoreStats(
             documents: Int(result.int(0, 0)), blobs: Int(result.int(0, 1)), databaseBytes: result.int(0, 4),
-            changes: Int(result.int(0, 2)), lastChangeSeq: result.int(0, 3))
+            changes: Int(result.int(0, 2)), lastChangeSeq: result.int(0, 3), writer: writer.stats)
     }
 }
 

@@ -60,6 +60,9 @@ final class PGWriter: @unchecked Sendable {
 
     var isOnQueue: Bool { batches.isOnQueue }
 
+    /// What this writer has done since it started.
+    var stats: WriterStats { batches.stats }
+
     /// Queues a job for the next batch; false once closed.
     func enqueue(_ job: Job) -> Bool { batches.enqueue(job) }
 

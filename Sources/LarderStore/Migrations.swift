@@ -1,0 +1,172 @@
+import Foundation
+import LarderWire
+
+/// One schema step: SQL, or code for a step that depends on what the database holds.
+enum Migration: Sendable, ExpressibleByStringLiteral {
+    case sql(String)
+    case code(@Sendable (Connection) throws(LarderError) -> Void)
+
+    init(stringLiteral value: String) { self = .sql(value) }
+}
+
+/// The schema and its migrations, recorded in `larder_migrations`.
+enum Schema {
+    static let migrations: [Migration] = [
+        """
+        CREATE TABLE collections(name TEXT PRIMARY KEY, createdAt INTEGER NOT NULL) WITHOUT ROWID;
+        CREATE TABLE documents(
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            collection TEXT NOT NULL,
+            id TEXT NOT NULL,
+            rev INTEGER NOT NULL,
+            createdAt INTEGER NOT NULL,
+            updatedAt INTEGER NOT NULL,
+            data TEXT NOT NULL,
+            search TEXT NOT NULL);
+        CREATE UNIQUE INDEX documents_id ON documents(collection, id);
+        CREATE TABLE field_indexes(
+            collection TEXT NOT NULL, path TEXT NOT NULL, name TEXT NOT NULL,
+            PRIMARY KEY(collection, path)) WITHOUT ROWID;
+        CREATE TABLE blobs(
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            id TEXT NOT NULL UNIQUE,
+            size INTEGER NOT NULL,
+            sha256 TEXT NOT NULL,
+            contentType TEXT NOT NULL,
+            width INTEGER NOT NULL,
+            height INTEGER NOT NULL,
+            createdAt INTEGER NOT NULL,
+            attachedCollection TEXT,
+            attachedId TEXT,
+            bytes BLOB NOT NULL);
+        CREATE INDEX blobs_attached ON blobs(attachedCollection, attachedId) WHERE attachedCollection IS NOT NULL;
+        """,
+        // 2: the change log behind WATCH. `seq` is AUTOINCREMENT so a number is never reused, even after pruning.
+        """
+        CREATE TABLE changes(
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            collection TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            time INTEGER NOT NULL,
+            id TEXT,
+            rev INTEGER,
+            createdAt INTEGER,
+            updatedAt INTEGER,
+            data TEXT,
+            blob TEXT);
+        CREATE INDEX changes_collection ON changes(collection, seq);
+        CREATE TABLE larder_meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+        INSERT INTO larder_meta(key, value) VALUES ('changesPrunedThrough', 0);
+        """,
+        // 3: a replace or patch keeps the data it replaced, so a WATCH filter sees a document leave it.
+        "ALTER TABLE changes ADD COLUMN previous TEXT;",
+        // 4: the trigram index is maintained once per group commit (see `pendingFullText`), not by triggers per row.
+        """
+        DROP TRIGGER IF EXISTS documents_fts_insert;
+        DROP TRIGGER IF EXISTS documents_fts_delete;
+        DROP TRIGGER IF EXISTS documents_fts_update;
+        """,
+        // 5: the trigram index's backlog: the documents written since it was last brought up to date (see
+        // `fullTextBacklog`), so that it can be brought up to date every few hundred writes rather than every commit.
+        """
+        CREATE TABLE fts_backlog(n INTEGER PRIMARY KEY, seq INTEGER NOT NULL, old TEXT);
+        CREATE INDEX fts_backlog_seq ON fts_backlog(seq);
+        """,
+        // 6: the backlog keyed by the document's seq itself: one B-tree instead of a table and an index, one page
+        // fewer in every commit's WAL. It held at most one row per seq already; the first is the one that counts.
+        """
+        CREATE TABLE fts_backlog_by_seq(seq INTEGER PRIMARY KEY, old TEXT);
+        INSERT INTO fts_backlog_by_seq(seq, old)
+            SELECT seq, old FROM fts_backlog WHERE n IN (SELECT min(n) FROM fts_backlog GROUP BY seq);
+        DROP TABLE fts_backlog;
+        ALTER TABLE fts_backlog_by_seq RENAME TO fts_backlog;
+        """,
+        // 7: the collections the trigram index covers (`TextIndexer`: a collection is added at its first substring
+        // search); those that existed before were all indexed, and stay so.
+        """
+        CREATE TABLE text_collections(name TEXT PRIMARY KEY) WITHOUT ROWID;
+        INSERT INTO text_collections(name) SELECT name FROM collections;
+        """,
+        // 8: field indexes are built on the expression searches sort and compare by (`FieldPath.sortKeySQL`, which
+        // keeps strings apart from arrays and objects), so the ones built on bare `json_extract` are built again.
+        .code { db throws(LarderError) in
+            let indexes = try db.query("SELECT name, path FROM field_indexes") { ($0.text(0), $0.text(1)) }
+            for (name, path) in indexes {
+                let field = try FieldPath(path)
+                // Index names are built from a validated collection name and hex digits only.
+                try db.execute("DROP INDEX IF EXISTS \"\(name)\"")
+                try db.execute(
+                    "CREATE INDEX \"\(name)\" ON documents(collection, \(FieldPath.sortKeySQL(field.sqlLiteral)))")
+            }
+        },
+        // 9: a document's create event is its own row (`createSeq`, the change's number), not a second row in
+        // `changes` with a copy of the document; it moves to `changes` when the row first changes or goes (issue 16).
+        // The creates logged before stay in `changes`: their rows get no number, and nothing else needs converting.
+        // The index carries the collection so that a replay of one collection reads no row it skips.
+        // (The column may be there already in a directory whose recorded version was set back by hand.)
+        .code { db throws(LarderError) in
+            let has = try db.scalar("SELECT count(*) FROM pragma_table_info('documents') WHERE name = 'createSeq'")
+            if has == 0 { try db.execute("ALTER TABLE documents ADD COLUMN createSeq INTEGER") }
+            try db.execute(
+                "CREATE INDEX IF NOT EXISTS documents_create_seq ON documents(createSeq, collection) "
+                    + "WHERE createSeq IS NOT NULL")
+        },
+    ]
+
+    /// The backlog of the trigram index (`TextIndexer`, which also states the rule that keeps searches exact): the
+    /// documents whose `search` text changed since the index last saw them, each with the text the index holds for it
+    /// (`old`, NULL when none). A backlog row is small (no text for a new document) and rolls back with its write's
+    /// savepoint; `INSERT OR IGNORE` keeps a document's first row, whose `old` is what the index holds.
+    ///
+    /// Why not triggers on the index itself: every write runs in its own SAVEPOINT (so a failing write undoes only
+    /// itself), and FTS5 writes its pending terms out as a new segment at every savepoint: one segment, and soon a
+    /// merge, per document; and even a few hundred documents at once cost the writer about half its time. The
+    /// triggers are TEMP: only the writer connection writes.
+    /// Only documents of the collections the index covers (`text_collections`) enter the backlog: a collection never
+    /// searched by substring costs its writes one lookup in that small table instead.
+    static let backlogTriggers = """
+        CREATE TEMP TRIGGER IF NOT EXISTS fts_backlog_insert AFTER INSERT ON main.documents
+        WHEN new.collection IN (SELECT name FROM main.text_collections) BEGIN
+            INSERT OR IGNORE INTO fts_backlog(seq, old) VALUES (new.seq, NULL);
+        END;
+        CREATE TEMP TRIGGER IF NOT EXISTS fts_backlog_delete AFTER DELETE ON main.documents
+        WHEN old.collection IN (SELECT name FROM main.text_collections) BEGIN
+            INSERT OR IGNORE INTO fts_backlog(seq, old) VALUES (old.seq, old.search);
+        END;
+        CREATE TEMP TRIGGER IF NOT EXISTS fts_backlog_update AFTER UPDATE OF search ON main.documents
+        WHEN old.collection IN (SELECT name FROM main.text_collections) BEGIN
+            INSERT OR IGNORE INTO fts_backlog(seq, old) VALUES (old.seq, old.search);
+        END;
+        """
+
+    /// Brings `db` to the newest schema (to version `through`, for tests that make an older data directory).
+    static func migrate(_ db: Connection, trigram: Bool, through: Int = migrations.count) throws(LarderError) {
+        try db.execute(
+            "CREATE TABLE IF NOT EXISTS larder_migrations(version INTEGER PRIMARY KEY, appliedAt INTEGER NOT NULL)")
+        let applied = try db.scalar("SELECT coalesce(max(version), 0) FROM larder_migrations") ?? 0
+        for (n, migration) in migrations.enumerated() where Int64(n + 1) > applied && n < through {
+            try db.execute("BEGIN IMMEDIATE")
+            do throws(LarderError) {
+                switch migration {
+                case .sql(let sql): try db.execute(sql)
+                case .code(let body): try body(db)
+                }
+                try db.run(
+                    "INSERT INTO larder_migrations(version, appliedAt) VALUES (?1, ?2)", [.int(Int64(n + 1)), .int(nowMillis())])
+                try db.execute("COMMIT")
+            } catch {
+                try? db.execute("ROLLBACK")
+                throw error
+            }
+        }
+        if trigram {
+            // Earlier versions kept the index inside this file; `TextIndexer` starts its own file over from the
+            // documents when it finds no generation here to pair with.
+            let inside = try db.scalar("SELECT count(*) FROM sqlite_master WHERE name = 'documents_fts'") ?? 0
+            if inside > 0 {
+                try db.execute(
+                    "BEGIN IMMEDIATE; DROP TABLE documents_fts; DELETE FROM larder_meta WHERE key = 'textIndexGeneration'; COMMIT")
+            }
+        }
+    }
+}

@@ -1,0 +1,96 @@
+import CSQLite
+import Foundation
+import LarderWire
+
+/// Blob reads: metadata, bytes (read with incremental blob I/O) and listings.
+extension SQLiteStore {
+    static let blobColumns = "id, size, sha256, contentType, width, height, createdAt, attachedCollection, attachedId"
+
+    static func blobMeta(_ row: Statement) -> BlobMeta {
+        var attachment: BlobAttachment?
+        if !row.isNull(7) { attachment = BlobAttachment(collection: row.text(7), id: row.uuid(8)) }
+        return BlobMeta(
+            id: row.uuid(0), size: row.int(1), sha256: row.text(2), contentType: row.text(3), width: Int(row.int(4)),
+            height: Int(row.int(5)), createdAt: row.int(6), attachedTo: attachment)
+    }
+
+    static func blobNotFound(_ id: UUID) -> LarderError {
+        LarderError(.notFound, "no blob \(id.wireString)", field: "id")
+    }
+
+    public func blobGet(_ id: UUID) throws(LarderError) -> (meta: BlobMeta, bytes: [UInt8]) {
+        // One transaction: the metadata and the bytes come from the same snapshot.
+        try readers.read(transaction: true) { db throws(LarderError) in
+            let statement = try db.statement(.selectBlobMetaAndSeq)
+            defer { statement.reset() }
+            try statement.bind([.text(id.wireString)])
+            guard try statement.step() else { throw SQLiteStore.blobNotFound(id) }
+            let meta = SQLiteStore.blobMeta(statement)
+            let rowid = statement.int(9)
+            return (meta, try db.readBlob(table: "blobs", column: "bytes", rowid: rowid))
+        }
+    }
+
+    public func blobHead(_ id: UUID) throws(LarderError) -> BlobMeta {
+        try readers.read { db throws(LarderError) in try SQLiteStore.getBlobMeta(db, id) }
+    }
+
+    /// The metadata of blob `id` read with `db`, or NOT_FOUND.
+    static func getBlobMeta(_ db: Connection, _ id: UUID) throws(LarderError) -> BlobMeta {
+        let statement = try db.statement(.selectBlobMeta)
+        defer { statement.reset() }
+        try statement.bind([.text(id.wireString)])
+        guard try statement.step() else { throw SQLiteStore.blobNotFound(id) }
+        return SQLiteStore.blobMeta(statement)
+    }
+
+    public func blobList(limit: Int, cursor: String?, attachedTo: BlobAttachment?) throws(LarderError)
+        -> (blobs: [BlobMeta], nextCursor: String?)
+    {
+        try SQLiteStore.checkLimit(limit)
+        let position = try SeqPosition.blobList(attachedTo, cursor: cursor)
+        var sql = "SELECT \(SQLiteStore.blobColumns), seq FROM blobs WHERE seq > ?1"
+        var values: [SQLValue] = [.int(position.after), .int(Int64(limit + 1))]
+        if let attachedTo {
+            try SQLiteStore.validateCollection(attachedTo.collection, field: "attachedTo.collection")
+            sql += " AND attachedCollection = ?3 AND attachedId = ?4"
+            values += [.text(attachedTo.collection), .text(attachedTo.id.wireString)]
+        }
+        sql += " ORDER BY seq LIMIT ?2"
+        let rows = try readers.read { [sql, values] db throws(LarderError) in
+            try db.query(sql, values) { (SQLiteStore.blobMeta($0), $0.int(9)) }
+        }
+        let page = position.page(rows, limit: limit)
+        return (page.items, page.nextCursor)
+    }
+}
+
+/// A blob validated and hashed before it reaches the writer.
+struct PreparedBlob: Sendable {
+    var meta: BlobMeta
+    var bytes: [UInt8]
+
+    init(id: UUID?, bytes: [UInt8], expectedSHA256: String?, attachTo: BlobAttachment?, core: StoreCore)
+        throws(LarderError)
+    {
+        let limit = core.configuration.maxBlobBytes
+        guard bytes.count <= limit else {
+            // The binary part is no request member: no `field`.
+            throw LarderError(
+                .payloadTooLarge, "the blob is \(bytes.count) bytes; the limit is \(limit)",
+                details: ["limit": .int(Int64(limit))])
+        }
+        let info = try JPEG.inspect(bytes)
+        let digest = SHA256.hex(bytes)
+        if let expectedSHA256, expectedSHA256.lowercased() != digest {
+            throw LarderError(
+                .invalidArgument, "the blob's SHA-256 differs from the expected one; it was damaged in transit, resend it",
+                field: "sha256", details: ["actualSHA256": .string(digest)])
+        }
+        if let attachTo { try SQLiteStore.validateCollection(attachTo.collection, field: "attach.collection") }
+        meta = BlobMeta(
+            id: id ?? UUID(), size: Int64(bytes.count), sha256: digest, contentType: "image/jpeg", width: info.width,
+            height: info.height, createdAt: nowMillis(), attachedTo: attachTo)
+        self.bytes = bytes
+    }
+}
