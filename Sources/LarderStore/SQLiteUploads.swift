@@ -39,7 +39,7 @@ extension SQLiteStore: UploadReads {
     func forEachChunk(
         owner: UUID, overlapping range: Range<Int64>, _ body: (Int64, [UInt8]) throws(LarderError) -> Void
     ) throws(LarderError) {
-        try readers.read { db throws(LarderError) in
+        try chunkReaders.read { db throws(LarderError) in
             try SQLiteStore.forEachChunk(db, owner: owner.wireString, overlapping: range, body)
         }
     }
@@ -48,7 +48,7 @@ extension SQLiteStore: UploadReads {
         -> (meta: BlobMeta, bytes: [UInt8])
     {
         // One transaction: the metadata and the bytes come from the same snapshot.
-        try readers.read(transaction: true) { db throws(LarderError) in
+        try chunkReaders.read(transaction: true) { db throws(LarderError) in
             let statement = try db.statement(.selectBlobMetaAndSeq)
             defer { statement.reset() }
             try statement.bind([.text(id.wireString)])
