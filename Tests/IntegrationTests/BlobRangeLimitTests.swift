@@ -1,4 +1,5 @@
 import Foundation
+import LarderBench
 import LarderServer
 import LarderWire
 import Testing
@@ -6,7 +7,7 @@ import Testing
 /// Byte ranges and the upload limits over the wire (Protocol.md §5.4 and §8): each limit announced in HELLO, and
 /// crossed once, with the error a client would see; the connection stays open after each.
 @Suite(.timeLimit(.minutes(5))) struct BlobRangeLimitTests {
-    static func jpeg(_ size: Int) -> [UInt8] { syntheticTestJPEG(size: size) }
+    static func jpeg(_ size: Int) -> [UInt8] { Payloads.syntheticJPEG(size: size) }
 
     static func upload(_ c: RawClient, _ bytes: [UInt8], chunk: Int) throws -> Frame {
         let begin = try c.call(.blobUpload, BlobUploadRequest(size: Int64(bytes.count)).json)
@@ -129,25 +130,4 @@ import Testing
             #expect(attached.status == .ok)
         }
     }
-}
-
-/// A JPEG of `size` bytes the validator accepts: SOI, a frame header, comment segments of varied filler, EOI.
-func syntheticTestJPEG(size: Int, seed: UInt64 = 11) -> [UInt8] {
-    var out: [UInt8] = [0xFF, 0xD8, 0xFF, 0xC0, 0x00, 0x11, 0x08, 0x02, 0x00, 0x03, 0x00, 3]
-    out += [1, 0x22, 0, 2, 0x11, 1, 3, 0x11, 1]
-    var state = seed
-    while out.count < size - 2 {
-        let room = size - 2 - out.count
-        if room < 4 {
-            out += [UInt8](repeating: 0xFF, count: room)
-            break
-        }
-        let length = min(room - 2, 65_535)
-        out += [0xFF, 0xFE, UInt8(length >> 8), UInt8(length & 0xFF)]
-        for _ in 0..<(length - 2) {
-            state = state &* 6364136223846793005 &+ 1442695040888963407
-            out.append(UInt8(truncatingIfNeeded: state >> 56))
-        }
-    }
-    return out + [0xFF, 0xD9]
 }

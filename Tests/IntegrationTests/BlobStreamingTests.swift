@@ -73,6 +73,30 @@ import Testing
         return root
     }
 
+    /// Starts `putBlob` of `source` and SIGKILLs `server` once `at` bytes are committed; returns when it was killed
+    /// (waiting with a generous deadline), with the upload still going, to resume once a server is back.
+    static func putKillingTheServer(_ client: LarderClient, _ source: String, server: ServerChild, at: Int64)
+        async throws -> Task<BlobInfo, any Error>
+    {
+        let killed = Locked(false)
+        let upload = Task {
+            try await client.putBlob(contentsOf: URL(fileURLWithPath: source), resumeWithin: .seconds(120)) { step in
+                guard step.done >= at, step.done < step.total else { return }
+                let kill = killed.withLock { (done: inout Bool) -> Bool in
+                    defer { done = true }
+                    return !done
+                }
+                if kill { server.kill() }
+            }
+        }
+        let deadline = monotonicSeconds() + 300
+        while !killed.withLock({ $0 }) {
+            if monotonicSeconds() > deadline { throw ServerTestError("the upload never reached \(at) bytes") }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return upload
+    }
+
     /// A 200 MB JPEG goes up in chunks and comes back by ranges over a Unix socket, byte-exact, while the server's
     /// peak resident memory grows by less than 64 MB (it holds a few 1 MiB chunks at a time, never the photo).
     @Test func a200MBPhotoRoundTripsInBoundedServerMemory() async throws {
@@ -128,25 +152,9 @@ import Testing
         let (sha256, _) = try Self.digest(source)
         let first = try ServerChild(dataDirectory: data, arguments: ["--socket", socket])
         let killAt = Int64.random(in: Int64(4 << 20)...Int64(20 << 20))
-        let killed = Locked(false)
         let client = LarderClient(socketPath: socket)
         defer { client.close() }
-        let upload = Task {
-            try await client.putBlob(contentsOf: URL(fileURLWithPath: source), resumeWithin: .seconds(120)) { step in
-                guard step.done >= killAt, step.done < step.total else { return }
-                let kill = killed.withLock { (done: inout Bool) -> Bool in
-                    defer { done = true }
-                    return !done
-                }
-                if kill { first.kill() }
-            }
-        }
-        // Wait (with a generous deadline) for the kill, then start a server again on the same files.
-        let deadline = monotonicSeconds() + 300
-        while !killed.withLock({ $0 }) {
-            if monotonicSeconds() > deadline { throw ServerTestError("the upload never reached \(killAt) bytes") }
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        let upload = try await Self.putKillingTheServer(client, source, server: first, at: killAt)
         let second = try ServerChild(dataDirectory: data, arguments: ["--socket", socket])
         let info = try await upload.value
         #expect(info.sha256 == sha256 && info.size == Int64(size))
@@ -160,6 +168,41 @@ import Testing
             total + ((try FileManager.default.attributesOfItem(atPath: data + "/" + name)[.size] as? Int) ?? 0)
         }
         #expect(bytes < size + size / 4, "the data directory holds \(bytes) bytes for a \(size)-byte blob")
+    }
+
+    /// An upload whose connection is cut (the client closes its connections under it, mid-chunk) goes on over a new
+    /// one from the offset the server committed: the same SHA-256, the upload finished once.
+    @Test func anUploadResumesAfterItsConnectionIsCut() async throws {
+        let root = try Self.directory("blob-cut")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let socket = root.appendingPathComponent("s").path
+        let source = root.appendingPathComponent("photo.jpg").path
+        let size = 8 << 20
+        try Self.writeJPEG(size: size, to: source, seed: UInt64.random(in: 1...1000))
+        let (sha256, _) = try Self.digest(source)
+        let server = try ServerChild(
+            dataDirectory: root.appendingPathComponent("data").path, arguments: ["--socket", socket])
+        defer { _ = server.stop() }
+        let client = LarderClient(socketPath: socket)
+        defer { client.close() }
+        let cutAt = Int64.random(in: Int64(1 << 20)...Int64(6 << 20))
+        let cuts = Locked(0)
+        let info = try await client.putBlob(contentsOf: URL(fileURLWithPath: source)) { step in
+            guard step.done >= cutAt, step.done < step.total else { return }
+            if cuts.withLock({ (n: inout Int) -> Bool in
+                n += 1
+                return n == 1
+            }) {
+                // From another thread, while the next chunk goes out: the cut lands in the middle of the transfer.
+                Thread.detachNewThread { client.close() }
+            }
+        }
+        #expect(cuts.withLock { $0 } > 1, "the upload went on after the cut")
+        #expect(info.sha256 == sha256 && info.size == Int64(size))
+        let copy = root.appendingPathComponent("copy.jpg").path
+        try await client.writeBlob(info.id, to: URL(fileURLWithPath: copy))
+        #expect(try Self.digest(copy) == (sha256, size))
+        #expect(try await client.blobList().blobs.count == 1)
     }
 
     /// The same on the PostgreSQL store: the upload lives in the database, so a server started again on it (as
@@ -177,24 +220,9 @@ import Testing
         let arguments = ["--socket", socket, "--postgres", schema.url]
         let data = root.appendingPathComponent("data").path
         let first = try ServerChild(dataDirectory: data, arguments: arguments)
-        let killed = Locked(false)
         let client = LarderClient(socketPath: socket)
         defer { client.close() }
-        let upload = Task {
-            try await client.putBlob(contentsOf: URL(fileURLWithPath: source), resumeWithin: .seconds(120)) { step in
-                guard step.done >= 3 << 20, step.done < step.total else { return }
-                let kill = killed.withLock { (done: inout Bool) -> Bool in
-                    defer { done = true }
-                    return !done
-                }
-                if kill { first.kill() }
-            }
-        }
-        let deadline = monotonicSeconds() + 300
-        while !killed.withLock({ $0 }) {
-            if monotonicSeconds() > deadline { throw ServerTestError("the upload never reached 3 MiB") }
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        let upload = try await Self.putKillingTheServer(client, source, server: first, at: 3 << 20)
         let second = try ServerChild(dataDirectory: data, arguments: arguments)
         defer { _ = second.stop() }
         let info = try await upload.value

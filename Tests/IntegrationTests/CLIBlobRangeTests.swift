@@ -1,4 +1,5 @@
 import Foundation
+import LarderBench
 import Testing
 
 /// `larder blob get ID -o FILE --range START-END` (both ends included, as HTTP) on a blob stored in chunks.
@@ -9,7 +10,7 @@ import Testing
         let directory = NSTemporaryDirectory() + "larder-range-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let jpeg = syntheticTestJPEG(size: (3 << 20) + 123)
+        let jpeg = Payloads.syntheticJPEG(size: (3 << 20) + 123)
         _ = FileManager.default.createFile(atPath: directory + "/big.jpg", contents: Data(jpeg))
         let port = ["--port", String(server.port)]
         var r = try CLITests.run(["blob", "put", directory + "/big.jpg", "--json"] + port)
