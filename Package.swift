@@ -50,7 +50,11 @@ let package = Package(
             name: "LarderIO",
             dependencies: ["LarderSync", .target(name: "CEpoll", condition: .when(platforms: [.linux]))],
             swiftSettings: strict),
-        .target(name: "LarderWire", dependencies: ["CZlib"], swiftSettings: strict),
+        // SHA-256 from libcrypto on Linux; Apple platforms use CommonCrypto (Digest.swift).
+        .target(
+            name: "LarderWire",
+            dependencies: ["CZlib", .target(name: "COpenSSL", condition: .when(platforms: [.linux]))],
+            swiftSettings: strict),
         // TLS sessions driven through memory, for the server's event loops and the client alike.
         .target(name: "LarderTLS", dependencies: ["COpenSSL"], swiftSettings: strict),
         .target(

@@ -193,14 +193,23 @@ enum Commands {
         CommandSpec(["index"], arguments: "COLLECTION FIELD", arity: 2...2, summary: "declare an index on a field"),
         CommandSpec(
             ["blob", "put"], arguments: "FILE", arity: 1...1, summary: "store a JPEG (FILE or - for stdin)",
+            details: "A FILE larger than one chunk goes up in chunks and resumes where it stopped after a broken "
+                + "connection; stdin is sent whole, so it must fit in a frame.",
             options: [
                 OptionSpec("attach", value: "COLLECTION/ID", help: "delete the blob with this document"),
                 OptionSpec("id", value: "UUID", help: "use this id"),
+                OptionSpec(
+                    "resume-within", value: "SECONDS",
+                    help: "keep resuming after a broken connection for this long (default 60)"),
             ]),
         CommandSpec(
             ["blob", "get"], arguments: "ID", arity: 1...1, summary: "write a blob's bytes to a file",
-            details: "Without -o the bytes go to stdout, but never to a terminal.",
-            options: [OptionSpec("output", short: "o", value: "FILE", help: "where to write (- for stdout)")]),
+            details: "Without -o the bytes go to stdout, but never to a terminal. The blob is read in chunks, so any "
+                + "size fits in a few chunks of memory; a file appears only once complete.",
+            options: [
+                OptionSpec("output", short: "o", value: "FILE", help: "where to write (- for stdout)"),
+                OptionSpec("range", value: "START-END", help: "only bytes START to END, both included (as HTTP)"),
+            ]),
         CommandSpec(["blob", "info"], arguments: "ID", arity: 1...1, summary: "a blob's metadata"),
         CommandSpec(["blob", "delete"], arguments: "ID", arity: 1...1, summary: "delete a blob"),
         CommandSpec(
@@ -482,18 +491,44 @@ enum Commands {
 
     static func blobPut(_ c: Context) async throws -> Int32 {
         let path = c.arguments[0]
-        let bytes = try Transfer.read(path)
         let id = try c.invocation.value("id").map { (text) throws(UsageError) in try c.uuid(text) }
-        let progress = Output.Progress(label: "put", enabled: c.output.stderrIsTerminal && bytes.count >= 1 << 20)
-        // The digest travels with the bytes, so the server refuses a photo damaged on the way.
-        var digest = SHA256()
-        digest.update(bytes)
-        let info = try await c.client.blobPut(
-            bytes, id: id, sha256: digest.finalizeHex(), attachTo: try c.attachment("attach"),
-            progress: { progress.update($0, $1) })
+        let attach = try c.attachment("attach")
+        let resume = try c.seconds("resume-within", range: 0...86_400) ?? 60
+        let limits = try await c.client.serverHello().limits
+        let size = path == "-" ? nil : (try? FileManager.default.attributesOfItem(atPath: path)[.size]) as? Int
+        let progress = Output.Progress(label: "put", enabled: c.output.stderrIsTerminal && (size ?? 0) >= 1 << 20)
+        let info: BlobInfo
+        if let size, size > min(limits.blobChunkBytes, limits.maxBinaryPartBytes) {
+            // Streamed from the file a chunk at a time; the client resumes by itself after a broken connection.
+            info = try await c.client.putBlob(
+                contentsOf: URL(fileURLWithPath: path), id: id, attachTo: attach,
+                resumeWithin: .milliseconds(Int(resume * 1000)),
+                progress: { progress.update(Int($0.done), Int($0.total)) })
+        } else {
+            let bytes = try Transfer.read(path)
+            // The digest travels with the bytes, so the server refuses a photo damaged on the way.
+            var digest = SHA256()
+            digest.update(bytes)
+            info = try await c.client.blobPut(
+                bytes, id: id, sha256: digest.finalizeHex(), attachTo: attach, progress: { progress.update($0, $1) })
+        }
         progress.finish()
         blobInfo(c.output, info)
         return 0
+    }
+
+    /// `--range START-END` (both included, as HTTP's `bytes=` ranges), or `START-` to the end.
+    static func byteRange(_ c: Context) throws(UsageError) -> (start: Int64, end: Int64?)? {
+        guard let text = c.invocation.value("range") else { return nil }
+        let parts = text.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+        guard parts.count == 2, let start = Int64(parts[0]), start >= 0,
+            parts[1].isEmpty || Int64(parts[1]).map({ $0 >= start }) == true
+        else {
+            throw UsageError(
+                "--range must be START-END (bytes START to END, both included, END ≥ START) or START-",
+                excerpt: .option("range", text))
+        }
+        return (start, parts[1].isEmpty ? nil : Int64(parts[1]))
     }
 
     static func blobGet(_ c: Context) async throws -> Int32 {
@@ -505,19 +540,40 @@ enum Commands {
                 usage: "Usage: larder blob get ID -o FILE")
         }
         let id = try c.uuid(c.arguments[0])
-        let progress = Output.Progress(label: "get", enabled: c.output.stderrIsTerminal)
-        let blob = try await c.client.blobGet(id, progress: { progress.update($0, $1) })
-        progress.finish()
+        let asked = try byteRange(c)
+        let info = try await c.client.blobHead(id)
+        let range: Range<Int64>? = asked.map { $0.start..<(($0.end ?? info.size - 1) + 1) }
+        if let range, range.lowerBound >= info.size || range.upperBound > info.size {
+            throw CommandFailure(
+                message: "the range \(c.invocation.value("range") ?? "") passes the end of the blob, which has "
+                    + "\(info.size) bytes (the last is \(info.size - 1))")
+        }
+        let wanted = range ?? 0..<info.size
+        let progress = Output.Progress(label: "get", enabled: c.output.stderrIsTerminal && wanted.count >= 1 << 20)
         if toStdout {
-            c.output.bytes(blob.bytes)
-        } else if let destination {
-            guard FileManager.default.createFile(atPath: destination, contents: Data(blob.bytes)) else {
-                throw CommandFailure(message: "cannot write \(destination)")
+            let limits = try await c.client.serverHello().limits
+            let chunk = Int64(max(1, min(limits.blobChunkBytes, limits.maxBinaryPartBytes)))
+            var offset = wanted.lowerBound
+            while offset < wanted.upperBound {
+                let bytes = try await c.client.blob(id, range: offset..<min(offset + chunk, wanted.upperBound))
+                c.output.bytes(bytes)
+                offset += Int64(bytes.count)
+                progress.update(Int(offset - wanted.lowerBound), wanted.count)
             }
+            progress.finish()
+        } else if let destination {
+            let written = try await c.client.writeBlob(
+                id, to: URL(fileURLWithPath: destination), range: range,
+                progress: { progress.update(Int($0.done), Int($0.total)) })
+            progress.finish()
             if c.output.json {
-                c.output.json(.object(blob.info.json))
+                c.output.json(.object(written.json))
+            } else if let range {
+                c.output.line(
+                    "wrote \(range.count) bytes (\(range.lowerBound)-\(range.upperBound - 1) of \(written.size)) to "
+                        + "\(destination)")
             } else {
-                c.output.line("wrote \(blob.bytes.count) bytes to \(destination) (sha256 \(blob.info.sha256))")
+                c.output.line("wrote \(written.size) bytes to \(destination) (sha256 \(written.sha256))")
             }
         }
         return 0

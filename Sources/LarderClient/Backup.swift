@@ -35,7 +35,7 @@ extension LarderClient {
                 unlink(partial)
             }
         }
-        let limit = (try? await serverHello().limits.maxBlobBytes) ?? chunkBytes
+        let limit = (try? await serverHello().limits.maxBinaryPartBytes) ?? chunkBytes
         let chunk = max(1, min(chunkBytes, limit))
         var hasher = SHA256()
         var offset: Int64 = 0

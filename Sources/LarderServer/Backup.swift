@@ -33,7 +33,7 @@ final class BackupService: Sendable {
     private let maxChunkBytes: Int
     private let state = Locked(State())
 
-    /// `maxChunkBytes` bounds a `BACKUP_READ` (its answer is a binary part, so `maxBlobBytes`).
+    /// `maxChunkBytes` bounds a `BACKUP_READ` (its answer is a binary part: `Limits.maxBinaryPartBytes`).
     init(store: any DocumentStore & BlobStore, pool: WorkPool, gate: TestGate?, maxChunkBytes: Int) {
         self.store = store as? any SnapshotStore
         self.pool = pool
@@ -129,7 +129,8 @@ final class BackupService: Sendable {
     private func read(_ request: BackupReadRequest, connection: Int) throws(LarderError) -> ([UInt8], [UInt8]) {
         guard request.length <= maxChunkBytes else {
             throw LarderError(
-                .payloadTooLarge, "a BACKUP_READ answers at most \(maxChunkBytes) bytes (maxBlobBytes); ask for less",
+                .payloadTooLarge,
+                "a BACKUP_READ answers at most \(maxChunkBytes) bytes (what a frame carries); ask for less",
                 field: "length", details: ["limit": .int(Int64(maxChunkBytes))])
         }
         guard let snapshot = state.withLock({ $0.snapshots[connection] }), snapshot.number == request.backup else {

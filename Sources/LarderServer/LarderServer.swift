@@ -41,6 +41,7 @@ public final class LarderServer: Sendable {
         var boundPort: Int?
         var boundTLSPort: Int?
         var metrics: MetricsServer?
+        var uploadSweeper: UploadSweeper?
     }
 
     /// A listening descriptor and its accept source (only touched on the accept queue once running).
@@ -79,12 +80,15 @@ public final class LarderServer: Sendable {
     /// Opens the store: the PostgreSQL database of `configuration.postgresURL` when set, else SQLite in
     /// `configuration.dataDirectory` (created if missing).
     public convenience init(configuration: ServerConfiguration) throws(LarderError) {
-        let storeConfiguration = StoreConfiguration(
+        var storeConfiguration = StoreConfiguration(
             dataDirectory: configuration.dataDirectory, synchronous: configuration.synchronous,
             maxDocumentBytes: configuration.limits.maxDocumentBytes, maxBlobBytes: configuration.limits.maxBlobBytes,
             maxPageBytes: Router.pageBudget(maxJSONBytes: configuration.limits.maxJSONBytes),
             changeRetentionEvents: configuration.changeRetentionEvents,
             changeRetentionMs: configuration.changeRetentionMs)
+        storeConfiguration.blobChunkBytes = configuration.limits.blobChunkBytes
+        storeConfiguration.uploadExpiryMs = Int64(configuration.limits.uploadExpiryMs)
+        storeConfiguration.maxUploadBytes = Int64(configuration.limits.maxUploadBytes)
         if let url = configuration.postgresURL {
             let store = try PostgresStore(
                 url: url, configuration: storeConfiguration, timeoutMs: configuration.postgresTimeoutMs)
@@ -131,7 +135,8 @@ public final class LarderServer: Sendable {
         let pool = WorkPool(threads: configuration.workThreads, maxWaiting: configuration.maxQueuedWork)
         let router = Router(
             store: store, stats: stats, pool: pool, searchGate: configuration.searchGate,
-            serverName: LarderServer.serverName, maxReplyJSONBytes: configuration.limits.maxJSONBytes)
+            serverName: LarderServer.serverName, maxReplyJSONBytes: configuration.limits.maxJSONBytes,
+            maxReplyBinaryBytes: configuration.limits.maxBinaryPartBytes)
         let logger = Logger(
             level: configuration.logLevel, format: configuration.logFormat, slowMicros: UInt64(configuration.slowMs) * 1000)
         tokens = LarderServer.initialTokens(configuration, logger: logger)
@@ -142,7 +147,7 @@ public final class LarderServer: Sendable {
             serverName: LarderServer.serverName, tokens: tokens)
         let backups = BackupService(
             store: store, pool: pool, gate: configuration.backupGate,
-            maxChunkBytes: configuration.limits.maxBlobBytes)
+            maxChunkBytes: configuration.limits.maxBinaryPartBytes)
         context = ServerContext(
             router: router, stats: stats, logger: logger, machineConfiguration: machine, backups: backups)
         let lastChangeSeq = store.lastChangeSeq
@@ -239,8 +244,24 @@ public final class LarderServer: Sendable {
             $0.boundTLSPort = tlsPort
         }
         for box in boxes { box.source.activate() }
+        startUploadSweeper()
         context.logger.debug("listening on \(addresses(port: port).joined(separator: ", "))")
         return port
+    }
+
+    /// Drops abandoned uploads with their bytes, every minute (or every `uploadExpiryMs` when shorter); a
+    /// `BLOB_UPLOAD` also drops them before it counts the quota.
+    private func startUploadSweeper() {
+        let interval = max(1, min(configuration.limits.uploadExpiryMs, 60_000))
+        let sweeper = UploadSweeper(intervalMs: interval) { [store, logger = context.logger] in
+            do throws(LarderError) {
+                let dropped = try store.expireUploads()
+                if dropped > 0 { logger.info("dropped \(dropped) abandoned upload(s) and their bytes") }
+            } catch {
+                logger.warn("dropping abandoned uploads failed: \(error)")
+            }
+        }
+        state.withLock { $0.uploadSweeper = sweeper }
     }
 
     /// The bound TCP port once started.
@@ -414,6 +435,7 @@ public final class LarderServer: Sendable {
         } catch {
             context.logger.warn("checkpoint on shutdown failed: \(error)")
         }
+        state.withLock { $0.uploadSweeper }?.cancel()
         store.close()
         state.withLock { $0.metrics }?.stop()
         context.logger.info("shutdown complete")
@@ -462,4 +484,18 @@ public final class LarderServer: Sendable {
         context.logger.info("\(received == SIGINT ? "SIGINT" : "SIGTERM") received")
         shutdown()
     }
+}
+
+/// A repeating timer on a queue of its own (a dispatch source: safe to cancel from any thread).
+final class UploadSweeper: @unchecked Sendable {
+    private let timer: any DispatchSourceTimer
+
+    init(intervalMs: Int, _ sweep: @escaping @Sendable () -> Void) {
+        timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "larder.uploads", qos: .utility))
+        timer.schedule(deadline: .now() + .milliseconds(intervalMs), repeating: .milliseconds(intervalMs))
+        timer.setEventHandler(handler: sweep)
+        timer.activate()
+    }
+
+    func cancel() { timer.cancel() }
 }

@@ -37,6 +37,7 @@ package enum Role: Int, Sendable, Comparable, CaseIterable, CustomStringConverti
         case .get, .getMany, .list, .search, .count, .group, .collections, .blobGet, .blobHead, .blobList, .watch:
             .read
         case .create, .replace, .patch, .delete, .blobPut, .blobDelete: .write
+        case .blobUpload, .blobUploadChunk, .blobUploadStatus, .blobUploadFinish, .blobUploadAbort: .write
         case .index, .dropCollection, .stats, .backup, .backupRead: .admin
         // An opcode added later is an administrator's until the table says otherwise.
         default: Opcode.all.contains(opcode) ? .admin : nil
@@ -83,12 +84,13 @@ package struct Grant: Sendable, Equatable {
             return nil  // checked on the answer, which says what the blob is attached to (`screen`)
         case .blobDelete:
             return nil  // checked on the writer, where the store says what the blob is attached to (Router)
-        case .blobPut, .blobList:
-            let member = opcode == .blobPut ? "attach" : "attachedTo"
+        case .blobPut, .blobList, .blobUpload:
+            // An upload's later requests name it by its id, which only the client that began it knows.
+            let member = opcode == .blobList ? "attachedTo" : "attach"
             let object = try? frame.jsonObject()
             guard let target = object?[member] else {
                 return denied(
-                    opcode, "\(opcode == .blobPut ? "store" : "list") blobs outside its collections; "
+                    opcode, "\(opcode == .blobList ? "list" : "store") blobs outside its collections; "
                         + "give \(member) with one of \(Grant.list(collections))")
             }
             return outside(target["collection"]?.stringValue)

@@ -15,6 +15,8 @@ package final class Router: Sendable {
     let searchGate: TestGate?
     let serverName: String
     let maxReplyJSONBytes: Int
+    /// The largest binary part an answer carries (`Limits.maxBinaryPartBytes`): a larger blob is read by ranges.
+    let maxReplyBinaryBytes: Int
     /// Whether the store answers point reads locally (SQLite), so the event loops may run them (`handleInline`).
     let pointReadsAreLocal: Bool
 
@@ -22,11 +24,13 @@ package final class Router: Sendable {
     /// the cursor, group keys).
     package static func pageBudget(maxJSONBytes: Int) -> Int { maxJSONBytes - max(8 << 10, maxJSONBytes / 16) }
 
-    init(
+    package init(
         store: Store, stats: ServerStats, pool: WorkPool, searchGate: TestGate?, serverName: String,
-        maxReplyJSONBytes: Int = Limits.default.maxJSONBytes
+        maxReplyJSONBytes: Int = Limits.default.maxJSONBytes,
+        maxReplyBinaryBytes: Int = Limits.default.maxBinaryPartBytes
     ) {
         self.maxReplyJSONBytes = maxReplyJSONBytes
+        self.maxReplyBinaryBytes = maxReplyBinaryBytes
         self.store = store
         self.stats = stats
         self.pool = pool
@@ -63,7 +67,7 @@ package final class Router: Sendable {
         guard Opcode.all.contains(opcode) else {
             return fail(LarderError(.unknownOpcode, "opcode \(opcode.name) is not one this server knows"))
         }
-        if opcode != .blobPut && !frame.binary.isEmpty {
+        if opcode != .blobPut && opcode != .blobUploadChunk && !frame.binary.isEmpty {
             return fail(LarderError(.invalidArgument, "\(opcode.name) takes no binary part"))
         }
         return opcode.isWrite ? .write : .read
@@ -131,6 +135,12 @@ package final class Router: Sendable {
             completion(reply)
         case .read:
             if !pool.submit({ [self] in completion(readReply(frame)) }) { completion(Router.poolFull(frame, pool)) }
+        case .write where Router.isUpload(frame.opcode):
+            // In the connection's write order (chunks sent back to back arrive in order); each waits for its COMMIT.
+            let accepted = writes().submit { [self] in
+                completion(reply(to: frame, Result { () throws(LarderError) in try upload(frame) }))
+            }
+            if !accepted { completion(Router.poolFull(frame, pool)) }
         case .write:
             // Parsed off the loop and off the writer (the writer's time is the scarce resource), one write of the
             // connection after another; writes of different connections are parsed side by side.
@@ -225,9 +235,9 @@ package final class Router: Sendable {
             let entries = try store.collections().map { CollectionsResponse.Entry(name: $0.name, count: $0.count) }
             return (CollectionsResponse(collections: entries).json.bytes, [])
         case .blobGet:
-            let request = try BlobIDRequest(json: object)
-            let (meta, bytes) = try store.blobGet(request.id)
-            return (meta.json.bytes, bytes)
+            return try blobGet(try BlobGetRequest(json: object))
+        case .blobUploadStatus:
+            return (try store.uploadStatus(try BlobUploadIDRequest(json: object).upload).json.bytes, [])
         case .blobHead:
             return try blobHead(try BlobIDRequest(json: object), reads)
         case .blobList:
@@ -257,6 +267,68 @@ package final class Router: Sendable {
             return (json.bytes, [])
         default:
             throw LarderError(.internal, "\(frame.opcode.name) has no read handler")
+        }
+    }
+
+    /// A whole blob, or a range of one; a blob larger than one answer carries is read by ranges.
+    private func blobGet(_ request: BlobGetRequest) throws(LarderError) -> ([UInt8], [UInt8]) {
+        guard request.isRange else {
+            let meta = try store.blobHead(request.id)
+            guard meta.size <= Int64(maxReplyBinaryBytes) else {
+                throw LarderError(
+                    .payloadTooLarge, "the blob is \(meta.size) bytes, more than one answer carries "
+                        + "(\(maxReplyBinaryBytes)); read it by ranges: BLOB_GET with offset and length",
+                    details: ["limit": .int(Int64(maxReplyBinaryBytes)), "size": .int(meta.size)])
+            }
+            let (whole, bytes) = try store.blobGet(request.id)
+            return (whole.json.bytes, bytes)
+        }
+        let offset = request.offset ?? 0
+        var length = request.length
+        if length == nil {  // to the end
+            let size = try store.blobHead(request.id).size
+            length = max(0, size - offset)
+            if offset >= size {
+                throw LarderError(
+                    .invalidArgument, "offset \(offset) is past the end of the blob, which has \(size) bytes",
+                    field: "offset", details: ["size": .int(size)])
+            }
+        }
+        guard let length, length <= Int64(maxReplyBinaryBytes) else {
+            throw LarderError(
+                .payloadTooLarge, "a range carries at most \(maxReplyBinaryBytes) bytes; ask for less at a time",
+                field: "length", details: ["limit": .int(Int64(maxReplyBinaryBytes))])
+        }
+        let (meta, bytes) = try store.blobRead(request.id, offset: offset, length: Int(length))
+        var json = meta.json
+        json["offset"] = .int(offset)
+        json["length"] = .int(Int64(bytes.count))
+        return (json.bytes, bytes)
+    }
+
+    static func isUpload(_ opcode: Opcode) -> Bool {
+        opcode == .blobUpload || opcode == .blobUploadChunk || opcode == .blobUploadFinish || opcode == .blobUploadAbort
+    }
+
+    /// The writes of a resumable upload: each waits for its COMMIT on the calling thread (a write lane's).
+    private func upload(_ frame: Frame) throws(LarderError) -> ([UInt8], [UInt8]) {
+        let object = try frame.jsonObject()
+        switch frame.opcode {
+        case .blobUpload:
+            return (try store.uploadBegin(try BlobUploadRequest(json: object)).json.bytes, [])
+        case .blobUploadChunk:
+            let r = try BlobUploadChunkRequest(json: object)
+            let info = try store.uploadChunk(r.upload, offset: r.offset, bytes: frame.binary, crc32: r.crc32)
+            return (info.json.bytes, [])
+        case .blobUploadFinish:
+            let r = try BlobUploadFinishRequest(json: object)
+            return (try store.uploadFinish(r.upload, sha256: r.sha256).json.bytes, [])
+        case .blobUploadAbort:
+            let r = try BlobUploadIDRequest(json: object)
+            try store.uploadAbort(r.upload)
+            return (BlobUploadAbortResponse(upload: r.upload).json.bytes, [])
+        default:
+            throw LarderError(.internal, "\(frame.opcode.name) is no upload request")
         }
     }
 

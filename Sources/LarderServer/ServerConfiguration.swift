@@ -227,6 +227,12 @@ public enum ServerOptions {
             limit("max-json-bytes", "largest JSON part after inflation", l.maxJSONBytes, \.maxJSONBytes),
             limit("max-document-bytes", "largest document", l.maxDocumentBytes, \.maxDocumentBytes),
             limit("max-blob-bytes", "largest blob", l.maxBlobBytes, \.maxBlobBytes),
+            limit("blob-chunk-bytes", "largest chunk of a resumable upload", l.blobChunkBytes, \.blobChunkBytes),
+            limit(
+                "upload-expiry-ms", "drop an upload this long after its last chunk", l.uploadExpiryMs, \.uploadExpiryMs),
+            limit(
+                "max-upload-bytes", "declared bytes of all unfinished uploads together", l.maxUploadBytes,
+                \.maxUploadBytes),
             limit("max-in-flight", "requests in flight per connection", l.maxInFlight, \.maxInFlight),
             limit("max-connections", "connections at once", l.maxConnections, \.maxConnections),
             limit("idle-timeout-ms", "close connections silent this long", l.idleTimeoutMs, \.idleTimeoutMs),

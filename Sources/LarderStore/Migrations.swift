@@ -111,6 +111,32 @@ enum Schema {
                 "CREATE INDEX IF NOT EXISTS documents_create_seq ON documents(createSeq, collection) "
                     + "WHERE createSeq IS NOT NULL")
         },
+        // 10: blobs larger than a frame, and resumable uploads (Uploads.swift). An upload's chunks are rows of
+        // `blob_chunks` under its id, keyed by their start offset; the finished blob points at them (`chunks`, with an
+        // empty `bytes`), so finishing copies nothing. The trigger deletes them with the blob, whichever way it goes.
+        // Written to run again over itself (tests replay older migrations).
+        .code { db throws(LarderError) in
+            try db.execute(
+                """
+                CREATE TABLE IF NOT EXISTS blob_chunks(
+                    owner TEXT NOT NULL, start INTEGER NOT NULL, bytes BLOB NOT NULL, PRIMARY KEY(owner, start));
+                CREATE TABLE IF NOT EXISTS uploads(
+                    id TEXT PRIMARY KEY, blobId TEXT NOT NULL, size INTEGER NOT NULL, received INTEGER NOT NULL,
+                    chunkBytes INTEGER NOT NULL, sha256 TEXT, attachedCollection TEXT, attachedId TEXT,
+                    createdAt INTEGER NOT NULL, expiresAt INTEGER NOT NULL) WITHOUT ROWID;
+                CREATE INDEX IF NOT EXISTS uploads_expiry ON uploads(expiresAt);
+                """)
+            if try db.scalar("SELECT count(*) FROM pragma_table_info('blobs') WHERE name = 'chunks'") == 0 {
+                try db.execute("ALTER TABLE blobs ADD COLUMN chunks TEXT")
+            }
+            try db.execute(
+                """
+                CREATE TRIGGER IF NOT EXISTS blobs_chunks_delete AFTER DELETE ON blobs WHEN old.chunks IS NOT NULL
+                BEGIN
+                    DELETE FROM blob_chunks WHERE owner = old.chunks;
+                END;
+                """)
+        },
     ]
 
     /// The backlog of the trigram index (`TextIndexer`, which also states the rule that keeps searches exact): the

@@ -20,12 +20,18 @@ final class ReaderPool: @unchecked Sendable {
     /// The most of the database file each reader maps (address space, not memory: pages load on demand).
     static let mmapBytes = 1 << 30
 
-    init(path: String, textIndexPath: String?, count: Int, hook: (@Sendable () -> Void)? = nil) throws(LarderError) {
+    /// Whether the connections map the database file (`mmapBytes`); a pool that streams large blobs does not.
+    private let mapped: Bool
+
+    init(
+        path: String, textIndexPath: String?, count: Int, hook: (@Sendable () -> Void)? = nil, mapped: Bool = true
+    ) throws(LarderError) {
+        self.mapped = mapped
         self.path = path
         self.hook = hook
         var connections: [Connection] = []
         for _ in 0..<max(1, count) {
-            let connection = try ReaderPool.open(path)
+            let connection = try ReaderPool.open(path, mapped: mapped)
             if let textIndexPath { try connection.execute("ATTACH DATABASE \(SQL.literal(textIndexPath)) AS ix") }
             connections.append(connection)
         }
@@ -34,8 +40,9 @@ final class ReaderPool: @unchecked Sendable {
     }
 
     /// A read-only connection to the documents' file.
-    static func open(_ path: String) throws(LarderError) -> Connection {
+    static func open(_ path: String, mapped: Bool = true) throws(LarderError) -> Connection {
         let connection = try Connection(path: path, readOnly: true)
+        guard mapped else { return connection }
         // Reads of the main file become copies out of a shared mapping instead of one pread(2) per page: a 1 MiB
         // blob is ~256 overflow pages. Pages still in the WAL are read as before.
         try connection.execute("PRAGMA mmap_size=\(ReaderPool.mmapBytes)")

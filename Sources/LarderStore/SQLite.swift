@@ -138,6 +138,12 @@ final class Connection {
     /// The whole of a BLOB column of one row, read with incremental blob I/O straight into the array: a value that
     /// spans overflow pages is not first assembled in a buffer of SQLite's own, as `sqlite3_column_blob` does.
     func readBlob(table: String, column: String, rowid: Int64) throws(LarderError) -> [UInt8] {
+        try readBlob(table: table, column: column, rowid: rowid, range: nil)
+    }
+
+    /// `range` of a BLOB column of one row (all of it when nil), read the same way; SQLite walks the value's
+    /// overflow pages only up to the range's end.
+    func readBlob(table: String, column: String, rowid: Int64, range: Range<Int>?) throws(LarderError) -> [UInt8] {
         var blob: OpaquePointer?
         let rc = sqlite3_blob_open(handle, "main", table, column, rowid, 0, &blob)
         guard rc == SQLITE_OK, let blob else {
@@ -145,10 +151,17 @@ final class Connection {
             throw error(rc, "open a blob")
         }
         defer { sqlite3_blob_close(blob) }
-        let size = Int(sqlite3_blob_bytes(blob))
+        let whole = Int(sqlite3_blob_bytes(blob))
+        let range = range ?? 0..<whole
+        guard range.lowerBound >= 0, range.upperBound <= whole else {
+            throw LarderError(.internal, "a read of bytes \(range) of a \(whole)-byte value in \(table).\(column)")
+        }
+        let size = range.count
         var readCode = SQLITE_OK
         let bytes = [UInt8](unsafeUninitializedCapacity: size) { buffer, initialized in
-            readCode = size == 0 ? SQLITE_OK : sqlite3_blob_read(blob, buffer.baseAddress, Int32(size), 0)
+            readCode =
+                size == 0
+                ? SQLITE_OK : sqlite3_blob_read(blob, buffer.baseAddress, Int32(size), Int32(range.lowerBound))
             initialized = readCode == SQLITE_OK ? size : 0
         }
         guard readCode == SQLITE_OK else { throw error(readCode, "read a blob") }
@@ -234,7 +247,7 @@ enum FixedSQL: Int, CaseIterable {
         case .endRead: "COMMIT"
         case .selectRecord: "SELECT \(SQLiteStore.recordColumns) FROM documents WHERE collection = ?1 AND id = ?2"
         case .selectBlobMeta: "SELECT \(SQLiteStore.blobColumns) FROM blobs WHERE id = ?1"
-        case .selectBlobMetaAndSeq: "SELECT \(SQLiteStore.blobColumns), seq FROM blobs WHERE id = ?1"
+        case .selectBlobMetaAndSeq: "SELECT \(SQLiteStore.blobColumns), seq, chunks FROM blobs WHERE id = ?1"
         }
     }
 }

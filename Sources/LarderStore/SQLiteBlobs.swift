@@ -27,6 +27,13 @@ extension SQLiteStore {
             guard try statement.step() else { throw SQLiteStore.blobNotFound(id) }
             let meta = SQLiteStore.blobMeta(statement)
             let rowid = statement.int(9)
+            if !statement.isNull(10) {
+                let owner = statement.text(10)
+                let range = 0..<meta.size
+                return (meta, try UploadRules.assemble(id, range) { body throws(LarderError) in
+                    try SQLiteStore.forEachChunk(db, owner: owner, overlapping: range, body)
+                })
+            }
             return (meta, try db.readBlob(table: "blobs", column: "bytes", rowid: rowid))
         }
     }

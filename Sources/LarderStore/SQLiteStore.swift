@@ -13,6 +13,9 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
     let core: StoreCore
     let writer: Writer
     let readers: ReaderPool
+    /// Readers of large blobs by chunks and ranges, which do not map the file: a 200 MB blob read through a mapping
+    /// would stay in the server's resident set (as file pages) long after; read with pread it passes through.
+    let chunkReaders: ReaderPool
     /// The trigram index's own file and thread (nil without FTS5's trigram tokenizer: text search then scans).
     let textIndexer: TextIndexer?
     /// This process's hold on the data directory (one process per directory).
@@ -72,6 +75,8 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
         self.textIndexer = textIndexer
         self.readers = try ReaderPool(path: path, textIndexPath: textIndexer?.path, count: configuration.readerCount,
             hook: configuration.readerHook)
+        self.chunkReaders = try ReaderPool(
+            path: path, textIndexPath: nil, count: configuration.readerCount, mapped: false)
         // A backlog left by the last run (or a start-over's) is worked through in the background.
         textIndexer?.poke()
     }
@@ -242,6 +247,7 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
         writer.close()
         feed.removeAllListeners()
         readers.close()
+        chunkReaders.close()
         directoryLock.release()
     }
 

@@ -278,6 +278,23 @@ public protocol BlobStore: Sendable {
     /// Blobs in creation order, optionally only those attached to one document.
     func blobList(limit: Int, cursor: String?, attachedTo: BlobAttachment?) throws(LarderError)
         -> (blobs: [BlobMeta], nextCursor: String?)
+
+    /// `length` bytes of the blob from `offset`: INVALID_ARGUMENT (details `size`) when the range passes its end.
+    /// Reads only the chunks the range touches, whatever the blob's size.
+    func blobRead(_ id: UUID, offset: Int64, length: Int) throws(LarderError) -> (meta: BlobMeta, bytes: [UInt8])
+    /// Starts a resumable upload (`Uploads.swift`): checks the size, the id (CONFLICT), the attachment's document
+    /// (NOT_FOUND) and the quota (RESOURCE_EXHAUSTED) at once, so a client learns before sending any byte.
+    func uploadBegin(_ request: BlobUploadRequest) throws(LarderError) -> BlobUploadInfo
+    /// Commits a chunk at the upload's committed offset (CONFLICT with details `offset` otherwise), after checking
+    /// its CRC-32 (INVALID_ARGUMENT, field `crc32`).
+    func uploadChunk(_ upload: UUID, offset: Int64, bytes: [UInt8], crc32: UInt32) throws(LarderError)
+        -> BlobUploadInfo
+    func uploadStatus(_ upload: UUID) throws(LarderError) -> BlobUploadInfo
+    /// Checks the whole SHA-256 and the JPEG structure of a complete upload and makes it a blob.
+    func uploadFinish(_ upload: UUID, sha256: String?) throws(LarderError) -> BlobMeta
+    func uploadAbort(_ upload: UUID) throws(LarderError)
+    /// Drops the uploads whose time ran out, with their bytes; answers how many.
+    func expireUploads() throws(LarderError) -> Int
 }
 
 /// Pieces of the record encoding, kept as byte constants.
@@ -359,10 +376,18 @@ public struct StoreConfiguration: Sendable {
     /// pool) each time one is borrowed, before it reads. For tests (package access, not API): holding it here keeps
     /// that reader busy, which is how a test shows that the event loops' point reads never wait for one.
     package var readerHook: (@Sendable () -> Void)?
+    /// The most bytes one chunk of a resumable upload carries (`Limits.blobChunkBytes`).
+    public var blobChunkBytes: Int = 1 << 20
+    /// An upload is dropped, with its bytes, this many milliseconds after its last chunk.
+    public var uploadExpiryMs: Int64 = 86_400_000
+    /// The declared sizes of all unfinished uploads together may not pass this.
+    public var maxUploadBytes: Int64 = 1 << 30
+    /// Milliseconds since the epoch, for upload expiry; tests inject a clock they move by hand.
+    public var clock: @Sendable () -> Int64 = { nowMillis() }
 
     public init(
         dataDirectory: String = "./larder-data", synchronous: Synchronous = .normal,
-        maxDocumentBytes: Int = 1 << 20, maxBlobBytes: Int = 32 << 20, readerCount: Int = 4,
+        maxDocumentBytes: Int = 1 << 20, maxBlobBytes: Int = 256 << 20, readerCount: Int = 4,
         useTextIndex: Bool = true, useFieldIndexes: Bool = true, maxPageBytes: Int = 4 << 20,
         changeRetentionEvents: Int = 100_000, changeRetentionMs: Int64 = 86_400_000, fullTextBacklog: Int = 256,
         fullTextBacklogLimit: Int = 32_768

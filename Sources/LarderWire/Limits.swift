@@ -6,7 +6,7 @@ public struct Limits: Sendable, Equatable {
     public var maxJSONBytes: Int
     /// Largest stored document (`data`, compact encoding).
     public var maxDocumentBytes: Int
-    /// Largest blob.
+    /// Largest blob. One that does not fit in a frame moves in chunks (`BLOB_UPLOAD`, ranged `BLOB_GET`).
     public var maxBlobBytes: Int
     /// Requests one connection may have unanswered at once.
     public var maxInFlight: Int
@@ -23,10 +23,16 @@ public struct Limits: Sendable, Equatable {
     /// Unsent bytes a connection may hold when a live event is due; past it the subscription gets a gap event and
     /// ends (a subscriber that stops reading cannot make the server buffer without bound).
     public var maxWatchBufferBytes: Int
+    /// The most bytes a `BLOB_UPLOAD_CHUNK` carries, and the size clients read large blobs in.
+    public var blobChunkBytes: Int = 1 << 20
+    /// Milliseconds an upload lives after its last chunk before it is dropped with its bytes.
+    public var uploadExpiryMs: Int = 86_400_000
+    /// The declared sizes of all unfinished uploads together may not pass this (RESOURCE_EXHAUSTED at `BLOB_UPLOAD`).
+    public var maxUploadBytes: Int = 1 << 30
 
     public init(
         maxFrameBytes: Int = 40 << 20, maxJSONBytes: Int = 4 << 20, maxDocumentBytes: Int = 1 << 20,
-        maxBlobBytes: Int = 32 << 20, maxInFlight: Int = 128, maxConnections: Int = 10_000,
+        maxBlobBytes: Int = 256 << 20, maxInFlight: Int = 128, maxConnections: Int = 10_000,
         idleTimeoutMs: Int = 300_000, frameTimeoutMs: Int = 30_000, maxHandshakeFrameBytes: Int = 64 << 10,
         maxWatches: Int = 16, maxWatchBufferBytes: Int = 1 << 20
     ) {
@@ -54,7 +60,8 @@ public struct Limits: Sendable, Equatable {
             "maxInFlight": .int(Int64(maxInFlight)), "maxConnections": .int(Int64(maxConnections)),
             "idleTimeoutMs": .int(Int64(idleTimeoutMs)), "frameTimeoutMs": .int(Int64(frameTimeoutMs)),
             "maxHandshakeFrameBytes": .int(Int64(maxHandshakeFrameBytes)), "maxWatches": .int(Int64(maxWatches)),
-            "maxWatchBufferBytes": .int(Int64(maxWatchBufferBytes)),
+            "maxWatchBufferBytes": .int(Int64(maxWatchBufferBytes)), "blobChunkBytes": .int(Int64(blobChunkBytes)),
+            "uploadExpiryMs": .int(Int64(uploadExpiryMs)), "maxUploadBytes": .int(Int64(maxUploadBytes)),
         ]
     }
 
@@ -76,6 +83,9 @@ public struct Limits: Sendable, Equatable {
         try read("maxHandshakeFrameBytes", &maxHandshakeFrameBytes)
         try read("maxWatches", &maxWatches)
         try read("maxWatchBufferBytes", &maxWatchBufferBytes)
+        try read("blobChunkBytes", &blobChunkBytes)
+        try read("uploadExpiryMs", &uploadExpiryMs)
+        try read("maxUploadBytes", &maxUploadBytes)
     }
 
     /// Checks that the limits fit together; the message names the limit to change.
@@ -85,7 +95,8 @@ public struct Limits: Sendable, Equatable {
             ("maxBlobBytes", maxBlobBytes), ("maxInFlight", maxInFlight), ("maxConnections", maxConnections),
             ("idleTimeoutMs", idleTimeoutMs), ("frameTimeoutMs", frameTimeoutMs),
             ("maxHandshakeFrameBytes", maxHandshakeFrameBytes), ("maxWatches", maxWatches),
-            ("maxWatchBufferBytes", maxWatchBufferBytes),
+            ("maxWatchBufferBytes", maxWatchBufferBytes), ("blobChunkBytes", blobChunkBytes),
+            ("uploadExpiryMs", uploadExpiryMs), ("maxUploadBytes", maxUploadBytes),
         ]
         for (name, value) in positive where value <= 0 {
             throw LarderError(.invalidArgument, "\(name) must be greater than 0", field: name)
@@ -98,10 +109,14 @@ public struct Limits: Sendable, Equatable {
                 .invalidArgument, "maxJSONBytes must be at least twice maxDocumentBytes so a record fits in a reply",
                 field: "maxJSONBytes")
         }
-        if maxFrameBytes < Frame.headerSize + maxJSONBytes + maxBlobBytes {
+        if maxFrameBytes < Frame.headerSize + maxJSONBytes + blobChunkBytes {
             throw LarderError(
-                .invalidArgument, "maxFrameBytes must hold a full JSON part plus a full blob (at least "
-                    + "\(Frame.headerSize + maxJSONBytes + maxBlobBytes))", field: "maxFrameBytes")
+                .invalidArgument, "maxFrameBytes must hold a full JSON part plus a blob chunk (at least "
+                    + "\(Frame.headerSize + maxJSONBytes + blobChunkBytes))", field: "maxFrameBytes")
         }
     }
+
+    /// The largest binary part one frame carries beside a full JSON part: a blob or range larger than this moves in
+    /// chunks (a whole `BLOB_GET` of a larger blob is refused with PAYLOAD_TOO_LARGE).
+    public var maxBinaryPartBytes: Int { max(0, min(maxBlobBytes, maxFrameBytes - Frame.headerSize - maxJSONBytes)) }
 }

@@ -573,9 +573,7 @@ public struct BlobPutRequest: WireMessage, Equatable {
         var r = FieldReader(json)
         id = try r.optionalUUID("id")
         sha256 = try r.optionalString("sha256", maxLength: 64)
-        if let sha256, sha256.utf8.count != 64 || !sha256.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) {
-            throw .invalid("sha256", "sha256 must be 64 lowercase hexadecimal characters")
-        }
+        try checkSHA256Member(sha256, field: "sha256")
         attach = try r.optionalObject("attach").map { (o) throws(LarderError) in try BlobAttachment(json: o, path: "attach") }
         try r.finish()
     }

@@ -28,6 +28,16 @@ public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConverti
     public static let blobHead = Opcode(rawValue: 0x0032)
     public static let blobDelete = Opcode(rawValue: 0x0033)
     public static let blobList = Opcode(rawValue: 0x0034)
+    /// Starts a resumable upload.
+    public static let blobUpload = Opcode(rawValue: 0x0035)
+    /// Writes a chunk of an upload at its committed offset.
+    public static let blobUploadChunk = Opcode(rawValue: 0x0036)
+    /// Answers an upload's committed offset (where to resume).
+    public static let blobUploadStatus = Opcode(rawValue: 0x0037)
+    /// Checks an upload's SHA-256 and JPEG structure and makes it a blob.
+    public static let blobUploadFinish = Opcode(rawValue: 0x0038)
+    /// Drops an upload and its bytes.
+    public static let blobUploadAbort = Opcode(rawValue: 0x0039)
 
     public static let stats = Opcode(rawValue: 0x0040)
     /// Takes a consistent snapshot of the store for `larder backup`.
@@ -47,6 +57,7 @@ public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConverti
         .hello, .ping, .create, .get, .getMany, .replace, .patch, .delete, .list, .search, .count, .group,
         .collections, .dropCollection, .index, .blobPut, .blobGet, .blobHead, .blobDelete, .blobList, .stats,
         .backup, .backupRead, .watch, .unwatch, .event,
+        .blobUpload, .blobUploadChunk, .blobUploadStatus, .blobUploadFinish, .blobUploadAbort,
     ]
 
     /// The upper-snake-case name used in Protocol.md, logs and STATS.
@@ -72,6 +83,11 @@ public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConverti
         case .blobHead: "BLOB_HEAD"
         case .blobDelete: "BLOB_DELETE"
         case .blobList: "BLOB_LIST"
+        case .blobUpload: "BLOB_UPLOAD"
+        case .blobUploadChunk: "BLOB_UPLOAD_CHUNK"
+        case .blobUploadStatus: "BLOB_UPLOAD_STATUS"
+        case .blobUploadFinish: "BLOB_UPLOAD_FINISH"
+        case .blobUploadAbort: "BLOB_UPLOAD_ABORT"
         case .stats: "STATS"
         case .backup: "BACKUP"
         case .backupRead: "BACKUP_READ"
@@ -85,7 +101,9 @@ public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConverti
     /// True for operations that change stored state (they go through the store's single writer).
     public var isWrite: Bool {
         switch self {
-        case .create, .replace, .patch, .delete, .dropCollection, .index, .blobPut, .blobDelete: true
+        case .create, .replace, .patch, .delete, .dropCollection, .index, .blobPut, .blobDelete, .blobUpload,
+            .blobUploadChunk, .blobUploadFinish, .blobUploadAbort:
+            true
         default: false
         }
     }

@@ -28,7 +28,10 @@ import Testing
     static let readOpcodes: Set<Opcode> = [
         .get, .getMany, .list, .search, .count, .group, .collections, .blobGet, .blobHead, .blobList, .watch,
     ]
-    static let writeOpcodes: Set<Opcode> = [.create, .replace, .patch, .delete, .blobPut, .blobDelete]
+    static let writeOpcodes: Set<Opcode> = [
+        .create, .replace, .patch, .delete, .blobPut, .blobDelete, .blobUpload, .blobUploadChunk, .blobUploadStatus,
+        .blobUploadFinish, .blobUploadAbort,
+    ]
     static let adminOpcodes: Set<Opcode> = [.index, .dropCollection, .stats, .backup, .backupRead]
     static let everyoneOpcodes: Set<Opcode> = [.ping, .unwatch]
 

@@ -50,8 +50,47 @@ import Testing
     static let expectedNames: Set<String> = [
         "hello-request", "hello-response", "ping-request", "ping-response", "create-request", "blob-put-request",
         "error-response", "search-response-compressed", "event-push", "conflict-response", "bad-magic-response",
-        "permission-denied-response", "backup-read-request", "backup-read-response",
+        "permission-denied-response", "backup-read-request", "backup-read-response", "blob-get-range-request",
+        "blob-get-range-response", "blob-upload-chunk-request", "blob-upload-status-response",
     ]
+
+    /// The ranged BLOB_GET: the request's members, and an answer carrying exactly those bytes with `offset` and
+    /// `length` beside the BlobInfo.
+    @Test func blobGetRange() throws {
+        let request = try Self.vector("blob-get-range-request")
+        #expect(request.opcode == .blobGet && request.binary.isEmpty)
+        let get = try BlobGetRequest(json: try request.jsonObject())
+        let id = try #require(UUID(wireString: "9b2e0a4c-58d1-4f7e-8a3b-2f6c1d0e5a77"))
+        #expect(get == BlobGetRequest(id: id, offset: 8, length: 9))
+        #expect(get.json.bytes == request.json)
+        let response = try Self.vector("blob-get-range-response")
+        #expect(response.opcode == .blobGet && response.isResponse && response.requestID == request.requestID)
+        let object = try response.jsonObject()
+        let info = try BlobInfo(json: object)
+        #expect(info.id == id && info.size == 17 && info.width == 1 && info.height == 1)
+        #expect(object["offset"]?.intValue == 8 && object["length"]?.intValue == 9)
+        #expect(response.binary == [0x01, 0x00, 0x01, 0x01, 0x01, 0x11, 0x00, 0xFF, 0xD9])
+        // The digest is the whole blob's: the 8 bytes before the range and these.
+        let whole: [UInt8] = [0xFF, 0xD8, 0xFF, 0xC0, 0x00, 0x0B, 0x08, 0x00] + response.binary
+        #expect(info.sha256 == SHA256.hex(whole))
+    }
+
+    /// A chunk of a resumable upload: its CRC-32 is the binary part's; and the resume-offset answer.
+    @Test func blobUploadChunkAndStatus() throws {
+        let chunk = try Self.vector("blob-upload-chunk-request")
+        #expect(chunk.opcode == .blobUploadChunk && chunk.binary.count == 9)
+        let request = try BlobUploadChunkRequest(json: try chunk.jsonObject())
+        let upload = try #require(UUID(wireString: "7c9e6679-7425-40de-944b-e07fc1f90ae7"))
+        #expect(request.upload == upload && request.offset == 8)
+        #expect(request.crc32 == CRC32.checksum(chunk.binary))
+        #expect(request.json.bytes == chunk.json)
+        let status = try Self.vector("blob-upload-status-response")
+        #expect(status.opcode == .blobUploadStatus && status.isResponse)
+        let info = try BlobUploadInfo(json: try status.jsonObject())
+        #expect(info.upload == upload && info.size == 17 && info.offset == 8 && info.chunkBytes == 1 << 20)
+        #expect(info.expiresAt == Timestamp.parse("2026-12-02T16:40:00.000Z"))
+        #expect(info.json.bytes == status.json)
+    }
 
     @Test func everyVectorIsNamedAndChecked() {
         #expect(Self.vectors.count >= 6)

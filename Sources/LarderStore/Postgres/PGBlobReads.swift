@@ -24,12 +24,20 @@ extension PostgresStore {
         let result = try readers.read { db throws(LarderError) in
             try db.run([
                 PGStatement(
-                    "SELECT \(PostgresStore.blobColumns), bytes FROM blobs WHERE id = $1", [.uuid(id)],
+                    "SELECT \(PostgresStore.blobColumns), bytes, chunks FROM blobs WHERE id = $1", [.uuid(id)],
                     name: "blob_get")
             ])[0]
         }
         guard result.rows == 1 else { throw SQLiteStore.blobNotFound(id) }
-        return (PostgresStore.blobMeta(result, 0), result.bytes(0, 9))
+        let meta = PostgresStore.blobMeta(result, 0)
+        if !result.isNull(0, 10) {
+            let owner = result.uuid(0, 10)
+            let range = 0..<meta.size
+            return (meta, try UploadRules.assemble(id, range) { body throws(LarderError) in
+                try forEachChunk(owner: owner, overlapping: range, body)
+            })
+        }
+        return (meta, result.bytes(0, 9))
     }
 
     static func blobHeadStatement(_ id: UUID) -> PGStatement {

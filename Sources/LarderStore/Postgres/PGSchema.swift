@@ -92,6 +92,32 @@ enum PGSchema {
                 "field indexes on the stored text of documents holding NUL",
                 .code { connection throws(LarderError) in try PGSchema.rebuildFieldIndexes(connection) }
             ),
+            (
+                // Blobs larger than a frame and resumable uploads (Uploads.swift), as on SQLite: an upload's chunks
+                // are rows under its id keyed by their start offset; the finished blob points at them (`chunks`),
+                // and the trigger deletes them with the blob, whichever statement deletes it. Written to run again
+                // over itself (tests replay older migrations).
+                "blob chunks and resumable uploads",
+                .sql("""
+                CREATE TABLE IF NOT EXISTS blob_chunks(
+                    owner uuid NOT NULL, start bigint NOT NULL, bytes bytea NOT NULL, PRIMARY KEY (owner, start));
+                ALTER TABLE blob_chunks ALTER COLUMN bytes SET STORAGE EXTERNAL;
+                CREATE TABLE IF NOT EXISTS uploads(
+                    id uuid PRIMARY KEY, blob_id uuid NOT NULL, size bigint NOT NULL, received bigint NOT NULL,
+                    chunk_bytes bigint NOT NULL, expires_at bigint NOT NULL, sha256 text,
+                    attached_collection text COLLATE "C", attached_id uuid, created_at bigint NOT NULL);
+                CREATE INDEX IF NOT EXISTS uploads_expiry ON uploads(expires_at);
+                ALTER TABLE blobs ADD COLUMN IF NOT EXISTS chunks uuid;
+                CREATE OR REPLACE FUNCTION larder_blob_chunks_delete() RETURNS trigger LANGUAGE plpgsql AS $f$
+                BEGIN
+                    DELETE FROM blob_chunks WHERE owner = OLD.chunks;
+                    RETURN NULL;
+                END $f$;
+                DROP TRIGGER IF EXISTS blobs_chunks_delete ON blobs;
+                CREATE TRIGGER blobs_chunks_delete AFTER DELETE ON blobs FOR EACH ROW WHEN (OLD.chunks IS NOT NULL)
+                    EXECUTE FUNCTION larder_blob_chunks_delete();
+                """)
+            ),
         ]
     }
 

@@ -1,0 +1,318 @@
+import Foundation
+import LarderWire
+
+/// How far a blob transfer has come.
+public struct BlobTransferProgress: Sendable, Equatable {
+    /// Bytes the server committed (an upload) or the file received (a download).
+    public var done: Int64
+    public var total: Int64
+    public init(done: Int64, total: Int64) {
+        self.done = done
+        self.total = total
+    }
+    /// From 0 to 1 (1 for an empty transfer).
+    public var fraction: Double { total == 0 ? 1 : Double(done) / Double(total) }
+}
+
+/// A blob transfer under way: its progress as an `AsyncSequence`, and its result.
+public struct BlobTransfer<Value: Sendable>: Sendable {
+    /// Every step of the transfer, ending with `done == total` when it succeeds; finishes with the transfer.
+    public let progress: AsyncStream<BlobTransferProgress>
+    private let task: Task<Value, any Error>
+
+    init(_ body: @escaping @Sendable (@escaping @Sendable (BlobTransferProgress) -> Void) async throws(LarderError) -> Value) {
+        let (stream, continuation) = AsyncStream<BlobTransferProgress>.makeStream(bufferingPolicy: .bufferingNewest(64))
+        progress = stream
+        task = Task {
+            defer { continuation.finish() }
+            return try await body { continuation.yield($0) }
+        }
+    }
+
+    /// Waits for the transfer; its error, if it failed.
+    public var value: Value {
+        get async throws(LarderError) {
+            do {
+                return try await task.value
+            } catch let error as LarderError {
+                throw error
+            } catch {
+                throw LarderError(.internal, "the transfer failed: \(error)")
+            }
+        }
+    }
+
+    /// Stops the transfer (an upload stays on the server, resumable until it expires).
+    public func cancel() { task.cancel() }
+}
+
+extension LarderClient {
+    /// Errors after which an upload or download goes on over a new connection: the connection broke or timed out.
+    static func isTransient(_ error: LarderError) -> Bool {
+        error.status == .unavailable || error.status == .deadlineExceeded
+    }
+
+    /// Runs `body` again after a transient error until `deadline`, with a short growing pause (the server is
+    /// restarting, or the network is back in a moment).
+    private func retrying<T: Sendable>(
+        until deadline: ContinuousClock.Instant, _ body: () async throws(LarderError) -> T
+    ) async throws(LarderError) -> T {
+        var pause = Duration.milliseconds(50)
+        while true {
+            do throws(LarderError) {
+                return try await body()
+            } catch where LarderClient.isTransient(error) && ContinuousClock.now < deadline {
+                if Task.isCancelled { throw LarderError(.unavailable, "the transfer was cancelled") }
+                try? await Task.sleep(for: pause)
+                pause = min(pause * 2, .seconds(1))
+            }
+        }
+    }
+
+    /// Stores the JPEG in `file` as a blob, streaming it a chunk at a time (`BLOB_UPLOAD`), so a blob of any size
+    /// up to `maxBlobBytes` takes a few chunks of memory. After a broken connection it asks the server where the
+    /// upload stands and goes on from there, for up to `resumeWithin` after the break (the server may be
+    /// restarting). The server checks every chunk's CRC-32 and the whole SHA-256 before the blob appears.
+    public func putBlob(
+        contentsOf file: URL, id: UUID? = nil, attachTo attachment: BlobAttachment? = nil,
+        resumeWithin: Duration = .seconds(60), progress: (@Sendable (BlobTransferProgress) -> Void)? = nil
+    ) async throws(LarderError) -> BlobInfo {
+        let reader = try FileReader(file)
+        let size = reader.size
+        guard size > 0 else {
+            throw LarderError(.unsupportedMediaType, "\(file.path) is empty; only JPEG photos are stored")
+        }
+        var hasher = SHA256()
+        var at: Int64 = 0
+        while at < size {
+            let bytes = try reader.read(at: at, count: Int(min(Int64(1 << 20), size - at)))
+            hasher.update(bytes)
+            at += Int64(bytes.count)
+        }
+        let digest = hasher.finalizeHex()
+        let blobID = id ?? UUID()
+        var deadline = ContinuousClock.now + resumeWithin
+        let begin = BlobUploadRequest(size: size, id: blobID, sha256: digest, attach: attachment)
+        // Sent again after a lost answer, a begin finds its id taken by the upload it made: that one is resumed.
+        var upload = try await retrying(until: deadline) { () throws(LarderError) -> BlobUploadInfo in
+            try await message(BlobUploadInfo.self, .blobUpload, begin.json)
+        }
+        progress?(BlobTransferProgress(done: upload.offset, total: size))
+        var offset = upload.offset
+        var damaged = 0
+        while offset < size {
+            let count = Int(min(Int64(upload.chunkBytes), size - offset))
+            let bytes = try reader.read(at: offset, count: count)
+            let request = BlobUploadChunkRequest(upload: upload.upload, offset: offset, crc32: CRC32.checksum(bytes))
+            do throws(LarderError) {
+                upload = try await message(BlobUploadInfo.self, .blobUploadChunk, request.json, binary: bytes)
+                offset = upload.offset
+                deadline = ContinuousClock.now + resumeWithin
+                progress?(BlobTransferProgress(done: offset, total: size))
+            } catch where error.status == .conflict && error.details["offset"]?.intValue != nil {
+                offset = error.details["offset"]!.intValue!  // the server holds more (or less) than we thought
+            } catch where error.field == "crc32" && damaged < 3 {
+                damaged += 1  // damaged on the way: nothing was written, send it again
+            } catch where LarderClient.isTransient(error) {
+                let id = upload.upload
+                upload = try await retrying(until: deadline) { () throws(LarderError) -> BlobUploadInfo in
+                    try await message(BlobUploadInfo.self, .blobUploadStatus, BlobUploadIDRequest(upload: id).json)
+                }
+                offset = upload.offset
+            }
+        }
+        let finish = BlobUploadFinishRequest(upload: upload.upload, sha256: digest)
+        let info = try await retrying(until: deadline) { () throws(LarderError) -> BlobInfo in
+            do throws(LarderError) {
+                return try await message(BlobInfo.self, .blobUploadFinish, finish.json)
+            } catch where error.status == .notFound && error.field == "upload" {
+                // A FINISH whose answer was lost: the blob exists under the id we chose.
+                let info = try await blobHead(blobID)
+                guard info.sha256 == digest else { throw error }
+                return info
+            }
+        }
+        progress?(BlobTransferProgress(done: size, total: size))
+        return info
+    }
+
+    /// `putBlob(contentsOf:…)` with its progress as an `AsyncSequence`.
+    public func blobUpload(
+        contentsOf file: URL, id: UUID? = nil, attachTo attachment: BlobAttachment? = nil,
+        resumeWithin: Duration = .seconds(60)
+    ) -> BlobTransfer<BlobInfo> {
+        BlobTransfer { (report) throws(LarderError) in
+            try await self.putBlob(
+                contentsOf: file, id: id, attachTo: attachment, resumeWithin: resumeWithin, progress: report)
+        }
+    }
+
+    /// The bytes of `range` of blob `id` (one request: at most what a frame carries, `maxBinaryPartBytes`).
+    /// A range past the end is INVALID_ARGUMENT, with the blob's `size` in the details.
+    public func blob(_ id: UUID, range: Range<Int64>) async throws(LarderError) -> [UInt8] {
+        guard !range.isEmpty else { return [] }
+        let request = BlobGetRequest(id: id, offset: range.lowerBound, length: Int64(range.count))
+        return try await call(.blobGet, request.json).binary
+    }
+
+    /// Writes blob `id` to `file`, read in ranges of `blobChunkBytes` (a few chunks of memory whatever its size),
+    /// reading on after a broken connection for up to `resumeWithin`. The file appears only once complete and its
+    /// SHA-256 checked (it is written beside it first, then renamed). `range` writes only those bytes.
+    @discardableResult
+    public func writeBlob(
+        _ id: UUID, to file: URL, range: Range<Int64>? = nil, resumeWithin: Duration = .seconds(60),
+        progress: (@Sendable (BlobTransferProgress) -> Void)? = nil
+    ) async throws(LarderError) -> BlobInfo {
+        var deadline = ContinuousClock.now + resumeWithin
+        let info = try await retrying(until: deadline) { () throws(LarderError) in try await blobHead(id) }
+        let wanted = range ?? 0..<info.size
+        guard wanted.lowerBound >= 0, wanted.upperBound <= info.size else {
+            throw LarderError(
+                .invalidArgument, "the range \(wanted.lowerBound)-\(wanted.upperBound - 1) passes the end of the blob, "
+                    + "which has \(info.size) bytes", field: "range", details: ["size": .int(info.size)])
+        }
+        let limits = try await serverHello().limits
+        let chunk = Int64(max(1, min(limits.blobChunkBytes, limits.maxBinaryPartBytes)))
+        let partial = file.path + ".partial"
+        let writer = try FileWriter(partial)
+        var complete = false
+        defer {
+            writer.close()
+            if !complete { unlink(partial) }
+        }
+        var hasher = SHA256()
+        var offset = wanted.lowerBound
+        progress?(BlobTransferProgress(done: 0, total: Int64(wanted.count)))
+        while offset < wanted.upperBound {
+            let request = BlobGetRequest(id: id, offset: offset, length: min(chunk, wanted.upperBound - offset))
+            let frame = try await retrying(until: deadline) { () throws(LarderError) in
+                try await call(.blobGet, request.json)
+            }
+            let got = try BlobInfo(json: try frame.jsonObject())
+            guard got.sha256 == info.sha256, !frame.binary.isEmpty else {
+                throw LarderError(.notFound, "blob \(id.wireString) was deleted while it was read", field: "id")
+            }
+            try writer.write(frame.binary)
+            hasher.update(frame.binary)
+            offset += Int64(frame.binary.count)
+            deadline = ContinuousClock.now + resumeWithin
+            progress?(BlobTransferProgress(done: offset - wanted.lowerBound, total: Int64(wanted.count)))
+        }
+        if range == nil {
+            let digest = hasher.finalizeHex()
+            guard digest == info.sha256 else {
+                throw LarderError(
+                    .internal, "the blob arrived damaged (SHA-256 \(digest), the server's \(info.sha256)); read it again")
+            }
+        }
+        try writer.sync()
+        guard rename(partial, file.path) == 0 else {
+            throw LarderError(
+                .internal, "cannot rename \(partial) to \(file.path): \(String(cString: strerror(errno)))")
+        }
+        complete = true
+        return info
+    }
+
+    /// `writeBlob(_:to:…)` with its progress as an `AsyncSequence`.
+    public func blobDownload(
+        _ id: UUID, to file: URL, range: Range<Int64>? = nil, resumeWithin: Duration = .seconds(60)
+    ) -> BlobTransfer<BlobInfo> {
+        BlobTransfer { (report) throws(LarderError) in
+            try await self.writeBlob(id, to: file, range: range, resumeWithin: resumeWithin, progress: report)
+        }
+    }
+}
+
+/// Reads a file by ranges (POSIX `pread`: no position shared between reads).
+final class FileReader: @unchecked Sendable {  // the descriptor is only read with pread
+    let fd: Int32
+    let size: Int64
+    let path: String
+
+    init(_ file: URL) throws(LarderError) {
+        path = file.path
+        fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            throw LarderError(.invalidArgument, "cannot open \(path): \(String(cString: strerror(errno)))")
+        }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else {
+            close(fd)
+            throw LarderError(.invalidArgument, "cannot read \(path): \(String(cString: strerror(errno)))")
+        }
+        size = Int64(info.st_size)
+    }
+
+    deinit { close(fd) }
+
+    func read(at offset: Int64, count: Int) throws(LarderError) -> [UInt8] {
+        var failure: Int32 = 0
+        let bytes = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            var done = 0
+            while done < count {
+                let n = pread(fd, buffer.baseAddress! + done, count - done, off_t(offset) + off_t(done))
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 {
+                    failure = n == 0 ? -1 : errno
+                    break
+                }
+                done += n
+            }
+            initialized = done
+        }
+        guard bytes.count == count else {
+            let why = failure == -1 ? "the file got shorter while it was read" : String(cString: strerror(failure))
+            throw LarderError(.invalidArgument, "cannot read \(path): \(why)")
+        }
+        return bytes
+    }
+}
+
+/// Writes a new file front to back.
+final class FileWriter: @unchecked Sendable {  // used by one task at a time
+    private var fd: Int32
+    let path: String
+
+    init(_ path: String) throws(LarderError) {
+        self.path = path
+        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else {
+            throw LarderError(.internal, "cannot create \(path): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    func write(_ bytes: [UInt8]) throws(LarderError) {
+        var written = 0
+        while written < bytes.count {
+            let n = bytes.withUnsafeBytes { raw in
+                #if canImport(Glibc)
+                Glibc.write(fd, raw.baseAddress! + written, raw.count - written)
+                #else
+                Darwin.write(fd, raw.baseAddress! + written, raw.count - written)
+                #endif
+            }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else {
+                throw LarderError(.internal, "cannot write \(path): \(String(cString: strerror(errno)))")
+            }
+            written += n
+        }
+    }
+
+    func sync() throws(LarderError) {
+        guard fsync(fd) == 0 else {
+            throw LarderError(.internal, "cannot flush \(path) to disk: \(String(cString: strerror(errno)))")
+        }
+    }
+
+    func close() {
+        guard fd >= 0 else { return }
+        #if canImport(Glibc)
+        _ = Glibc.close(fd)
+        #else
+        _ = Darwin.close(fd)
+        #endif
+        fd = -1
+    }
+}

@@ -1,0 +1,170 @@
+import Foundation
+import LarderWire
+
+/// Ranges and resumable uploads on SQLite (the rules are `Uploads.swift`'s).
+extension SQLiteStore: UploadReads {
+    static let uploadColumns =
+        "id, blobId, size, received, chunkBytes, expiresAt, sha256, attachedCollection, attachedId"
+
+    static func uploadRecord(_ db: Connection, _ upload: UUID) throws(LarderError) -> UploadRecord? {
+        try db.query("SELECT \(uploadColumns) FROM uploads WHERE id = ?1", [.text(upload.wireString)]) { row in
+            UploadRecord(
+                upload: row.uuid(0), id: row.uuid(1), size: row.int(2), offset: row.int(3),
+                chunkBytes: Int(row.int(4)), expiresAt: row.int(5), sha256: row.isNull(6) ? nil : row.text(6),
+                attach: row.isNull(7) ? nil : BlobAttachment(collection: row.text(7), id: row.uuid(8)))
+        }.first
+    }
+
+    /// The chunks of `owner` overlapping `range`, in order, each read with incremental blob I/O.
+    static func forEachChunk(
+        _ db: Connection, owner: String, overlapping range: Range<Int64>,
+        _ body: (Int64, [UInt8]) throws(LarderError) -> Void
+    ) throws(LarderError) {
+        // The first chunk is the one starting at or before the range; the rest start inside it.
+        let chunks = try db.query(
+            """
+            SELECT rowid, start FROM blob_chunks WHERE owner = ?1 AND start < ?3 AND start >= coalesce(
+                (SELECT max(start) FROM blob_chunks WHERE owner = ?1 AND start <= ?2), 0) ORDER BY start
+            """, [.text(owner), .int(range.lowerBound), .int(range.upperBound)]
+        ) { ($0.int(0), $0.int(1)) }
+        for (rowid, start) in chunks {
+            try body(start, try db.readBlob(table: "blob_chunks", column: "bytes", rowid: rowid))
+        }
+    }
+
+    func uploadRecord(_ upload: UUID) throws(LarderError) -> UploadRecord? {
+        try readers.read { db throws(LarderError) in try SQLiteStore.uploadRecord(db, upload) }
+    }
+
+    func forEachChunk(
+        owner: UUID, overlapping range: Range<Int64>, _ body: (Int64, [UInt8]) throws(LarderError) -> Void
+    ) throws(LarderError) {
+        try chunkReaders.read { db throws(LarderError) in
+            try SQLiteStore.forEachChunk(db, owner: owner.wireString, overlapping: range, body)
+        }
+    }
+
+    public func blobRead(_ id: UUID, offset: Int64, length: Int) throws(LarderError)
+        -> (meta: BlobMeta, bytes: [UInt8])
+    {
+        // One transaction: the metadata and the bytes come from the same snapshot.
+        try chunkReaders.read(transaction: true) { db throws(LarderError) in
+            let statement = try db.statement(.selectBlobMetaAndSeq)
+            defer { statement.reset() }
+            try statement.bind([.text(id.wireString)])
+            guard try statement.step() else { throw SQLiteStore.blobNotFound(id) }
+            let meta = SQLiteStore.blobMeta(statement)
+            let range = try UploadRules.range(offset: offset, length: length, size: meta.size)
+            if statement.isNull(10) {
+                let rowid = statement.int(9)
+                let bytes = try db.readBlob(
+                    table: "blobs", column: "bytes", rowid: rowid, range: Int(range.lowerBound)..<Int(range.upperBound))
+                return (meta, bytes)
+            }
+            let owner = statement.text(10)
+            return (meta, try UploadRules.assemble(id, range) { body throws(LarderError) in
+                try SQLiteStore.forEachChunk(db, owner: owner, overlapping: range, body)
+            })
+        }
+    }
+}
+
+extension SQLiteWriteContext: UploadWriteContext {
+    private var writer: Connection {
+        get throws(LarderError) {
+            guard let connection else { throw closedError ?? LarderError(.unavailable, "the store is closed") }
+            return connection
+        }
+    }
+
+    private func documentExists(_ attach: BlobAttachment) throws(LarderError) -> StoredRecord? {
+        try writer.query(
+            "SELECT \(SQLiteStore.recordColumns) FROM documents WHERE collection = ?1 AND id = ?2",
+            [.text(attach.collection), .text(attach.id.wireString)]
+        ) { SQLiteStore.record($0) }.first
+    }
+
+    private func blobIdTaken(_ id: UUID) throws(LarderError) -> Bool {
+        try writer.scalar("SELECT 1 FROM blobs WHERE id = ?1", [.text(id.wireString)]) != nil
+    }
+
+    func uploadInsert(_ upload: UploadRecord, quota: Int64, now: Int64) throws(LarderError) {
+        let db = try writer
+        _ = try uploadsExpire(now: now)
+        let taken = try db.scalar(
+            "SELECT 1 FROM uploads WHERE blobId = ?1", [.text(upload.id.wireString)])
+        if try blobIdTaken(upload.id) || taken != nil { throw WriteRules.blobIdTaken(upload.id) }
+        if let attach = upload.attach, try documentExists(attach) == nil {
+            throw WriteRules.attachMissing(attach)
+        }
+        let open = try db.scalar("SELECT coalesce(sum(size), 0) FROM uploads") ?? 0
+        try WriteRules.checkUploadQuota(open: open, adding: upload.size, quota: quota)
+        try db.run(
+            "INSERT INTO uploads(\(SQLiteStore.uploadColumns), createdAt) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            [
+                .text(upload.upload.wireString), .text(upload.id.wireString), .int(upload.size), .int(upload.offset),
+                .int(Int64(upload.chunkBytes)), .int(upload.expiresAt), upload.sha256.map { .text($0) } ?? .null,
+                upload.attach.map { .text($0.collection) } ?? .null,
+                upload.attach.map { .text($0.id.wireString) } ?? .null, .int(now),
+            ])
+    }
+
+    func uploadAppend(_ upload: UUID, offset: Int64, bytes: [UInt8], now: Int64, expiresAt: Int64)
+        throws(LarderError) -> UploadRecord
+    {
+        let db = try writer
+        guard var record = try SQLiteStore.uploadRecord(db, upload), record.expiresAt > now else {
+            throw UploadRules.noUpload(upload)
+        }
+        try WriteRules.checkChunk(record, offset: offset, count: bytes.count)
+        try db.run(
+            "INSERT INTO blob_chunks(owner, start, bytes) VALUES (?1, ?2, ?3)",
+            [.text(upload.wireString), .int(offset), .blob(bytes)])
+        record.offset += Int64(bytes.count)
+        record.expiresAt = expiresAt
+        try db.run(
+            "UPDATE uploads SET received = ?2, expiresAt = ?3 WHERE id = ?1",
+            [.text(upload.wireString), .int(record.offset), .int(expiresAt)])
+        return record
+    }
+
+    func uploadComplete(_ upload: UUID, meta: BlobMeta) throws(LarderError) -> BlobMeta {
+        let db = try writer
+        guard let record = try SQLiteStore.uploadRecord(db, upload), record.offset == record.size else {
+            throw UploadRules.noUpload(upload)
+        }
+        if try blobIdTaken(meta.id) { throw WriteRules.blobIdTaken(meta.id) }
+        var document: StoredRecord?
+        if let attach = meta.attachedTo {
+            document = try documentExists(attach)
+            if document == nil { throw WriteRules.attachMissing(attach) }
+        }
+        try db.run(
+            "INSERT INTO blobs(id, size, sha256, contentType, width, height, createdAt, attachedCollection, "
+                + "attachedId, bytes, chunks) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, x'', ?10)",
+            [
+                .text(meta.id.wireString), .int(meta.size), .text(meta.sha256), .text(meta.contentType),
+                .int(Int64(meta.width)), .int(Int64(meta.height)), .int(meta.createdAt),
+                meta.attachedTo.map { .text($0.collection) } ?? .null,
+                meta.attachedTo.map { .text($0.id.wireString) } ?? .null, .text(upload.wireString),
+            ])
+        try db.run("DELETE FROM uploads WHERE id = ?1", [.text(upload.wireString)])
+        if let attach = meta.attachedTo, let document {
+            try recordChange(.blobAttach, attach.collection, record: document, blob: meta)
+        }
+        return meta
+    }
+
+    func uploadDelete(_ upload: UUID) throws(LarderError) -> Bool {
+        let db = try writer
+        try db.run("DELETE FROM blob_chunks WHERE owner = ?1", [.text(upload.wireString)])
+        return try db.run("DELETE FROM uploads WHERE id = ?1", [.text(upload.wireString)]) > 0
+    }
+
+    func uploadsExpire(now: Int64) throws(LarderError) -> Int {
+        let db = try writer
+        let expired = try db.query("SELECT id FROM uploads WHERE expiresAt <= ?1", [.int(now)]) { $0.uuid(0) }
+        for upload in expired { _ = try uploadDelete(upload) }
+        return expired.count
+    }
+}

@@ -1,0 +1,233 @@
+import Foundation
+import LarderWire
+
+/// An upload as the store keeps it: its `uploads` row (the wire form carries every column).
+public typealias UploadRecord = BlobUploadInfo
+
+/// What each store writes for resumable uploads, inside the writer's transaction (its SQL dialect).
+protocol UploadWriteContext: PreparedWriteContext {
+    /// Inserts `upload` after dropping the uploads expired at `now`: CONFLICT when a blob has its id, NOT_FOUND when
+    /// the document to attach to is missing, RESOURCE_EXHAUSTED when the open uploads would pass `quota` bytes.
+    func uploadInsert(_ upload: UploadRecord, quota: Int64, now: Int64) throws(LarderError)
+    /// Appends a chunk at the committed offset and moves the expiry to `expiresAt`; answers the upload after it.
+    func uploadAppend(_ upload: UUID, offset: Int64, bytes: [UInt8], now: Int64, expiresAt: Int64) throws(LarderError)
+        -> UploadRecord
+    /// Makes the complete upload the blob `meta` (its chunks become the blob's) and forgets the upload.
+    func uploadComplete(_ upload: UUID, meta: BlobMeta) throws(LarderError) -> BlobMeta
+    /// Drops an upload and its chunks; false when there was none.
+    func uploadDelete(_ upload: UUID) throws(LarderError) -> Bool
+    /// Drops every upload whose expiry is at or before `now`, with its chunks; answers how many.
+    func uploadsExpire(now: Int64) throws(LarderError) -> Int
+}
+
+/// What each store reads for uploads and ranges, on its readers.
+protocol UploadReads: GroupCommitStore {
+    /// The upload's row, expired or not; nil when there is none.
+    func uploadRecord(_ upload: UUID) throws(LarderError) -> UploadRecord?
+    /// Calls `body` with the chunks of `owner` (an upload id) that overlap `range`, in order: each chunk's start
+    /// offset and bytes, one chunk in memory at a time.
+    func forEachChunk(
+        owner: UUID, overlapping range: Range<Int64>, _ body: (Int64, [UInt8]) throws(LarderError) -> Void
+    ) throws(LarderError)
+}
+
+/// Shared rules of ranges and uploads, the same on both stores.
+enum UploadRules {
+    static func noUpload(_ upload: UUID) -> LarderError {
+        LarderError(
+            .notFound, "no upload \(upload.wireString): it finished, expired or was aborted; start a new BLOB_UPLOAD "
+                + "(or BLOB_HEAD the blob's id if you sent BLOB_UPLOAD_FINISH)", field: "upload")
+    }
+
+    /// The checked range `offset..<offset+length` of a blob of `size` bytes.
+    static func range(offset: Int64, length: Int, size: Int64) throws(LarderError) -> Range<Int64> {
+        guard offset <= size, offset < size || length == 0 else {
+            throw LarderError(
+                .invalidArgument, "offset \(offset) is past the end of the blob, which has \(size) bytes",
+                field: "offset", details: ["size": .int(size)])
+        }
+        guard length >= 0, Int64(length) <= size - offset else {
+            throw LarderError(
+                .invalidArgument, "the range \(offset)+\(length) passes the end of the blob, which has \(size) bytes; "
+                    + "ask for at most \(size - offset) bytes from there", field: "length", details: ["size": .int(size)])
+        }
+        return offset..<(offset + Int64(length))
+    }
+
+    /// The bytes of `range` assembled from the chunks `forEach` gives; NOT_FOUND when some are missing (the blob was
+    /// deleted while it was read).
+    static func assemble(
+        _ id: UUID, _ range: Range<Int64>,
+        _ forEach: ((Int64, [UInt8]) throws(LarderError) -> Void) throws(LarderError) -> Void
+    ) throws(LarderError) -> [UInt8] {
+        var out = [UInt8]()
+        out.reserveCapacity(range.count)
+        try forEach { (start, bytes) throws(LarderError) in
+            let from = Int(max(range.lowerBound, start) - start)
+            let to = Int(min(range.upperBound, start + Int64(bytes.count)) - start)
+            guard from < to, start + Int64(from) == range.lowerBound + Int64(out.count) else { return }
+            out.append(contentsOf: bytes[from..<to])
+        }
+        guard out.count == range.count else { throw SQLiteStore.blobNotFound(id) }
+        return out
+    }
+}
+
+extension UploadReads {
+    private var now: Int64 { core.configuration.clock() }
+
+    private func write<T: Sendable>(_ body: @escaping @Sendable (any UploadWriteContext) throws(LarderError) -> T)
+        throws(LarderError) -> T
+    {
+        try syncWrite { context throws(LarderError) in try body(context as! any UploadWriteContext) }
+    }
+
+    public func uploadBegin(_ request: BlobUploadRequest) throws(LarderError) -> BlobUploadInfo {
+        let configuration = core.configuration
+        guard request.size <= Int64(configuration.maxBlobBytes) else {
+            throw LarderError(
+                .payloadTooLarge, "the blob would be \(request.size) bytes; the limit is \(configuration.maxBlobBytes)",
+                field: "size", details: ["limit": .int(Int64(configuration.maxBlobBytes))])
+        }
+        if let attach = request.attach {
+            try SQLiteStore.validateCollection(attach.collection, field: "attach.collection")
+        }
+        let now = self.now
+        let upload = UploadRecord(
+            upload: UUID(), id: request.id ?? UUID(), size: request.size, offset: 0,
+            chunkBytes: configuration.blobChunkBytes, expiresAt: now + configuration.uploadExpiryMs,
+            sha256: request.sha256, attach: request.attach)
+        let quota = configuration.maxUploadBytes
+        try write { context throws(LarderError) in try context.uploadInsert(upload, quota: quota, now: now) }
+        return upload
+    }
+
+    public func uploadChunk(_ upload: UUID, offset: Int64, bytes: [UInt8], crc32: UInt32) throws(LarderError)
+        -> BlobUploadInfo
+    {
+        let computed = CRC32.checksum(bytes)
+        guard computed == crc32 else {
+            var details: JSONObject = ["actualCRC32": .int(Int64(computed))]
+            if let record = try uploadRecord(upload) { details["offset"] = .int(record.offset) }
+            throw LarderError(
+                .invalidArgument, "the chunk at offset \(offset) arrived damaged (its CRC-32 is \(computed), not "
+                    + "\(crc32)); nothing was written, send it again", field: "crc32", details: details)
+        }
+        let now = self.now
+        let expiresAt = now + core.configuration.uploadExpiryMs
+        return try write { context throws(LarderError) in
+            try context.uploadAppend(upload, offset: offset, bytes: bytes, now: now, expiresAt: expiresAt)
+        }
+    }
+
+    public func uploadStatus(_ upload: UUID) throws(LarderError) -> BlobUploadInfo {
+        guard let record = try uploadRecord(upload), record.expiresAt > now else { throw UploadRules.noUpload(upload) }
+        return record
+    }
+
+    public func uploadAbort(_ upload: UUID) throws(LarderError) {
+        let deleted = try write { context throws(LarderError) in try context.uploadDelete(upload) }
+        guard deleted else { throw UploadRules.noUpload(upload) }
+    }
+
+    public func expireUploads() throws(LarderError) -> Int {
+        let now = self.now
+        return try write { context throws(LarderError) in try context.uploadsExpire(now: now) }
+    }
+
+    /// Reads the whole upload once, a chunk at a time (the SHA-256 of what is stored, not of what was sent), walks
+    /// its JPEG structure, then commits the blob. The reading happens off the writer: other writes go on meanwhile.
+    public func uploadFinish(_ upload: UUID, sha256: String?) throws(LarderError) -> BlobMeta {
+        let record = try uploadStatus(upload)
+        guard record.offset == record.size else {
+            throw LarderError(
+                .conflict, "the upload has \(record.offset) of its \(record.size) bytes; send the rest from offset "
+                    + "\(record.offset), then finish", field: "upload", details: ["offset": .int(record.offset)])
+        }
+        var hasher = SHA256()
+        var head: (start: Int64, bytes: [UInt8]) = (0, [])
+        try forEachChunk(owner: upload, overlapping: 0..<record.size) { (start, bytes) throws(LarderError) in
+            hasher.update(bytes)
+            if start == 0 { head = (start, bytes) }
+        }
+        let digest = hasher.finalizeHex()
+        func discard(_ error: LarderError) throws(LarderError) -> Never {
+            _ = try? write { context throws(LarderError) in try context.uploadDelete(upload) }
+            throw LarderError(
+                error.status, error.message + "; the upload was dropped, start again", field: error.field,
+                details: error.details)
+        }
+        for expected in [record.sha256, sha256].compactMap({ $0 }) where expected != digest {
+            try discard(
+                LarderError(
+                    .invalidArgument, "the blob's SHA-256 differs from the expected one; it was damaged in transit",
+                    field: "sha256", details: ["actualSHA256": .string(digest)]))
+        }
+        // The structure walk reads a few hundred bytes, nearly always inside the first chunk; any other byte comes
+        // from the chunk holding it, kept until the walk leaves it.
+        var cached = head
+        let info: JPEGInfo
+        do throws(LarderError) {
+            info = try JPEG.inspect(count: Int(record.size)) { (index) throws(LarderError) -> UInt8 in
+                let at = Int64(index)
+                if at < cached.start || at >= cached.start + Int64(cached.bytes.count) {
+                    try forEachChunk(owner: upload, overlapping: at..<(at + 1)) { (start, bytes) throws(LarderError) in
+                        cached = (start, bytes)
+                    }
+                }
+                guard at >= cached.start, at < cached.start + Int64(cached.bytes.count) else {
+                    throw UploadRules.noUpload(upload)
+                }
+                return cached.bytes[Int(at - cached.start)]
+            }
+        } catch where error.status == .unsupportedMediaType {
+            try discard(error)
+        }
+        let meta = BlobMeta(
+            id: record.id, size: record.size, sha256: digest, contentType: "image/jpeg", width: info.width,
+            height: info.height, createdAt: nowMillis(), attachedTo: record.attach)
+        return try write { context throws(LarderError) in try context.uploadComplete(upload, meta: meta) }
+    }
+}
+
+extension WriteRules {
+    /// NOT_FOUND for a blob to attach to a document that does not exist.
+    static func attachMissing(_ attach: BlobAttachment) -> LarderError {
+        LarderError(
+            .notFound, "cannot attach the blob: no document \(attach.id.wireString) in '\(attach.collection)'",
+            field: "attach.id")
+    }
+
+    /// RESOURCE_EXHAUSTED when `adding` bytes more would take the unfinished uploads (`open` bytes) past `quota`.
+    static func checkUploadQuota(open: Int64, adding: Int64, quota: Int64) throws(LarderError) {
+        guard open + adding <= quota else {
+            throw LarderError(
+                .resourceExhausted, "unfinished uploads hold \(open) of the \(quota) bytes they may (maxUploadBytes) "
+                    + "and this one needs \(adding): finish or abort uploads, or wait for abandoned ones to expire",
+                field: "size", details: ["limit": .int(quota)])
+        }
+    }
+
+    /// The checks on a chunk of `count` bytes at `offset` of `upload`: the committed offset (CONFLICT, details
+    /// `offset`), the chunk size (PAYLOAD_TOO_LARGE), the declared size (INVALID_ARGUMENT).
+    static func checkChunk(_ upload: UploadRecord, offset: Int64, count: Int) throws(LarderError) {
+        guard offset == upload.offset else {
+            throw LarderError(
+                .conflict, "the upload's committed offset is \(upload.offset), not \(offset); send from "
+                    + "\(upload.offset)", field: "offset", details: ["offset": .int(upload.offset)])
+        }
+        guard count > 0 else {
+            throw LarderError(.invalidArgument, "a chunk carries at least one byte in the binary part")
+        }
+        guard count <= upload.chunkBytes else {
+            throw LarderError(
+                .payloadTooLarge, "the chunk is \(count) bytes; an upload's chunks carry at most \(upload.chunkBytes)",
+                details: ["limit": .int(Int64(upload.chunkBytes))])
+        }
+        guard Int64(count) <= upload.size - offset else {
+            throw LarderError(
+                .invalidArgument, "the chunk passes the upload's declared size of \(upload.size) bytes by "
+                    + "\(Int64(count) - (upload.size - offset))", field: "offset", details: ["size": .int(upload.size)])
+        }
+    }
+}

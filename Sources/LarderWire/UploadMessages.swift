@@ -1,0 +1,228 @@
+import CZlib
+import Foundation
+
+// MARK: - Byte ranges and resumable uploads (Protocol.md §5.4)
+
+/// `BLOB_GET`: the whole blob, or with `offset` and/or `length` exactly that range of it.
+public struct BlobGetRequest: WireMessage, Equatable {
+    public var id: UUID
+    /// First byte of the range (0 when only `length` is given).
+    public var offset: Int64?
+    /// Bytes in the range (to the end when only `offset` is given).
+    public var length: Int64?
+
+    public init(id: UUID, offset: Int64? = nil, length: Int64? = nil) {
+        self.id = id
+        self.offset = offset
+        self.length = length
+    }
+
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        id = try r.uuid("id")
+        offset = try r.optionalInt("offset", range: 0...Int64.max)
+        length = try r.optionalInt("length", range: 1...Int64.max)
+        try r.finish()
+    }
+
+    public var isRange: Bool { offset != nil || length != nil }
+
+    public var json: JSONObject {
+        var o: JSONObject = ["id": .string(id.wireString)]
+        if let offset { o["offset"] = .int(offset) }
+        if let length { o["length"] = .int(length) }
+        return o
+    }
+}
+
+/// Checks a `sha256` request member: 64 lowercase hexadecimal digits.
+func checkSHA256Member(_ value: String?, field: String) throws(LarderError) {
+    guard let value else { return }
+    if value.utf8.count != 64 || !value.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) {
+        throw .invalid(field, "\(field) must be 64 lowercase hexadecimal characters")
+    }
+}
+
+/// `BLOB_UPLOAD`: starts a resumable upload of a blob of `size` bytes, sent later in `BLOB_UPLOAD_CHUNK`s.
+public struct BlobUploadRequest: WireMessage, Equatable {
+    public var size: Int64
+    /// The id the blob gets (a new one when nil); CONFLICT at once when a blob has it.
+    public var id: UUID?
+    /// The whole blob's SHA-256, checked by `BLOB_UPLOAD_FINISH`.
+    public var sha256: String?
+    public var attach: BlobAttachment?
+
+    public init(size: Int64, id: UUID? = nil, sha256: String? = nil, attach: BlobAttachment? = nil) {
+        self.size = size
+        self.id = id
+        self.sha256 = sha256
+        self.attach = attach
+    }
+
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        size = try r.int("size", range: 1...Int64.max)
+        id = try r.optionalUUID("id")
+        sha256 = try r.optionalString("sha256", maxLength: 64)
+        try checkSHA256Member(sha256, field: "sha256")
+        attach = try r.optionalObject("attach").map { (o) throws(LarderError) in try BlobAttachment(json: o, path: "attach") }
+        try r.finish()
+    }
+
+    public var json: JSONObject {
+        var o: JSONObject = ["size": .int(size)]
+        if let id { o["id"] = .string(id.wireString) }
+        if let sha256 { o["sha256"] = .string(sha256) }
+        if let attach { o["attach"] = .object(attach.json) }
+        return o
+    }
+}
+
+/// `BLOB_UPLOAD_CHUNK`: the bytes of the binary part, to be written at `offset` (which must be the committed offset).
+public struct BlobUploadChunkRequest: WireMessage, Equatable {
+    public var upload: UUID
+    public var offset: Int64
+    /// CRC-32 (ISO-HDLC, as zlib and gzip compute it) of the binary part.
+    public var crc32: UInt32
+
+    public init(upload: UUID, offset: Int64, crc32: UInt32) {
+        self.upload = upload
+        self.offset = offset
+        self.crc32 = crc32
+    }
+
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        upload = try r.uuid("upload")
+        offset = try r.int("offset", range: 0...Int64.max)
+        crc32 = UInt32(try r.int("crc32", range: 0...Int64(UInt32.max)))
+        try r.finish()
+    }
+
+    public var json: JSONObject {
+        ["upload": .string(upload.wireString), "offset": .int(offset), "crc32": .int(Int64(crc32))]
+    }
+}
+
+/// `BLOB_UPLOAD_STATUS` and `BLOB_UPLOAD_ABORT`: name an upload.
+public struct BlobUploadIDRequest: WireMessage, Equatable {
+    public var upload: UUID
+    public init(upload: UUID) { self.upload = upload }
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        upload = try r.uuid("upload")
+        try r.finish()
+    }
+    public var json: JSONObject { ["upload": .string(upload.wireString)] }
+}
+
+/// `BLOB_UPLOAD_FINISH`: checks the whole blob and stores it; answers its BlobInfo.
+public struct BlobUploadFinishRequest: WireMessage, Equatable {
+    public var upload: UUID
+    /// The whole blob's SHA-256 (also or instead of the one given to `BLOB_UPLOAD`).
+    public var sha256: String?
+
+    public init(upload: UUID, sha256: String? = nil) {
+        self.upload = upload
+        self.sha256 = sha256
+    }
+
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        upload = try r.uuid("upload")
+        sha256 = try r.optionalString("sha256", maxLength: 64)
+        try checkSHA256Member(sha256, field: "sha256")
+        try r.finish()
+    }
+
+    public var json: JSONObject {
+        var o: JSONObject = ["upload": .string(upload.wireString)]
+        if let sha256 { o["sha256"] = .string(sha256) }
+        return o
+    }
+}
+
+/// An upload as `BLOB_UPLOAD`, `BLOB_UPLOAD_CHUNK` and `BLOB_UPLOAD_STATUS` answer it: where to resume (`offset`).
+public struct BlobUploadInfo: WireMessage, Equatable {
+    public var upload: UUID
+    /// The id the blob will have.
+    public var id: UUID
+    public var size: Int64
+    /// Bytes committed so far: the next chunk starts here.
+    public var offset: Int64
+    /// The most bytes a chunk may carry.
+    public var chunkBytes: Int
+    /// When the upload is dropped if no chunk arrives before (milliseconds since the epoch).
+    public var expiresAt: Int64
+    public var sha256: String?
+    public var attach: BlobAttachment?
+
+    public init(
+        upload: UUID, id: UUID, size: Int64, offset: Int64, chunkBytes: Int, expiresAt: Int64, sha256: String?,
+        attach: BlobAttachment?
+    ) {
+        self.upload = upload
+        self.id = id
+        self.size = size
+        self.offset = offset
+        self.chunkBytes = chunkBytes
+        self.expiresAt = expiresAt
+        self.sha256 = sha256
+        self.attach = attach
+    }
+
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        upload = try r.uuid("upload")
+        id = try r.uuid("id")
+        size = try r.int("size", range: 0...Int64.max)
+        offset = try r.int("offset", range: 0...Int64.max)
+        chunkBytes = Int(try r.int("chunkBytes", range: 1...Int64(Int32.max)))
+        guard let ms = Timestamp.parse(try r.string("expiresAt")) else {
+            throw .invalid("expiresAt", "expiresAt must be an ISO 8601 UTC timestamp")
+        }
+        expiresAt = ms
+        sha256 = try r.optionalString("sha256")
+        attach = try r.optionalObject("attach").map { (o) throws(LarderError) in try BlobAttachment(json: o, path: "attach") }
+    }
+
+    public var json: JSONObject {
+        var o: JSONObject = [
+            "upload": .string(upload.wireString), "id": .string(id.wireString), "size": .int(size),
+            "offset": .int(offset), "chunkBytes": .int(Int64(chunkBytes)),
+            "expiresAt": .string(Timestamp.string(expiresAt)),
+        ]
+        if let sha256 { o["sha256"] = .string(sha256) }
+        if let attach { o["attach"] = .object(attach.json) }
+        return o
+    }
+}
+
+/// `BLOB_UPLOAD_ABORT` response.
+public struct BlobUploadAbortResponse: WireMessage, Equatable {
+    public var upload: UUID
+    public init(upload: UUID) { self.upload = upload }
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        upload = try r.uuid("upload")
+    }
+    public var json: JSONObject { ["upload": .string(upload.wireString), "aborted": true] }
+}
+
+/// CRC-32 as zlib computes it (the checksum of `BLOB_UPLOAD_CHUNK`), incremental.
+public enum CRC32 {
+    public static func checksum(_ bytes: UnsafeRawBufferPointer, continuing crc: UInt32 = 0) -> UInt32 {
+        var crc = UInt(crc)
+        var rest = bytes.count
+        guard var pointer = bytes.baseAddress?.assumingMemoryBound(to: Bytef.self) else { return UInt32(crc) }
+        while rest > 0 {  // uInt is 32 bits
+            let n = min(rest, 1 << 30)
+            crc = UInt(crc32(uLong(crc), pointer, uInt(n)))
+            pointer += n
+            rest -= n
+        }
+        return UInt32(truncatingIfNeeded: crc)
+    }
+
+    public static func checksum(_ bytes: [UInt8]) -> UInt32 { bytes.withUnsafeBytes { checksum($0) } }
+}

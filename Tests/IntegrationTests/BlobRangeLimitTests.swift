@@ -1,0 +1,133 @@
+import Foundation
+import LarderBench
+import LarderServer
+import LarderWire
+import Testing
+
+/// Byte ranges and the upload limits over the wire (Protocol.md §5.4 and §8): each limit announced in HELLO, and
+/// crossed once, with the error a client would see; the connection stays open after each.
+@Suite(.timeLimit(.minutes(5))) struct BlobRangeLimitTests {
+    static func jpeg(_ size: Int) -> [UInt8] { Payloads.syntheticJPEG(size: size) }
+
+    static func upload(_ c: RawClient, _ bytes: [UInt8], chunk: Int) throws -> Frame {
+        let begin = try c.call(.blobUpload, BlobUploadRequest(size: Int64(bytes.count)).json)
+        let info = try BlobUploadInfo(json: try begin.jsonObject())
+        var offset = 0
+        while offset < bytes.count {
+            let part = Array(bytes[offset..<min(offset + chunk, bytes.count)])
+            let request = BlobUploadChunkRequest(upload: info.upload, offset: Int64(offset), crc32: CRC32.checksum(part))
+            let answer = try c.call(.blobUploadChunk, request.json, binary: part)
+            guard answer.status == .ok else { return answer }
+            offset += part.count
+        }
+        return try c.call(.blobUploadFinish, BlobUploadFinishRequest(upload: info.upload).json)
+    }
+
+    @Test func rangesAnswerExactlyTheirBytesAndPastTheEndNamesTheSize() throws {
+        let bytes = Self.jpeg(200_000)
+        try withServerOnPort0({ $0.limits.blobChunkBytes = 32 << 10 }) { _, port in
+            let c = try RawClient.tcp(port: port)
+            let hello = try c.hello()
+            #expect(hello.limits.blobChunkBytes == 32 << 10 && hello.limits.maxBlobBytes == 256 << 20)
+            let finished = try Self.upload(c, bytes, chunk: 32 << 10)
+            #expect(finished.status == .ok, "\(finished.replyText)")
+            let id = try BlobInfo(json: try finished.jsonObject()).id
+            for (offset, length) in [(0, 1), (bytes.count - 1, 1), (0, bytes.count), (40_000, 70_000)] {
+                let answer = try c.call(.blobGet, BlobGetRequest(id: id, offset: Int64(offset), length: Int64(length)).json)
+                #expect(answer.status == .ok)
+                #expect(answer.binary == Array(bytes[offset..<(offset + length)]))
+                #expect(answer.replyJSON["offset"]?.intValue == Int64(offset))
+                #expect(answer.replyJSON["length"]?.intValue == Int64(length))
+            }
+            // Only an offset: to the end.
+            let tail = try c.call(.blobGet, BlobGetRequest(id: id, offset: Int64(bytes.count - 2)).json)
+            #expect(tail.binary == [0xFF, 0xD9])
+            for (offset, length) in [(bytes.count - 1, 2), (bytes.count, 1)] {
+                let past = try c.call(.blobGet, BlobGetRequest(id: id, offset: Int64(offset), length: Int64(length)).json)
+                #expect(past.status == .invalidArgument)
+                #expect(past.replyJSON["size"]?.intValue == Int64(bytes.count))
+            }
+            // A blob larger than one answer carries: the whole read is refused and points at ranges.
+            #expect(try c.call(.ping).status == .ok)
+        }
+    }
+
+    @Test func aWholeReadOfABlobLargerThanAFrameIsRefusedWithItsSize() throws {
+        let bytes = Self.jpeg(3 << 20)
+        try withServerOnPort0({
+            $0.limits.maxFrameBytes = (2 << 20) + (1 << 20)
+            $0.limits.maxJSONBytes = 1 << 20
+            $0.limits.maxDocumentBytes = 256 << 10
+        }) { _, port in
+            let c = try RawClient.tcp(port: port)
+            let hello = try c.hello()
+            let finished = try Self.upload(c, bytes, chunk: hello.limits.blobChunkBytes)
+            #expect(finished.status == .ok, "\(finished.replyText)")
+            let id = try BlobInfo(json: try finished.jsonObject()).id
+            let whole = try c.call(.blobGet, BlobIDRequest(id: id).json)
+            #expect(whole.status == .payloadTooLarge)
+            #expect(whole.replyJSON["size"]?.intValue == Int64(bytes.count))
+            #expect(whole.replyText.contains("range"))
+            let limit = hello.limits.maxBinaryPartBytes
+            let tooLong = try c.call(.blobGet, BlobGetRequest(id: id, offset: 0, length: Int64(limit + 1)).json)
+            #expect(tooLong.status == .payloadTooLarge && tooLong.replyJSON["limit"]?.intValue == Int64(limit))
+            let ranged = try c.call(.blobGet, BlobGetRequest(id: id, offset: 0, length: Int64(limit)).json)
+            #expect(ranged.status == .ok && ranged.binary == Array(bytes[0..<limit]))
+        }
+    }
+
+    @Test func aChunkOverBlobChunkBytesIsRefusedAndTheConnectionStaysOpen() throws {
+        try withServerOnPort0({ $0.limits.blobChunkBytes = 16 << 10 }) { _, port in
+            let c = try RawClient.tcp(port: port)
+            try c.hello()
+            let begin = try c.call(.blobUpload, BlobUploadRequest(size: 100_000).json)
+            let info = try BlobUploadInfo(json: try begin.jsonObject())
+            #expect(info.chunkBytes == 16 << 10)
+            let part = [UInt8](repeating: 0xFF, count: (16 << 10) + 1)
+            let request = BlobUploadChunkRequest(upload: info.upload, offset: 0, crc32: CRC32.checksum(part))
+            let over = try c.call(.blobUploadChunk, request.json, binary: part)
+            #expect(over.status == .payloadTooLarge && over.replyJSON["limit"]?.intValue == Int64(16 << 10))
+            let status = try c.call(.blobUploadStatus, BlobUploadIDRequest(upload: info.upload).json)
+            #expect(status.status == .ok && status.replyJSON["offset"]?.intValue == 0)
+        }
+    }
+
+    @Test func theUploadQuotaAndExpiryAreAnnouncedAndTheQuotaIsCrossed() throws {
+        try withServerOnPort0({
+            $0.limits.maxUploadBytes = 1_000_000
+            $0.limits.uploadExpiryMs = 3_600_000
+        }) { _, port in
+            let c = try RawClient.tcp(port: port)
+            let hello = try c.hello()
+            #expect(hello.limits.maxUploadBytes == 1_000_000 && hello.limits.uploadExpiryMs == 3_600_000)
+            let first = try c.call(.blobUpload, BlobUploadRequest(size: 600_000).json)
+            #expect(first.status == .ok)
+            let expires = try BlobUploadInfo(json: try first.jsonObject()).expiresAt
+            #expect(abs(expires - (Int64(Date().timeIntervalSince1970 * 1000) + 3_600_000)) < 600_000)
+            let second = try c.call(.blobUpload, BlobUploadRequest(size: 600_000).json)
+            #expect(second.status == .resourceExhausted && second.replyJSON["limit"]?.intValue == 1_000_000)
+            let tooBig = try c.call(.blobUpload, BlobUploadRequest(size: (256 << 20) + 1).json)
+            #expect(tooBig.status == .payloadTooLarge && tooBig.replyJSON["field"]?.stringValue == "size")
+            #expect(try c.call(.ping).status == .ok)
+        }
+    }
+
+    @Test func aTokenLimitedToCollectionsUploadsOnlyAttachedToThem() throws {
+        let directory = temporaryTestDirectory("upload-roles")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let tokens = directory.appendingPathComponent("tokens").path
+        try "write w-token items\nadmin a-token\n".write(toFile: tokens, atomically: true, encoding: .utf8)
+        try withServerOnPort0({ $0.tokenFile = tokens }) { _, port in
+            let c = try RawClient.tcp(port: port)
+            try c.hello(token: "w-token")
+            let bare = try c.call(.blobUpload, BlobUploadRequest(size: 1000).json)
+            #expect(bare.status == .permissionDenied)
+            let item = try c.call(.create, ["collection": "items", "data": [:]])
+            let id = try #require(UUID(wireString: item.replyJSON["id"]?.stringValue ?? ""))
+            let attached = try c.call(
+                .blobUpload, BlobUploadRequest(size: 1000, attach: BlobAttachment(collection: "items", id: id)).json)
+            #expect(attached.status == .ok)
+        }
+    }
+}
