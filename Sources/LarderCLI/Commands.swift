@@ -200,7 +200,12 @@ enum Commands {
         CommandSpec(
             ["blob", "get"], arguments: "ID", arity: 1...1, summary: "write a blob's bytes to a file",
             details: "Without -o the bytes go to stdout, but never to a terminal.",
-            options: [OptionSpec("output", short: "o", value: "FILE", help: "where to write (- for stdout)")]),
+            options: [
+                OptionSpec("output", short: "o", value: "FILE", help: "where to write (- for stdout)"),
+                OptionSpec(
+                    "thumb", value: "N",
+                    help: "a thumbnail whose longer side is N pixels instead (one of the server's sizes, e.g. 256)"),
+            ]),
         CommandSpec(["blob", "info"], arguments: "ID", arity: 1...1, summary: "a blob's metadata"),
         CommandSpec(["blob", "delete"], arguments: "ID", arity: 1...1, summary: "delete a blob"),
         CommandSpec(
@@ -505,9 +510,15 @@ enum Commands {
                 usage: "Usage: larder blob get ID -o FILE")
         }
         let id = try c.uuid(c.arguments[0])
-        let progress = Output.Progress(label: "get", enabled: c.output.stderrIsTerminal)
-        let blob = try await c.client.blobGet(id, progress: { progress.update($0, $1) })
-        progress.finish()
+        let blob: LarderClient.Blob
+        let thumb = try c.int("thumb", range: 1...Limits.maxThumbnailSize)
+        if let thumb {
+            blob = try await c.client.thumbnail(id, maxSide: thumb)
+        } else {
+            let progress = Output.Progress(label: "get", enabled: c.output.stderrIsTerminal)
+            blob = try await c.client.blobGet(id, progress: { progress.update($0, $1) })
+            progress.finish()
+        }
         if toStdout {
             c.output.bytes(blob.bytes)
         } else if let destination {
@@ -517,7 +528,13 @@ enum Commands {
             if c.output.json {
                 c.output.json(.object(blob.info.json))
             } else {
-                c.output.line("wrote \(blob.bytes.count) bytes to \(destination) (sha256 \(blob.info.sha256))")
+                if let thumbnail = blob.info.thumbnail {
+                    c.output.line(
+                        "wrote a \(thumbnail.width)×\(thumbnail.height) thumbnail, \(blob.bytes.count) bytes, to "
+                            + "\(destination)")
+                } else {
+                    c.output.line("wrote \(blob.bytes.count) bytes to \(destination) (sha256 \(blob.info.sha256))")
+                }
             }
         }
         return 0

@@ -131,7 +131,9 @@ public final class LarderServer: Sendable {
         let workQueue = DispatchQueue(label: "larder.work", qos: .userInitiated, attributes: .concurrent)
         let router = Router(
             store: store, stats: stats, workQueue: workQueue, searchGate: configuration.searchGate,
-            serverName: LarderServer.serverName, maxReplyJSONBytes: configuration.limits.maxJSONBytes)
+            serverName: LarderServer.serverName, maxReplyJSONBytes: configuration.limits.maxJSONBytes,
+            thumbnailSizes: configuration.limits.thumbnailSizes,
+            maxThumbnailSourcePixels: configuration.limits.maxThumbnailSourcePixels)
         let logger = Logger(
             level: configuration.logLevel, format: configuration.logFormat, slowMicros: UInt64(configuration.slowMs) * 1000)
         tokens = LarderServer.initialTokens(configuration, logger: logger)

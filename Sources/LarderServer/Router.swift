@@ -16,6 +16,9 @@ package final class Router: Sendable {
     let maxReplyJSONBytes: Int
     /// Whether the store answers point reads locally (SQLite), so the event loops may run them (`handleInline`).
     let pointReadsAreLocal: Bool
+    /// The thumbnail sizes BLOB_GET makes, and the largest photo it makes them of (HELLO's `limits`).
+    let thumbnailSizes: [Int]
+    let maxThumbnailSourcePixels: Int
 
     /// The record bytes a page may carry under a JSON limit, leaving room for what wraps the records (member names,
     /// the cursor, group keys).
@@ -23,8 +26,11 @@ package final class Router: Sendable {
 
     package init(
         store: Store, stats: ServerStats, workQueue: DispatchQueue, searchGate: TestGate?, serverName: String,
-        maxReplyJSONBytes: Int = Limits.default.maxJSONBytes
+        maxReplyJSONBytes: Int = Limits.default.maxJSONBytes, thumbnailSizes: [Int] = Limits.default.thumbnailSizes,
+        maxThumbnailSourcePixels: Int = Limits.default.maxThumbnailSourcePixels
     ) {
+        self.thumbnailSizes = thumbnailSizes
+        self.maxThumbnailSourcePixels = maxThumbnailSourcePixels
         self.maxReplyJSONBytes = maxReplyJSONBytes
         self.store = store
         self.stats = stats
@@ -71,7 +77,7 @@ package final class Router: Sendable {
     /// The reply carrying an answer, or PAYLOAD_TOO_LARGE in its place. The store keeps pages under the limit; this
     /// is the net under every other answer, since a reply over the JSON limit would break the client's connection
     /// rather than fail one request.
-    private func reply(to frame: Frame, _ result: Result<([UInt8], [UInt8]), LarderError>) -> Reply {
+    func reply(to frame: Frame, _ result: Result<([UInt8], [UInt8]), LarderError>) -> Reply {
         switch result {
         case .success(let (json, binary)) where json.count <= maxReplyJSONBytes:
             return Reply(opcode: frame.opcode, requestID: frame.requestID, json: json, binary: binary)
@@ -117,6 +123,9 @@ package final class Router: Sendable {
         switch route(frame) {
         case .answered(let reply):
             completion(reply)
+        case .read where frame.opcode == .blobGet:
+            // A thumbnail's cache write is answered after its commit, so BLOB_GET has a completion of its own.
+            workQueue.async { [self] in answerBlobGet(frame, completion: completion) }
         case .read:
             workQueue.async { [self] in completion(readReply(frame)) }
         case .write:
@@ -199,10 +208,6 @@ package final class Router: Sendable {
             _ = try EmptyMessage(json: object)
             let entries = try store.collections().map { CollectionsResponse.Entry(name: $0.name, count: $0.count) }
             return (CollectionsResponse(collections: entries).json.bytes, [])
-        case .blobGet:
-            let request = try BlobIDRequest(json: object)
-            let (meta, bytes) = try store.blobGet(request.id)
-            return (meta.json.bytes, bytes)
         case .blobHead:
             return try blobHead(try BlobIDRequest(json: object), reads)
         case .blobList:
@@ -219,6 +224,7 @@ package final class Router: Sendable {
                 "databaseBytes": .int(storeStats.databaseBytes), "changes": .int(Int64(storeStats.changes)),
                 "lastChangeSeq": .int(storeStats.lastChangeSeq),
             ])
+            json["thumbnails"] = .object(stats.thumbnailsJSON(stored: try store.thumbnailCount()))
             return (json.bytes, [])
         default:
             throw LarderError(.internal, "\(frame.opcode.name) has no read handler")

@@ -52,16 +52,7 @@ public enum Thumbnailer {
         let decoder = try Handle(decompress: true)
         let header = try decoder.header(jpeg)
         let (width, height) = header.size
-        guard width.multipliedReportingOverflow(by: height).partialValue <= maxSourcePixels else {
-            throw LarderError(
-                .payloadTooLarge,
-                "the photo is \(width) × \(height) pixels, over the \(maxSourcePixels) a thumbnail is made of; "
-                    + "fetch the photo itself",
-                field: "thumbnail",
-                details: [
-                    "limit": .int(Int64(maxSourcePixels)), "width": .int(Int64(width)), "height": .int(Int64(height)),
-                ])
-        }
+        try checkPixels(width: width, height: height, limit: maxSourcePixels)
         let longer = max(width, height)
         let target = min(size, longer)
         // The smallest scale whose longer side still reaches the target: the box filter then has all the detail.
@@ -104,6 +95,17 @@ public enum Thumbnailer {
     /// Encodes an RGB image as a baseline JPEG (for tests and tools).
     public static func encode(_ image: RGBImage) throws(LarderError) -> [UInt8] {
         try Handle(decompress: false).encode(image)
+    }
+
+    /// PAYLOAD_TOO_LARGE (details `limit`, `width`, `height`; field `thumbnail`) for a photo of more than `limit`
+    /// pixels.
+    public static func checkPixels(width: Int, height: Int, limit: Int) throws(LarderError) {
+        guard width.multipliedReportingOverflow(by: height).partialValue > limit else { return }
+        throw LarderError(
+            .payloadTooLarge,
+            "the photo is \(width) × \(height) pixels, over the \(limit) a thumbnail is made of; fetch the photo itself",
+            field: "thumbnail",
+            details: ["limit": .int(Int64(limit)), "width": .int(Int64(width)), "height": .int(Int64(height))])
     }
 
     /// `dimension` scaled by 1/`denom`, rounded up as TurboJPEG does (`TJSCALED`).

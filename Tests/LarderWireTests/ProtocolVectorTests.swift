@@ -50,7 +50,7 @@ import Testing
     static let expectedNames: Set<String> = [
         "hello-request", "hello-response", "ping-request", "ping-response", "create-request", "blob-put-request",
         "error-response", "search-response-compressed", "event-push", "conflict-response", "bad-magic-response",
-        "permission-denied-response", "backup-read-request", "backup-read-response",
+        "permission-denied-response", "backup-read-request", "backup-read-response", "blob-get-thumbnail-request",
     ]
 
     @Test func everyVectorIsNamedAndChecked() {
@@ -117,6 +117,16 @@ import Testing
         #expect(put.attach == BlobAttachment(collection: "items", id: UUID(uuidString: "3f2504e0-4f89-41d3-9a0c-0305e82c3301")!))
         #expect(frame.binary.prefix(2) == [0xFF, 0xD8] && frame.binary.suffix(2) == [0xFF, 0xD9])
         #expect(frame.binary.count == 17)
+    }
+
+    @Test func blobGetThumbnail() throws {
+        let frame = try Self.vector("blob-get-thumbnail-request")
+        #expect(frame.opcode == .blobGet && frame.requestID == 10 && !frame.isResponse && frame.binary.isEmpty)
+        let request = try BlobGetRequest(json: frame.jsonObject())
+        #expect(request == BlobGetRequest(id: UUID(uuidString: "3f2504e0-4f89-41d3-9a0c-0305e82c3301")!, thumbnail: 256))
+        // Re-encoding gives the same bytes.
+        #expect(request.json.bytes == frame.json)
+        #expect(FrameEncoder().encode(frame) == Self.vectors.first { $0.name == "blob-get-thumbnail-request" }!.bytes)
     }
 
     @Test func errorResponse() throws {

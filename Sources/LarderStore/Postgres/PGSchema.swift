@@ -92,6 +92,22 @@ enum PGSchema {
                 "field indexes on the stored text of documents holding NUL",
                 .code { connection throws(LarderError) in try PGSchema.rebuildFieldIndexes(connection) }
             ),
+            (
+                // Thumbnails cached with their blob (Thumbnails.swift), deleted with it by the foreign key whatever
+                // deletes it.
+                "thumbnails",
+                .sql("""
+                CREATE TABLE IF NOT EXISTS thumbnails(
+                    blob_id uuid NOT NULL REFERENCES blobs(id) ON DELETE CASCADE,
+                    max_side int NOT NULL,
+                    width int NOT NULL,
+                    height int NOT NULL,
+                    bytes bytea NOT NULL,
+                    created_at bigint NOT NULL,
+                    PRIMARY KEY (blob_id, max_side));
+                ALTER TABLE thumbnails ALTER COLUMN bytes SET STORAGE EXTERNAL;
+                """)
+            ),
         ]
     }
 
