@@ -68,15 +68,17 @@ public enum Thumbnailer {
         var decoded = [UInt8](repeating: 0, count: decodedWidth * decodedHeight * 3)
         try decoder.decode(jpeg, into: &decoded, width: decodedWidth, height: decodedHeight)
         let image = RGBImage(width: decodedWidth, height: decodedHeight, pixels: decoded)
-        // The longer side becomes exactly `target`; the other keeps the ratio (rounded, at least 1 pixel).
+        // The longer side becomes exactly `target`; the other keeps the photo's ratio (rounded, at least 1 pixel). From
+        // the photo's own sides, not the decoded ones, which TurboJPEG rounds up: the same thumbnail at every scale.
+        // The decoded sides are never below these (the scale was chosen so), so the resize only shrinks.
         let newWidth: Int
         let newHeight: Int
-        if decodedWidth >= decodedHeight {
+        if width >= height {
             newWidth = target
-            newHeight = max(1, Int((Double(decodedHeight) * Double(target) / Double(decodedWidth)).rounded()))
+            newHeight = min(decodedHeight, max(1, Int((Double(height) * Double(target) / Double(width)).rounded())))
         } else {
             newHeight = target
-            newWidth = max(1, Int((Double(decodedWidth) * Double(target) / Double(decodedHeight)).rounded()))
+            newWidth = min(decodedWidth, max(1, Int((Double(width) * Double(target) / Double(height)).rounded())))
         }
         let shown = image.resized(width: newWidth, height: newHeight).oriented(ExifOrientation.of(jpeg: jpeg))
         let encoder = try Handle(decompress: false)
