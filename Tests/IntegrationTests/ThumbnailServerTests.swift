@@ -131,7 +131,7 @@ import Testing
     /// `--thumbnail-sizes` and `--max-thumbnail-source-pixels` are announced in HELLO and enforced: a size off the
     /// list is refused, and a photo one pixel over the limit is refused while one at it is made.
     @Test func configuredSizesAndPixelLimitAreAnnouncedAndEnforced() async throws {
-        let limit = 512 * 600  // grace_hopper.jpg; rocket.jpg is 640 × 427, over it
+        let limit = 640 * 427  // rocket.jpg, at the limit; grace_hopper.jpg (512 × 600) is over it
         try await Self.withServer(
             .sqlite, ["--thumbnail-sizes", "300,100", "--max-thumbnail-source-pixels", String(limit)]
         ) { server, client in
@@ -141,10 +141,10 @@ import Testing
             #expect(hello.limits.maxThumbnailSourcePixels == limit)
             let grace = try await client.blobPut(try ServerFixtures.data("grace_hopper.jpg"))
             let rocket = try await client.blobPut(try ServerFixtures.data("rocket.jpg"))
-            #expect(try await client.thumbnail(grace.id, maxSide: 300).info.thumbnail?.height == 300)
-            let offList = await Self.error { _ = try await client.thumbnail(grace.id, maxSide: 64) }
+            #expect(try await client.thumbnail(rocket.id, maxSide: 300).info.thumbnail?.width == 300)
+            let offList = await Self.error { _ = try await client.thumbnail(rocket.id, maxSide: 64) }
             #expect(offList?.status == .invalidArgument && offList?.details["sizes"] == .array([100, 300]))
-            let over = await Self.error { _ = try await client.thumbnail(rocket.id, maxSide: 100) }
+            let over = await Self.error { _ = try await client.thumbnail(grace.id, maxSide: 100) }
             #expect(over?.status == .payloadTooLarge && over?.details["limit"] == .int(Int64(limit)))
         }
     }
