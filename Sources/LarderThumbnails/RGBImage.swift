@@ -29,38 +29,48 @@ public struct RGBImage: Sendable, Equatable {
         var rows = [Float](repeating: 0, count: newWidth * height * 3)
         pixels.withUnsafeBufferPointer { source in
             rows.withUnsafeMutableBufferPointer { target in
-                for y in 0..<height {
-                    let sourceRow = y * width * 3
-                    let targetRow = y * newWidth * 3
-                    for x in 0..<newWidth {
-                        var r: Float = 0, g: Float = 0, b: Float = 0
-                        across.forEach(x) { i, w in
-                            let at = sourceRow + i * 3
-                            r += Float(source[at]) * w
-                            g += Float(source[at + 1]) * w
-                            b += Float(source[at + 2]) * w
+                across.withPointers { first, start, weights in
+                    for y in 0..<height {
+                        let sourceRow = source.baseAddress! + y * width * 3
+                        var out = target.baseAddress! + y * newWidth * 3
+                        for x in 0..<newWidth {
+                            var r: Float = 0, g: Float = 0, b: Float = 0
+                            var at = sourceRow + first[x] * 3
+                            for n in start[x]..<start[x + 1] {
+                                let w = weights[n]
+                                r += Float(at[0]) * w
+                                g += Float(at[1]) * w
+                                b += Float(at[2]) * w
+                                at += 3
+                            }
+                            out[0] = r
+                            out[1] = g
+                            out[2] = b
+                            out += 3
                         }
-                        let at = targetRow + x * 3
-                        target[at] = r
-                        target[at + 1] = g
-                        target[at + 2] = b
                     }
                 }
             }
         }
         var out = [UInt8](repeating: 0, count: newWidth * newHeight * 3)
+        let stride = newWidth * 3
+        var sums = [Float](repeating: 0, count: stride)
         rows.withUnsafeBufferPointer { source in
             out.withUnsafeMutableBufferPointer { target in
-                let stride = newWidth * 3
-                var sums = [Float](repeating: 0, count: stride)
-                for y in 0..<newHeight {
-                    for n in 0..<stride { sums[n] = 0 }
-                    down.forEach(y) { i, w in
-                        let row = i * stride
-                        for n in 0..<stride { sums[n] += source[row + n] * w }
+                sums.withUnsafeMutableBufferPointer { sums in
+                    down.withPointers { first, start, weights in
+                        for y in 0..<newHeight {
+                            sums.update(repeating: 0)
+                            var row = source.baseAddress! + first[y] * stride
+                            for n in start[y]..<start[y + 1] {
+                                let w = weights[n]
+                                for i in 0..<stride { sums[i] += row[i] * w }
+                                row += stride
+                            }
+                            let line = target.baseAddress! + y * stride
+                            for i in 0..<stride { line[i] = UInt8(min(255, max(0, sums[i] + 0.5))) }
+                        }
                     }
-                    let row = y * stride
-                    for n in 0..<stride { target[row + n] = UInt8(min(255, max(0, sums[n] + 0.5))) }
                 }
             }
         }
@@ -127,9 +137,17 @@ struct BoxWeights {
         start.append(weights.count)
     }
 
-    @inline(__always)
-    func forEach(_ o: Int, _ body: (Int, Float) -> Void) {
-        let base = first[o]
-        for n in start[o]..<start[o + 1] { body(base + n - start[o], weights[n]) }
+    /// The first source position of each output position, where each one's weights start in `weights` (one more
+    /// entry at the end), and the weights.
+    func withPointers<R>(
+        _ body: (UnsafePointer<Int>, UnsafePointer<Int>, UnsafePointer<Float>) -> R
+    ) -> R {
+        first.withUnsafeBufferPointer { first in
+            start.withUnsafeBufferPointer { start in
+                weights.withUnsafeBufferPointer { weights in
+                    body(first.baseAddress!, start.baseAddress!, weights.baseAddress!)
+                }
+            }
+        }
     }
 }

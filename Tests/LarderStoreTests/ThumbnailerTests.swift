@@ -6,7 +6,7 @@ import LarderWire
 import Testing
 
 /// The thumbnail function alone: bytes and a size in, a baseline JPEG out (the server's tests cover the cache).
-@Suite struct ThumbnailerTests {
+@Suite(.timeLimit(.minutes(20))) struct ThumbnailerTests {
     static let photos = [("rocket.jpg", 640, 427), ("grace_hopper.jpg", 512, 600)]
 
     /// Every size a server offers by default, of both photos: the longer side is the size (or the photo's own when
