@@ -60,7 +60,9 @@ extension Router {
         }
     }
 
-    private func thumbnailReply(_ frame: Frame, _ meta: BlobMeta, _ maxSide: Int, _ thumbnail: StoredThumbnail) -> Reply {
+    private func thumbnailReply(_ frame: Frame, _ meta: BlobMeta, _ maxSide: Int, _ thumbnail: StoredThumbnail)
+        -> Reply
+    {
         var info = meta
         info.thumbnail = ThumbnailInfo(
             maxSide: maxSide, width: thumbnail.width, height: thumbnail.height, size: Int64(thumbnail.bytes.count))

@@ -248,7 +248,8 @@ public enum ServerOptions {
                     sizes = Array(Set(sizes)).sorted()
                     guard sizes.count <= Limits.maxThumbnailSizeCount else {
                         throw UsageError(
-                            message: "--thumbnail-sizes takes at most \(Limits.maxThumbnailSizeCount) sizes, not \(sizes.count)")
+                            message:
+                                "--thumbnail-sizes takes at most \(Limits.maxThumbnailSizeCount) sizes, not \(sizes.count)")
                     }
                     c.limits.thumbnailSizes = sizes
                 }),

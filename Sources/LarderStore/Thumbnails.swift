@@ -30,7 +30,9 @@ public protocol ThumbnailStore: Sendable {
 }
 
 extension SQLiteStore: ThumbnailStore {
-    public func thumbnail(_ id: UUID, maxSide: Int) throws(LarderError) -> (meta: BlobMeta, thumbnail: StoredThumbnail?) {
+    public func thumbnail(_ id: UUID, maxSide: Int) throws(LarderError)
+        -> (meta: BlobMeta, thumbnail: StoredThumbnail?)
+    {
         try readers.read(transaction: true) { db throws(LarderError) in
             let meta = try SQLiteStore.getBlobMeta(db, id)
             let found = try db.query(
@@ -47,7 +49,9 @@ extension SQLiteStore: ThumbnailStore {
 }
 
 extension SQLiteWriteContext {
-    func thumbnailPut(_ id: UUID, sha256: String, maxSide: Int, thumbnail: StoredThumbnail) throws(LarderError) -> Bool {
+    func thumbnailPut(_ id: UUID, sha256: String, maxSide: Int, thumbnail: StoredThumbnail) throws(LarderError)
+        -> Bool
+    {
         // Only while the blob it was made of is still there, with the same bytes: a blob deleted (or deleted and put
         // again under its id) while the thumbnail was being made gets no stale one.
         guard let db = connection else { throw closedError ?? LarderError(.unavailable, "the store is closed") }
@@ -64,7 +68,9 @@ extension SQLiteWriteContext {
 }
 
 extension PostgresStore: ThumbnailStore {
-    public func thumbnail(_ id: UUID, maxSide: Int) throws(LarderError) -> (meta: BlobMeta, thumbnail: StoredThumbnail?) {
+    public func thumbnail(_ id: UUID, maxSide: Int) throws(LarderError)
+        -> (meta: BlobMeta, thumbnail: StoredThumbnail?)
+    {
         let columns = PostgresStore.blobColumns.split(separator: ", ").map { "b.\($0)" }.joined(separator: ", ")
         let result = try readers.read { db throws(LarderError) in
             try db.run([
@@ -93,7 +99,9 @@ extension PostgresStore: ThumbnailStore {
 }
 
 extension PGWriteContext {
-    func thumbnailPut(_ id: UUID, sha256: String, maxSide: Int, thumbnail: StoredThumbnail) throws(LarderError) -> Bool {
+    func thumbnailPut(_ id: UUID, sha256: String, maxSide: Int, thumbnail: StoredThumbnail) throws(LarderError)
+        -> Bool
+    {
         // As on SQLite: only while the blob is there with the same bytes. A blob deleted by another server between
         // this check and the foreign key's fails this write alone (the writer runs the batch's others again without
         // it); the thumbnail is then answered uncached.

@@ -41,7 +41,9 @@ public struct ExifOrientation: RawRepresentable, Sendable, Equatable {
             if marker == 0xDA || marker == 0xD9 { return .upright }
             let length = Int(bytes[i + 2]) << 8 | Int(bytes[i + 3])
             guard length >= 2, i + 2 + length <= bytes.count else { return .upright }
-            if marker == 0xE1, let orientation = fromApp1(UnsafeRawBufferPointer(rebasing: bytes[(i + 4)..<(i + 2 + length)])) {
+            if marker == 0xE1,
+                let orientation = fromApp1(UnsafeRawBufferPointer(rebasing: bytes[(i + 4)..<(i + 2 + length)]))
+            {
                 return orientation
             }
             i += 2 + length

@@ -5,7 +5,8 @@ public struct RGBImage: Sendable, Equatable {
     public var pixels: [UInt8]
 
     public init(width: Int, height: Int, pixels: [UInt8]) {
-        precondition(width > 0 && height > 0 && pixels.count == width * height * 3, "pixels must hold width × height × 3")
+        precondition(
+            width > 0 && height > 0 && pixels.count == width * height * 3, "pixels must hold width × height × 3")
         self.width = width
         self.height = height
         self.pixels = pixels

@@ -105,7 +105,8 @@ public enum Thumbnailer {
         guard width.multipliedReportingOverflow(by: height).partialValue > limit else { return }
         throw LarderError(
             .payloadTooLarge,
-            "the photo is \(width) × \(height) pixels, over the \(limit) a thumbnail is made of; fetch the photo itself",
+            "the photo is \(width) × \(height) pixels, over the \(limit) a thumbnail is made of; "
+                + "fetch the photo itself",
             field: "thumbnail",
             details: ["limit": .int(Int64(limit)), "width": .int(Int64(width)), "height": .int(Int64(height))])
     }

@@ -98,7 +98,8 @@ public struct Limits: Sendable, Equatable {
             for (n, size) in sizes.enumerated() {
                 guard let value = size.intValue, (1...Int64(Limits.maxThumbnailSize)).contains(value) else {
                     throw .invalid(
-                        "limits.thumbnailSizes.\(n)", "thumbnailSizes.\(n) must be an integer from 1 to \(Limits.maxThumbnailSize)")
+                        "limits.thumbnailSizes.\(n)",
+                        "thumbnailSizes.\(n) must be an integer from 1 to \(Limits.maxThumbnailSize)")
                 }
                 thumbnailSizes.append(Int(value))
             }

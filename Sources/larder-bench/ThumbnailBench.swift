@@ -36,10 +36,14 @@ enum ThumbnailBench {
                 print(help, terminator: "")
                 return
             case "--size":
-                guard let n = Int(value()), n > 0 else { usageFailure("--size needs a positive integer", usage: usage) }
+                guard let n = Int(value()), n > 0 else {
+                    usageFailure("--size needs a positive integer", usage: usage)
+                }
                 size = n
             case "--rounds":
-                guard let n = Int(value()), n > 0 else { usageFailure("--rounds needs a positive integer", usage: usage) }
+                guard let n = Int(value()), n > 0 else {
+                    usageFailure("--rounds needs a positive integer", usage: usage)
+                }
                 rounds = n
             case "--synthetic":
                 let parts = value().split(separator: "x").compactMap { Int($0) }
@@ -63,7 +67,8 @@ enum ThumbnailBench {
         }
         if synthetic == nil && files.isEmpty { synthetic = (4000, 3000) }
         if let (width, height) = synthetic {
-            photos.append(("synthetic \(width)x\(height)", try Thumbnailer.encode(syntheticPhoto(width: width, height: height))))
+            let photo = try Thumbnailer.encode(syntheticPhoto(width: width, height: height))
+            photos.append(("synthetic \(width)x\(height)", photo))
         }
         print("thumbnail benchmark: longer side \(size), \(rounds) rounds of each kind, alternating; CPU time")
         for (name, jpeg) in photos {
@@ -72,7 +77,8 @@ enum ThumbnailBench {
             var full: [Double] = []
             for _ in 0..<rounds {
                 scaled.append(try time { () throws(LarderError) in _ = try Thumbnailer.make(jpeg, size: size) })
-                full.append(try time { () throws(LarderError) in _ = try Thumbnailer.make(jpeg, size: size, fullDecode: true) })
+                full.append(
+                    try time { () throws(LarderError) in _ = try Thumbnailer.make(jpeg, size: size, fullDecode: true) })
             }
             let s = Summary(scaled), f = Summary(full)
             print(

@@ -7,8 +7,8 @@ import LarderWire
 // argument is an option), `tcp-copy` measures the raw loopback floor, `wire` the codec in-process, `store` the store
 // in-process. Exit codes: 0 success, 1 an assertion failed, 2 the run could not be made, 64 bad usage.
 
-let topUsage = "Usage: larder-bench <run|tcp-copy|wire|store|watch|thumbnail> [options]   (larder-bench <command> --help; "
-    + "--version)"
+let topUsage = "Usage: larder-bench <run|tcp-copy|wire|store|watch|thumbnail> [options]   "
+    + "(larder-bench <command> --help; --version)"
 let topHelp = """
     larder-bench: measure Larder, layer by layer
 

@@ -50,7 +50,8 @@ import Testing
     /// (STATS) with the same bytes; a size HELLO does not announce is refused naming the sizes.
     @Test(arguments: ServerStore.allCases) func clientThumbnailIsMadeOnceThenCached(_ store: ServerStore) async throws {
         try await Self.withServer(store) { _, client in
-            for (name, width, height, shown) in [("rocket.jpg", 640, 427, (256, 171)), ("grace_hopper.jpg", 512, 600, (218, 256))] {
+            let photos = [("rocket.jpg", 640, 427, (256, 171)), ("grace_hopper.jpg", 512, 600, (218, 256))]
+            for (name, width, height, shown) in photos {
                 let photo = try ServerFixtures.data(name)
                 let info = try await client.blobPut(photo)
                 let first = try await client.thumbnail(info.id, maxSide: 256)
@@ -89,9 +90,11 @@ import Testing
             let rocket = try ServerFixtures.data("rocket.jpg")
             let alone = try await client.blobPut(rocket)
             let purchase = try await client.create("purchases", ["item": "茶葉蛋"])
-            let onPurchase = try await client.blobPut(rocket, attachTo: BlobAttachment(collection: "purchases", id: purchase.id))
+            let onPurchase = try await client.blobPut(
+                rocket, attachTo: BlobAttachment(collection: "purchases", id: purchase.id))
             let receipt = try await client.create("receipts", ["n": 1])
-            let onReceipt = try await client.blobPut(rocket, attachTo: BlobAttachment(collection: "receipts", id: receipt.id))
+            let onReceipt = try await client.blobPut(
+                rocket, attachTo: BlobAttachment(collection: "receipts", id: receipt.id))
             for id in [alone.id, onPurchase.id, onReceipt.id] {
                 for size in [64, 128] { _ = try await client.thumbnail(id, maxSide: size) }
             }

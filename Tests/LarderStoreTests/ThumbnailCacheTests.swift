@@ -13,9 +13,9 @@ import Testing
         return StoredThumbnail(width: made.width, height: made.height, bytes: made.jpeg)
     }
 
-    static func put(_ store: AnyStore, _ meta: BlobMeta, _ size: Int, _ thumbnail: StoredThumbnail, sha256: String? = nil)
-        async throws -> Bool
-    {
+    static func put(
+        _ store: AnyStore, _ meta: BlobMeta, _ size: Int, _ thumbnail: StoredThumbnail, sha256: String? = nil
+    ) async throws -> Bool {
         try await store.write { (c) throws(LarderError) in
             try c.thumbnailPut(meta.id, sha256: sha256 ?? meta.sha256, maxSide: size, thumbnail: thumbnail)
         }
@@ -79,7 +79,8 @@ import Testing
             let other = try store.create("receipts", id: nil, data: ["n": 1])
             for _ in 0..<3 {
                 let blob = try store.blobPut(
-                    id: nil, bytes: rocket, expectedSHA256: nil, attachTo: BlobAttachment(collection: "receipts", id: other.id))
+                    id: nil, bytes: rocket, expectedSHA256: nil,
+                    attachTo: BlobAttachment(collection: "receipts", id: other.id))
                 #expect(try await Self.put(store, blob, 64, thumbnail))
                 #expect(try await Self.put(store, blob, 128, try Self.thumbnail(rocket, 128)))
             }

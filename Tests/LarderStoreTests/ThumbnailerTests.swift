@@ -129,7 +129,9 @@ import Testing
         }
         let limit = 640 * 427
         #expect(try Thumbnailer.make(rocket, size: 64, maxSourcePixels: limit).width == 64)
-        let over = #expect(throws: LarderError.self) { try Thumbnailer.make(rocket, size: 64, maxSourcePixels: limit - 1) }
+        let over = #expect(throws: LarderError.self) {
+            try Thumbnailer.make(rocket, size: 64, maxSourcePixels: limit - 1)
+        }
         #expect(over?.status == .payloadTooLarge)
     }
 

@@ -50,7 +50,8 @@ import Testing
     static let expectedNames: Set<String> = [
         "hello-request", "hello-response", "ping-request", "ping-response", "create-request", "blob-put-request",
         "error-response", "search-response-compressed", "event-push", "conflict-response", "bad-magic-response",
-        "permission-denied-response", "backup-read-request", "backup-read-response", "blob-get-thumbnail-request",
+        "permission-denied-response", "backup-read-request", "backup-read-response",
+        "blob-get-thumbnail-request",
     ]
 
     @Test func everyVectorIsNamedAndChecked() {
