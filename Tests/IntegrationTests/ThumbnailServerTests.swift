@@ -108,18 +108,27 @@ import Testing
         }
     }
 
-    /// A header declaring 60,000 × 60,000 and a truncated scan: refused with their stable codes, the photos still
+    /// Headers declaring 60,000 × 60,000 and 65,500 × 65,500, and a truncated scan: refused with their stable codes,
+    /// the bombs without the server's memory growing (decoding even 1/8 of 65,500² would take 200 MB), the photos still
     /// fetchable byte for byte, and the server goes on serving.
     @Test(arguments: ServerStore.allCases) func hostilePhotosAreRefusedAndKept(_ store: ServerStore) async throws {
-        try await Self.withServer(store) { _, client in
+        try await Self.withServer(store) { server, client in
             let rocket = try ServerFixtures.data("rocket.jpg")
             let bomb = withFrameSize(rocket, width: 60_000, height: 60_000)
             let truncated = Array(rocket[0..<(rocket.count / 2)]) + [0xFF, 0xD9]
             let bombInfo = try await client.blobPut(bomb)
             let truncatedInfo = try await client.blobPut(truncated)
-            let tooLarge = await Self.error { _ = try await client.thumbnail(bombInfo.id, maxSide: 256) }
-            #expect(tooLarge?.status == .payloadTooLarge && tooLarge?.field == "thumbnail")
-            #expect(tooLarge?.details["limit"] == .int(100_000_000))
+            let biggest = try await client.blobPut(withFrameSize(rocket, width: 65_500, height: 65_500))
+            let peakBefore = try #require(server.peakResidentBytes)
+            for id in [bombInfo.id, biggest.id] {
+                for size in [64, 1024] {
+                    let tooLarge = await Self.error { _ = try await client.thumbnail(id, maxSide: size) }
+                    #expect(tooLarge?.status == .payloadTooLarge && tooLarge?.field == "thumbnail")
+                    #expect(tooLarge?.details["limit"] == .int(100_000_000))
+                }
+            }
+            let growth = try #require(server.peakResidentBytes) - peakBefore
+            #expect(growth < 32 << 20, "the server's peak RSS grew by \(growth) bytes")
             let undecodable = await Self.error { _ = try await client.thumbnail(truncatedInfo.id, maxSide: 256) }
             #expect(undecodable?.status == .unsupportedMediaType && undecodable?.field == "thumbnail")
             #expect(try await client.blobGet(bombInfo.id).bytes == bomb)
