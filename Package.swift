@@ -40,6 +40,10 @@ let package = Package(
         .systemLibrary(
             name: "CMicroHTTPD", pkgConfig: "libmicrohttpd",
             providers: [.apt(["libmicrohttpd-dev"]), .brew(["libmicrohttpd"])]),
+        // libjpeg-turbo's TurboJPEG (BSD-style): thumbnails of stored photos, with scaled decoding.
+        .systemLibrary(
+            name: "CTurboJPEG", pkgConfig: "libturbojpeg",
+            providers: [.apt(["libturbojpeg0-dev"]), .brew(["jpeg-turbo"])]),
         // epoll and eventfd (part of the C library: no package, nothing to link).
         .systemLibrary(name: "CEpoll"),
         // The one lock (a pthread mutex, which ThreadSanitizer sees) and its condition variable.
@@ -55,13 +59,17 @@ let package = Package(
             name: "LarderWire",
             dependencies: ["CZlib", .target(name: "COpenSSL", condition: .when(platforms: [.linux]))],
             swiftSettings: strict),
+        // Thumbnails: JPEG bytes and a size in, baseline JPEG bytes out (no I/O).
+        .target(name: "LarderThumbnails", dependencies: ["LarderWire", "CTurboJPEG"], swiftSettings: strict),
         // TLS sessions driven through memory, for the server's event loops and the client alike.
         .target(name: "LarderTLS", dependencies: ["COpenSSL"], swiftSettings: strict),
         .target(
             name: "LarderStore", dependencies: ["LarderWire", "LarderSync", "CSQLite", "CLibPQ"], swiftSettings: strict),
         .target(
             name: "LarderServer",
-            dependencies: ["LarderWire", "LarderStore", "LarderSync", "LarderIO", "LarderTLS", "CMicroHTTPD"],
+            dependencies: [
+                "LarderWire", "LarderStore", "LarderSync", "LarderIO", "LarderTLS", "CMicroHTTPD", "LarderThumbnails",
+            ],
             swiftSettings: strict),
         .target(
             name: "LarderClient", dependencies: ["LarderWire", "LarderSync", "LarderIO", "LarderTLS"],
@@ -74,13 +82,16 @@ let package = Package(
         .executableTarget(name: "larder-server", dependencies: ["LarderServer", "LarderWire"], swiftSettings: strict),
         .executableTarget(name: "larder", dependencies: ["LarderCLI"], swiftSettings: strict),
         .executableTarget(
-            name: "larder-bench", dependencies: ["LarderBench", "LarderClient", "LarderStore", "LarderWire", "LarderIO"],
+            name: "larder-bench", dependencies: [
+                "LarderBench", "LarderClient", "LarderStore", "LarderWire", "LarderIO", "LarderThumbnails",
+            ],
             swiftSettings: strict),
         // What the test targets share: the throwaway PostgreSQL they start (Tests/LarderTestSupport).
         .target(name: "LarderTestSupport", dependencies: ["LarderStore", "LarderSync"], path: "Tests/LarderTestSupport"),
         .testTarget(name: "LarderWireTests", dependencies: ["LarderWire", "LarderIO"]),
         .testTarget(
-            name: "LarderStoreTests", dependencies: ["LarderStore", "LarderSync", "LarderIO", "LarderTestSupport"],
+            name: "LarderStoreTests",
+            dependencies: ["LarderStore", "LarderSync", "LarderIO", "LarderTestSupport", "LarderThumbnails"],
             resources: [.copy("Fixtures")]),
         .testTarget(name: "LarderServerTests", dependencies: ["LarderServer", "LarderSync", "LarderIO"]),
         .testTarget(name: "LarderClientTests", dependencies: ["LarderClient", "LarderCLI", "LarderSync", "LarderIO"]),
@@ -91,7 +102,7 @@ let package = Package(
             name: "IntegrationTests",
             dependencies: [
                 "LarderServer", "LarderClient", "LarderStore", "LarderBench", "LarderSync", "LarderIO",
-                "LarderTestSupport", "LarderTLS",
+                "LarderTestSupport", "LarderTLS", "LarderThumbnails",
             ],
             resources: [.copy("Fixtures")]),
     ],

@@ -209,6 +209,9 @@ enum Commands {
             options: [
                 OptionSpec("output", short: "o", value: "FILE", help: "where to write (- for stdout)"),
                 OptionSpec("range", value: "START-END", help: "only bytes START to END, both included (as HTTP)"),
+                OptionSpec(
+                    "thumb", value: "N",
+                    help: "a thumbnail whose longer side is N pixels instead (one of the server's sizes, e.g. 256)"),
             ]),
         CommandSpec(["blob", "info"], arguments: "ID", arity: 1...1, summary: "a blob's metadata"),
         CommandSpec(["blob", "delete"], arguments: "ID", arity: 1...1, summary: "delete a blob"),
@@ -540,6 +543,9 @@ enum Commands {
                 usage: "Usage: larder blob get ID -o FILE")
         }
         let id = try c.uuid(c.arguments[0])
+        if let thumb = try c.int("thumb", range: 1...Limits.maxThumbnailSize) {
+            return try await thumbnailGet(c, id, maxSide: thumb, destination: toStdout ? nil : destination)
+        }
         let asked = try byteRange(c)
         let info = try await c.client.blobHead(id)
         let range: Range<Int64>? = asked.map { $0.start..<(($0.end ?? info.size - 1) + 1) }
@@ -575,6 +581,30 @@ enum Commands {
             } else {
                 c.output.line("wrote \(written.size) bytes to \(destination) (sha256 \(written.sha256))")
             }
+        }
+        return 0
+    }
+
+    /// `blob get ID --thumb N`: a thumbnail is one answer of a few KB, written whole (no ranges, no progress).
+    static func thumbnailGet(_ c: Context, _ id: UUID, maxSide: Int, destination: String?) async throws -> Int32 {
+        if c.invocation.value("range") != nil {
+            throw UsageError(
+                "--thumb and --range cannot be used together: a thumbnail is sent whole",
+                usage: "Usage: larder blob get ID --thumb N -o FILE")
+        }
+        let blob = try await c.client.thumbnail(id, maxSide: maxSide)
+        guard let destination else {
+            c.output.bytes(blob.bytes)
+            return 0
+        }
+        guard FileManager.default.createFile(atPath: destination, contents: Data(blob.bytes)) else {
+            throw CommandFailure(message: "cannot write \(destination)")
+        }
+        if c.output.json {
+            c.output.json(.object(blob.info.json))
+        } else if let thumbnail = blob.info.thumbnail {
+            c.output.line(
+                "wrote a \(thumbnail.width)×\(thumbnail.height) thumbnail, \(blob.bytes.count) bytes, to \(destination)")
         }
         return 0
     }

@@ -458,6 +458,16 @@ public final class LarderClient: Sendable {
         return Blob(info: try BlobInfo(json: try frame.jsonObject()), bytes: frame.binary)
     }
 
+    /// A thumbnail of a photo: a baseline JPEG whose longer side is `maxSide` pixels (or the photo's own when that is
+    /// smaller: photos are never enlarged), EXIF orientation applied. `maxSide` must be one of the sizes the server
+    /// announces (`limits.thumbnailSizes` in HELLO, 64, 128, 256, 512 and 1024 by default); any other is
+    /// INVALID_ARGUMENT. `info` describes the stored photo, `info.thumbnail` the thumbnail in `bytes`. A photo over
+    /// the server's pixel limit is PAYLOAD_TOO_LARGE, one that does not decode UNSUPPORTED_MEDIA_TYPE.
+    public func thumbnail(_ id: UUID, maxSide: Int) async throws(LarderError) -> Blob {
+        let frame = try await call(.blobGet, BlobGetRequest(id: id, thumbnail: maxSide).json)
+        return Blob(info: try BlobInfo(json: try frame.jsonObject()), bytes: frame.binary)
+    }
+
     /// Reads a blob's metadata only.
     public func blobHead(_ id: UUID) async throws(LarderError) -> BlobInfo {
         try await message(BlobInfo.self, .blobHead, BlobIDRequest(id: id).json)

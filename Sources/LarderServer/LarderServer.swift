@@ -136,7 +136,9 @@ public final class LarderServer: Sendable {
         let router = Router(
             store: store, stats: stats, pool: pool, searchGate: configuration.searchGate,
             serverName: LarderServer.serverName, maxReplyJSONBytes: configuration.limits.maxJSONBytes,
-            maxReplyBinaryBytes: configuration.limits.maxBinaryPartBytes)
+            maxReplyBinaryBytes: configuration.limits.maxBinaryPartBytes,
+            thumbnailSizes: configuration.limits.thumbnailSizes,
+            maxThumbnailSourcePixels: configuration.limits.maxThumbnailSourcePixels)
         let logger = Logger(
             level: configuration.logLevel, format: configuration.logFormat, slowMicros: UInt64(configuration.slowMs) * 1000)
         tokens = LarderServer.initialTokens(configuration, logger: logger)

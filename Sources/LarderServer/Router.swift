@@ -19,6 +19,9 @@ package final class Router: Sendable {
     let maxReplyBinaryBytes: Int
     /// Whether the store answers point reads locally (SQLite), so the event loops may run them (`handleInline`).
     let pointReadsAreLocal: Bool
+    /// The thumbnail sizes BLOB_GET makes, and the largest photo it makes them of (HELLO's `limits`).
+    let thumbnailSizes: [Int]
+    let maxThumbnailSourcePixels: Int
 
     /// The record bytes a page may carry under a JSON limit, leaving room for what wraps the records (member names,
     /// the cursor, group keys).
@@ -27,8 +30,11 @@ package final class Router: Sendable {
     package init(
         store: Store, stats: ServerStats, pool: WorkPool, searchGate: TestGate?, serverName: String,
         maxReplyJSONBytes: Int = Limits.default.maxJSONBytes,
-        maxReplyBinaryBytes: Int = Limits.default.maxBinaryPartBytes
+        maxReplyBinaryBytes: Int = Limits.default.maxBinaryPartBytes, thumbnailSizes: [Int] = Limits.default.thumbnailSizes,
+        maxThumbnailSourcePixels: Int = Limits.default.maxThumbnailSourcePixels
     ) {
+        self.thumbnailSizes = thumbnailSizes
+        self.maxThumbnailSourcePixels = maxThumbnailSourcePixels
         self.maxReplyJSONBytes = maxReplyJSONBytes
         self.maxReplyBinaryBytes = maxReplyBinaryBytes
         self.store = store
@@ -76,7 +82,7 @@ package final class Router: Sendable {
     /// The reply carrying an answer, or PAYLOAD_TOO_LARGE in its place. The store keeps pages under the limit; this
     /// is the net under every other answer, since a reply over the JSON limit would break the client's connection
     /// rather than fail one request.
-    private func reply(to frame: Frame, _ result: Result<([UInt8], [UInt8]), LarderError>) -> Reply {
+    func reply(to frame: Frame, _ result: Result<([UInt8], [UInt8]), LarderError>) -> Reply {
         switch result {
         case .success(let (json, binary)) where json.count <= maxReplyJSONBytes:
             return Reply(opcode: frame.opcode, requestID: frame.requestID, json: json, binary: binary)
@@ -133,6 +139,11 @@ package final class Router: Sendable {
         switch route(frame) {
         case .answered(let reply):
             completion(reply)
+        case .read where frame.opcode == .blobGet:
+            // A thumbnail's cache write is answered after its commit, so BLOB_GET has a completion of its own.
+            if !pool.submit({ [self] in answerBlobGet(frame, completion: completion) }) {
+                completion(Router.poolFull(frame, pool))
+            }
         case .read:
             if !pool.submit({ [self] in completion(readReply(frame)) }) { completion(Router.poolFull(frame, pool)) }
         case .write where Router.isUpload(frame.opcode):
@@ -234,8 +245,6 @@ package final class Router: Sendable {
             _ = try EmptyMessage(json: object)
             let entries = try store.collections().map { CollectionsResponse.Entry(name: $0.name, count: $0.count) }
             return (CollectionsResponse(collections: entries).json.bytes, [])
-        case .blobGet:
-            return try blobGet(try BlobGetRequest(json: object))
         case .blobUploadStatus:
             return (try store.uploadStatus(try BlobUploadIDRequest(json: object).upload).json.bytes, [])
         case .blobHead:
@@ -264,6 +273,7 @@ package final class Router: Sendable {
                     "cpuMicros": .int(storeStats.writer.cpuMicros),
                 ]),
             ])
+            json["thumbnails"] = .object(stats.thumbnailsJSON(stored: try store.thumbnailCount()))
             return (json.bytes, [])
         default:
             throw LarderError(.internal, "\(frame.opcode.name) has no read handler")
@@ -271,7 +281,7 @@ package final class Router: Sendable {
     }
 
     /// A whole blob, or a range of one; a blob larger than one answer carries is read by ranges.
-    private func blobGet(_ request: BlobGetRequest) throws(LarderError) -> ([UInt8], [UInt8]) {
+    func blobGet(_ request: BlobGetRequest) throws(LarderError) -> ([UInt8], [UInt8]) {
         guard request.isRange else {
             let meta = try store.blobHead(request.id)
             guard meta.size <= Int64(maxReplyBinaryBytes) else {

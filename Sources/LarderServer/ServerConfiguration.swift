@@ -244,6 +244,30 @@ public enum ServerOptions {
             limit(
                 "max-watch-buffer-bytes", "unsent bytes a subscriber may hold before its subscription gaps",
                 l.maxWatchBufferBytes, \.maxWatchBufferBytes),
+            limit(
+                "max-thumbnail-source-pixels", "largest photo (width × height) BLOB_GET makes a thumbnail of",
+                l.maxThumbnailSourcePixels, \.maxThumbnailSourcePixels),
+            Option(
+                name: "thumbnail-sizes", env: "LARDER_THUMBNAIL_SIZES", valueName: "N,N,...",
+                help: "the thumbnail sizes (longer side, pixels) BLOB_GET makes; no other is accepted (default "
+                    + l.thumbnailSizes.map(String.init).joined(separator: ",") + ")",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    let parts = v.split(separator: ",", omittingEmptySubsequences: false)
+                    var sizes: [Int] = []
+                    for part in parts {
+                        sizes.append(
+                            try integer(
+                                "thumbnail-sizes", part.trimmingCharacters(in: .whitespaces), min: 1,
+                                max: Limits.maxThumbnailSize))
+                    }
+                    sizes = Array(Set(sizes)).sorted()
+                    guard sizes.count <= Limits.maxThumbnailSizeCount else {
+                        throw UsageError(
+                            message:
+                                "--thumbnail-sizes takes at most \(Limits.maxThumbnailSizeCount) sizes, not \(sizes.count)")
+                    }
+                    c.limits.thumbnailSizes = sizes
+                }),
             Option(
                 name: "metrics-port", env: "LARDER_METRICS_PORT", valueName: "N",
                 help: "serve /metrics (Prometheus) and /healthz over HTTP on this port of --host (default: off)",

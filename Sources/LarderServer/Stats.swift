@@ -53,6 +53,8 @@ package final class ServerStats: Sendable {
     private let state = Locked(State())
     private let cacheHits = Atomic<Int>(0)
     private let cacheMisses = Atomic<Int>(0)
+    private let thumbnailsMade = Atomic<Int>(0)
+    private let thumbnailsFromCache = Atomic<Int>(0)
     let startedAt: UInt64
 
     /// GETs answered from an event loop's read cache, and those that read the store (added once per loop turn).
@@ -62,6 +64,23 @@ package final class ServerStats: Sendable {
     }
 
     package init(now: UInt64) { startedAt = now }
+
+    /// A thumbnail answered: made from the photo, or read from the store's cache.
+    package func thumbnailServed(fromCache: Bool) {
+        if fromCache {
+            thumbnailsFromCache.add(1, ordering: .relaxed)
+        } else {
+            thumbnailsMade.add(1, ordering: .relaxed)
+        }
+    }
+
+    /// STATS' `thumbnails` member: those made, those served from the cache, and how many the store holds.
+    package func thumbnailsJSON(stored: Int) -> JSONObject {
+        [
+            "made": .int(Int64(thumbnailsMade.load(ordering: .relaxed))),
+            "fromCache": .int(Int64(thumbnailsFromCache.load(ordering: .relaxed))), "stored": .int(Int64(stored)),
+        ]
+    }
 
     package func connectionOpened() {
         state.withLock {

@@ -137,6 +137,22 @@ enum Schema {
                 END;
                 """)
         },
+        // 11: thumbnails cached with their blob (Thumbnails.swift), deleted with it by the trigger whatever deletes it.
+        // IF NOT EXISTS: the tests that replay older migrations run it again.
+        """
+        CREATE TABLE IF NOT EXISTS thumbnails(
+            seq INTEGER PRIMARY KEY,
+            blobId TEXT NOT NULL,
+            maxSide INTEGER NOT NULL,
+            width INTEGER NOT NULL,
+            height INTEGER NOT NULL,
+            bytes BLOB NOT NULL,
+            createdAt INTEGER NOT NULL,
+            UNIQUE(blobId, maxSide));
+        CREATE TRIGGER IF NOT EXISTS blobs_delete_thumbnails AFTER DELETE ON blobs BEGIN
+            DELETE FROM thumbnails WHERE blobId = old.id;
+        END;
+        """,
     ]
 
     /// The backlog of the trigram index (`TextIndexer`, which also states the rule that keeps searches exact): the

@@ -167,6 +167,9 @@ public protocol WriteContext {
     func blobPut(id: UUID?, bytes: [UInt8], expectedSHA256: String?, attachTo: BlobAttachment?) throws(LarderError)
         -> BlobMeta
     func blobDelete(_ id: UUID) throws(LarderError)
+    /// Caches `thumbnail` (of blob `id` at `maxSide`) while the blob still holds the bytes whose SHA-256 is
+    /// `sha256`; false when it no longer does, or the thumbnail was cached already. See `ThumbnailStore`.
+    func thumbnailPut(_ id: UUID, sha256: String, maxSide: Int, thumbnail: StoredThumbnail) throws(LarderError) -> Bool
 }
 
 /// Documents: create, read, search and write JSON records in named collections.
@@ -266,8 +269,8 @@ extension DocumentStore {
     }
 }
 
-/// JPEG blobs, optionally attached to a document.
-public protocol BlobStore: Sendable {
+/// JPEG blobs, optionally attached to a document, with their cached thumbnails (`ThumbnailStore`).
+public protocol BlobStore: ThumbnailStore, Sendable {
     /// Validates the JPEG (UNSUPPORTED_MEDIA_TYPE), the size (PAYLOAD_TOO_LARGE), the expected SHA-256
     /// (INVALID_ARGUMENT when different), the attachment (NOT_FOUND when the document is missing), the id (CONFLICT).
     func blobPut(id: UUID?, bytes: [UInt8], expectedSHA256: String?, attachTo: BlobAttachment?) throws(LarderError)

@@ -29,13 +29,27 @@ public struct Limits: Sendable, Equatable {
     public var uploadExpiryMs: Int = 86_400_000
     /// The declared sizes of all unfinished uploads together may not pass this (RESOURCE_EXHAUSTED at `BLOB_UPLOAD`).
     public var maxUploadBytes: Int = 1 << 30
+    /// The thumbnail sizes (longer side, pixels) BLOB_GET makes; any other is INVALID_ARGUMENT, so that no client can
+    /// fill the store with sizes. Ascending, each from 1 to `maxThumbnailSize`.
+    public var thumbnailSizes: [Int]
+    /// The most pixels (width × height, as the frame header declares them) of a photo a thumbnail is made of; larger
+    /// ones are refused from the header, before anything is decoded.
+    public var maxThumbnailSourcePixels: Int
+
+    /// The largest thumbnail size a server may offer.
+    public static let maxThumbnailSize = 4096
+    /// The most thumbnail sizes a server may offer.
+    public static let maxThumbnailSizeCount = 16
 
     public init(
         maxFrameBytes: Int = 40 << 20, maxJSONBytes: Int = 4 << 20, maxDocumentBytes: Int = 1 << 20,
         maxBlobBytes: Int = 256 << 20, maxInFlight: Int = 128, maxConnections: Int = 10_000,
         idleTimeoutMs: Int = 300_000, frameTimeoutMs: Int = 30_000, maxHandshakeFrameBytes: Int = 64 << 10,
-        maxWatches: Int = 16, maxWatchBufferBytes: Int = 1 << 20
+        maxWatches: Int = 16, maxWatchBufferBytes: Int = 1 << 20, thumbnailSizes: [Int] = [64, 128, 256, 512, 1024],
+        maxThumbnailSourcePixels: Int = 100_000_000
     ) {
+        self.thumbnailSizes = thumbnailSizes
+        self.maxThumbnailSourcePixels = maxThumbnailSourcePixels
         self.maxFrameBytes = maxFrameBytes
         self.maxJSONBytes = maxJSONBytes
         self.maxDocumentBytes = maxDocumentBytes
@@ -62,6 +76,8 @@ public struct Limits: Sendable, Equatable {
             "maxHandshakeFrameBytes": .int(Int64(maxHandshakeFrameBytes)), "maxWatches": .int(Int64(maxWatches)),
             "maxWatchBufferBytes": .int(Int64(maxWatchBufferBytes)), "blobChunkBytes": .int(Int64(blobChunkBytes)),
             "uploadExpiryMs": .int(Int64(uploadExpiryMs)), "maxUploadBytes": .int(Int64(maxUploadBytes)),
+            "maxThumbnailSourcePixels": .int(Int64(maxThumbnailSourcePixels)),
+            "thumbnailSizes": .array(thumbnailSizes.map { .int(Int64($0)) }),
         ]
     }
 
@@ -86,6 +102,18 @@ public struct Limits: Sendable, Equatable {
         try read("blobChunkBytes", &blobChunkBytes)
         try read("uploadExpiryMs", &uploadExpiryMs)
         try read("maxUploadBytes", &maxUploadBytes)
+        try read("maxThumbnailSourcePixels", &maxThumbnailSourcePixels)
+        if let sizes = try reader.optionalArray("thumbnailSizes", maxCount: Limits.maxThumbnailSizeCount) {
+            thumbnailSizes = []
+            for (n, size) in sizes.enumerated() {
+                guard let value = size.intValue, (1...Int64(Limits.maxThumbnailSize)).contains(value) else {
+                    throw .invalid(
+                        "limits.thumbnailSizes.\(n)",
+                        "thumbnailSizes.\(n) must be an integer from 1 to \(Limits.maxThumbnailSize)")
+                }
+                thumbnailSizes.append(Int(value))
+            }
+        }
     }
 
     /// Checks that the limits fit together; the message names the limit to change.
@@ -97,9 +125,18 @@ public struct Limits: Sendable, Equatable {
             ("maxHandshakeFrameBytes", maxHandshakeFrameBytes), ("maxWatches", maxWatches),
             ("maxWatchBufferBytes", maxWatchBufferBytes), ("blobChunkBytes", blobChunkBytes),
             ("uploadExpiryMs", uploadExpiryMs), ("maxUploadBytes", maxUploadBytes),
+            ("maxThumbnailSourcePixels", maxThumbnailSourcePixels),
         ]
         for (name, value) in positive where value <= 0 {
             throw LarderError(.invalidArgument, "\(name) must be greater than 0", field: name)
+        }
+        if thumbnailSizes.count > Limits.maxThumbnailSizeCount
+            || thumbnailSizes.contains(where: { !(1...Limits.maxThumbnailSize).contains($0) })
+            || thumbnailSizes != Array(Set(thumbnailSizes)).sorted()
+        {
+            throw LarderError(
+                .invalidArgument, "thumbnailSizes must be at most \(Limits.maxThumbnailSizeCount) different sizes, "
+                    + "each from 1 to \(Limits.maxThumbnailSize), in ascending order", field: "thumbnailSizes")
         }
         if maxFrameBytes > Int(UInt32.max) - 4 {
             throw LarderError(.invalidArgument, "maxFrameBytes must be below 4 GiB", field: "maxFrameBytes")

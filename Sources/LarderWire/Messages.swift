@@ -599,6 +599,81 @@ public struct BlobIDRequest: WireMessage, Equatable {
     public var json: JSONObject { ["id": .string(id.wireString)] }
 }
 
+/// `BLOB_GET` request: the blob; with `offset` and/or `length` only those bytes; or with `thumbnail` a thumbnail of it
+/// whose longer side is that many pixels (one of the sizes HELLO announces in `limits.thumbnailSizes`). A thumbnail
+/// and a range cannot be asked together.
+public struct BlobGetRequest: WireMessage, Equatable {
+    public var id: UUID
+    /// First byte of the range (0 when only `length` is given).
+    public var offset: Int64?
+    /// Bytes in the range (to the end when only `offset` is given).
+    public var length: Int64?
+    public var thumbnail: Int?
+
+    public init(id: UUID, offset: Int64? = nil, length: Int64? = nil, thumbnail: Int? = nil) {
+        self.id = id
+        self.offset = offset
+        self.length = length
+        self.thumbnail = thumbnail
+    }
+
+    public init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json)
+        id = try r.uuid("id")
+        offset = try r.optionalInt("offset", range: 0...Int64.max)
+        length = try r.optionalInt("length", range: 1...Int64.max)
+        thumbnail = try r.optionalInt("thumbnail", range: 1...Int64(Limits.maxThumbnailSize)).map { Int($0) }
+        try r.finish()
+        if thumbnail != nil, offset != nil || length != nil {
+            throw LarderError(
+                .invalidArgument, "a thumbnail is sent whole: ask for `thumbnail` or for a range, not both",
+                field: "thumbnail")
+        }
+    }
+
+    public var isRange: Bool { offset != nil || length != nil }
+
+    public var json: JSONObject {
+        var o: JSONObject = ["id": .string(id.wireString)]
+        if let offset { o["offset"] = .int(offset) }
+        if let length { o["length"] = .int(length) }
+        if let thumbnail { o["thumbnail"] = .int(Int64(thumbnail)) }
+        return o
+    }
+}
+
+/// What a `BLOB_GET` with `thumbnail` answers besides the blob's own metadata: the thumbnail's size requested, its
+/// width and height as shown (EXIF orientation applied) and its length in bytes.
+public struct ThumbnailInfo: Sendable, Equatable {
+    /// The size asked for: the longer side, or the photo's own when that is smaller (photos are never enlarged).
+    public var maxSide: Int
+    public var width: Int
+    public var height: Int
+    public var size: Int64
+
+    public init(maxSide: Int, width: Int, height: Int, size: Int64) {
+        self.maxSide = maxSide
+        self.width = width
+        self.height = height
+        self.size = size
+    }
+
+    init(json: JSONObject) throws(LarderError) {
+        var r = FieldReader(json, path: "thumbnail")
+        maxSide = Int(try r.int("maxSide", range: 1...65535))
+        width = Int(try r.int("width", range: 1...65535))
+        height = Int(try r.int("height", range: 1...65535))
+        size = try r.int("size", range: 0...Int64.max)
+    }
+
+    public var json: JSONObject {
+        [
+            "maxSide": .int(Int64(maxSide)), "width": .int(Int64(width)), "height": .int(Int64(height)),
+            "size": .int(size),
+        ]
+    }
+}
+
 /// A blob's metadata, as `BLOB_PUT`, `BLOB_GET`, `BLOB_HEAD` and `BLOB_LIST` answer it.
 public struct BlobInfo: WireMessage, Equatable {
     public var id: UUID
@@ -609,6 +684,9 @@ public struct BlobInfo: WireMessage, Equatable {
     public var height: Int
     public var createdAt: Int64
     public var attachedTo: BlobAttachment?
+    /// Set in the answer to a `BLOB_GET` with `thumbnail`: the thumbnail the binary part holds (the other members
+    /// still describe the stored photo).
+    public var thumbnail: ThumbnailInfo?
 
     public init(id: UUID, size: Int64, sha256: String, contentType: String, width: Int, height: Int,
                 createdAt: Int64, attachedTo: BlobAttachment?) {
@@ -637,6 +715,7 @@ public struct BlobInfo: WireMessage, Equatable {
         attachedTo = try r.optionalObject("attachedTo").map { (o) throws(LarderError) in
             try BlobAttachment(json: o, path: "attachedTo")
         }
+        thumbnail = try r.optionalObject("thumbnail").map { (o) throws(LarderError) in try ThumbnailInfo(json: o) }
     }
 
     public var json: JSONObject {
@@ -646,6 +725,7 @@ public struct BlobInfo: WireMessage, Equatable {
             "createdAt": .string(Timestamp.string(createdAt)),
         ]
         o["attachedTo"] = attachedTo.map { .object($0.json) } ?? .null
+        if let thumbnail { o["thumbnail"] = .object(thumbnail.json) }
         return o
     }
 }

@@ -3,38 +3,6 @@ import Foundation
 
 // MARK: - Byte ranges and resumable uploads (Protocol.md §5.4)
 
-/// `BLOB_GET`: the whole blob, or with `offset` and/or `length` exactly that range of it.
-public struct BlobGetRequest: WireMessage, Equatable {
-    public var id: UUID
-    /// First byte of the range (0 when only `length` is given).
-    public var offset: Int64?
-    /// Bytes in the range (to the end when only `offset` is given).
-    public var length: Int64?
-
-    public init(id: UUID, offset: Int64? = nil, length: Int64? = nil) {
-        self.id = id
-        self.offset = offset
-        self.length = length
-    }
-
-    public init(json: JSONObject) throws(LarderError) {
-        var r = FieldReader(json)
-        id = try r.uuid("id")
-        offset = try r.optionalInt("offset", range: 0...Int64.max)
-        length = try r.optionalInt("length", range: 1...Int64.max)
-        try r.finish()
-    }
-
-    public var isRange: Bool { offset != nil || length != nil }
-
-    public var json: JSONObject {
-        var o: JSONObject = ["id": .string(id.wireString)]
-        if let offset { o["offset"] = .int(offset) }
-        if let length { o["length"] = .int(length) }
-        return o
-    }
-}
-
 /// Checks a `sha256` request member: 64 lowercase hexadecimal digits.
 func checkSHA256Member(_ value: String?, field: String) throws(LarderError) {
     guard let value else { return }

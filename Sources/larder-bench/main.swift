@@ -8,8 +8,8 @@ import LarderWire
 // argument is an option), `tcp-copy` measures the raw loopback floor, `wire` the codec in-process, `store` the store
 // in-process. Exit codes: 0 success, 1 an assertion failed, 2 the run could not be made, 64 bad usage.
 
-let topUsage = "Usage: larder-bench <run|tcp-copy|wire|store|watch> [options]   (larder-bench <command> --help; "
-    + "--version)"
+let topUsage = "Usage: larder-bench <run|tcp-copy|wire|store|watch|thumbnail> [options]   "
+    + "(larder-bench <command> --help; --version)"
 let topHelp = """
     larder-bench: measure Larder, layer by layer
 
@@ -24,6 +24,7 @@ let topHelp = """
       wire [SECONDS]         the codec in-process: frame encode/decode, typed and tree-free JSON, zlib levels
       store [options]        the store in-process: create, get, search, blobs (LarderStore's own benchmark)
       watch [options]        change-feed fan-out: one writer, N subscribers (default 1000) of a running server
+      thumbnail [FILE...]    thumbnails in-process: TurboJPEG's scaled decoding against a full-size decode
 
     """
 
@@ -160,6 +161,14 @@ case "watch":
     }
     do {
         try WatchBench.run(watchOptions)
+    } catch {
+        printError("Error: \(error)")
+        exit(2)
+    }
+
+case "thumbnail":
+    do {
+        try ThumbnailBench.run(arguments)
     } catch {
         printError("Error: \(error)")
         exit(2)

@@ -180,7 +180,7 @@ import Testing
             #expect(plan.contains(name) && !plan.contains("TEMP B-TREE FOR ORDER BY"), "\(plan)")
         }
         do {
-            // The index as the previous release built it, and the migration not yet applied.
+            // The index as the previous release built it, and the migration (and those after it) not yet applied.
             let db = try Connection(path: directory + "/larder.sqlite", readOnly: false)
             try db.execute("DROP INDEX \"\(name)\"")
             try db.execute("CREATE INDEX \"\(name)\" ON documents(collection, json_extract(data, '$.\"v\"'))")
@@ -307,7 +307,7 @@ import Testing
             ])[0].text(0, 0)
         }
         #expect(try definition().contains("regexp_replace"))
-        // The index as schema version 2 built it, and version 3 not yet applied.
+        // The index as schema version 2 built it, and version 3 (and those after it) not yet applied.
         let field = PGField(path: try FieldPath("v"))
         let old = field.indexColumns.replacingOccurrences(of: field.rawHoldingNUL, with: "(\(field.value))::text")
         try connection.execute("DROP INDEX \(PGSQL.identifier(pgName))")

@@ -52,6 +52,7 @@ import Testing
         "error-response", "search-response-compressed", "event-push", "conflict-response", "bad-magic-response",
         "permission-denied-response", "backup-read-request", "backup-read-response", "blob-get-range-request",
         "blob-get-range-response", "blob-upload-chunk-request", "blob-upload-status-response",
+        "blob-get-thumbnail-request",
     ]
 
     /// The ranged BLOB_GET: the request's members, and an answer carrying exactly those bytes with `offset` and
@@ -156,6 +157,16 @@ import Testing
         #expect(put.attach == BlobAttachment(collection: "items", id: UUID(uuidString: "3f2504e0-4f89-41d3-9a0c-0305e82c3301")!))
         #expect(frame.binary.prefix(2) == [0xFF, 0xD8] && frame.binary.suffix(2) == [0xFF, 0xD9])
         #expect(frame.binary.count == 17)
+    }
+
+    @Test func blobGetThumbnail() throws {
+        let frame = try Self.vector("blob-get-thumbnail-request")
+        #expect(frame.opcode == .blobGet && frame.requestID == 10 && !frame.isResponse && frame.binary.isEmpty)
+        let request = try BlobGetRequest(json: frame.jsonObject())
+        #expect(request == BlobGetRequest(id: UUID(uuidString: "3f2504e0-4f89-41d3-9a0c-0305e82c3301")!, thumbnail: 256))
+        // Re-encoding gives the same bytes.
+        #expect(request.json.bytes == frame.json)
+        #expect(FrameEncoder().encode(frame) == Self.vectors.first { $0.name == "blob-get-thumbnail-request" }!.bytes)
     }
 
     @Test func errorResponse() throws {

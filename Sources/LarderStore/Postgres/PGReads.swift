@@ -251,7 +251,7 @@ extension PostgresStore {
                         (SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::int8 FROM pg_class c
                          WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'
                          AND c.relname IN ('documents', 'blobs', 'changes', 'collections', 'field_indexes',
-                            'larder_seq', 'larder_migrations'))
+                            'larder_seq', 'larder_migrations', 'thumbnails'))
                     """, name: "stats")
             ])[0]
         }

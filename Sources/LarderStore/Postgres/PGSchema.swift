@@ -118,6 +118,22 @@ enum PGSchema {
                     EXECUTE FUNCTION larder_blob_chunks_delete();
                 """)
             ),
+            (
+                // Thumbnails cached with their blob (Thumbnails.swift), deleted with it by the foreign key whatever
+                // deletes it.
+                "thumbnails",
+                .sql("""
+                CREATE TABLE IF NOT EXISTS thumbnails(
+                    blob_id uuid NOT NULL REFERENCES blobs(id) ON DELETE CASCADE,
+                    max_side int NOT NULL,
+                    width int NOT NULL,
+                    height int NOT NULL,
+                    bytes bytea NOT NULL,
+                    created_at bigint NOT NULL,
+                    PRIMARY KEY (blob_id, max_side));
+                ALTER TABLE thumbnails ALTER COLUMN bytes SET STORAGE EXTERNAL;
+                """)
+            ),
         ]
     }
 

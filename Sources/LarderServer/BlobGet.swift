@@ -1,0 +1,65 @@
+import Foundation
+import LarderStore
+import LarderThumbnails
+import LarderWire
+
+extension Router {
+    /// BLOB_GET, on the work queue: the blob, or with `thumbnail` a thumbnail of it (Protocol.md §5.4).
+    ///
+    /// A thumbnail comes from the store's cache when it holds one; otherwise it is made here, on the work queue (never
+    /// on an event loop: decoding a photo takes milliseconds), cached through the writer, and answered after that
+    /// commit, so that the next request finds it. A photo that cannot give a thumbnail is answered with the error and
+    /// left as it is.
+    func answerBlobGet(_ frame: Frame, completion: @escaping @Sendable (Reply) -> Void) {
+        let request: BlobGetRequest
+        do throws(LarderError) {
+            request = try BlobGetRequest(json: try frame.jsonObject())
+        } catch {
+            return completion(reply(to: frame, .failure(error)))
+        }
+        guard let maxSide = request.thumbnail else {
+            return completion(reply(to: frame, Result { () throws(LarderError) in try blobGet(request) }))
+        }
+        let made: (meta: BlobMeta, thumbnail: StoredThumbnail)
+        do throws(LarderError) {
+            guard thumbnailSizes.contains(maxSide) else {
+                throw LarderError(
+                    .invalidArgument,
+                    "thumbnail must be one of the sizes this server makes: "
+                        + thumbnailSizes.map(String.init).joined(separator: ", ") + " (HELLO's limits.thumbnailSizes)",
+                    field: "thumbnail", details: ["sizes": .array(thumbnailSizes.map { .int(Int64($0)) })])
+            }
+            let cached = try store.thumbnail(request.id, maxSide: maxSide)
+            if let thumbnail = cached.thumbnail {
+                stats.thumbnailServed(fromCache: true)
+                return completion(thumbnailReply(frame, cached.meta, maxSide, thumbnail))
+            }
+            // The stored dimensions are the header's: a photo over the limit is refused without reading its bytes.
+            try Thumbnailer.checkPixels(
+                width: cached.meta.width, height: cached.meta.height, limit: maxThumbnailSourcePixels)
+            let (meta, bytes) = try store.blobGet(request.id)
+            let thumbnail = try Thumbnailer.make(bytes, size: maxSide, maxSourcePixels: maxThumbnailSourcePixels)
+            made = (meta, StoredThumbnail(width: thumbnail.width, height: thumbnail.height, bytes: thumbnail.jpeg))
+        } catch {
+            return completion(reply(to: frame, .failure(error)))
+        }
+        stats.thumbnailServed(fromCache: false)
+        let (meta, thumbnail) = made
+        store.submitWrite({ (c) throws(LarderError) in
+            try c.thumbnailPut(meta.id, sha256: meta.sha256, maxSide: maxSide, thumbnail: thumbnail)
+        }) { [self] _ in
+            // Answered whether or not it was cached: a blob deleted meanwhile, or a store that refused the write,
+            // costs the next request a new thumbnail, not this one its answer.
+            completion(thumbnailReply(frame, meta, maxSide, thumbnail))
+        }
+    }
+
+    private func thumbnailReply(_ frame: Frame, _ meta: BlobMeta, _ maxSide: Int, _ thumbnail: StoredThumbnail)
+        -> Reply
+    {
+        var info = meta
+        info.thumbnail = ThumbnailInfo(
+            maxSide: maxSide, width: thumbnail.width, height: thumbnail.height, size: Int64(thumbnail.bytes.count))
+        return reply(to: frame, .success((info.json.bytes, thumbnail.bytes)))
+    }
+}

@@ -1,0 +1,179 @@
+import CTurboJPEG
+import LarderWire
+
+/// A thumbnail: baseline JPEG bytes and the size they show at (EXIF orientation applied).
+public struct Thumbnail: Sendable, Equatable {
+    public var width: Int
+    public var height: Int
+    public var jpeg: [UInt8]
+
+    public init(width: Int, height: Int, jpeg: [UInt8]) {
+        self.width = width
+        self.height = height
+        self.jpeg = jpeg
+    }
+}
+
+/// Makes thumbnails of JPEG photos with libjpeg-turbo's TurboJPEG: a pure function of the bytes, the requested size
+/// and the pixel limit, safe to call from any thread (each call has its own TurboJPEG handles).
+///
+/// The steps: the header alone is read and a photo declaring more than `maxSourcePixels` is refused before anything
+/// is allocated for its pixels; the scan is decoded at the smallest of 1/8, 1/4, 1/2 and 1/1 whose longer side still
+/// reaches the requested size (TurboJPEG scales in the DCT, so 1/8 costs a fraction of a full decode); the result is
+/// area-averaged down to exactly the requested longer side, keeping the aspect ratio; the EXIF orientation is
+/// applied; and the image is encoded as a baseline (sequential, not progressive) JPEG, 4:2:0, quality `quality`.
+///
+/// A photo whose longer side is at most the requested size is never enlarged: its thumbnail has the photo's own size
+/// (re-encoded, orientation applied), so a client asking for 1024 of an 800-pixel photo gets 800.
+public enum Thumbnailer {
+    /// The default largest photo a thumbnail is made of: 100 megapixels (a 12,000 × 8,333 photo).
+    public static let defaultMaxSourcePixels = 100_000_000
+    /// The default sizes a server makes.
+    public static let defaultSizes = [64, 128, 256, 512, 1024]
+    /// The JPEG quality thumbnails are encoded at.
+    public static let quality: Int32 = 85
+
+    /// Width and height a photo declares in its frame header, read by TurboJPEG without decoding.
+    public static func header(_ jpeg: [UInt8]) throws(LarderError) -> (width: Int, height: Int) {
+        let decoder = try Handle(decompress: true)
+        return try decoder.header(jpeg).size
+    }
+
+    /// The thumbnail of `jpeg` whose longer side is `size` (or the photo's own, when smaller); see the type's notes.
+    ///
+    /// Errors: PAYLOAD_TOO_LARGE (details `limit`, `width`, `height`) for a photo declaring more than
+    /// `maxSourcePixels`; UNSUPPORTED_MEDIA_TYPE for bytes that do not decode (a damaged or truncated scan, an
+    /// unsupported colour space): both name the field `thumbnail`.
+    /// `fullDecode` turns scaled decoding off (for the benchmark that shows what it saves).
+    public static func make(
+        _ jpeg: [UInt8], size: Int, maxSourcePixels: Int = defaultMaxSourcePixels, fullDecode: Bool = false
+    ) throws(LarderError) -> Thumbnail {
+        precondition(size > 0, "a thumbnail size is positive")
+        let decoder = try Handle(decompress: true)
+        let header = try decoder.header(jpeg)
+        let (width, height) = header.size
+        try checkPixels(width: width, height: height, limit: maxSourcePixels)
+        let longer = max(width, height)
+        let target = min(size, longer)
+        // The smallest scale whose longer side still reaches the target: the box filter then has all the detail.
+        var scale = (num: Int32(1), denom: Int32(1))
+        if !fullDecode {
+            for denom in [Int32(8), 4, 2] where scaled(longer, denom) >= target {
+                scale = (1, denom)
+                break
+            }
+        }
+        let decodedWidth = scaled(width, scale.denom)
+        let decodedHeight = scaled(height, scale.denom)
+        var decoded = [UInt8](repeating: 0, count: decodedWidth * decodedHeight * 3)
+        try decoder.decode(jpeg, into: &decoded, width: decodedWidth, height: decodedHeight)
+        let image = RGBImage(width: decodedWidth, height: decodedHeight, pixels: decoded)
+        // The longer side becomes exactly `target`; the other keeps the photo's ratio (rounded, at least 1 pixel). From
+        // the photo's own sides, not the decoded ones, which TurboJPEG rounds up: the same thumbnail at every scale.
+        // The decoded sides are never below these (the scale was chosen so), so the resize only shrinks.
+        let newWidth: Int
+        let newHeight: Int
+        if width >= height {
+            newWidth = target
+            newHeight = min(decodedHeight, max(1, Int((Double(height) * Double(target) / Double(width)).rounded())))
+        } else {
+            newHeight = target
+            newWidth = min(decodedWidth, max(1, Int((Double(width) * Double(target) / Double(height)).rounded())))
+        }
+        let shown = image.resized(width: newWidth, height: newHeight).oriented(ExifOrientation.of(jpeg: jpeg))
+        let encoder = try Handle(decompress: false)
+        return Thumbnail(width: shown.width, height: shown.height, jpeg: try encoder.encode(shown))
+    }
+
+    /// Decodes a whole JPEG to RGB at full size (for tests and the benchmark); no pixel limit.
+    public static func decode(_ jpeg: [UInt8]) throws(LarderError) -> RGBImage {
+        let decoder = try Handle(decompress: true)
+        let (width, height) = try decoder.header(jpeg).size
+        var pixels = [UInt8](repeating: 0, count: width * height * 3)
+        try decoder.decode(jpeg, into: &pixels, width: width, height: height)
+        return RGBImage(width: width, height: height, pixels: pixels)
+    }
+
+    /// Encodes an RGB image as a baseline JPEG (for tests and tools).
+    public static func encode(_ image: RGBImage) throws(LarderError) -> [UInt8] {
+        try Handle(decompress: false).encode(image)
+    }
+
+    /// PAYLOAD_TOO_LARGE (details `limit`, `width`, `height`; field `thumbnail`) for a photo of more than `limit`
+    /// pixels.
+    public static func checkPixels(width: Int, height: Int, limit: Int) throws(LarderError) {
+        guard width.multipliedReportingOverflow(by: height).partialValue > limit else { return }
+        throw LarderError(
+            .payloadTooLarge,
+            "the photo is \(width) × \(height) pixels, over the \(limit) a thumbnail is made of; "
+                + "fetch the photo itself",
+            field: "thumbnail",
+            details: ["limit": .int(Int64(limit)), "width": .int(Int64(width)), "height": .int(Int64(height))])
+    }
+
+    /// `dimension` scaled by 1/`denom`, rounded up as TurboJPEG does (`TJSCALED`).
+    static func scaled(_ dimension: Int, _ denom: Int32) -> Int { (dimension + Int(denom) - 1) / Int(denom) }
+
+    static func undecodable(_ why: String) -> LarderError {
+        LarderError(
+            .unsupportedMediaType, "no thumbnail: the photo does not decode (\(why)); the stored bytes are unchanged "
+                + "and BLOB_GET without thumbnail still answers them", field: "thumbnail")
+    }
+
+    /// One TurboJPEG handle, destroyed with the value.
+    final class Handle {
+        let handle: tjhandle
+
+        init(decompress: Bool) throws(LarderError) {
+            guard let handle = decompress ? tjInitDecompress() : tjInitCompress() else {
+                throw LarderError(.internal, "TurboJPEG could not start: \(String(cString: tjGetErrorStr2(nil)))")
+            }
+            self.handle = handle
+        }
+
+        deinit { tjDestroy(handle) }
+
+        private var errorText: String { String(cString: tjGetErrorStr2(handle)) }
+
+        /// Reads the headers up to the first scan: no pixel memory is allocated.
+        func header(_ jpeg: [UInt8]) throws(LarderError) -> (size: (Int, Int), subsampling: Int32) {
+            var width: Int32 = 0, height: Int32 = 0, subsampling: Int32 = 0, colorspace: Int32 = 0
+            let rc = jpeg.withUnsafeBufferPointer {
+                tjDecompressHeader3(
+                    handle, $0.baseAddress, UInt(jpeg.count), &width, &height, &subsampling, &colorspace)
+            }
+            guard rc == 0, width > 0, height > 0 else { throw Thumbnailer.undecodable(errorText) }
+            return ((Int(width), Int(height)), subsampling)
+        }
+
+        /// Decodes into `pixels` (RGB) at the scale that gives `width` × `height`. Any warning (a damaged or cut
+        /// scan, which libjpeg would fill with grey) fails the decode, and so do more than 500 progressive scans.
+        func decode(_ jpeg: [UInt8], into pixels: inout [UInt8], width: Int, height: Int) throws(LarderError) {
+            let flags = TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS
+            let rc = jpeg.withUnsafeBufferPointer { source in
+                pixels.withUnsafeMutableBufferPointer { target in
+                    tjDecompress2(
+                        handle, source.baseAddress, UInt(jpeg.count), target.baseAddress, Int32(width),
+                        Int32(width * 3), Int32(height), Int32(TJPF_RGB.rawValue), flags)
+                }
+            }
+            guard rc == 0 else { throw Thumbnailer.undecodable(errorText) }
+        }
+
+        /// A baseline JPEG of `image`, 4:2:0 at `Thumbnailer.quality`.
+        func encode(_ image: RGBImage) throws(LarderError) -> [UInt8] {
+            var buffer: UnsafeMutablePointer<UInt8>?
+            var length: UInt = 0
+            let rc = image.pixels.withUnsafeBufferPointer {
+                tjCompress2(
+                    handle, $0.baseAddress, Int32(image.width), Int32(image.width * 3), Int32(image.height),
+                    Int32(TJPF_RGB.rawValue), &buffer, &length, Int32(TJSAMP_420.rawValue), Thumbnailer.quality, 0)
+            }
+            defer { tjFree(buffer) }
+            guard rc == 0, let buffer else {
+                throw LarderError(.internal, "TurboJPEG could not encode the thumbnail: \(errorText)")
+            }
+            return Array(UnsafeBufferPointer(start: buffer, count: Int(length)))
+        }
+    }
+}
