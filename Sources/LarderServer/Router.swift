@@ -27,7 +27,7 @@ package final class Router: Sendable {
     /// the cursor, group keys).
     package static func pageBudget(maxJSONBytes: Int) -> Int { maxJSONBytes - max(8 << 10, maxJSONBytes / 16) }
 
-    package init(
+    init(
         store: Store, stats: ServerStats, pool: WorkPool, searchGate: TestGate?, serverName: String,
         maxReplyJSONBytes: Int = Limits.default.maxJSONBytes,
         maxReplyBinaryBytes: Int = Limits.default.maxBinaryPartBytes, thumbnailSizes: [Int] = Limits.default.thumbnailSizes,
@@ -132,7 +132,7 @@ package final class Router: Sendable {
     /// Handles `frame` and calls `completion` exactly once, on any thread. Writes go through `writes`, a lane from
     /// `makeWriteLane` that the caller keeps for the connection. `collections`: the only collections the sender's
     /// token may touch, for the requests whose collection only the store knows (BLOB_DELETE).
-    package func handle(
+    func handle(
         _ frame: Frame, writes: @autoclosure () -> WorkPool.Lane, collections: Set<String>? = nil,
         completion: @escaping @Sendable (Reply) -> Void
     ) {
