@@ -31,8 +31,8 @@ static int larder_alpn_select(SSL *ssl, const unsigned char **out, unsigned char
 }
 
 /// A context for either side: TLS 1.2 and 1.3 only, no renegotiation, no compression, partial writes from a buffer
-/// that may move, and record buffers released whenever they are empty until the handshake ends (a connection that
-/// never finishes one holds no 34 KB of them); an established session keeps its buffers (`larder_ssl_keep_buffers`).
+/// that may move, and record buffers released whenever they are empty (an idle connection, or one that never finishes
+/// its handshake, holds no 34 KB of them) until the owner says to keep them (`larder_ssl_keep_buffers`).
 static inline SSL_CTX *larder_ctx_new(int server) {
     SSL_CTX *ctx = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method());
     if (ctx == NULL) return NULL;
@@ -108,9 +108,17 @@ static inline int larder_ssl_feed(SSL *ssl, const void *bytes, int count) {
     return BIO_write(SSL_get_rbio(ssl), bytes, count);
 }
 
-/// Keeps the record buffers between records: releasing and allocating them again around every record costs more
-/// than the encryption of a small answer. The owner gives them back while idle with `SSL_free_buffers`.
-static inline void larder_ssl_keep_buffers(SSL *ssl) { SSL_clear_mode(ssl, SSL_MODE_RELEASE_BUFFERS); }
+/// Keeps the record buffers between records (`keep` 1), for a busy session: releasing and allocating them again
+/// around every record costs more than the encryption of a small answer. With `keep` 0 they are given back now when
+/// empty, and after every record from then on.
+static inline void larder_ssl_keep_buffers(SSL *ssl, int keep) {
+    if (keep) {
+        SSL_clear_mode(ssl, SSL_MODE_RELEASE_BUFFERS);
+    } else {
+        SSL_set_mode(ssl, SSL_MODE_RELEASE_BUFFERS);
+        SSL_free_buffers(ssl);
+    }
+}
 
 static inline size_t larder_ssl_pending_output(SSL *ssl) { return BIO_ctrl_pending(SSL_get_wbio(ssl)); }
 

@@ -18,10 +18,11 @@ final class TLSTransport {
     /// Whether the session ran since its output was last taken: only then is its output BIO asked (each ask is a
     /// BIO_ctrl call, and a request used to make six).
     private var sessionRan = false
-    /// Whether the connection moved records since the last timer tick, and whether the session may hold record
-    /// buffers: an established session keeps them while busy and gives them back after a quiet tick.
+    /// Whether the connection moved records since the last timer tick, and whether its session keeps its record
+    /// buffers between records: from a tick that finds it busy to one that finds it quiet. A connection that only
+    /// handshakes and says HELLO, then idles, never keeps them (10,000 idle connections hold no 340 MB).
     private var busySinceTick = false
-    private var holdsBuffers = false
+    private var keepsBuffers = false
 
     /// Plaintext encrypted per turn: with the ciphertext buffer empty before each batch, a connection holds at most
     /// about this much ciphertext, however large the answer it is sending.
@@ -64,14 +65,17 @@ final class TLSTransport {
     private func ran() {
         sessionRan = true
         busySinceTick = true
-        holdsBuffers = true
     }
 
-    /// The connection's timer tick: a session that moved no record since the last tick gives back its record buffers.
+    /// The connection's timer tick: a session busy since the last tick keeps its record buffers, a quiet one gives
+    /// them back.
     func tick() {
-        if !busySinceTick && holdsBuffers && isEstablished && engine.pendingInput == 0 && !hasOutput {
-            engine.releaseBuffers()
-            holdsBuffers = false
+        if busySinceTick && isEstablished && !keepsBuffers {
+            engine.keepBuffers(true)
+            keepsBuffers = true
+        } else if !busySinceTick && keepsBuffers {
+            engine.keepBuffers(false)
+            keepsBuffers = false
         }
         busySinceTick = false
     }

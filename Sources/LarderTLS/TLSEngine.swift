@@ -87,7 +87,8 @@ package final class TLSEngine {
         let result = SSL_do_handshake(ssl)
         if result == 1 {
             isHandshakeDone = true
-            larder_ssl_keep_buffers(ssl)
+            // A client has few connections, each busy while it lives; a server decides per connection (`keepBuffers`).
+            if !context.isServer { larder_ssl_keep_buffers(ssl, 1) }
             return .done
         }
         switch SSL_get_error(ssl, result) {
@@ -118,11 +119,11 @@ package final class TLSEngine {
         return .failure(failure(during: "writing"))
     }
 
-    /// Gives back the record buffers (about 34 KB) of an established session that holds no partial record; the next
-    /// record allocates them again. For connections gone idle: a busy one keeps them, since allocating and freeing
-    /// them around every record costs more than encrypting a small answer.
-    package func releaseBuffers() {
-        if isHandshakeDone { _ = SSL_free_buffers(ssl) }
+    /// Whether the session keeps its record buffers (about 34 KB) between records: yes for a busy connection, since
+    /// allocating and freeing them around every record costs more than encrypting a small answer; no for an idle one,
+    /// which then gives them back (at once when they hold no partial record, else after it).
+    package func keepBuffers(_ keep: Bool) {
+        larder_ssl_keep_buffers(ssl, keep ? 1 : 0)
     }
 
     /// Queues close_notify (then send `pendingOutput`).
