@@ -203,12 +203,13 @@ extension SQLiteStore {
         -> ChangePage
     {
         if let collection { try SQLiteStore.validateCollection(collection) }
-        // The log is `changes` and the create events still in their documents' rows, merged by number.
+        // The log is `changes` and the create events still in their documents' rows, merged by number. The rows are
+        // walked by event number (the planner would rather read a whole collection by id and sort it).
         let only = collection == nil ? "" : " AND collection = ?3"
         let sql =
             "SELECT \(SQLiteWriteContext.changeColumns) FROM changes WHERE seq > ?1\(only) UNION ALL "
             + "SELECT createSeq, collection, 'create', createdAt, id, 1, createdAt, createdAt, data, NULL, NULL "
-            + "FROM documents WHERE createSeq > ?1\(only) ORDER BY 1 LIMIT ?2"
+            + "FROM documents INDEXED BY documents_create_seq WHERE createSeq > ?1\(only) ORDER BY 1 LIMIT ?2"
         let limit = max(1, limit)
         return try readers.read(transaction: true) { db throws(LarderError) in
             let last = try db.scalar("SELECT seq FROM sqlite_sequence WHERE name = 'changes'") ?? 0
