@@ -20,8 +20,11 @@ public struct BlobTransfer<Value: Sendable>: Sendable {
     public let progress: AsyncStream<BlobTransferProgress>
     private let task: Task<Value, any Error>
 
-    init(_ body: @escaping @Sendable (@escaping @Sendable (BlobTransferProgress) -> Void) async throws(LarderError) -> Value) {
-        let (stream, continuation) = AsyncStream<BlobTransferProgress>.makeStream(bufferingPolicy: .bufferingNewest(64))
+    typealias Body = @Sendable (@escaping @Sendable (BlobTransferProgress) -> Void) async throws(LarderError) -> Value
+
+    init(_ body: @escaping Body) {
+        let (stream, continuation) = AsyncStream<BlobTransferProgress>.makeStream(
+            bufferingPolicy: .bufferingNewest(64))
         progress = stream
         task = Task {
             defer { continuation.finish() }
@@ -196,7 +199,8 @@ extension LarderClient {
             let sha256 = info.sha256
             pending.append(
                 Task { [self] in
-                    let frame = try await retrying(until: ContinuousClock.now + resumeWithin) { () throws(LarderError) in
+                    let until = ContinuousClock.now + resumeWithin
+                    let frame = try await retrying(until: until) { () throws(LarderError) in
                         try await call(.blobGet, request.json)
                     }
                     let got = try BlobInfo(json: try frame.jsonObject())
@@ -226,7 +230,8 @@ extension LarderClient {
             let digest = hasher.finalizeHex()
             guard digest == info.sha256 else {
                 throw LarderError(
-                    .internal, "the blob arrived damaged (SHA-256 \(digest), the server's \(info.sha256)); read it again")
+                    .internal,
+                    "the blob arrived damaged (SHA-256 \(digest), the server's \(info.sha256)); read it again")
             }
         }
         try writer.sync()
