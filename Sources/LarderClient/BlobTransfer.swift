@@ -20,8 +20,11 @@ public struct BlobTransfer<Value: Sendable>: Sendable {
     public let progress: AsyncStream<BlobTransferProgress>
     private let task: Task<Value, any Error>
 
-    init(_ body: @escaping @Sendable (@escaping @Sendable (BlobTransferProgress) -> Void) async throws(LarderError) -> Value) {
-        let (stream, continuation) = AsyncStream<BlobTransferProgress>.makeStream(bufferingPolicy: .bufferingNewest(64))
+    typealias Body = @Sendable (@escaping @Sendable (BlobTransferProgress) -> Void) async throws(LarderError) -> Value
+
+    init(_ body: @escaping Body) {
+        let (stream, continuation) = AsyncStream<BlobTransferProgress>.makeStream(
+            bufferingPolicy: .bufferingNewest(64))
         progress = stream
         task = Task {
             defer { continuation.finish() }
@@ -163,7 +166,7 @@ extension LarderClient {
         _ id: UUID, to file: URL, range: Range<Int64>? = nil, resumeWithin: Duration = .seconds(60),
         progress: (@Sendable (BlobTransferProgress) -> Void)? = nil
     ) async throws(LarderError) -> BlobInfo {
-        var deadline = ContinuousClock.now + resumeWithin
+        let deadline = ContinuousClock.now + resumeWithin
         let info = try await retrying(until: deadline) { () throws(LarderError) in try await blobHead(id) }
         let wanted = range ?? 0..<info.size
         guard wanted.lowerBound >= 0, wanted.upperBound <= info.size else {
@@ -183,26 +186,52 @@ extension LarderClient {
         var hasher = SHA256()
         var offset = wanted.lowerBound
         progress?(BlobTransferProgress(done: 0, total: Int64(wanted.count)))
-        while offset < wanted.upperBound {
-            let request = BlobGetRequest(id: id, offset: offset, length: min(chunk, wanted.upperBound - offset))
-            let frame = try await retrying(until: deadline) { () throws(LarderError) in
-                try await call(.blobGet, request.json)
+        // A few ranges in flight at once (each a request of its own, answered in any order, each retried after a
+        // broken connection), written in order: memory stays `window` chunks.
+        let window = 4
+        var pending: [Task<[UInt8], any Error>] = []
+        defer { for task in pending { task.cancel() } }
+        var next = wanted.lowerBound
+        func start() {
+            let length = min(chunk, wanted.upperBound - next)
+            let request = BlobGetRequest(id: id, offset: next, length: length)
+            next += length
+            let sha256 = info.sha256
+            pending.append(
+                Task { [self] in
+                    let until = ContinuousClock.now + resumeWithin
+                    let frame = try await retrying(until: until) { () throws(LarderError) in
+                        try await call(.blobGet, request.json)
+                    }
+                    let got = try BlobInfo(json: try frame.jsonObject())
+                    guard got.sha256 == sha256, frame.binary.count == Int(length) else {
+                        throw LarderError(.notFound, "blob \(id.wireString) was deleted while it was read", field: "id")
+                    }
+                    return frame.binary
+                })
+        }
+        while next < wanted.upperBound && pending.count < window { start() }
+        while !pending.isEmpty {
+            let bytes: [UInt8]
+            do {
+                bytes = try await pending.removeFirst().value
+            } catch let error as LarderError {
+                throw error
+            } catch {
+                throw LarderError(.internal, "reading blob \(id.wireString) failed: \(error)")
             }
-            let got = try BlobInfo(json: try frame.jsonObject())
-            guard got.sha256 == info.sha256, !frame.binary.isEmpty else {
-                throw LarderError(.notFound, "blob \(id.wireString) was deleted while it was read", field: "id")
-            }
-            try writer.write(frame.binary)
-            hasher.update(frame.binary)
-            offset += Int64(frame.binary.count)
-            deadline = ContinuousClock.now + resumeWithin
+            try writer.write(bytes)
+            hasher.update(bytes)
+            offset += Int64(bytes.count)
             progress?(BlobTransferProgress(done: offset - wanted.lowerBound, total: Int64(wanted.count)))
+            if next < wanted.upperBound { start() }
         }
         if range == nil {
             let digest = hasher.finalizeHex()
             guard digest == info.sha256 else {
                 throw LarderError(
-                    .internal, "the blob arrived damaged (SHA-256 \(digest), the server's \(info.sha256)); read it again")
+                    .internal,
+                    "the blob arrived damaged (SHA-256 \(digest), the server's \(info.sha256)); read it again")
             }
         }
         try writer.sync()

@@ -229,7 +229,8 @@ public enum ServerOptions {
             limit("max-blob-bytes", "largest blob", l.maxBlobBytes, \.maxBlobBytes),
             limit("blob-chunk-bytes", "largest chunk of a resumable upload", l.blobChunkBytes, \.blobChunkBytes),
             limit(
-                "upload-expiry-ms", "drop an upload this long after its last chunk", l.uploadExpiryMs, \.uploadExpiryMs),
+                "upload-expiry-ms", "drop an upload this long after its last chunk", l.uploadExpiryMs,
+                \.uploadExpiryMs),
             limit(
                 "max-upload-bytes", "declared bytes of all unfinished uploads together", l.maxUploadBytes,
                 \.maxUploadBytes),

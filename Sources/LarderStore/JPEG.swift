@@ -15,8 +15,8 @@ public enum JPEG {
         }
     }
 
-    /// `inspect` over `count` bytes read through `byte` (an index), for a blob that is not in memory (an upload's chunks).
-    /// It reads the last two bytes, then walks forward from the start to the frame header, jumping over segments:
+    /// `inspect` over `count` bytes read through `byte` (an index), for a blob that is not in memory (an upload's
+    /// chunks). It reads the last two bytes, then walks forward from the start to the frame header, jumping over segments:
     /// a few hundred bytes of any blob, whatever its size.
     public static func inspect(count n: Int, byte: (Int) throws(LarderError) -> UInt8) throws(LarderError)
         -> JPEGInfo

@@ -100,7 +100,8 @@ extension SQLiteWriteContext: UploadWriteContext {
         let open = try db.scalar("SELECT coalesce(sum(size), 0) FROM uploads") ?? 0
         try WriteRules.checkUploadQuota(open: open, adding: upload.size, quota: quota)
         try db.run(
-            "INSERT INTO uploads(\(SQLiteStore.uploadColumns), createdAt) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            "INSERT INTO uploads(\(SQLiteStore.uploadColumns), createdAt) "
+                + "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             [
                 .text(upload.upload.wireString), .text(upload.id.wireString), .int(upload.size), .int(upload.offset),
                 .int(Int64(upload.chunkBytes)), .int(upload.expiresAt), upload.sha256.map { .text($0) } ?? .null,

@@ -49,7 +49,8 @@ enum UploadRules {
         guard length >= 0, Int64(length) <= size - offset else {
             throw LarderError(
                 .invalidArgument, "the range \(offset)+\(length) passes the end of the blob, which has \(size) bytes; "
-                    + "ask for at most \(size - offset) bytes from there", field: "length", details: ["size": .int(size)])
+                    + "ask for at most \(size - offset) bytes from there", field: "length",
+                details: ["size": .int(size)])
         }
         return offset..<(offset + Int64(length))
     }

@@ -86,7 +86,8 @@ public struct Limits: Sendable, Equatable {
         self.init()
         var reader = FieldReader(json, path: "limits")
         func read(_ name: String, _ value: inout Int) throws(LarderError) {
-            if let v = try reader.optionalInt(name, range: 0...Int64(Int32.max)) { value = Int(v) }
+            // A quota may pass 2 GiB; a 32-bit client (watchOS) reads what it cannot hold as its largest Int.
+            if let v = try reader.optionalInt(name, range: 0...Int64.max) { value = Int(clamping: v) }
         }
         try read("maxFrameBytes", &maxFrameBytes)
         try read("maxJSONBytes", &maxJSONBytes)

@@ -33,7 +33,9 @@ public struct BlobUploadRequest: WireMessage, Equatable {
         id = try r.optionalUUID("id")
         sha256 = try r.optionalString("sha256", maxLength: 64)
         try checkSHA256Member(sha256, field: "sha256")
-        attach = try r.optionalObject("attach").map { (o) throws(LarderError) in try BlobAttachment(json: o, path: "attach") }
+        attach = try r.optionalObject("attach").map { (o) throws(LarderError) in
+            try BlobAttachment(json: o, path: "attach")
+        }
         try r.finish()
     }
 
@@ -151,7 +153,9 @@ public struct BlobUploadInfo: WireMessage, Equatable {
         }
         expiresAt = ms
         sha256 = try r.optionalString("sha256")
-        attach = try r.optionalObject("attach").map { (o) throws(LarderError) in try BlobAttachment(json: o, path: "attach") }
+        attach = try r.optionalObject("attach").map { (o) throws(LarderError) in
+            try BlobAttachment(json: o, path: "attach")
+        }
     }
 
     public var json: JSONObject {

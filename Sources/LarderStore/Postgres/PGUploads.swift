@@ -103,7 +103,8 @@ extension PGWriteContext: UploadWriteContext {
     private func blobIdTaken(_ id: UUID) throws(LarderError) -> Bool {
         let result = try one(
             PGStatement(
-                "SELECT EXISTS (SELECT 1 FROM blobs WHERE id = $1) OR EXISTS (SELECT 1 FROM uploads WHERE blob_id = $1)",
+                "SELECT EXISTS (SELECT 1 FROM blobs WHERE id = $1) "
+                    + "OR EXISTS (SELECT 1 FROM uploads WHERE blob_id = $1)",
                 [.uuid(id)], name: "upload_id_taken"), writes: false)
         return result.bool(0, 0)
     }
@@ -115,7 +116,8 @@ extension PGWriteContext: UploadWriteContext {
         // One BLOB_UPLOAD at a time counts the open uploads, across every server sharing the database.
         let open = try run(
             [
-                PGStatement("SELECT pg_advisory_xact_lock($1)", [.int(PGSchema.lockKey + 1)], name: "upload_quota_lock"),
+                PGStatement(
+                    "SELECT pg_advisory_xact_lock($1)", [.int(PGSchema.lockKey + 1)], name: "upload_quota_lock"),
                 PGStatement("SELECT coalesce(sum(size), 0)::int8 FROM uploads", name: "upload_open_bytes"),
             ], writes: false)[1].int(0, 0)
         try WriteRules.checkUploadQuota(open: open, adding: upload.size, quota: quota)
