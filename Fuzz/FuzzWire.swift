@@ -264,6 +264,7 @@ enum FuzzJSON {
         roundTrip(CollectionsResponse.self, object)
         roundTrip(BlobPutRequest.self, object)
         roundTrip(BlobIDRequest.self, object)
+        roundTrip(BlobGetRequest.self, object)
         roundTrip(BlobInfo.self, object)
         roundTrip(BlobListRequest.self, object)
         roundTrip(BlobListResponse.self, object)
@@ -334,6 +335,8 @@ enum FuzzBlob {
             check(info.width > 0 && info.height > 0, "a JPEG of \(info.width)x\(info.height) was accepted")
             check(bytes.count >= 4 && bytes[0] == 0xFF && bytes[1] == 0xD8, "a JPEG without SOI was accepted")
         }
+        // The EXIF orientation reader (thumbnails) never reads out of bounds, and answers 1 to 8.
+        check((1...8).contains(ExifOrientation.of(jpeg: bytes).rawValue), "an orientation outside 1...8")
         // Hashing in pieces gives the one-shot digest.
         var rng = SplitMix64(bytes)
         var hasher = SHA256()
