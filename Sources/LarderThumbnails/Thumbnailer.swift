@@ -53,6 +53,10 @@ public enum Thumbnailer {
         let header = try decoder.header(jpeg)
         let (width, height) = header.size
         try checkPixels(width: width, height: height, limit: maxSourcePixels)
+        if isProgressive(jpeg) {
+            try checkPixels(
+                width: width, height: height, limit: maxSourcePixels / progressiveDivisor, progressive: true)
+        }
         let longer = max(width, height)
         let target = min(size, longer)
         // The smallest scale whose longer side still reaches the target: the box filter then has all the detail.
@@ -94,21 +98,54 @@ public enum Thumbnailer {
         return RGBImage(width: width, height: height, pixels: pixels)
     }
 
-    /// Encodes an RGB image as a baseline JPEG (for tests and tools).
-    public static func encode(_ image: RGBImage) throws(LarderError) -> [UInt8] {
-        try Handle(decompress: false).encode(image)
+    /// Encodes an RGB image as a baseline JPEG, or a progressive one (for tests and tools).
+    public static func encode(_ image: RGBImage, progressive: Bool = false) throws(LarderError) -> [UInt8] {
+        try Handle(decompress: false).encode(image, progressive: progressive)
     }
 
-    /// PAYLOAD_TOO_LARGE (details `limit`, `width`, `height`; field `thumbnail`) for a photo of more than `limit`
-    /// pixels.
-    public static func checkPixels(width: Int, height: Int, limit: Int) throws(LarderError) {
+    /// A progressive photo is made into a thumbnail only up to this fraction of the pixel limit: libjpeg must hold all
+    /// of its DCT coefficients (about 3 bytes a pixel at 4:2:0) until the last scan, scaled decoding or not, where a
+    /// baseline photo is decoded a few rows at a time. At the default limit that is 25 MP, about 75 MB while it runs.
+    public static let progressiveDivisor = 4
+
+    /// PAYLOAD_TOO_LARGE (details `limit`, `width`, `height`, and `progressive` when that is why; field `thumbnail`)
+    /// for a photo of more than `limit` pixels.
+    public static func checkPixels(width: Int, height: Int, limit: Int, progressive: Bool = false) throws(LarderError) {
         guard width.multipliedReportingOverflow(by: height).partialValue > limit else { return }
+        var details: JSONObject = [
+            "limit": .int(Int64(limit)), "width": .int(Int64(width)), "height": .int(Int64(height)),
+        ]
+        if progressive { details["progressive"] = .bool(true) }
         throw LarderError(
             .payloadTooLarge,
-            "the photo is \(width) × \(height) pixels, over the \(limit) a thumbnail is made of; "
-                + "fetch the photo itself",
-            field: "thumbnail",
-            details: ["limit": .int(Int64(limit)), "width": .int(Int64(width)), "height": .int(Int64(height))])
+            progressive
+                ? "the photo is progressive and \(width) × \(height) pixels; a progressive photo is decoded whole, so "
+                    + "thumbnails are made of ones up to \(limit) pixels (a quarter of maxThumbnailSourcePixels); "
+                    + "fetch the photo itself"
+                : "the photo is \(width) × \(height) pixels, over the \(limit) a thumbnail is made of; "
+                    + "fetch the photo itself",
+            field: "thumbnail", details: details)
+    }
+
+    /// Whether the first frame header of `jpeg` is progressive (SOF2, SOF6, SOF10, SOF14), read from the markers
+    /// alone; false for anything that is not a well-formed run of segments up to a frame header.
+    public static func isProgressive(_ jpeg: [UInt8]) -> Bool {
+        guard jpeg.count >= 4, jpeg[0] == 0xFF, jpeg[1] == 0xD8 else { return false }
+        var i = 2
+        while i + 4 <= jpeg.count {
+            guard jpeg[i] == 0xFF else { return false }
+            let marker = jpeg[i + 1]
+            if marker == 0xFF { i += 1; continue }  // fill byte
+            switch marker {
+            case 0xC2, 0xC6, 0xCA, 0xCE: return true
+            case 0xC0, 0xC1, 0xC3, 0xC5, 0xC7, 0xC9, 0xCB, 0xCD, 0xCF, 0xDA, 0xD9: return false
+            default:
+                let length = Int(jpeg[i + 2]) << 8 | Int(jpeg[i + 3])
+                guard length >= 2 else { return false }
+                i += 2 + length
+            }
+        }
+        return false
     }
 
     /// `dimension` scaled by 1/`denom`, rounded up as TurboJPEG does (`TJSCALED`).
@@ -161,13 +198,14 @@ public enum Thumbnailer {
         }
 
         /// A baseline JPEG of `image`, 4:2:0 at `Thumbnailer.quality`.
-        func encode(_ image: RGBImage) throws(LarderError) -> [UInt8] {
+        func encode(_ image: RGBImage, progressive: Bool = false) throws(LarderError) -> [UInt8] {
             var buffer: UnsafeMutablePointer<UInt8>?
             var length: UInt = 0
             let rc = image.pixels.withUnsafeBufferPointer {
                 tjCompress2(
                     handle, $0.baseAddress, Int32(image.width), Int32(image.width * 3), Int32(image.height),
-                    Int32(TJPF_RGB.rawValue), &buffer, &length, Int32(TJSAMP_420.rawValue), Thumbnailer.quality, 0)
+                    Int32(TJPF_RGB.rawValue), &buffer, &length, Int32(TJSAMP_420.rawValue), Thumbnailer.quality,
+                    progressive ? TJFLAG_PROGRESSIVE : 0)
             }
             defer { tjFree(buffer) }
             guard rc == 0, let buffer else {

@@ -135,6 +135,30 @@ import Testing
         #expect(over?.status == .payloadTooLarge)
     }
 
+    /// A progressive photo is decoded whole (all its coefficients at once), so it is refused from its header past a
+    /// quarter of the pixel limit, where the same photo encoded baseline is still made.
+    @Test func progressivePhotosHaveAQuarterOfThePixelLimit() throws {
+        let photo = try Thumbnailer.decode(try fixture("rocket.jpg"))
+        let baseline = try Thumbnailer.encode(photo)
+        let progressive = try Thumbnailer.encode(photo, progressive: true)
+        #expect(!Thumbnailer.isProgressive(baseline) && Thumbnailer.isProgressive(progressive))
+        #expect(!Thumbnailer.isProgressive(Array("not a jpeg".utf8)))
+        let pixels = photo.width * photo.height
+        // Under a limit of twice its pixels: baseline made, progressive refused (a quarter of the limit is half of it).
+        let limit = pixels * 2
+        #expect(try Thumbnailer.make(baseline, size: 64, maxSourcePixels: limit).width == 64)
+        let refused = #expect(throws: LarderError.self) {
+            try Thumbnailer.make(progressive, size: 64, maxSourcePixels: limit)
+        }
+        #expect(refused?.status == .payloadTooLarge)
+        #expect(refused?.field == "thumbnail")
+        #expect(refused?.details["progressive"] == .bool(true))
+        #expect(refused?.details["limit"] == .int(Int64(limit / Thumbnailer.progressiveDivisor)))
+        // Under four times its pixels it is made, and decodes.
+        let made = try Thumbnailer.make(progressive, size: 64, maxSourcePixels: pixels * 4)
+        #expect(made.width == 64 && !Thumbnailer.isProgressive(made.jpeg))
+    }
+
     /// A cut scan, a scan of garbage and bytes that are no JPEG at all: UNSUPPORTED_MEDIA_TYPE naming `thumbnail`.
     @Test func undecodablePhotosAreRefused() throws {
         let rocket = try fixture("rocket.jpg")
