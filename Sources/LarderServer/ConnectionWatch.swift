@@ -43,7 +43,7 @@ extension Connection {
 
     /// Subscriptions replaying the log read their next page if the output has drained enough.
     func continueCatchUps() {
-        guard !closing else { return }
+        guard !closing, !watches.subscriptions.isEmpty else { return }
         performWatch(watches.continueCatchUps(canPush: machine.canPush, unsentBytes: machine.unsentBytes))
     }
 

@@ -81,6 +81,7 @@ final class IOShard: EventLoopHandler, @unchecked Sendable {
         readCacheBytes: Int = 0, publishedSeq: Int64 = 0, maxInboxChanges: Int = IOShard.defaultMaxInboxChanges
     ) {
         self.maxInboxChanges = max(1, maxInboxChanges)
+        inbox = Locked(ChangeInbox(limit: maxInboxChanges))
         self.store = store
         self.stats = stats
         readCache = ReadCache(maxBytes: readCacheBytes)
@@ -90,9 +91,8 @@ final class IOShard: EventLoopHandler, @unchecked Sendable {
         self.publishedSeq = publishedSeq
     }
 
-    /// Committed changes waiting for `loop`, whether a drain is scheduled, and the last change dropped since the
-    /// last drain (under the mutex: the writer queue appends, `loop` drains).
-    private let inbox = Locked<(pending: [ChangeEntry], scheduled: Bool, droppedThrough: Int64?)>(([], false, nil))
+    /// Committed changes waiting for `loop` (under the mutex: the writer queue publishes, `loop` takes).
+    private let inbox: Locked<ChangeInbox>
     /// The most changes the inbox holds for a loop that has fallen behind (an overloaded server): past it they are
     /// dropped, and the next drain ends the shard's live subscriptions with a gap (each resumes from its own last
     /// change with `since`) and empties its read cache, instead of the inbox growing without bound.
@@ -107,20 +107,8 @@ final class IOShard: EventLoopHandler, @unchecked Sendable {
     /// arrive while the shard is busy are pushed together, so a connection gets one write for many commits when the
     /// fan-out falls behind, rather than one per commit.
     func publish(_ entries: [ChangeEntry]) {
-        let limit = maxInboxChanges
-        let schedule = inbox.withLock { inbox -> Bool in
-            if inbox.droppedThrough != nil || inbox.pending.count + entries.count > limit {
-                // Fallen too far behind: what is pending goes too; the drain makes up for it (see `drain`).
-                let last = entries.last?.seq ?? inbox.pending.last?.seq
-                if inbox.droppedThrough == nil { inboxOverflows.add(1, ordering: .relaxed) }
-                inbox.droppedThrough = max(inbox.droppedThrough ?? 0, last ?? 0)
-                inbox.pending = []
-            } else {
-                inbox.pending += entries
-            }
-            defer { inbox.scheduled = true }
-            return !inbox.scheduled
-        }
+        let (schedule, overflowed) = inbox.withLock { $0.publish(entries) }
+        if overflowed { inboxOverflows.add(1, ordering: .relaxed) }
         // After the entries are in the inbox, before the writer acknowledges the write (see `ReadCache`).
         published.add(1, ordering: .releasing)
         if schedule { loop.async { self.drain() } }
@@ -129,14 +117,7 @@ final class IOShard: EventLoopHandler, @unchecked Sendable {
     /// On `loop`: every change published so far, in commit order, to every live subscription of the shard.
     private func drain() {
         let current = published.load(ordering: .acquiring)
-        let (entries, dropped) = inbox.withLock { inbox -> ([ChangeEntry], Int64?) in
-            inbox.scheduled = false
-            defer {
-                inbox.pending = []
-                inbox.droppedThrough = nil
-            }
-            return (inbox.pending, inbox.droppedThrough)
-        }
+        let (entries, dropped) = inbox.withLock { $0.take() }
         // Every batch counted in `current` was in the inbox before it was counted, so it is in `entries` (or was
         // dropped, and `dropped` says so).
         applied = current
