@@ -75,8 +75,11 @@ public struct ServerConfiguration: Sendable {
     /// arrives (`WorkPool`).
     public var workThreads: Int = WorkPool.defaultThreads
     /// Requests that may wait for a work-pool thread; past it a request is answered RESOURCE_EXHAUSTED at once instead
-    /// of queueing without bound.
-    public var maxQueuedWork: Int = WorkPool.defaultMaxWaiting
+    /// of queueing without bound. One of the limits HELLO announces (`limits.maxQueuedWork`).
+    public var maxQueuedWork: Int {
+        get { limits.maxQueuedWork }
+        set { limits.maxQueuedWork = newValue }
+    }
     /// The change log keeps the newest this many changes for WATCH `since`...
     public var changeRetentionEvents: Int = 100_000
     /// ...none older than this (milliseconds).

@@ -1,33 +1,35 @@
 import Foundation
 import LarderSync
+import LarderWire
 
-/// The server's one pool of threads for work off the event loops: reads whose time depends on the data (searches,
-/// lists, blob bytes), parsing writes before the store's writer, the change log read for a WATCH catch-up, backups,
-/// and writing large answers (senders).
+/// The server's one pool for work off the event loops: reads whose time depends on the data (searches, lists, blob
+/// bytes), parsing writes before the store's writer, the change log read for a WATCH catch-up, backups, and writing
+/// large answers (senders). Its jobs run on a concurrent Dispatch queue, as the server's other off-loop work does.
 ///
-/// Its size is stated: at most `threads` threads (started as work arrives), and at most `maxWaiting` jobs accepted and
-/// not yet started. A full pool refuses more work instead of queueing without bound: `submit` returns false and the
-/// caller answers that request RESOURCE_EXHAUSTED at once (`Router.poolFull`); a large send is then written by its
-/// event loop, and a catch-up read is tried again later. The event loops never wait for the pool.
+/// Its size is stated: at most `threads` jobs run at once (the queue is fed no more blocks than that), and at most
+/// `maxWaiting` jobs are accepted and not yet started. A full pool refuses more work instead of queueing without
+/// bound: `submit` returns false and the caller answers that request RESOURCE_EXHAUSTED at once (`Router.poolFull`);
+/// a large send is then written by its event loop, and a catch-up read is tried again later. The event loops never
+/// wait for the pool.
 final class WorkPool: @unchecked Sendable {
     typealias Job = @Sendable () -> Void
 
     let threads: Int
     let maxWaiting: Int
     static let defaultThreads = 16
-    static let defaultMaxWaiting = 10_000
+    static let defaultMaxWaiting = Limits.default.maxQueuedWork
 
+    private let dispatch = DispatchQueue(label: "larder.work", qos: .userInitiated, attributes: .concurrent)
     /// Guards every stored property below.
     private let lock = Lock()
-    private let wake = Condition()
-    /// Jobs for the threads, in order; `counted` ones are accepted work (a lane's turn is not).
+    /// Jobs for the workers, in order; `counted` ones are accepted work (a lane's turn is not).
     private var queue: [(job: Job, counted: Bool)] = []
     private var head = 0
     /// Accepted jobs not yet started, lanes' included.
     private var waiting = 0
-    private var started = 0
-    private var idle = 0
-    /// Threads signalled or started and not yet back at the queue.
+    /// Blocks on the Dispatch queue: each takes jobs until none is left, then ends.
+    private var workers = 0
+    /// Workers submitted and not yet at the queue.
     private var wakesPending = 0
     private var running = 0
     private var refused = 0
@@ -38,7 +40,7 @@ final class WorkPool: @unchecked Sendable {
         self.maxWaiting = max(1, maxWaiting)
     }
 
-    /// Runs `job` on a thread of the pool; false (and `job` is dropped) when `maxWaiting` jobs already wait.
+    /// Runs `job` on the pool; false (and `job` is dropped) when `maxWaiting` jobs already wait.
     @discardableResult
     func submit(_ job: @escaping Job) -> Bool {
         lock.withLock { () -> Bool in
@@ -48,31 +50,28 @@ final class WorkPool: @unchecked Sendable {
         }
     }
 
-    /// A serial lane: its jobs run one after another, in the order submitted, on the pool's threads. Each is accepted
-    /// or refused as a job of the pool.
+    /// A serial lane: its jobs run one after another, in the order submitted, on the pool. Each is accepted or
+    /// refused as a job of the pool.
     func makeLane() -> Lane { Lane(pool: self) }
 
     /// What STATS shows.
     struct Snapshot: Equatable {
-        /// The stated size; threads started so far and busy now; jobs waiting now, and refused since the start.
+        /// The stated size; workers at work now (at most `threads`) and jobs running now; jobs waiting now, and
+        /// refused since the start.
         var threads, maxWaiting, started, busy, waiting, refused: Int
     }
 
     var snapshot: Snapshot {
         lock.withLock {
             Snapshot(
-                threads: threads, maxWaiting: maxWaiting, started: started, busy: running, waiting: waiting,
+                threads: threads, maxWaiting: maxWaiting, started: workers, busy: running, waiting: waiting,
                 refused: refused)
         }
     }
 
-    /// Lets the threads finish what is queued and end; later work is refused. The threads hold the pool, so its owner
-    /// must call this (`LarderServer.shutdown` and `deinit` do).
+    /// Refuses later work; what is queued still runs. `LarderServer.shutdown` and `deinit` call it.
     func stop() {
-        lock.withLock {
-            stopped = true
-            wake.broadcast()
-        }
+        lock.withLock { stopped = true }
     }
 
     private func admitLocked() -> Bool {
@@ -89,61 +88,44 @@ final class WorkPool: @unchecked Sendable {
         wakeOneLocked()
     }
 
-    /// Wakes (or starts, up to `threads`) one thread while jobs wait and none is already on its way. Each thread that
-    /// takes a job and leaves others waiting wakes the next, so threads join one at a time while the work lasts: a
-    /// burst of small jobs (parsing a CREATE takes microseconds) is drained by the few threads that keep up with it,
-    /// not by one wake-up per job (which cost CREATE 40% more CPU), and a thread held by a slow job never strands
-    /// the ones queued behind it.
+    /// Starts one more worker, up to `threads`, while jobs wait and none is already on its way. Each worker that takes
+    /// a job and leaves others waiting starts the next, so workers join one at a time while the work lasts: a burst
+    /// of small jobs (parsing a CREATE takes microseconds) is drained by the few workers that keep up with it, not by
+    /// one wake-up per job (which cost CREATE 40% more CPU), and a worker held by a slow job never strands the jobs
+    /// queued behind it.
     private func wakeOneLocked() {
-        guard head < queue.count, wakesPending == 0 else { return }
-        if idle > 0 {
-            wakesPending += 1
-            wake.signal()
-        } else if started < threads {
-            wakesPending += 1
-            started += 1
-            let thread = Thread { [self] in work() }
-            thread.name = "larder.work"
-            thread.stackSize = 8 << 20  // as a default pthread has: parsing deep JSON recurses
-            thread.start()
-        }
+        guard head < queue.count, wakesPending == 0, workers < threads else { return }
+        wakesPending += 1
+        workers += 1
+        dispatch.async { [self] in work() }
     }
 
     private static let nothing: Job = {}
 
     private func work() {
         lock.lock()
-        wakesPending = max(0, wakesPending - 1)
-        while true {
-            if head < queue.count {
-                let (job, counted) = queue[head]
-                queue[head] = (WorkPool.nothing, false)
-                head += 1
-                if head == queue.count {
-                    queue.removeAll(keepingCapacity: queue.capacity <= 4096)
-                    head = 0
-                } else if head >= 1024 && head * 2 >= queue.count {
-                    queue.removeFirst(head)
-                    head = 0
-                }
-                if counted { waiting -= 1 }
-                running += 1
-                wakeOneLocked()
-                lock.unlock()
-                job()
-                lock.lock()
-                running -= 1
-            } else if stopped {
-                started -= 1
-                lock.unlock()
-                return
-            } else {
-                idle += 1
-                wake.wait(on: lock)
-                idle -= 1
-                wakesPending = max(0, wakesPending - 1)
+        wakesPending -= 1
+        while head < queue.count {
+            let (job, counted) = queue[head]
+            queue[head] = (WorkPool.nothing, false)
+            head += 1
+            if head == queue.count {
+                queue.removeAll(keepingCapacity: queue.capacity <= 4096)
+                head = 0
+            } else if head >= 1024 && head * 2 >= queue.count {
+                queue.removeFirst(head)
+                head = 0
             }
+            if counted { waiting -= 1 }
+            running += 1
+            wakeOneLocked()
+            lock.unlock()
+            job()
+            lock.lock()
+            running -= 1
         }
+        workers -= 1
+        lock.unlock()
     }
 
     /// Jobs that must run one at a time in order (a connection's writes, which commit in the order it sent them).

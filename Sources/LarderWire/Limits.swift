@@ -29,6 +29,9 @@ public struct Limits: Sendable, Equatable {
     public var uploadExpiryMs: Int = 86_400_000
     /// The declared sizes of all unfinished uploads together may not pass this (RESOURCE_EXHAUSTED at `BLOB_UPLOAD`).
     public var maxUploadBytes: Int = 1 << 30
+    /// Requests the whole server lets wait for its work pool (searches, blob bytes, parsing writes): past it a request
+    /// is answered RESOURCE_EXHAUSTED at once. Server-wide, not per connection.
+    public var maxQueuedWork: Int = 10_000
     /// The thumbnail sizes (longer side, pixels) BLOB_GET makes; any other is INVALID_ARGUMENT, so that no client can
     /// fill the store with sizes. Ascending, each from 1 to `maxThumbnailSize`.
     public var thumbnailSizes: [Int]
@@ -76,6 +79,7 @@ public struct Limits: Sendable, Equatable {
             "maxHandshakeFrameBytes": .int(Int64(maxHandshakeFrameBytes)), "maxWatches": .int(Int64(maxWatches)),
             "maxWatchBufferBytes": .int(Int64(maxWatchBufferBytes)), "blobChunkBytes": .int(Int64(blobChunkBytes)),
             "uploadExpiryMs": .int(Int64(uploadExpiryMs)), "maxUploadBytes": .int(Int64(maxUploadBytes)),
+            "maxQueuedWork": .int(Int64(maxQueuedWork)),
             "maxThumbnailSourcePixels": .int(Int64(maxThumbnailSourcePixels)),
             "thumbnailSizes": .array(thumbnailSizes.map { .int(Int64($0)) }),
         ]
@@ -103,6 +107,7 @@ public struct Limits: Sendable, Equatable {
         try read("blobChunkBytes", &blobChunkBytes)
         try read("uploadExpiryMs", &uploadExpiryMs)
         try read("maxUploadBytes", &maxUploadBytes)
+        try read("maxQueuedWork", &maxQueuedWork)
         try read("maxThumbnailSourcePixels", &maxThumbnailSourcePixels)
         if let sizes = try reader.optionalArray("thumbnailSizes", maxCount: Limits.maxThumbnailSizeCount) {
             thumbnailSizes = []
@@ -126,6 +131,7 @@ public struct Limits: Sendable, Equatable {
             ("maxHandshakeFrameBytes", maxHandshakeFrameBytes), ("maxWatches", maxWatches),
             ("maxWatchBufferBytes", maxWatchBufferBytes), ("blobChunkBytes", blobChunkBytes),
             ("uploadExpiryMs", uploadExpiryMs), ("maxUploadBytes", maxUploadBytes),
+            ("maxQueuedWork", maxQueuedWork),
             ("maxThumbnailSourcePixels", maxThumbnailSourcePixels),
         ]
         for (name, value) in positive where value <= 0 {

@@ -118,7 +118,7 @@ struct ServerLimitTests {
 
     /// The work pool's bound crossed: one thread, one request allowed to wait. The first SEARCH holds the thread on
     /// a gate, the second waits, the third is refused at once with the limit named; the held ones are answered once
-    /// the gate opens, and STATS shows the pool's size and the refusal.
+    /// the gate opens, and STATS shows the pool's size and the refusal. HELLO announces the bound.
     @Test func requestsPastTheWorkPoolBoundAreResourceExhausted() throws {
         let gate = try ServerGate()
         defer { gate.open() }
@@ -128,7 +128,8 @@ struct ServerLimitTests {
             $0.searchGate = gate.gate
         }) { _, port in
             let c = try RawClient.tcp(port: port)
-            try c.hello()
+            // Announced like every limit, though it counts the requests of all connections together.
+            #expect(try c.hello().limits.maxQueuedWork == 1)
             _ = try c.send(.search, ["collection": "x"], id: 100)
             try gate.waitForHeld(1)
             _ = try c.send(.search, ["collection": "x"], id: 101)
