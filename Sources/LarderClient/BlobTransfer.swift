@@ -101,27 +101,59 @@ extension LarderClient {
             try await message(BlobUploadInfo.self, .blobUpload, begin.json)
         }
         progress?(BlobTransferProgress(done: upload.offset, total: size))
+        // Up to `window` chunks in flight, sent in order on the connection (each is handed to it before the next is
+        // read from the file), so the server, which applies one connection's chunks in order, is never idle between
+        // them. Any refusal or break: wait for the rest to settle, ask the server where it stands, go on from there.
+        let window = 4
+        var inFlight: [Task<BlobUploadInfo, any Error>] = []
+        defer { for task in inFlight { task.cancel() } }
         var offset = upload.offset
+        var next = offset
         var damaged = 0
+        let uploadID = upload.upload
         while offset < size {
-            let count = Int(min(Int64(upload.chunkBytes), size - offset))
-            let bytes = try reader.read(at: offset, count: count)
-            let request = BlobUploadChunkRequest(upload: upload.upload, offset: offset, crc32: CRC32.checksum(bytes))
+            while inFlight.count < window && next < size {
+                let count = Int(min(Int64(upload.chunkBytes), size - next))
+                let bytes = try reader.read(at: next, count: count)
+                let request = BlobUploadChunkRequest(upload: uploadID, offset: next, crc32: CRC32.checksum(bytes))
+                let (handedOver, signal) = AsyncStream<Void>.makeStream()
+                inFlight.append(
+                    Task { [self] in
+                        defer { signal.finish() }
+                        let frame = try await call(
+                            .blobUploadChunk, jsonBytes: request.json.bytes, binary: bytes,
+                            enqueued: { signal.finish() })
+                        return try BlobUploadInfo(json: try frame.jsonObject())
+                    })
+                for await _ in handedOver {}
+                next += Int64(count)
+            }
             do throws(LarderError) {
-                upload = try await message(BlobUploadInfo.self, .blobUploadChunk, request.json, binary: bytes)
+                let task = inFlight.removeFirst()
+                do {
+                    upload = try await task.value
+                } catch let error as LarderError {
+                    throw error
+                } catch {
+                    throw LarderError(.internal, "the upload failed: \(error)")
+                }
                 offset = upload.offset
                 deadline = ContinuousClock.now + resumeWithin
                 progress?(BlobTransferProgress(done: offset, total: size))
-            } catch where error.status == .conflict && error.details["offset"]?.intValue != nil {
-                offset = error.details["offset"]!.intValue!  // the server holds more (or less) than we thought
-            } catch where error.field == "crc32" && damaged < 3 {
-                damaged += 1  // damaged on the way: nothing was written, send it again
-            } catch where LarderClient.isTransient(error) {
-                let id = upload.upload
+            } catch {
+                if error.field == "crc32" {  // damaged on the way: nothing was written, send it again
+                    damaged += 1
+                    if damaged > 3 { throw error }
+                } else if !LarderClient.isTransient(error) && error.status != .conflict {
+                    throw error
+                }
+                for task in inFlight { _ = try? await task.value }
+                inFlight = []
                 upload = try await retrying(until: deadline) { () throws(LarderError) -> BlobUploadInfo in
-                    try await message(BlobUploadInfo.self, .blobUploadStatus, BlobUploadIDRequest(upload: id).json)
+                    try await message(BlobUploadInfo.self, .blobUploadStatus, BlobUploadIDRequest(upload: uploadID).json)
                 }
                 offset = upload.offset
+                next = offset
             }
         }
         let finish = BlobUploadFinishRequest(upload: upload.upload, sha256: digest)

@@ -272,7 +272,7 @@ public final class LarderClient: Sendable {
 
     func call(
         _ opcode: Opcode, jsonBytes: [UInt8], binary: [UInt8] = [], timeout: Duration? = nil,
-        progress: (@Sendable (Int, Int) -> Void)? = nil
+        progress: (@Sendable (Int, Int) -> Void)? = nil, enqueued: (@Sendable () -> Void)? = nil
     ) async throws(LarderError) -> Frame {
         // A read the lost connection failed goes once more to each other endpoint (a new connection moves on).
         var attempts = LarderClient.isRetryable(opcode) ? configuration.endpoints.count : 1
@@ -282,7 +282,7 @@ public final class LarderClient: Sendable {
             do throws(LarderError) {
                 return try await connection.call(
                     opcode, json: jsonBytes, binary: binary, timeout: timeout ?? configuration.requestTimeout,
-                    progress: progress)
+                    progress: progress, enqueued: enqueued)
             } catch {
                 guard attempts > 0, error.status == .unavailable, error.details["sent"] != nil else { throw error }
             }

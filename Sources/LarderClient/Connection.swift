@@ -151,7 +151,8 @@ final class Connection: @unchecked Sendable {
     /// Sends one request and waits for its reply; an error reply is thrown as the server's `LarderError`.
     func call(
         _ opcode: Opcode, json: [UInt8], binary: [UInt8], timeout: Duration?,
-        progress: (@Sendable (Int, Int) -> Void)? = nil, onReply: (@Sendable (Frame) -> Void)? = nil
+        progress: (@Sendable (Int, Int) -> Void)? = nil, onReply: (@Sendable (Frame) -> Void)? = nil,
+        enqueued: (@Sendable () -> Void)? = nil
     ) async throws(LarderError) -> Frame {
         if let limits = hello?.limits {
             try Connection.checkSize(json: json.count, binary: binary.count, limits: limits)
@@ -179,6 +180,8 @@ final class Connection: @unchecked Sendable {
         let result = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Result<Frame, LarderError>, Never>) in
                 register(id, continuation)
+                // Written or queued to be, behind every request registered before it: the next may go.
+                enqueued?()
             }
         } onCancel: {
             abandon(id, LarderError(.deadlineExceeded, "\(opcode.name) was cancelled before the server answered"))

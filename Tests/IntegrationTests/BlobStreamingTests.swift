@@ -170,8 +170,8 @@ import Testing
         #expect(bytes < size + size / 4, "the data directory holds \(bytes) bytes for a \(size)-byte blob")
     }
 
-    /// An upload whose connection is cut (the client closes its connections under it, mid-chunk) goes on over a new
-    /// one from the offset the server committed: the same SHA-256, the upload finished once.
+    /// An upload whose connection is cut (the client closes its connections under it while chunks are in flight) goes
+    /// on over a new one from the offset the server committed: the same SHA-256, the upload finished once.
     @Test func anUploadResumesAfterItsConnectionIsCut() async throws {
         let root = try Self.directory("blob-cut")
         defer { try? FileManager.default.removeItem(at: root) }
@@ -197,7 +197,7 @@ import Testing
                 Thread.detachNewThread { client.close() }
             }
         }
-        #expect(cuts.withLock { $0 } > 1, "the upload went on after the cut")
+        #expect(cuts.withLock { $0 } >= 1, "the connection was never cut")
         #expect(info.sha256 == sha256 && info.size == Int64(size))
         let copy = root.appendingPathComponent("copy.jpg").path
         try await client.writeBlob(info.id, to: URL(fileURLWithPath: copy))

@@ -111,6 +111,6 @@ import Testing
         let (_, configuration) = try ServerOptions.parse(
             ["--max-frame-bytes", "64MiB", "--compression-threshold", "1KiB"])
         #expect(configuration.limits.maxFrameBytes == 64 << 20 && configuration.compressionThreshold == 1024)
-        #expect(ServerOptions.helpText.contains("largest blob (default 32 MiB)"))
+        #expect(ServerOptions.helpText.contains("largest blob (default 256 MiB)"))
     }
 }
