@@ -29,7 +29,9 @@ import Testing
             #expect(all[2].record?.data == Array(#"{"name":"c"}"#.utf8))
             #expect(all[3].previous == Array(#"{"name":"a"}"#.utf8))
             #expect(try ChangeLogInRowTests.everything(store, after: 2, collection: "items").map(\.seq) == [3, 4, 5, 6])
-            #expect(try ChangeLogInRowTests.everything(store, collection: "other").map(\.record?.id) == [b.id])
+            // A closure, not `\.record?.id`: that optional-chained key path makes the Swift runtime's projection
+            // memcpy overlapping ranges, which AddressSanitizer reports.
+            #expect(try ChangeLogInRowTests.everything(store, collection: "other").map { $0.record?.id } == [b.id])
             #expect(store.lastChangeSeq == 6)
             #expect(try store.stats().changes == 6)
             // Pages stop at their count and go on where they stopped.
