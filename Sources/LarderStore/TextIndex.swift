@@ -69,7 +69,7 @@ final class TextIndexer: @unchecked Sendable {
     private let core: StoreCore
     let queue = DispatchQueue(label: "larder.store.text-index", qos: .utility)
     let connection: Connection  // only on `queue` (and in `init`)
-    private unowned let writer: Writer
+    unowned let writer: Writer
     /// The index generation this store opened (fixed: a start-over happens only at open).
     let generation: Int64
     let lock = Lock()
