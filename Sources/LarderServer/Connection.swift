@@ -24,7 +24,7 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
     /// What the loop watches for.
     var wantsRead = true
     var wantsWrite = false
-    private(set) var closing = false
+    var closing = false
     private var reportedOut = 0
     private var reportedIn = 0
     private var wireIn = 0
@@ -52,7 +52,7 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
     /// Whether a sender is writing this connection's output (the loop neither writes nor closes the descriptor then),
     /// and how many of the unsent bytes it holds (not counted against a subscription's buffer).
     var sending = false
-    private(set) var bytesWithSender = 0
+    var bytesWithSender = 0
     /// Who closes the descriptor: set (under its lock) when `close` ran while a sender was writing; the sender then
     /// closes it as it finishes, whether or not the loop still runs.
     let descriptor = Locked(DescriptorState())
