@@ -40,7 +40,10 @@ extension LarderServer {
             context.stats.connectionOpened()
             var tls: TLSTransport?
             if listener.tls {
-                guard let engine = try? tlsContexts.map({ (contexts) throws(TLSError) in try TLSEngine(context: contexts.context) })
+                guard
+                    let engine = try? tlsContexts.map({ (contexts) throws(TLSError) in
+                        try TLSEngine(context: contexts.context)
+                    })
                 else {
                     context.logger.error("conn \(id): no TLS session could be made (see the TLS error at start-up)")
                     context.stats.connectionClosed()
@@ -67,7 +70,9 @@ extension LarderServer {
                 details: ["limit": .int(Int64(limit))])
         var bytes: [UInt8] = []
         FrameEncoder().encode(
-            Frame(opcode: Opcode(rawValue: 0), requestID: 0, status: error.status, flags: .response, json: error.json.bytes),
+            Frame(
+                opcode: Opcode(rawValue: 0), requestID: 0, status: error.status, flags: .response,
+                json: error.json.bytes),
             into: &bytes)
         _ = bytes.withUnsafeBytes { try? Socket.write(fd, $0) }
         context.logger.log(

@@ -86,7 +86,8 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         shard.loop.register(fd, handler: self)
     }
 
-    /// Output not yet written: the machine's, and over TLS the ciphertext it was encrypted to (shutdown waits for both).
+    /// Output not yet written: the machine's, and over TLS the ciphertext it was encrypted to (shutdown waits for
+    /// both).
     var unsentBytes: Int { machine.unsentBytes + (tls?.unwrittenBytes ?? 0) }
 
     func tick(now: UInt64) {
@@ -129,7 +130,9 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         case .done(let count):
             wireIn += count
             readStarted = DispatchTime.now().uptimeNanoseconds
-            perform(machine.bytesReceived(UnsafeRawBufferPointer(rebasing: shard.readBuffer[0..<count]), now: shard.loop.now))
+            perform(
+                machine.bytesReceived(
+                    UnsafeRawBufferPointer(rebasing: shard.readBuffer[0..<count]), now: shard.loop.now))
             readStarted = 0
         }
         reportTraffic()
@@ -160,7 +163,9 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
             switch tls.read(into: shard.readBuffer) {
             case .bytes(let count):
                 readStarted = DispatchTime.now().uptimeNanoseconds
-                perform(machine.bytesReceived(UnsafeRawBufferPointer(rebasing: shard.readBuffer[0..<count]), now: shard.loop.now))
+                perform(
+                    machine.bytesReceived(
+                        UnsafeRawBufferPointer(rebasing: shard.readBuffer[0..<count]), now: shard.loop.now))
                 readStarted = 0
                 // Nothing more to decrypt: another SSL_read would only set up and free its buffers to say so.
                 if tls.engine.pendingInput == 0 { return }
@@ -188,7 +193,9 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         context.inFlight.add(1)
         let logger = context.logger
         logger.debug("conn \(id) request \(frame.requestID) \(frame.opcode.name)")
-        if let reply = context.router.handleInline(frame, reads: shard.pointReads) { return completed(reply, started: started) }
+        if let reply = context.router.handleInline(frame, reads: shard.pointReads) {
+            return completed(reply, started: started)
+        }
         if let backups = context.backups, BackupService.handles(frame.opcode) {
             return backups.handle(frame, connection: id) { [self] reply in
                 shard.loop.async { [self] in completed(reply, started: started) }
@@ -234,7 +241,8 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
                 let micros = readStarted == 0 ? nil : (DispatchTime.now().uptimeNanoseconds &- readStarted) / 1000
                 context.stats.request(opcode, status, latencyMicros: micros)
                 if let micros {
-                    context.logger.slowRequest(connection: id, peer: peer, opcode, status, requestID: nil, micros: micros)
+                    context.logger.slowRequest(
+                        connection: id, peer: peer, opcode, status, requestID: nil, micros: micros)
                 }
             case .close(let reason):
                 close(reason)

@@ -140,7 +140,8 @@ public final class LarderServer: Sendable {
             thumbnailSizes: configuration.limits.thumbnailSizes,
             maxThumbnailSourcePixels: configuration.limits.maxThumbnailSourcePixels)
         let logger = Logger(
-            level: configuration.logLevel, format: configuration.logFormat, slowMicros: UInt64(configuration.slowMs) * 1000)
+            level: configuration.logLevel, format: configuration.logFormat,
+            slowMicros: UInt64(configuration.slowMs) * 1000)
         tokens = LarderServer.initialTokens(configuration, logger: logger)
         tlsContexts = LarderServer.initialTLS(configuration, logger: logger)
         let machine = ConnectionStateMachine.Configuration(

@@ -30,7 +30,8 @@ package final class Router: Sendable {
     init(
         store: Store, stats: ServerStats, pool: WorkPool, searchGate: TestGate?, serverName: String,
         maxReplyJSONBytes: Int = Limits.default.maxJSONBytes,
-        maxReplyBinaryBytes: Int = Limits.default.maxBinaryPartBytes, thumbnailSizes: [Int] = Limits.default.thumbnailSizes,
+        maxReplyBinaryBytes: Int = Limits.default.maxBinaryPartBytes,
+        thumbnailSizes: [Int] = Limits.default.thumbnailSizes,
         maxThumbnailSourcePixels: Int = Limits.default.maxThumbnailSourcePixels
     ) {
         self.thumbnailSizes = thumbnailSizes

@@ -36,7 +36,8 @@ extension Router {
             return (out, [])
         case .list:
             let request = try ListRequest(json: object)
-            return (Router.pageBytes(try store.list(request.collection, limit: request.limit, cursor: request.cursor)), [])
+            let page = try store.list(request.collection, limit: request.limit, cursor: request.cursor)
+            return (Router.pageBytes(page), [])
         case .search:
             let request = try SearchRequest(json: object)
             searchGate?.pass()

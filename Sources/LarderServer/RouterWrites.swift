@@ -16,7 +16,9 @@ extension Router {
                 (try c.replace(write.collection, id: id, document: document, expectedRev: write.rev).bytes, [])
             }
         }
-        return { (c) throws(LarderError) in (try c.create(write.collection, id: write.id, document: document).bytes, []) }
+        return { (c) throws(LarderError) in
+            (try c.create(write.collection, id: write.id, document: document).bytes, [])
+        }
     }
 
     /// BLOB_DELETE by a token limited to `collections`: the blob goes only when it is attached to one of them. The
@@ -76,7 +78,8 @@ extension Router {
             let r = try DropCollectionRequest(json: object)
             return { (c) throws(LarderError) in
                 let (documents, blobs) = try c.dropCollection(r.collection)
-                return (DropCollectionResponse(collection: r.collection, documents: documents, blobs: blobs).json.bytes, [])
+                let response = DropCollectionResponse(collection: r.collection, documents: documents, blobs: blobs)
+                return (response.json.bytes, [])
             }
         case .index:
             let r = try IndexRequest(json: object)

@@ -28,7 +28,8 @@ enum FixedSQL: Int, CaseIterable {
         case .selectCurrent:
             "SELECT seq, rev, createdAt, updatedAt, data, createSeq FROM documents WHERE collection = ?1 AND id = ?2"
         case .updateDocument:
-            "UPDATE documents SET rev = rev + 1, updatedAt = ?1, data = ?2, search = ?3, createSeq = NULL WHERE seq = ?4"
+            "UPDATE documents SET rev = rev + 1, updatedAt = ?1, data = ?2, search = ?3, createSeq = NULL "
+                + "WHERE seq = ?4"
         case .moveCreateToLog:
             // The create event leaves the row (which is about to change) for the log, unless pruning passed it.
             "INSERT INTO changes(seq, collection, kind, time, id, rev, createdAt, updatedAt, data) "

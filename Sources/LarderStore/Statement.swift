@@ -94,7 +94,8 @@ final class Statement {
         let pointer: UnsafeRawPointer? =
             sqlite3_column_type(handle, column) == SQLITE_TEXT
             ? sqlite3_column_text(handle, column).map { UnsafeRawPointer($0) } : sqlite3_column_blob(handle, column)
-        return body(UnsafeRawBufferPointer(start: pointer, count: pointer == nil ? 0 : Int(sqlite3_column_bytes(handle, column))))
+        let count = pointer == nil ? 0 : Int(sqlite3_column_bytes(handle, column))
+        return body(UnsafeRawBufferPointer(start: pointer, count: count))
     }
 
     func bytes(_ column: Int32) -> [UInt8] {

@@ -191,7 +191,9 @@ final class TextIndexer: @unchecked Sendable {
             guard let left = try? connection.scalar("SELECT count(*) FROM docs.fts_backlog") else { return }
             backlogEstimate.store(Int(left), ordering: .relaxed)
             passLock.withLock { passCommitted.broadcast() }  // a waiting writer re-reads the estimate
-            let due = left >= Int64(max(1, configuration.fullTextBacklog)) || left > Int64(configuration.fullTextBacklogLimit)
+            let due =
+                left >= Int64(max(1, configuration.fullTextBacklog))
+                || left > Int64(configuration.fullTextBacklogLimit)
             guard due, (try? pass()) != nil else { return }
         }
     }

@@ -16,8 +16,8 @@ extension TextIndexer {
                 try connection.execute("BEGIN")
                 defer {
                     try? connection.execute(
-                        "ROLLBACK; DROP TABLE IF EXISTS temp.text_live_terms; DROP TABLE IF EXISTS temp.text_expected_terms; "
-                            + "DROP TABLE IF EXISTS temp.text_expected")
+                        "ROLLBACK; DROP TABLE IF EXISTS temp.text_live_terms; "
+                            + "DROP TABLE IF EXISTS temp.text_expected_terms; DROP TABLE IF EXISTS temp.text_expected")
                 }
                 // No pass commits while the documents' snapshot (taken after any leftover settle) is compared.
                 _ = try lockIndexFileAndSettleLeftovers()

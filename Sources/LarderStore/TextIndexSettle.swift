@@ -68,7 +68,8 @@ extension TextIndexer {
         if settled == number && paired == generation { return }
         guard settled == number - 1, paired == generation else {
             throw LarderError(
-                .internal, "the trigram index was started over by another store on this data directory; reopen the store")
+                .internal,
+                "the trigram index was started over by another store on this data directory; reopen the store")
         }
         let delete = try db.statement(.settleBacklogDelete)
         let keep = try db.statement(.settleBacklogKeep)

@@ -41,7 +41,8 @@ public enum CompactJSON {
     /// object's nesting level in the whole message as `JSONParser` counts it (1 for a top-level object), `maxDepth`
     /// the parser's limit.
     public static func object(
-        _ buffer: UnsafeBufferPointer<UInt8>, at index: inout Int, depth: Int, maxDepth: Int = JSONParser.defaultMaxDepth
+        _ buffer: UnsafeBufferPointer<UInt8>, at index: inout Int, depth: Int,
+        maxDepth: Int = JSONParser.defaultMaxDepth
     ) -> CompactDocument? {
         var transcoder = Transcoder(input: ByteScanner(buffer: buffer, index: index), maxDepth: maxDepth)
         transcoder.out.reserveCapacity(buffer.count - index)
@@ -243,7 +244,8 @@ public enum CompactJSON {
                 guard let high = hex4() else { return nil }
                 if high >= 0xDC00 && high < 0xE000 { return nil }
                 guard high >= 0xD800 && high < 0xDC00 else { return high }
-                guard input.index + 1 < input.buffer.count, input.buffer[input.index] == UInt8(ascii: "\\"), input.buffer[input.index + 1] == UInt8(ascii: "u")
+                guard input.index + 1 < input.buffer.count, input.buffer[input.index] == UInt8(ascii: "\\"),
+                    input.buffer[input.index + 1] == UInt8(ascii: "u")
                 else { return nil }
                 input.index += 2
                 guard let low = hex4(), low >= 0xDC00 && low < 0xE000 else { return nil }
@@ -295,7 +297,9 @@ public enum CompactJSON {
         /// `Int64` as they are (`-0` as `0`), other numbers through `strtod` and `Double.description`.
         mutating func number() -> Bool {
             let start = input.index
-            guard case .number(let end, let isInteger) = JSONParser.scanNumber(input.buffer, from: start) else { return false }
+            guard case .number(let end, let isInteger) = JSONParser.scanNumber(input.buffer, from: start) else {
+                return false
+            }
             input.index = end
             let text = UnsafeBufferPointer(rebasing: input.buffer[start..<input.index])
             if isInteger {
