@@ -6,6 +6,7 @@ import Darwin
 import CEpoll
 import LarderIO
 
+// A worker's receiving side: answers read and matched to their requests, failures, and the per-second samples.
 extension Worker {
     func readAnswers(_ c: Connection<D>) {
         while c.alive {

@@ -6,6 +6,7 @@ import Darwin
 import CEpoll
 import LarderIO
 
+// A worker's sending side: which request goes next, on which connection, and when.
 extension Worker {
     /// Sends what the connection may: up to the pipeline depth (closed loop) or what the schedule has made due.
     @inline(__always)

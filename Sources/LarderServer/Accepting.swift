@@ -11,6 +11,7 @@ import LarderTLS
 import LarderWire
 import LarderIO
 
+// Accepting connections: onto a shard, or refused with one error frame; and closing the listeners.
 extension LarderServer {
     func acceptAll(_ listener: ListenerBox) {
         // Bounded so one busy listener cannot starve the other.

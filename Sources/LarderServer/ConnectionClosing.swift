@@ -10,6 +10,7 @@ import LarderSync
 import LarderWire
 import LarderIO
 
+// Closing a connection: at once, after its sender finishes, or after a TLS linger for its last ciphertext.
 extension Connection {
     func close(_ reason: CloseReason) {
         guard !closing else { return }

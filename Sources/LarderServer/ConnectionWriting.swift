@@ -10,6 +10,7 @@ import LarderSync
 import LarderWire
 import LarderIO
 
+// Writing a connection's output: on the loop, or by a sender on the work pool for large output, or over TLS.
 extension Connection {
     func writable() {
         if lingerUntil != nil { return lingerWrite(now: shard.loop.now) }

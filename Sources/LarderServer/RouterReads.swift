@@ -3,6 +3,8 @@ import Foundation
 import LarderStore
 import LarderWire
 
+// The reads, run on the work pool (point reads also inline on the event loop), BLOB_GET, the upload requests
+// (in the connection's write order) and how a page of records is written.
 extension Router {
     private func get(_ request: GetRequest, _ reads: (any PointReads)?) throws(LarderError) -> ([UInt8], [UInt8]) {
         if let reads { return (try reads.getJSON(request.collection, id: request.id), []) }

@@ -3,6 +3,7 @@ import Foundation
 import LarderStore
 import LarderWire
 
+// The writes: each request becomes a body the store's group-commit writer runs in its transaction.
 extension Router {
     typealias WriteBody = @Sendable (any WriteContext) throws(LarderError) -> ([UInt8], [UInt8])
 

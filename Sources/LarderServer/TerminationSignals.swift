@@ -11,6 +11,7 @@ import LarderTLS
 import LarderWire
 import LarderIO
 
+// SIGTERM, SIGINT and SIGHUP: held from the start of `main`, then taken by `runUntilSignalled`.
 extension LarderServer {
     /// Blocks SIGTERM and SIGINT in the calling thread and in every thread it starts from now on, so that either
     /// signal waits, pending, for `runUntilSignalled` instead of ending the process (or being lost). Call it first in

@@ -5,6 +5,7 @@ import LarderSync
 import LarderWire
 import Synchronization
 
+// The index checked against what the rule in TextIndexer's comment says it must hold (for `integrityCheck`).
 extension TextIndexer {
     /// The index checked against what the rule says it must hold: for each document outside the backlog its current
     /// text, for each backlog row its `old`. FTS5's own check first, then term by term against a scratch index built

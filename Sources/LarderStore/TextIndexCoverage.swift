@@ -5,6 +5,7 @@ import LarderSync
 import LarderWire
 import Synchronization
 
+// Which collections the index covers: a collection joins at its first substring search (see TextIndexer).
 extension TextIndexer {
     /// Has the index cover `collection` from now on (a substring search found it uncovered): once per collection, in
     /// the background; the next searches use the index once this has committed. A failure lets a later search ask

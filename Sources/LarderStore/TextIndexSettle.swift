@@ -5,6 +5,7 @@ import LarderSync
 import LarderWire
 import Synchronization
 
+// The writer's side of a pass: settling it into the backlog, in a savepoint of a writer transaction.
 extension TextIndexer {
     /// Has the writer apply pass `number` to the backlog, in a savepoint of one of its transactions, and waits for that
     /// transaction's COMMIT.

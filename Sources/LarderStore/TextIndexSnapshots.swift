@@ -5,6 +5,7 @@ import LarderSync
 import LarderWire
 import Synchronization
 
+// How a text search takes its two snapshots together (see TextIndexer's comment, "Readers and passes").
 extension TextIndexer {
     /// Runs `body` in a read transaction of `db` (a reader with the index attached as `ix`) whose two snapshots were
     /// taken together (see the type's comment).
