@@ -10,6 +10,8 @@ import LarderSync
 import LarderWire
 import LarderIO
 
+// Parallel table (`duplicates` pairs these on purpose): plain stored properties, alike in shape only with
+// PostgresStore's (and the bench's Phase): each type's own state; there is nothing to share.
 /// The side-effect shell around one `ConnectionStateMachine`: a non-blocking socket watched by its shard's event
 /// loop. Every member is touched only on that loop's thread.
 final class Connection: EventLoopHandler, @unchecked Sendable {
@@ -20,19 +22,19 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
     let context: ServerContext
     var machine: ConnectionStateMachine
     /// What the loop watches for.
-    private var wantsRead = true
-    private var wantsWrite = false
-    private(set) var closing = false
+    var wantsRead = true
+    var wantsWrite = false
+    var closing = false
     private var reportedOut = 0
     private var reportedIn = 0
     private var wireIn = 0
-    private var wireOut = 0
+    var wireOut = 0
     private var reportedPeak = 0
     /// When the bytes being decoded now were read (0 outside `readable`): the start of the replies the state machine
     /// makes itself (HELLO, refusals), so that they are timed as every other request is.
     private var readStarted: UInt64 = 0
     /// A flush is asked for at the end of the loop's turn: the answers produced in one turn share a `write(2)`.
-    private var flushPending = false
+    var flushPending = false
     /// Where this connection's writes are parsed and handed to the store, in order (made at the first write).
     private var writeLaneStorage: WorkPool.Lane?
     private var writeLane: WorkPool.Lane {
@@ -49,21 +51,21 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
     static let offloadBytes = 256 << 10
     /// Whether a sender is writing this connection's output (the loop neither writes nor closes the descriptor then),
     /// and how many of the unsent bytes it holds (not counted against a subscription's buffer).
-    private var sending = false
-    private(set) var bytesWithSender = 0
+    var sending = false
+    var bytesWithSender = 0
     /// Who closes the descriptor: set (under its lock) when `close` ran while a sender was writing; the sender then
     /// closes it as it finishes, whether or not the loop still runs.
-    private let descriptor = Locked(DescriptorState())
-    private struct DescriptorState {
+    let descriptor = Locked(DescriptorState())
+    struct DescriptorState {
         var senderActive = false
         var closeWhenSenderEnds = false
     }
 
     /// The TLS layer between the socket and the machine, on a TLS port (TLSTransport.swift).
-    private let tls: TLSTransport?
+    let tls: TLSTransport?
     /// Until when a closed TLS connection keeps its descriptor to write its last ciphertext (the answers the machine
     /// counted as sent once encrypted, then close_notify); nil while open and once the descriptor is closed.
-    private var lingerUntil: UInt64?
+    var lingerUntil: UInt64?
 
     init(fd: Int32, id: Int, peer: String, shard: IOShard, context: ServerContext, tls: TLSTransport? = nil) {
         self.fd = fd
@@ -84,7 +86,8 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         shard.loop.register(fd, handler: self)
     }
 
-    /// Output not yet written: the machine's, and over TLS the ciphertext it was encrypted to (shutdown waits for both).
+    /// Output not yet written: the machine's, and over TLS the ciphertext it was encrypted to (shutdown waits for
+    /// both).
     var unsentBytes: Int { machine.unsentBytes + (tls?.unwrittenBytes ?? 0) }
 
     func tick(now: UInt64) {
@@ -127,7 +130,9 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         case .done(let count):
             wireIn += count
             readStarted = DispatchTime.now().uptimeNanoseconds
-            perform(machine.bytesReceived(UnsafeRawBufferPointer(rebasing: shard.readBuffer[0..<count]), now: shard.loop.now))
+            perform(
+                machine.bytesReceived(
+                    UnsafeRawBufferPointer(rebasing: shard.readBuffer[0..<count]), now: shard.loop.now))
             readStarted = 0
         }
         reportTraffic()
@@ -158,7 +163,9 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
             switch tls.read(into: shard.readBuffer) {
             case .bytes(let count):
                 readStarted = DispatchTime.now().uptimeNanoseconds
-                perform(machine.bytesReceived(UnsafeRawBufferPointer(rebasing: shard.readBuffer[0..<count]), now: shard.loop.now))
+                perform(
+                    machine.bytesReceived(
+                        UnsafeRawBufferPointer(rebasing: shard.readBuffer[0..<count]), now: shard.loop.now))
                 readStarted = 0
                 // Nothing more to decrypt: another SSL_read would only set up and free its buffers to say so.
                 if tls.engine.pendingInput == 0 { return }
@@ -170,143 +177,6 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
                 return perform(machine.forceClose(.ioError(error.message)))
             }
         }
-    }
-
-    func writable() {
-        if lingerUntil != nil { return lingerWrite(now: shard.loop.now) }
-        flush()
-    }
-
-    func endOfTurn() {
-        flushPending = false
-        flush()
-    }
-
-    private func flush() {
-        guard !sending else { return }  // the sender's completion flushes what queued meanwhile
-        if machine.unsentBytes >= Connection.offloadBytes && !closing && tls == nil && offload() { return }
-        var actions: [ConnectionStateMachine.Action] = []
-        writeNow(&actions)
-        if machine.unsentBytes == 0 && tls?.hasOutput != true { setWriting(false) }
-        perform(actions)
-        reportTraffic()
-        // Output drained: subscriptions replaying the log may read their next page.
-        continueCatchUps()
-    }
-
-    /// Writes what the socket takes now; the machine's resulting actions are appended to `actions`, not performed.
-    func writeNow(_ actions: inout [ConnectionStateMachine.Action]) {
-        if let tls { return writeEncrypted(tls, &actions) }
-        while !closing && !sending && machine.unsentBytes > 0 {
-            let result: Result<IOResult, IOError> = machine.withUnsentBuffers { buffers in
-                do throws(IOError) {
-                    return .success(try Socket.writev(fd, buffers))
-                } catch {
-                    return .failure(error)
-                }
-            }
-            switch result {
-            case .failure(let error):
-                actions += machine.forceClose(.ioError(error.description))
-                return
-            case .success(.wouldBlock):
-                setWriting(true)
-                return
-            case .success(.done(let count)):
-                wireOut += count
-                actions += machine.writeCompleted(count, now: shard.loop.now)
-            }
-        }
-    }
-
-    /// `writeNow` through TLS: the ciphertext waiting goes first, then the next batch of output is encrypted.
-    private func writeEncrypted(_ tls: TLSTransport, _ actions: inout [ConnectionStateMachine.Action]) {
-        while !closing && (tls.hasOutput || (machine.unsentBytes > 0 && tls.isEstablished)) {
-            if tls.hasOutput {
-                let written: Int?
-                do throws(IOError) {
-                    written = try tls.flush(fd)
-                } catch {
-                    actions += machine.forceClose(.ioError(error.description))
-                    return
-                }
-                wireOut += written ?? 0
-                if tls.hasOutput {
-                    setWriting(true)
-                    return
-                }
-            }
-            guard machine.unsentBytes > 0 else { return }
-            switch machine.withUnsentOutput({ tls.encrypt($0) }) {
-            case .failure(let error):
-                actions += machine.forceClose(.ioError(error.message))
-                return
-            case .success(let count):
-                actions += machine.writeCompleted(count, now: shard.loop.now)
-            }
-        }
-    }
-
-    /// Hands the output queued so far to a sender on the work pool, which writes until it is all written or the
-    /// socket is full, then reports back to the loop (`sent`). The machine keeps queueing answers after it meanwhile.
-    /// False when the pool is full: the loop writes it.
-    private func offload() -> Bool {
-        let (buffers, offset) = machine.unsentSnapshot()
-        let total = buffers.reduce(0) { $0 + $1.count } - offset
-        let fd = self.fd
-        descriptor.withLock { $0.senderActive = true }
-        let accepted = context.router.pool.submit { [self] in
-            var written = 0
-            var failure: IOError?
-            var full = false
-            // Stops early once the connection is closed: its descriptor is only waiting for this sender.
-            while written < total && failure == nil && !full && !descriptor.withLock({ $0.closeWhenSenderEnds }) {
-                do throws(IOError) {
-                    switch try Socket.writev(fd, buffers, offsetBy: offset + written) {
-                    case .wouldBlock: full = true
-                    case .done(let count): written += count
-                    }
-                } catch {
-                    failure = error
-                }
-            }
-            let closeNow = descriptor.withLock { state -> Bool in
-                state.senderActive = false
-                return state.closeWhenSenderEnds
-            }
-            if closeNow { Socket.close(fd) }
-            shard.loop.async { [self, written, failure, full] in sent(written, failure: failure, full: full) }
-        }
-        guard accepted else {
-            descriptor.withLock { $0.senderActive = false }
-            return false
-        }
-        sending = true
-        bytesWithSender = total
-        setWriting(false)
-        return true
-    }
-
-    /// A sender's report, on the loop.
-    private func sent(_ count: Int, failure: IOError?, full: Bool) {
-        sending = false
-        bytesWithSender = 0
-        guard !closing else { return }
-        wireOut += count
-        var actions = count > 0 ? machine.writeCompleted(count, now: shard.loop.now) : []
-        if let failure {
-            actions += machine.forceClose(.ioError(failure.description))
-        } else if full {
-            setWriting(true)
-        }
-        perform(actions)
-        if !full && failure == nil && !closing { flush() } else { reportTraffic() }
-    }
-
-    private func setWriting(_ on: Bool) {
-        guard !closing, wantsWrite != on else { return }
-        wantsWrite = on
-        shard.loop.setInterest(fd, read: wantsRead, write: wantsWrite)
     }
 
     private func setReading(_ on: Bool) {
@@ -323,7 +193,9 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         context.inFlight.add(1)
         let logger = context.logger
         logger.debug("conn \(id) request \(frame.requestID) \(frame.opcode.name)")
-        if let reply = context.router.handleInline(frame, reads: shard.pointReads) { return completed(reply, started: started) }
+        if let reply = context.router.handleInline(frame, reads: shard.pointReads) {
+            return completed(reply, started: started)
+        }
         if let backups = context.backups, BackupService.handles(frame.opcode) {
             return backups.handle(frame, connection: id) { [self] reply in
                 shard.loop.async { [self] in completed(reply, started: started) }
@@ -369,7 +241,8 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
                 let micros = readStarted == 0 ? nil : (DispatchTime.now().uptimeNanoseconds &- readStarted) / 1000
                 context.stats.request(opcode, status, latencyMicros: micros)
                 if let micros {
-                    context.logger.slowRequest(connection: id, peer: peer, opcode, status, requestID: nil, micros: micros)
+                    context.logger.slowRequest(
+                        connection: id, peer: peer, opcode, status, requestID: nil, micros: micros)
                 }
             case .close(let reason):
                 close(reason)
@@ -379,7 +252,7 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
 
     /// Adds this connection's traffic since the last report to STATS: once per read and per flush (and at close),
     /// not per request, since it takes the counters' lock.
-    private func reportTraffic() {
+    func reportTraffic() {
         let peak = machine.peakUnsentBytes > reportedPeak ? machine.peakUnsentBytes : 0
         context.stats.traffic(
             wireIn: wireIn, wireOut: wireOut, uncompressedIn: machine.uncompressedBytesIn - reportedIn,
@@ -389,66 +262,5 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         reportedIn = machine.uncompressedBytesIn
         reportedOut = machine.uncompressedBytesOut
         reportedPeak = max(reportedPeak, machine.peakUnsentBytes)
-    }
-
-    private func close(_ reason: CloseReason) {
-        guard !closing else { return }
-        closing = true
-        context.logger.log(
-            .info, "connection closed",
-            Logger.Context(connection: id, peer: peer, fields: [("reason", .string(reason.description))]))
-        reportTraffic()
-        // close_notify goes after the last answers. What the socket does not take now is written as it drains, with
-        // the descriptor watched for writing only, until the frame deadline (a client that reads nothing for that
-        // long is cut, as one that sends a frame that slowly); TLS connections never hand output to a sender.
-        if let tls {
-            tls.finish(fd)
-            if tls.hasOutput {
-                lingerUntil = shard.loop.now + UInt64(context.machineConfiguration.limits.frameTimeoutMs)
-                shard.loop.setInterest(fd, read: false, write: true)
-            }
-        }
-        if lingerUntil == nil {
-            // Out of the loop before the number can be reused by the next accepted connection; nothing touches the
-            // descriptor after this (every I/O path checks `closing`).
-            shard.loop.deregister(fd)
-            // A sender still writing keeps the descriptor; it closes it as it ends.
-            let senderHasIt = descriptor.withLock { state -> Bool in
-                if state.senderActive { state.closeWhenSenderEnds = true }
-                return state.senderActive
-            }
-            if !senderHasIt { Socket.close(fd) }
-            shard.connections[ObjectIdentifier(self)] = nil
-        }
-        context.backups?.connectionClosed(id)
-        performWatch(watches.closed())
-        if lingerUntil == nil { context.stats.connectionClosed() }
-    }
-
-    /// A closed TLS connection's remaining ciphertext, written as the socket takes it; the descriptor is closed once
-    /// it is all written, on a write error, or at the deadline.
-    private func lingerWrite(now: UInt64) {
-        guard let tls, let until = lingerUntil else { return }
-        var done = now >= until
-        if !done {
-            do throws(IOError) {
-                wireOut += try tls.flush(fd) ?? 0
-                done = !tls.hasOutput
-            } catch {
-                done = true
-            }
-        }
-        if done { endLinger() }
-    }
-
-    /// Closes a lingering connection's descriptor now, whatever it has left to write (the server is stopping).
-    func endLinger() {
-        guard lingerUntil != nil else { return }
-        lingerUntil = nil
-        reportTraffic()
-        shard.loop.deregister(fd)
-        Socket.close(fd)
-        shard.connections[ObjectIdentifier(self)] = nil
-        context.stats.connectionClosed()
     }
 }

@@ -25,14 +25,14 @@ public final class LarderServer: Sendable {
     private let store: Router.Store
     let shards: [IOShard]
     private let hub: WatchHub
-    private let acceptQueue = DispatchQueue(label: "larder.accept")
+    let acceptQueue = DispatchQueue(label: "larder.accept")
     /// The tokens HELLO accepts (nil: none required); replaced on SIGHUP (`reload`).
     let tokens: Tokens?
     /// The TLS context for new connections (nil without TLS, or when it failed to load); replaced on SIGHUP.
     let tlsContexts: TLSContexts?
-    private let state = Locked(State())
+    let state = Locked(State())
 
-    private struct State {
+    struct State {
         var started = false
         var stopped = false
         var listeners: [ListenerBox] = []
@@ -45,7 +45,7 @@ public final class LarderServer: Sendable {
     }
 
     /// A listening descriptor and its accept source (only touched on the accept queue once running).
-    private final class ListenerBox: @unchecked Sendable {
+    final class ListenerBox: @unchecked Sendable {
         let fd: Int32
         let source: any DispatchSourceRead
         let unixPath: String?
@@ -140,7 +140,8 @@ public final class LarderServer: Sendable {
             thumbnailSizes: configuration.limits.thumbnailSizes,
             maxThumbnailSourcePixels: configuration.limits.maxThumbnailSourcePixels)
         let logger = Logger(
-            level: configuration.logLevel, format: configuration.logFormat, slowMicros: UInt64(configuration.slowMs) * 1000)
+            level: configuration.logLevel, format: configuration.logFormat,
+            slowMicros: UInt64(configuration.slowMs) * 1000)
         tokens = LarderServer.initialTokens(configuration, logger: logger)
         tlsContexts = LarderServer.initialTLS(configuration, logger: logger)
         let machine = ConnectionStateMachine.Configuration(
@@ -272,7 +273,6 @@ public final class LarderServer: Sendable {
     /// The port that speaks TLS once started: `port` itself unless `--tls-port` asked for another.
     public var tlsPort: Int? { state.withLock { $0.boundTLSPort } }
 
-
     /// The bound port of `/metrics` and `/healthz` once started, when `metricsPort` was set.
     public var metricsPort: Int? { state.withLock { $0.metrics?.port } }
 
@@ -322,78 +322,6 @@ public final class LarderServer: Sendable {
 
     /// The largest unsent output any connection has held (bytes): the backpressure bound, for tests.
     public var peakUnsentBytes: Int { context.stats.peakUnsentBytes }
-
-    private func acceptAll(_ listener: ListenerBox) {
-        // Bounded so one busy listener cannot starve the other.
-        for _ in 0..<256 {
-            let fd: Int32
-            do throws(IOError) {
-                guard let accepted = try Socket.accept(listener.fd, keepaliveSeconds: configuration.tcpKeepaliveSeconds)
-                else { return }
-                fd = accepted
-            } catch {
-                // EMFILE and friends: log and let the next readiness event try again.
-                context.logger.warn("accept: \(error)")
-                if error.errno == EMFILE || error.errno == ENFILE { usleep(10_000) }
-                return
-            }
-            let peer = listener.unixPath.map { "unix:\($0)" } ?? Socket.peerName(fd)
-            let stopping = state.withLock { $0.stopped }
-            if stopping || context.stats.openConnections >= configuration.limits.maxConnections {
-                refuse(fd, peer: peer, stopping: stopping)
-                continue
-            }
-            let (shard, id) = state.withLock { s -> (IOShard, Int) in
-                s.nextShard = (s.nextShard + 1) % shards.count
-                s.nextConnectionID += 1
-                return (shards[s.nextShard], s.nextConnectionID)
-            }
-            context.stats.connectionOpened()
-            var tls: TLSTransport?
-            if listener.tls {
-                guard let engine = try? tlsContexts.map({ (contexts) throws(TLSError) in try TLSEngine(context: contexts.context) })
-                else {
-                    context.logger.error("conn \(id): no TLS session could be made (see the TLS error at start-up)")
-                    context.stats.connectionClosed()
-                    Socket.close(fd)
-                    continue
-                }
-                tls = TLSTransport(engine: engine, openedAt: monotonicMs())
-            }
-            context.logger.log(.info, "connection opened", Logger.Context(connection: id, peer: peer))
-            let connection = Connection(fd: fd, id: id, peer: peer, shard: shard, context: context, tls: tls)
-            shard.loop.async { connection.start() }
-        }
-    }
-
-    /// Over the connection limit (or shutting down): one error frame, written best-effort, then close.
-    private func refuse(_ fd: Int32, peer: String, stopping: Bool) {
-        context.stats.connectionRefused()
-        let limit = configuration.limits.maxConnections
-        let error =
-            stopping
-            ? LarderError(.unavailable, "the server is shutting down")
-            : LarderError(
-                .resourceExhausted, "the server has reached its limit of \(limit) connections; retry later",
-                details: ["limit": .int(Int64(limit))])
-        var bytes: [UInt8] = []
-        FrameEncoder().encode(
-            Frame(opcode: Opcode(rawValue: 0), requestID: 0, status: error.status, flags: .response, json: error.json.bytes),
-            into: &bytes)
-        _ = bytes.withUnsafeBytes { try? Socket.write(fd, $0) }
-        context.logger.log(
-            .info, "connection refused", Logger.Context(peer: peer, fields: [("reason", .string(error.message))]))
-        Socket.close(fd)
-    }
-
-    /// Cancels the accept sources and returns once their descriptors are closed: a connect after `shutdown()` (or after
-    /// the server is dropped) is refused rather than left in a backlog nobody accepts from. The cancel handler runs
-    /// asynchronously on the accept queue, hence the wait.
-    private func closeListeners(_ listeners: [ListenerBox]) {
-        guard !listeners.isEmpty else { return }
-        acceptQueue.sync { for listener in listeners { listener.source.cancel() } }
-        for listener in listeners { listener.closed.wait() }
-    }
 
     /// Graceful shutdown: stop accepting, answer new requests UNAVAILABLE, wait (up to the grace period) for requests
     /// in flight and their replies, close every connection, checkpoint and close the store. Blocks until done; safe
@@ -450,54 +378,4 @@ public final class LarderServer: Sendable {
         }
         return total
     }
-
-    /// Blocks SIGTERM and SIGINT in the calling thread and in every thread it starts from now on, so that either
-    /// signal waits, pending, for `runUntilSignalled` instead of ending the process (or being lost). Call it first in
-    /// `main`, before anything starts a thread.
-    public static func holdTerminationSignals() {
-        var signals = terminationSignals
-        pthread_sigmask(SIG_BLOCK, &signals, nil)
-    }
-
-    private static var terminationSignals: sigset_t {
-        var signals = sigset_t()
-        sigemptyset(&signals)
-        sigaddset(&signals, SIGTERM)
-        sigaddset(&signals, SIGINT)
-        sigaddset(&signals, SIGHUP)  // reload, not termination: held the same way so that it is never lost
-        return signals
-    }
-
-    /// Runs until SIGTERM or SIGINT, then shuts down gracefully and returns. Call from the main thread after
-    /// `start()`, with the signals held since the start of `main` (`holdTerminationSignals`). `ready` runs first:
-    /// print the start-up line there. A signal sent at any time after the hold, even before `ready`, is taken here
-    /// (dispatch signal sources, used before, start listening a moment after they are activated, and a supervisor
-    /// that sent SIGTERM on reading the line in that moment left the server running).
-    public func runUntilSignalled(ready: () -> Void = {}) {
-        LarderServer.holdTerminationSignals()  // at least this thread, if `main` did not
-        ready()
-        var signals = LarderServer.terminationSignals
-        var received: Int32 = 0
-        while true {
-            while sigwait(&signals, &received) != 0 {}
-            guard received == SIGHUP else { break }
-            reload()
-        }
-        context.logger.info("\(received == SIGINT ? "SIGINT" : "SIGTERM") received")
-        shutdown()
-    }
-}
-
-/// A repeating timer on a queue of its own (a dispatch source: safe to cancel from any thread).
-final class UploadSweeper: @unchecked Sendable {
-    private let timer: any DispatchSourceTimer
-
-    init(intervalMs: Int, _ sweep: @escaping @Sendable () -> Void) {
-        timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "larder.uploads", qos: .utility))
-        timer.schedule(deadline: .now() + .milliseconds(intervalMs), repeating: .milliseconds(intervalMs))
-        timer.setEventHandler(handler: sweep)
-        timer.activate()
-    }
-
-    func cancel() { timer.cancel() }
 }

@@ -388,6 +388,8 @@ public struct StoreConfiguration: Sendable {
     /// Milliseconds since the epoch, for upload expiry; tests inject a clock they move by hand.
     public var clock: @Sendable () -> Int64 = { nowMillis() }
 
+    // Parallel table (`duplicates` pairs these on purpose): a memberwise initializer with
+    // defaults, the store's counterpart of the wire's `Limits.init` (LarderWire): each module owns its limits.
     public init(
         dataDirectory: String = "./larder-data", synchronous: Synchronous = .normal,
         maxDocumentBytes: Int = 1 << 20, maxBlobBytes: Int = 256 << 20, readerCount: Int = 4,

@@ -67,32 +67,32 @@ final class TextIndexer: @unchecked Sendable {
     /// Held by readers while they start their two snapshots, and by a pass for its COMMIT.
     let snapshotLock = Lock()
     private let core: StoreCore
-    private let queue = DispatchQueue(label: "larder.store.text-index", qos: .utility)
-    private let connection: Connection  // only on `queue` (and in `init`)
-    private unowned let writer: Writer
+    let queue = DispatchQueue(label: "larder.store.text-index", qos: .utility)
+    let connection: Connection  // only on `queue` (and in `init`)
+    unowned let writer: Writer
     /// The index generation this store opened (fixed: a start-over happens only at open).
-    private let generation: Int64
-    private let lock = Lock()
+    let generation: Int64
+    let lock = Lock()
     private var scheduled = false  // under `lock`
-    private var closed = false  // under `lock`
+    var closed = false  // under `lock`
     /// Whether the last pass failed (under `lock`): the writer does not wait for passes then.
     private var failing = false
     /// Passes that committed.
     let passes = Atomic<Int>(0)
     /// Guards `settling`; `passCommitted` is broadcast under it when a settle starts and when the backlog was counted.
-    private let passLock = Lock()
-    private let passCommitted = Condition()
+    let passLock = Lock()
+    let passCommitted = Condition()
     /// Whether a settle is waiting for the writer (under `passLock`): the writer must then not wait for a pass.
-    private var settling = false
+    var settling = false
     /// A committed pass whose settle failed: settled before the next pass reads the backlog (on `queue`).
-    private var unsettled: (number: Int64, journal: [(Int64, String?)])?
+    var unsettled: (number: Int64, journal: [(Int64, String?)])?
     /// About how many documents the backlog holds: counted before each pass (and after a catch-up or a cover).
     let backlogEstimate = Atomic<Int>(0)
     /// Of those, about how many came from newly covered collections (or a start-over) rather than from writes: the
     /// writer does not wait for them (`wrote`).
-    private let catchUpRows = Atomic<Int>(0)
+    let catchUpRows = Atomic<Int>(0)
     /// Collections whose covering was asked for and has not committed yet (under `lock`).
-    private var requested: Set<String> = []
+    var requested: Set<String> = []
     /// Times a commit found the backlog past `fullTextBacklogLimit` (the writer then waits for a pass, unless one is
     /// already settling), and times no pass came within the second it waits (for tests).
     let writerWaits = Atomic<Int>(0)
@@ -191,7 +191,9 @@ final class TextIndexer: @unchecked Sendable {
             guard let left = try? connection.scalar("SELECT count(*) FROM docs.fts_backlog") else { return }
             backlogEstimate.store(Int(left), ordering: .relaxed)
             passLock.withLock { passCommitted.broadcast() }  // a waiting writer re-reads the estimate
-            let due = left >= Int64(max(1, configuration.fullTextBacklog)) || left > Int64(configuration.fullTextBacklogLimit)
+            let due =
+                left >= Int64(max(1, configuration.fullTextBacklog))
+                || left > Int64(configuration.fullTextBacklogLimit)
             guard due, (try? pass()) != nil else { return }
         }
     }
@@ -271,7 +273,7 @@ final class TextIndexer: @unchecked Sendable {
     /// Inside an open transaction: takes the index file's write lock (a write that changes nothing), settles a pass
     /// whose settle failed, then checks that the documents' file is settled up to this index's last pass (which also
     /// fixes the transaction's snapshot of the documents). Returns that pass's number.
-    private func lockIndexFileAndSettleLeftovers() throws(LarderError) -> Int64 {
+    func lockIndexFileAndSettleLeftovers() throws(LarderError) -> Int64 {
         _ = try connection.run("UPDATE text_meta SET value = value WHERE key = 'generation'")
         if let unsettled { try settle(unsettled.number, unsettled.journal) }
         let last = try connection.scalar("SELECT value FROM text_meta WHERE key = 'pass'") ?? -1
@@ -286,181 +288,6 @@ final class TextIndexer: @unchecked Sendable {
         return last
     }
 
-    /// Has the index cover `collection` from now on (a substring search found it uncovered): once per collection, in
-    /// the background; the next searches use the index once this has committed. A failure lets a later search ask
-    /// again.
-    func requestIndex(_ collection: String) {
-        let first = lock.withLock { !closed && requested.insert(collection).inserted }
-        guard first else { return }
-        cover(collection) { [self] _, _ in
-            // Done either way: searches from now on see it covered; if this failed, or the collection was dropped
-            // and made again, a later search asks again.
-            _ = lock.withLock { requested.remove(collection) }
-        }
-    }
-
-    /// `requestIndex`, waiting for the commit (tests, and callers that want the index at once).
-    func indexCollection(_ collection: String) throws(LarderError) {
-        _ = lock.withLock { requested.insert(collection) }
-        let box = ResultBox<Void>()
-        cover(collection) { [self] error, _ in
-            _ = lock.withLock { requested.remove(collection) }
-            box.set(error.map { .failure($0) } ?? .success(()))
-        }
-        try box.wait()
-    }
-
-    /// The writer job that covers `collection` (if it exists and is not yet covered): it joins `text_collections`
-    /// and its documents the backlog, in one savepoint; then passes are asked for.
-    private func cover(_ collection: String, _ done: @escaping @Sendable (LarderError?, _ covered: Bool) -> Void) {
-        var added = 0
-        var covered = 0
-        let job = TextIndexer.savepointJob({ db throws(LarderError) in
-            covered = try db.run(
-                "INSERT OR IGNORE INTO text_collections(name) SELECT name FROM collections WHERE name = ?1",
-                [.text(collection)])
-            if covered > 0 {
-                added = try db.run(
-                    "INSERT OR IGNORE INTO fts_backlog(seq, old) SELECT seq, NULL FROM documents "
-                        + "WHERE collection = ?1 ORDER BY seq", [.text(collection)])
-            }
-        }) { [self] error in
-            if error == nil && added > 0 {
-                catchUpRows.add(added, ordering: .relaxed)
-                backlogEstimate.add(added, ordering: .relaxed)
-                poke()
-            }
-            done(error, covered > 0)
-        }
-        if !writer.enqueue(job) { done(LarderError(.unavailable, "the store is closed"), false) }
-    }
-
-    /// Has the writer apply pass `number` to the backlog, in a savepoint of one of its transactions, and waits for that
-    /// transaction's COMMIT.
-    private func settle(_ number: Int64, _ journal: [(Int64, String?)]) throws(LarderError) {
-        if failSettles.load(ordering: .relaxed) > 0 {
-            failSettles.subtract(1, ordering: .relaxed)
-            throw LarderError(.internal, "a settle failed on purpose (test)")
-        }
-        let box = ResultBox<Void>()
-        let generation = self.generation
-        let job = TextIndexer.savepointJob({ db throws(LarderError) in
-            try TextIndexer.applyToBacklog(number, journal, generation: generation, db)
-        }) { error in box.set(error.map { .failure($0) } ?? .success(())) }
-        // A writer waiting in `wrote` goes on (and runs this settle in its next batch).
-        passLock.withLock {
-            settling = true
-            passCommitted.broadcast()
-        }
-        defer { passLock.withLock { settling = false } }
-        guard writer.enqueue(job) else { throw LarderError(.unavailable, "the store is closed") }
-        try box.wait()
-        unsettled = nil
-    }
-
-    /// A writer job that runs `body` in a savepoint of the batch's transaction and reports, on the writer thread, its
-    /// own failure or else the COMMIT's outcome.
-    static func savepointJob(
-        _ body: @escaping (Connection) throws(LarderError) -> Void, completion: @escaping (LarderError?) -> Void
-    ) -> Writer.Job {
-        Writer.Job { context in
-            var failure: LarderError?
-            if let closedError = context.closedError {
-                failure = closedError
-            } else if let db = context.connection {
-                do throws(LarderError) {
-                    try db.run(.savepoint)
-                    do throws(LarderError) {
-                        try body(db)
-                        try db.run(.release)
-                    } catch {
-                        context.rollbackSavepoint()
-                        throw error
-                    }
-                } catch {
-                    failure = error
-                }
-            }
-            return { commitError in completion(commitError ?? failure) }
-        }
-    }
-
-    /// The settle of pass `number`, on the writer: nothing when the documents' file already has it; refused unless
-    /// it is at the previous pass of `generation`. For each pair, the backlog row goes when the document's text is the
-    /// one indexed (or both are absent), else it stays with `old` = the text indexed.
-    /// `FixedSQL.settleBacklogDelete` / `.settleBacklogKeep`.
-    static func applyToBacklog(
-        _ number: Int64, _ journal: [(Int64, String?)], generation: Int64, _ db: Connection
-    ) throws(LarderError) {
-        let settled = try db.scalar("SELECT value FROM larder_meta WHERE key = 'textIndexSettled'")
-        let paired = try db.scalar("SELECT value FROM larder_meta WHERE key = 'textIndexGeneration'")
-        if settled == number && paired == generation { return }
-        guard settled == number - 1, paired == generation else {
-            throw LarderError(
-                .internal, "the trigram index was started over by another store on this data directory; reopen the store")
-        }
-        let delete = try db.statement(.settleBacklogDelete)
-        let keep = try db.statement(.settleBacklogKeep)
-        for (seq, text) in journal {
-            let value: SQLValue = text.map { .text($0) } ?? .null
-            defer { delete.reset() }
-            try delete.bind(at: 1, .int(seq))
-            try delete.bind(at: 2, value)
-            _ = try delete.step()
-            guard sqlite3_changes(db.handle) == 0 else { continue }
-            defer { keep.reset() }
-            try keep.bind(at: 1, .int(seq))
-            try keep.bind(at: 2, value)
-            _ = try keep.step()
-        }
-        _ = try db.run("UPDATE larder_meta SET value = ?1 WHERE key = 'textIndexSettled'", [.int(number)])
-    }
-
-    /// The index checked against what the rule says it must hold: for each document outside the backlog its current
-    /// text, for each backlog row its `old`. FTS5's own check first, then term by term against a scratch index built
-    /// from those texts. `ok` or what differs.
-    func check() -> String {
-        queue.sync { () -> String in
-            do throws(LarderError) {
-                try connection.execute("INSERT INTO text_index(text_index) VALUES ('integrity-check')")
-                try connection.execute("BEGIN")
-                defer {
-                    try? connection.execute(
-                        "ROLLBACK; DROP TABLE IF EXISTS temp.text_live_terms; DROP TABLE IF EXISTS temp.text_expected_terms; "
-                            + "DROP TABLE IF EXISTS temp.text_expected")
-                }
-                // No pass commits while the documents' snapshot (taken after any leftover settle) is compared.
-                _ = try lockIndexFileAndSettleLeftovers()
-                try connection.execute(
-                    """
-                    CREATE VIRTUAL TABLE temp.text_expected USING fts5(
-                        search, content='', tokenize='trigram case_sensitive 1', detail=none);
-                    INSERT INTO temp.text_expected(rowid, search)
-                        SELECT seq, search FROM docs.documents
-                            WHERE collection IN (SELECT name FROM docs.text_collections)
-                            AND seq NOT IN (SELECT seq FROM docs.fts_backlog)
-                        UNION ALL SELECT seq, old FROM docs.fts_backlog WHERE old IS NOT NULL
-                        ORDER BY 1;
-                    CREATE VIRTUAL TABLE temp.text_live_terms USING fts5vocab(main, text_index, instance);
-                    CREATE VIRTUAL TABLE temp.text_expected_terms USING fts5vocab(temp, text_expected, instance);
-                    """)
-                let differences =
-                    try connection.scalar(
-                        """
-                        SELECT count(*) FROM (
-                            SELECT * FROM (SELECT term, doc FROM temp.text_live_terms
-                                           EXCEPT SELECT term, doc FROM temp.text_expected_terms)
-                            UNION ALL
-                            SELECT * FROM (SELECT term, doc FROM temp.text_expected_terms
-                                           EXCEPT SELECT term, doc FROM temp.text_live_terms))
-                        """) ?? 0
-                return differences == 0 ? "ok" : "trigram index: \(differences) entries differ from the documents"
-            } catch {
-                return "trigram index: \(error.message)"
-            }
-        }
-    }
-
     /// Once: finishes the pass under way and brings the index up to date with what is left (a few passes at most),
     /// then refuses further pokes. The writer must still be open (and this not called on its queue, where a settle
     /// could not run: then the backlog simply stays for the next open).
@@ -472,31 +299,4 @@ final class TextIndexer: @unchecked Sendable {
         guard first, !writer.isOnQueue else { return }
         try? catchUp(rounds: 4)
     }
-}
-
-extension TextIndexer {
-    /// Runs `body` in a read transaction of `db` (a reader with the index attached as `ix`) whose two snapshots were
-    /// taken together (see the type's comment).
-    func withSnapshots<T>(_ db: Connection, _ body: (Connection) throws(LarderError) -> T) throws(LarderError) -> T {
-        try db.run(.beginRead)
-        defer { try? db.run(.endRead) }
-        try takeSnapshots(db)
-        return try body(db)
-    }
-
-    /// Starts the read transaction's snapshots: the documents' first, then the index's, both under `snapshotLock`.
-    private func takeSnapshots(_ db: Connection) throws(LarderError) {
-        snapshotLock.lock()
-        defer { snapshotLock.unlock() }
-        _ = try db.scalar("SELECT count(*) FROM main.larder_meta")
-        let pause = pauseBetweenSnapshotsMicros.load(ordering: .relaxed)
-        if pause > 0 { usleep(UInt32(pause)) }
-        _ = try db.scalar("SELECT count(*) FROM ix.text_meta")
-    }
-}
-
-/// SQL text helpers.
-enum SQL {
-    /// `text` as an SQL string literal.
-    static func literal(_ text: String) -> String { "'" + text.replacingOccurrences(of: "'", with: "''") + "'" }
 }

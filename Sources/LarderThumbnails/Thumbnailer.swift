@@ -1,6 +1,9 @@
 import CTurboJPEG
 import LarderWire
 
+// Parallel table (`duplicates` pairs these on purpose): the thumbnailer's side of LarderStore's `StoredThumbnail`
+// (what the store keeps); its memberwise init has the shape of every small value type's (`Group`,
+// `GroupResponse.Section`), which share nothing else.
 /// A thumbnail: baseline JPEG bytes and the size they show at (EXIF orientation applied).
 public struct Thumbnail: Sendable, Equatable {
     public var width: Int

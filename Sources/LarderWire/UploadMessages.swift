@@ -1,6 +1,9 @@
 import CZlib
 import Foundation
 
+// Parallel table (`duplicates` pairs these on purpose): messages in the shape of Messages.swift (see there), as
+// BackupMessages.swift's are: stored fields, a memberwise init, `init(json:)`, `json`.
+
 // MARK: - Byte ranges and resumable uploads (Protocol.md §5.4)
 
 /// Checks a `sha256` request member: 64 lowercase hexadecimal digits.

@@ -1,0 +1,92 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Dispatch
+import Foundation
+import LarderStore
+import LarderSync
+import LarderTLS
+import LarderWire
+import LarderIO
+
+// Accepting connections: onto a shard, or refused with one error frame; and closing the listeners.
+extension LarderServer {
+    func acceptAll(_ listener: ListenerBox) {
+        // Bounded so one busy listener cannot starve the other.
+        for _ in 0..<256 {
+            let fd: Int32
+            do throws(IOError) {
+                guard let accepted = try Socket.accept(listener.fd, keepaliveSeconds: configuration.tcpKeepaliveSeconds)
+                else { return }
+                fd = accepted
+            } catch {
+                // EMFILE and friends: log and let the next readiness event try again.
+                context.logger.warn("accept: \(error)")
+                if error.errno == EMFILE || error.errno == ENFILE { usleep(10_000) }
+                return
+            }
+            let peer = listener.unixPath.map { "unix:\($0)" } ?? Socket.peerName(fd)
+            let stopping = state.withLock { $0.stopped }
+            if stopping || context.stats.openConnections >= configuration.limits.maxConnections {
+                refuse(fd, peer: peer, stopping: stopping)
+                continue
+            }
+            let (shard, id) = state.withLock { s -> (IOShard, Int) in
+                s.nextShard = (s.nextShard + 1) % shards.count
+                s.nextConnectionID += 1
+                return (shards[s.nextShard], s.nextConnectionID)
+            }
+            context.stats.connectionOpened()
+            var tls: TLSTransport?
+            if listener.tls {
+                guard
+                    let engine = try? tlsContexts.map({ (contexts) throws(TLSError) in
+                        try TLSEngine(context: contexts.context)
+                    })
+                else {
+                    context.logger.error("conn \(id): no TLS session could be made (see the TLS error at start-up)")
+                    context.stats.connectionClosed()
+                    Socket.close(fd)
+                    continue
+                }
+                tls = TLSTransport(engine: engine, openedAt: monotonicMs())
+            }
+            context.logger.log(.info, "connection opened", Logger.Context(connection: id, peer: peer))
+            let connection = Connection(fd: fd, id: id, peer: peer, shard: shard, context: context, tls: tls)
+            shard.loop.async { connection.start() }
+        }
+    }
+
+    /// Over the connection limit (or shutting down): one error frame, written best-effort, then close.
+    private func refuse(_ fd: Int32, peer: String, stopping: Bool) {
+        context.stats.connectionRefused()
+        let limit = configuration.limits.maxConnections
+        let error =
+            stopping
+            ? LarderError(.unavailable, "the server is shutting down")
+            : LarderError(
+                .resourceExhausted, "the server has reached its limit of \(limit) connections; retry later",
+                details: ["limit": .int(Int64(limit))])
+        var bytes: [UInt8] = []
+        FrameEncoder().encode(
+            Frame(
+                opcode: Opcode(rawValue: 0), requestID: 0, status: error.status, flags: .response,
+                json: error.json.bytes),
+            into: &bytes)
+        _ = bytes.withUnsafeBytes { try? Socket.write(fd, $0) }
+        context.logger.log(
+            .info, "connection refused", Logger.Context(peer: peer, fields: [("reason", .string(error.message))]))
+        Socket.close(fd)
+    }
+
+    /// Cancels the accept sources and returns once their descriptors are closed: a connect after `shutdown()` (or after
+    /// the server is dropped) is refused rather than left in a backlog nobody accepts from. The cancel handler runs
+    /// asynchronously on the accept queue, hence the wait.
+    func closeListeners(_ listeners: [ListenerBox]) {
+        guard !listeners.isEmpty else { return }
+        acceptQueue.sync { for listener in listeners { listener.source.cancel() } }
+        for listener in listeners { listener.closed.wait() }
+    }
+}

@@ -1,0 +1,151 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Dispatch
+import Synchronization
+import LarderStore
+import LarderSync
+import LarderWire
+import LarderIO
+
+// Writing a connection's output: on the loop, or by a sender on the work pool for large output, or over TLS.
+extension Connection {
+    func writable() {
+        if lingerUntil != nil { return lingerWrite(now: shard.loop.now) }
+        flush()
+    }
+
+    func endOfTurn() {
+        flushPending = false
+        flush()
+    }
+
+    func flush() {
+        guard !sending else { return }  // the sender's completion flushes what queued meanwhile
+        if machine.unsentBytes >= Connection.offloadBytes && !closing && tls == nil && offload() { return }
+        var actions: [ConnectionStateMachine.Action] = []
+        writeNow(&actions)
+        if machine.unsentBytes == 0 && tls?.hasOutput != true { setWriting(false) }
+        perform(actions)
+        reportTraffic()
+        // Output drained: subscriptions replaying the log may read their next page.
+        continueCatchUps()
+    }
+
+    /// Writes what the socket takes now; the machine's resulting actions are appended to `actions`, not performed.
+    func writeNow(_ actions: inout [ConnectionStateMachine.Action]) {
+        if let tls { return writeEncrypted(tls, &actions) }
+        while !closing && !sending && machine.unsentBytes > 0 {
+            let result: Result<IOResult, IOError> = machine.withUnsentBuffers { buffers in
+                do throws(IOError) {
+                    return .success(try Socket.writev(fd, buffers))
+                } catch {
+                    return .failure(error)
+                }
+            }
+            switch result {
+            case .failure(let error):
+                actions += machine.forceClose(.ioError(error.description))
+                return
+            case .success(.wouldBlock):
+                setWriting(true)
+                return
+            case .success(.done(let count)):
+                wireOut += count
+                actions += machine.writeCompleted(count, now: shard.loop.now)
+            }
+        }
+    }
+
+    /// `writeNow` through TLS: the ciphertext waiting goes first, then the next batch of output is encrypted.
+    private func writeEncrypted(_ tls: TLSTransport, _ actions: inout [ConnectionStateMachine.Action]) {
+        while !closing && (tls.hasOutput || (machine.unsentBytes > 0 && tls.isEstablished)) {
+            if tls.hasOutput {
+                let written: Int?
+                do throws(IOError) {
+                    written = try tls.flush(fd)
+                } catch {
+                    actions += machine.forceClose(.ioError(error.description))
+                    return
+                }
+                wireOut += written ?? 0
+                if tls.hasOutput {
+                    setWriting(true)
+                    return
+                }
+            }
+            guard machine.unsentBytes > 0 else { return }
+            switch machine.withUnsentOutput({ tls.encrypt($0) }) {
+            case .failure(let error):
+                actions += machine.forceClose(.ioError(error.message))
+                return
+            case .success(let count):
+                actions += machine.writeCompleted(count, now: shard.loop.now)
+            }
+        }
+    }
+
+    /// Hands the output queued so far to a sender on the work pool, which writes until it is all written or the
+    /// socket is full, then reports back to the loop (`sent`). The machine keeps queueing answers after it meanwhile.
+    /// False when the pool is full: the loop writes it.
+    private func offload() -> Bool {
+        let (buffers, offset) = machine.unsentSnapshot()
+        let total = buffers.reduce(0) { $0 + $1.count } - offset
+        let fd = self.fd
+        descriptor.withLock { $0.senderActive = true }
+        let accepted = context.router.pool.submit { [self] in
+            var written = 0
+            var failure: IOError?
+            var full = false
+            // Stops early once the connection is closed: its descriptor is only waiting for this sender.
+            while written < total && failure == nil && !full && !descriptor.withLock({ $0.closeWhenSenderEnds }) {
+                do throws(IOError) {
+                    switch try Socket.writev(fd, buffers, offsetBy: offset + written) {
+                    case .wouldBlock: full = true
+                    case .done(let count): written += count
+                    }
+                } catch {
+                    failure = error
+                }
+            }
+            let closeNow = descriptor.withLock { state -> Bool in
+                state.senderActive = false
+                return state.closeWhenSenderEnds
+            }
+            if closeNow { Socket.close(fd) }
+            shard.loop.async { [self, written, failure, full] in sent(written, failure: failure, full: full) }
+        }
+        guard accepted else {
+            descriptor.withLock { $0.senderActive = false }
+            return false
+        }
+        sending = true
+        bytesWithSender = total
+        setWriting(false)
+        return true
+    }
+
+    /// A sender's report, on the loop.
+    private func sent(_ count: Int, failure: IOError?, full: Bool) {
+        sending = false
+        bytesWithSender = 0
+        guard !closing else { return }
+        wireOut += count
+        var actions = count > 0 ? machine.writeCompleted(count, now: shard.loop.now) : []
+        if let failure {
+            actions += machine.forceClose(.ioError(failure.description))
+        } else if full {
+            setWriting(true)
+        }
+        perform(actions)
+        if !full && failure == nil && !closing { flush() } else { reportTraffic() }
+    }
+
+    private func setWriting(_ on: Bool) {
+        guard !closing, wantsWrite != on else { return }
+        wantsWrite = on
+        shard.loop.setInterest(fd, read: wantsRead, write: wantsWrite)
+    }
+}

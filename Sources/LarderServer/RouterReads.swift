@@ -1,0 +1,193 @@
+import Dispatch
+import Foundation
+import LarderStore
+import LarderWire
+
+// The reads, run on the work pool (point reads also inline on the event loop), BLOB_GET, the upload requests
+// (in the connection's write order) and how a page of records is written.
+extension Router {
+    private func get(_ request: GetRequest, _ reads: (any PointReads)?) throws(LarderError) -> ([UInt8], [UInt8]) {
+        if let reads { return (try reads.getJSON(request.collection, id: request.id), []) }
+        return (try store.get(request.collection, id: request.id).bytes, [])
+    }
+
+    private func blobHead(_ request: BlobIDRequest, _ reads: (any PointReads)?) throws(LarderError) -> ([UInt8], [UInt8]) {
+        let meta = if let reads { try reads.blobHead(request.id) } else { try store.blobHead(request.id) }
+        return (meta.json.bytes, [])
+    }
+
+    func read(_ frame: Frame, _ reads: (any PointReads)?) throws(LarderError) -> ([UInt8], [UInt8]) {
+        // The plain forms of the point reads skip building a JSON object (the general path below answers the rest).
+        if frame.opcode == .get, let request = GetRequest.fast(frame.json) { return try get(request, reads) }
+        if frame.opcode == .blobHead, let request = BlobIDRequest.fast(frame.json) { return try blobHead(request, reads) }
+        let object = try frame.jsonObject()
+        switch frame.opcode {
+        case .ping, .hello:
+            _ = try EmptyMessage(json: object)
+            return ([], [])  // an empty JSON part, as the ping-response vector has it
+        case .get:
+            return try get(try GetRequest(json: object), reads)
+        case .getMany:
+            let request = try GetManyRequest(json: object)
+            let (records, missing) = try store.getMany(request.collection, ids: request.ids)
+            var out = Array(#"{"records":"#.utf8)
+            Router.writeRecords(records, into: &out)
+            out.append(contentsOf: #","missing":"#.utf8)
+            JSON.array(missing.map { .string($0.wireString) }).write(into: &out)
+            out.append(UInt8(ascii: "}"))
+            return (out, [])
+        case .list:
+            let request = try ListRequest(json: object)
+            let page = try store.list(request.collection, limit: request.limit, cursor: request.cursor)
+            return (Router.pageBytes(page), [])
+        case .search:
+            let request = try SearchRequest(json: object)
+            searchGate?.pass()
+            return (Router.pageBytes(try store.search(request.collection, request.query)), [])
+        case .count:
+            let request = try CountRequest(json: object)
+            let count = try store.count(request.collection, filter: request.filter, text: request.text)
+            return (CountResponse(count: count).json.bytes, [])
+        case .group:
+            let request = try GroupRequest(json: object)
+            let groups = try store.group(
+                request.collection, field: request.field, filter: request.filter, text: request.text,
+                perGroup: request.perGroup)
+            var out = Array(#"{"groups":["#.utf8)
+            for (n, group) in groups.enumerated() {
+                if n > 0 { out.append(UInt8(ascii: ",")) }
+                out.append(contentsOf: #"{"key":"#.utf8)
+                group.key.write(into: &out)
+                out.append(contentsOf: #","count":"#.utf8)
+                JSONWriter.writeInt(Int64(group.count), into: &out)
+                out.append(contentsOf: #","records":"#.utf8)
+                Router.writeRecords(group.records, into: &out)
+                out.append(UInt8(ascii: "}"))
+            }
+            out.append(contentsOf: "]}".utf8)
+            return (out, [])
+        case .collections:
+            _ = try EmptyMessage(json: object)
+            let entries = try store.collections().map { CollectionsResponse.Entry(name: $0.name, count: $0.count) }
+            return (CollectionsResponse(collections: entries).json.bytes, [])
+        case .blobUploadStatus:
+            return (try store.uploadStatus(try BlobUploadIDRequest(json: object).upload).json.bytes, [])
+        case .blobHead:
+            return try blobHead(try BlobIDRequest(json: object), reads)
+        case .blobList:
+            let request = try BlobListRequest(json: object)
+            let (blobs, cursor) = try store.blobList(
+                limit: request.limit, cursor: request.cursor, attachedTo: request.attachedTo)
+            return (BlobListResponse(blobs: blobs, nextCursor: cursor).json.bytes, [])
+        case .stats:
+            _ = try EmptyMessage(json: object)
+            var json = stats.json(now: DispatchTime.now().uptimeNanoseconds, server: serverName)
+            let work = pool.snapshot
+            json["workPool"] = .object([
+                "threads": .int(Int64(work.threads)), "maxQueued": .int(Int64(work.maxWaiting)),
+                "started": .int(Int64(work.started)), "busy": .int(Int64(work.busy)),
+                "queued": .int(Int64(work.waiting)), "refused": .int(Int64(work.refused)),
+            ])
+            let storeStats = try store.stats()
+            json["store"] = .object([
+                "documents": .int(Int64(storeStats.documents)), "blobs": .int(Int64(storeStats.blobs)),
+                "databaseBytes": .int(storeStats.databaseBytes), "changes": .int(Int64(storeStats.changes)),
+                "lastChangeSeq": .int(storeStats.lastChangeSeq),
+                "writer": .object([
+                    "batches": .int(Int64(storeStats.writer.batches)), "writes": .int(Int64(storeStats.writer.writes)),
+                    "cpuMicros": .int(storeStats.writer.cpuMicros),
+                ]),
+            ])
+            json["thumbnails"] = .object(stats.thumbnailsJSON(stored: try store.thumbnailCount()))
+            return (json.bytes, [])
+        default:
+            throw LarderError(.internal, "\(frame.opcode.name) has no read handler")
+        }
+    }
+
+    /// A whole blob, or a range of one; a blob larger than one answer carries is read by ranges.
+    func blobGet(_ request: BlobGetRequest) throws(LarderError) -> ([UInt8], [UInt8]) {
+        guard request.isRange else {
+            let meta = try store.blobHead(request.id)
+            guard meta.size <= Int64(maxReplyBinaryBytes) else {
+                throw LarderError(
+                    .payloadTooLarge, "the blob is \(meta.size) bytes, more than one answer carries "
+                        + "(\(maxReplyBinaryBytes)); read it by ranges: BLOB_GET with offset and length",
+                    details: ["limit": .int(Int64(maxReplyBinaryBytes)), "size": .int(meta.size)])
+            }
+            let (whole, bytes) = try store.blobGet(request.id)
+            return (whole.json.bytes, bytes)
+        }
+        let offset = request.offset ?? 0
+        var length = request.length
+        if length == nil {  // to the end
+            let size = try store.blobHead(request.id).size
+            length = max(0, size - offset)
+            if offset >= size {
+                throw LarderError(
+                    .invalidArgument, "offset \(offset) is past the end of the blob, which has \(size) bytes",
+                    field: "offset", details: ["size": .int(size)])
+            }
+        }
+        guard let length, length <= Int64(maxReplyBinaryBytes) else {
+            throw LarderError(
+                .payloadTooLarge, "a range carries at most \(maxReplyBinaryBytes) bytes; ask for less at a time",
+                field: "length", details: ["limit": .int(Int64(maxReplyBinaryBytes))])
+        }
+        let (meta, bytes) = try store.blobRead(request.id, offset: offset, length: Int(length))
+        var json = meta.json
+        json["offset"] = .int(offset)
+        json["length"] = .int(Int64(bytes.count))
+        return (json.bytes, bytes)
+    }
+
+    static func isUpload(_ opcode: Opcode) -> Bool {
+        opcode == .blobUpload || opcode == .blobUploadChunk || opcode == .blobUploadFinish || opcode == .blobUploadAbort
+    }
+
+    /// The writes of a resumable upload: each waits for its COMMIT on the calling thread (a write lane's).
+    func upload(_ frame: Frame) throws(LarderError) -> ([UInt8], [UInt8]) {
+        let object = try frame.jsonObject()
+        switch frame.opcode {
+        case .blobUpload:
+            return (try store.uploadBegin(try BlobUploadRequest(json: object)).json.bytes, [])
+        case .blobUploadChunk:
+            let r = try BlobUploadChunkRequest(json: object)
+            let info = try store.uploadChunk(r.upload, offset: r.offset, bytes: frame.binary, crc32: r.crc32)
+            return (info.json.bytes, [])
+        case .blobUploadFinish:
+            let r = try BlobUploadFinishRequest(json: object)
+            return (try store.uploadFinish(r.upload, sha256: r.sha256).json.bytes, [])
+        case .blobUploadAbort:
+            let r = try BlobUploadIDRequest(json: object)
+            try store.uploadAbort(r.upload)
+            return (BlobUploadAbortResponse(upload: r.upload).json.bytes, [])
+        default:
+            throw LarderError(.internal, "\(frame.opcode.name) is no upload request")
+        }
+    }
+
+    static func writeRecords(_ records: [StoredRecord], into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "["))
+        for (n, record) in records.enumerated() {
+            if n > 0 { out.append(UInt8(ascii: ",")) }
+            record.write(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+    }
+
+    /// `{"records":[...],"nextCursor":...}` with each record's stored bytes spliced in.
+    static func pageBytes(_ page: Page) -> [UInt8] {
+        var out = Array(#"{"records":"#.utf8)
+        out.reserveCapacity(page.records.reduce(64) { $0 + $1.data.count + 128 })
+        writeRecords(page.records, into: &out)
+        out.append(contentsOf: #","nextCursor":"#.utf8)
+        if let cursor = page.nextCursor {
+            JSONWriter.writeString(cursor, into: &out)
+        } else {
+            out.append(contentsOf: "null".utf8)
+        }
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+}

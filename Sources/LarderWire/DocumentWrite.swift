@@ -1,0 +1,91 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// CREATE and REPLACE in their usual form, read without building a tree: the document goes straight to its stored
+/// form (`CompactDocument`).
+public struct DocumentWrite: Sendable, Equatable {
+    public var collection: String
+    public var id: UUID?
+    public var data: CompactDocument
+    public var rev: Int64?
+
+    /// `{"collection": "…", "id": "…", "data": {…}}` (CREATE: `id` optional; REPLACE: `id` required and `rev`
+    /// allowed): member names and the collection and id without escapes, each member once, the id in its strict
+    /// form, `rev` a positive integer, `data` as `CompactJSON` reads it; an optional member (CREATE's `id`, `rev`) may
+    /// be `null`, which is its absence. Anything else is nil: then use `CreateRequest(json:)` or
+    /// `ReplaceRequest(json:)`, which give the same request or the error.
+    public static func fast(_ json: [UInt8], opcode: Opcode) -> DocumentWrite? {
+        guard opcode == .create || opcode == .replace else { return nil }
+        return json.withUnsafeBufferPointer { buffer -> DocumentWrite? in
+            var input = ByteScanner(buffer: buffer)
+            var collection: String?
+            var id: UUID?
+            var data: CompactDocument?
+            var rev: Int64?
+            var optionalNull = (id: false, rev: false)  // `"id": null` (CREATE), `"rev": null`: absent, once each
+            guard input.take(UInt8(ascii: "{")) else { return nil }
+            repeat {
+                guard let name = input.plainString(), input.take(UInt8(ascii: ":")) else { return nil }
+                if input.equal(name, "id") && opcode == .create && id == nil && !optionalNull.id
+                    && input.takeLiteral("null")
+                {
+                    optionalNull.id = true
+                } else if input.equal(name, "rev") && opcode == .replace && rev == nil && !optionalNull.rev
+                    && input.takeLiteral("null")
+                {
+                    optionalNull.rev = true
+                } else if input.equal(name, "collection") && collection == nil {
+                    guard let value = input.plainString(), value.count <= 256,
+                        let string = String(validating: input.bytes(value), as: UTF8.self)
+                    else { return nil }
+                    collection = string
+                } else if input.equal(name, "id") && id == nil && !optionalNull.id {
+                    guard let value = input.plainString(), let uuid = FieldReader.strictUUID(utf8: input.bytes(value))
+                    else { return nil }
+                    id = uuid
+                } else if input.equal(name, "data") && data == nil {
+                    guard let document = CompactJSON.object(buffer, at: &input.index, depth: 2) else { return nil }
+                    data = document
+                } else if input.equal(name, "rev") && rev == nil && !optionalNull.rev && opcode == .replace {
+                    guard let value = input.smallInteger(minimum: 1) else { return nil }
+                    rev = value
+                } else {
+                    return nil
+                }
+            } while input.take(UInt8(ascii: ","))
+            guard input.take(UInt8(ascii: "}")) else { return nil }
+            input.skipWhitespace()
+            guard input.atEnd, let collection, let data, opcode == .create || id != nil else { return nil }
+            return DocumentWrite(collection: collection, id: id, data: data, rev: rev)
+        }
+    }
+}
+
+extension DocumentWrite {
+    /// The JSON part of a CREATE (`rev` nil) or REPLACE request whose document is already compact JSON (a client's
+    /// encoded model), written around its bytes: the form `fast` reads.
+    public static func request(collection: String, id: UUID?, document: [UInt8], rev: Int64? = nil) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(document.count + collection.utf8.count + 80)
+        out.append(contentsOf: #"{"collection":"#.utf8)
+        JSONWriter.writeString(collection, into: &out)
+        if let id {
+            out.append(contentsOf: #","id":""#.utf8)
+            out.append(contentsOf: id.wireString.utf8)
+            out.append(UInt8(ascii: "\""))
+        }
+        out.append(contentsOf: #","data":"#.utf8)
+        out.append(contentsOf: document)
+        if let rev {
+            out.append(contentsOf: #","rev":"#.utf8)
+            JSONWriter.writeInt(rev, into: &out)
+        }
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+}
