@@ -39,17 +39,17 @@ final class Connection: @unchecked Sendable {
     }
 
     // Guarded by `lock`.
-    private let lock = Lock()
+    let lock = Lock()
     private var waiters: [UInt32: Waiter] = [:]
     private var queue: [UInt32] = []
     private var freeSlots = 1
     private var nextID: UInt32 = 1
-    private var failure: LarderError?
+    var failure: LarderError?
     /// An error frame the server sent for no particular request (id 0) just before closing.
     private var serverError: LarderError?
     private var helloResponse: HelloResponse?
     /// Where each subscription's EVENT frames go, by subscription id.
-    private var subscriptions: [UInt32: EventSink] = [:]
+    var subscriptions: [UInt32: EventSink] = [:]
 
     // Guarded by `encoderLock`: requests are encoded in the order their slots were granted.
     private let encoderLock = Lock()
@@ -256,7 +256,7 @@ final class Connection: @unchecked Sendable {
     }
 
     /// Tells the caller waiting for the reply that starts with `header` how many of its bytes have arrived (nil: all).
-    private func reportProgress(_ header: FrameHeader, received: Int?) {
+    func reportProgress(_ header: FrameHeader, received: Int?) {
         let progress = lock.withLock { waiters[header.requestID]?.progress }
         let size = 4 + Int(header.length)
         progress?(received ?? size, size)
@@ -309,61 +309,9 @@ final class Connection: @unchecked Sendable {
         }
     }
 
-    // MARK: - Reading
+    // MARK: - Delivering answers
 
-    /// What the I/O thread does with the bytes it reads: frames out of them, each delivered; an error ends the
-    /// connection.
-    private func readerStep() -> (UnsafeRawBufferPointer) -> LarderError? {
-        var decoder = FrameDecoder()
-        decoder.acceptsCompressed = false  // until the server's HELLO answer agrees to zlib
-        var buffer = ByteBuffer()
-        return { [unowned self] bytes in
-            buffer.append(bytes)
-            do throws(FrameError) {
-                while let header = try decoder.peekHeader(buffer), let frame = try decoder.next(&buffer) {
-                    // A large reply's progress ends at its whole size, before its caller has it.
-                    if header.binaryLength >= 1 << 20 { reportProgress(header, received: nil) }
-                    if frame.opcode == .hello, frame.status == .ok,
-                        let hello = try? HelloResponse(json: frame.jsonObject())
-                    {
-                        // Accept replies as large as the server may send, not just the defaults.
-                        decoder.maxFrameBytes = max(decoder.maxFrameBytes, hello.limits.maxFrameBytes)
-                        decoder.maxJSONBytes = max(decoder.maxJSONBytes, hello.limits.maxJSONBytes)
-                        decoder.maxBinaryBytes = max(decoder.maxBinaryBytes, hello.limits.maxBlobBytes)
-                        decoder.acceptsCompressed = hello.compression == zlibCompression
-                    }
-                    deliver(frame)
-                }
-                if let header = try decoder.peekHeader(buffer), header.binaryLength >= 1 << 20 {
-                    reportProgress(header, received: buffer.readableCount)
-                }
-                return nil
-            } catch {
-                return LarderError(
-                    error.error.status, "the server at \(endpoint) sent a frame the client cannot read: "
-                        + error.error.message)
-            }
-        }
-    }
-
-    /// The I/O thread's loop ended: every request in flight fails with why (and whether it was sent).
-    private func ended(_ end: IOThread.End) {
-        func lost(_ why: String) -> LarderError { LarderError(.unavailable, "lost the connection to \(endpoint): \(why)") }
-        switch end {
-        case .peerClosed: close(lost("the server closed the connection"), lost: true)
-        case .readFailed(let code): close(lost(ClientSocket.errnoText(code)), lost: true)
-        case .writeFailed(let code, let name):
-            close(
-                LarderError(
-                    .unavailable, "the connection to \(endpoint) broke while sending \(name) ("
-                        + ClientSocket.errnoText(code) + ")"), lost: true)
-        case .invalid(let error): close(error, lost: true)
-        case .tlsFailed(let message): close(lost(message), lost: true)
-        case .stopped: close()
-        }
-    }
-
-    private func deliver(_ frame: Frame) {
+    func deliver(_ frame: Frame) {
         if frame.isPush { return deliverEvent(frame) }
         var writes: [UInt32] = []
         let (continuation, onReply) = lock.withLock {
@@ -384,48 +332,6 @@ final class Connection: @unchecked Sendable {
         continuation?.resume(returning: .success(frame))
         // Queued, not written: the I/O thread writes them once it is done reading.
         for id in writes { write(id) }
-    }
-
-    // MARK: - The change feed
-
-    /// Sends WATCH; its answer registers `sink` for the subscription's events on the I/O thread, before any
-    /// event can be read.
-    func watch(_ json: [UInt8], sink: EventSink, timeout: Duration?) async throws(LarderError) -> Frame {
-        try await call(.watch, json: json, binary: [], timeout: timeout, onReply: { [weak self] frame in
-            guard let self, frame.status == .ok,
-                let response = try? WatchResponse(json: frame.jsonObject())
-            else { return }
-            if sink.started(response) {
-                lock.withLock { subscriptions[response.subscription] = sink }
-            } else {
-                // Cancelled (or timed out) while the answer was on its way.
-                unwatch(response.subscription)
-            }
-        })
-    }
-
-    /// Forgets a subscription and tells the server (UNWATCH), without waiting for its answer.
-    func unwatch(_ id: UInt32) {
-        let open = lock.withLock { () -> Bool in
-            subscriptions[id] = nil
-            return failure == nil
-        }
-        guard open else { return }
-        let json = UnwatchRequest(subscription: id).json.bytes
-        Task { _ = try? await self.call(.unwatch, json: json, binary: [], timeout: .seconds(30)) }
-    }
-
-    /// An EVENT frame, on the I/O thread: to its subscription's stream. Other pushed opcodes (from a later server)
-    /// are ignored.
-    private func deliverEvent(_ frame: Frame) {
-        guard frame.opcode == .event, let sink = lock.withLock({ subscriptions[frame.requestID] }),
-            let event = try? ChangeEvent(json: frame.jsonObject())
-        else { return }
-        if !sink.receive(event) {
-            lock.withLock {
-                if subscriptions[frame.requestID] === sink { subscriptions[frame.requestID] = nil }
-            }
-        }
     }
 
     /// Fails every request in flight with `error` and shuts the socket; later calls fail at once. `lost`: the

@@ -1,0 +1,73 @@
+import Foundation
+import LarderSync
+import LarderWire
+
+// LarderClient's blob calls in one frame each: put, get (whole or as a thumbnail), head, delete, list.
+extension LarderClient {
+    // MARK: - Blobs
+
+    /// A blob's metadata and bytes.
+    public struct Blob: Sendable, Equatable {
+        /// The blob's metadata.
+        public var info: BlobInfo
+        /// The JPEG bytes.
+        public var bytes: [UInt8]
+
+        /// A blob with this metadata and these bytes.
+        public init(info: BlobInfo, bytes: [UInt8]) {
+            self.info = info
+            self.bytes = bytes
+        }
+    }
+
+    /// Stores a JPEG, optionally attached to a document (deleting the document then deletes the blob).
+    ///
+    /// `sha256` (lowercase hex), when given, is checked by the server. `progress` is called while a blob of 1 MiB
+    /// or more is sent, with the bytes sent so far and the request's size, last with both the same.
+    public func blobPut(
+        _ bytes: [UInt8], id: UUID? = nil, sha256: String? = nil, attachTo attachment: BlobAttachment? = nil,
+        progress: (@Sendable (_ sent: Int, _ total: Int) -> Void)? = nil
+    ) async throws(LarderError) -> BlobInfo {
+        let request = BlobPutRequest(id: id, sha256: sha256, attach: attachment)
+        return try BlobInfo(
+            json: try await call(.blobPut, request.json, binary: bytes, progress: progress).jsonObject())
+    }
+
+    /// Reads a blob's metadata and bytes; `progress` is called while a blob of 1 MiB or more arrives, with the bytes
+    /// received so far and the reply's size, last with both the same.
+    public func blobGet(
+        _ id: UUID, progress: (@Sendable (_ received: Int, _ total: Int) -> Void)? = nil
+    ) async throws(LarderError) -> Blob {
+        let frame = try await call(.blobGet, BlobIDRequest(id: id).json, progress: progress)
+        return Blob(info: try BlobInfo(json: try frame.jsonObject()), bytes: frame.binary)
+    }
+
+    /// A thumbnail of a photo: a baseline JPEG whose longer side is `maxSide` pixels (or the photo's own when that is
+    /// smaller: photos are never enlarged), EXIF orientation applied. `maxSide` must be one of the sizes the server
+    /// announces (`limits.thumbnailSizes` in HELLO, 64, 128, 256, 512 and 1024 by default); any other is
+    /// INVALID_ARGUMENT. `info` describes the stored photo, `info.thumbnail` the thumbnail in `bytes`. A photo over
+    /// the server's pixel limit is PAYLOAD_TOO_LARGE, one that does not decode UNSUPPORTED_MEDIA_TYPE.
+    public func thumbnail(_ id: UUID, maxSide: Int) async throws(LarderError) -> Blob {
+        let frame = try await call(.blobGet, BlobGetRequest(id: id, thumbnail: maxSide).json)
+        return Blob(info: try BlobInfo(json: try frame.jsonObject()), bytes: frame.binary)
+    }
+
+    /// Reads a blob's metadata only.
+    public func blobHead(_ id: UUID) async throws(LarderError) -> BlobInfo {
+        try await message(BlobInfo.self, .blobHead, BlobIDRequest(id: id).json)
+    }
+
+    /// Deletes a blob.
+    @discardableResult
+    public func blobDelete(_ id: UUID) async throws(LarderError) -> BlobDeleteResponse {
+        try await message(BlobDeleteResponse.self, .blobDelete, BlobIDRequest(id: id).json)
+    }
+
+    /// One page of blobs in id order, optionally only those attached to one document.
+    public func blobList(
+        limit: Int = defaultPageLimit, cursor: String? = nil, attachedTo: BlobAttachment? = nil
+    ) async throws(LarderError) -> BlobListResponse {
+        try await message(
+            BlobListResponse.self, .blobList, BlobListRequest(limit: limit, cursor: cursor, attachedTo: attachedTo).json)
+    }
+}

@@ -1,0 +1,109 @@
+import Foundation
+import LarderSync
+import LarderWire
+
+// LarderClient's document and collection calls: CRUD, search, count, group, collections, indexes.
+extension LarderClient {
+    // MARK: - Documents
+
+    /// Stores a new document and returns its record; the server assigns the id unless `id` is given.
+    public func create(_ collection: String, _ data: JSONObject, id: UUID? = nil) async throws(LarderError) -> Record {
+        try await message(Record.self, .create, CreateRequest(collection: collection, id: id, data: data).json)
+    }
+
+    /// `create` with the document already written as compact JSON (`ModelCoding.encodeDocument`); the answer's JSON.
+    func create(_ collection: String, document: [UInt8], id: UUID?) async throws(LarderError) -> [UInt8] {
+        let json = DocumentWrite.request(collection: collection, id: id, document: document)
+        return try await call(.create, jsonBytes: json).json
+    }
+
+    /// `replace` with the document already written as compact JSON (`ModelCoding.encodeDocument`); the answer's JSON.
+    func replace(_ collection: String, id: UUID, document: [UInt8], rev: Int64?) async throws(LarderError) -> [UInt8] {
+        let json = DocumentWrite.request(collection: collection, id: id, document: document, rev: rev)
+        return try await call(.replace, jsonBytes: json).json
+    }
+
+    /// Reads one document (NOT_FOUND when it does not exist).
+    public func get(_ collection: String, id: UUID) async throws(LarderError) -> Record {
+        try await message(Record.self, .get, GetRequest(collection: collection, id: id).json)
+    }
+
+    /// Reads up to 1,000 documents by id: the records found, in request order, and the ids that were not.
+    public func getMany(_ collection: String, ids: [UUID]) async throws(LarderError) -> GetManyResponse {
+        try await message(GetManyResponse.self, .getMany, GetManyRequest(collection: collection, ids: ids).json)
+    }
+
+    /// Replaces a document's data; with `rev`, only if that is still its revision (CONFLICT otherwise).
+    public func replace(
+        _ collection: String, id: UUID, data: JSONObject, rev: Int64? = nil
+    ) async throws(LarderError) -> Record {
+        try await message(
+            Record.self, .replace, ReplaceRequest(collection: collection, id: id, data: data, rev: rev).json)
+    }
+
+    /// Applies an RFC 7396 merge patch (null removes a member); with `rev`, only if that is still the revision.
+    public func patch(
+        _ collection: String, id: UUID, patch: JSONObject, rev: Int64? = nil
+    ) async throws(LarderError) -> Record {
+        try await message(Record.self, .patch, PatchRequest(collection: collection, id: id, patch: patch, rev: rev).json)
+    }
+
+    /// Deletes a document and the blobs attached to it; with `rev`, only if that is still its revision.
+    @discardableResult
+    public func delete(_ collection: String, id: UUID, rev: Int64? = nil) async throws(LarderError) -> DeleteResponse {
+        try await message(DeleteResponse.self, .delete, DeleteRequest(collection: collection, id: id, rev: rev).json)
+    }
+
+    /// One page of a collection in creation order; pass the page's `nextCursor` back for the next.
+    public func list(
+        _ collection: String, limit: Int = defaultPageLimit, cursor: String? = nil
+    ) async throws(LarderError) -> PageResponse {
+        try await message(
+            PageResponse.self, .list, ListRequest(collection: collection, limit: limit, cursor: cursor).json)
+    }
+
+    /// One page of the records matching `query`.
+    public func search(_ collection: String, _ query: SearchQuery) async throws(LarderError) -> PageResponse {
+        try await message(PageResponse.self, .search, SearchRequest(collection: collection, query: query).json)
+    }
+
+    /// How many records match `filter` and `text` (all of them when both are nil).
+    public func count(
+        _ collection: String, filter: Filter? = nil, text: TextQuery? = nil
+    ) async throws(LarderError) -> Int {
+        try await message(
+            CountResponse.self, .count, CountRequest(collection: collection, filter: filter, text: text).json
+        ).count
+    }
+
+    /// Sections of a collection by the value of `field` (e.g. `category`), each with its count and first records.
+    public func group(
+        _ collection: String, by field: String, filter: Filter? = nil, text: TextQuery? = nil,
+        perGroup: Int = GroupRequest.defaultPerGroup
+    ) async throws(LarderError) -> GroupResponse {
+        let request = GroupRequest(
+            collection: collection, field: try FieldPath(field), filter: filter, text: text, perGroup: perGroup)
+        return try await message(GroupResponse.self, .group, request.json)
+    }
+
+    // MARK: - Collections
+
+    /// Every collection with its document count.
+    public func collections() async throws(LarderError) -> [CollectionsResponse.Entry] {
+        try await message(CollectionsResponse.self, .collections, [:]).collections
+    }
+
+    /// Deletes a collection, its documents and their blobs.
+    @discardableResult
+    public func dropCollection(_ collection: String) async throws(LarderError) -> DropCollectionResponse {
+        try await message(
+            DropCollectionResponse.self, .dropCollection, DropCollectionRequest(collection: collection).json)
+    }
+
+    /// Declares an index on a field path (idempotent); `created` is false when it already existed.
+    @discardableResult
+    public func index(_ collection: String, field: String) async throws(LarderError) -> IndexResponse {
+        try await message(
+            IndexResponse.self, .index, IndexRequest(collection: collection, field: try FieldPath(field)).json)
+    }
+}
