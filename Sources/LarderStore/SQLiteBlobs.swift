@@ -21,21 +21,35 @@ extension SQLiteStore {
     public func blobGet(_ id: UUID) throws(LarderError) -> (meta: BlobMeta, bytes: [UInt8]) {
         // One transaction: the metadata and the bytes come from the same snapshot.
         try readers.read(transaction: true) { db throws(LarderError) in
-            let statement = try db.statement(.selectBlobMetaAndSeq)
-            defer { statement.reset() }
-            try statement.bind([.text(id.wireString)])
-            guard try statement.step() else { throw SQLiteStore.blobNotFound(id) }
-            let meta = SQLiteStore.blobMeta(statement)
-            let rowid = statement.int(9)
-            if !statement.isNull(10) {
-                let owner = statement.text(10)
-                let range = 0..<meta.size
-                return (meta, try UploadRules.assemble(id, range) { body throws(LarderError) in
-                    try SQLiteStore.forEachChunk(db, owner: owner, overlapping: range, body)
-                })
-            }
-            return (meta, try db.readBlob(table: "blobs", column: "bytes", rowid: rowid))
+            try SQLiteStore.readBlob(db, id) { (_) throws(LarderError) -> Range<Int64>? in nil }
         }
+    }
+
+    /// Blob `id`'s metadata and the bytes `range` picks once the metadata is known (nil: all of them), from its own
+    /// row or from its upload's chunks, read with `db` (inside the caller's transaction, so from one snapshot).
+    static func readBlob(
+        _ db: Connection, _ id: UUID, range: (BlobMeta) throws(LarderError) -> Range<Int64>?
+    ) throws(LarderError) -> (meta: BlobMeta, bytes: [UInt8]) {
+        let statement = try db.statement(.selectBlobMetaAndSeq)
+        defer { statement.reset() }
+        try statement.bind([.text(id.wireString)])
+        guard try statement.step() else { throw SQLiteStore.blobNotFound(id) }
+        let meta = SQLiteStore.blobMeta(statement)
+        let wanted = try range(meta)
+        if statement.isNull(10) {
+            let rowid = statement.int(9)
+            guard let wanted else { return (meta, try db.readBlob(table: "blobs", column: "bytes", rowid: rowid)) }
+            return (
+                meta,
+                try db.readBlob(
+                    table: "blobs", column: "bytes", rowid: rowid, range: Int(wanted.lowerBound)..<Int(wanted.upperBound))
+            )
+        }
+        let owner = statement.text(10)
+        let all = wanted ?? 0..<meta.size
+        return (meta, try UploadRules.assemble(id, all) { body throws(LarderError) in
+            try SQLiteStore.forEachChunk(db, owner: owner, overlapping: all, body)
+        })
     }
 
     public func blobHead(_ id: UUID) throws(LarderError) -> BlobMeta {

@@ -49,22 +49,9 @@ extension SQLiteStore: UploadReads {
     {
         // One transaction: the metadata and the bytes come from the same snapshot.
         try chunkReaders.read(transaction: true) { db throws(LarderError) in
-            let statement = try db.statement(.selectBlobMetaAndSeq)
-            defer { statement.reset() }
-            try statement.bind([.text(id.wireString)])
-            guard try statement.step() else { throw SQLiteStore.blobNotFound(id) }
-            let meta = SQLiteStore.blobMeta(statement)
-            let range = try UploadRules.range(offset: offset, length: length, size: meta.size)
-            if statement.isNull(10) {
-                let rowid = statement.int(9)
-                let bytes = try db.readBlob(
-                    table: "blobs", column: "bytes", rowid: rowid, range: Int(range.lowerBound)..<Int(range.upperBound))
-                return (meta, bytes)
+            try SQLiteStore.readBlob(db, id) { (meta) throws(LarderError) -> Range<Int64>? in
+                try UploadRules.range(offset: offset, length: length, size: meta.size)
             }
-            let owner = statement.text(10)
-            return (meta, try UploadRules.assemble(id, range) { body throws(LarderError) in
-                try SQLiteStore.forEachChunk(db, owner: owner, overlapping: range, body)
-            })
         }
     }
 }
@@ -77,13 +64,6 @@ extension SQLiteWriteContext: UploadWriteContext {
         }
     }
 
-    private func documentExists(_ attach: BlobAttachment) throws(LarderError) -> StoredRecord? {
-        try writer.query(
-            "SELECT \(SQLiteStore.recordColumns) FROM documents WHERE collection = ?1 AND id = ?2",
-            [.text(attach.collection), .text(attach.id.wireString)]
-        ) { SQLiteStore.record($0) }.first
-    }
-
     private func blobIdTaken(_ id: UUID) throws(LarderError) -> Bool {
         try writer.scalar("SELECT 1 FROM blobs WHERE id = ?1", [.text(id.wireString)]) != nil
     }
@@ -94,7 +74,7 @@ extension SQLiteWriteContext: UploadWriteContext {
         let taken = try db.scalar(
             "SELECT 1 FROM uploads WHERE blobId = ?1", [.text(upload.id.wireString)])
         if try blobIdTaken(upload.id) || taken != nil { throw WriteRules.blobIdTaken(upload.id) }
-        if let attach = upload.attach, try documentExists(attach) == nil {
+        if let attach = upload.attach, try document(attach, in: try writer) == nil {
             throw WriteRules.attachMissing(attach)
         }
         let open = try db.scalar("SELECT coalesce(sum(size), 0) FROM uploads") ?? 0
@@ -137,7 +117,7 @@ extension SQLiteWriteContext: UploadWriteContext {
         if try blobIdTaken(meta.id) { throw WriteRules.blobIdTaken(meta.id) }
         var document: StoredRecord?
         if let attach = meta.attachedTo {
-            document = try documentExists(attach)
+            document = try self.document(attach, in: try writer)
             if document == nil { throw WriteRules.attachMissing(attach) }
         }
         try db.run(

@@ -283,9 +283,9 @@ final class SQLiteWriteContext: PreparedWriteContext {
         return meta
     }
 
-    /// The document a blob is (to be) attached to, when it exists.
-    private func document(_ attachment: BlobAttachment) throws(LarderError) -> StoredRecord? {
-        try db.query(
+    /// The document a blob is (to be) attached to, when it exists (read with `connection`: by default the writer's).
+    func document(_ attachment: BlobAttachment, in connection: Connection? = nil) throws(LarderError) -> StoredRecord? {
+        try (connection ?? db).query(
             "SELECT \(SQLiteStore.recordColumns) FROM documents WHERE collection = ?1 AND id = ?2",
             [.text(attachment.collection), .text(attachment.id.wireString)]
         ) { SQLiteStore.record($0) }.first
