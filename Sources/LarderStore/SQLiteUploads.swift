@@ -120,15 +120,7 @@ extension SQLiteWriteContext: UploadWriteContext {
             document = try self.document(attach, in: try writer)
             if document == nil { throw WriteRules.attachMissing(attach) }
         }
-        try db.run(
-            "INSERT INTO blobs(id, size, sha256, contentType, width, height, createdAt, attachedCollection, "
-                + "attachedId, bytes, chunks) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, x'', ?10)",
-            [
-                .text(meta.id.wireString), .int(meta.size), .text(meta.sha256), .text(meta.contentType),
-                .int(Int64(meta.width)), .int(Int64(meta.height)), .int(meta.createdAt),
-                meta.attachedTo.map { .text($0.collection) } ?? .null,
-                meta.attachedTo.map { .text($0.id.wireString) } ?? .null, .text(upload.wireString),
-            ])
+        try insertBlobRow(meta, bytes: .blob([]), chunks: .text(upload.wireString), in: db)
         try db.run("DELETE FROM uploads WHERE id = ?1", [.text(upload.wireString)])
         if let attach = meta.attachedTo, let document {
             try recordChange(.blobAttach, attach.collection, record: document, blob: meta)

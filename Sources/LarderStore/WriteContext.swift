@@ -265,15 +265,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
             }
         }
         do throws(LarderError) {
-            try db.run(
-                "INSERT INTO blobs(id, size, sha256, contentType, width, height, createdAt, attachedCollection, "
-                    + "attachedId, bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                [
-                    .text(meta.id.wireString), .int(meta.size), .text(meta.sha256), .text(meta.contentType),
-                    .int(Int64(meta.width)), .int(Int64(meta.height)), .int(meta.createdAt),
-                    meta.attachedTo.map { .text($0.collection) } ?? .null,
-                    meta.attachedTo.map { .text($0.id.wireString) } ?? .null, .blob(blob.bytes),
-                ])
+            try insertBlobRow(meta, bytes: .blob(blob.bytes), chunks: .null, in: db)
         } catch where error.status == .conflict {
             throw WriteRules.blobIdTaken(meta.id)
         }
@@ -281,6 +273,21 @@ final class SQLiteWriteContext: PreparedWriteContext {
             try recordChange(.blobAttach, attachment.collection, record: document, blob: meta)
         }
         return meta
+    }
+
+    /// The row of blob `meta`: its bytes in the row, or (`chunks`, with empty `bytes`) in its upload's chunks.
+    func insertBlobRow(_ meta: BlobMeta, bytes: SQLValue, chunks: SQLValue, in connection: Connection)
+        throws(LarderError)
+    {
+        try connection.run(
+            "INSERT INTO blobs(id, size, sha256, contentType, width, height, createdAt, attachedCollection, "
+                + "attachedId, bytes, chunks) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            [
+                .text(meta.id.wireString), .int(meta.size), .text(meta.sha256), .text(meta.contentType),
+                .int(Int64(meta.width)), .int(Int64(meta.height)), .int(meta.createdAt),
+                meta.attachedTo.map { .text($0.collection) } ?? .null,
+                meta.attachedTo.map { .text($0.id.wireString) } ?? .null, bytes, chunks,
+            ])
     }
 
     /// The document a blob is (to be) attached to, when it exists (read with `connection`: by default the writer's).
