@@ -17,17 +17,6 @@ func offThePool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async t
 /// `larder backup` against a running server: a consistent online snapshot, taken while writers go on, that a new
 /// server starts on.
 @Suite(.timeLimit(.minutes(20))) struct BackupTests {
-    /// Polls `condition` until it holds; false after `seconds` (generous: it runs out only when something is wrong;
-    /// in a whole-suite run on 2 busy cores, 300 writes took more than 120 s).
-    static func waitUntil(_ seconds: Double = 600, _ condition: () -> Bool) async -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while !condition() {
-            guard Date() < deadline else { return false }
-            try? await Task.sleep(for: .milliseconds(5))
-        }
-        return true
-    }
-
     /// Writers create documents without pause. Once a hundred are acknowledged, `larder backup` starts and is held
     /// inside its snapshot's read transaction (a test gate) until the writers have had 50 more writes acknowledged:
     /// writes are not blocked by the backup. Then the backup finishes. A server started on the file
@@ -68,7 +57,7 @@ func offThePool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async t
             }
         }
         defer { writes.withLock { $0.stop = true } }
-        let started = await Self.waitUntil { writes.withLock { $0.acknowledged.count >= 100 || !$0.failures.isEmpty } }
+        let started = await waitUntil(600) { writes.withLock { $0.acknowledged.count >= 100 || !$0.failures.isEmpty } }
         try #require(started && writes.withLock { $0.failures }.isEmpty, "\(writes.withLock { $0.failures })")
         let before = Set(writes.withLock { $0.acknowledged })
 
@@ -88,11 +77,12 @@ func offThePool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async t
         try await offThePool { try gate.waitForHeld(1) }
         writes.withLock { $0.snapshotTaken = true }
         let heldAt = writes.withLock { $0.acknowledged.count }
-        let wroteWhileHeld = await Self.waitUntil { writes.withLock { $0.acknowledged.count >= heldAt + 50 } }
+        // 600 s: in a whole-suite run on 2 busy cores, 300 writes took more than 120 s.
+        let wroteWhileHeld = await waitUntil(600) { writes.withLock { $0.acknowledged.count >= heldAt + 50 } }
         #expect(wroteWhileHeld, "writes stopped while the backup held its snapshot")
         #expect(!FileManager.default.fileExists(atPath: file), "the file appears only once the backup is complete")
         gate.open()
-        while process.isRunning { try await Task.sleep(for: .milliseconds(5)) }
+        try await offThePool { process.waitUntilExit() }
         let said = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
         #expect(process.terminationStatus == 0, "larder backup: \(said)")
         #expect(said.contains("\"format\":\"sqlite\""))

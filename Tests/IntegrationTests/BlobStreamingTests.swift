@@ -89,10 +89,8 @@ import Testing
                 if kill { server.kill() }
             }
         }
-        let deadline = monotonicSeconds() + 300
-        while !killed.withLock({ $0 }) {
-            if monotonicSeconds() > deadline { throw ServerTestError("the upload never reached \(at) bytes") }
-            try await Task.sleep(for: .milliseconds(20))
+        guard await waitUntil(300, { killed.withLock { $0 } }) else {
+            throw ServerTestError("the upload never reached \(at) bytes")
         }
         return upload
     }

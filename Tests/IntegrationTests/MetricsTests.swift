@@ -105,7 +105,7 @@ import Testing
 
     /// 503 while the server shuts down (a SEARCH held in flight keeps it in its grace period), and 503 when the store
     /// does not answer.
-    @Test func healthzIs503WhileShuttingDownAndWhenTheStoreIsGone() throws {
+    @Test func healthzIs503WhileShuttingDownAndWhenTheStoreIsGone() async throws {
         let gate = try ServerGate()
         let directory = temporaryTestDirectory("larder-healthz")
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -119,23 +119,22 @@ import Testing
         let c = try RawClient.tcp(port: port)
         _ = try c.hello()
         _ = try c.send(.search, ["collection": "notes"])
-        try gate.waitForHeld(1)
+        try await offThePool { try gate.waitForHeld(1) }
         let stopped = DispatchSemaphore(value: 0)
         Thread.detachNewThread {
             server.shutdown()
             stopped.signal()
         }
         // The server stops accepting first; /healthz turns 503 while the SEARCH is held.
-        let deadline = Date().addingTimeInterval(120)
         var answer = try Self.http(port: metricsPort, "/healthz")
-        while answer.status == 200 && Date() < deadline {
-            usleep(2_000)
+        _ = try await waitUntil(120) {
             answer = try Self.http(port: metricsPort, "/healthz")
+            return answer.status != 200
         }
         #expect(answer.status == 503)
         #expect(answer.body.contains("shutting down"))
         gate.open()
-        stopped.wait()
+        try await offThePool { stopped.wait() }
 
         // A store that no longer answers (closed under the server) fails the check.
         let storeDirectory = temporaryTestDirectory("larder-healthz-store")
@@ -190,11 +189,10 @@ import Testing
         #expect(Self.value(try Self.http(port: metricsPort, "/metrics").body, "larder_store_up") == 0)
 
         try await offThePool { try cluster.start() }
-        let deadline = Date().addingTimeInterval(120)
         var again = try Self.http(port: metricsPort, "/healthz")
-        while again.status != 200 && Date() < deadline {
-            try await Task.sleep(for: .milliseconds(100))
+        _ = try await waitUntil(120) {
             again = try Self.http(port: metricsPort, "/healthz")
+            return again.status == 200
         }
         #expect(again.status == 200, "\(again.body)")
     }

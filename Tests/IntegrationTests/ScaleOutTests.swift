@@ -52,16 +52,6 @@ import Testing
         }
     }
 
-    /// Waits for `condition`, checking every 20 ms, for at most `seconds` (generous: a loaded 2-core machine).
-    static func waitUntil(_ seconds: Double = 60, _ condition: () async throws -> Bool) async throws -> Bool {
-        let deadline = monotonicSeconds() + seconds
-        while monotonicSeconds() < deadline {
-            if try await condition() { return true }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        return try await condition()
-    }
-
     /// Whether PostgreSQL shows at least `count` sessions waiting on a lock for a statement containing `text`.
     static func lockWaiters(_ url: String, _ text: String, atLeast count: Int) throws -> Bool {
         let probe = try PGConnection(settings: try PGSettings(url: url), timeoutMs: 10_000)
@@ -215,15 +205,15 @@ import Testing
             PGStatement("BEGIN"), PGStatement("SELECT 1 FROM documents WHERE id = $1 FOR UPDATE", [.uuid(held)]),
         ])
         let heldWrite = Task { try await clients[0].patch("feed", id: held, patch: ["n": 1]) }
-        #expect(try await Self.waitUntil { try Self.lockWaiters(schema.url, "documents", atLeast: 1) })
+        #expect(try await waitUntil(60) { try Self.lockWaiters(schema.url, "documents", atLeast: 1) })
         for k in 0..<6 { _ = try await clients[1 + k % 2].create("feed", ["k": .int(Int64(k))]) }
         // Nobody waits for the held transaction: the six are delivered on every server, server 0 included.
-        #expect(try await Self.waitUntil { watchers.allSatisfy { $0.count >= 6 } })
+        #expect(await waitUntil(60) { watchers.allSatisfy { $0.count >= 6 } })
         #expect(watchers.allSatisfy { $0.count == 6 })
         _ = try gate.run([PGStatement("COMMIT")])
         let patched = try await heldWrite.value
         #expect(patched.rev == 2)
-        #expect(try await Self.waitUntil { watchers.allSatisfy { $0.count >= 7 } })
+        #expect(await waitUntil(60) { watchers.allSatisfy { $0.count >= 7 } })
         Self.expectOneFeed(watchers, count: 7)
         #expect(watchers[0].events.withLock { $0.last?.id } == held)
 
@@ -241,10 +231,10 @@ import Testing
                 try await group.waitForAll()
             }
         }
-        #expect(try await Self.waitUntil { try Self.lockWaiters(schema.url, "larder_seq", atLeast: 1) })
+        #expect(try await waitUntil(60) { try Self.lockWaiters(schema.url, "larder_seq", atLeast: 1) })
         _ = try rogue.run([PGStatement("ROLLBACK")])
         try await queued.value
-        #expect(try await Self.waitUntil { watchers.allSatisfy { $0.count >= 11 } })
+        #expect(await waitUntil(60) { watchers.allSatisfy { $0.count >= 11 } })
         Self.expectOneFeed(watchers, count: 11)
 
         // 3. Replay with `since` on another server: exactly what followed, once.
@@ -289,7 +279,7 @@ import Testing
                     Issue.record("the load did not reach its count within 240 s")
                 }
             }
-            #expect(try await Self.waitUntil(120) { acked.withLock { $0.count } >= 150 })
+            #expect(await waitUntil(120) { acked.withLock { $0.count } >= 150 })
             killedAt.withLock { $0 = acked.withLock { $0.count } }
             servers.children[0].kill()
             try await group.waitForAll()
@@ -342,15 +332,15 @@ import Testing
                     Issue.record("the load did not reach its count within 300 s")
                 }
             }
-            #expect(try await Self.waitUntil(120) { acked.withLock { $0.count } >= 150 })
+            #expect(await waitUntil(120) { acked.withLock { $0.count } >= 150 })
             try cluster.stop(mode: "immediate")
-            #expect(try await Self.waitUntil(120) { refused.value > 0 })
+            #expect(await waitUntil(120) { refused.value > 0 })
             try cluster.start()
             // Each server, by itself, writes again.
             for index in 0..<3 {
                 let own = servers.client(index)
                 #expect(
-                    try await Self.waitUntil(120) {
+                    await waitUntil(120) {
                         (try? await own.create("probe", ["server": .int(Int64(index))])) != nil
                     }, "server \(index) did not recover")
             }
@@ -435,7 +425,7 @@ import Testing
         try PGAdmin.execute(url: cluster.url, "ALTER SYSTEM SET log_line_prefix = '%p|'")
         try PGAdmin.execute(url: cluster.url, "SELECT pg_reload_conf()")
         #expect(
-            try await Self.waitUntil {
+            try await waitUntil(60) {
                 let probe = try PGConnection(settings: try PGSettings(url: cluster.url), timeoutMs: 10_000)
                 defer { probe.close() }
                 return try probe.run([PGStatement("SHOW log_statement")])[0].text(0, 0) == "all"
@@ -458,7 +448,7 @@ import Testing
             }
             try await group.waitForAll()
         }
-        #expect(try await Self.waitUntil { watcher.count >= 200 })
+        #expect(await waitUntil(60) { watcher.count >= 200 })
         #expect(watcher.count == 200)
 
         // Each logged statement by backend: `PID|LOG:  execute <name>: SQL` or `PID|LOG:  statement: SQL`; a
