@@ -297,7 +297,7 @@ public final class LarderServer: Sendable {
                 let lag = shards.reduce(0) { $0 + $1.pendingChanges }
                 return context.stats.prometheus(
                     now: DispatchTime.now().uptimeNanoseconds, store: storeStats, watchLagChanges: lag,
-                    version: LarderServer.version)
+                    pool: context.router.pool.snapshot, version: LarderServer.version)
             },
             unhealthy: { [weak self] in
                 guard let self else { return "the server has stopped" }

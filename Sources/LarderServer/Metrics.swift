@@ -65,10 +65,13 @@ struct MetricsText {
 
 extension ServerStats {
     /// Everything STATS reports, as Prometheus metrics. `store` is nil when the store did not answer;
-    /// `watchLagChanges` is how many committed changes wait for the event loops to push them.
+    /// `watchLagChanges` is how many committed changes wait for the event loops to push them; `pool` is the work
+    /// pool's state.
 // Parallel table (`duplicates` pairs these on purpose): one family and its samples per counter of STATS, in the order of
 // Protocol.md's STATS answer.
-    func prometheus(now: UInt64, store: StoreStats?, watchLagChanges: Int, version: String) -> String {
+    func prometheus(
+        now: UInt64, store: StoreStats?, watchLagChanges: Int, pool: WorkPool.Snapshot, version: String
+    ) -> String {
         let (s, hits, misses) = current
         var m = MetricsText()
         m.family("larder_build_info", "gauge", "The server's version.")
@@ -127,6 +130,17 @@ extension ServerStats {
             "larder_watch_lag_changes", "gauge",
             "Committed changes not yet pushed to the live subscriptions (waiting for an event loop).")
         m.sample("larder_watch_lag_changes", watchLagChanges)
+
+        m.family("larder_work_pool_threads", "gauge", "The most jobs the work pool runs at once (--work-threads).")
+        m.sample("larder_work_pool_threads", pool.threads)
+        m.family("larder_work_pool_max_queued", "gauge", "The most requests that may wait for it (--max-queued-work).")
+        m.sample("larder_work_pool_max_queued", pool.maxWaiting)
+        m.family("larder_work_pool_busy", "gauge", "Jobs the work pool runs now.")
+        m.sample("larder_work_pool_busy", pool.busy)
+        m.family("larder_work_pool_queued", "gauge", "Jobs waiting for the work pool now.")
+        m.sample("larder_work_pool_queued", pool.waiting)
+        m.family("larder_work_pool_refused_total", "counter", "Requests refused RESOURCE_EXHAUSTED because it was full.")
+        m.sample("larder_work_pool_refused_total", pool.refused)
 
         m.family("larder_store_up", "gauge", "1 when the store answered this scrape, else 0.")
         m.sample("larder_store_up", store == nil ? 0 : 1)

@@ -96,6 +96,10 @@ import Testing
             #expect((Self.value(text, #"larder_received_bytes_total{form="wire"}"#) ?? 0) > 0)
             #expect(Self.value(text, "larder_watch_subscriptions") == 0)
             #expect(Self.value(text, "larder_watch_lag_changes") == 0)
+            // The work pool's stated size, as STATS shows it.
+            #expect(Self.value(text, "larder_work_pool_threads") == 16)
+            #expect(Self.value(text, "larder_work_pool_max_queued") == 10_000)
+            #expect(Self.value(text, "larder_work_pool_refused_total") == 0)
 
             #expect(try Self.http(port: metricsPort, "/healthz").status == 200)
             #expect(try Self.http(port: metricsPort, "/nothing").status == 404)
