@@ -169,7 +169,8 @@ enum ThumbnailServerBench {
         print("| size | phase | requests | p50 ms | p99 ms | max ms | server CPU ms/request | made / from cache |")
         print("|---:|---|---:|---:|---:|---:|---:|---|")
         for phase in phases {
-            let cpu = phase.serverCPUSeconds.map { String(format: "%.2f", $0 * 1000 / Double(phase.milliseconds.count)) }
+            let requests = Double(phase.milliseconds.count)
+            let cpu = phase.serverCPUSeconds.map { String(format: "%.2f", $0 * 1000 / requests) }
             print(
                 String(
                     format: "| %d | %@ | %d | %.2f | %.2f | %.2f | %@ | %d / %d |", phase.size, phase.name,
@@ -186,7 +187,8 @@ enum ThumbnailServerBench {
         for size in o.sizes where !offered.contains(size) {
             throw LarderError(
                 .invalidArgument,
-                "the server makes thumbnails of \(offered.map(String.init).joined(separator: ", ")) pixels, not \(size)")
+                "the server makes thumbnails of \(offered.map(String.init).joined(separator: ", ")) pixels, "
+                    + "not \(size)")
         }
         var ids: [UUID] = []
         for photo in photos {
