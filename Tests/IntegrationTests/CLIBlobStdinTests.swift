@@ -157,6 +157,32 @@ import Testing
         #expect(refused.status != 0 && refused.stderr.contains("UNSUPPORTED_MEDIA_TYPE"), "\(refused.stderr)")
     }
 
+    /// On a terminal, stdin larger than a chunk shows the upload's progress bar up to 100%, as a file does.
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script")))
+    func pipedPhotoShowsProgressOnATerminal() throws {
+        let server = try ClientTestServer()
+        defer { server.stop() }
+        let photo = NSTemporaryDirectory() + "larder-stdin-progress-\(UUID().uuidString).jpg"
+        defer { unlink(photo) }
+        _ = FileManager.default.createFile(atPath: photo, contents: Data(Payloads.syntheticJPEG(size: 3 << 20)))
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
+        let command = "cat '\(photo)' | '\(CLITests.binary.path)' blob put - --port \(server.port)"
+        process.arguments = ["-qec", command, "/dev/null"]
+        var environment = ProcessInfo.processInfo.environment
+        environment["NO_COLOR"] = "1"
+        for key in ["LARDER_HOST", "LARDER_PORT", "LARDER_SOCKET", "LARDER_TOKEN"] { environment[key] = nil }
+        process.environment = environment
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let shown = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(shown.contains("put [##############################] 100% 3 MiB of 3 MiB"), "\(shown.suffix(300))")
+        #expect(shown.contains("sha256"), "\(shown.suffix(300))")
+    }
+
     /// More than the server's `maxBlobBytes` on stdin is refused as soon as it passes the limit, naming it.
     @Test func pipedInputOverTheBlobLimitIsRefused() async throws {
         let server = try ClientTestServer { $0.limits.maxBlobBytes = 4 << 20 }
