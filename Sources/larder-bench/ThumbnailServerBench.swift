@@ -128,44 +128,45 @@ enum ThumbnailServerBench {
     }
 
     static func run(_ o: Options) throws(LarderError) {
-        let photos: [[UInt8]]
+        let photos: PhotoSource
         let source: String
         if let file = o.photoFile {
             guard let data = FileManager.default.contents(atPath: file) else {
                 throw LarderError(.invalidArgument, "cannot read \(file)")
             }
-            photos = Array(repeating: Array(data), count: o.photos)
+            photos = PhotoSource(file: Array(data))
             source = file
         } else {
-            let made = try cameraLikePhotos(count: o.photos)
-            photos = made
+            photos = PhotoSource(file: nil)
             source = "made here (TurboJPEG, quality 90, 4:2:0, gradients + shapes + sensor-like noise)"
         }
-        let (width, height) = try Thumbnailer.header(photos[0])
+        let first = try photos.photo(0)
+        let (width, height) = try Thumbnailer.header(first)
         if let path = o.savePhoto {
-            guard FileManager.default.createFile(atPath: path, contents: Data(photos[0])) else {
+            guard FileManager.default.createFile(atPath: path, contents: Data(first)) else {
                 throw LarderError(.invalidArgument, "cannot write \(path)")
             }
         }
-        let sizes = photos.map(\.count)
-        let megabytes = Double(sizes.reduce(0, +)) / Double(sizes.count) / 1_000_000
         if !o.json {
             print(
                 String(
-                    format: "thumb-server: %d photos of %dx%d (%.1f MP), %.2f MB on average, %@; %d cached rounds; "
-                        + "one request in flight over TCP to %@:%d", photos.count, width, height,
-                    Double(width * height) / 1e6, megabytes, source, o.cachedRounds, o.host, o.port))
+                    format: "thumb-server: %d photos of %dx%d (%.1f MP), %.2f MB the first, %@; %d cached rounds; "
+                        + "one request in flight over TCP to %@:%d", o.photos, width, height,
+                    Double(width * height) / 1e6, Double(first.count) / 1e6, source, o.cachedRounds, o.host, o.port))
         }
-        let phases = try blocking { () async throws(LarderError) -> [Phase] in try await measure(o, photos) }
+        let (phases, bytes) = try blocking { () async throws(LarderError) -> ([Phase], Int) in
+            try await measure(o, photos)
+        }
         if o.json {
             let result: JSONObject = [
-                "photos": .int(Int64(photos.count)), "width": .int(Int64(width)), "height": .int(Int64(height)),
-                "averageBytes": .int(Int64(sizes.reduce(0, +) / sizes.count)), "source": .string(source),
+                "photos": .int(Int64(o.photos)), "width": .int(Int64(width)), "height": .int(Int64(height)),
+                "averageBytes": .int(Int64(bytes / o.photos)), "source": .string(source),
                 "phases": .array(phases.map(\.json)),
             ]
             print(String(decoding: JSON.object(result).bytes, as: UTF8.self))
             return
         }
+        print(String(format: "%.2f MB per photo on average", Double(bytes) / Double(o.photos) / 1e6))
         print("| size | phase | requests | p50 ms | p99 ms | max ms | server CPU ms/request | made / from cache |")
         print("|---:|---|---:|---:|---:|---:|---:|---|")
         for phase in phases {
@@ -179,8 +180,8 @@ enum ThumbnailServerBench {
         }
     }
 
-    /// Uploads the photos, runs the phases, deletes the photos.
-    static func measure(_ o: Options, _ photos: [[UInt8]]) async throws(LarderError) -> [Phase] {
+    /// Uploads the photos, runs the phases, deletes the photos; the phases and the bytes uploaded.
+    static func measure(_ o: Options, _ photos: PhotoSource) async throws(LarderError) -> ([Phase], Int) {
         let client = LarderClient(host: o.host, port: o.port, token: o.token, requestTimeout: .seconds(120))
         defer { client.close() }
         let offered = try await client.serverHello().limits.thumbnailSizes
@@ -191,7 +192,10 @@ enum ThumbnailServerBench {
                     + "not \(size)")
         }
         var ids: [UUID] = []
-        for photo in photos {
+        var bytes = 0
+        for copy in 0..<o.photos {
+            let photo = try photos.photo(copy)
+            bytes += photo.count
             var digest = SHA256()
             digest.update(photo)
             ids.append(try await client.blobPut(photo, sha256: digest.finalizeHex()).id)
@@ -224,7 +228,7 @@ enum ThumbnailServerBench {
             }
         }
         for id in ids { _ = try? await client.blobDelete(id) }
-        return phases
+        return (phases, bytes)
     }
 
     /// STATS' thumbnail counters: made since the server started, and served from its cache.
@@ -265,22 +269,30 @@ enum ThumbnailServerBench {
         return try box.result!.get()
     }
 
-    /// `count` distinct 4000×3000 JPEGs with a phone photo's weight: a picture with the detail a camera records
-    /// (smooth gradients, soft shapes, and sensor-like noise: luminance noise plus weaker colour noise), encoded at
+    /// The photos, each made when it is uploaded (a few hundred held at once would be gigabytes): `file` each time, or
+    /// distinct 4000×3000 JPEGs with a phone photo's weight, made from a picture with the detail a camera records
+    /// (smooth gradients, soft shapes, and sensor-like noise: luminance noise plus weaker colour noise) encoded at
     /// quality 90, 4:2:0 as phones do. A flat synthetic picture compresses ten times better than a photo and so
-    /// decodes faster: the thumbnail's cost is mostly the entropy decoding of the photo. Each copy differs in a few
-    /// pixels of its first row, so each is a blob of its own.
-    static func cameraLikePhotos(count: Int, width: Int = 4000, height: Int = 3000) throws(LarderError) -> [[UInt8]] {
-        var image = cameraLikeImage(width: width, height: height)
-        var photos: [[UInt8]] = []
-        for copy in 0..<count {
+    /// decodes faster: the thumbnail's cost is mostly the entropy decoding of the photo. Copies differ in a few pixels
+    /// of their first row, so each is a blob of its own.
+    final class PhotoSource: @unchecked Sendable {  // used by one task at a time
+        private let file: [UInt8]?
+        private var image: RGBImage
+
+        init(file: [UInt8]?) {
+            self.file = file
+            image = file == nil ? ThumbnailServerBench.cameraLikeImage(width: 4000, height: 3000)
+                : RGBImage(width: 1, height: 1, pixels: [0, 0, 0])
+        }
+
+        func photo(_ copy: Int) throws(LarderError) -> [UInt8] {
+            if let file { return file }
             for bit in 0..<32 {
                 let value: UInt8 = (copy >> bit) & 1 == 0 ? 0 : 255
                 for channel in 0..<3 { image.pixels[bit * 3 + channel] = value }
             }
-            photos.append(try Thumbnailer.encode(image, quality: 90))
+            return try Thumbnailer.encode(image, quality: 90)
         }
-        return photos
     }
 
     /// The picture itself, deterministic (a fixed-seed xorshift generator).
