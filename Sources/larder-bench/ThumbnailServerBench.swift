@@ -54,46 +54,30 @@ enum ThumbnailServerBench {
             var o = Options()
             var scanner = ArgumentScanner(arguments)
             while let argument = scanner.next() {
-                func value(_ name: String) throws(BenchUsage) -> String {
-                    guard let value = scanner.value(for: argument) else { throw BenchUsage("\(name) needs a value") }
-                    return value
-                }
-                func int(_ name: String, min: Int = 1) throws(BenchUsage) -> Int {
-                    let text = try value(name)
-                    guard let n = Int(text), n >= min else {
-                        throw BenchUsage("\(name) needs an integer of at least \(min)")
-                    }
-                    return n
-                }
                 switch argument.name {
                 case "-h", "--help": return nil
-                case "--host": o.host = try value("--host")
-                case "--port": o.port = try int("--port")
-                case "--token": o.token = try value("--token")
-                case "--photos": o.photos = try int("--photos")
-                case "--cached-rounds": o.cachedRounds = try int("--cached-rounds")
+                case "--host": o.host = try scanner.string(argument)
+                case "--port": o.port = try scanner.int(argument)
+                case "--token": o.token = try scanner.string(argument)
+                case "--photos": o.photos = try scanner.int(argument)
+                case "--cached-rounds": o.cachedRounds = try scanner.int(argument)
                 case "--sizes":
-                    let text = try value("--sizes")
+                    let text = try scanner.string(argument)
                     let sizes = text.split(separator: ",").compactMap { Int($0) }
                     guard !sizes.isEmpty, sizes.count == text.split(separator: ",").count, sizes.allSatisfy({ $0 > 0 })
                     else { throw BenchUsage("--sizes needs thumbnail sizes separated by commas, e.g. 256,1024") }
                     o.sizes = sizes
-                case "--server-pid": o.serverPID = Int32(try int("--server-pid"))
-                case "--photo": o.photoFile = try value("--photo")
-                case "--save-photo": o.savePhoto = try value("--save-photo")
+                case "--server-pid": o.serverPID = Int32(try scanner.int(argument))
+                case "--photo": o.photoFile = try scanner.string(argument)
+                case "--save-photo": o.savePhoto = try scanner.string(argument)
                 case "--json":
-                    if argument.inline != nil { throw BenchUsage("--json takes no value") }
+                    try scanner.flag(argument)
                     o.json = true
                 default: throw BenchUsage("unexpected argument '\(argument.text)'")
                 }
             }
             return o
         }
-    }
-
-    struct BenchUsage: Error {
-        var message: String
-        init(_ message: String) { self.message = message }
     }
 
     /// One phase's figures: request latencies and, with a server pid, the server's CPU over the phase.
