@@ -90,22 +90,12 @@ final class StdinSpool {
     }
 
     private func write(_ bytes: ArraySlice<UInt8>) throws {
-        var written = 0
-        while written < bytes.count {
-            let n = bytes.withUnsafeBytes { raw in
-                #if canImport(Glibc)
-                Glibc.write(fd, raw.baseAddress! + written, raw.count - written)
-                #else
-                Darwin.write(fd, raw.baseAddress! + written, raw.count - written)
-                #endif
-            }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else {
-                throw CommandFailure(
-                    message: "cannot write stdin to a temporary file: \(String(cString: strerror(errno))) "
-                        + "(TMPDIR chooses the directory; it needs room for the whole input)")
-            }
-            written += n
+        do {
+            try FileHandle(fileDescriptor: fd, closeOnDealloc: false).write(contentsOf: bytes)
+        } catch {
+            throw CommandFailure(
+                message: "cannot write stdin to a temporary file: \(error.localizedDescription) "
+                    + "(TMPDIR chooses the directory; it needs room for the whole input)")
         }
     }
 }
