@@ -21,17 +21,28 @@ extension Commands {
         let attach = try c.attachment("attach")
         let resume = try c.seconds("resume-within", range: 0...86_400) ?? 60
         let limits = try await c.client.serverHello().limits
-        let size = path == "-" ? nil : (try? FileManager.default.attributesOfItem(atPath: path)[.size]) as? Int
+        let oneFrame = min(limits.blobChunkBytes, limits.maxBinaryPartBytes)
+        // stdin is read to its end first (its size is declared when an upload begins): in memory when it fits one
+        // frame, else into an unnamed temporary file, uploaded from there as a file is.
+        let stdin = path == "-" ? try StdinSpool(inMemory: oneFrame, limit: limits.maxBlobBytes) : nil
+        let file = stdin == nil ? path : stdin?.path
+        let size =
+            stdin.map { Int($0.size) } ?? (try? FileManager.default.attributesOfItem(atPath: path)[.size]) as? Int
         let progress = Output.Progress(label: "put", enabled: c.output.stderrIsTerminal && (size ?? 0) >= 1 << 20)
         let info: BlobInfo
-        if let size, size > min(limits.blobChunkBytes, limits.maxBinaryPartBytes) {
+        if let file, let size, size > oneFrame {
             // Streamed from the file a chunk at a time; the client resumes by itself after a broken connection.
             info = try await c.client.putBlob(
-                contentsOf: URL(fileURLWithPath: path), id: id, attachTo: attach,
+                contentsOf: URL(fileURLWithPath: file), id: id, attachTo: attach,
                 resumeWithin: .milliseconds(Int(resume * 1000)),
                 progress: { progress.update(Int($0.done), Int($0.total)) })
+            if let stdin, info.sha256 != stdin.sha256 {
+                throw CommandFailure(
+                    message: "the blob's SHA-256 (\(info.sha256)) is not stdin's (\(stdin.sha256)): the temporary "
+                        + "copy changed while it was uploaded; blob \(info.id.wireString) holds what was sent")
+            }
         } else {
-            let bytes = try Transfer.read(path)
+            let bytes = try stdin?.bytes ?? Transfer.read(path)
             // The digest travels with the bytes, so the server refuses a photo damaged on the way.
             var digest = SHA256()
             digest.update(bytes)

@@ -91,7 +91,9 @@ enum Commands {
         CommandSpec(
             ["blob", "put"], arguments: "FILE", arity: 1...1, summary: "store a JPEG (FILE or - for stdin)",
             details: "A FILE larger than one chunk goes up in chunks and resumes where it stopped after a broken "
-                + "connection; stdin is sent whole, so it must fit in a frame.",
+                + "connection. stdin (-) of any size up to the server's maxBlobBytes is read to its end first (an "
+                + "upload declares its size), into a temporary file in TMPDIR when it passes a chunk, then sent the "
+                + "same way.",
             options: [
                 OptionSpec("attach", value: "COLLECTION/ID", help: "delete the blob with this document"),
                 OptionSpec("id", value: "UUID", help: "use this id"),

@@ -101,9 +101,11 @@ public enum Thumbnailer {
         return RGBImage(width: width, height: height, pixels: pixels)
     }
 
-    /// Encodes an RGB image as a baseline JPEG, or a progressive one (for tests and tools).
-    public static func encode(_ image: RGBImage, progressive: Bool = false) throws(LarderError) -> [UInt8] {
-        try Handle(decompress: false).encode(image, progressive: progressive)
+    /// Encodes an RGB image as a baseline JPEG, or a progressive one, 4:2:0 at `quality` (for tests and tools).
+    public static func encode(
+        _ image: RGBImage, progressive: Bool = false, quality: Int32 = Thumbnailer.quality
+    ) throws(LarderError) -> [UInt8] {
+        try Handle(decompress: false).encode(image, progressive: progressive, quality: quality)
     }
 
     /// A progressive photo is made into a thumbnail only up to this fraction of the pixel limit: libjpeg must hold all
@@ -200,14 +202,16 @@ public enum Thumbnailer {
             guard rc == 0 else { throw Thumbnailer.undecodable(errorText) }
         }
 
-        /// A baseline JPEG of `image`, 4:2:0 at `Thumbnailer.quality`.
-        func encode(_ image: RGBImage, progressive: Bool = false) throws(LarderError) -> [UInt8] {
+        /// A baseline JPEG of `image`, 4:2:0 at `quality`.
+        func encode(
+            _ image: RGBImage, progressive: Bool = false, quality: Int32 = Thumbnailer.quality
+        ) throws(LarderError) -> [UInt8] {
             var buffer: UnsafeMutablePointer<UInt8>?
             var length: UInt = 0
             let rc = image.pixels.withUnsafeBufferPointer {
                 tjCompress2(
                     handle, $0.baseAddress, Int32(image.width), Int32(image.width * 3), Int32(image.height),
-                    Int32(TJPF_RGB.rawValue), &buffer, &length, Int32(TJSAMP_420.rawValue), Thumbnailer.quality,
+                    Int32(TJPF_RGB.rawValue), &buffer, &length, Int32(TJSAMP_420.rawValue), quality,
                     progressive ? TJFLAG_PROGRESSIVE : 0)
             }
             defer { tjFree(buffer) }

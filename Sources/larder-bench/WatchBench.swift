@@ -54,31 +54,17 @@ enum WatchBench {
             var o = Options()
             var scanner = ArgumentScanner(arguments)
             while let argument = scanner.next() {
-                func value(_ name: String) throws(BenchUsage) -> String {
-                    guard let value = scanner.value(for: argument) else { throw BenchUsage("\(name) needs a value") }
-                    return value
-                }
-                func int(_ name: String, min: Int = 1) throws(BenchUsage) -> Int {
-                    let text = try value(name)
-                    guard let n = Int(text), n >= min else {
-                        throw BenchUsage("\(name) needs an integer of at least \(min)")
-                    }
-                    return n
-                }
-                func flag() throws(BenchUsage) {
-                    if argument.inline != nil { throw BenchUsage("\(argument.name) takes no value") }
-                }
                 switch argument.name {
                 case "-h", "--help": return nil
                 case "--host":
-                    o.host = try value("--host")
+                    o.host = try scanner.string(argument)
                     do throws(LarderError) {
                         _ = try HostList.parse(o.host, defaultPort: o.port)
                     } catch {
                         throw BenchUsage("--host: \(error.message)")
                     }
                 case "--writer":
-                    let text = try value("--writer")
+                    let text = try scanner.string(argument)
                     do throws(LarderError) {
                         let parsed = try HostList.parse(text, defaultPort: 7411)
                         guard parsed.count == 1 else { throw LarderError(.invalidArgument, "one server") }
@@ -86,31 +72,26 @@ enum WatchBench {
                     } catch {
                         throw BenchUsage("--writer takes one host:port: \(error.message)")
                     }
-                case "--port": o.port = try int("--port")
-                case "--subscribers": o.subscribers = try int("--subscribers")
-                case "--writes": o.writes = try int("--writes")
-                case "--window": o.window = try int("--window")
+                case "--port": o.port = try scanner.int(argument)
+                case "--subscribers": o.subscribers = try scanner.int(argument)
+                case "--writes": o.writes = try scanner.int(argument)
+                case "--window": o.window = try scanner.int(argument)
                 case "--pad":
-                    let text = try value("--pad")
+                    let text = try scanner.string(argument)
                     guard let bytes = ByteSize.parse(text) else {
                         throw BenchUsage("--pad needs a size: \(ByteSize.grammar), not '\(text)'")
                     }
                     o.padBytes = bytes
-                case "--threads": o.threads = try int("--threads")
-                case "--collection": o.collection = try value("--collection")
+                case "--threads": o.threads = try scanner.int(argument)
+                case "--collection": o.collection = try scanner.string(argument)
                 case "--ids-only":
-                    try flag()
+                    try scanner.flag(argument)
                     o.idsOnly = true
                 default: throw BenchUsage("unexpected argument '\(argument.text)'")
                 }
             }
             return o
         }
-    }
-
-    struct BenchUsage: Error {
-        var message: String
-        init(_ message: String) { self.message = message }
     }
 
     struct Failure: Error, CustomStringConvertible {

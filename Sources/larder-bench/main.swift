@@ -8,7 +8,7 @@ import LarderWire
 // argument is an option), `tcp-copy` measures the raw loopback floor, `wire` the codec in-process, `store` the store
 // in-process. Exit codes: 0 success, 1 an assertion failed, 2 the run could not be made, 64 bad usage.
 
-let topUsage = "Usage: larder-bench <run|tcp-copy|wire|store|watch|thumbnail> [options]   "
+let topUsage = "Usage: larder-bench <run|tcp-copy|wire|store|watch|thumbnail|thumb-server> [options]   "
     + "(larder-bench <command> --help; --version)"
 let topHelp = """
     larder-bench: measure Larder, layer by layer
@@ -25,6 +25,8 @@ let topHelp = """
       store [options]        the store in-process: create, get, search, blobs (LarderStore's own benchmark)
       watch [options]        change-feed fan-out: one writer, N subscribers (default 1000) of a running server
       thumbnail [FILE...]    thumbnails in-process: TurboJPEG's scaled decoding against a full-size decode
+      thumb-server [options] thumbnails through a running server over TCP: cold (made and cached) and cached,
+                             p50/p99 and the server's CPU per request
 
     """
 
@@ -171,6 +173,24 @@ case "thumbnail":
         try ThumbnailBench.run(arguments)
     } catch {
         printError("Error: \(error)")
+        exit(2)
+    }
+
+case "thumb-server":
+    let thumbOptions: ThumbnailServerBench.Options
+    do {
+        guard let parsed = try ThumbnailServerBench.Options.parse(arguments) else {
+            print(ThumbnailServerBench.Options.help, terminator: "")
+            exit(0)
+        }
+        thumbOptions = parsed
+    } catch {
+        usageFailure(error.message, usage: ThumbnailServerBench.Options.usage)
+    }
+    do {
+        try ThumbnailServerBench.run(thumbOptions)
+    } catch {
+        printError("Error: \(error.message)")
         exit(2)
     }
 

@@ -112,3 +112,22 @@ final class TestThread: Sendable {
         if let failure = state.withLock({ $0.failure }) { throw ServerTestError("the test thread failed: \(failure)") }
     }
 }
+
+/// A TCP socket listening on 127.0.0.1 at a port the kernel chose.
+func listenOnLoopback(backlog: Int32 = 8) throws -> (fd: Int32, port: Int) {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            bind(fd, $0, length) == 0 && listen(fd, backlog) == 0 && getsockname(fd, $0, &length) == 0
+        }
+    }
+    guard bound else {
+        close(fd)
+        throw ServerTestError("cannot listen: errno \(errno)")
+    }
+    return (fd, Int(UInt16(bigEndian: address.sin_port)))
+}

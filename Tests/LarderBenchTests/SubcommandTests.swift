@@ -1,4 +1,5 @@
 import Foundation
+import LarderWire
 import Testing
 
 /// `larder-bench wire`, `store` and `watch`, each in a short run of the executable: every measurement is made and
@@ -55,5 +56,38 @@ import Testing
         }
         let refused = try runBench(["watch", "--port", "1", "--subscribers", "1", "--writes", "1"])
         #expect(refused.status == 2 && refused.stderr.contains("cannot connect"), "\(refused.stderr)")
+    }
+
+    /// `thumb-server` against a real server: every photo's first request makes a thumbnail and each later one is
+    /// served from the cache (STATS' counters say so), at each size, with latencies and the server's CPU reported.
+    @Test func thumbServerMeasuresColdAndCachedThumbnails() throws {
+        let photo = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("IntegrationTests/Fixtures/rocket.jpg").path
+        try withLarderServer { port in
+            let r = try runBench([
+                "thumb-server", "--port", "\(port)", "--photo", photo, "--photos", "3", "--cached-rounds", "2",
+                "--sizes", "64,256", "--server-pid", "\(getpid())", "--json",
+            ])
+            #expect(r.status == 0, "\(r.stderr)")
+            let result = try JSONParser.parse(Array(r.stdout.utf8))
+            let phases = try #require(result["phases"]?.arrayValue)
+            let rows = phases.map { phase in
+                [phase["size"], phase["phase"], phase["requests"], phase["made"], phase["fromCache"]]
+            }
+            #expect(
+                rows == [
+                    [.int(64), .string("cold"), .int(3), .int(3), .int(0)],
+                    [.int(64), .string("cached"), .int(6), .int(0), .int(6)],
+                    [.int(256), .string("cold"), .int(3), .int(3), .int(0)],
+                    [.int(256), .string("cached"), .int(6), .int(0), .int(6)],
+                ], "\(r.stdout)")
+            for phase in phases {
+                #expect(phase["p99Ms"]?.doubleValue.map { $0 > 0 } == true, "\(phase)")
+                #expect(phase["serverCPUMsPerRequest"]?.doubleValue.map { $0 >= 0 } == true, "\(phase)")
+            }
+            let wrongSize = try runBench(["thumb-server", "--port", "\(port)", "--photo", photo, "--sizes", "300"])
+            #expect(wrongSize.status == 2 && wrongSize.stderr.contains("not 300"), "\(wrongSize.stderr)")
+        }
+        #expect(try runBench(["thumb-server", "--photos", "0"]).status == 64)
     }
 }

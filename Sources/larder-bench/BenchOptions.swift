@@ -1,0 +1,31 @@
+import LarderIO
+
+/// A mistake on a subcommand's command line (`watch`, `thumb-server`): printed as `Error: message` with the usage
+/// line, exit 64.
+struct BenchUsage: Error {
+    var message: String
+    init(_ message: String) { self.message = message }
+}
+
+// The option readers those subcommands share, each naming the option in its error.
+extension ArgumentScanner {
+    /// The value of the option just read; a usage error when the line ends first.
+    mutating func string(_ argument: Argument) throws(BenchUsage) -> String {
+        guard let value = value(for: argument) else { throw BenchUsage("\(argument.name) needs a value") }
+        return value
+    }
+
+    /// The option's value as an integer of at least `min`.
+    mutating func int(_ argument: Argument, min: Int = 1) throws(BenchUsage) -> Int {
+        let text = try string(argument)
+        guard let n = Int(text), n >= min else {
+            throw BenchUsage("\(argument.name) needs an integer of at least \(min)")
+        }
+        return n
+    }
+
+    /// A flag, which takes no value (`--json=1` is a mistake, not a yes).
+    func flag(_ argument: Argument) throws(BenchUsage) {
+        if argument.inline != nil { throw BenchUsage("\(argument.name) takes no value") }
+    }
+}
