@@ -207,7 +207,7 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         let isWrite = frame.opcode.isWrite
         if isWrite && writesOnLane == 0
             && context.router.submitOnLoop(
-                frame, reads: shard.pointReads,
+                frame,
                 completion: { [self] reply in shard.loop.async { [self] in completed(reply, started: started) } })
         {
             return

@@ -161,9 +161,6 @@ package final class Router: Sendable {
                 do throws(LarderError) {
                     if let collections, frame.opcode == .blobDelete {
                         body = try limitedBlobDelete(frame, collections)
-                    } else if frame.opcode == .patch && pointReadsAreLocal {
-                        // Merged here, off the writer, against the document as the last commit left it.
-                        body = try Router.writeBody(frame) { [store] in try? store.get($0, id: $1).data }
                     } else {
                         body = try Router.writeBody(frame)
                     }

@@ -32,26 +32,12 @@ extension Router {
     ///
     /// The caller keeps its connection's write order: it calls this only while none of the connection's writes is
     /// still on its lane of the work pool, since one there could otherwise reach the writer after this one.
-    ///
-    /// A PATCH is merged here too, against the document as `reads` (the loop's point reads) finds it, when the store
-    /// reads locally and the document is as small as a request this loop parses; otherwise the writer merges it.
-    func submitOnLoop(
-        _ frame: Frame, reads: @autoclosure () -> any PointReads, completion: @escaping @Sendable (Reply) -> Void
-    ) -> Bool {
+    func submitOnLoop(_ frame: Frame, completion: @escaping @Sendable (Reply) -> Void) -> Bool {
         guard Router.isSingleWrite(frame.opcode), frame.json.count <= Router.loopWriteBytes, frame.binary.isEmpty
         else { return false }
         let body: WriteBody
         do throws(LarderError) {
-            if frame.opcode == .patch && pointReadsAreLocal {
-                let reads = reads()
-                body = try Router.writeBody(frame) { collection, id in
-                    guard let data = try? reads.get(collection, id: id).data, data.count <= Router.loopWriteBytes
-                    else { return nil }
-                    return data
-                }
-            } else {
-                body = try Router.writeBody(frame)
-            }
+            body = try Router.writeBody(frame)
         } catch {
             completion(reply(to: frame, .failure(error)))
             return true
@@ -86,12 +72,8 @@ extension Router {
         opcode == .create || opcode == .replace || opcode == .patch || opcode == .delete
     }
 
-    /// Parses a write request and returns what to run inside the group-commit transaction. `current` reads a
-    /// document's stored data (nil: not found, or not worth merging here); a PATCH given it is merged now, off the
-    /// writer (`PreparedPatch`), and the writer merges again only if the document changed in between.
-    static func writeBody(
-        _ frame: Frame, current: ((String, UUID) -> [UInt8]?)? = nil
-    ) throws(LarderError) -> WriteBody {
+    /// Parses a write request and returns what to run inside the group-commit transaction.
+    static func writeBody(_ frame: Frame) throws(LarderError) -> WriteBody {
         if let body = fastWriteBody(frame) { return body }
         let object = try frame.jsonObject()
         switch frame.opcode {
@@ -108,13 +90,6 @@ extension Router {
             }
         case .patch:
             let r = try PatchRequest(json: object)
-            // A stored document that does not parse is the writer's to report, as it would without this step.
-            if let data = current?(r.collection, r.id), let prepared = try? PreparedPatch(r.patch, into: data) {
-                return { (c) throws(LarderError) in
-                    let record = try c.patch(r.collection, id: r.id, patch: r.patch, expectedRev: r.rev, prepared: prepared)
-                    return (record.bytes, [])
-                }
-            }
             return { (c) throws(LarderError) in
                 (try c.patch(r.collection, id: r.id, patch: r.patch, expectedRev: r.rev).bytes, [])
             }

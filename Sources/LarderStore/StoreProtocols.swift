@@ -146,28 +146,6 @@ public struct PreparedDocument: Sendable, Equatable {
     }
 }
 
-/// A PATCH's result merged off the writer against the document as read then (`WriteContext.patch(...prepared:)`).
-public struct PreparedPatch: Sendable {
-    /// The stored data the patch was merged into.
-    let base: [UInt8]
-    /// The merged document, encoded and folded.
-    let document: PreparedDocument
-
-    /// Merges `patch` into `current`, a document's stored data.
-    public init(_ patch: JSONObject, into current: [UInt8]) throws(LarderError) {
-        base = current
-        document = PreparedDocument(MergePatch.apply(patch, to: try JSONParser.parseObject(current)))
-    }
-}
-
-extension WriteContext {
-    public func patch(
-        _ collection: String, id: UUID, patch: JSONObject, expectedRev: Int64?, prepared: PreparedPatch
-    ) throws(LarderError) -> StoredRecord {
-        try self.patch(collection, id: id, patch: patch, expectedRev: expectedRev)
-    }
-}
-
 /// The write operations, available inside one group-commit transaction (see `DocumentStore.submitWrite`).
 ///
 /// Each body of `submitWrite` runs inside its own SAVEPOINT: when it throws, only its own changes are rolled back. A
@@ -183,12 +161,6 @@ public protocol WriteContext {
         -> StoredRecord
     func patch(_ collection: String, id: UUID, patch: JSONObject, expectedRev: Int64?) throws(LarderError)
         -> StoredRecord
-    /// `patch` with its result merged beforehand (off the writer thread) against the document as it was then: the
-    /// write uses `prepared` only when the document still holds exactly the data it was merged against, and merges
-    /// again otherwise. A store that cannot use it merges as `patch` does.
-    func patch(
-        _ collection: String, id: UUID, patch: JSONObject, expectedRev: Int64?, prepared: PreparedPatch
-    ) throws(LarderError) -> StoredRecord
     func delete(_ collection: String, id: UUID, expectedRev: Int64?) throws(LarderError) -> (rev: Int64, blobsDeleted: Int)
     func dropCollection(_ name: String) throws(LarderError) -> (documents: Int, blobs: Int)
     func createIndex(_ collection: String, field: FieldPath) throws(LarderError) -> (name: String, created: Bool)

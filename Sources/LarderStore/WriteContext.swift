@@ -182,30 +182,10 @@ final class SQLiteWriteContext: PreparedWriteContext {
     func patch(_ collection: String, id: UUID, patch: JSONObject, expectedRev: Int64?) throws(LarderError)
         -> StoredRecord
     {
-        try merged(collection, id: id, patch: patch, expectedRev: expectedRev, prepared: nil)
-    }
-
-    func patch(
-        _ collection: String, id: UUID, patch: JSONObject, expectedRev: Int64?, prepared: PreparedPatch
-    ) throws(LarderError) -> StoredRecord {
-        try merged(collection, id: id, patch: patch, expectedRev: expectedRev, prepared: prepared)
-    }
-
-    /// The merge is the writer's costliest step for a PATCH (parse the stored JSON, merge, encode, fold): a result
-    /// merged beforehand into the very bytes the row still holds is the same result, so the writer only checks the
-    /// revision and writes. The bytes, not the revision, decide: a document deleted and made again restarts at 1.
-    private func merged(
-        _ collection: String, id: UUID, patch: JSONObject, expectedRev: Int64?, prepared: PreparedPatch?
-    ) throws(LarderError) -> StoredRecord {
         try SQLiteStore.validateCollection(collection)
         let row = try current(collection, id, expectedRev: expectedRev)
-        let document: PreparedDocument
-        if let prepared, prepared.base == row.data {
-            document = prepared.document
-        } else {
-            document = PreparedDocument(MergePatch.apply(patch, to: try JSONParser.parseObject(row.data)))
-        }
-        return try update(collection, id, row, document, kind: .patch)
+        let stored = try JSONParser.parseObject(row.data)
+        return try update(collection, id, row, PreparedDocument(MergePatch.apply(patch, to: stored)), kind: .patch)
     }
 
     func delete(_ collection: String, id: UUID, expectedRev: Int64?) throws(LarderError) -> (rev: Int64, blobsDeleted: Int) {
