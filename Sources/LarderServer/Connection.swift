@@ -43,6 +43,9 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         writeLaneStorage = lane
         return lane
     }
+    /// This connection's writes handed to its lane and not yet answered. While there is one, later writes take the
+    /// lane too (not `Router.submitOnLoop`), so that they reach the store's writer after it, in the order sent.
+    private var writesOnLane = 0
     /// The change feed's subscriptions (ConnectionWatch.swift performs what it decides).
     var watches: WatchStateMachine
     /// Output of at least this many bytes (a blob) is written by a sender (a job of the work pool) instead of the
@@ -201,8 +204,20 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
                 shard.loop.async { [self] in completed(reply, started: started) }
             }
         }
+        let isWrite = frame.opcode.isWrite
+        if isWrite && writesOnLane == 0
+            && context.router.submitOnLoop(
+                frame,
+                completion: { [self] reply in shard.loop.async { [self] in completed(reply, started: started) } })
+        {
+            return
+        }
+        if isWrite { writesOnLane += 1 }
         context.router.handle(frame, writes: writeLane, collections: machine.grant?.collections) { [self] reply in
-            shard.loop.async { [self] in completed(reply, started: started) }
+            shard.loop.async { [self] in
+                if isWrite { writesOnLane -= 1 }
+                completed(reply, started: started)
+            }
         }
     }
 

@@ -74,6 +74,40 @@ struct ConnectionOrderTests {
         }
     }
 
+    /// Small writes are parsed on the event loop and go straight to the writer, large ones through the work pool: a
+    /// small write sent after a large one still commits after it. A large CREATE X, a small PATCH X, a large REPLACE
+    /// X, a small PATCH X, sent in one write, answer revisions 1 to 4, and X ends as the last PATCH left it.
+    @Test func smallWritesSentAfterALargeOneCommitAfterIt() throws {
+        try withServerOnPort0 { _, port in
+            let c = try RawClient.tcp(port: port)
+            try c.hello()
+            // Over the size parsed on the loop (`Router.loopWriteBytes`, 4 KiB).
+            let large = String(repeating: "x", count: 6000)
+            for _ in 0..<40 {
+                let x = Self.uuid()
+                let target: JSONObject = ["collection": "todos", "id": .string(x)]
+                var create = target
+                create["data"] = ["text": .string(large), "step": 1]
+                var patch1 = target
+                patch1["patch"] = ["step": 2]
+                var replace = target
+                replace["data"] = ["text": .string(large + "y"), "step": 3]
+                var patch2 = target
+                patch2["patch"] = ["step": 4, "text": .null]
+                let stream =
+                    c.encode(.create, create, id: 1) + c.encode(.patch, patch1, id: 2) + c.encode(.replace, replace, id: 3)
+                    + c.encode(.patch, patch2, id: 4)
+                try c.writeAll(stream)
+                var answers: [UInt32: Frame] = [:]
+                while answers.count < 4, let frame = try c.receive(timeout: 30) { answers[frame.requestID] = frame }
+                try #require(answers.count == 4)
+                #expect(answers.values.allSatisfy { $0.status == .ok }, "\(answers.values.map(\.replyText))")
+                for n in 1...4 { #expect(answers[UInt32(n)]?.replyJSON["rev"] == .int(Int64(n)), "request \(n)") }
+                #expect(try c.call(.get, target).replyJSON["data"] == ["step": 4])
+            }
+        }
+    }
+
     /// A BLOB_HEAD or BLOB_GET sent after a BLOB_PUT finds the blob; one sent after the DELETE of the document it was
     /// attached to does not.
     @Test func blobReadsObserveEarlierWrites() throws {
