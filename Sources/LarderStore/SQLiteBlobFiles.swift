@@ -177,12 +177,7 @@ extension SQLiteStore {
     static func recoverFiles(_ files: BlobFiles, _ db: Connection) throws(LarderError) -> [String] {
         try moveUploadChunksToFiles(files, db)
         collectFiles(files, db)
-        let named = Set(
-            try db.query("SELECT file FROM blobs WHERE file IS NOT NULL", [], { $0.text(0) })
-                + db.query("SELECT id FROM uploads", [], { $0.text(0) }))
-        for name in files.names() where !named.contains(name) && UUID(uuidString: name) != nil {
-            unlink(files.path(name))
-        }
+        try removeOrphans(files, db, olderThan: nil)
         let uploads = try db.query("SELECT id, received FROM uploads", [], { ($0.text(0), $0.int(1)) })
         for (name, received) in uploads {
             let length = files.length(name)
@@ -198,6 +193,45 @@ extension SQLiteStore {
                     + "data directory is restored from a backup or the blob is deleted")
         }
         return warnings
+    }
+
+    /// Removes the files in `blobs/` that no blob or upload row names (those named by an id: any other file is not
+    /// the store's), when last changed before `olderThan` (seconds since 1970; nil: all). On the writer's connection,
+    /// so no write commits meanwhile; a running store passes a time well in the past, since an upload's file is made
+    /// just before its row commits.
+    static func removeOrphans(_ files: BlobFiles, _ db: Connection, olderThan: Int?) throws(LarderError) {
+        let named = Set(
+            try db.query("SELECT file FROM blobs WHERE file IS NOT NULL", [], { $0.text(0) })
+                + db.query("SELECT id FROM uploads", [], { $0.text(0) }))
+        for name in files.names() where !named.contains(name) && UUID(uuidString: name) != nil {
+            if let olderThan {
+                var info = stat()
+                guard stat(files.path(name), &info) == 0, info.st_mtim.tv_sec < olderThan else { continue }
+            }
+            unlink(files.path(name))
+        }
+    }
+
+    /// Drops the expired uploads (their files go after the commit), then removes files no row names that are more
+    /// than ten minutes old: a crash's leftovers, should any escape the start-up.
+    public func expireUploads() throws(LarderError) -> Int {
+        let now = core.configuration.clock()
+        let dropped = try syncWrite { (context) throws(LarderError) -> Int in
+            try (context as! SQLiteWriteContext).uploadsExpire(now: now)
+        }
+        let files = self.files
+        let cutoff = time(nil) - 600
+        let failure: LarderError? = writer.exclusive { connection in
+            guard let connection else { return nil }
+            do throws(LarderError) {
+                try SQLiteStore.removeOrphans(files, connection, olderThan: cutoff)
+                return nil
+            } catch {
+                return error
+            }
+        }
+        if let failure { throw failure }
+        return dropped
     }
 
     /// The uploads begun before migration 12 keep their chunks in `blob_chunks`: written to their files (synced),

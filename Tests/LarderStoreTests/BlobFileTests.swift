@@ -104,6 +104,32 @@ import Testing
         }
     }
 
+    /// The upload sweeper removes files no row names once they are ten minutes old (a file younger than that may be
+    /// an upload whose row is about to commit), and frees an expired upload's file.
+    @Test func theSweeperRemovesOldOrphansAndExpiredUploadsFiles() throws {
+        let clock = ManualClock()
+        try withStore({
+            $0.clock = clock.read
+            $0.uploadExpiryMs = 60_000
+        }) { store, _ in
+            let old = store.files.path(UUID().wireString)
+            let young = store.files.path(UUID().wireString)
+            for path in [old, young] { _ = FileManager.default.createFile(atPath: path, contents: Data([1])) }
+            var times = [timeval(tv_sec: time(nil) - 3600, tv_usec: 0), timeval(tv_sec: time(nil) - 3600, tv_usec: 0)]
+            #expect(utimes(old, &times) == 0)
+            let upload = try store.uploadBegin(BlobUploadRequest(size: 50_000))
+            let part = Array(syntheticJPEG(size: 50_000)[0..<1000])
+            _ = try store.uploadChunk(upload.upload, offset: 0, bytes: part, crc32: CRC32.checksum(part))
+            let uploadFile = store.files.path(upload.upload.wireString)
+            #expect(Self.exists(uploadFile))
+            #expect(try store.expireUploads() == 0)
+            #expect(!Self.exists(old) && Self.exists(young) && Self.exists(uploadFile))
+            clock.advance(ms: 60_000)
+            #expect(try store.expireUploads() == 1)
+            #expect(!Self.exists(uploadFile) && Self.exists(young))
+        }
+    }
+
     @Test func aBlobWithoutItsFileIsAClearErrorNotACrash() throws {
         let directory = Self.fresh()
         defer { try? FileManager.default.removeItem(atPath: directory) }
