@@ -177,6 +177,9 @@ final class BlobFiles: @unchecked Sendable {
     /// The hash state of `upload` when this process followed it from its first byte.
     func existingHash(_ upload: UUID) -> UploadHash? { hashes.withLock { $0[upload] } }
 
+    /// How many uploads this process keeps a hash for.
+    var followed: Int { hashes.withLock { $0.count } }
+
     func forget(_ name: String) {
         guard let upload = UUID(uuidString: name) else { return }
         _ = hashes.withLock { $0.removeValue(forKey: upload) }

@@ -64,6 +64,17 @@ extension SQLiteStore {
     {
         try checkChunkCRC(upload, offset: offset, bytes: bytes, crc32: crc32)
         let files = self.files
+        do throws(LarderError) {
+            return try appendChunk(upload, offset: offset, bytes: bytes)
+        } catch where error.status == .notFound {
+            // An id that names no upload leaves no state behind (a client cannot fill the map with made-up ids).
+            files.forget(upload.wireString)
+            throw error
+        }
+    }
+
+    private func appendChunk(_ upload: UUID, offset: Int64, bytes: [UInt8]) throws(LarderError) -> BlobUploadInfo {
+        let files = self.files
         return try files.hash(upload).state.withLock { (state) throws(LarderError) -> BlobUploadInfo in
             let now = core.configuration.clock()
             guard let record = try uploadRecord(upload), record.expiresAt > now else {
@@ -93,6 +104,8 @@ extension SQLiteStore {
     public func uploadFinish(_ upload: UUID, sha256: String?) throws(LarderError) -> BlobMeta {
         let files = self.files
         let name = upload.wireString
+        // Finished, dropped, or never there: this process keeps nothing of it.
+        defer { if (try? uploadRecord(upload)) == nil { files.forget(name) } }
         let meta = try files.hash(upload).state.withLock { (state) throws(LarderError) -> BlobMeta in
             let record = try finishableUpload(upload)
             let path = files.path(name)
@@ -116,7 +129,6 @@ extension SQLiteStore {
                 }
             }
         }
-        files.forget(name)
         return meta
     }
 

@@ -47,6 +47,12 @@ import Testing
                 return access(path, F_OK) == 0
             }
             #expect(seenBeforeCommit)
+            // Nothing is kept for a finished upload, nor for a chunk of an upload that does not exist.
+            #expect(store.files.followed == 0)
+            expectError(.notFound, field: "upload") {
+                _ = try store.uploadChunk(UUID(), offset: 0, bytes: [1], crc32: CRC32.checksum([1]))
+            }
+            #expect(store.files.followed == 0)
             #expect(!Self.exists(path))
             let pending = try store.readers.read { db throws(LarderError) in
                 try db.scalar("SELECT count(*) FROM blob_files_deleted")
