@@ -145,7 +145,8 @@ extension SQLiteWriteContext: UploadWriteContext {
 
     func uploadDelete(_ upload: UUID) throws(LarderError) -> Bool {
         let db = try writer
-        // Chunk rows are left only by an upload that began before migration 12 and has not been seen since.
+        // An upload's chunk rows come only from a data directory written before migration 12, and the start-up moves
+        // them to its file (`recoverFiles`); deleting them here keeps this complete whatever the upload's history.
         try db.run("DELETE FROM blob_chunks WHERE owner = ?1", [.text(upload.wireString)])
         guard try db.run("DELETE FROM uploads WHERE id = ?1", [.text(upload.wireString)]) > 0 else { return false }
         try db.run("INSERT OR IGNORE INTO blob_files_deleted(name) VALUES (?1)", [.text(upload.wireString)])
