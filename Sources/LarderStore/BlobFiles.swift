@@ -26,6 +26,8 @@ final class BlobFiles: @unchecked Sendable {
     let syncEachChunk: Bool
     /// Backups copying blob files now; while any is, `collect` unlinks nothing.
     private let holds = Locked(0)
+    /// When the sweeper last looked for files no row names (seconds since 1970; 0: never).
+    private let lastOrphanScan = Locked(0)
     /// The SHA-256 of each upload's bytes so far, kept as its chunks arrive in order; an upload started before this
     /// process has none, and is hashed from its file at FINISH.
     private let hashes = Locked([UUID: UploadHash]())
@@ -183,6 +185,15 @@ final class BlobFiles: @unchecked Sendable {
     func forget(_ name: String) {
         guard let upload = UUID(uuidString: name) else { return }
         _ = hashes.withLock { $0.removeValue(forKey: upload) }
+    }
+
+    /// Whether the sweeper's hourly look for files no row names is due at `now` (seconds); if so, it is noted as done.
+    func orphanScanDue(now: Int) -> Bool {
+        lastOrphanScan.withLock { last in
+            guard last == 0 || now - last >= 3600 else { return false }
+            last = now
+            return true
+        }
     }
 
     // MARK: Holds

@@ -208,14 +208,17 @@ extension SQLiteStore {
     }
 
     /// Removes the files in `blobs/` that no blob or upload row names (those named by an id: any other file is not
-    /// the store's), when last changed before `olderThan` (seconds since 1970; nil: all). On the writer's connection,
-    /// so no write commits meanwhile; a running store passes a time well in the past, since an upload's file is made
-    /// just before its row commits.
+    /// the store's), when last changed before `olderThan` (seconds since 1970; nil: all). The rows are read after the
+    /// directory is listed, so a file listed is named by a row the read sees unless it has none: an upload's file is
+    /// made just before its row commits (a running store passes a time well in the past for that), and a finishing
+    /// upload's row and its blob's are swapped in one transaction.
     static func removeOrphans(_ files: BlobFiles, _ db: Connection, olderThan: Int?) throws(LarderError) {
+        let listed = files.names().filter { UUID(uuidString: $0) != nil }
+        guard !listed.isEmpty else { return }
         let named = Set(
             try db.query("SELECT file FROM blobs WHERE file IS NOT NULL", [], { $0.text(0) })
                 + db.query("SELECT id FROM uploads", [], { $0.text(0) }))
-        for name in files.names() where !named.contains(name) && UUID(uuidString: name) != nil {
+        for name in listed where !named.contains(name) {
             if let olderThan {
                 var info = stat()
                 guard stat(files.path(name), &info) == 0, info.st_mtim.tv_sec < olderThan else { continue }
@@ -224,25 +227,21 @@ extension SQLiteStore {
         }
     }
 
-    /// Drops the expired uploads (their files go after the commit), then removes files no row names that are more
-    /// than ten minutes old: a crash's leftovers, should any escape the start-up.
+    /// Drops the expired uploads (their files go after the commit), then, at most once an hour, removes files no row
+    /// names that are more than ten minutes old: a crash's leftovers, should any escape the start-up. That scan reads
+    /// every blob's file name, on a reader: the writer never waits for it.
     public func expireUploads() throws(LarderError) -> Int {
         let now = core.configuration.clock()
         let dropped = try syncWrite { (context) throws(LarderError) -> Int in
             try (context as! SQLiteWriteContext).uploadsExpire(now: now)
         }
         let files = self.files
-        let cutoff = time(nil) - 600
-        let failure: LarderError? = writer.exclusive { connection in
-            guard let connection else { return nil }
-            do throws(LarderError) {
-                try SQLiteStore.removeOrphans(files, connection, olderThan: cutoff)
-                return nil
-            } catch {
-                return error
+        let wall = time(nil)
+        if files.orphanScanDue(now: wall) {
+            try readers.read(transaction: true) { db throws(LarderError) in
+                try SQLiteStore.removeOrphans(files, db, olderThan: wall - 600)
             }
         }
-        if let failure { throw failure }
         return dropped
     }
 
