@@ -248,6 +248,8 @@ public final class LarderServer: Sendable {
         }
         for box in boxes { box.source.activate() }
         startUploadSweeper()
+        // Blobs whose file is missing from the data directory: each BLOB_GET of one says so too.
+        for warning in (store as? SQLiteStore)?.startupWarnings ?? [] { context.logger.warn(warning) }
         context.logger.debug("listening on \(addresses(port: port).joined(separator: ", "))")
         return port
     }

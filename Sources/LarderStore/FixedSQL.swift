@@ -47,7 +47,7 @@ enum FixedSQL: Int, CaseIterable {
         case .endRead: "COMMIT"
         case .selectRecord: "SELECT \(SQLiteStore.recordColumns) FROM documents WHERE collection = ?1 AND id = ?2"
         case .selectBlobMeta: "SELECT \(SQLiteStore.blobColumns) FROM blobs WHERE id = ?1"
-        case .selectBlobMetaAndSeq: "SELECT \(SQLiteStore.blobColumns), seq, chunks FROM blobs WHERE id = ?1"
+        case .selectBlobMetaAndSeq: "SELECT \(SQLiteStore.blobColumns), seq, chunks, file FROM blobs WHERE id = ?1"
         }
     }
 }

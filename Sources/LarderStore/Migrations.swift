@@ -153,6 +153,22 @@ enum Schema {
             DELETE FROM thumbnails WHERE blobId = old.id;
         END;
         """,
+        // 12: upload and blob bytes as files in `blobs/` (BlobFiles.swift): a finished upload's blob names its file
+        // (`file`); a deleted blob's file name is recorded by the trigger in the deleting transaction, and the file is
+        // unlinked only after that commit. Blobs stored before keep their bytes in their row or in `blob_chunks`, and
+        // are read from there; the chunks of uploads under way move to files at start-up (`SQLiteStore.recoverFiles`).
+        .code { db throws(LarderError) in
+            if try db.scalar("SELECT count(*) FROM pragma_table_info('blobs') WHERE name = 'file'") == 0 {
+                try db.execute("ALTER TABLE blobs ADD COLUMN file TEXT")
+            }
+            try db.execute(
+                """
+                CREATE TABLE IF NOT EXISTS blob_files_deleted(name TEXT PRIMARY KEY) WITHOUT ROWID;
+                CREATE TRIGGER IF NOT EXISTS blobs_file_delete AFTER DELETE ON blobs WHEN old.file IS NOT NULL BEGIN
+                    INSERT OR IGNORE INTO blob_files_deleted(name) VALUES (old.file);
+                END;
+                """)
+        },
     ]
 
     /// The backlog of the trigram index (`TextIndexer`, which also states the rule that keeps searches exact): the

@@ -20,36 +20,59 @@ extension SQLiteStore {
 
     public func blobGet(_ id: UUID) throws(LarderError) -> (meta: BlobMeta, bytes: [UInt8]) {
         // One transaction: the metadata and the bytes come from the same snapshot.
-        try readers.read(transaction: true) { db throws(LarderError) in
+        let (meta, stored) = try readers.read(transaction: true) { db throws(LarderError) in
             try SQLiteStore.readBlob(db, id) { (_) throws(LarderError) -> Range<Int64>? in nil }
+        }
+        return (meta, try bytes(id, stored))
+    }
+
+    /// Where a read found a blob's bytes: in the database (read inside its transaction), or `range` of a file
+    /// (`BlobFiles`), read after it: a blob's file never changes, and a deleted one is unlinked only after the commit.
+    enum StoredBytes: Sendable {
+        case bytes([UInt8])
+        case file(String, Range<Int64>)
+    }
+
+    /// The bytes `stored` stands for.
+    func bytes(_ id: UUID, _ stored: StoredBytes) throws(LarderError) -> [UInt8] {
+        switch stored {
+        case .bytes(let bytes): return bytes
+        case .file(let name, let range):
+            do throws(LarderError) {
+                return try readFile(id, name, range)
+            } catch where error.field == BlobFiles.missingMarker.field {
+                throw explainMissing(id, name)
+            }
         }
     }
 
     /// Blob `id`'s metadata and the bytes `range` picks once the metadata is known (nil: all of them), from its own
-    /// row or from its upload's chunks, read with `db` (inside the caller's transaction, so from one snapshot).
+    /// row, from its upload's chunks (read with `db`, inside the caller's transaction, so from one snapshot), or from
+    /// its file.
     static func readBlob(
         _ db: Connection, _ id: UUID, range: (BlobMeta) throws(LarderError) -> Range<Int64>?
-    ) throws(LarderError) -> (meta: BlobMeta, bytes: [UInt8]) {
+    ) throws(LarderError) -> (meta: BlobMeta, bytes: StoredBytes) {
         let statement = try db.statement(.selectBlobMetaAndSeq)
         defer { statement.reset() }
         try statement.bind([.text(id.wireString)])
         guard try statement.step() else { throw SQLiteStore.blobNotFound(id) }
         let meta = SQLiteStore.blobMeta(statement)
         let wanted = try range(meta)
+        if !statement.isNull(11) { return (meta, .file(statement.text(11), wanted ?? 0..<meta.size)) }
         if statement.isNull(10) {
             let rowid = statement.int(9)
-            guard let wanted else { return (meta, try db.readBlob(table: "blobs", column: "bytes", rowid: rowid)) }
+            guard let wanted else { return (meta, .bytes(try db.readBlob(table: "blobs", column: "bytes", rowid: rowid))) }
             return (
                 meta,
-                try db.readBlob(
-                    table: "blobs", column: "bytes", rowid: rowid, range: Int(wanted.lowerBound)..<Int(wanted.upperBound))
+                .bytes(try db.readBlob(
+                    table: "blobs", column: "bytes", rowid: rowid, range: Int(wanted.lowerBound)..<Int(wanted.upperBound)))
             )
         }
         let owner = statement.text(10)
         let all = wanted ?? 0..<meta.size
-        return (meta, try UploadRules.assemble(id, all) { body throws(LarderError) in
+        return (meta, .bytes(try UploadRules.assemble(id, all) { body throws(LarderError) in
             try SQLiteStore.forEachChunk(db, owner: owner, overlapping: all, body)
-        })
+        }))
     }
 
     public func blobHead(_ id: UUID) throws(LarderError) -> BlobMeta {

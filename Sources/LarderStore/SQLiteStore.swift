@@ -7,8 +7,9 @@ import LarderWire
 ///
 /// One file `larder.sqlite` in the data directory, WAL mode. Documents live in one `documents` table keyed by
 /// (collection, id), so collection names never reach SQL text except as bound values (and, validated, in index names).
-/// Blob bytes are stored in SQLite itself: the bytes, their metadata and the document they belong to then commit (and
-/// are deleted) in one transaction, with SQLite's WAL providing the fsync ordering; 32 MiB is well within its limits.
+/// A blob stored in one frame (BLOB_PUT) keeps its bytes in its row: they, their metadata and the document they belong
+/// to commit (and are deleted) in one transaction. An upload's bytes (BLOB_UPLOAD) are a file in `blobs/`, which
+/// becomes its blob's (`BlobFiles` gives the rules that keep files and rows in step).
 public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
     let core: StoreCore
     let writer: Writer
@@ -20,6 +21,8 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
     let textIndexer: TextIndexer?
     /// This process's hold on the data directory (one process per directory).
     private let directoryLock: DataDirectoryLock
+    /// What the start-up found wrong and could not mend (blobs whose file is missing), for the server to log.
+    public let startupWarnings: [String]
 
     /// The collection name rule: a letter, then up to 63 letters, digits, `_` or `-`.
     public static func validateCollection(_ name: String, field: String = "collection") throws(LarderError) {
@@ -59,9 +62,12 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
             != nil
         try Schema.migrate(connection, trigram: hasTrigram)
         if hasTrigram { try connection.execute(Schema.backlogTriggers) }
+        let files = try BlobFiles(directory: directory, syncEachChunk: configuration.synchronous == .full)
+        startupWarnings = try SQLiteStore.recoverFiles(files, connection)
         let lastChangeSeq = try connection.scalar("SELECT seq FROM sqlite_sequence WHERE name = 'changes'") ?? 0
         let core = StoreCore(
-            configuration: configuration, databasePath: path, hasTrigram: hasTrigram, lastChangeSeq: lastChangeSeq)
+            configuration: configuration, databasePath: path, hasTrigram: hasTrigram, lastChangeSeq: lastChangeSeq,
+            blobFiles: files)
         core.loadIndexes(try connection.query("SELECT collection, path FROM field_indexes") { ($0.text(0), $0.text(1)) })
         self.core = core
         let writer = Writer(connection: connection, core: core)

@@ -48,11 +48,12 @@ extension SQLiteStore: UploadReads {
         -> (meta: BlobMeta, bytes: [UInt8])
     {
         // One transaction: the metadata and the bytes come from the same snapshot.
-        try chunkReaders.read(transaction: true) { db throws(LarderError) in
+        let (meta, stored) = try chunkReaders.read(transaction: true) { db throws(LarderError) in
             try SQLiteStore.readBlob(db, id) { (meta) throws(LarderError) -> Range<Int64>? in
                 try UploadRules.range(offset: offset, length: length, size: meta.size)
             }
         }
+        return (meta, try bytes(id, stored))
     }
 }
 
@@ -90,18 +91,31 @@ extension SQLiteWriteContext: UploadWriteContext {
             ])
     }
 
+    /// Appends a chunk through the writer: its bytes go to the upload's file on the writer's queue. The store's own
+    /// `uploadChunk` writes them before it comes to the writer (`advanceUpload`), so the writer only moves the offset.
     func uploadAppend(_ upload: UUID, offset: Int64, bytes: [UInt8], now: Int64, expiresAt: Int64)
+        throws(LarderError) -> UploadRecord
+    {
+        guard let files = core.blobFiles else { throw LarderError(.internal, "the store keeps no blob files") }
+        guard let record = try SQLiteStore.uploadRecord(try writer, upload), record.expiresAt > now else {
+            throw UploadRules.noUpload(upload)
+        }
+        try WriteRules.checkChunk(record, offset: offset, count: bytes.count)
+        try files.writeChunk(upload, offset: offset, bytes: bytes)
+        return try advanceUpload(upload, offset: offset, count: bytes.count, now: now, expiresAt: expiresAt)
+    }
+
+    /// Records that the `count` bytes at `offset` of `upload`'s file are written: the committed offset moves past
+    /// them and the expiry to `expiresAt`. Checked again here, on the writer: the upload may have gone meanwhile.
+    func advanceUpload(_ upload: UUID, offset: Int64, count: Int, now: Int64, expiresAt: Int64)
         throws(LarderError) -> UploadRecord
     {
         let db = try writer
         guard var record = try SQLiteStore.uploadRecord(db, upload), record.expiresAt > now else {
             throw UploadRules.noUpload(upload)
         }
-        try WriteRules.checkChunk(record, offset: offset, count: bytes.count)
-        try db.run(
-            "INSERT INTO blob_chunks(owner, start, bytes) VALUES (?1, ?2, ?3)",
-            [.text(upload.wireString), .int(offset), .blob(bytes)])
-        record.offset += Int64(bytes.count)
+        try WriteRules.checkChunk(record, offset: offset, count: count)
+        record.offset += Int64(count)
         record.expiresAt = expiresAt
         try db.run(
             "UPDATE uploads SET received = ?2, expiresAt = ?3 WHERE id = ?1",
@@ -120,7 +134,8 @@ extension SQLiteWriteContext: UploadWriteContext {
             document = try self.document(attach, in: try writer)
             if document == nil { throw WriteRules.attachMissing(attach) }
         }
-        try insertBlobRow(meta, bytes: .blob([]), chunks: .text(upload.wireString), in: db)
+        // The upload's file becomes the blob's: the row names it, nothing is copied.
+        try insertBlobRow(meta, bytes: .blob([]), chunks: .null, file: .text(upload.wireString), in: db)
         try db.run("DELETE FROM uploads WHERE id = ?1", [.text(upload.wireString)])
         if let attach = meta.attachedTo, let document {
             try recordChange(.blobAttach, attach.collection, record: document, blob: meta)
@@ -130,8 +145,20 @@ extension SQLiteWriteContext: UploadWriteContext {
 
     func uploadDelete(_ upload: UUID) throws(LarderError) -> Bool {
         let db = try writer
+        // An upload's chunk rows come only from a data directory written before migration 12, and the start-up moves
+        // them to its file (`recoverFiles`); deleting them here keeps this complete whatever the upload's history.
         try db.run("DELETE FROM blob_chunks WHERE owner = ?1", [.text(upload.wireString)])
-        return try db.run("DELETE FROM uploads WHERE id = ?1", [.text(upload.wireString)]) > 0
+        guard try db.run("DELETE FROM uploads WHERE id = ?1", [.text(upload.wireString)]) > 0 else { return false }
+        try db.run("INSERT OR IGNORE INTO blob_files_deleted(name) VALUES (?1)", [.text(upload.wireString)])
+        collectBlobFilesAfterCommit()
+        return true
+    }
+
+    /// Unlinks the files whose rows this transaction deleted, once it committed (`BlobFiles`).
+    func collectBlobFilesAfterCommit() {
+        guard let files = core.blobFiles, let db = connection, !collectsFiles else { return }
+        collectsFiles = true
+        afterCommit.append { SQLiteStore.collectFiles(files, db) }
     }
 
     func uploadsExpire(now: Int64) throws(LarderError) -> Int {

@@ -40,7 +40,53 @@ extension SQLiteStore: SnapshotStore {
     /// mode a reader never blocks the writer, so writes go on while it copies (the WAL grows meanwhile, since a
     /// checkpoint cannot pass a reader). The copy is compact and has no WAL of its own. The trigram index is not
     /// copied: a server started on the copy rebuilds it in the background, and text search stays exact meanwhile.
+    ///
+    /// Blobs whose bytes are files (`BlobFiles`) have them copied into the copy's `blob_chunks`, so the copy is still
+    /// one file that serves every blob: a server started on it reads them from there. The files are held meanwhile
+    /// (none is unlinked, so every blob the copy's snapshot holds still has its file). Uploads under way are not
+    /// copied: their bytes are not a blob yet, and a client resuming one on a restored server starts it again.
     public func snapshot(whileReading: (@Sendable () -> Void)?) throws(LarderError) -> String {
+        defer { collectFiles() }
+        return try files.holding { () throws(LarderError) -> String in
+            let path = try copyDatabase(whileReading: whileReading)
+            do throws(LarderError) {
+                try inlineBlobFiles(into: path)
+            } catch {
+                unlink(path)
+                throw LarderError(.internal, "the backup could not be written: \(error.message)")
+            }
+            return path
+        }
+    }
+
+    /// Writes the bytes of every blob whose bytes are a file into the copy at `path` as chunk rows of the file's
+    /// name, in one transaction.
+    private func inlineBlobFiles(into path: String) throws(LarderError) {
+        let copy = try Connection(path: path, readOnly: false)
+        try copy.execute("BEGIN IMMEDIATE")
+        do throws(LarderError) {
+            let blobs = try copy.query(
+                "SELECT id, file, size FROM blobs WHERE file IS NOT NULL", [], { ($0.uuid(0), $0.text(1), $0.int(2)) })
+            for (id, name, size) in blobs {
+                var start: Int64 = 0
+                while start < size {
+                    let range = start..<min(size, start + Int64(configuration.blobChunkBytes))
+                    let stored = StoredBytes.file(name, range)
+                    try copy.run(
+                        "INSERT INTO blob_chunks(owner, start, bytes) VALUES (?1, ?2, ?3)",
+                        [.text(name), .int(start), .blob(try bytes(id, stored))])
+                    start = range.upperBound
+                }
+                try copy.run("UPDATE blobs SET chunks = file, file = NULL WHERE file = ?1", [.text(name)])
+            }
+            try copy.execute("DELETE FROM uploads; DELETE FROM blob_files_deleted; COMMIT")
+        } catch {
+            try? copy.execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    private func copyDatabase(whileReading: (@Sendable () -> Void)?) throws(LarderError) -> String {
         let directory = configuration.dataDirectory
         let name = "\(SQLiteStore.snapshotPrefix)\(getpid())-\(UUID().wireString).sqlite"
         let path = (directory as NSString).appendingPathComponent(name)

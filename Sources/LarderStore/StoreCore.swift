@@ -17,11 +17,17 @@ final class StoreCore: @unchecked Sendable {
     /// Transactions the writer committed: a read snapshot taken when this had some value sees every write
     /// acknowledged before then (`PointReads` keeps a snapshot while it is unchanged).
     let commits = Atomic<UInt64>(0)
+    /// The SQLite store's upload and blob files (`BlobFiles`); nil on PostgreSQL, which keeps its chunks in rows.
+    let blobFiles: BlobFiles?
     private let lock = Lock()
     private var indexed: Set<String> = []
 
-    init(configuration: StoreConfiguration, databasePath: String, hasTrigram: Bool, lastChangeSeq: Int64) {
+    init(
+        configuration: StoreConfiguration, databasePath: String, hasTrigram: Bool, lastChangeSeq: Int64,
+        blobFiles: BlobFiles? = nil
+    ) {
         self.configuration = configuration
+        self.blobFiles = blobFiles
         self.databasePath = databasePath
         self.hasTrigram = hasTrigram
         self.feed = ChangeFeedState(lastSeq: lastChangeSeq)

@@ -84,6 +84,13 @@ extension UploadReads {
     }
 
     public func uploadBegin(_ request: BlobUploadRequest) throws(LarderError) -> BlobUploadInfo {
+        let upload = try newUpload(request)
+        try insertUpload(upload)
+        return upload
+    }
+
+    /// The upload `request` asks for, checked against the limits, not yet stored.
+    func newUpload(_ request: BlobUploadRequest) throws(LarderError) -> UploadRecord {
         let configuration = core.configuration
         guard request.size <= Int64(configuration.maxBlobBytes) else {
             throw LarderError(
@@ -93,19 +100,21 @@ extension UploadReads {
         if let attach = request.attach {
             try SQLiteStore.validateCollection(attach.collection, field: "attach.collection")
         }
-        let now = self.now
-        let upload = UploadRecord(
+        return UploadRecord(
             upload: UUID(), id: request.id ?? UUID(), size: request.size, offset: 0,
             chunkBytes: configuration.blobChunkBytes, expiresAt: now + configuration.uploadExpiryMs,
             sha256: request.sha256, attach: request.attach)
-        let quota = configuration.maxUploadBytes
-        try write { context throws(LarderError) in try context.uploadInsert(upload, quota: quota, now: now) }
-        return upload
     }
 
-    public func uploadChunk(_ upload: UUID, offset: Int64, bytes: [UInt8], crc32: UInt32) throws(LarderError)
-        -> BlobUploadInfo
-    {
+    /// Commits `upload`'s row (within the quota of unfinished uploads).
+    func insertUpload(_ upload: UploadRecord) throws(LarderError) {
+        let quota = core.configuration.maxUploadBytes
+        let now = self.now
+        try write { context throws(LarderError) in try context.uploadInsert(upload, quota: quota, now: now) }
+    }
+
+    /// INVALID_ARGUMENT (details `actualCRC32`, and the committed `offset`) when `bytes` do not have `crc32`.
+    func checkChunkCRC(_ upload: UUID, offset: Int64, bytes: [UInt8], crc32: UInt32) throws(LarderError) {
         let computed = CRC32.checksum(bytes)
         guard computed == crc32 else {
             var details: JSONObject = ["actualCRC32": .int(Int64(computed))]
@@ -114,6 +123,12 @@ extension UploadReads {
                 .invalidArgument, "the chunk at offset \(offset) arrived damaged (its CRC-32 is \(computed), not "
                     + "\(crc32)); nothing was written, send it again", field: "crc32", details: details)
         }
+    }
+
+    public func uploadChunk(_ upload: UUID, offset: Int64, bytes: [UInt8], crc32: UInt32) throws(LarderError)
+        -> BlobUploadInfo
+    {
+        try checkChunkCRC(upload, offset: offset, bytes: bytes, crc32: crc32)
         let now = self.now
         let expiresAt = now + core.configuration.uploadExpiryMs
         return try write { context throws(LarderError) in
@@ -139,19 +154,51 @@ extension UploadReads {
     /// Reads the whole upload once, a chunk at a time (the SHA-256 of what is stored, not of what was sent), walks
     /// its JPEG structure, then commits the blob. The reading happens off the writer: other writes go on meanwhile.
     public func uploadFinish(_ upload: UUID, sha256: String?) throws(LarderError) -> BlobMeta {
-        let record = try uploadStatus(upload)
-        guard record.offset == record.size else {
-            throw LarderError(
-                .conflict, "the upload has \(record.offset) of its \(record.size) bytes; send the rest from offset "
-                    + "\(record.offset), then finish", field: "upload", details: ["offset": .int(record.offset)])
-        }
+        let record = try finishableUpload(upload)
         var hasher = SHA256()
         var head: (start: Int64, bytes: [UInt8]) = (0, [])
         try forEachChunk(owner: upload, overlapping: 0..<record.size) { (start, bytes) throws(LarderError) in
             hasher.update(bytes)
             if start == 0 { head = (start, bytes) }
         }
-        let digest = hasher.finalizeHex()
+        // The structure walk reads a few hundred bytes, nearly always inside the first chunk; any other byte comes
+        // from the chunk holding it, kept until the walk leaves it.
+        var cached = head
+        return try completeUpload(record, digest: hasher.finalizeHex(), sha256: sha256) {
+            () throws(LarderError) -> JPEGInfo in
+            try JPEG.inspect(count: Int(record.size)) { (index) throws(LarderError) -> UInt8 in
+                let at = Int64(index)
+                if at < cached.start || at >= cached.start + Int64(cached.bytes.count) {
+                    try forEachChunk(owner: upload, overlapping: at..<(at + 1)) { (start, bytes) throws(LarderError) in
+                        cached = (start, bytes)
+                    }
+                }
+                guard at >= cached.start, at < cached.start + Int64(cached.bytes.count) else {
+                    throw UploadRules.noUpload(upload)
+                }
+                return cached.bytes[Int(at - cached.start)]
+            }
+        }
+    }
+
+    /// The row of `upload` when it has all its bytes: NOT_FOUND when there is none, CONFLICT (details `offset`) when
+    /// bytes are missing.
+    func finishableUpload(_ upload: UUID) throws(LarderError) -> UploadRecord {
+        let record = try uploadStatus(upload)
+        guard record.offset == record.size else {
+            throw LarderError(
+                .conflict, "the upload has \(record.offset) of its \(record.size) bytes; send the rest from offset "
+                    + "\(record.offset), then finish", field: "upload", details: ["offset": .int(record.offset)])
+        }
+        return record
+    }
+
+    /// Checks a complete upload's SHA-256 (`digest`, of the stored bytes) against the expected ones and its JPEG
+    /// structure (`inspect`), then commits its blob. A failed check drops the upload: its bytes will not change.
+    func completeUpload(
+        _ record: UploadRecord, digest: String, sha256: String?, inspect: () throws(LarderError) -> JPEGInfo
+    ) throws(LarderError) -> BlobMeta {
+        let upload = record.upload
         func discard(_ error: LarderError) throws(LarderError) -> Never {
             _ = try? write { context throws(LarderError) in try context.uploadDelete(upload) }
             throw LarderError(
@@ -164,23 +211,9 @@ extension UploadReads {
                     .invalidArgument, "the blob's SHA-256 differs from the expected one; it was damaged in transit",
                     field: "sha256", details: ["actualSHA256": .string(digest)]))
         }
-        // The structure walk reads a few hundred bytes, nearly always inside the first chunk; any other byte comes
-        // from the chunk holding it, kept until the walk leaves it.
-        var cached = head
         let info: JPEGInfo
         do throws(LarderError) {
-            info = try JPEG.inspect(count: Int(record.size)) { (index) throws(LarderError) -> UInt8 in
-                let at = Int64(index)
-                if at < cached.start || at >= cached.start + Int64(cached.bytes.count) {
-                    try forEachChunk(owner: upload, overlapping: at..<(at + 1)) { (start, bytes) throws(LarderError) in
-                        cached = (start, bytes)
-                    }
-                }
-                guard at >= cached.start, at < cached.start + Int64(cached.bytes.count) else {
-                    throw UploadRules.noUpload(upload)
-                }
-                return cached.bytes[Int(at - cached.start)]
-            }
+            info = try inspect()
         } catch where error.status == .unsupportedMediaType {
             try discard(error)
         }

@@ -9,6 +9,8 @@ final class SQLiteWriteContext: PreparedWriteContext {
     let closedError: LarderError?
     /// Side effects on in-memory state that may happen only once the transaction committed.
     var afterCommit: [() -> Void] = []
+    /// Whether `afterCommit` already unlinks the blob files this transaction deleted.
+    var collectsFiles = false
     /// The changes logged in this transaction, in order; published to the change listeners after COMMIT.
     var changes: [ChangeEntry] = []
     /// The last change committed before this transaction: changes are numbered from it, one after another (a job
@@ -197,6 +199,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
         let blobs = try db.run(
             "DELETE FROM blobs WHERE attachedCollection = ?1 AND attachedId = ?2",
             [.text(collection), .text(id.wireString)])
+        if blobs > 0 { collectBlobFilesAfterCommit() }
         try recordChange(
             .delete, collection,
             record: StoredRecord(id: id, rev: row.rev, createdAt: row.createdAt, updatedAt: row.updatedAt, data: row.data))
@@ -221,6 +224,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
                 + "WHERE collection = ?1 AND createSeq > (SELECT value FROM larder_meta WHERE key = 'changesPrunedThrough')",
             [.text(name)])
         let blobs = try db.run("DELETE FROM blobs WHERE attachedCollection = ?1", [.text(name)])
+        if blobs > 0 { collectBlobFilesAfterCommit() }
         let documents = try db.run("DELETE FROM documents WHERE collection = ?1", [.text(name)])
         try db.run("DELETE FROM collections WHERE name = ?1", [.text(name)])
         collections.dropped(name)
@@ -265,7 +269,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
             }
         }
         do throws(LarderError) {
-            try insertBlobRow(meta, bytes: .blob(blob.bytes), chunks: .null, in: db)
+            try insertBlobRow(meta, bytes: .blob(blob.bytes), chunks: .null, file: .null, in: db)
         } catch where error.status == .conflict {
             throw WriteRules.blobIdTaken(meta.id)
         }
@@ -275,18 +279,19 @@ final class SQLiteWriteContext: PreparedWriteContext {
         return meta
     }
 
-    /// The row of blob `meta`: its bytes in the row, or (`chunks`, with empty `bytes`) in its upload's chunks.
-    func insertBlobRow(_ meta: BlobMeta, bytes: SQLValue, chunks: SQLValue, in connection: Connection)
+    /// The row of blob `meta`: its bytes in the row, or (with empty `bytes`) in its upload's chunks (`chunks`, blobs
+    /// stored before migration 12) or its upload's file (`file`, `BlobFiles`).
+    func insertBlobRow(_ meta: BlobMeta, bytes: SQLValue, chunks: SQLValue, file: SQLValue, in connection: Connection)
         throws(LarderError)
     {
         try connection.run(
             "INSERT INTO blobs(id, size, sha256, contentType, width, height, createdAt, attachedCollection, "
-                + "attachedId, bytes, chunks) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                + "attachedId, bytes, chunks, file) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
             [
                 .text(meta.id.wireString), .int(meta.size), .text(meta.sha256), .text(meta.contentType),
                 .int(Int64(meta.width)), .int(Int64(meta.height)), .int(meta.createdAt),
                 meta.attachedTo.map { .text($0.collection) } ?? .null,
-                meta.attachedTo.map { .text($0.id.wireString) } ?? .null, bytes, chunks,
+                meta.attachedTo.map { .text($0.id.wireString) } ?? .null, bytes, chunks, file,
             ])
     }
 
@@ -304,6 +309,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
         }
         guard let meta = metas.first else { throw SQLiteStore.blobNotFound(id) }
         try db.run("DELETE FROM blobs WHERE id = ?1", [.text(id.wireString)])
+        collectBlobFilesAfterCommit()
         if let attachment = meta.attachedTo, let document = try document(attachment) {
             try recordChange(.blobDelete, attachment.collection, record: document, blob: meta)
         }

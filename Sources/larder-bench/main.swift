@@ -8,7 +8,7 @@ import LarderWire
 // argument is an option), `tcp-copy` measures the raw loopback floor, `wire` the codec in-process, `store` the store
 // in-process. Exit codes: 0 success, 1 an assertion failed, 2 the run could not be made, 64 bad usage.
 
-let topUsage = "Usage: larder-bench <run|tcp-copy|wire|store|watch|thumbnail|thumb-server> [options]   "
+let topUsage = "Usage: larder-bench <run|tcp-copy|blobs|wire|store|watch|thumbnail|thumb-server> [options]   "
     + "(larder-bench <command> --help; --version)"
 let topHelp = """
     larder-bench: measure Larder, layer by layer
@@ -21,6 +21,8 @@ let topHelp = """
                              mean run)
       tcp-copy [options]     the raw loopback floor: an in-process sink answers each request with --size bytes, driven
                              by the same engine (compare with a blob-get run of the same size)
+      blobs [options]        blob upload and download MB/s through LarderClient over one open connection (compare
+                             with tcp-copy of the same --size)
       wire [SECONDS]         the codec in-process: frame encode/decode, typed and tree-free JSON, zlib levels
       store [options]        the store in-process: create, get, search, blobs (LarderStore's own benchmark)
       watch [options]        change-feed fan-out: one writer, N subscribers (default 1000) of a running server
@@ -96,6 +98,24 @@ case "tcp-copy":
         finish(try runTCPCopy(copy, log: log), json: copy.json)
     } catch {
         printError("Error: \(error.message)")
+        exit(2)
+    }
+
+case "blobs":
+    let blobOptions: BlobBench.Options
+    do {
+        guard let parsed = try BlobBench.Options.parse(arguments) else {
+            print(BlobBench.Options.help, terminator: "")
+            exit(0)
+        }
+        blobOptions = parsed
+    } catch {
+        usageFailure(error.message, usage: BlobBench.Options.usage)
+    }
+    do {
+        try BlobBench.run(blobOptions)
+    } catch {
+        printError("Error: \(error)")
         exit(2)
     }
 

@@ -1,0 +1,179 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Dispatch
+import Foundation
+import LarderBench
+import LarderClient
+import LarderIO
+import LarderWire
+
+/// `larder-bench blobs`: blob transfer speed through LarderClient over one open connection, so that even a 1 MiB
+/// figure measures the transfer (BLOB_UPLOAD chunks up, ranged BLOB_GET down, each with its SHA-256), not a process
+/// start and a handshake. Compare with `larder-bench tcp-copy --size` of the same size, run in the same minute.
+enum BlobBench {
+    struct Options {
+        var host = "127.0.0.1"
+        var port = 7411
+        var size = 1 << 20
+        var rounds = 10
+        var serverPID: Int32?
+
+        static let usage = "Usage: larder-bench blobs [--host H] [--port N] [--size SIZE] [--rounds N] [--server-pid PID]"
+
+        static let help = """
+            larder-bench blobs: blob upload and download speed through LarderClient, one open connection
+
+            \(usage)
+
+            Makes a JPEG of --size bytes (default 1MiB), then --rounds times (default 10): putBlob(contentsOf:) (the
+            file streamed in chunks, its SHA-256 checked by the server), writeBlob(to:) (read back by ranges, its
+            SHA-256 checked), a byte-exact comparison, and BLOB_DELETE. Reports the median and best MB/s each way.
+            With --server-pid, also the server's CPU time per MiB each way (from /proc: Linux only).
+
+            """
+
+        static func parse(_ arguments: [String]) throws(UsageError) -> Options? {
+            var o = Options()
+            var scanner = ArgumentScanner(arguments)
+            while let argument = scanner.next() {
+                func value() throws(UsageError) -> String {
+                    guard let value = scanner.value(for: argument) else {
+                        throw UsageError("\(argument.name) needs a value")
+                    }
+                    return value
+                }
+                func int(min: Int) throws(UsageError) -> Int {
+                    guard let n = Int(try value()), n >= min else {
+                        throw UsageError("\(argument.name) needs an integer of at least \(min)")
+                    }
+                    return n
+                }
+                switch argument.name {
+                case "-h", "--help": return nil
+                case "--host": o.host = try value()
+                case "--port": o.port = try int(min: 1)
+                case "--rounds": o.rounds = try int(min: 1)
+                case "--server-pid": o.serverPID = Int32(try int(min: 1))
+                case "--size":
+                    let text = try value()
+                    guard let size = ByteSize.parse(text), size >= 1024 else {
+                        throw UsageError("--size must be a size of at least 1KiB (e.g. 1MiB, 100MiB), not '\(text)'")
+                    }
+                    o.size = size
+                default: throw UsageError("unexpected argument '\(argument.text)'")
+                }
+            }
+            return o
+        }
+    }
+
+    /// The server's user plus system CPU time so far, in seconds (nil when /proc does not tell).
+    static func cpuSeconds(_ pid: Int32?) -> Double? {
+        guard let pid, let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return nil }
+        // Fields after the command name: state is field 3, utime 14, stime 15.
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    /// A JPEG the server accepts: SOI, a frame header, comment segments of pseudo-random filler, EOI.
+    static func photo(size: Int) -> [UInt8] {
+        var out: [UInt8] = [0xFF, 0xD8, 0xFF, 0xC0, 0x00, 0x0B, 0x08, 0x00, 0x01, 0x00, 0x01, 0x01, 0x01, 0x11, 0x00]
+        out.reserveCapacity(size)
+        var random = SplitMix64(seed: 42)
+        while out.count < size - 2 {
+            let room = size - 2 - out.count
+            guard room >= 4 else {
+                out += [UInt8](repeating: 0xFF, count: room)
+                break
+            }
+            let length = min(room - 2, 65535)
+            out += [0xFF, 0xFE, UInt8(length >> 8), UInt8(length & 0xFF)]
+            for _ in 0..<(length - 2) { out.append(UInt8(truncatingIfNeeded: random.next())) }
+        }
+        out += [0xFF, 0xD9]
+        return out
+    }
+
+    static func run(_ options: Options) throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-bench-blobs-\(getpid())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let source = directory.appendingPathComponent("photo.jpg")
+        let copy = directory.appendingPathComponent("copy.jpg")
+        let bytes = photo(size: options.size)
+        try Data(bytes).write(to: source)
+        let client = LarderClient(host: options.host, port: options.port)
+        struct Round: Sendable {
+            var up: Double
+            var down: Double
+            var upCPU: Double?
+            var downCPU: Double?
+        }
+        let pid = options.serverPID
+        let rounds = try blocking { () async throws -> [Round] in
+            _ = try await client.serverHello()
+            var rounds: [Round] = []
+            for _ in 0..<options.rounds {
+                let c0 = cpuSeconds(pid)
+                let t0 = ContinuousClock.now
+                let info = try await client.putBlob(contentsOf: source)
+                let t1 = ContinuousClock.now
+                let c1 = cpuSeconds(pid)
+                try await client.writeBlob(info.id, to: copy)
+                let t2 = ContinuousClock.now
+                let c2 = cpuSeconds(pid)
+                guard try Data(contentsOf: copy) == Data(bytes) else {
+                    throw LarderError(.internal, "the blob read back differs from the one sent")
+                }
+                try await client.blobDelete(info.id)
+                func seconds(_ d: Duration) -> Double {
+                    Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
+                }
+                var cpu: (Double?, Double?) = (nil, nil)
+                if let c0, let c1, let c2 { cpu = (c1 - c0, c2 - c1) }
+                rounds.append(Round(up: seconds(t1 - t0), down: seconds(t2 - t1), upCPU: cpu.0, downCPU: cpu.1))
+            }
+            client.close()
+            return rounds
+        }
+        let mb = Double(options.size) / 1e6
+        let mib = Double(options.size) / Double(1 << 20) * Double(rounds.count)
+        func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
+        let up = rounds.map { mb / $0.up }
+        let down = rounds.map { mb / $0.down }
+        var line = String(
+            format: "blobs size=%@ rounds=%d upload_MBps_median=%.0f upload_MBps_best=%.0f download_MBps_median=%.0f "
+                + "download_MBps_best=%.0f", ByteSize.format(options.size), rounds.count, median(up), up.max()!,
+            median(down), down.max()!)
+        let upCPU = rounds.compactMap(\.upCPU)
+        let downCPU = rounds.compactMap(\.downCPU)
+        if upCPU.count == rounds.count && downCPU.count == rounds.count {
+            line += String(
+                format: " server_cpu_ms_per_MiB_up=%.2f server_cpu_ms_per_MiB_down=%.2f",
+                upCPU.reduce(0, +) * 1000 / mib, downCPU.reduce(0, +) * 1000 / mib)
+        }
+        print(line)
+    }
+
+    /// Runs `body` on the cooperative pool and waits for it here (the bench's main thread has nothing else to do).
+    static func blocking<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
+        let done = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) var result: Result<T, any Error>?
+        Task {
+            do {
+                result = .success(try await body())
+            } catch {
+                result = .failure(error)
+            }
+            done.signal()
+        }
+        done.wait()
+        return try result!.get()
+    }
+}

@@ -1,0 +1,23 @@
+import Foundation
+import Testing
+
+/// `larder-bench blobs`: the in-process transfer benchmark runs its rounds against a real server (each round checks
+/// the copy byte for byte) and reports both directions and the server's CPU per MiB; bad options are usage errors.
+@Suite(.timeLimit(.minutes(5))) struct BlobBenchTests {
+    @Test func measuresBothWaysAgainstARunningServer() throws {
+        let server = try ClientTestServer()
+        defer { server.stop() }
+        let bench = CLIShellTests.product("larder-bench")
+        let r = try CLIShellTests.run(
+            bench,
+            ["blobs", "--port", String(server.port), "--size", "300KiB", "--rounds", "2", "--server-pid",
+                String(getpid())])
+        #expect(r.status == 0, "\(r.stderr)")
+        for field in ["upload_MBps_median=", "download_MBps_median=", "server_cpu_ms_per_MiB_up="] {
+            #expect(r.stdout.contains(field), "\(r.stdout)")
+        }
+        #expect(r.stdout.hasPrefix("blobs size=300 KiB rounds=2 "), "\(r.stdout)")
+        let bad = try CLIShellTests.run(bench, ["blobs", "--size", "12"])
+        #expect(bad.status == 64 && bad.stderr.contains("--size"), "\(bad.stderr)")
+    }
+}
