@@ -105,7 +105,8 @@ final class CachedPointReads: PointReads {
     func getJSON(_ collection: String, id: UUID) throws(LarderError) -> [UInt8] {
         // Only ASCII names are looked up: `String` equality is Unicode-canonical ("\u{212A}eys" == "Keys"), while the
         // store compares bytes and accepts only ASCII names, so any other name goes to the store and its error.
-        guard collection.utf8.allSatisfy({ $0 < 0x80 }) else { return try reads.getJSON(collection, id: id) }
+        var name = collection  // `withUTF8` reads a native string's bytes in place, without the view's iterator
+        guard name.withUTF8({ $0.allSatisfy { $0 < 0x80 } }) else { return try reads.getJSON(collection, id: id) }
         let key = ReadCache.Key(collection: collection, id: id)
         let published = shard.applyPublishedChanges()
         if let json = shard.readCache.get(key) {
