@@ -18,8 +18,13 @@ struct ReadCache {
         var id: UUID
 
         /// The id alone: ids are random, so it spreads as well as both would, at half the hashing (equality still
-        /// compares both).
-        func hash(into hasher: inout Hasher) { hasher.combine(id) }
+        /// compares both). As two words: `UUID`'s own `hash(into:)` feeds its 16 bytes through the byte-buffer path.
+        func hash(into hasher: inout Hasher) {
+            withUnsafeBytes(of: id.uuid) { raw in
+                hasher.combine(raw.loadUnaligned(as: UInt64.self))
+                hasher.combine(raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+            }
+        }
     }
 
     let maxBytes: Int
