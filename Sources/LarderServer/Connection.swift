@@ -225,7 +225,9 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
     /// A request's answer is ready; on the shard's loop.
     private func completed(_ reply: Reply, started: UInt64) {
         // Only a token limited to some collections changes an answer; the rest go on as they are, uncopied.
-        if let grant = machine.grant, grant.collections != nil { return answered(grant.screen(reply), started: started) }
+        if let grant = machine.grant, grant.collections != nil {
+            return answered(grant.screen(reply), started: started)
+        }
         answered(reply, started: started)
     }
 

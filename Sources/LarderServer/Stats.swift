@@ -124,7 +124,9 @@ package final class ServerStats: Sendable {
 
         var isEmpty: Bool { requests.isEmpty && wireIn | wireOut | uncompressedIn | uncompressedOut | peakUnsent == 0 }
 
-        mutating func addTraffic(wireIn: Int, wireOut: Int, uncompressedIn: Int, uncompressedOut: Int, peakUnsent: Int) {
+        mutating func addTraffic(
+            wireIn: Int, wireOut: Int, uncompressedIn: Int, uncompressedOut: Int, peakUnsent: Int
+        ) {
             self.wireIn += wireIn
             self.wireOut += wireOut
             self.uncompressedIn += uncompressedIn

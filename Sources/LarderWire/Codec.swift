@@ -277,7 +277,8 @@ public struct FrameEncoder {
                 raw.storeBytes(of: value.bigEndian, toByteOffset: start + at, as: UInt16.self)
             }
             func put32(_ value: Int, _ at: Int) {
-                raw.storeBytes(of: UInt32(truncatingIfNeeded: value).bigEndian, toByteOffset: start + at, as: UInt32.self)
+                let word = UInt32(truncatingIfNeeded: value).bigEndian
+                raw.storeBytes(of: word, toByteOffset: start + at, as: UInt32.self)
             }
             put32(Frame.headerSize + jsonLength + binary.count, 0)
             put16(Frame.magic, 4)
