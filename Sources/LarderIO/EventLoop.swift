@@ -50,8 +50,33 @@ package final class EventLoop: @unchecked Sendable {
         /// EPOLLHUP (always reported) would wake the loop forever; it returns when a direction is wanted again.
         var inSet: Bool
     }
-    private var registrations: [Int32: Registration] = [:]
-    private var endOfTurn: [any EventLoopHandler] = []
+    /// Indexed by descriptor: looked up once or twice per event, where a dictionary hashed the descriptor each time.
+    @exclusivity(unchecked) private var registrations = Registrations()
+    @exclusivity(unchecked) private var endOfTurn: [any EventLoopHandler] = []
+    /// The registrations by descriptor: a table as long as the highest descriptor watched. Descriptors are small
+    /// numbers the kernel hands out lowest first, so it is about as long as the number of open files.
+    private struct Registrations {
+        private var slots: [Registration?] = []
+
+        subscript(fd: Int32) -> Registration? {
+            get { fd >= 0 && Int(fd) < slots.count ? slots[Int(fd)] : nil }
+            set {
+                guard fd >= 0 else { return }
+                if Int(fd) >= slots.count {
+                    guard newValue != nil else { return }
+                    slots.append(contentsOf: repeatElement(nil, count: max(Int(fd) + 1, slots.count * 2) - slots.count))
+                }
+                slots[Int(fd)] = newValue
+            }
+        }
+
+        mutating func removeValue(forKey fd: Int32) -> Registration? {
+            defer { self[fd] = nil }
+            return self[fd]
+        }
+
+        mutating func removeAll() { slots.removeAll() }
+    }
     private var tick: (intervalMs: UInt64, next: UInt64, handler: () -> Void)?
     /// Wake-ups so far (for tests: a loop that spins shows here).
     package private(set) var turns = 0

@@ -65,18 +65,27 @@ package struct ConnectionStateMachine {
     // MARK: Events
 
     package mutating func bytesReceived(_ bytes: UnsafeRawBufferPointer, now: UInt64) -> [Action] {
-        switch phase {
-        case .handshake, .ready: return receive(bytes, now: now)
-        case .closing, .closed: return []
-        }
+        var actions: [Action] = []
+        bytesReceived(bytes, now: now, into: &actions)
+        return actions
     }
 
-    private mutating func receive(_ bytes: UnsafeRawBufferPointer, now: UInt64) -> [Action] {
-        lastActivity = now
-        inbound.append(bytes)
-        var actions: [Action] = []
-        processInbound(now: now, &actions)
-        return actions
+    /// `bytesReceived`, appending its actions to `actions` (a buffer the shell reuses, so that a request costs no
+    /// array of its own).
+    package mutating func bytesReceived(_ bytes: UnsafeRawBufferPointer, now: UInt64, into actions: inout [Action]) {
+        switch phase {
+        case .handshake, .ready:
+            lastActivity = now
+            guard inbound.readableCount == 0 else {
+                inbound.append(bytes)
+                return processInbound(now: now, &actions)
+            }
+            // Nothing buffered (the usual case): whole frames are decoded straight from the bytes read, and only what
+            // is left (a partial frame, or frames held back while reading is paused) is buffered.
+            processInbound(now: now, direct: bytes, &actions)
+        case .closing, .closed:
+            return
+        }
     }
 
     /// The peer closed its sending side: answer what is in flight, then close.
@@ -103,15 +112,20 @@ package struct ConnectionStateMachine {
 
     /// A request handed out by `.execute` finished.
     package mutating func requestCompleted(_ reply: Reply, now: UInt64) -> [Action] {
-        let released = requests.answered(reply.requestID)
-        guard phase != .closed else { return [] }
         var actions: [Action] = []
+        requestCompleted(reply, now: now, into: &actions)
+        return actions
+    }
+
+    /// `requestCompleted`, appending its actions to `actions`.
+    package mutating func requestCompleted(_ reply: Reply, now: UInt64, into actions: inout [Action]) {
+        let released = requests.answered(reply.requestID)
+        guard phase != .closed else { return }
         send(reply, &actions)
         // After the reply: requests held behind this one are answered after it.
         for frame in released { actions.append(.execute(frame)) }
         resumeIfBelowLowWater(now: now, &actions)
         closeIfDone(&actions)
-        return actions
     }
 
     /// Whether pushed frames are accepted: after HELLO and before closing.
@@ -129,6 +143,9 @@ package struct ConnectionStateMachine {
     /// Calls `body` with the first contiguous run of output not yet written (all of it unless a large binary part
     /// is queued); report what was written with `writeCompleted`.
     package func withUnsentOutput<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R { output.withFirstRun(body) }
+
+    /// Whether `withUnsentOutput` hands out all of the unsent output.
+    package var unsentIsContiguous: Bool { output.isOneRun }
 
     /// Calls `body` with the output not yet written as up to `limit` buffers, in order (for `writev`); report what
     /// was written with `writeCompleted`.
@@ -196,8 +213,16 @@ package struct ConnectionStateMachine {
 
     // MARK: Internals
 
-    private mutating func processInbound(now: UInt64, _ actions: inout [Action]) {
+    /// Decodes and handles the frames in `inbound`, or in `direct` (bytes just read while `inbound` was empty: what
+    /// is not decoded of them is left in `inbound`, as if they had been appended to it first).
+    private mutating func processInbound(
+        now: UInt64, direct: UnsafeRawBufferPointer? = nil, _ actions: inout [Action]
+    ) {
         var decodedAny = false
+        var used = 0
+        defer {
+            if let direct, used < direct.count { inbound.append(UnsafeRawBufferPointer(rebasing: direct[used...])) }
+        }
         decoding: while !readingPaused {
             switch phase {
             case .handshake, .ready: break
@@ -205,8 +230,15 @@ package struct ConnectionStateMachine {
             }
             let frame: Frame
             do throws(FrameError) {
-                guard let next = try decoder.next(&inbound) else { break decoding }
-                frame = next
+                if let direct {
+                    guard let (next, size) = try decoder.next(in: UnsafeRawBufferPointer(rebasing: direct[used...]))
+                    else { break decoding }
+                    frame = next
+                    used += size
+                } else {
+                    guard let next = try decoder.next(&inbound) else { break decoding }
+                    frame = next
+                }
             } catch {
                 fail(error.error, requestID: error.requestID, opcode: error.opcode, now: now, &actions)
                 return
@@ -214,6 +246,10 @@ package struct ConnectionStateMachine {
             decodedAny = true
             uncompressedBytesIn += Frame.prefixSize + frame.json.count + frame.binary.count
             handle(frame, now: now, &actions)
+        }
+        if let direct, used < direct.count {
+            inbound.append(UnsafeRawBufferPointer(rebasing: direct[used...]))
+            used = direct.count  // buffered: the deferred append has nothing left to do
         }
         if inbound.readableCount == 0 {
             frameStartedAt = nil

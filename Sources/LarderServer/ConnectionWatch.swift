@@ -20,7 +20,7 @@ extension Connection {
         if reply.status != .ok {
             context.logger.debug("conn \(id) request \(reply.requestID) \(reply.opcode.name) -> \(reply.status.name)")
         }
-        perform(machine.requestCompleted(reply, now: shard.loop.now))
+        performing { machine.requestCompleted(reply, now: shard.loop.now, into: &$0) }
         continueCatchUps()
     }
 

@@ -36,13 +36,27 @@ extension Connection {
 
     /// Writes what the socket takes now; the machine's resulting actions are appended to `actions`, not performed.
     func writeNow(_ actions: inout [ConnectionStateMachine.Action]) {
+        // The answers about to leave are counted first (`IOShard.flushStats`).
+        shard.flushStats(answersOnly: true)
         if let tls { return writeEncrypted(tls, &actions) }
         while !closing && !sending && machine.unsentBytes > 0 {
-            let result: Result<IOResult, IOError> = machine.withUnsentBuffers { buffers in
-                do throws(IOError) {
-                    return .success(try Socket.writev(fd, buffers))
-                } catch {
-                    return .failure(error)
+            let result: Result<IOResult, IOError>
+            if machine.unsentIsContiguous {
+                // The usual case: no blob queued on its own, one `write` without building the array `writev` takes.
+                result = machine.withUnsentOutput { bytes in
+                    do throws(IOError) {
+                        return .success(try Socket.write(fd, bytes))
+                    } catch {
+                        return .failure(error)
+                    }
+                }
+            } else {
+                result = machine.withUnsentBuffers { buffers in
+                    do throws(IOError) {
+                        return .success(try Socket.writev(fd, buffers))
+                    } catch {
+                        return .failure(error)
+                    }
                 }
             }
             switch result {

@@ -10,7 +10,8 @@ import LarderSync
 import LarderWire
 import LarderIO
 
-/// An event loop thread that owns a set of connections, their read buffer and their timer tick.
+/// An event loop thread that owns a set of connections, their read buffer and their timer tick. Its loop-only state
+/// on a request's path skips Swift's run-time exclusivity checks, as `Connection`'s does.
 final class IOShard: EventLoopHandler, @unchecked Sendable {
     let loop: EventLoop
     /// Only touched on `loop`.
@@ -29,14 +30,23 @@ final class IOShard: EventLoopHandler, @unchecked Sendable {
     /// The point reads (GET, BLOB_HEAD) answered on `loop` during one turn share one read snapshot of the store while
     /// nothing commits; it is given back at the end of the turn, before the loop waits again.
     private let store: Router.Store
-    private var turnReads: (any PointReads)?
-    var turnReadsOpen = false
+    @exclusivity(unchecked) private var turnReads: (any PointReads)?
+    @exclusivity(unchecked) var turnReadsOpen = false
+
+    /// `endOfTurn` is asked for (once per turn).
+    @exclusivity(unchecked) private var endOfTurnScheduled = false
+
+    private func scheduleEndOfTurn() {
+        guard !endOfTurnScheduled else { return }
+        endOfTurnScheduled = true
+        loop.flushAtEndOfTurn(self)
+    }
 
     /// Only on `loop`.
     var pointReads: any PointReads {
         if !turnReadsOpen {
             turnReadsOpen = true
-            loop.flushAtEndOfTurn(self)
+            scheduleEndOfTurn()
         }
         if let turnReads { return turnReads }
         let reads: any PointReads =
@@ -47,13 +57,13 @@ final class IOShard: EventLoopHandler, @unchecked Sendable {
 
     private let stats: ServerStats
     /// Recent GET answers (only on `loop`); see `ReadCache`.
-    var readCache: ReadCache
+    @exclusivity(unchecked) var readCache: ReadCache
     /// Counted on `loop`, summed for STATS.
-    var cacheHits = 0
-    var cacheMisses = 0
+    @exclusivity(unchecked) var cacheHits = 0
+    @exclusivity(unchecked) var cacheMisses = 0
     /// Change batches published to this shard so far (writer thread), and applied to the read cache (loop).
     private let published = Atomic<Int>(0)
-    private var applied = 0
+    @exclusivity(unchecked) private var applied = 0
     var publishedBatches: Int { published.load(ordering: .acquiring) }
 
     /// Applies to the read cache every change published so far (and pushes it to the subscriptions, as the scheduled
@@ -64,11 +74,43 @@ final class IOShard: EventLoopHandler, @unchecked Sendable {
         return current
     }
 
+    /// The requests answered and the bytes moved by this shard's connections since they were last added to
+    /// `ServerStats` (only on `loop`): added under its lock once per turn instead of once per request, read and write.
+    @exclusivity(unchecked) private var pendingStats = ServerStats.Batch()
+
+    /// Counts a request answered on this shard (added to STATS by `flushStats`).
+    func recordRequest(_ opcode: Opcode, _ status: Status, latencyMicros: UInt64?) {
+        pendingStats.requests.append(.init(opcode: opcode, status: status, latencyMicros: latencyMicros))
+        scheduleEndOfTurn()
+    }
+
+    /// Counts a connection's traffic (added to STATS by `flushStats`).
+    func addTraffic(wireIn: Int, wireOut: Int, uncompressedIn: Int, uncompressedOut: Int, peakUnsent: Int) {
+        guard wireIn | wireOut | uncompressedIn | uncompressedOut != 0 || peakUnsent > 0 else { return }
+        pendingStats.addTraffic(
+            wireIn: wireIn, wireOut: wireOut, uncompressedIn: uncompressedIn, uncompressedOut: uncompressedOut,
+            peakUnsent: peakUnsent)
+        scheduleEndOfTurn()
+    }
+
+    /// Adds what was counted to STATS: at the end of each turn, and before a connection writes while requests are
+    /// counted (`answersOnly`), so that a client who has an answer finds its request in STATS and /metrics,
+    /// whichever connection asks. Traffic alone waits for the end of the turn.
+    func flushStats(answersOnly: Bool = false) {
+        guard answersOnly ? !pendingStats.requests.isEmpty : !pendingStats.isEmpty else { return }
+        stats.add(pendingStats)
+        pendingStats.removeAll()
+    }
+
     func readable() {}
     func writable() {}
     func endOfTurn() {
-        turnReadsOpen = false
-        turnReads?.end()
+        endOfTurnScheduled = false
+        if turnReadsOpen {
+            turnReadsOpen = false
+            turnReads?.end()
+        }
+        flushStats()
         if cacheHits | cacheMisses != 0 {
             stats.readCache(hits: cacheHits, misses: cacheMisses)
             cacheHits = 0

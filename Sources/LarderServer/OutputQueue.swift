@@ -37,6 +37,9 @@ struct OutputQueue {
         peakUnsentBytes = max(peakUnsentBytes, unsentBytes)
     }
 
+    /// Whether everything not yet written is one contiguous run (no large binary part queued on its own).
+    var isOneRun: Bool { head == buffers.count - 1 }
+
     /// Calls `body` with the first contiguous run not yet written.
     func withFirstRun<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
         buffers[head].withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[offset...])) }

@@ -18,8 +18,13 @@ struct ReadCache {
         var id: UUID
 
         /// The id alone: ids are random, so it spreads as well as both would, at half the hashing (equality still
-        /// compares both).
-        func hash(into hasher: inout Hasher) { hasher.combine(id) }
+        /// compares both). As two words: `UUID`'s own `hash(into:)` feeds its 16 bytes through the byte-buffer path.
+        func hash(into hasher: inout Hasher) {
+            withUnsafeBytes(of: id.uuid) { raw in
+                hasher.combine(raw.loadUnaligned(as: UInt64.self))
+                hasher.combine(raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+            }
+        }
     }
 
     let maxBytes: Int
@@ -105,7 +110,8 @@ final class CachedPointReads: PointReads {
     func getJSON(_ collection: String, id: UUID) throws(LarderError) -> [UInt8] {
         // Only ASCII names are looked up: `String` equality is Unicode-canonical ("\u{212A}eys" == "Keys"), while the
         // store compares bytes and accepts only ASCII names, so any other name goes to the store and its error.
-        guard collection.utf8.allSatisfy({ $0 < 0x80 }) else { return try reads.getJSON(collection, id: id) }
+        var name = collection  // `withUTF8` reads a native string's bytes in place, without the view's iterator
+        guard name.withUTF8({ $0.allSatisfy { $0 < 0x80 } }) else { return try reads.getJSON(collection, id: id) }
         let key = ReadCache.Key(collection: collection, id: id)
         let published = shard.applyPublishedChanges()
         if let json = shard.readCache.get(key) {

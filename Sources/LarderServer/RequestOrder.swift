@@ -67,15 +67,14 @@ struct InFlightRequests {
     /// What they hold (JSON inflated plus binary), in total.
     private(set) var bytes = 0
     /// The size of each by request id: unique among them, since a reused id is refused.
-    private var sizes: [UInt32: Int] = [:]
+    private var sizes = RequestSizes()
     private var order = RequestOrder()
 
     var heldCount: Int { order.heldCount }
 
     mutating func admit(_ frame: Frame) -> Admission {
         let size = frame.json.count + frame.binary.count
-        guard sizes[frame.requestID] == nil else { return .duplicateID }
-        sizes[frame.requestID] = size
+        guard sizes.insert(frame.requestID, size) else { return .duplicateID }
         count += 1
         bytes += size
         return order.admit(frame) ? .run : .held
@@ -84,7 +83,49 @@ struct InFlightRequests {
     /// The request `requestID` was answered; returns the requests that may run now, in arrival order.
     mutating func answered(_ requestID: UInt32) -> [Frame] {
         count -= 1
-        if let size = sizes.removeValue(forKey: requestID) { bytes -= size }
+        if let size = sizes.remove(requestID) { bytes -= size }
         return order.answered()
+    }
+}
+
+/// Request ids and sizes, each id at most once. Up to `listLimit` of them are a list searched in order: a
+/// connection has a few requests in flight, and comparing a few ids costs less than hashing one (a dictionary was
+/// a twentieth of a pipelined GET). Past the limit they move to a dictionary, so a connection allowed thousands in
+/// flight is not searched linearly.
+struct RequestSizes {
+    static let listLimit = 32
+    private var list: [(id: UInt32, size: Int)] = []
+    private var table: [UInt32: Int]?
+
+    /// False (and nothing changes) when `id` is already present.
+    mutating func insert(_ id: UInt32, _ size: Int) -> Bool {
+        if table != nil {
+            guard table![id] == nil else { return false }
+            table![id] = size
+            return true
+        }
+        guard !list.contains(where: { $0.id == id }) else { return false }
+        if list.count < RequestSizes.listLimit {
+            list.append((id, size))
+        } else {
+            var moved = [UInt32: Int](minimumCapacity: list.count * 2)
+            for entry in list { moved[entry.id] = entry.size }
+            moved[id] = size
+            table = moved
+            list.removeAll()
+        }
+        return true
+    }
+
+    /// Removes `id`; its size, or nil when absent.
+    mutating func remove(_ id: UInt32) -> Int? {
+        if table != nil {
+            let size = table!.removeValue(forKey: id)
+            if table!.isEmpty { table = nil }
+            return size
+        }
+        // Answers come mostly in the order asked: the oldest entry, first in the list, is the likeliest.
+        guard let index = list.firstIndex(where: { $0.id == id }) else { return nil }
+        return list.remove(at: index).size
     }
 }

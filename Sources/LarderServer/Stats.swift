@@ -31,6 +31,15 @@ package final class ServerStats: Sendable {
             }
             if let latencyMicros { latency.record(latencyMicros) }
         }
+
+        /// Records `requests` from `index` while they have the opcode found there; `index` ends past them.
+        mutating func record(run requests: [Batch.Request], from index: inout Int) {
+            let opcode = requests[index].opcode
+            while index < requests.count && requests[index].opcode == opcode {
+                record(requests[index].status, latencyMicros: requests[index].latencyMicros)
+                index += 1
+            }
+        }
     }
 
     // Parallel table (`duplicates` pairs these on purpose): counters as stored properties,
@@ -97,6 +106,56 @@ package final class ServerStats: Sendable {
     package func request(_ opcode: Opcode, _ status: Status, latencyMicros: UInt64?) {
         // In place: copying the operation out and back copied its histogram (4 KB) on every request.
         state.withLock { $0.operations[opcode, default: Operation()].record(status, latencyMicros: latencyMicros) }
+    }
+
+    /// Requests and traffic counted by one event loop, added together under one lock (`add`).
+    struct Batch {
+        struct Request {
+            var opcode: Opcode
+            var status: Status
+            var latencyMicros: UInt64?
+        }
+        var requests: [Request] = []
+        var wireIn = 0
+        var wireOut = 0
+        var uncompressedIn = 0
+        var uncompressedOut = 0
+        var peakUnsent = 0
+
+        var isEmpty: Bool { requests.isEmpty && wireIn | wireOut | uncompressedIn | uncompressedOut | peakUnsent == 0 }
+
+        mutating func addTraffic(
+            wireIn: Int, wireOut: Int, uncompressedIn: Int, uncompressedOut: Int, peakUnsent: Int
+        ) {
+            self.wireIn += wireIn
+            self.wireOut += wireOut
+            self.uncompressedIn += uncompressedIn
+            self.uncompressedOut += uncompressedOut
+            self.peakUnsent = Swift.max(self.peakUnsent, peakUnsent)
+        }
+
+        mutating func removeAll() {
+            requests.removeAll(keepingCapacity: requests.capacity <= 4096)
+            (wireIn, wireOut, uncompressedIn, uncompressedOut, peakUnsent) = (0, 0, 0, 0, 0)
+        }
+    }
+
+    /// Adds a loop's batch: what `request` and `traffic` would add one by one.
+    func add(_ batch: Batch) {
+        state.withLock { state in
+            // A run of one opcode (a burst of GETs) is one dictionary lookup.
+            var index = 0
+            let requests = batch.requests
+            while index < requests.count {
+                let opcode = requests[index].opcode
+                state.operations[opcode, default: Operation()].record(run: requests, from: &index)
+            }
+            state.bytesInWire += batch.wireIn
+            state.bytesOutWire += batch.wireOut
+            state.bytesInUncompressed += batch.uncompressedIn
+            state.bytesOutUncompressed += batch.uncompressedOut
+            state.peakUnsentBytes = Swift.max(state.peakUnsentBytes, batch.peakUnsent)
+        }
     }
 
     package func traffic(wireIn: Int, wireOut: Int, uncompressedIn: Int, uncompressedOut: Int, peakUnsent: Int) {

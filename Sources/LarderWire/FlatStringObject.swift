@@ -39,7 +39,13 @@ enum FlatStringObject {
 
     /// The member's bytes as a string, or nil when they are not valid UTF-8 (the general parser's error).
     static func string(_ bytes: [UInt8], _ range: Range<Int>) -> String? {
-        bytes.withUnsafeBufferPointer { String(validating: UnsafeBufferPointer(rebasing: $0[range]), as: UTF8.self) }
+        bytes.withUnsafeBufferPointer { buffer in
+            let value = UnsafeBufferPointer(rebasing: buffer[range])
+            // ASCII (every collection name the store accepts) is valid as it is, and `String(decoding:)` of it is a
+            // copy; `String(validating:)` is generic over its input and looked its metadata up on every call.
+            if value.allSatisfy({ $0 < 0x80 }) { return String(decoding: value, as: UTF8.self) }
+            return String(validating: value, as: UTF8.self)
+        }
     }
 
     /// The member's bytes as an id in its strict form (hex digits and hyphens only, so valid UTF-8), or nil.

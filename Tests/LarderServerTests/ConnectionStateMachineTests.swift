@@ -1,5 +1,6 @@
 import Foundation
 import LarderWire
+import LarderIO
 import Testing
 
 @testable import LarderServer
@@ -116,6 +117,54 @@ struct ConnectionStateMachineTests {
         #expect(Self.executed(Self.feed(&machine, Self.frameBytes(.get, id: 20, json: [:]))).map(\.requestID) == [20])
         #expect(Self.drain(&machine).frames.map(\.requestID) == [11])
     }
+
+    /// Frames are decoded straight from the bytes of a read while nothing is buffered, and only the rest is buffered:
+    /// however the stream is split into reads, the same requests come out, in order.
+    @Test(arguments: [0, 1, 2, 3])
+    func theSameRequestsComeOutHoweverTheReadsSplitTheStream(seed: UInt64) {
+        let ids = Array(UInt32(1)...40)
+        let stream = ids.flatMap { id in
+            let pad = String(repeating: "x", count: Int(id) * 7)
+            return Self.frameBytes(.get, id: id, json: ["collection": "a", "pad": .string(pad)])
+        }
+        var random = SplitMix64(seed: seed)
+        var machine = Self.ready()
+        var executed: [Frame] = []
+        var offset = 0
+        while offset < stream.count {
+            // Seed 0: the whole stream in one read; 1: a byte at a time; others: random splits up to a few frames.
+            let size = seed == 0 ? stream.count : seed == 1 ? 1 : Int(random.next() % 700) + 1
+            let end = min(stream.count, offset + size)
+            executed += Self.executed(Self.feed(&machine, Array(stream[offset..<end])))
+            offset = end
+        }
+        #expect(executed.map(\.requestID) == ids)
+        let padding = executed.map { frame in String(decoding: frame.json, as: UTF8.self).filter { $0 == "x" }.count }
+        #expect(padding == ids.map { Int($0) * 7 })
+        #expect(machine.inFlight == ids.count)
+    }
+
+    /// Reading pauses in the middle of one read's frames: the frames after the pause are buffered undecoded, and
+    /// come out in order once it resumes.
+    @Test func framesAfterAPauseInTheMiddleOfAReadAreKeptForLater() {
+        var machine = Self.ready(.init(inputHighWaterBytes: 100))
+        let ids = Array(UInt32(1)...12)
+        let stream = ids.flatMap { Self.frameBytes(.get, id: $0, json: ["collection": "a", "n": .int(Int64($0))]) }
+        let first = Self.feed(&machine, stream)
+        var executed = Self.executed(first).map(\.requestID)
+        #expect(first.contains(.pauseReading))
+        #expect(!executed.isEmpty && executed.count < ids.count)
+        // Answering the oldest request each time: reading resumes below half the mark, and the buffered frames follow.
+        var answered = 0
+        while answered < executed.count {
+            let id = executed[answered]
+            answered += 1
+            executed += Self.executed(machine.requestCompleted(Self.ok(id), now: 0)).map(\.requestID)
+        }
+        #expect(executed == ids)
+    }
+
+    static func ok(_ id: UInt32) -> Reply { Reply(opcode: .get, requestID: id, json: Array("{}".utf8)) }
 
     @Test func backpressurePausesAndResumesReading() {
         var machine = Self.ready(.init(outputHighWaterBytes: 1000))

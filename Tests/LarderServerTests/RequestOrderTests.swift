@@ -144,6 +144,44 @@ struct RequestOrderTests {
         #expect(Self.ids(Support.feed(&machine, Self.bytes(.get, 7))) == [7])
     }
 
+    /// Ids in flight are kept in a short list, then (past `RequestSizes.listLimit`) in a dictionary: a reused id is
+    /// refused either way, and ids answered out of order are free again.
+    @Test(arguments: [4, RequestSizes.listLimit + 8])
+    func idsInFlightAreTrackedHoweverManyThereAre(inFlight: Int) {
+        var machine = Support.ready()
+        let ids = (0..<UInt32(inFlight)).map { $0 * 3 + 1 }
+        #expect(Self.ids(Support.feed(&machine, ids.flatMap { Self.bytes(.get, $0) })) == ids)
+        // Answered out of order: the last, then every other one from the first.
+        var answered = [ids.last!] + stride(from: 0, to: ids.count - 1, by: 2).map { ids[$0] }
+        for id in answered { _ = machine.requestCompleted(Self.ok(.get, id), now: 0) }
+        _ = Support.drain(&machine)
+        #expect(machine.inFlight == ids.count - answered.count)
+        #expect(Self.ids(Support.feed(&machine, answered.flatMap { Self.bytes(.get, $0) })) == answered)
+        answered = []
+        let stillInFlight = ids[1]
+        let actions = Support.feed(&machine, Self.bytes(.get, stillInFlight))
+        #expect(Self.ids(actions).isEmpty, "id \(stillInFlight) is still in flight")
+        let (frames, _) = Support.drain(&machine)
+        #expect(frames.contains { $0.status == .protocolError && $0.replyText.contains("already in flight") })
+    }
+
+    @Test func requestSizesMoveToATableAndBack() {
+        var sizes = RequestSizes()
+        let count = UInt32(RequestSizes.listLimit * 2)
+        let inserted = (0..<count).map { sizes.insert($0, Int($0) + 10) }
+        #expect(inserted.allSatisfy { $0 })
+        let duplicates = [sizes.insert(0, 1), sizes.insert(count - 1, 1)]
+        #expect(duplicates == [false, false], "duplicates refused in the table")
+        let removed = (0..<count).reversed().map { sizes.remove($0) }
+        #expect(removed == (0..<count).reversed().map { Int($0) + 10 })
+        let absent = sizes.remove(0)
+        #expect(absent == nil)
+        let again = [sizes.insert(5, 1), sizes.insert(5, 2)]
+        #expect(again == [true, false], "back to a list, duplicates still refused")
+        let last = sizes.remove(5)
+        #expect(last == 1)
+    }
+
     @Test func requestIDZeroIsAnOrdinaryID() {
         var machine = Support.ready()
         #expect(Self.ids(Support.feed(&machine, Self.bytes(.get, 0))) == [0])
