@@ -97,7 +97,6 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         {
             return perform(machine.forceClose(.frameTimeout))  // the handshake is held to the frame deadline
         }
-        tls?.tick()
         perform(machine.timerFired(now: now))
         // A catch-up whose log read found the work pool full tries again.
         continueCatchUps()

@@ -18,11 +18,6 @@ final class TLSTransport {
     /// Whether the session ran since its output was last taken: only then is its output BIO asked (each ask is a
     /// BIO_ctrl call, and a request used to make six).
     private var sessionRan = false
-    /// Whether the connection moved records since the last timer tick, and whether its session keeps its record
-    /// buffers between records: from a tick that finds it busy to one that finds it quiet. A connection that only
-    /// handshakes and says HELLO, then idles, never keeps them (10,000 idle connections hold no 340 MB).
-    private var busySinceTick = false
-    private var keepsBuffers = false
 
     /// Plaintext encrypted per turn: with the ciphertext buffer empty before each batch, a connection holds at most
     /// about this much ciphertext, however large the answer it is sending.
@@ -61,24 +56,8 @@ final class TLSTransport {
         engine.takeOutput(appendingTo: &output)
     }
 
-    /// Marks the session as run: its output is taken before the next write, and its buffers are kept this tick.
-    private func ran() {
-        sessionRan = true
-        busySinceTick = true
-    }
-
-    /// The connection's timer tick: a session busy since the last tick keeps its record buffers, a quiet one gives
-    /// them back.
-    func tick() {
-        if busySinceTick && isEstablished && !keepsBuffers {
-            engine.keepBuffers(true)
-            keepsBuffers = true
-        } else if !busySinceTick && keepsBuffers {
-            engine.keepBuffers(false)
-            keepsBuffers = false
-        }
-        busySinceTick = false
-    }
+    /// Marks the session as run: its output is taken before the next write.
+    private func ran() { sessionRan = true }
 
     enum Received {
         /// Read the plaintext (`read`) and send what the session produced (`flush`).
