@@ -31,8 +31,9 @@ typedef struct {
     gnutls_typed_vdata_st expected;
 } larder_tls;
 
-/// A queue that holds nothing gives back a buffer larger than this, so that an idle session holds no large one.
-#define LARDER_TLS_KEPT_BUFFER 0
+/// The buffer a drained queue keeps: enough for a small request's or answer's record, so that a busy connection does
+/// not allocate one per record, while an idle one holds no more than this (a larger buffer is given back).
+#define LARDER_TLS_KEPT_BUFFER 1024
 
 static inline void larder_bytes_drained(larder_bytes *q) {
     q->start = q->end = 0;
@@ -49,7 +50,7 @@ static inline int larder_bytes_append(larder_bytes *q, const void *bytes, size_t
         if (q->start > 0 && q->capacity - used >= count) {
             memmove(q->bytes, q->bytes + q->start, used);
         } else {
-            size_t capacity = q->capacity < 4096 ? 4096 : q->capacity;
+            size_t capacity = q->capacity < LARDER_TLS_KEPT_BUFFER ? LARDER_TLS_KEPT_BUFFER : q->capacity;
             while (capacity - used < count) capacity *= 2;
             unsigned char *grown = malloc(capacity);
             if (grown == NULL) return 0;
@@ -104,7 +105,11 @@ static inline int larder_tls_new(larder_tls **out, int server, gnutls_certificat
                                  int require_client) {
     larder_tls *tls = calloc(1, sizeof *tls);
     if (tls == NULL) return GNUTLS_E_MEMORY_ERROR;
-    int ret = gnutls_init(&tls->session, (server ? GNUTLS_SERVER : GNUTLS_CLIENT) | GNUTLS_NONBLOCK);
+    // A server sends its TLS 1.3 ticket itself, when the handshake completes (larder_tls_send_ticket): left to GnuTLS,
+    // it waits for the first answer, and a client that sends its first request after its Finished in a segment of its
+    // own (Nagle) then waits for a delayed ACK, 40 ms.
+    int ret = gnutls_init(&tls->session, server ? GNUTLS_SERVER | GNUTLS_NONBLOCK | GNUTLS_NO_AUTO_SEND_TICKET
+                                                : GNUTLS_CLIENT | GNUTLS_NONBLOCK);
     if (ret < 0) {
         free(tls);
         return ret;
@@ -183,6 +188,12 @@ static inline size_t larder_tls_pending_input(const larder_tls *tls) {
 
 static inline size_t larder_tls_take_output(larder_tls *tls, void *into, size_t count) {
     return larder_bytes_take(&tls->output, into, count);
+}
+
+/// A server's TLS 1.3 session ticket, queued at once (TLS 1.2 sends its ticket inside the handshake).
+static inline int larder_tls_send_ticket(larder_tls *tls) {
+    if (gnutls_protocol_get_version(tls->session) != GNUTLS_TLS1_3) return 0;
+    return gnutls_session_ticket_send(tls->session, 1, 0);
 }
 
 /// Frees memory GnuTLS allocated (gnutls_free is a variable, which Swift 6 will not read from any thread).

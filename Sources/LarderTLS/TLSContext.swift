@@ -27,11 +27,14 @@ package final class TLSContext: @unchecked Sendable {
     let verifiesPeer: Bool
 
     /// TLS 1.2 and 1.3 only; AEAD ciphers only, AES-GCM first (the CPU's AES instructions make it the cheapest), then
-    /// ChaCha20-Poly1305 for CPUs without them; the server's order wins; safe renegotiation required of TLS 1.2 peers
-    /// (and Larder never renegotiates: TLSEngine refuses a peer's request).
+    /// ChaCha20-Poly1305 for CPUs without them; the server's order wins; X25519 first among the key-exchange groups,
+    /// since it is the one clients send a key share for first (a server that prefers another group costs such a
+    /// client a HelloRetryRequest, a round trip); safe renegotiation required of TLS 1.2 peers (and Larder never
+    /// renegotiates: TLSEngine refuses a peer's request).
     package static let priorityString =
         "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2:-CIPHER-ALL:+AES-256-GCM:+AES-128-GCM:+CHACHA20-POLY1305"
-        + ":-MAC-ALL:+AEAD:%SERVER_PRECEDENCE:%SAFE_RENEGOTIATION"
+        + ":-MAC-ALL:+AEAD:-GROUP-ALL:+GROUP-X25519:+GROUP-SECP256R1:+GROUP-SECP384R1:+GROUP-SECP521R1"
+        + ":%SERVER_PRECEDENCE:%SAFE_RENEGOTIATION"
 
     private init(server: Bool, verifiesPeer: Bool) throws(TLSError) {
         var credentials: gnutls_certificate_credentials_t?

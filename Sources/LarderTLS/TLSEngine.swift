@@ -95,6 +95,9 @@ package final class TLSEngine {
             switch code {
             case GNUTLS_E_SUCCESS:
                 isHandshakeDone = true
+                if context.isServer, larder_tls_send_ticket(tls) < 0 {
+                    return .failed(TLSError("the TLS handshake failed: cannot send the session ticket"))
+                }
                 return .done
             case GNUTLS_E_AGAIN:
                 if unreadCiphertext > 0 && unreadCiphertext < unread { continue }
