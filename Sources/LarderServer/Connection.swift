@@ -166,7 +166,7 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
                     machine.bytesReceived(
                         UnsafeRawBufferPointer(rebasing: shard.readBuffer[0..<count]), now: shard.loop.now))
                 readStarted = 0
-                // Nothing more to decrypt: another SSL_read would only set up and free its buffers to say so.
+                // Nothing more to decrypt: another gnutls_record_recv would only say so.
                 if tls.engine.pendingInput == 0 { return }
             case .needsInput:
                 return

@@ -6,7 +6,7 @@ import LarderWire
 /// The TLS layer of one connection, between its socket and its `ConnectionStateMachine`: ciphertext read from the
 /// socket goes in, plaintext for the machine comes out, and the machine's output is encrypted into a small buffer that
 /// the connection writes when the socket takes it. Everything runs on the connection's event loop, without blocking;
-/// the session's memory BIOs hold what is in between.
+/// the session's byte buffers (TLSEngine) hold what is in between.
 final class TLSTransport {
     let engine: TLSEngine
     /// When the connection was accepted: the handshake must end within the frame timeout from then.
@@ -15,8 +15,7 @@ final class TLSTransport {
     /// Ciphertext taken from the session and not yet written, from `outputOffset` on.
     private var output: [UInt8] = []
     private var outputOffset = 0
-    /// Whether the session ran since its output was last taken: only then is its output BIO asked (each ask is a
-    /// BIO_ctrl call, and a request used to make six).
+    /// Whether the session ran since its output was last taken: only then is its output asked for.
     private var sessionRan = false
 
     /// Plaintext encrypted per turn: with the ciphertext buffer empty before each batch, a connection holds at most
