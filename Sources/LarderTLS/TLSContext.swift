@@ -22,8 +22,8 @@ package final class TLSContext: @unchecked Sendable {
     /// The server's key for session tickets (made per context: a reload makes a new one, and tickets issued before
     /// then fall back to a full handshake). Nil on a client.
     let ticketKey: UnsafeMutablePointer<gnutls_datum_t>?
-    /// Whether the peer's certificate is verified: the server's by a client (unless told not to), a client's by a server
-    /// that requires one.
+    /// Whether the peer's certificate is verified: the server's by a client (unless told not to), a client's by a
+    /// server that requires one.
     let verifiesPeer: Bool
 
     /// TLS 1.2 and 1.3 only; AEAD ciphers only, AES-GCM first (the CPU's AES instructions make it the cheapest), then

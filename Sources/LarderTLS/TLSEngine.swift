@@ -9,8 +9,6 @@ package final class TLSEngine {
     /// Keeps the context alive as long as the session: GnuTLS points to its credentials, priorities and ticket key.
     package let context: TLSContext
     package private(set) var isHandshakeDone = false
-    /// A client's name to check the server's certificate against, for the error that says it did not match.
-    private let serverName: String?
 
     package enum Progress: Equatable {
         /// The handshake is complete.
@@ -50,7 +48,6 @@ package final class TLSEngine {
         }
         tls = made
         self.context = context
-        self.serverName = context.isServer ? nil : serverName
     }
 
     deinit { larder_tls_free(tls) }
@@ -213,7 +210,7 @@ package final class TLSEngine {
         if has(GNUTLS_CERT_REVOKED) { return "certificate revoked" }
         if has(GNUTLS_CERT_INSECURE_ALGORITHM) { return "certificate signed with an insecure algorithm" }
         if has(GNUTLS_CERT_SIGNER_NOT_CA) { return "the issuer is not a CA" }
-        if has(GNUTLS_CERT_UNEXPECTED_OWNER) { return "hostname mismatch (it does not name \(serverName ?? "the host"))" }
+        if has(GNUTLS_CERT_UNEXPECTED_OWNER) { return "hostname mismatch" }
         if has(GNUTLS_CERT_SIGNATURE_FAILURE) { return "certificate signature failure" }
         var printed = gnutls_datum_t()
         guard gnutls_certificate_verification_status_print(status, GNUTLS_CRT_X509, &printed, 0) >= 0,
@@ -235,7 +232,8 @@ package final class TLSEngine {
         case GNUTLS_A_NO_APPLICATION_PROTOCOL: return "no application protocol"
         case GNUTLS_A_DECODE_ERROR: return "decode error"
         case GNUTLS_A_ILLEGAL_PARAMETER: return "illegal parameter"
-        default: return gnutls_alert_get_name(alert).map { String(cString: $0).lowercased() } ?? "alert \(alert.rawValue)"
+        default:
+            return gnutls_alert_get_name(alert).map { String(cString: $0).lowercased() } ?? "alert \(alert.rawValue)"
         }
     }
 }
