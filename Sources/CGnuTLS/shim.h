@@ -186,6 +186,17 @@ static inline size_t larder_tls_pending_input(const larder_tls *tls) {
     return tls->input.end - tls->input.start + gnutls_record_check_pending(tls->session);
 }
 
+/// The pending output where it lies, and its length.
+static inline const void *larder_tls_peek_output(const larder_tls *tls, long *count) {
+    *count = (long)(tls->output.end - tls->output.start);
+    return *count > 0 ? tls->output.bytes + tls->output.start : NULL;
+}
+
+static inline void larder_tls_consume_output(larder_tls *tls, size_t count) {
+    tls->output.start += count;
+    if (tls->output.start == tls->output.end) larder_bytes_drained(&tls->output);
+}
+
 static inline size_t larder_tls_take_output(larder_tls *tls, void *into, size_t count) {
     return larder_bytes_take(&tls->output, into, count);
 }

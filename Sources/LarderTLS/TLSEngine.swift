@@ -73,6 +73,18 @@ package final class TLSEngine {
         return larder_tls_take_output(tls, base, buffer.count)
     }
 
+    /// Calls `body` with the pending ciphertext where it lies (valid only during the call; empty when there is none).
+    package func withPendingOutput<Result>(_ body: (UnsafeRawBufferPointer) -> Result) -> Result {
+        var count = 0
+        let start = larder_tls_peek_output(tls, &count)
+        return body(UnsafeRawBufferPointer(start: start, count: count))
+    }
+
+    /// Drops the first `count` bytes of the pending ciphertext (sent).
+    package func consumeOutput(_ count: Int) {
+        larder_tls_consume_output(tls, min(count, pendingOutput))
+    }
+
     /// Moves all the pending ciphertext to the end of `output`.
     package func takeOutput(appendingTo output: inout [UInt8]) {
         let count = pendingOutput
