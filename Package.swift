@@ -32,10 +32,14 @@ let package = Package(
         .systemLibrary(
             name: "CLibEdit", pkgConfig: "libedit",
             providers: [.apt(["libedit-dev"]), .brew(["libedit"])]),
-        // OpenSSL's libssl (Apache-2.0): TLS for the server's TCP port and the clients.
+        // OpenSSL's libcrypto (Apache-2.0): SHA-256 on Linux (Digest.swift).
         .systemLibrary(
-            name: "COpenSSL", pkgConfig: "openssl",
+            name: "COpenSSL", pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]),
+        // GnuTLS (LGPL 2.1+): TLS for the server's TCP port and the clients.
+        .systemLibrary(
+            name: "CGnuTLS", pkgConfig: "gnutls",
+            providers: [.apt(["libgnutls28-dev"]), .brew(["gnutls"])]),
         // GNU libmicrohttpd (LGPL 2.1+): the HTTP server of --metrics-port (/metrics, /healthz).
         .systemLibrary(
             name: "CMicroHTTPD", pkgConfig: "libmicrohttpd",
@@ -62,7 +66,7 @@ let package = Package(
         // Thumbnails: JPEG bytes and a size in, baseline JPEG bytes out (no I/O).
         .target(name: "LarderThumbnails", dependencies: ["LarderWire", "CTurboJPEG"], swiftSettings: strict),
         // TLS sessions driven through memory, for the server's event loops and the client alike.
-        .target(name: "LarderTLS", dependencies: ["COpenSSL"], swiftSettings: strict),
+        .target(name: "LarderTLS", dependencies: ["CGnuTLS"], swiftSettings: strict),
         .target(
             name: "LarderStore", dependencies: ["LarderWire", "LarderSync", "CSQLite", "CLibPQ"], swiftSettings: strict),
         .target(

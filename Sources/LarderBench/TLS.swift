@@ -61,8 +61,7 @@ final class BenchTLS: @unchecked Sendable {
 
     /// Plaintext into `buffer`: what the session holds, else what the socket has (`.wouldBlock` when it has none).
     func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(BenchError) -> Sys.Outcome {
-        // With nothing buffered, SSL_read could only fail: read the socket first (a failed SSL_read costs about as
-        // much as a small record).
+        // With nothing buffered, decrypting could only say so: read the socket first.
         var decrypt = engine.pendingInput > 0
         while true {
             if !decrypt {

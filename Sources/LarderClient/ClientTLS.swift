@@ -176,8 +176,9 @@ final class ClientTLS {
             }
             return message + hint
         }
-        if message.contains("wrong version number") || message.contains("packet length too long")
-            || message.contains("record layer failure")
+        // GnuTLS's words for records that are not TLS (a plain Larder frame, HTTP, anything else).
+        if message.contains("unexpected length") || message.contains("unsupported version")
+            || message.contains("unexpected TLS packet")
         {
             return "the server did not answer TLS (\(message)): it does not speak TLS on this port"
         }

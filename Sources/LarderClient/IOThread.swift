@@ -297,7 +297,7 @@ final class IOThread: @unchecked Sendable {
             switch tls.engine.read(into: UnsafeMutableRawBufferPointer(start: chunk, count: capacity)) {
             case .bytes(let count):
                 if let error = received!(UnsafeRawBufferPointer(start: chunk, count: count)) { return .invalid(error) }
-                // Nothing more buffered: another SSL_read could only fail, at about the cost of a small record.
+                // Nothing more buffered: another gnutls_record_recv could only say so.
                 if tls.engine.pendingInput == 0 {
                     takeCiphertext(tls)
                     tls.rememberSession()

@@ -107,7 +107,6 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         {
             return perform(machine.forceClose(.frameTimeout))  // the handshake is held to the frame deadline
         }
-        tls?.tick()
         perform(machine.timerFired(now: now))
         // A catch-up whose log read found the work pool full tries again.
         continueCatchUps()
@@ -187,7 +186,7 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
                 let bytes = UnsafeRawBufferPointer(rebasing: shard.readBuffer[0..<count])
                 performing { machine.bytesReceived(bytes, now: shard.loop.now, into: &$0) }
                 readStarted = 0
-                // Nothing more to decrypt: another SSL_read would only set up and free its buffers to say so.
+                // Nothing more to decrypt: another gnutls_record_recv would only say so.
                 if tls.engine.pendingInput == 0 { return }
             case .needsInput:
                 return

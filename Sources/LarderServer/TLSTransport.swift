@@ -4,26 +4,14 @@ import LarderTLS
 import LarderWire
 
 /// The TLS layer of one connection, between its socket and its `ConnectionStateMachine`: ciphertext read from the
-/// socket goes in, plaintext for the machine comes out, and the machine's output is encrypted into a small buffer that
-/// the connection writes when the socket takes it. Everything runs on the connection's event loop, without blocking;
-/// the session's memory BIOs hold what is in between.
+/// socket goes in, plaintext for the machine comes out, and the machine's output is encrypted into the session's
+/// output buffer, which the connection writes from where it lies when the socket takes it. Everything runs on the
+/// connection's event loop, without blocking.
 final class TLSTransport {
     let engine: TLSEngine
     /// When the connection was accepted: the handshake must end within the frame timeout from then.
     let openedAt: UInt64
     private var sawFirstBytes = false
-    /// Ciphertext taken from the session and not yet written, from `outputOffset` on.
-    private var output: [UInt8] = []
-    private var outputOffset = 0
-    /// Whether the session ran since its output was last taken: only then is its output BIO asked (each ask is a
-    /// BIO_ctrl call, and a request used to make six).
-    private var sessionRan = false
-    /// Whether the connection moved records since the last timer tick, and whether its session keeps its record
-    /// buffers between records: from a tick that finds it busy to one that finds it quiet. A connection that only
-    /// handshakes and says HELLO, then idles, never keeps them (10,000 idle connections hold no 340 MB).
-    private var busySinceTick = false
-    private var keepsBuffers = false
-
     /// Plaintext encrypted per turn: with the ciphertext buffer empty before each batch, a connection holds at most
     /// about this much ciphertext, however large the answer it is sending.
     static let encryptBatchBytes = 64 << 10
@@ -36,49 +24,10 @@ final class TLSTransport {
     var isEstablished: Bool { engine.isHandshakeDone }
 
     /// Whether ciphertext waits to be written.
-    var hasOutput: Bool {
-        if outputOffset < output.count { return true }
-        takeSessionOutput()
-        return outputOffset < output.count
-    }
+    var hasOutput: Bool { engine.pendingOutput > 0 }
 
     /// Ciphertext not yet written.
-    var unwrittenBytes: Int {
-        takeSessionOutput()
-        return output.count - outputOffset
-    }
-
-    /// Moves what the session produced since it last ran behind the unwritten ciphertext.
-    private func takeSessionOutput() {
-        guard sessionRan else { return }
-        sessionRan = false
-        if outputOffset >= output.count {
-            // A small buffer is kept for the next answer (no allocation per request); a large one is given back, so
-            // an idle connection holds at most a few KiB.
-            output.removeAll(keepingCapacity: output.capacity <= 16 << 10)
-            outputOffset = 0
-        }
-        engine.takeOutput(appendingTo: &output)
-    }
-
-    /// Marks the session as run: its output is taken before the next write, and its buffers are kept this tick.
-    private func ran() {
-        sessionRan = true
-        busySinceTick = true
-    }
-
-    /// The connection's timer tick: a session busy since the last tick keeps its record buffers, a quiet one gives
-    /// them back.
-    func tick() {
-        if busySinceTick && isEstablished && !keepsBuffers {
-            engine.keepBuffers(true)
-            keepsBuffers = true
-        } else if !busySinceTick && keepsBuffers {
-            engine.keepBuffers(false)
-            keepsBuffers = false
-        }
-        busySinceTick = false
-    }
+    var unwrittenBytes: Int { engine.pendingOutput }
 
     enum Received {
         /// Read the plaintext (`read`) and send what the session produced (`flush`).
@@ -100,7 +49,6 @@ final class TLSTransport {
             }
         }
         engine.feed(bytes)
-        ran()
         if engine.isHandshakeDone { return .proceed }
         if case .failed(let error) = engine.handshake() { return .failed(error.message) }
         return .proceed
@@ -108,8 +56,7 @@ final class TLSTransport {
 
     /// Decrypts into `buffer` (what the session answers by itself, such as an alert, is then pending output).
     func read(into buffer: UnsafeMutableRawBufferPointer) -> TLSEngine.ReadResult {
-        ran()
-        return engine.read(into: buffer)
+        engine.read(into: buffer)
     }
 
     /// Encrypts the start of `plaintext` (at most `encryptBatchBytes`) once the ciphertext before it is written;
@@ -117,19 +64,16 @@ final class TLSTransport {
     func encrypt(_ plaintext: UnsafeRawBufferPointer) -> Result<Int, TLSError> {
         guard isEstablished, !hasOutput else { return .success(0) }
         let batch = UnsafeRawBufferPointer(rebasing: plaintext.prefix(TLSTransport.encryptBatchBytes))
-        ran()
         return engine.write(batch)
     }
 
     /// Writes pending ciphertext to `fd`; returns the bytes written, or nil when the socket is full.
     func flush(_ fd: Int32) throws(IOError) -> Int? {
-        takeSessionOutput()
         var written = 0
-        while outputOffset < output.count {
-            let offset = outputOffset
-            let attempt: Result<IOResult, IOError> = output.withUnsafeBytes { raw in
+        while engine.pendingOutput > 0 {
+            let attempt: Result<IOResult, IOError> = engine.withPendingOutput { bytes in
                 do throws(IOError) {
-                    return .success(try Socket.write(fd, UnsafeRawBufferPointer(rebasing: raw[offset...])))
+                    return .success(try Socket.write(fd, bytes))
                 } catch {
                     return .failure(error)
                 }
@@ -139,20 +83,15 @@ final class TLSTransport {
                 return written > 0 ? written : nil
             case .done(let count):
                 written += count
-                outputOffset += count
+                engine.consumeOutput(count)
             }
         }
-        // A small buffer is kept for the next answer (no allocation per request); a large one is given back, so an
-        // idle connection holds at most a few KiB.
-        output.removeAll(keepingCapacity: output.capacity <= 16 << 10)
-        outputOffset = 0
         return written
     }
 
     /// Queues close_notify and writes what the socket takes now; the rest is pending (`hasOutput`).
     func finish(_ fd: Int32) {
         engine.close()
-        ran()
         _ = try? flush(fd)
     }
 

@@ -53,7 +53,7 @@ import Testing
         defer { server.stop() }
         let garbage: [[UInt8]] = [
             Array("GET / HTTP/1.1\r\nHost: larder\r\n\r\n".utf8),
-            // A handshake record header, then noise: OpenSSL refuses it.
+            // A handshake record header, then noise: GnuTLS refuses it.
             [0x16, 0x03, 0x01, 0x00, 0x40] + (0..<64).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) },
             [0x16] + [UInt8](repeating: 0xFF, count: 4096),
         ]
@@ -174,5 +174,25 @@ import Testing
         #expect(perConnection < 64 << 10, "each unfinished handshake holds \(perConnection) bytes")
         flood.removeAll()
         try await Self.healthyRoundTrip(port: server.port)
+    }
+
+    /// ALPN (Protocol.md 10.1), checked with another TLS implementation (`openssl s_client`): a client that offers ALPN
+    /// without `larder/1` is refused with no_application_protocol, one that offers none is served, and one that offers
+    /// it among others gets it.
+    @Test func alpnWithoutLarderIsRefusedAndNoALPNIsServed() throws {
+        let server = try ClientTestServer { $0.useTestTLS() }
+        defer { server.stop() }
+        func connect(_ alpn: [String]) throws -> String {
+            let run = try CLIShellTests.run(
+                URL(fileURLWithPath: "/usr/bin/openssl"),
+                ["s_client", "-connect", "127.0.0.1:\(server.port)", "-CAfile", Self.certificates.caFile] + alpn)
+            return run.stdout + run.stderr
+        }
+        let foreign = try connect(["-alpn", "h2,http/1.1"])
+        #expect(foreign.contains("no application protocol"), "\(foreign)")
+        let none = try connect([])
+        #expect(none.contains("No ALPN negotiated") && none.contains("New, TLSv1.3"), "\(none)")
+        let larder = try connect(["-alpn", "h2,larder/1"])
+        #expect(larder.contains("ALPN protocol: larder/1"), "\(larder)")
     }
 }
