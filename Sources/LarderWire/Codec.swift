@@ -179,30 +179,41 @@ public struct FrameDecoder {
         guard let header = try peekHeader(buffer) else { return nil }
         let total = 4 + Int(header.length)
         guard buffer.readableCount >= total else { return nil }
-        let jsonLength = Int(header.jsonLength)
+        let start = Frame.prefixSize + Int(header.jsonLength)
         if header.flags.contains(.compressed) && inflater == nil { inflater = Inflater() }
-        let inflater = self.inflater
-        let result: Result<Frame, FrameError> = buffer.withUnsafeReadableBytes { raw in
-            let jsonBytes = UnsafeRawBufferPointer(rebasing: raw[Frame.prefixSize..<(Frame.prefixSize + jsonLength)])
-            let json: [UInt8]
-            if header.flags.contains(.compressed) {
-                do throws(LarderError) {
-                    json = try inflater!.inflate(jsonBytes, expectedLength: Int(header.uncompressedLength))
-                } catch {
-                    return .failure(FrameError(error, requestID: header.requestID, opcode: header.opcode))
-                }
-            } else {
-                json = Array(jsonBytes)
-            }
-            let binary = Array(UnsafeRawBufferPointer(rebasing: raw[(Frame.prefixSize + jsonLength)..<total]))
-            return .success(
-                Frame(
-                    opcode: header.opcode, requestID: header.requestID, status: header.status,
-                    flags: header.flags, json: json, binary: binary))
+        let (decoded, binary) = buffer.withUnsafeReadableBytes { raw in
+            (jsonPart(header, raw), Array(UnsafeRawBufferPointer(rebasing: raw[start..<total])))
         }
-        let frame = try result.get()
+        let json = try decoded.get()
         buffer.moveReader(by: total)
-        return frame
+        return Frame(
+            opcode: header.opcode, requestID: header.requestID, status: header.status, flags: header.flags, json: json,
+            binary: binary)
+    }
+
+    /// The header and (inflated) JSON part of the next frame, consumed, or nil (consuming nothing) until both are in
+    /// `buffer`. The frame's `header.binaryLength` bytes of binary part follow in the stream, for the caller to read
+    /// into a buffer of its own: a large part is then copied once, not gathered and cut out of the stream's buffer.
+    public mutating func nextHead(_ buffer: inout ByteBuffer) throws(FrameError) -> (FrameHeader, json: [UInt8])? {
+        guard let header = try peekHeader(buffer) else { return nil }
+        let end = Frame.prefixSize + Int(header.jsonLength)
+        guard buffer.readableCount >= end else { return nil }
+        if header.flags.contains(.compressed) && inflater == nil { inflater = Inflater() }
+        let json = try buffer.withUnsafeReadableBytes { raw in jsonPart(header, raw) }.get()
+        buffer.moveReader(by: end)
+        return (header, json)
+    }
+
+    /// The JSON part of the frame `raw` starts with, inflated if compressed.
+    /// (The inflater exists already when the part is compressed.)
+    private func jsonPart(_ header: FrameHeader, _ raw: UnsafeRawBufferPointer) -> Result<[UInt8], FrameError> {
+        let bytes = UnsafeRawBufferPointer(rebasing: raw[Frame.prefixSize..<(Frame.prefixSize + Int(header.jsonLength))])
+        guard header.flags.contains(.compressed) else { return .success(Array(bytes)) }
+        do throws(LarderError) {
+            return .success(try inflater!.inflate(bytes, expectedLength: Int(header.uncompressedLength)))
+        } catch {
+            return .failure(FrameError(error, requestID: header.requestID, opcode: header.opcode))
+        }
     }
 }
 
