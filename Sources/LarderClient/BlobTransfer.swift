@@ -1,4 +1,5 @@
 import Foundation
+import LarderIO
 import LarderWire
 
 /// How far a blob transfer has come.
@@ -330,9 +331,11 @@ final class FileReader: @unchecked Sendable {  // the descriptor is only read wi
     }
 }
 
-/// Writes a new file front to back.
+/// Writes a new file front to back, its bytes on their way to disk as they are written (so `sync` waits only for the
+/// last of them).
 final class FileWriter: @unchecked Sendable {  // used by one task at a time
     private var fd: Int32
+    private var size: Int64 = 0
     let path: String
 
     init(_ path: String) throws(LarderError) {
@@ -359,6 +362,8 @@ final class FileWriter: @unchecked Sendable {  // used by one task at a time
             }
             written += n
         }
+        startWriteback(fd, offset: size, count: bytes.count)
+        size += Int64(bytes.count)
     }
 
     func sync() throws(LarderError) {
