@@ -1,4 +1,5 @@
 import Foundation
+import LarderIO
 import LarderWire
 
 /// How far a blob transfer has come.
@@ -85,17 +86,20 @@ extension LarderClient {
         guard size > 0 else {
             throw LarderError(.unsupportedMediaType, "\(file.path) is empty; only JPEG photos are stored")
         }
+        // The SHA-256 goes with FINISH, hashed from the chunks as they are read to be sent: one pass over the file,
+        // not a pass before the first chunk. Bytes a resumed upload skips are read for the hash alone.
         var hasher = SHA256()
-        var at: Int64 = 0
-        while at < size {
-            let bytes = try reader.read(at: at, count: Int(min(Int64(1 << 20), size - at)))
-            hasher.update(bytes)
-            at += Int64(bytes.count)
+        var hashed: Int64 = 0
+        func hash(upTo end: Int64) throws(LarderError) {
+            while hashed < end {
+                let bytes = try reader.read(at: hashed, count: Int(min(Int64(1 << 20), end - hashed)))
+                hasher.update(bytes)
+                hashed += Int64(bytes.count)
+            }
         }
-        let digest = hasher.finalizeHex()
         let blobID = id ?? UUID()
         var deadline = ContinuousClock.now + resumeWithin
-        let begin = BlobUploadRequest(size: size, id: blobID, sha256: digest, attach: attachment)
+        let begin = BlobUploadRequest(size: size, id: blobID, attach: attachment)
         // Sent again after a lost answer, a begin finds its id taken by the upload it made: that one is resumed.
         var upload = try await retrying(until: deadline) { () throws(LarderError) -> BlobUploadInfo in
             try await message(BlobUploadInfo.self, .blobUpload, begin.json)
@@ -115,6 +119,11 @@ extension LarderClient {
             while inFlight.count < window && next < size {
                 let count = Int(min(Int64(upload.chunkBytes), size - next))
                 let bytes = try reader.read(at: next, count: count)
+                try hash(upTo: next)
+                if next == hashed {
+                    hasher.update(bytes)
+                    hashed += Int64(count)
+                }
                 let request = BlobUploadChunkRequest(upload: uploadID, offset: next, crc32: CRC32.checksum(bytes))
                 let (handedOver, signal) = AsyncStream<Void>.makeStream()
                 inFlight.append(
@@ -156,6 +165,8 @@ extension LarderClient {
                 next = offset
             }
         }
+        try hash(upTo: size)
+        let digest = hasher.finalizeHex()
         let finish = BlobUploadFinishRequest(upload: upload.upload, sha256: digest)
         let info = try await retrying(until: deadline) { () throws(LarderError) -> BlobInfo in
             do throws(LarderError) {
@@ -330,9 +341,11 @@ final class FileReader: @unchecked Sendable {  // the descriptor is only read wi
     }
 }
 
-/// Writes a new file front to back.
+/// Writes a new file front to back, its bytes on their way to disk as they are written (so `sync` waits only for the
+/// last of them).
 final class FileWriter: @unchecked Sendable {  // used by one task at a time
     private var fd: Int32
+    private var size: Int64 = 0
     let path: String
 
     init(_ path: String) throws(LarderError) {
@@ -359,6 +372,8 @@ final class FileWriter: @unchecked Sendable {  // used by one task at a time
             }
             written += n
         }
+        startWriteback(fd, offset: size, count: bytes.count)
+        size += Int64(bytes.count)
     }
 
     func sync() throws(LarderError) {

@@ -8,12 +8,27 @@ extension Connection {
     // MARK: - Reading
 
     /// What the I/O thread does with the bytes it reads: frames out of them, each delivered; an error ends the
-    /// connection.
+    /// connection. A large binary part (a blob's range) is read straight into an array of its own, sized from the
+    /// header: one copy from the socket's read buffer, instead of growing the stream's buffer to the frame's size,
+    /// moving what follows it to the front and cutting the part out again.
     func readerStep() -> (UnsafeRawBufferPointer) -> LarderError? {
         var decoder = FrameDecoder()
         decoder.acceptsCompressed = false  // until the server's HELLO answer agrees to zlib
         var buffer = ByteBuffer()
+        var large: LargePart?
         return { [unowned self] bytes in
+            var bytes = bytes
+            if large != nil {
+                bytes = UnsafeRawBufferPointer(rebasing: bytes[large!.fill(bytes)...])
+                guard large!.isComplete else {
+                    reportProgress(large!.header, received: large!.received)
+                    return nil
+                }
+                let (header, frame) = large!.frame
+                large = nil
+                if header.binaryLength >= 1 << 20 { reportProgress(header, received: nil) }
+                deliver(frame)
+            }
             buffer.append(bytes)
             do throws(FrameError) {
                 while let header = try decoder.peekHeader(buffer), let frame = try decoder.next(&buffer) {
@@ -30,7 +45,19 @@ extension Connection {
                     }
                     deliver(frame)
                 }
-                if let header = try decoder.peekHeader(buffer), header.binaryLength >= 1 << 20 {
+                if let header = try decoder.peekHeader(buffer), header.binaryLength >= LargePart.threshold,
+                    let (header, json) = try decoder.nextHead(&buffer)
+                {
+                    // The rest of the frame is not in yet (`next` would have taken it): all the buffer holds is its.
+                    var part = LargePart(header, json: json)
+                    let held = buffer.readableCount
+                    buffer.withUnsafeReadableBytes { _ = part.fill($0) }
+                    buffer.moveReader(by: held)
+                    large = part
+                }
+                if let large, large.header.binaryLength >= 1 << 20 {
+                    reportProgress(large.header, received: large.received)
+                } else if let header = try decoder.peekHeader(buffer), header.binaryLength >= 1 << 20 {
                     reportProgress(header, received: buffer.readableCount)
                 }
                 return nil
@@ -57,5 +84,48 @@ extension Connection {
         case .tlsFailed(let message): close(lost(message), lost: true)
         case .stopped: close()
         }
+    }
+}
+
+/// A frame whose header and JSON part are in and whose large binary part is still arriving, into its own array.
+struct LargePart {
+    /// Binary parts from this size on are read this way (smaller ones are a read or two of the socket).
+    static let threshold = 64 << 10
+
+    let header: FrameHeader
+    private let json: [UInt8]
+    private var binary: [UInt8]
+    private var filled = 0
+
+    init(_ header: FrameHeader, json: [UInt8]) {
+        self.header = header
+        self.json = json
+        binary = [UInt8](repeating: 0, count: Int(header.binaryLength))
+    }
+
+    var isComplete: Bool { filled == binary.count }
+
+    /// Bytes of the whole frame received so far (its length prefix included), for progress.
+    var received: Int { 4 + Int(header.length) - (binary.count - filled) }
+
+    /// Copies the start of `bytes` into the part: how many bytes it took.
+    mutating func fill(_ bytes: UnsafeRawBufferPointer) -> Int {
+        let count = min(bytes.count, binary.count - filled)
+        guard count > 0 else { return 0 }
+        binary.withUnsafeMutableBytes { target in
+            (target.baseAddress! + filled).copyMemory(from: bytes.baseAddress!, byteCount: count)
+        }
+        filled += count
+        return count
+    }
+
+    /// The whole frame (once complete).
+    var frame: (header: FrameHeader, frame: Frame) {
+        (
+            header,
+            Frame(
+                opcode: header.opcode, requestID: header.requestID, status: header.status, flags: header.flags,
+                json: json, binary: binary)
+        )
     }
 }

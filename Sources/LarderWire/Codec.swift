@@ -186,6 +186,31 @@ public struct FrameDecoder {
         return frame
     }
 
+    /// The header and (inflated) JSON part of the next frame, consumed, or nil (consuming nothing) until both are in
+    /// `buffer`. The frame's `header.binaryLength` bytes of binary part follow in the stream, for the caller to read
+    /// into a buffer of its own: a large part is then copied once, not gathered and cut out of the stream's buffer.
+    public mutating func nextHead(_ buffer: inout ByteBuffer) throws(FrameError) -> (FrameHeader, json: [UInt8])? {
+        guard let header = try peekHeader(buffer) else { return nil }
+        let end = Frame.prefixSize + Int(header.jsonLength)
+        guard buffer.readableCount >= end else { return nil }
+        if header.flags.contains(.compressed) && inflater == nil { inflater = Inflater() }
+        let json = try buffer.withUnsafeReadableBytes { raw in jsonPart(header, raw) }.get()
+        buffer.moveReader(by: end)
+        return (header, json)
+    }
+
+    /// The JSON part of the frame `raw` starts with, inflated if compressed.
+    /// (The inflater exists already when the part is compressed.)
+    private func jsonPart(_ header: FrameHeader, _ raw: UnsafeRawBufferPointer) -> Result<[UInt8], FrameError> {
+        let bytes = UnsafeRawBufferPointer(rebasing: raw[Frame.prefixSize..<(Frame.prefixSize + Int(header.jsonLength))])
+        guard header.flags.contains(.compressed) else { return .success(Array(bytes)) }
+        do throws(LarderError) {
+            return .success(try inflater!.inflate(bytes, expectedLength: Int(header.uncompressedLength)))
+        } catch {
+            return .failure(FrameError(error, requestID: header.requestID, opcode: header.opcode))
+        }
+    }
+
     /// Decodes the frame at the start of `raw` and says how many bytes it took, or returns nil when `raw` holds less
     /// than a whole frame. For a receiver that decodes straight from the bytes it read while it has nothing buffered,
     /// and buffers only what is left: the same frames and errors as `next(_:)` over the same bytes.
@@ -194,18 +219,8 @@ public struct FrameDecoder {
         let total = 4 + Int(header.length)
         guard raw.count >= total else { return nil }
         let jsonLength = Int(header.jsonLength)
-        let jsonBytes = UnsafeRawBufferPointer(rebasing: raw[Frame.prefixSize..<(Frame.prefixSize + jsonLength)])
-        let json: [UInt8]
-        if header.flags.contains(.compressed) {
-            if inflater == nil { inflater = Inflater() }
-            do throws(LarderError) {
-                json = try inflater!.inflate(jsonBytes, expectedLength: Int(header.uncompressedLength))
-            } catch {
-                throw FrameError(error, requestID: header.requestID, opcode: header.opcode)
-            }
-        } else {
-            json = Array(jsonBytes)
-        }
+        if header.flags.contains(.compressed) && inflater == nil { inflater = Inflater() }
+        let json = try jsonPart(header, raw).get()
         let binary = Array(UnsafeRawBufferPointer(rebasing: raw[(Frame.prefixSize + jsonLength)..<total]))
         let frame = Frame(
             opcode: header.opcode, requestID: header.requestID, status: header.status, flags: header.flags, json: json,

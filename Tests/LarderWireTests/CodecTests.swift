@@ -60,6 +60,42 @@ import LarderIO
         #expect(try decodeAll([bytes]) == [frame])
     }
 
+    /// A reader that takes a large binary part into its own buffer (`nextHead`, then the part's bytes itself) gets
+    /// the frame `next` would have given, however the bytes arrive; `nextHead` consumes nothing until the header and
+    /// the whole JSON part are in.
+    @Test(arguments: [false, true])
+    func nextHeadLeavesTheBinaryPartToTheCaller(compression: Bool) throws {
+        let record = CodecTests.sampleFrames[1].json
+        let frame = Frame(
+            opcode: .blobGet, requestID: 7, flags: .response, json: Array(repeating: record, count: 20).flatMap { $0 },
+            binary: (0..<70_000).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        let stream = FrameEncoder(compressionEnabled: compression, threshold: 256).encode(frame)
+        for seed in 1...20 as ClosedRange<UInt64> {
+            var decoder = FrameDecoder()
+            var buffer = ByteBuffer()
+            var head: (FrameHeader, json: [UInt8])?
+            var binary: [UInt8] = []
+            for piece in randomSplits(stream, seed: seed) {
+                buffer.append(piece)
+                if head == nil {
+                    let before = buffer.readableCount
+                    head = try decoder.nextHead(&buffer)
+                    if head == nil { #expect(buffer.readableCount == before) }
+                }
+                if head != nil {
+                    buffer.withUnsafeReadableBytes { binary.append(contentsOf: $0) }
+                    buffer.moveReader(by: buffer.readableCount)
+                }
+            }
+            let (header, json) = try #require(head)
+            #expect(header.binaryLength == UInt32(frame.binary.count))
+            let decoded = Frame(
+                opcode: header.opcode, requestID: header.requestID, status: header.status, flags: header.flags,
+                json: json, binary: binary)
+            #expect(decoded == frame)
+        }
+    }
+
     @Test func aFourGiBHeaderIsRejectedBeforeAnyBodyIsRead() throws {
         var decoder = FrameDecoder()
         var buffer = ByteBuffer([0xFF, 0xFF, 0xFF, 0xFF])
