@@ -194,7 +194,7 @@ import Testing
 
     /// Waits until the server counts `count` open subscriptions.
     static func waitForSubscriptions(_ count: Int64, _ client: LarderClient) async throws {
-        let deadline = Date().addingTimeInterval(30)
+        let deadline = Date().addingTimeInterval(120)
         while try await client.stats()["watch"]?["subscriptions"]?.intValue != count {
             guard Date() < deadline else { throw ServerTestError("the server still has a subscription") }
             try await Task.sleep(for: .milliseconds(20))

@@ -27,7 +27,7 @@ import Testing
         }
 
         /// The next `count` lines of stdout (as JSON) or stderr; throws after `seconds`.
-        func lines(_ count: Int, stderr: Bool = false, seconds: Double = 30) throws -> [String] {
+        func lines(_ count: Int, stderr: Bool = false, seconds: Double = 120) throws -> [String] {
             let fd = (stderr ? err : out).fileHandleForReading.fileDescriptor
             let deadline = Date().addingTimeInterval(seconds)
             var lines: [String] = []

@@ -59,7 +59,7 @@ final class ClientTestServer: @unchecked Sendable {
         configuration.ioQueues = 1
         configure(&configuration)
         server = try LarderServer(configuration: configuration)
-        let deadline = Date().addingTimeInterval(30)
+        let deadline = Date().addingTimeInterval(120)
         while true {
             // A bind that failed changed nothing: start can be called again.
             switch Result(catching: { () throws(IOError) -> Int in try server.start() }) {

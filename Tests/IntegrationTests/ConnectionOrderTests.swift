@@ -31,7 +31,7 @@ struct ConnectionOrderTests {
                     + c.encode(.get, target, id: 4)
                 try c.writeAll(stream)
                 var answers: [UInt32: Frame] = [:]
-                while answers.count < 4, let frame = try c.receive(timeout: 30) { answers[frame.requestID] = frame }
+                while answers.count < 4, let frame = try c.receive(timeout: 120) { answers[frame.requestID] = frame }
                 try #require(answers.count == 4)
                 #expect(answers.values.allSatisfy { $0.status == .ok }, "\(answers.values.map(\.replyText))")
                 #expect(answers[1]?.replyJSON["rev"] == 1)
@@ -64,7 +64,7 @@ struct ConnectionOrderTests {
                 }
                 try c.writeAll(stream)
                 var revisions: [UInt32: JSON] = [:]
-                while revisions.count < 40, let frame = try c.receive(timeout: 30) {
+                while revisions.count < 40, let frame = try c.receive(timeout: 120) {
                     #expect(frame.status == .ok)
                     revisions[frame.requestID] = frame.replyJSON["rev"]
                 }
@@ -99,7 +99,7 @@ struct ConnectionOrderTests {
                     + c.encode(.patch, patch2, id: 4)
                 try c.writeAll(stream)
                 var answers: [UInt32: Frame] = [:]
-                while answers.count < 4, let frame = try c.receive(timeout: 30) { answers[frame.requestID] = frame }
+                while answers.count < 4, let frame = try c.receive(timeout: 120) { answers[frame.requestID] = frame }
                 try #require(answers.count == 4)
                 #expect(answers.values.allSatisfy { $0.status == .ok }, "\(answers.values.map(\.replyText))")
                 for n in 1...4 { #expect(answers[UInt32(n)]?.replyJSON["rev"] == .int(Int64(n)), "request \(n)") }
@@ -129,7 +129,7 @@ struct ConnectionOrderTests {
                     + c.encode(.delete, target, id: 5) + c.encode(.blobHead, byID, id: 6)
                 try c.writeAll(stream)
                 var answers: [UInt32: Frame] = [:]
-                while answers.count < 6, let frame = try c.receive(timeout: 30) { answers[frame.requestID] = frame }
+                while answers.count < 6, let frame = try c.receive(timeout: 120) { answers[frame.requestID] = frame }
                 #expect((1...5).map { answers[$0]?.status } == Array(repeating: .ok, count: 5))
                 #expect(answers[4]?.binary == jpeg, "BLOB_GET answers the photo")
                 #expect(answers[5]?.replyJSON["blobsDeleted"] == 1)
@@ -148,7 +148,7 @@ struct ConnectionOrderTests {
                 let stream = c.encode(.create, create, id: 1) + c.encode(.watch, ["collection": "todos"], id: 2)
                 try c.writeAll(stream)
                 var answers: [UInt32: Frame] = [:]
-                while answers.count < 2, let frame = try c.receive(timeout: 30) {
+                while answers.count < 2, let frame = try c.receive(timeout: 120) {
                     #expect(!frame.isPush, "no event: the create came before the subscription")
                     answers[frame.requestID] = frame
                 }
@@ -176,7 +176,7 @@ struct ConnectionOrderTests {
                 try c.writeAll(stream)
                 var answers: [Answer?] = Array(repeating: nil, count: script.steps.count)
                 var received = 0
-                while received < script.steps.count, let frame = try c.receive(timeout: 30) {
+                while received < script.steps.count, let frame = try c.receive(timeout: 120) {
                     let index = Int(frame.requestID) - 1
                     try #require(answers.indices.contains(index) && answers[index] == nil)
                     answers[index] = Answer(status: frame.status, json: frame.status == .ok ? frame.replyJSON : .null)

@@ -129,7 +129,7 @@ import Testing
             // sockets open: none established but `setup`'s, none waiting for the server to close (a client that left
             // with unread answers resets its connection, whose socket then leaves the table at once, so the server's
             // own count is waited for as well).
-            let deadline = Date().addingTimeInterval(30)
+            let deadline = Date().addingTimeInterval(120)
             while (Self.serverSockets(port: port) != ["01": 1, "0A": 1] || server.openConnections > 1)
                 && Date() < deadline
             {

@@ -157,7 +157,7 @@ import Testing
         _ = try gate.run([PGStatement("BEGIN"), PGStatement("LOCK TABLE documents IN ACCESS EXCLUSIVE MODE")])
         let getID = try reader.send(.get, ["collection": "c", "id": .string(id)])
         // The GET is waiting for the lock (PostgreSQL says so) before the loop is probed.
-        let deadline = Date().addingTimeInterval(30)
+        let deadline = Date().addingTimeInterval(120)
         var waiting = false
         while !waiting && Date() < deadline {
             let probe = try PGConnection(settings: try PGSettings(url: schema.url), timeoutMs: 10_000)
@@ -171,7 +171,7 @@ import Testing
         #expect(waiting)
         #expect(try other.call(.ping).status == .ok)
         _ = try gate.run([PGStatement("COMMIT")])
-        let answer = try #require(try reader.receive(timeout: 30))
+        let answer = try #require(try reader.receive(timeout: 120))
         #expect(answer.requestID == getID && answer.status == .ok)
         #expect(answer.replyJSON["id"]?.stringValue == id)
     }

@@ -125,12 +125,12 @@ final class PseudoTerminal: @unchecked Sendable {
     /// Waits until the terminal is back in the mode a running command has (Ctrl-C a signal, lines echoed), which a
     /// line editor sets when it hands a line over: a Ctrl-C pressed after this interrupts the command, not the
     /// editor.
-    func waitForCookedMode(seconds: Double = 30) throws {
+    func waitForCookedMode(seconds: Double = 120) throws {
         try waitForMode(cooked: true, seconds: seconds)
     }
 
     /// Waits until a line editor has the terminal (no line discipline: Ctrl-C is a key).
-    func waitForEditingMode(seconds: Double = 30) throws {
+    func waitForEditingMode(seconds: Double = 120) throws {
         try waitForMode(cooked: false, seconds: seconds)
     }
 
@@ -154,7 +154,7 @@ final class PseudoTerminal: @unchecked Sendable {
     /// Waits until `text` appears in what the terminal shows after the previous match (escape sequences and carriage
     /// returns left out), and returns that stretch of output up to and including it.
     @discardableResult
-    func expect(_ text: String, seconds: Double = 30) throws -> String {
+    func expect(_ text: String, seconds: Double = 120) throws -> String {
         let deadline = Date().addingTimeInterval(seconds)
         while true {
             let fresh = PseudoTerminal.plain(Array(output[consumed...]))
@@ -182,7 +182,7 @@ final class PseudoTerminal: @unchecked Sendable {
 
     /// Waits for the program to exit (reading its output meanwhile, so it never blocks on a full terminal) and
     /// returns its exit status; a death by signal is 128 + the signal, as a shell reports it.
-    func waitForExit(seconds: Double = 30) throws -> Int32 {
+    func waitForExit(seconds: Double = 120) throws -> Int32 {
         if let exitStatus { return exitStatus }
         let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {

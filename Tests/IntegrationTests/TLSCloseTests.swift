@@ -151,7 +151,7 @@ import Testing
     static func bigDocument(_ server: ClientTestServer) async throws -> String {
         let client = LarderClient(
             configuration: .init(
-                endpoint: .tcp(host: "127.0.0.1", port: server.port), connectTimeout: .seconds(30),
+                endpoint: .tcp(host: "127.0.0.1", port: server.port), connectTimeout: .seconds(120),
                 tls: .init(caFile: certificates.caFile)))
         defer { client.close() }
         let text = String(repeating: "larder tls close ", count: (9 * 65_536 + 64_000) / 17)

@@ -41,7 +41,7 @@ import Testing
     static func healthyRoundTrip(port: Int) async throws {
         let client = LarderClient(
             configuration: .init(
-                endpoint: .tcp(host: "127.0.0.1", port: port), connectTimeout: .seconds(30),
+                endpoint: .tcp(host: "127.0.0.1", port: port), connectTimeout: .seconds(120),
                 tls: .init(caFile: certificates.caFile)))
         defer { client.close() }
         let record = try await client.create("healthy", ["ok": true])
@@ -157,7 +157,7 @@ import Testing
         // Every one of them reached the server: the admin's STATS counts them.
         let admin = LarderClient(
             configuration: .init(
-                endpoint: .tcp(host: "127.0.0.1", port: server.port), connectTimeout: .seconds(30),
+                endpoint: .tcp(host: "127.0.0.1", port: server.port), connectTimeout: .seconds(120),
                 tls: .init(caFile: c.caFile)))
         defer { admin.close() }
         let deadline = Date().addingTimeInterval(600)

@@ -20,7 +20,7 @@ import Testing
     static func client(port: Int, _ tls: LarderClient.TLSSettings?) -> LarderClient {
         LarderClient(
             configuration: .init(
-                endpoint: .tcp(host: "127.0.0.1", port: port), connectTimeout: .seconds(30), tls: tls))
+                endpoint: .tcp(host: "127.0.0.1", port: port), connectTimeout: .seconds(120), tls: tls))
     }
 
     /// The library over TLS: a round trip of a document and a photo, verified against the test CA by IP address.

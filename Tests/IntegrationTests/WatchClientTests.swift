@@ -9,7 +9,7 @@ import Testing
 /// The change feed through the client library (`LarderSubscription`) and the `larder watch` command.
 @Suite(.serialized, .timeLimit(.minutes(20))) struct WatchClientTests {
     /// The next `count` events of `feed`, failing the test after `seconds`.
-    static func take(_ count: Int, from feed: LarderSubscription, seconds: Double = 30) async throws -> [ChangeEvent] {
+    static func take(_ count: Int, from feed: LarderSubscription, seconds: Double = 120) async throws -> [ChangeEvent] {
         try await within(seconds, "\(count) events") {
             var events: [ChangeEvent] = []
             for try await event in feed {
@@ -39,7 +39,7 @@ import Testing
 
     /// Waits (30 s at most) until the server counts `count` open subscriptions; fails the test otherwise.
     static func waitForSubscriptions(_ count: Int, via client: LarderClient) async throws {
-        let deadline = Date().addingTimeInterval(30)
+        let deadline = Date().addingTimeInterval(120)
         var open = try await client.stats()["watch"]?["subscriptions"]
         while open != .int(Int64(count)) && Date() < deadline {
             try await Task.sleep(for: .milliseconds(20))
@@ -210,7 +210,7 @@ import Testing
         }
 
         /// The next `count` lines of stdout as JSON; throws after `seconds`.
-        func lines(_ count: Int, seconds: Double = 30) throws -> [JSON] {
+        func lines(_ count: Int, seconds: Double = 120) throws -> [JSON] {
             let deadline = Date().addingTimeInterval(seconds)
             let fd = pipe.fileHandleForReading.fileDescriptor
             var lines: [JSON] = []

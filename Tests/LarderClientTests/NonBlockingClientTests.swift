@@ -16,7 +16,8 @@ import Testing
         // Once the HELLO is answered the server reads nothing: 200 requests of 128 KiB (25 MiB) are far more than the
         // loopback socket's buffers hold, so most of them wait for the network.
         server.pauseReading()
-        let client = LarderClient(port: server.port)
+        // Requests wait for as long as the server does not read: the test is about threads, not deadlines.
+        let client = LarderClient(port: server.port, requestTimeout: .seconds(600))
         defer { client.close() }
         _ = try await client.connect()
 

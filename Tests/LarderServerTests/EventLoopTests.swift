@@ -40,7 +40,7 @@ private func socketPair() -> (Int32, Int32) {
     return (fds[0], fds[1])
 }
 
-private func waitUntil(_ seconds: Double = 30, _ condition: () -> Bool) -> Bool {
+private func waitUntil(_ seconds: Double = 120, _ condition: () -> Bool) -> Bool {
     let deadline = Date().addingTimeInterval(seconds)
     while Date() < deadline {
         if condition() { return true }

@@ -95,7 +95,7 @@ import LarderSync
             _ = try store.create("items", id: nil, data: ["n": 1])
         }
         // The writer's and the index's queues may hold the store a moment longer: a condition, not a moment.
-        let deadline = Date().addingTimeInterval(30)
+        let deadline = Date().addingTimeInterval(120)
         while watcher.store != nil && Date() < deadline { usleep(10_000) }
         #expect(watcher.store == nil, "the closed store is still alive")
     }

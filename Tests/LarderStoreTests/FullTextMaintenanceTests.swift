@@ -579,7 +579,7 @@ import Testing
             var wrong: [Int] = []
             // At least 150 searches, and on until passes have committed among them (a busy machine may hold the
             // swapper or the index's queue back for longer than 150 searches take).
-            let deadline = Date().addingTimeInterval(30)
+            let deadline = Date().addingTimeInterval(120)
             var searches = 0
             while searches < 150
                 || (store.textIndexer!.passes.load(ordering: .relaxed) <= passesBefore + 1 && Date() < deadline)
