@@ -194,10 +194,8 @@ import Testing
 
     /// Waits until the server counts `count` open subscriptions.
     static func waitForSubscriptions(_ count: Int64, _ client: LarderClient) async throws {
-        let deadline = Date().addingTimeInterval(120)
-        while try await client.stats()["watch"]?["subscriptions"]?.intValue != count {
-            guard Date() < deadline else { throw ServerTestError("the server still has a subscription") }
-            try await Task.sleep(for: .milliseconds(20))
+        guard try await waitUntil(120, { try await client.stats()["watch"]?["subscriptions"]?.intValue == count }) else {
+            throw ServerTestError("the server still has a subscription")
         }
     }
 }

@@ -36,10 +36,7 @@ import Testing
             client.close()
             // The server must see that close before SIGTERM, or it logs the connection as closed by the shutdown.
             let observer = LarderClient(port: port, token: "s3cret-token")
-            let deadline = Date().addingTimeInterval(120)
-            while try await observer.stats()["connections"]?["open"]?.intValue != 1 && Date() < deadline {
-                try await Task.sleep(for: .milliseconds(20))
-            }
+            _ = try await waitUntil(120) { try await observer.stats()["connections"]?["open"]?.intValue == 1 }
             observer.close()
         }
         let objects = try lines.map { try #require(try JSONParser.parse(Array($0.utf8)).objectValue, "\($0)") }

@@ -39,13 +39,10 @@ import Testing
 
     /// Waits (30 s at most) until the server counts `count` open subscriptions; fails the test otherwise.
     static func waitForSubscriptions(_ count: Int, via client: LarderClient) async throws {
-        let deadline = Date().addingTimeInterval(120)
-        var open = try await client.stats()["watch"]?["subscriptions"]
-        while open != .int(Int64(count)) && Date() < deadline {
-            try await Task.sleep(for: .milliseconds(20))
-            open = try await client.stats()["watch"]?["subscriptions"]
+        let open = try await waitUntil(120) {
+            try await client.stats()["watch"]?["subscriptions"] == .int(Int64(count))
         }
-        #expect(open == .int(Int64(count)), "subscriptions open")
+        #expect(open, "subscriptions open")
     }
 
     @Test(arguments: ServerStore.allCases) func twoClientsSeeEachOthersWritesInOrder(_ store: ServerStore) async throws {
