@@ -120,7 +120,8 @@ struct OutputQueue {
             }.get()
         }
         #if os(Linux)
-        let result = try Socket.sendfile(fd, from: range.fd, offset: range.offset + Int64(skip), count: range.count - skip)
+        let result = try Socket.sendfile(
+            fd, from: range.fd, offset: range.offset + Int64(skip), count: range.count - skip)
         // Zero bytes sent of a range not done: the file ended early (the store checked its length: it was cut since).
         if result == .done(0) { throw IOError("sendfile", errno: EIO) }
         return result

@@ -87,7 +87,9 @@ extension SQLiteStore {
     }
 
     /// Blob `id`'s metadata and where the range's bytes are. One transaction: both come from the same snapshot.
-    func storedRange(_ id: UUID, offset: Int64, length: Int) throws(LarderError) -> (meta: BlobMeta, bytes: StoredBytes) {
+    func storedRange(_ id: UUID, offset: Int64, length: Int) throws(LarderError)
+        -> (meta: BlobMeta, bytes: StoredBytes)
+    {
         try chunkReaders.read(transaction: true) { db throws(LarderError) in
             try SQLiteStore.readBlob(db, id) { (meta) throws(LarderError) -> Range<Int64>? in
                 try UploadRules.range(offset: offset, length: length, size: meta.size)
