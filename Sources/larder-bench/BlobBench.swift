@@ -137,6 +137,8 @@ enum BlobBench {
             var sha256: Double
             var upCPU: Double?
             var downCPU: Double?
+            /// This process's CPU (every thread) during writeBlob: the client's side of the download.
+            var clientDownCPU: Double?
         }
         let pid = options.serverPID
         let rounds = try blocking { () async throws -> [Round] in
@@ -149,10 +151,12 @@ enum BlobBench {
                 let info = try await client.putBlob(contentsOf: source)
                 let t1 = ContinuousClock.now
                 let c1 = cpuSeconds(pid)
+                let own1 = cpuSeconds(getpid())
                 try await client.writeBlob(
                     info.id, to: copy, window: options.window, rangeBytes: options.rangeBytes)
                 let t2 = ContinuousClock.now
                 let c2 = cpuSeconds(pid)
+                let own2 = cpuSeconds(getpid())
                 let received = try await downloadToMemory(
                     client, info.id, size: options.size, window: options.window, rangeBytes: rangeBytes)
                 let t3 = ContinuousClock.now
@@ -171,7 +175,8 @@ enum BlobBench {
                 rounds.append(
                     Round(
                         up: seconds(t1 - t0), down: seconds(t2 - t1), memory: seconds(t3 - t2), disk: disk,
-                        sha256: sha256, upCPU: cpu.0, downCPU: cpu.1))
+                        sha256: sha256, upCPU: cpu.0, downCPU: cpu.1,
+                        clientDownCPU: own1.flatMap { a in own2.map { $0 - a } }))
             }
             client.close()
             return rounds
@@ -193,6 +198,10 @@ enum BlobBench {
             line += String(
                 format: " server_cpu_ms_per_MiB_up=%.2f server_cpu_ms_per_MiB_down=%.2f",
                 upCPU.reduce(0, +) * 1000 / mib, downCPU.reduce(0, +) * 1000 / mib)
+        }
+        let clientCPU = rounds.compactMap(\.clientDownCPU)
+        if clientCPU.count == rounds.count {
+            line += String(format: " client_cpu_ms_per_MiB_down=%.2f", clientCPU.reduce(0, +) * 1000 / mib)
         }
         print(line)
     }
