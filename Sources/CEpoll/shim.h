@@ -39,4 +39,12 @@ int sync_file_range(int fd, int64_t offset, int64_t nbytes, unsigned int flags);
 static inline int larder_start_writeback(int fd, long long offset, long long count) {
     return sync_file_range(fd, offset, count, 2 /* SYNC_FILE_RANGE_WRITE */);
 }
+
+// sendfile(2): a blob file's range sent to a socket by the kernel, without a copy through the server's memory.
+#include <sys/sendfile.h>
+
+static inline long larder_sendfile(int socket, int file, long long offset, unsigned long count) {
+    off_t position = (off_t)offset;
+    return (long)sendfile(socket, file, &position, count);
+}
 #endif

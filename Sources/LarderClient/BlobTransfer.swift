@@ -209,6 +209,21 @@ extension LarderClient {
         _ id: UUID, to file: URL, range: Range<Int64>? = nil, resumeWithin: Duration = .seconds(60),
         progress: (@Sendable (BlobTransferProgress) -> Void)? = nil
     ) async throws(LarderError) -> BlobInfo {
+        try await writeBlob(
+            id, to: file, range: range, resumeWithin: resumeWithin, window: LarderClient.downloadWindow,
+            rangeBytes: nil, progress: progress)
+    }
+
+    /// Ranges a download keeps in flight (`larder-bench blobs --window` measures others).
+    package static let downloadWindow = 4
+
+    /// `writeBlob` with `window` ranges in flight, each of `rangeBytes` (nil: the server's `blobChunkBytes`; never
+    /// more than one answer carries).
+    @discardableResult
+    package func writeBlob(
+        _ id: UUID, to file: URL, range: Range<Int64>? = nil, resumeWithin: Duration = .seconds(60), window: Int,
+        rangeBytes: Int?, progress: (@Sendable (BlobTransferProgress) -> Void)? = nil
+    ) async throws(LarderError) -> BlobInfo {
         let deadline = ContinuousClock.now + resumeWithin
         let info = try await retrying(until: deadline) { () throws(LarderError) in try await blobHead(id) }
         let wanted = range ?? 0..<info.size
@@ -218,7 +233,7 @@ extension LarderClient {
                     + "which has \(info.size) bytes", field: "range", details: ["size": .int(info.size)])
         }
         let limits = try await serverHello().limits
-        let chunk = Int64(max(1, min(limits.blobChunkBytes, limits.maxBinaryPartBytes)))
+        let chunk = Int64(max(1, min(rangeBytes ?? limits.blobChunkBytes, limits.maxBinaryPartBytes)))
         let partial = file.path + ".partial"
         let writer = try FileWriter(partial)
         var complete = false
@@ -231,7 +246,7 @@ extension LarderClient {
         progress?(BlobTransferProgress(done: 0, total: Int64(wanted.count)))
         // A few ranges in flight at once (each a request of its own, answered in any order, each retried after a
         // broken connection), written in order: memory stays `window` chunks.
-        let window = 4
+        let window = max(1, window)
         var pending: [Task<[UInt8], any Error>] = []
         defer { for task in pending { task.cancel() } }
         var next = wanted.lowerBound

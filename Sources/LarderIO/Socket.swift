@@ -246,6 +246,14 @@ package enum Socket {
         return try result.get()
     }
 
+    #if os(Linux)
+    /// Sends up to `count` bytes of `file` from `offset` to the socket `fd` with sendfile(2): the kernel copies them
+    /// from the page cache, never through this process's memory. `.done(0)` means the file ends before `offset`.
+    package static func sendfile(_ fd: Int32, from file: Int32, offset: Int64, count: Int) throws(IOError) -> IOResult {
+        try systemCall("sendfile") { larder_sendfile(fd, file, offset, UInt(count)) }
+    }
+    #endif
+
     /// Closes a descriptor; EINTR is not retried (on Linux the descriptor is gone either way).
     package static func close(_ fd: Int32) {
         _ = systemClose(fd)

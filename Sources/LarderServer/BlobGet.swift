@@ -10,7 +10,10 @@ extension Router {
     /// on an event loop: decoding a photo takes milliseconds), cached through the writer, and answered after that
     /// commit, so that the next request finds it. A photo that cannot give a thumbnail is answered with the error and
     /// left as it is.
-    func answerBlobGet(_ frame: Frame, completion: @escaping @Sendable (Reply) -> Void) {
+    ///
+    /// With `sendFiles`, a large range of a blob kept in a file is answered as that file's range, which the connection
+    /// sends with sendfile (no copy through this process); otherwise it is read into the answer.
+    func answerBlobGet(_ frame: Frame, sendFiles: Bool = false, completion: @escaping @Sendable (Reply) -> Void) {
         let request: BlobGetRequest
         do throws(LarderError) {
             request = try BlobGetRequest(json: try frame.jsonObject())
@@ -18,7 +21,20 @@ extension Router {
             return completion(reply(to: frame, .failure(error)))
         }
         guard let maxSide = request.thumbnail else {
-            return completion(reply(to: frame, Result { () throws(LarderError) in try blobGet(request) }))
+            guard sendFiles, request.isRange else {
+                return completion(reply(to: frame, Result { () throws(LarderError) in try blobGet(request) }))
+            }
+            do throws(LarderError) {
+                let (json, body) = try blobRange(request, sendFiles: true)
+                guard case .file(let range) = body else {
+                    return completion(reply(to: frame, .success((json, try body.inMemory()))))
+                }
+                var answered = reply(to: frame, .success((json, [])))
+                if answered.status == .ok { answered.file = range }
+                return completion(answered)
+            } catch {
+                return completion(reply(to: frame, .failure(error)))
+            }
         }
         let made: (meta: BlobMeta, thumbnail: StoredThumbnail)
         do throws(LarderError) {

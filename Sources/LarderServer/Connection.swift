@@ -228,7 +228,9 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
             return
         }
         if isWrite { writesOnLane += 1 }
-        context.router.handle(frame, writes: writeLane, collections: machine.grant?.collections) { [self] reply in
+        context.router.handle(
+            frame, writes: writeLane, collections: machine.grant?.collections, sendFiles: tls == nil
+        ) { [self] reply in
             shard.loop.async { [self] in
                 if isWrite { writesOnLane -= 1 }
                 completed(reply, started: started)

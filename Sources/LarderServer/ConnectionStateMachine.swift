@@ -1,3 +1,4 @@
+import LarderStore
 import LarderWire
 
 /// The protocol logic of one connection, without sockets: events in, actions out (STYLE.md #6).
@@ -156,7 +157,7 @@ package struct ConnectionStateMachine {
     /// The output not yet written, as the buffers themselves (shared, not copied) and the offset into the first: what
     /// a sender on another thread writes while this machine keeps queueing after it. Report what was written with
     /// `writeCompleted`, as for `withUnsentBuffers`.
-    package func unsentSnapshot(limit: Int = 64) -> (buffers: [[UInt8]], offset: Int) { output.snapshot(limit: limit) }
+    func unsentSnapshot(limit: Int = 64) -> (items: [OutputQueue.Item], offset: Int) { output.snapshot(limit: limit) }
 
     package mutating func writeCompleted(_ count: Int, now: UInt64) -> [Action] {
         output.written(count)
@@ -402,8 +403,18 @@ package struct ConnectionStateMachine {
     }
 
     private mutating func send(_ reply: Reply, flags: Frame.Flags = .response, _ actions: inout [Action]) {
+        var reply = reply
+        if isTLS, let file = reply.file {
+            // TLS encrypts in this process, so a file's range is read (the router asks for files only without TLS).
+            do throws(LarderError) {
+                reply.binary = try file.read()
+                reply.file = nil
+            } catch {
+                reply = Reply(opcode: reply.opcode, requestID: reply.requestID, error: error)
+            }
+        }
         let wasEmpty = unsentBytes == 0
-        uncompressedBytesOut += Frame.prefixSize + reply.json.count + reply.binary.count
+        uncompressedBytesOut += Frame.prefixSize + reply.json.count + reply.binaryCount
         output.append(reply, flags: flags, encoder: encoderEnabled ? encoders.compressing : encoders.plain)
         if wasEmpty { actions.append(.flush) }
         pauseIfOverHighWater(&actions)

@@ -51,13 +51,9 @@ extension Connection {
                     }
                 }
             } else {
-                result = machine.withUnsentBuffers { buffers in
-                    do throws(IOError) {
-                        return .success(try Socket.writev(fd, buffers))
-                    } catch {
-                        return .failure(error)
-                    }
-                }
+                // A blob queued on its own: its buffer with `writev`, or its file's range with sendfile.
+                let (items, offset) = machine.unsentSnapshot()
+                result = Result { () throws(IOError) in try OutputQueue.write(fd, items, offsetBy: offset) }
             }
             switch result {
             case .failure(let error):
@@ -105,8 +101,9 @@ extension Connection {
     /// socket is full, then reports back to the loop (`sent`). The machine keeps queueing answers after it meanwhile.
     /// False when the pool is full: the loop writes it.
     private func offload() -> Bool {
-        let (buffers, offset) = machine.unsentSnapshot()
-        let total = buffers.reduce(0) { $0 + $1.count } - offset
+        // The items hold the blobs' buffers and open files until this sender is done with them.
+        let (items, offset) = machine.unsentSnapshot()
+        let total = items.reduce(0) { $0 + $1.count } - offset
         let fd = self.fd
         descriptor.withLock { $0.senderActive = true }
         let accepted = context.router.pool.submit { [self] in
@@ -116,7 +113,7 @@ extension Connection {
             // Stops early once the connection is closed: its descriptor is only waiting for this sender.
             while written < total && failure == nil && !full && !descriptor.withLock({ $0.closeWhenSenderEnds }) {
                 do throws(IOError) {
-                    switch try Socket.writev(fd, buffers, offsetBy: offset + written) {
+                    switch try OutputQueue.write(fd, items, offsetBy: offset + written) {
                     case .wouldBlock: full = true
                     case .done(let count): written += count
                     }

@@ -1,11 +1,32 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import LarderIO
+import LarderStore
 import LarderWire
 
 /// A connection's unsent output, in order: frames are encoded into the last buffer; a large binary part (a blob) is
 /// queued as a buffer of its own and written from there instead of being copied (the shell hands the buffers to
-/// `writev`, or to a sender thread).
+/// `writev`, or to a sender thread), or as a range of an open file, which the kernel sends (sendfile).
 struct OutputQueue {
-    private var buffers: [[UInt8]] = [[]]
-    /// The first buffer with unsent bytes, and how much of it is written.
+    /// A piece of output: bytes, or a file's range.
+    enum Item {
+        case bytes([UInt8])
+        case file(BlobFileRange)
+
+        var count: Int {
+            switch self {
+            case .bytes(let bytes): bytes.count
+            case .file(let range): range.count
+            }
+        }
+    }
+
+    /// Never empty; the last item is always bytes (where the next frames are encoded).
+    private var items: [Item] = [.bytes([])]
+    /// The first item with unsent bytes, and how much of it is written.
     private var head = 0
     private var offset = 0
     /// Bytes queued and not yet written.
@@ -17,77 +38,121 @@ struct OutputQueue {
 
     /// Encodes `reply` after what is queued.
     mutating func append(_ reply: Reply, flags: Frame.Flags, encoder: FrameEncoder) {
-        let separate = reply.binary.count >= OutputQueue.separateBinaryBytes
-        let last = buffers.count - 1
-        let before = buffers[last].count
+        let separate = reply.file != nil || reply.binary.count >= OutputQueue.separateBinaryBytes
+        var last = takeLast()
+        let before = last.count
         reply.json.withUnsafeBytes { json in
             reply.binary.withUnsafeBytes { binary in
                 encoder.encode(
                     opcode: reply.opcode, requestID: reply.requestID, status: reply.status, flags: flags,
-                    json: json, binary: binary, appendBinary: !separate, into: &buffers[last])
+                    json: json, binary: binary, appendBinary: !separate, binaryCount: reply.file?.count, into: &last)
             }
         }
-        unsentBytes += buffers[last].count - before
+        unsentBytes += last.count - before
+        items[items.count - 1] = .bytes(last)
         if separate {
-            // The array is shared, not copied; the next frames go into a fresh buffer after it.
-            buffers.append(reply.binary)
-            buffers.append([])
-            unsentBytes += reply.binary.count
+            // The array (or the open file) is shared, not copied; the next frames go into a fresh buffer after it.
+            items.append(reply.file.map(Item.file) ?? .bytes(reply.binary))
+            items.append(.bytes([]))
+            unsentBytes += reply.binaryCount
         }
         peakUnsentBytes = max(peakUnsentBytes, unsentBytes)
     }
 
-    /// Whether everything not yet written is one contiguous run (no large binary part queued on its own).
-    var isOneRun: Bool { head == buffers.count - 1 }
-
-    /// Calls `body` with the first contiguous run not yet written.
-    func withFirstRun<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
-        buffers[head].withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[offset...])) }
+    /// The last buffer, taken out of the queue so that it is appended to in place (its slot holds an empty one).
+    private mutating func takeLast() -> [UInt8] {
+        guard case .bytes(let last) = items[items.count - 1] else { return [] }
+        items[items.count - 1] = .bytes([])
+        return last
     }
 
-    /// Calls `body` with what is not yet written as up to `limit` buffers, in order.
+    /// Whether everything not yet written is one contiguous run (no large binary part queued on its own).
+    var isOneRun: Bool { head == items.count - 1 }
+
+    /// Calls `body` with the first contiguous run of bytes not yet written (empty when a file's range is first).
+    func withFirstRun<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
+        guard case .bytes(let bytes) = items[head] else { return body(UnsafeRawBufferPointer(start: nil, count: 0)) }
+        return bytes.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[offset...])) }
+    }
+
+    /// Calls `body` with what is not yet written as up to `limit` buffers, in order, up to the first file's range.
     func withBuffers<R>(limit: Int, _ body: ([UnsafeRawBufferPointer]) -> R) -> R {
         var pointers: [UnsafeRawBufferPointer] = []
-        pointers.reserveCapacity(min(limit, buffers.count - head))
-        return collect(head, offset: offset, limit: limit, &pointers, body)
+        pointers.reserveCapacity(min(limit, items.count - head))
+        return OutputQueue.collect(items[head...], offset: offset, limit: limit, &pointers, body)
     }
 
-    private func collect<R>(
-        _ index: Int, offset: Int, limit: Int, _ pointers: inout [UnsafeRawBufferPointer],
+    private static func collect<R>(
+        _ items: ArraySlice<Item>, offset: Int, limit: Int, _ pointers: inout [UnsafeRawBufferPointer],
         _ body: ([UnsafeRawBufferPointer]) -> R
     ) -> R {
-        guard index < buffers.count, pointers.count < limit else { return body(pointers) }
-        return buffers[index].withUnsafeBytes { raw in
+        guard let first = items.first, pointers.count < limit, case .bytes(let bytes) = first else {
+            return body(pointers)
+        }
+        return bytes.withUnsafeBytes { raw in
             if raw.count > offset { pointers.append(UnsafeRawBufferPointer(rebasing: raw[offset...])) }
-            return collect(index + 1, offset: 0, limit: limit, &pointers, body)
+            return collect(items.dropFirst(), offset: 0, limit: limit, &pointers, body)
         }
     }
 
-    /// The buffers themselves (shared, not copied) and the offset into the first.
-    func snapshot(limit: Int) -> (buffers: [[UInt8]], offset: Int) {
-        let end = min(buffers.count, head + limit)
-        return (Array(buffers[head..<end]), offset)
+    /// The items themselves (shared, not copied: an open file stays open while a sender holds them) and the offset
+    /// into the first.
+    func snapshot(limit: Int) -> (items: [Item], offset: Int) {
+        let end = min(items.count, head + limit)
+        return (Array(items[head..<end]), offset)
     }
 
-    /// `count` bytes were written: buffers written in full are released (a blob's among them).
+    /// Writes once, from `offset` bytes into `items`: the bytes up to the next file's range with `writev`, or that
+    /// range with sendfile. A file that ends before its range does is an error (the answer cannot be finished).
+    static func write(_ fd: Int32, _ items: [Item], offsetBy offset: Int) throws(IOError) -> IOResult {
+        var index = 0
+        var skip = offset
+        while index < items.count && skip >= items[index].count {
+            skip -= items[index].count
+            index += 1
+        }
+        guard index < items.count else { return .done(0) }
+        guard case .file(let range) = items[index] else {
+            var pointers: [UnsafeRawBufferPointer] = []
+            pointers.reserveCapacity(min(items.count - index, 64))
+            return try collect(items[index...], offset: skip, limit: 64, &pointers) { pointers in
+                Result { () throws(IOError) in try Socket.writev(fd, pointers) }
+            }.get()
+        }
+        #if os(Linux)
+        let result = try Socket.sendfile(
+            fd, from: range.fd, offset: range.offset + Int64(skip), count: range.count - skip)
+        // Zero bytes sent of a range not done: the file ended early (the store checked its length: it was cut since).
+        if result == .done(0) { throw IOError("sendfile", errno: EIO) }
+        return result
+        #else
+        throw IOError("sendfile", errno: ENOSYS)
+        #endif
+    }
+
+    /// `count` bytes were written: items written in full are released (a blob's buffer or open file among them).
     mutating func written(_ count: Int) {
         unsentBytes -= count
         offset += count
-        while head < buffers.count - 1 && offset >= buffers[head].count {
-            offset -= buffers[head].count
-            buffers[head] = []
+        while head < items.count - 1 && offset >= items[head].count {
+            offset -= items[head].count
+            items[head] = .bytes([])
             head += 1
         }
         if unsentBytes == 0 {
-            if buffers.count > 1 { buffers.removeFirst(buffers.count - 1) }
-            buffers[0].removeAll(keepingCapacity: buffers[0].capacity <= 64 << 10)
+            if items.count > 1 { items.removeFirst(items.count - 1) }
+            var last = takeLast()
+            last.removeAll(keepingCapacity: last.capacity <= 64 << 10)
+            items[0] = .bytes(last)
             head = 0
             offset = 0
-        } else if head == buffers.count - 1 && offset >= 1 << 20 {
-            buffers[head].removeFirst(offset)
+        } else if head == items.count - 1 && offset >= 1 << 20 {
+            var last = takeLast()
+            last.removeFirst(offset)
+            items[head] = .bytes(last)
             offset = 0
         } else if head >= 64 {
-            buffers.removeFirst(head)
+            items.removeFirst(head)
             head = 0
         }
     }

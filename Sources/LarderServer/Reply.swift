@@ -1,3 +1,4 @@
+import LarderStore
 import LarderWire
 
 /// A reply ready to be framed: what a request handler produces.
@@ -7,6 +8,11 @@ package struct Reply: Sendable {
     package var status: Status
     package var json: [UInt8]
     package var binary: [UInt8]
+    /// The binary part as a range of an open file, sent with sendfile (then `binary` is empty): a blob's range on a
+    /// plain TCP or Unix-socket connection.
+    package var file: BlobFileRange?
+    /// The binary part's length, wherever it is.
+    package var binaryCount: Int { file?.count ?? binary.count }
 
     package init(opcode: Opcode, requestID: UInt32, status: Status = .ok, json: [UInt8], binary: [UInt8] = []) {
         self.opcode = opcode

@@ -132,17 +132,18 @@ package final class Router: Sendable {
 
     /// Handles `frame` and calls `completion` exactly once, on any thread. Writes go through `writes`, a lane from
     /// `makeWriteLane` that the caller keeps for the connection. `collections`: the only collections the sender's
-    /// token may touch, for the requests whose collection only the store knows (BLOB_DELETE).
+    /// token may touch, for the requests whose collection only the store knows (BLOB_DELETE). `sendFiles`: the
+    /// connection can send a blob's range straight from its file (sendfile; not through TLS).
     func handle(
         _ frame: Frame, writes: @autoclosure () -> WorkPool.Lane, collections: Set<String>? = nil,
-        completion: @escaping @Sendable (Reply) -> Void
+        sendFiles: Bool = false, completion: @escaping @Sendable (Reply) -> Void
     ) {
         switch route(frame) {
         case .answered(let reply):
             completion(reply)
         case .read where frame.opcode == .blobGet:
             // A thumbnail's cache write is answered after its commit, so BLOB_GET has a completion of its own.
-            if !pool.submit({ [self] in answerBlobGet(frame, completion: completion) }) {
+            if !pool.submit({ [self] in answerBlobGet(frame, sendFiles: sendFiles, completion: completion) }) {
                 completion(Router.poolFull(frame, pool))
             }
         case .read:

@@ -118,6 +118,13 @@ extension Router {
             let (whole, bytes) = try store.blobGet(request.id)
             return (whole.json.bytes, bytes)
         }
+        let (json, body) = try blobRange(request, sendFiles: false)
+        return (json, try body.inMemory())
+    }
+
+    /// A range of a blob (`blobGet`): with `sendFiles`, a range of at least `OutputQueue.separateBinaryBytes` kept in
+    /// a file comes back as the file, open, to be sent from it.
+    func blobRange(_ request: BlobGetRequest, sendFiles: Bool) throws(LarderError) -> (json: [UInt8], body: BlobBody) {
         let offset = request.offset ?? 0
         var length = request.length
         if length == nil {  // to the end
@@ -134,11 +141,17 @@ extension Router {
                 .payloadTooLarge, "a range carries at most \(maxReplyBinaryBytes) bytes; ask for less at a time",
                 field: "length", details: ["limit": .int(Int64(maxReplyBinaryBytes))])
         }
-        let (meta, bytes) = try store.blobRead(request.id, offset: offset, length: Int(length))
+        let (meta, body): (BlobMeta, BlobBody)
+        if sendFiles && length >= Int64(OutputQueue.separateBinaryBytes) {
+            (meta, body) = try store.blobReadForSending(request.id, offset: offset, length: Int(length))
+        } else {
+            let (read, bytes) = try store.blobRead(request.id, offset: offset, length: Int(length))
+            (meta, body) = (read, .bytes(bytes))
+        }
         var json = meta.json
         json["offset"] = .int(offset)
-        json["length"] = .int(Int64(bytes.count))
-        return (json.bytes, bytes)
+        json["length"] = .int(Int64(body.count))
+        return (json.bytes, body)
     }
 
     static func isUpload(_ opcode: Opcode) -> Bool {

@@ -47,12 +47,7 @@ extension SQLiteStore: UploadReads {
     public func blobRead(_ id: UUID, offset: Int64, length: Int) throws(LarderError)
         -> (meta: BlobMeta, bytes: [UInt8])
     {
-        // One transaction: the metadata and the bytes come from the same snapshot.
-        let (meta, stored) = try chunkReaders.read(transaction: true) { db throws(LarderError) in
-            try SQLiteStore.readBlob(db, id) { (meta) throws(LarderError) -> Range<Int64>? in
-                try UploadRules.range(offset: offset, length: length, size: meta.size)
-            }
-        }
+        let (meta, stored) = try storedRange(id, offset: offset, length: length)
         return (meta, try bytes(id, stored))
     }
 }

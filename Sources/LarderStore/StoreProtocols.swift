@@ -285,6 +285,10 @@ public protocol BlobStore: ThumbnailStore, Sendable {
     /// `length` bytes of the blob from `offset`: INVALID_ARGUMENT (details `size`) when the range passes its end.
     /// Reads only the chunks the range touches, whatever the blob's size.
     func blobRead(_ id: UUID, offset: Int64, length: Int) throws(LarderError) -> (meta: BlobMeta, bytes: [UInt8])
+    /// `blobRead` for an answer: a range kept in a file comes back as that file, open, to be sent from the page cache
+    /// without being read into memory (`BlobBody.file`); otherwise the bytes.
+    func blobReadForSending(_ id: UUID, offset: Int64, length: Int) throws(LarderError)
+        -> (meta: BlobMeta, body: BlobBody)
     /// Starts a resumable upload (`Uploads.swift`): checks the size, the id (CONFLICT), the attachment's document
     /// (NOT_FOUND) and the quota (RESOURCE_EXHAUSTED) at once, so a client learns before sending any byte.
     func uploadBegin(_ request: BlobUploadRequest) throws(LarderError) -> BlobUploadInfo

@@ -262,12 +262,14 @@ public struct FrameEncoder {
 
     /// Appends one frame to `out` from raw parts, without building a `Frame`. With `appendBinary` false the frame
     /// stops after its JSON part (its header still counts the binary part): the caller sends `binary` itself, right
-    /// after, from its own buffer.
+    /// after, from its own buffer. `binaryCount`, when given, is the length of a binary part the caller sends from
+    /// elsewhere (a file), and `binary` is not used.
     public func encode(
         opcode: Opcode, requestID: UInt32, status: Status = .ok, flags: Frame.Flags = [],
         json: UnsafeRawBufferPointer, binary: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0),
-        appendBinary: Bool = true, into out: inout [UInt8]
+        appendBinary: Bool = true, binaryCount: Int? = nil, into out: inout [UInt8]
     ) {
+        let binaryLength = binaryCount ?? binary.count
         let start = out.count
         // Appending from an array is one copy; from `repeatElement` it was a generic loop (a twentieth of a GET).
         out.append(contentsOf: FrameEncoder.zeroPrefix)
@@ -283,9 +285,9 @@ public struct FrameEncoder {
         } else {
             out.append(contentsOf: json)
         }
-        if binary.count > 0 {
+        if binaryLength > 0 {
             flags.insert(.binary)
-            if appendBinary { out.append(contentsOf: binary) }
+            if appendBinary && binaryCount == nil { out.append(contentsOf: binary) }
         }
         out.withUnsafeMutableBytes { raw in
             func put16(_ value: UInt16, _ at: Int) {
@@ -295,7 +297,7 @@ public struct FrameEncoder {
                 let word = UInt32(truncatingIfNeeded: value).bigEndian
                 raw.storeBytes(of: word, toByteOffset: start + at, as: UInt32.self)
             }
-            put32(Frame.headerSize + jsonLength + binary.count, 0)
+            put32(Frame.headerSize + jsonLength + binaryLength, 0)
             put16(Frame.magic, 4)
             raw[start + 6] = Frame.version
             raw[start + 7] = flags.rawValue
@@ -303,7 +305,7 @@ public struct FrameEncoder {
             put16(status.rawValue, 10)
             put32(Int(requestID), 12)
             put32(jsonLength, 16)
-            put32(binary.count, 20)
+            put32(binaryLength, 20)
             put32(uncompressedLength, 24)
         }
     }

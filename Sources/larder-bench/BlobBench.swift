@@ -20,8 +20,12 @@ enum BlobBench {
         var size = 1 << 20
         var rounds = 10
         var serverPID: Int32?
+        var window = LarderClient.downloadWindow
+        var rangeBytes: Int?
 
-        static let usage = "Usage: larder-bench blobs [--host H] [--port N] [--size SIZE] [--rounds N] [--server-pid PID]"
+        static let usage =
+            "Usage: larder-bench blobs [--host H] [--port N] [--size SIZE] [--rounds N] [--server-pid PID] "
+            + "[--window N] [--range SIZE]"
 
         static let help = """
             larder-bench blobs: blob upload and download speed through LarderClient, one open connection
@@ -32,6 +36,14 @@ enum BlobBench {
             file streamed in chunks, its SHA-256 checked by the server), writeBlob(to:) (read back by ranges, its
             SHA-256 checked), a byte-exact comparison, and BLOB_DELETE. Reports the median and best MB/s each way.
             With --server-pid, also the server's CPU time per MiB each way (from /proc: Linux only).
+
+            Beside them, in the same rounds, the floors a download is measured against: the same ranges read into
+            memory (no file, no hash: download_memory), the same bytes written to a new file beside the copy and
+            fdatasync'ed (disk_floor: what any durable download pays at least), and SHA-256 over them in this
+            process (sha256, libcrypto: what the client's check costs).
+
+            --window N      ranges in flight per download (default \(LarderClient.downloadWindow))
+            --range SIZE    bytes per range (default: the server's blobChunkBytes; at most what a frame carries)
 
             """
 
@@ -57,6 +69,13 @@ enum BlobBench {
                 case "--port": o.port = try int(min: 1)
                 case "--rounds": o.rounds = try int(min: 1)
                 case "--server-pid": o.serverPID = Int32(try int(min: 1))
+                case "--window": o.window = try int(min: 1)
+                case "--range":
+                    let text = try value()
+                    guard let size = ByteSize.parse(text), size >= 1024 else {
+                        throw UsageError("--range must be a size of at least 1KiB (e.g. 4MiB), not '\(text)'")
+                    }
+                    o.rangeBytes = size
                 case "--size":
                     let text = try value()
                     guard let size = ByteSize.parse(text), size >= 1024 else {
@@ -106,18 +125,25 @@ enum BlobBench {
         defer { try? FileManager.default.removeItem(at: directory) }
         let source = directory.appendingPathComponent("photo.jpg")
         let copy = directory.appendingPathComponent("copy.jpg")
+        let floor = directory.appendingPathComponent("floor.jpg")
         let bytes = photo(size: options.size)
         try Data(bytes).write(to: source)
         let client = LarderClient(host: options.host, port: options.port)
         struct Round: Sendable {
             var up: Double
             var down: Double
+            var memory: Double
+            var disk: Double
+            var sha256: Double
             var upCPU: Double?
             var downCPU: Double?
+            /// This process's CPU (every thread) during writeBlob: the client's side of the download.
+            var clientDownCPU: Double?
         }
         let pid = options.serverPID
         let rounds = try blocking { () async throws -> [Round] in
-            _ = try await client.serverHello()
+            let limits = try await client.serverHello().limits
+            let rangeBytes = max(1, min(options.rangeBytes ?? limits.blobChunkBytes, limits.maxBinaryPartBytes))
             var rounds: [Round] = []
             for _ in 0..<options.rounds {
                 let c0 = cpuSeconds(pid)
@@ -125,19 +151,32 @@ enum BlobBench {
                 let info = try await client.putBlob(contentsOf: source)
                 let t1 = ContinuousClock.now
                 let c1 = cpuSeconds(pid)
-                try await client.writeBlob(info.id, to: copy)
+                let own1 = cpuSeconds(getpid())
+                try await client.writeBlob(
+                    info.id, to: copy, window: options.window, rangeBytes: options.rangeBytes)
                 let t2 = ContinuousClock.now
                 let c2 = cpuSeconds(pid)
-                guard try Data(contentsOf: copy) == Data(bytes) else {
+                let own2 = cpuSeconds(getpid())
+                let received = try await downloadToMemory(
+                    client, info.id, size: options.size, window: options.window, rangeBytes: rangeBytes)
+                let t3 = ContinuousClock.now
+                guard received == options.size, try Data(contentsOf: copy) == Data(bytes) else {
                     throw LarderError(.internal, "the blob read back differs from the one sent")
                 }
                 try await client.blobDelete(info.id)
-                func seconds(_ d: Duration) -> Double {
-                    Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
-                }
+                let disk = try writeDurably(bytes, to: floor)
+                let t4 = ContinuousClock.now
+                var hasher = SHA256()
+                bytes.withUnsafeBytes { hasher.update($0) }
+                _ = hasher.finalize()
+                let sha256 = seconds(ContinuousClock.now - t4)
                 var cpu: (Double?, Double?) = (nil, nil)
                 if let c0, let c1, let c2 { cpu = (c1 - c0, c2 - c1) }
-                rounds.append(Round(up: seconds(t1 - t0), down: seconds(t2 - t1), upCPU: cpu.0, downCPU: cpu.1))
+                rounds.append(
+                    Round(
+                        up: seconds(t1 - t0), down: seconds(t2 - t1), memory: seconds(t3 - t2), disk: disk,
+                        sha256: sha256, upCPU: cpu.0, downCPU: cpu.1,
+                        clientDownCPU: own1.flatMap { a in own2.map { $0 - a } }))
             }
             client.close()
             return rounds
@@ -149,8 +188,10 @@ enum BlobBench {
         let down = rounds.map { mb / $0.down }
         var line = String(
             format: "blobs size=%@ rounds=%d upload_MBps_median=%.0f upload_MBps_best=%.0f download_MBps_median=%.0f "
-                + "download_MBps_best=%.0f", ByteSize.format(options.size), rounds.count, median(up), up.max()!,
-            median(down), down.max()!)
+                + "download_MBps_best=%.0f download_memory_MBps_median=%.0f disk_floor_MBps_median=%.0f "
+                + "sha256_MBps_median=%.0f window=%d", ByteSize.format(options.size), rounds.count, median(up),
+            up.max()!, median(down), down.max()!, median(rounds.map { mb / $0.memory }),
+            median(rounds.map { mb / $0.disk }), median(rounds.map { mb / $0.sha256 }), options.window)
         let upCPU = rounds.compactMap(\.upCPU)
         let downCPU = rounds.compactMap(\.downCPU)
         if upCPU.count == rounds.count && downCPU.count == rounds.count {
@@ -158,7 +199,70 @@ enum BlobBench {
                 format: " server_cpu_ms_per_MiB_up=%.2f server_cpu_ms_per_MiB_down=%.2f",
                 upCPU.reduce(0, +) * 1000 / mib, downCPU.reduce(0, +) * 1000 / mib)
         }
+        let clientCPU = rounds.compactMap(\.clientDownCPU)
+        if clientCPU.count == rounds.count {
+            line += String(format: " client_cpu_ms_per_MiB_down=%.2f", clientCPU.reduce(0, +) * 1000 / mib)
+        }
         print(line)
+    }
+
+    static func seconds(_ d: Duration) -> Double {
+        Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
+    }
+
+    /// Reads blob `id` by ranges of `rangeBytes` into memory, `window` of them in flight and taken in order, as
+    /// `writeBlob` does, but with no file and no hash: the download's floor on this connection. Answers the bytes
+    /// received.
+    static func downloadToMemory(
+        _ client: LarderClient, _ id: UUID, size: Int, window: Int, rangeBytes: Int
+    ) async throws -> Int {
+        var pending: [Task<Int, any Error>] = []
+        defer { for task in pending { task.cancel() } }
+        var next = 0
+        var received = 0
+        func start() {
+            let range = Int64(next)..<Int64(min(next + rangeBytes, size))
+            next = Int(range.upperBound)
+            pending.append(Task { try await client.blob(id, range: range).count })
+        }
+        while next < size && pending.count < window { start() }
+        while !pending.isEmpty {
+            received += try await pending.removeFirst().value
+            if next < size { start() }
+        }
+        return received
+    }
+
+    /// Seconds to write `bytes` to a new file `url` and fdatasync it (then the file is removed): the least any
+    /// durable download of them pays on this disk.
+    static func writeDurably(_ bytes: [UInt8], to url: URL) throws -> Double {
+        let start = ContinuousClock.now
+        let fd = open(url.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else {
+            throw LarderError(.internal, "cannot create \(url.path): \(String(cString: strerror(errno)))")
+        }
+        defer {
+            close(fd)
+            unlink(url.path)
+        }
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + done, $0.count - done) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else {
+                throw LarderError(.internal, "cannot write \(url.path): \(String(cString: strerror(errno)))")
+            }
+            done += n
+        }
+        #if os(Linux)
+        let synced = fdatasync(fd)
+        #else
+        let synced = fsync(fd)
+        #endif
+        guard synced == 0 else {
+            throw LarderError(.internal, "cannot sync \(url.path): \(String(cString: strerror(errno)))")
+        }
+        return seconds(ContinuousClock.now - start)
     }
 
     /// Runs `body` on the cooperative pool and waits for it here (the bench's main thread has nothing else to do).

@@ -13,11 +13,18 @@ import Testing
             ["blobs", "--port", String(server.port), "--size", "300KiB", "--rounds", "2", "--server-pid",
                 String(getpid())])
         #expect(r.status == 0, "\(r.stderr)")
-        for field in ["upload_MBps_median=", "download_MBps_median=", "server_cpu_ms_per_MiB_up="] {
+        let fields = [
+            "upload_MBps_median=", "download_MBps_median=", "server_cpu_ms_per_MiB_up=",
+            "download_memory_MBps_median=", "disk_floor_MBps_median=", "sha256_MBps_median=",
+            "client_cpu_ms_per_MiB_down=",
+        ]
+        for field in fields {
             #expect(r.stdout.contains(field), "\(r.stdout)")
         }
         #expect(r.stdout.hasPrefix("blobs size=300 KiB rounds=2 "), "\(r.stdout)")
         let bad = try CLIShellTests.run(bench, ["blobs", "--size", "12"])
         #expect(bad.status == 64 && bad.stderr.contains("--size"), "\(bad.stderr)")
+        let badWindow = try CLIShellTests.run(bench, ["blobs", "--window", "0"])
+        #expect(badWindow.status == 64 && badWindow.stderr.contains("--window"), "\(badWindow.stderr)")
     }
 }
