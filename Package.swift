@@ -68,7 +68,8 @@ let package = Package(
         // TLS sessions driven through memory, for the server's event loops and the client alike.
         .target(name: "LarderTLS", dependencies: ["CGnuTLS"], swiftSettings: strict),
         .target(
-            name: "LarderStore", dependencies: ["LarderWire", "LarderSync", "CSQLite", "CLibPQ"], swiftSettings: strict),
+            name: "LarderStore", dependencies: ["LarderWire", "LarderSync", "LarderIO", "CSQLite", "CLibPQ"],
+            swiftSettings: strict),
         .target(
             name: "LarderServer",
             dependencies: [
