@@ -253,8 +253,11 @@ package struct ConnectionStateMachine {
         }
         if inbound.readableCount == 0 {
             frameStartedAt = nil
-        } else if decodedAny || frameStartedAt == nil {
-            frameStartedAt = now
+        } else {
+            if decodedAny || frameStartedAt == nil { frameStartedAt = now }
+            // A frame begun (an upload chunk, 1 MiB): its whole length, within the limits its header was checked
+            // against, in one allocation.
+            if let header = try? decoder.peekHeader(inbound) { inbound.reserveReadable(4 + Int(header.length)) }
         }
     }
 
