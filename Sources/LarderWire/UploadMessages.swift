@@ -185,7 +185,7 @@ public struct BlobUploadAbortResponse: WireMessage, Equatable {
 }
 
 /// CRC-32 as zlib computes it (the checksum of `BLOB_UPLOAD_CHUNK`), incremental; libdeflate's, which folds with
-/// carry-less multiplication (about 12 GB/s of CPU time here against zlib 1.2.13's 3.6: bench-blobup.md).
+/// carry-less multiplication: about 12 GB/s per core here, against 3.6 for zlib 1.2.13's `crc32_z`.
 public enum CRC32 {
     public static func checksum(_ bytes: UnsafeRawBufferPointer, continuing crc: UInt32 = 0) -> UInt32 {
         guard let base = bytes.baseAddress else { return crc }
