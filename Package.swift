@@ -32,6 +32,10 @@ let package = Package(
         .systemLibrary(
             name: "CLibEdit", pkgConfig: "libedit",
             providers: [.apt(["libedit-dev"]), .brew(["libedit"])]),
+        // libdeflate (MIT): the CRC-32 of upload chunks (UploadMessages.swift), folded with PCLMULQDQ.
+        .systemLibrary(
+            name: "CLibDeflate", pkgConfig: "libdeflate",
+            providers: [.apt(["libdeflate-dev"]), .brew(["libdeflate"])]),
         // OpenSSL's libcrypto (Apache-2.0): SHA-256 on Linux (Digest.swift).
         .systemLibrary(
             name: "COpenSSL", pkgConfig: "libcrypto",
@@ -61,14 +65,15 @@ let package = Package(
         // SHA-256 from libcrypto on Linux; Apple platforms use CommonCrypto (Digest.swift).
         .target(
             name: "LarderWire",
-            dependencies: ["CZlib", .target(name: "COpenSSL", condition: .when(platforms: [.linux]))],
+            dependencies: ["CZlib", "CLibDeflate", .target(name: "COpenSSL", condition: .when(platforms: [.linux]))],
             swiftSettings: strict),
         // Thumbnails: JPEG bytes and a size in, baseline JPEG bytes out (no I/O).
         .target(name: "LarderThumbnails", dependencies: ["LarderWire", "CTurboJPEG"], swiftSettings: strict),
         // TLS sessions driven through memory, for the server's event loops and the client alike.
         .target(name: "LarderTLS", dependencies: ["CGnuTLS"], swiftSettings: strict),
         .target(
-            name: "LarderStore", dependencies: ["LarderWire", "LarderSync", "CSQLite", "CLibPQ"], swiftSettings: strict),
+            name: "LarderStore", dependencies: ["LarderWire", "LarderSync", "LarderIO", "CSQLite", "CLibPQ"],
+            swiftSettings: strict),
         .target(
             name: "LarderServer",
             dependencies: [

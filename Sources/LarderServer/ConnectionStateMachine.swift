@@ -254,8 +254,13 @@ package struct ConnectionStateMachine {
         }
         if inbound.readableCount == 0 {
             frameStartedAt = nil
-        } else if decodedAny || frameStartedAt == nil {
-            frameStartedAt = now
+        } else {
+            if decodedAny || frameStartedAt == nil { frameStartedAt = now }
+            // A frame under way (an upload chunk, 1 MiB): its whole length in one allocation, once an eighth of it is
+            // in (a peer that only sends headers gets no more room reserved than 8x what it sent).
+            if let header = try? decoder.peekHeader(inbound), Int(header.length) <= 8 * inbound.readableCount {
+                inbound.reserveReadable(4 + Int(header.length))
+            }
         }
     }
 

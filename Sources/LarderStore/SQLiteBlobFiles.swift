@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import Foundation
+import LarderIO
 import LarderWire
 
 // The SQLite store's uploads with their bytes in files (`BlobFiles` states the rules): each chunk is written once,
@@ -11,11 +12,17 @@ import LarderWire
 
 extension BlobFiles {
     /// Writes a chunk of `upload` at `offset` (fdatasync'ed when every chunk is); NOT_FOUND when its file is gone.
+    /// Otherwise the chunk's writeback starts now, so that FINISH's fdatasync waits only for the last chunks: the disk
+    /// works while the rest of the upload arrives. That changes no guarantee (FINISH still syncs the whole file).
     func writeChunk(_ upload: UUID, offset: Int64, bytes: [UInt8]) throws(LarderError) {
         let name = upload.wireString
         try withFile(name, writing: true, missing: { UploadRules.noUpload(upload) }) { fd throws(LarderError) in
             try BlobFiles.write(fd, bytes, at: offset, path: path(name))
-            if syncEachChunk { try BlobFiles.sync(fd, path: path(name)) }
+            if syncEachChunk {
+                try BlobFiles.sync(fd, path: path(name))
+            } else {
+                startWriteback(fd, offset: offset, count: bytes.count)
+            }
         }
     }
 }

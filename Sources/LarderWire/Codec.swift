@@ -31,6 +31,15 @@ public struct ByteBuffer: Sendable {
         }
     }
 
+    /// Makes room for `count` unread bytes in all (what is unread moved to the front first when that is most of the
+    /// buffer), so that a large frame arriving a read at a time is gathered in one allocation, not a doubling series
+    /// of them with a copy each. The memory is only touched as bytes arrive.
+    public mutating func reserveReadable(_ count: Int) {
+        guard count > storage.capacity - readerIndex else { return }
+        compactIfWorthIt()
+        storage.reserveCapacity(readerIndex + count)
+    }
+
     /// Calls `body` with the unread bytes.
     public func withUnsafeReadableBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try storage.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[readerIndex...])) }

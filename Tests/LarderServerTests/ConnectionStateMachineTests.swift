@@ -144,6 +144,35 @@ struct ConnectionStateMachineTests {
         #expect(machine.inFlight == ids.count)
     }
 
+    /// Upload chunks (1 MiB binary parts and odd sizes) arriving a socket read at a time, back to back, are gathered
+    /// in the buffer their header has room reserved in, and come out byte-exact and in order.
+    @Test(arguments: [0, 1, 2])
+    func largeBinaryPartsComeOutWholeHoweverTheReadsSplitThem(seed: UInt64) {
+        var random = SplitMix64(seed: seed)
+        let sizes = [1 << 20, 1 << 20, 70_001, 1 << 20, 3, (1 << 20) - 1]
+        let parts = sizes.map { count in (0..<count).map { _ in UInt8(truncatingIfNeeded: random.next()) } }
+        let ids = (1...parts.count).map(UInt32.init)
+        let stream = zip(ids, parts).flatMap { id, part in
+            Self.frameBytes(.blobUploadChunk, id: id, json: ["n": .int(Int64(id))], binary: part)
+        }
+        var machine = Self.ready()
+        var executed: [Frame] = []
+        var offset = 0
+        while offset < stream.count {
+            // Seed 0: 64 KiB reads (the server's read buffer); others: random sizes up to 200 KiB.
+            let size = seed == 0 ? 64 << 10 : Int(random.next() % (200 << 10)) + 1
+            let end = min(stream.count, offset + size)
+            for frame in Self.executed(Self.feed(&machine, Array(stream[offset..<end]))) {
+                executed.append(frame)
+                _ = machine.requestCompleted(Self.ok(frame.requestID), now: 0)
+                _ = Self.drain(&machine)
+            }
+            offset = end
+        }
+        #expect(executed.map(\.requestID) == ids)
+        #expect(executed.map(\.binary) == parts)
+    }
+
     /// Reading pauses in the middle of one read's frames: the frames after the pause are buffered undecoded, and
     /// come out in order once it resumes.
     @Test func framesAfterAPauseInTheMiddleOfAReadAreKeptForLater() {
