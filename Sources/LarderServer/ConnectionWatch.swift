@@ -1,6 +1,7 @@
 import Dispatch
 import LarderStore
 import LarderWire
+import LarderIO
 
 /// The change feed's side effects on a connection: its `WatchStateMachine` decides, this performs, all on the
 /// connection's loop (the log is read on the work pool).
@@ -8,13 +9,13 @@ extension Connection {
     /// WATCH and UNWATCH are answered here, on the shard's loop, because they change this connection's subscriptions:
     /// the answer is queued before any event of the subscription can be.
     func executeWatch(_ frame: Frame) {
-        let started = DispatchTime.now().uptimeNanoseconds
+        let started = monotonicNanos()
         let (reply, actions) =
             frame.opcode == .watch
             ? watches.watch(frame, lastChangeSeq: context.router.store.lastChangeSeq, allowed: machine.grant?.collections)
             : watches.unwatch(frame)
         performWatch(actions)
-        let micros = (DispatchTime.now().uptimeNanoseconds &- started) / 1000
+        let micros = (monotonicNanos() &- started) / 1000
         context.stats.request(reply.opcode, reply.status, latencyMicros: micros)
         context.logger.slowRequest(connection: id, peer: peer, reply, micros: micros)
         if reply.status != .ok {
