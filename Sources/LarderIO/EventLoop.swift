@@ -53,6 +53,13 @@ package final class EventLoop: @unchecked Sendable {
     /// Indexed by descriptor: looked up once or twice per event, where a dictionary hashed the descriptor each time.
     @exclusivity(unchecked) private var registrations = Registrations()
     @exclusivity(unchecked) private var endOfTurn: [any EventLoopHandler] = []
+    /// The arrays of the last run of posted tasks and of end-of-turn handlers, emptied with their capacity kept:
+    /// swapped in as the next ones are taken, so that a burst of completions (one task each) and its flushes grow no
+    /// array from empty every turn.
+    @exclusivity(unchecked) private var spareTasks: [@Sendable () -> Void] = []
+    @exclusivity(unchecked) private var spareEndOfTurn: [any EventLoopHandler] = []
+    /// The largest spare kept: a rare burst's array is not held for the loop's life.
+    private static let spareCapacity = 1024
     /// The registrations by descriptor: a table as long as the highest descriptor watched. Descriptors are small
     /// numbers the kernel hands out lowest first, so it is about as long as the number of open files.
     private struct Registrations {
@@ -296,16 +303,23 @@ package final class EventLoop: @unchecked Sendable {
     /// Runs every posted task, including those the tasks post, then marks the loop asleep-to-be.
     private func runTasks() {
         while true {
-            let tasks = posted.withLock { posted -> [@Sendable () -> Void] in
+            var tasks: [@Sendable () -> Void] = []
+            swap(&tasks, &spareTasks)
+            let taken = posted.withLock { posted -> Bool in
                 if posted.tasks.isEmpty {
                     posted.awake = false
-                    return []
+                    return false
                 }
-                defer { posted.tasks = [] }
-                return posted.tasks
+                swap(&tasks, &posted.tasks)
+                return true
             }
-            if tasks.isEmpty { return }
+            guard taken else {
+                spareTasks = tasks
+                return
+            }
             for task in tasks { task() }
+            tasks.removeAll(keepingCapacity: true)
+            if tasks.capacity <= EventLoop.spareCapacity { spareTasks = tasks }
             // Flushes asked for by these tasks happen before the next batch runs, so a burst of completions is
             // written once, not held back by the next burst.
             finishTurn()
@@ -314,9 +328,12 @@ package final class EventLoop: @unchecked Sendable {
 
     private func finishTurn() {
         while !endOfTurn.isEmpty {
-            let handlers = endOfTurn
-            endOfTurn = []
+            var handlers: [any EventLoopHandler] = []
+            swap(&handlers, &spareEndOfTurn)
+            swap(&handlers, &endOfTurn)
             for handler in handlers { handler.endOfTurn() }
+            handlers.removeAll(keepingCapacity: true)
+            if handlers.capacity <= EventLoop.spareCapacity { spareEndOfTurn = handlers }
         }
     }
 

@@ -13,6 +13,9 @@ final class BatchQueue<Job>: @unchecked Sendable {
     private let maxBatch: Int
     private let lock = Lock()
     private var jobs: [Job] = []  // under `lock`
+    /// The last batch's array, emptied with its capacity kept (only on `queue`): swapped with `jobs` as the next batch
+    /// is taken, so that taking a batch and queueing the next one's jobs allocate nothing in steady state.
+    private var spare: [Job] = []
     private var scheduled = false  // under `lock`
     private var closed = false  // under `lock`
     private var runBatch: (([Job]) -> Void)?  // set once, before the first job
@@ -51,22 +54,33 @@ final class BatchQueue<Job>: @unchecked Sendable {
 
     private func drain() {
         while true {
-            let batch: [Job] = lock.withLock {
+            var batch: [Job] = []
+            swap(&batch, &spare)
+            let taken: Bool = lock.withLock {
                 if jobs.isEmpty {
                     scheduled = false
-                    return []
+                    return false
                 }
-                let take = min(jobs.count, maxBatch)
-                let batch = Array(jobs.prefix(take))
-                jobs.removeFirst(take)
-                return batch
+                if jobs.count <= maxBatch {
+                    swap(&batch, &jobs)
+                } else {
+                    batch.append(contentsOf: jobs[..<maxBatch])
+                    jobs.removeFirst(maxBatch)
+                }
+                return true
             }
-            if batch.isEmpty { return }
+            guard taken else {
+                spare = batch
+                return
+            }
             let start = threadCPUNanos()
             runBatch?(batch)
             cpuNanos.add(threadCPUNanos() - start, ordering: .relaxed)
             jobCount.add(batch.count, ordering: .relaxed)
             batchCount.add(1, ordering: .relaxed)
+            // The jobs' closures go now (they hold the requests); the capacity stays for the next batch.
+            batch.removeAll(keepingCapacity: true)
+            if batch.capacity <= maxBatch { spare = batch }
         }
     }
 

@@ -241,10 +241,8 @@ struct ReliabilitySoakTests {
         // Six connections to the documents' file (the writer, four readers, the text indexer: the database and its
         // WAL each, one shared-memory index) make 13, and each event loop's own point-read connection 2 more; five to
         // the text index's file (the indexer and the readers, which attach it) make 11. The background checkpointer
-        // opens another for each checkpoint; SQLite's Unix VFS keeps a closed connection's descriptors open while
-        // another connection of the process holds a lock on the file (closing would drop that lock) and hands them to
-        // the next open, so at most one such pair (2) may remain. The four readers of blob chunks and ranges (no
-        // mmap) add the database and its WAL each (8).
+        // keeps one more, opened at its first checkpoint (the database and its WAL: 2). The four readers of blob
+        // chunks and ranges (no mmap) add the database and its WAL each (8).
         let databaseFiles = 34 + 2 * loops
         #expect(
             targetsAfter.filter { $0.hasPrefix(database) }.count <= databaseFiles,

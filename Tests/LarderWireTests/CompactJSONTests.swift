@@ -152,6 +152,36 @@ struct CompactJSONTests {
 
     /// Random documents written in every way JSON allows (random whitespace, escapes chosen at random, numbers in
     /// several spellings): the fast path must answer (they are within its limits) and agree with the tree.
+    /// Strings are skipped eight plain bytes at a time: the word test agrees with the byte test for every byte value
+    /// at every place in a word, and a special byte at any offset of a long string is found where it is.
+    @Test("long strings are read a word at a time without missing a quote, escape, control or UTF-8 byte")
+    func wordAtATime() {
+        func plain(_ byte: UInt8) -> Bool { byte >= 0x20 && byte < 0x80 && byte != 0x22 && byte != 0x5C }
+        for position in 0..<8 {
+            for value in 0...255 {
+                var bytes = [UInt8](repeating: UInt8(ascii: "a"), count: 8)
+                bytes[position] = UInt8(value)
+                let word = bytes.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
+                #expect(CompactJSON.hasSpecialByte(word) == !plain(UInt8(value)), "byte \(value) at \(position)")
+            }
+        }
+        var random = SplitMix64(seed: 0x0808_0808)
+        for _ in 0..<5_000 {
+            let bytes = (0..<8).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+            let word = bytes.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
+            #expect(CompactJSON.hasSpecialByte(word) == !bytes.allSatisfy(plain), "\(bytes)")
+        }
+        for offset in 0..<24 {
+            let run = String(repeating: "x", count: offset)
+            for special in ["\\\"", "\\n", "\\u00e9", "é", "中", "\u{1F600}"] {
+                #expect(Self.check("{\"s\":\"\(run)\(special)\(run)yz\"}"), "\(offset) \(special)")
+            }
+            // A raw control character or a lone continuation byte after a plain run is refused, as the tree refuses it.
+            #expect(!Self.check(Array("{\"s\":\"\(run)".utf8) + [0x09] + Array("\"}".utf8)))
+            #expect(!Self.check(Array("{\"s\":\"\(run)".utf8) + [0x80] + Array("\"}".utf8)))
+        }
+    }
+
     @Test("random documents in random spellings agree with the tree")
     func randomDocuments() {
         var random = SplitMix64(seed: 0x5EED_C0DE)
