@@ -3,6 +3,9 @@ import LarderStore
 import LarderThumbnails
 import LarderWire
 
+/// A blob file's range is what the output queue sends with sendfile.
+extension BlobFileRange: FileRegion {}
+
 extension Router {
     /// BLOB_GET, on the work queue: the blob, or with `thumbnail` a thumbnail of it (Protocol.md §5.4).
     ///

@@ -1,4 +1,3 @@
-import LarderStore
 import LarderWire
 
 /// The protocol logic of one connection, without sockets: events in, actions out (STYLE.md #6).
@@ -408,16 +407,6 @@ package struct ConnectionStateMachine {
     }
 
     private mutating func send(_ reply: Reply, flags: Frame.Flags = .response, _ actions: inout [Action]) {
-        var reply = reply
-        if isTLS, let file = reply.file {
-            // TLS encrypts in this process, so a file's range is read (the router asks for files only without TLS).
-            do throws(LarderError) {
-                reply.binary = try file.read()
-                reply.file = nil
-            } catch {
-                reply = Reply(opcode: reply.opcode, requestID: reply.requestID, error: error)
-            }
-        }
         let wasEmpty = unsentBytes == 0
         uncompressedBytesOut += Frame.prefixSize + reply.json.count + reply.binaryCount
         output.append(reply, flags: flags, encoder: encoderEnabled ? encoders.compressing : encoders.plain)

@@ -160,3 +160,33 @@ extension Connection {
         shard.loop.setInterest(fd, read: wantsRead, write: wantsWrite)
     }
 }
+
+extension OutputQueue {
+    /// Writes once, from `offset` bytes into `items`: the bytes up to the next file's range with `writev`, or that
+    /// range with sendfile. A file that ends before its range does is an error (the answer cannot be finished).
+    static func write(_ fd: Int32, _ items: [Item], offsetBy offset: Int) throws(IOError) -> IOResult {
+        var index = 0
+        var skip = offset
+        while index < items.count && skip >= items[index].count {
+            skip -= items[index].count
+            index += 1
+        }
+        guard index < items.count else { return .done(0) }
+        guard case .file(let range) = items[index] else {
+            var pointers: [UnsafeRawBufferPointer] = []
+            pointers.reserveCapacity(min(items.count - index, 64))
+            return try collect(items[index...], offset: skip, limit: 64, &pointers) { pointers in
+                Result { () throws(IOError) in try Socket.writev(fd, pointers) }
+            }.get()
+        }
+        #if os(Linux)
+        let result = try Socket.sendfile(
+            fd, from: range.fd, offset: range.offset + Int64(skip), count: range.count - skip)
+        // Zero bytes sent of a range not done: the file ended early (the store checked its length: it was cut since).
+        if result == .done(0) { throw IOError("sendfile", errno: EIO) }
+        return result
+        #else
+        throw IOError("sendfile", errno: ENOSYS)
+        #endif
+    }
+}

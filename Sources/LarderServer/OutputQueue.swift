@@ -1,11 +1,12 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-import LarderIO
-import LarderStore
 import LarderWire
+
+/// A range of an open file that the kernel sends to the socket itself (sendfile): a blob's range. The file stays open
+/// while anything holds the range.
+package protocol FileRegion: AnyObject, Sendable {
+    var fd: Int32 { get }
+    var offset: Int64 { get }
+    var count: Int { get }
+}
 
 /// A connection's unsent output, in order: frames are encoded into the last buffer; a large binary part (a blob) is
 /// queued as a buffer of its own and written from there instead of being copied (the shell hands the buffers to
@@ -14,7 +15,7 @@ struct OutputQueue {
     /// A piece of output: bytes, or a file's range.
     enum Item {
         case bytes([UInt8])
-        case file(BlobFileRange)
+        case file(any FileRegion)
 
         var count: Int {
             switch self {
@@ -82,7 +83,7 @@ struct OutputQueue {
         return OutputQueue.collect(items[head...], offset: offset, limit: limit, &pointers, body)
     }
 
-    private static func collect<R>(
+    static func collect<R>(
         _ items: ArraySlice<Item>, offset: Int, limit: Int, _ pointers: inout [UnsafeRawBufferPointer],
         _ body: ([UnsafeRawBufferPointer]) -> R
     ) -> R {
@@ -100,34 +101,6 @@ struct OutputQueue {
     func snapshot(limit: Int) -> (items: [Item], offset: Int) {
         let end = min(items.count, head + limit)
         return (Array(items[head..<end]), offset)
-    }
-
-    /// Writes once, from `offset` bytes into `items`: the bytes up to the next file's range with `writev`, or that
-    /// range with sendfile. A file that ends before its range does is an error (the answer cannot be finished).
-    static func write(_ fd: Int32, _ items: [Item], offsetBy offset: Int) throws(IOError) -> IOResult {
-        var index = 0
-        var skip = offset
-        while index < items.count && skip >= items[index].count {
-            skip -= items[index].count
-            index += 1
-        }
-        guard index < items.count else { return .done(0) }
-        guard case .file(let range) = items[index] else {
-            var pointers: [UnsafeRawBufferPointer] = []
-            pointers.reserveCapacity(min(items.count - index, 64))
-            return try collect(items[index...], offset: skip, limit: 64, &pointers) { pointers in
-                Result { () throws(IOError) in try Socket.writev(fd, pointers) }
-            }.get()
-        }
-        #if os(Linux)
-        let result = try Socket.sendfile(
-            fd, from: range.fd, offset: range.offset + Int64(skip), count: range.count - skip)
-        // Zero bytes sent of a range not done: the file ended early (the store checked its length: it was cut since).
-        if result == .done(0) { throw IOError("sendfile", errno: EIO) }
-        return result
-        #else
-        throw IOError("sendfile", errno: ENOSYS)
-        #endif
     }
 
     /// `count` bytes were written: items written in full are released (a blob's buffer or open file among them).

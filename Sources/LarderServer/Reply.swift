@@ -1,4 +1,3 @@
-import LarderStore
 import LarderWire
 
 /// A reply ready to be framed: what a request handler produces.
@@ -9,8 +8,9 @@ package struct Reply: Sendable {
     package var json: [UInt8]
     package var binary: [UInt8]
     /// The binary part as a range of an open file, sent with sendfile (then `binary` is empty): a blob's range on a
-    /// plain TCP or Unix-socket connection.
-    package var file: BlobFileRange?
+    /// plain TCP or Unix-socket connection. Never on a TLS connection (its `tls` is fixed when it is accepted, and it
+    /// asks the router for bytes), since TLS encrypts in this process.
+    package var file: (any FileRegion)?
     /// The binary part's length, wherever it is.
     package var binaryCount: Int { file?.count ?? binary.count }
 
