@@ -16,6 +16,9 @@ struct ServerInfo: Sendable {
 
 /// Opening connections and the blocking exchanges before the load: HELLO, Redis AUTH and PING, INDEX. These use the
 /// full LarderWire decoder; only the hot loop skips bodies.
+/// close(2), named apart from `Handshake.close`.
+private func systemClose(_ fd: Int32) { close(fd) }
+
 enum Handshake {
     /// A connected socket to the target, handshaken, left blocking: connection `index` goes to the server `index`
     /// in `options.servers`, round robin (`port` overrides the server's port: the raw sink's own).
@@ -43,10 +46,16 @@ enum Handshake {
             case .raw: return (fd, ServerInfo(name: "raw loopback sink"))
             }
         } catch {
-            _ = BenchTLS.take(fd)
-            close(fd)
+            Handshake.close(fd)
             throw error
         }
+    }
+
+    /// Closes a connection `open` made and forgets its TLS session, if any: sessions are found by descriptor, and a
+    /// session left behind would be taken by the next connection that gets the same number (a plain one included).
+    static func close(_ fd: Int32) {
+        _ = BenchTLS.take(fd)
+        systemClose(fd)
     }
 
     static func larderHello(_ fd: Int32, _ options: BenchOptions, deadline: UInt64) throws(BenchError) -> ServerInfo {

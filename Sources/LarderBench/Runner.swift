@@ -85,7 +85,7 @@ public func runBenchmark(
 
     // The first connection checks the server and prepares it; it stays open (idle) for the run.
     let (control, info) = try Handshake.open(options, port: port)
-    defer { close(control) }
+    defer { Handshake.close(control) }
     if options.pipeline > info.maxInFlight {
         throw BenchError("--pipeline \(options.pipeline) exceeds the server's maxInFlight of \(info.maxInFlight)")
     }
@@ -196,7 +196,7 @@ func runPhase(
     do throws(BenchError) {
         for index in 0..<phase.connections { fds.append(try Handshake.open(options, port: port, index: index).0) }
     } catch {
-        for fd in fds { close(fd) }
+        for fd in fds { Handshake.close(fd) }
         throw error
     }
     for fd in fds { Sys.setNonBlocking(fd) }

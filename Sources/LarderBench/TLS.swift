@@ -25,6 +25,8 @@ final class BenchTLS: @unchecked Sendable {
 
     static func take(_ fd: Int32) -> BenchTLS? { sessions.withLock { $0.removeValue(forKey: fd) } }
     static func peek(_ fd: Int32) -> BenchTLS? { sessions.withLock { $0[fd] } }
+    /// Sessions handshaken and not yet taken: none once a run is over.
+    static var held: Int { sessions.withLock { $0.count } }
 
     var hasCiphertext: Bool { ciphertextOffset < ciphertext.count || engine.pendingOutput > 0 }
     var hasBufferedInput: Bool { engine.pendingInput > 0 }
@@ -116,3 +118,7 @@ final class BenchTLS: @unchecked Sendable {
         try Sys.writeAll(fd, out)
     }
 }
+
+/// How many TLS sessions are waiting to be taken by their connections: zero once a run is over (a session left behind
+/// would be picked up by the next connection that reuses its descriptor number, a plain one included).
+package func benchTLSSessionsHeld() -> Int { BenchTLS.held }

@@ -223,5 +223,8 @@ import Testing
         #expect(results.total.count == 600 && results.total.errors == 0, "\(results.total.errorsByName)")
         #expect(results.connectionErrors.isEmpty, "\(results.connectionErrors)")
         #expect(results.stats(for: .blobGet).count > 0)
+        // Every session went with its connection, the control connection's too: a plain run later in this process
+        // must not find one under a reused descriptor number.
+        #expect(benchTLSSessionsHeld() == 0)
     }
 }
