@@ -122,8 +122,9 @@ extension Router {
         return (json, try body.inMemory())
     }
 
-    /// A range of a blob (`blobGet`): with `sendFiles`, a range of at least `OutputQueue.separateBinaryBytes` kept in
-    /// a file comes back as the file, open, to be sent from it.
+    /// A range of a blob (`blobGet`): with `sendFiles`, a range of at least `Connection.offloadBytes` kept in a file
+    /// comes back as the file, open, to be sent from it. Only ranges that large: their answers are written by a sender
+    /// off the event loop, and sendfile may wait for the disk while the file's pages are read.
     func blobRange(_ request: BlobGetRequest, sendFiles: Bool) throws(LarderError) -> (json: [UInt8], body: BlobBody) {
         let offset = request.offset ?? 0
         var length = request.length
@@ -142,7 +143,7 @@ extension Router {
                 field: "length", details: ["limit": .int(Int64(maxReplyBinaryBytes))])
         }
         let (meta, body): (BlobMeta, BlobBody)
-        if sendFiles && length >= Int64(OutputQueue.separateBinaryBytes) {
+        if sendFiles && length >= Int64(Connection.offloadBytes) {
             (meta, body) = try store.blobReadForSending(request.id, offset: offset, length: Int(length))
         } else {
             let (read, bytes) = try store.blobRead(request.id, offset: offset, length: Int(length))
