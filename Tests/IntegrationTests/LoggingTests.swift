@@ -72,9 +72,14 @@ import Testing
             let client = LarderClient(port: port)
             _ = try await client.ping()
             client.close()
+            // As above: the server must see that close before SIGTERM, or the shutdown closes it first.
+            let observer = LarderClient(port: port)
+            _ = try await waitUntil(120) { try await observer.stats()["connections"]?["open"]?.intValue == 1 }
+            observer.close()
         }
         let opened = try #require(lines.first { $0.contains("connection opened") })
         #expect(opened.contains(" INFO conn 1 (127.0.0.1:"))
+        #expect(lines.contains { $0.contains("connection opened") && $0.contains("conn 2 (127.0.0.1:") })
         #expect(lines.contains { $0.contains("connection closed reason=peer closed") })
         #expect(!lines.contains { $0.contains("slow request") })
     }
