@@ -1,10 +1,17 @@
 import LarderIO
 
-/// A mistake on a subcommand's command line (`watch`, `thumb-server`): printed as `Error: message` with the usage
+/// A mistake on a subcommand's command line (`blobs`, `watch`, `thumb-server`): printed as `Error: message` with the usage
 /// line, exit 64.
 struct BenchUsage: Error {
     var message: String
     init(_ message: String) { self.message = message }
+}
+
+/// A subcommand's options: parsed from its arguments (nil when help was asked for), with its usage line and help.
+protocol SubcommandOptions {
+    static var usage: String { get }
+    static var help: String { get }
+    static func parse(_ arguments: [String]) throws(BenchUsage) -> Self?
 }
 
 // The option readers those subcommands share, each naming the option in its error.

@@ -14,7 +14,7 @@ import LarderWire
 /// figure measures the transfer (BLOB_UPLOAD chunks up, ranged BLOB_GET down, each with its SHA-256), not a process
 /// start and a handshake. Compare with `larder-bench tcp-copy --size` of the same size, run in the same minute.
 enum BlobBench {
-    struct Options {
+    struct Options: SubcommandOptions {
         var host = "127.0.0.1"
         var port = 7411
         var size = 1 << 20
@@ -47,42 +47,28 @@ enum BlobBench {
 
             """
 
-        static func parse(_ arguments: [String]) throws(UsageError) -> Options? {
+        static func parse(_ arguments: [String]) throws(BenchUsage) -> Options? {
             var o = Options()
             var scanner = ArgumentScanner(arguments)
+            /// A size of at least 1 KiB, as `--size` and `--range` take it.
+            func size(_ argument: ArgumentScanner.Argument, example: String) throws(BenchUsage) -> Int {
+                let text = try scanner.string(argument)
+                guard let size = ByteSize.parse(text), size >= 1024 else {
+                    throw BenchUsage("\(argument.name) must be a size of at least 1KiB (e.g. \(example)), not '\(text)'")
+                }
+                return size
+            }
             while let argument = scanner.next() {
-                func value() throws(UsageError) -> String {
-                    guard let value = scanner.value(for: argument) else {
-                        throw UsageError("\(argument.name) needs a value")
-                    }
-                    return value
-                }
-                func int(min: Int) throws(UsageError) -> Int {
-                    guard let n = Int(try value()), n >= min else {
-                        throw UsageError("\(argument.name) needs an integer of at least \(min)")
-                    }
-                    return n
-                }
                 switch argument.name {
                 case "-h", "--help": return nil
-                case "--host": o.host = try value()
-                case "--port": o.port = try int(min: 1)
-                case "--rounds": o.rounds = try int(min: 1)
-                case "--server-pid": o.serverPID = Int32(try int(min: 1))
-                case "--window": o.window = try int(min: 1)
-                case "--range":
-                    let text = try value()
-                    guard let size = ByteSize.parse(text), size >= 1024 else {
-                        throw UsageError("--range must be a size of at least 1KiB (e.g. 4MiB), not '\(text)'")
-                    }
-                    o.rangeBytes = size
-                case "--size":
-                    let text = try value()
-                    guard let size = ByteSize.parse(text), size >= 1024 else {
-                        throw UsageError("--size must be a size of at least 1KiB (e.g. 1MiB, 100MiB), not '\(text)'")
-                    }
-                    o.size = size
-                default: throw UsageError("unexpected argument '\(argument.text)'")
+                case "--host": o.host = try scanner.string(argument)
+                case "--port": o.port = try scanner.int(argument)
+                case "--rounds": o.rounds = try scanner.int(argument)
+                case "--server-pid": o.serverPID = Int32(try scanner.int(argument))
+                case "--window": o.window = try scanner.int(argument)
+                case "--range": o.rangeBytes = try size(argument, example: "4MiB")
+                case "--size": o.size = try size(argument, example: "1MiB, 100MiB")
+                default: throw BenchUsage("unexpected argument '\(argument.text)'")
                 }
             }
             return o

@@ -19,7 +19,7 @@ import LarderWire
 /// `--server-pid` (a server on this machine) it also reports the server's CPU per request of each phase, which moves
 /// far less than the latency with the load of a shared machine.
 enum ThumbnailServerBench {
-    struct Options {
+    struct Options: SubcommandOptions {
         var host = "127.0.0.1"
         var port = 7411
         var token: String?

@@ -13,7 +13,7 @@ import LarderWire
 /// latencies per event: write-to-delivery (from the writer sending the CREATE, bench clock, microseconds) and
 /// commit-to-delivery (from the event's `time`, the server's wall clock, milliseconds).
 enum WatchBench {
-    struct Options {
+    struct Options: SubcommandOptions {
         var host = "127.0.0.1"
         var port = 7411
         var subscribers = 1000

@@ -39,6 +39,19 @@ func usageFailure(_ message: String, usage: String) -> Never {
     printError(usage)
     exit(64)
 }
+
+/// A subcommand's options, or its help (exit 0) or its usage mistake (exit 64).
+func parseOrExit<Options: SubcommandOptions>(_: Options.Type, _ arguments: [String]) -> Options {
+    do throws(BenchUsage) {
+        guard let options = try Options.parse(arguments) else {
+            print(Options.help, terminator: "")
+            exit(0)
+        }
+        return options
+    } catch {
+        usageFailure(error.message, usage: Options.usage)
+    }
+}
 let log: @Sendable (String) -> Void = { line in FileHandle.standardError.write(Data((line + "\n").utf8)) }
 
 /// Prints the results (text or JSON) and exits with the status they call for.
@@ -102,16 +115,7 @@ case "tcp-copy":
     }
 
 case "blobs":
-    let blobOptions: BlobBench.Options
-    do {
-        guard let parsed = try BlobBench.Options.parse(arguments) else {
-            print(BlobBench.Options.help, terminator: "")
-            exit(0)
-        }
-        blobOptions = parsed
-    } catch {
-        usageFailure(error.message, usage: BlobBench.Options.usage)
-    }
+    let blobOptions = parseOrExit(BlobBench.Options.self, arguments)
     do {
         try BlobBench.run(blobOptions)
     } catch {
@@ -171,16 +175,7 @@ case "store":
     }
 
 case "watch":
-    let watchOptions: WatchBench.Options
-    do {
-        guard let parsed = try WatchBench.Options.parse(arguments) else {
-            print(WatchBench.Options.help, terminator: "")
-            exit(0)
-        }
-        watchOptions = parsed
-    } catch {
-        usageFailure(error.message, usage: WatchBench.Options.usage)
-    }
+    let watchOptions = parseOrExit(WatchBench.Options.self, arguments)
     do {
         try WatchBench.run(watchOptions)
     } catch {
@@ -197,16 +192,7 @@ case "thumbnail":
     }
 
 case "thumb-server":
-    let thumbOptions: ThumbnailServerBench.Options
-    do {
-        guard let parsed = try ThumbnailServerBench.Options.parse(arguments) else {
-            print(ThumbnailServerBench.Options.help, terminator: "")
-            exit(0)
-        }
-        thumbOptions = parsed
-    } catch {
-        usageFailure(error.message, usage: ThumbnailServerBench.Options.usage)
-    }
+    let thumbOptions = parseOrExit(ThumbnailServerBench.Options.self, arguments)
     do {
         try ThumbnailServerBench.run(thumbOptions)
     } catch {
