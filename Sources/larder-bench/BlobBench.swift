@@ -75,17 +75,6 @@ enum BlobBench {
         }
     }
 
-    /// The server's user plus system CPU time so far, in seconds (nil when /proc does not tell).
-    static func cpuSeconds(_ pid: Int32?) -> Double? {
-        guard let pid, let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-            let close = stat.lastIndex(of: ")")
-        else { return nil }
-        // Fields after the command name: state is field 3, utime 14, stime 15.
-        let fields = stat[stat.index(after: close)...].split(separator: " ")
-        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
-        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
-    }
-
     /// A JPEG the server accepts: SOI, a frame header, comment segments of pseudo-random filler, EOI.
     static func photo(size: Int) -> [UInt8] {
         var out: [UInt8] = [0xFF, 0xD8, 0xFF, 0xC0, 0x00, 0x0B, 0x08, 0x00, 0x01, 0x00, 0x01, 0x01, 0x01, 0x11, 0x00]
@@ -127,22 +116,22 @@ enum BlobBench {
             var clientDownCPU: Double?
         }
         let pid = options.serverPID
-        let rounds = try blocking { () async throws -> [Round] in
+        let rounds = try waitForTask { () async throws -> [Round] in
             let limits = try await client.serverHello().limits
             let rangeBytes = max(1, min(options.rangeBytes ?? limits.blobChunkBytes, limits.maxBinaryPartBytes))
             var rounds: [Round] = []
             for _ in 0..<options.rounds {
-                let c0 = cpuSeconds(pid)
+                let c0 = pid.flatMap(processCPUSeconds)
                 let t0 = ContinuousClock.now
                 let info = try await client.putBlob(contentsOf: source)
                 let t1 = ContinuousClock.now
-                let c1 = cpuSeconds(pid)
-                let own1 = cpuSeconds(getpid())
+                let c1 = pid.flatMap(processCPUSeconds)
+                let own1 = processCPUSeconds(getpid())
                 try await client.writeBlob(
                     info.id, to: copy, window: options.window, rangeBytes: options.rangeBytes)
                 let t2 = ContinuousClock.now
-                let c2 = cpuSeconds(pid)
-                let own2 = cpuSeconds(getpid())
+                let c2 = pid.flatMap(processCPUSeconds)
+                let own2 = processCPUSeconds(getpid())
                 let received = try await downloadToMemory(
                     client, info.id, size: options.size, window: options.window, rangeBytes: rangeBytes)
                 let t3 = ContinuousClock.now
@@ -249,21 +238,5 @@ enum BlobBench {
             throw LarderError(.internal, "cannot sync \(url.path): \(String(cString: strerror(errno)))")
         }
         return seconds(ContinuousClock.now - start)
-    }
-
-    /// Runs `body` on the cooperative pool and waits for it here (the bench's main thread has nothing else to do).
-    static func blocking<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
-        let done = DispatchSemaphore(value: 0)
-        nonisolated(unsafe) var result: Result<T, any Error>?
-        Task {
-            do {
-                result = .success(try await body())
-            } catch {
-                result = .failure(error)
-            }
-            done.signal()
-        }
-        done.wait()
-        return try result!.get()
     }
 }

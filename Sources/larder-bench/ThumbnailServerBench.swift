@@ -138,7 +138,7 @@ enum ThumbnailServerBench {
                         + "one request in flight over TCP to %@:%d", o.photos, width, height,
                     Double(width * height) / 1e6, Double(first.count) / 1e6, source, o.cachedRounds, o.host, o.port))
         }
-        let (phases, bytes) = try blocking { () async throws(LarderError) -> ([Phase], Int) in
+        let (phases, bytes) = try waitForTask { () async throws(LarderError) -> ([Phase], Int) in
             try await measure(o, photos)
         }
         if o.json {
@@ -224,35 +224,6 @@ enum ThumbnailServerBench {
         return (Int(made), Int(fromCache))
     }
 
-    /// The process's user and system CPU seconds so far, from /proc/PID/stat (fields 14 and 15); nil without it.
-    static func processCPUSeconds(_ pid: Int32) -> Double? {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-            let close = text.lastIndex(of: ")")
-        else { return nil }
-        // Fields after the command name (which may hold spaces), counted from field 3.
-        let fields = text[text.index(after: close)...].split(separator: " ")
-        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
-        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
-    }
-
-    /// Runs `work` on the cooperative pool and waits for it on this (main) thread.
-    static func blocking<T: Sendable>(
-        _ work: @escaping @Sendable () async throws(LarderError) -> T
-    ) throws(LarderError) -> T {
-        let box = ResultBox<T>()
-        let done = DispatchSemaphore(value: 0)
-        Task {
-            do throws(LarderError) {
-                box.result = .success(try await work())
-            } catch {
-                box.result = .failure(error)
-            }
-            done.signal()
-        }
-        done.wait()
-        return try box.result!.get()
-    }
-
     /// The photos, each made when it is uploaded (a few hundred held at once would be gigabytes): `file` each time, or
     /// distinct 4000×3000 JPEGs with a phone photo's weight, made from a picture with the detail a camera records
     /// (smooth gradients, soft shapes, and sensor-like noise: luminance noise plus weaker colour noise) encoded at
@@ -327,9 +298,4 @@ enum ThumbnailServerBench {
     }
 
     static func clamp(_ value: Double) -> UInt8 { UInt8(max(0, min(255, value.rounded()))) }
-}
-
-/// A result handed from a task to the thread waiting for it: written once by the task, read after the semaphore.
-private final class ResultBox<T: Sendable>: @unchecked Sendable {
-    var result: Result<T, LarderError>?
 }
