@@ -120,7 +120,13 @@ package struct ConnectionStateMachine {
     /// `requestCompleted`, appending its actions to `actions`.
     package mutating func requestCompleted(_ reply: Reply, now: UInt64, into actions: inout [Action]) {
         let released = requests.answered(reply.requestID)
-        guard phase != .closed else { return }
+        guard phase != .closed else {
+            // Closed: the requests this one held back never run, so they leave the books unanswered (and release
+            // the ones behind them in turn), and `inFlight` counts only what is still out.
+            var dropped = released
+            while let frame = dropped.popLast() { dropped += requests.answered(frame.requestID) }
+            return
+        }
         send(reply, &actions)
         // After the reply: requests held behind this one are answered after it.
         for frame in released { actions.append(.execute(frame)) }

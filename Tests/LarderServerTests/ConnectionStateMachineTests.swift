@@ -118,6 +118,20 @@ struct ConnectionStateMachineTests {
         #expect(Self.drain(&machine).frames.map(\.requestID) == [11])
     }
 
+    /// A request answered after the connection closed takes the requests it held back with them: they never run, and
+    /// nothing is left counted in flight (the fuzzer's invariant: in flight = handed out + held).
+    @Test func anAnswerAfterCloseLeavesNothingInFlight() {
+        var machine = Self.ready()
+        let read = Self.frameBytes(.get, id: 1, json: ["collection": "a", "id": "x"])
+        let write = Self.frameBytes(.create, id: 2, json: ["collection": "a", "data": [:]])
+        #expect(Self.executed(Self.feed(&machine, read + write)).map(\.requestID) == [1])
+        #expect(machine.inFlight == 2 && machine.heldRequests == 1)
+        _ = machine.forceClose(.shutdown)
+        let actions = machine.requestCompleted(Reply(opcode: .get, requestID: 1, json: Array("{}".utf8)), now: 0)
+        #expect(Self.executed(actions).isEmpty)
+        #expect(machine.inFlight == 0 && machine.heldRequests == 0)
+    }
+
     /// Frames are decoded straight from the bytes of a read while nothing is buffered, and only the rest is buffered:
     /// however the stream is split into reads, the same requests come out, in order.
     @Test(arguments: [0, 1, 2, 3])
