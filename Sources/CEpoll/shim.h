@@ -47,4 +47,12 @@ static inline long larder_sendfile(int socket, int file, long long offset, unsig
     off_t position = (off_t)offset;
     return (long)sendfile(socket, file, &position, count);
 }
+
+// glibc's malloc tuning (malloc.h, which the Glibc module leaves out): the size from which each allocation is a
+// mapping of its own, unmapped when freed.
+#include <malloc.h>
+
+static inline int larder_set_malloc_map_threshold(int bytes) {
+    return mallopt(M_MMAP_THRESHOLD, bytes);
+}
 #endif

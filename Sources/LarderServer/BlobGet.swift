@@ -56,6 +56,9 @@ extension Router {
             // The stored dimensions are the header's: a photo over the limit is refused without reading its bytes.
             try Thumbnailer.checkPixels(
                 width: cached.meta.width, height: cached.meta.height, limit: maxThumbnailSourcePixels)
+            // Past this wait, the photo's bytes and its decode are in memory: at most `thumbnailThreads` at once.
+            thumbnailSlots.wait()
+            defer { thumbnailSlots.signal() }
             let (meta, bytes) = try store.blobGet(request.id)
             let thumbnail = try Thumbnailer.make(bytes, size: maxSide, maxSourcePixels: maxThumbnailSourcePixels)
             made = (meta, StoredThumbnail(width: thumbnail.width, height: thumbnail.height, bytes: thumbnail.jpeg))

@@ -138,7 +138,8 @@ public final class LarderServer: Sendable {
             serverName: LarderServer.serverName, maxReplyJSONBytes: configuration.limits.maxJSONBytes,
             maxReplyBinaryBytes: configuration.limits.maxBinaryPartBytes,
             thumbnailSizes: configuration.limits.thumbnailSizes,
-            maxThumbnailSourcePixels: configuration.limits.maxThumbnailSourcePixels)
+            maxThumbnailSourcePixels: configuration.limits.maxThumbnailSourcePixels,
+            thumbnailThreads: configuration.thumbnailThreads)
         let logger = Logger(
             level: configuration.logLevel, format: configuration.logFormat,
             slowMicros: UInt64(configuration.slowMs) * 1000)

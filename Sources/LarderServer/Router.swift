@@ -22,6 +22,9 @@ package final class Router: Sendable {
     /// The thumbnail sizes BLOB_GET makes, and the largest photo it makes them of (HELLO's `limits`).
     let thumbnailSizes: [Int]
     let maxThumbnailSourcePixels: Int
+    /// Slots for the thumbnails being made: a BLOB_GET that must make one waits here, on its work-pool thread, before
+    /// it reads the photo's bytes, so at most `thumbnailThreads` photos and their decodes are in memory at once.
+    let thumbnailSlots: DispatchSemaphore
 
     /// The record bytes a page may carry under a JSON limit, leaving room for what wraps the records (member names,
     /// the cursor, group keys).
@@ -32,9 +35,11 @@ package final class Router: Sendable {
         maxReplyJSONBytes: Int = Limits.default.maxJSONBytes,
         maxReplyBinaryBytes: Int = Limits.default.maxBinaryPartBytes,
         thumbnailSizes: [Int] = Limits.default.thumbnailSizes,
-        maxThumbnailSourcePixels: Int = Limits.default.maxThumbnailSourcePixels
+        maxThumbnailSourcePixels: Int = Limits.default.maxThumbnailSourcePixels,
+        thumbnailThreads: Int = ProcessInfo.processInfo.activeProcessorCount
     ) {
         self.thumbnailSizes = thumbnailSizes
+        self.thumbnailSlots = DispatchSemaphore(value: thumbnailThreads)
         self.maxThumbnailSourcePixels = maxThumbnailSourcePixels
         self.maxReplyJSONBytes = maxReplyJSONBytes
         self.maxReplyBinaryBytes = maxReplyBinaryBytes

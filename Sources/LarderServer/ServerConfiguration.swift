@@ -74,6 +74,10 @@ public struct ServerConfiguration: Sendable {
     /// Threads of the work pool (searches, lists, blob bytes, parsing writes, log reads, large sends), started as work
     /// arrives (`WorkPool`).
     public var workThreads: Int = WorkPool.defaultThreads
+    /// Thumbnails made at once (each holds its photo's bytes and its decode: up to 3/4 of
+    /// `maxThumbnailSourcePixels` bytes for a photo decoded whole); other BLOB_GETs that must make one wait on their
+    /// work-pool thread, holding nothing. Default: the number of cores.
+    public var thumbnailThreads: Int = ProcessInfo.processInfo.activeProcessorCount
     /// Requests that may wait for a work-pool thread; past it a request is answered RESOURCE_EXHAUSTED at once instead
     /// of queueing without bound. One of the limits HELLO announces (`limits.maxQueuedWork`).
     public var maxQueuedWork: Int {
@@ -315,6 +319,13 @@ public enum ServerOptions {
                     + "\(d.workThreads))",
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
                     c.workThreads = try integer("work-threads", v, min: 1, max: 1024)
+                }),
+            Option(
+                name: "thumbnail-threads", env: "LARDER_THUMBNAIL_THREADS", valueName: "N",
+                help: "thumbnails made at once; other requests that must make one wait (default the cores: "
+                    + "\(d.thumbnailThreads))",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.thumbnailThreads = try integer("thumbnail-threads", v, min: 1, max: 1024)
                 }),
             Option(
                 name: "max-queued-work", env: "LARDER_MAX_QUEUED_WORK", valueName: "N",

@@ -17,14 +17,16 @@ public struct Thumbnail: Sendable, Equatable {
     }
 }
 
-/// Makes thumbnails of JPEG photos with libjpeg-turbo's TurboJPEG: a pure function of the bytes, the requested size
-/// and the pixel limit, safe to call from any thread (each call has its own TurboJPEG handles).
+/// Makes thumbnails of JPEG photos with libjpeg-turbo: a pure function of the bytes, the requested size and the pixel
+/// limit, safe to call from any thread (each call has its own libjpeg and TurboJPEG objects).
 ///
-/// The steps: the header alone is read and a photo declaring more than `maxSourcePixels` is refused before anything
-/// is allocated for its pixels; the scan is decoded at the smallest of 1/8, 1/4, 1/2 and 1/1 whose longer side still
-/// reaches the requested size (TurboJPEG scales in the DCT, so 1/8 costs a fraction of a full decode); the result is
-/// area-averaged down to exactly the requested longer side, keeping the aspect ratio; the EXIF orientation is
-/// applied; and the image is encoded as a baseline (sequential, not progressive) JPEG, 4:2:0, quality `quality`.
+/// The steps: the markers alone are read (`FrameLayout`) and a photo declaring more than `maxSourcePixels`, or one
+/// decoded whole past its own limits (`checkMultiScan`), is refused before anything is allocated for its pixels; the
+/// scan is decoded through libjpeg, under a memory cap of what the markers said it needs, at the smallest of 1/8, 1/4,
+/// 1/2 and 1/1 whose longer side still reaches the requested size (libjpeg scales in the DCT, so 1/8 costs a fraction
+/// of a full decode); the result is area-averaged down to exactly the requested longer side, keeping the aspect
+/// ratio; the EXIF orientation is applied; and the image is encoded by TurboJPEG as a baseline (sequential, not
+/// progressive) JPEG, 4:2:0, quality `quality`.
 ///
 /// A photo whose longer side is at most the requested size is never enlarged: its thumbnail has the photo's own size
 /// (re-encoded, orientation applied), so a client asking for 1024 of an 800-pixel photo gets 800.
@@ -45,38 +47,36 @@ public enum Thumbnailer {
     /// The thumbnail of `jpeg` whose longer side is `size` (or the photo's own, when smaller); see the type's notes.
     ///
     /// Errors: PAYLOAD_TOO_LARGE (details `limit`, `width`, `height`) for a photo declaring more than
-    /// `maxSourcePixels`; UNSUPPORTED_MEDIA_TYPE for bytes that do not decode (a damaged or truncated scan, an
-    /// unsupported colour space): both name the field `thumbnail`.
+    /// `maxSourcePixels`, or decoded whole past its limits (`checkMultiScan`); UNSUPPORTED_MEDIA_TYPE for bytes that
+    /// do not decode (a damaged or truncated scan, an unsupported colour space): both name the field `thumbnail`.
     /// `fullDecode` turns scaled decoding off (for the benchmark that shows what it saves).
     public static func make(
         _ jpeg: [UInt8], size: Int, maxSourcePixels: Int = defaultMaxSourcePixels, fullDecode: Bool = false
     ) throws(LarderError) -> Thumbnail {
         precondition(size > 0, "a thumbnail size is positive")
-        let decoder = try Handle(decompress: true)
-        let header = try decoder.header(jpeg)
-        let (width, height) = header.size
+        guard let layout = FrameLayout(jpeg) else { throw undecodable("no frame header before the first scan") }
+        let (width, height) = (layout.width, layout.height)
         try checkPixels(width: width, height: height, limit: maxSourcePixels)
-        if isProgressive(jpeg) {
-            try checkPixels(
-                width: width, height: height, limit: maxSourcePixels / progressiveDivisor, progressive: true)
-        }
+        try checkMultiScan(layout, maxSourcePixels: maxSourcePixels)
         let longer = max(width, height)
         let target = min(size, longer)
         // The smallest scale whose longer side still reaches the target: the box filter then has all the detail.
-        var scale = (num: Int32(1), denom: Int32(1))
+        var denom: Int32 = 1
         if !fullDecode {
-            for denom in [Int32(8), 4, 2] where scaled(longer, denom) >= target {
-                scale = (1, denom)
+            for candidate in [Int32(8), 4, 2] where scaled(longer, candidate) >= target {
+                denom = candidate
                 break
             }
         }
-        let decodedWidth = scaled(width, scale.denom)
-        let decodedHeight = scaled(height, scale.denom)
+        let decodedWidth = scaled(width, denom)
+        let decodedHeight = scaled(height, denom)
         var decoded = [UInt8](repeating: 0, count: decodedWidth * decodedHeight * 3)
-        try decoder.decode(jpeg, into: &decoded, width: decodedWidth, height: decodedHeight)
+        try decode(
+            jpeg, into: &decoded, width: decodedWidth, height: decodedHeight, denom: denom,
+            maxMemory: layout.decodeMemoryCap)
         let image = RGBImage(width: decodedWidth, height: decodedHeight, pixels: decoded)
         // The longer side becomes exactly `target`; the other keeps the photo's ratio (rounded, at least 1 pixel). From
-        // the photo's own sides, not the decoded ones, which TurboJPEG rounds up: the same thumbnail at every scale.
+        // the photo's own sides, not the decoded ones, which libjpeg rounds up: the same thumbnail at every scale.
         // The decoded sides are never below these (the scale was chosen so), so the resize only shrinks.
         let newWidth: Int
         let newHeight: Int
@@ -92,12 +92,12 @@ public enum Thumbnailer {
         return Thumbnail(width: shown.width, height: shown.height, jpeg: try encoder.encode(shown))
     }
 
-    /// Decodes a whole JPEG to RGB at full size (for tests and the benchmark); no pixel limit.
-    public static func decode(_ jpeg: [UInt8]) throws(LarderError) -> RGBImage {
-        let decoder = try Handle(decompress: true)
-        let (width, height) = try decoder.header(jpeg).size
+    /// Decodes a whole JPEG to RGB at full size (for tests and the benchmark); no pixel limit, and libjpeg holds at
+    /// most `maxMemory` bytes of coefficients (0: no cap; over it, PAYLOAD_TOO_LARGE with `memoryLimit`).
+    public static func decode(_ jpeg: [UInt8], maxMemory: Int = 0) throws(LarderError) -> RGBImage {
+        let (width, height) = try header(jpeg)
         var pixels = [UInt8](repeating: 0, count: width * height * 3)
-        try decoder.decode(jpeg, into: &pixels, width: width, height: height)
+        try decode(jpeg, into: &pixels, width: width, height: height, denom: 1, maxMemory: maxMemory)
         return RGBImage(width: width, height: height, pixels: pixels)
     }
 
@@ -108,10 +108,40 @@ public enum Thumbnailer {
         try Handle(decompress: false).encode(image, progressive: progressive, quality: quality)
     }
 
-    /// A progressive photo is made into a thumbnail only up to this fraction of the pixel limit: libjpeg must hold all
-    /// of its DCT coefficients (about 3 bytes a pixel at 4:2:0) until the last scan, scaled decoding or not, where a
-    /// baseline photo is decoded a few rows at a time. At the default limit that is 25 MP, about 75 MB while it runs.
+    /// A photo decoded whole is made into a thumbnail only up to this fraction of the pixel limit. libjpeg decodes a
+    /// single-scan (baseline, interleaved) photo a few rows at a time, but must hold every DCT coefficient of a
+    /// multi-scan one (progressive, or sequential with a first scan that does not cover every component) until its
+    /// last scan, scaled decoding or not: 2 bytes per sample, 3 bytes a pixel at 4:2:0.
     public static let progressiveDivisor = 4
+
+    /// The most bytes of coefficients a photo decoded whole may need: 3 bytes a pixel of a quarter of the pixel limit
+    /// (75,000,000 at the default), which is a 25-megapixel photo at 4:2:0 or a 12.5-megapixel one at 4:4:4.
+    public static func coefficientLimit(maxSourcePixels: Int) -> Int { maxSourcePixels / progressiveDivisor * 3 }
+
+    /// PAYLOAD_TOO_LARGE from the header for a photo decoded whole past a quarter of the pixel limit or past
+    /// `coefficientLimit`: details `limit` (the quarter), `width`, `height`, `multiScan`, `memory` and `memoryLimit`
+    /// (its coefficients' bytes and the limit), and `progressive` when it is.
+    static func checkMultiScan(_ layout: FrameLayout, maxSourcePixels: Int) throws(LarderError) {
+        guard layout.isMultiScan else { return }
+        let limit = maxSourcePixels / progressiveDivisor
+        let memoryLimit = coefficientLimit(maxSourcePixels: maxSourcePixels)
+        let pixels = layout.width.multipliedReportingOverflow(by: layout.height).partialValue
+        guard pixels > limit || layout.sampleCoefficientBytes > memoryLimit else { return }
+        var details: JSONObject = [
+            "limit": .int(Int64(limit)), "width": .int(Int64(layout.width)), "height": .int(Int64(layout.height)),
+            "multiScan": .bool(true), "memory": .int(Int64(layout.coefficientBytes)),
+            "memoryLimit": .int(Int64(memoryLimit)),
+        ]
+        if layout.progressive { details["progressive"] = .bool(true) }
+        let kind = layout.progressive ? "progressive" : "sequential in several scans"
+        throw LarderError(
+            .payloadTooLarge,
+            "the photo is \(kind) and \(layout.width) × \(layout.height) pixels, so it is decoded whole: its "
+                + "coefficients would take \(layout.coefficientBytes) bytes; thumbnails are made of such photos up to "
+                + "\(limit) pixels (a quarter of maxThumbnailSourcePixels) and \(memoryLimit) bytes; "
+                + "fetch the photo itself",
+            field: "thumbnail", details: details)
+    }
 
     /// PAYLOAD_TOO_LARGE (details `limit`, `width`, `height`, and `progressive` when that is why; field `thumbnail`)
     /// for a photo of more than `limit` pixels.
@@ -134,23 +164,36 @@ public enum Thumbnailer {
 
     /// Whether the first frame header of `jpeg` is progressive (SOF2, SOF6, SOF10, SOF14), read from the markers
     /// alone; false for anything that is not a well-formed run of segments up to a frame header.
-    public static func isProgressive(_ jpeg: [UInt8]) -> Bool {
-        guard jpeg.count >= 4, jpeg[0] == 0xFF, jpeg[1] == 0xD8 else { return false }
-        var i = 2
-        while i + 4 <= jpeg.count {
-            guard jpeg[i] == 0xFF else { return false }
-            let marker = jpeg[i + 1]
-            if marker == 0xFF { i += 1; continue }  // fill byte
-            switch marker {
-            case 0xC2, 0xC6, 0xCA, 0xCE: return true
-            case 0xC0, 0xC1, 0xC3, 0xC5, 0xC7, 0xC9, 0xCB, 0xCD, 0xCF, 0xDA, 0xD9: return false
-            default:
-                let length = Int(jpeg[i + 2]) << 8 | Int(jpeg[i + 3])
-                guard length >= 2 else { return false }
-                i += 2 + length
+    public static func isProgressive(_ jpeg: [UInt8]) -> Bool { FrameLayout(jpeg)?.progressive ?? false }
+
+    /// Decodes `jpeg` into `pixels` (RGB) at 1/`denom` of its size, which must give `width` × `height`, with libjpeg
+    /// holding at most `maxMemory` bytes of coefficients (0: no cap). Any warning (a damaged or cut scan, which
+    /// libjpeg would fill with grey) fails the decode, and so do more than 500 scans; a CMYK or YCCK photo is
+    /// refused before anything is allocated for it.
+    static func decode(
+        _ jpeg: [UInt8], into pixels: inout [UInt8], width: Int, height: Int, denom: Int32, maxMemory: Int
+    ) throws(LarderError) {
+        var message = [CChar](repeating: 0, count: Int(JMSG_LENGTH_MAX))
+        let rc = jpeg.withUnsafeBufferPointer { source in
+            pixels.withUnsafeMutableBufferPointer { target in
+                message.withUnsafeMutableBufferPointer { text in
+                    larder_jpeg_decode(
+                        source.baseAddress, UInt(jpeg.count), UInt32(denom), maxMemory, target.baseAddress,
+                        UInt32(width), UInt32(height), text.baseAddress)
+                }
             }
         }
-        return false
+        let why = String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        switch Int(rc) {
+        case LARDER_JPEG_OK: return
+        case LARDER_JPEG_OVER_MEMORY:
+            throw LarderError(
+                .payloadTooLarge,
+                "the photo would take more than \(maxMemory) bytes to decode, more than its frame header declares; "
+                    + "fetch the photo itself",
+                field: "thumbnail", details: ["memoryLimit": .int(Int64(maxMemory))])
+        default: throw undecodable(why)
+        }
     }
 
     /// `dimension` scaled by 1/`denom`, rounded up as TurboJPEG does (`TJSCALED`).
@@ -186,20 +229,6 @@ public enum Thumbnailer {
             }
             guard rc == 0, width > 0, height > 0 else { throw Thumbnailer.undecodable(errorText) }
             return ((Int(width), Int(height)), subsampling)
-        }
-
-        /// Decodes into `pixels` (RGB) at the scale that gives `width` × `height`. Any warning (a damaged or cut
-        /// scan, which libjpeg would fill with grey) fails the decode, and so do more than 500 progressive scans.
-        func decode(_ jpeg: [UInt8], into pixels: inout [UInt8], width: Int, height: Int) throws(LarderError) {
-            let flags = TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS
-            let rc = jpeg.withUnsafeBufferPointer { source in
-                pixels.withUnsafeMutableBufferPointer { target in
-                    tjDecompress2(
-                        handle, source.baseAddress, UInt(jpeg.count), target.baseAddress, Int32(width),
-                        Int32(width * 3), Int32(height), Int32(TJPF_RGB.rawValue), flags)
-                }
-            }
-            guard rc == 0 else { throw Thumbnailer.undecodable(errorText) }
         }
 
         /// A baseline JPEG of `image`, 4:2:0 at `quality`.

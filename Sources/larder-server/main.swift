@@ -13,6 +13,7 @@ func fail(_ message: String, code: Int32) -> Never {
 
 // Before any thread exists, so that SIGTERM and SIGINT wait for `runUntilSignalled` whenever they come.
 LarderServer.holdTerminationSignals()
+LarderServer.returnLargeAllocationsToTheSystem()
 
 let command: ServerOptions.Command
 var configuration: ServerConfiguration

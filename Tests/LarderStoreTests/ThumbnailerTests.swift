@@ -279,3 +279,89 @@ func psnr(_ a: RGBImage, _ b: RGBImage) -> Double {
     let mse = sum / Double(a.pixels.count)
     return mse == 0 ? .infinity : 10 * log10(255 * 255 / mse)
 }
+
+/// Photos that libjpeg decodes whole: progressive ones and sequential ones in several scans.
+@Suite struct MultiScanThumbnailTests {
+    /// A sequential photo whose first scan covers one component of three is decoded whole, like a progressive one:
+    /// past a quarter of the pixel limit it is refused from the header (before its scans are read: a cut last scan
+    /// changes nothing), and within it it is made.
+    @Test func sequentialPhotosInSeveralScansHaveAQuarterOfThePixelLimit() throws {
+        let interleaved = flatJPEG(width: 400, height: 300, sampling: [(2, 2), (1, 1), (1, 1)])
+        let separate = flatJPEG(width: 400, height: 300, sampling: [(2, 2), (1, 1), (1, 1)], scanPerComponent: true)
+        #expect(FrameLayout(interleaved)?.isMultiScan == false)
+        #expect(FrameLayout(separate)?.isMultiScan == true)
+        #expect(FrameLayout(separate)?.progressive == false)
+        let limit = 400 * 300 * 2
+        #expect(try Thumbnailer.make(interleaved, size: 64, maxSourcePixels: limit).width == 64)
+        let cut = flatJPEG(
+            width: 400, height: 300, sampling: [(2, 2), (1, 1), (1, 1)], scanPerComponent: true, cutLastScan: true)
+        for photo in [separate, cut] {
+            let refused = #expect(throws: LarderError.self) {
+                try Thumbnailer.make(photo, size: 64, maxSourcePixels: limit)
+            }
+            #expect(refused?.status == .payloadTooLarge)
+            #expect(refused?.field == "thumbnail")
+            #expect(refused?.details["multiScan"] == .bool(true))
+            #expect(refused?.details["progressive"] == nil)
+            #expect(refused?.details["limit"] == .int(Int64(limit / 4)))
+        }
+        let made = try Thumbnailer.make(separate, size: 64, maxSourcePixels: 400 * 300 * 4)
+        #expect(made.width == 64 && made.height == 48)
+        // The same photo with its last scan cut decodes to a warning: refused as undecodable.
+        let undecodable = #expect(throws: LarderError.self) {
+            try Thumbnailer.make(cut, size: 64, maxSourcePixels: 400 * 300 * 4)
+        }
+        #expect(undecodable?.status == .unsupportedMediaType)
+    }
+
+    /// The coefficients, not only the pixels, are bounded: at 4:4:4 a photo decoded whole holds 6 bytes a pixel, so
+    /// one of a quarter of the pixel limit is refused (its coefficients would take twice a 4:2:0 photo's), and one of
+    /// an eighth is made.
+    @Test func photosDecodedWholeAreBoundedByTheirCoefficients() throws {
+        let photo = flatJPEG(width: 400, height: 300, scanPerComponent: true)
+        let layout = try #require(FrameLayout(photo))
+        #expect(layout.coefficientBytes == 50 * 38 * 3 * 128)
+        #expect(layout.sampleCoefficientBytes == 400 * 300 * 6)
+        let quarter = #expect(throws: LarderError.self) {
+            try Thumbnailer.make(photo, size: 64, maxSourcePixels: 400 * 300 * 4)
+        }
+        #expect(quarter?.status == .payloadTooLarge)
+        #expect(quarter?.details["memory"] == .int(Int64(layout.coefficientBytes)))
+        #expect(quarter?.details["memoryLimit"] == .int(Int64(400 * 300 * 3)))
+        #expect(try Thumbnailer.make(photo, size: 64, maxSourcePixels: 400 * 300 * 8).width == 64)
+    }
+
+    /// A progressive frame header over a quarter of the limit is refused from the header alone, even with no scan
+    /// after it (PAYLOAD_TOO_LARGE, not UNSUPPORTED_MEDIA_TYPE).
+    @Test func aProgressiveHeaderWithoutScansIsRefusedFromTheHeader() throws {
+        let header = flatJPEG(width: 6000, height: 5000, progressive: true, scans: false)
+        let refused = #expect(throws: LarderError.self) { try Thumbnailer.make(header, size: 64) }
+        #expect(refused?.status == .payloadTooLarge)
+        #expect(refused?.details["progressive"] == .bool(true))
+        #expect(refused?.details["limit"] == .int(25_000_000))
+    }
+
+    /// libjpeg's own memory cap holds whatever the markers say: a photo decoded whole under a cap smaller than its
+    /// coefficients is refused before its scans are read, while a single-scan photo of the same size decodes under a
+    /// cap of one byte (it holds no coefficients).
+    @Test func libjpegsMemoryCapHolds() throws {
+        let separate = flatJPEG(width: 800, height: 800, scanPerComponent: true)
+        let refused = #expect(throws: LarderError.self) { try Thumbnailer.decode(separate, maxMemory: 1 << 20) }
+        #expect(refused?.status == .payloadTooLarge)
+        #expect(refused?.details["memoryLimit"] == .int(1 << 20))
+        #expect(try Thumbnailer.decode(separate, maxMemory: 8 << 20).pixels.allSatisfy { $0 == 128 })
+        let interleaved = flatJPEG(width: 800, height: 800)
+        #expect(try Thumbnailer.decode(interleaved, maxMemory: 1).width == 800)
+    }
+
+    /// A CMYK photo is refused as unsupported before it is decoded.
+    @Test func cmykIsUnsupported() throws {
+        var cmyk = flatJPEG(width: 64, height: 64, sampling: [(1, 1), (1, 1), (1, 1), (1, 1)])
+        // An Adobe segment saying "no transform": libjpeg reads four components as CMYK.
+        let adobe: [UInt8] = [0xFF, 0xEE, 0x00, 0x0E] + Array("Adobe".utf8) + [0x00, 0x64, 0, 0, 0, 0, 0]
+        cmyk.insert(contentsOf: adobe, at: 2)
+        let refused = #expect(throws: LarderError.self) { try Thumbnailer.make(cmyk, size: 64) }
+        #expect(refused?.status == .unsupportedMediaType)
+        #expect(refused?.message.contains("CMYK") == true)
+    }
+}
