@@ -212,7 +212,9 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         let started = monotonicNanos()
         context.inFlight.add(1)
         context.logger.debug("conn \(id) request \(frame.requestID) \(frame.opcode.name)")
-        if let reply = context.router.handleInline(frame, reads: shard.pointReads) {
+        if let reply = context.router.handleInline(
+            frame, reads: shard.pointReads, collections: machine.grant?.collections)
+        {
             return completed(reply, started: started)
         }
         if let backups = context.backups, BackupService.handles(frame.opcode) {
