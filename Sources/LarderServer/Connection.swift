@@ -232,7 +232,8 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         }
         if isWrite { writesOnLane += 1 }
         context.router.handle(
-            frame, writes: writeLane, collections: machine.grant?.collections, sendFiles: tls == nil
+            frame, writes: writeLane, collections: machine.grant?.collections, uploader: machine.uploader,
+            sendFiles: tls == nil
         ) { [self] reply in
             shard.loop.async { [self] in
                 if isWrite { writesOnLane -= 1 }

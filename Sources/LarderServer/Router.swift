@@ -137,11 +137,12 @@ package final class Router: Sendable {
     /// Handles `frame` and calls `completion` exactly once, on any thread. Writes go through `writes`, a lane from
     /// `makeWriteLane` that the caller keeps for the connection. `collections`: the only collections the sender's
     /// token may touch, for the requests whose collection only the store knows (BLOB_GET, BLOB_HEAD, BLOB_DELETE,
-    /// refused before any work by `visibleBlob`). `sendFiles`: the
+    /// refused before any work by `visibleBlob`). `uploader`: who the sender is for the upload quota (its token's
+    /// digest, or its connection's name). `sendFiles`: the
     /// connection can send a blob's range straight from its file (sendfile; not through TLS).
     func handle(
         _ frame: Frame, writes: @autoclosure () -> WorkPool.Lane, collections: Set<String>? = nil,
-        sendFiles: Bool = false, completion: @escaping @Sendable (Reply) -> Void
+        uploader: String = "", sendFiles: Bool = false, completion: @escaping @Sendable (Reply) -> Void
     ) {
         switch route(frame) {
         case .answered(let reply):
@@ -159,7 +160,7 @@ package final class Router: Sendable {
         case .write where Router.isUpload(frame.opcode):
             // In the connection's write order (chunks sent back to back arrive in order); each waits for its COMMIT.
             let accepted = writes().submit { [self] in
-                completion(reply(to: frame, Result { () throws(LarderError) in try upload(frame) }))
+                completion(reply(to: frame, Result { () throws(LarderError) in try upload(frame, uploader: uploader) }))
             }
             if !accepted { completion(Router.poolFull(frame, pool)) }
         case .write:

@@ -187,12 +187,13 @@ extension Router {
         opcode == .blobUpload || opcode == .blobUploadChunk || opcode == .blobUploadFinish || opcode == .blobUploadAbort
     }
 
-    /// The writes of a resumable upload: each waits for its COMMIT on the calling thread (a write lane's).
-    func upload(_ frame: Frame) throws(LarderError) -> ([UInt8], [UInt8]) {
+    /// The writes of a resumable upload: each waits for its COMMIT on the calling thread (a write lane's). `uploader`
+    /// names who begins an upload, for its share of the upload quota (`ConnectionIdentity.uploader`).
+    func upload(_ frame: Frame, uploader: String) throws(LarderError) -> ([UInt8], [UInt8]) {
         let object = try frame.jsonObject()
         switch frame.opcode {
         case .blobUpload:
-            return (try store.uploadBegin(try BlobUploadRequest(json: object)).json.bytes, [])
+            return (try store.uploadBegin(try BlobUploadRequest(json: object), owner: uploader).json.bytes, [])
         case .blobUploadChunk:
             let r = try BlobUploadChunkRequest(json: object)
             let info = try store.uploadChunk(r.upload, offset: r.offset, bytes: frame.binary, crc32: r.crc32)
