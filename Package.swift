@@ -96,13 +96,16 @@ let package = Package(
             ],
             swiftSettings: strict),
         // What the test targets share: the throwaway PostgreSQL they start (Tests/LarderTestSupport).
-        .target(name: "LarderTestSupport", dependencies: ["LarderStore", "LarderSync"], path: "Tests/LarderTestSupport"),
+        .target(
+            name: "LarderTestSupport", dependencies: ["LarderStore", "LarderSync", "LarderWire"],
+            path: "Tests/LarderTestSupport"),
         .testTarget(name: "LarderWireTests", dependencies: ["LarderWire", "LarderIO"]),
         .testTarget(
             name: "LarderStoreTests",
             dependencies: ["LarderStore", "LarderSync", "LarderIO", "LarderTestSupport", "LarderThumbnails"],
             resources: [.copy("Fixtures")]),
-        .testTarget(name: "LarderServerTests", dependencies: ["LarderServer", "LarderSync", "LarderIO"]),
+        .testTarget(
+            name: "LarderServerTests", dependencies: ["LarderServer", "LarderSync", "LarderIO", "LarderTestSupport"]),
         .testTarget(name: "LarderClientTests", dependencies: ["LarderClient", "LarderCLI", "LarderSync", "LarderIO"]),
         .testTarget(
             name: "LarderBenchTests",

@@ -16,10 +16,24 @@ extension Router {
     ///
     /// With `sendFiles`, a large range of a blob kept in a file is answered as that file's range, which the connection
     /// sends with sendfile (no copy through this process); otherwise it is read into the answer.
-    func answerBlobGet(_ frame: Frame, sendFiles: Bool = false, completion: @escaping @Sendable (Reply) -> Void) {
+    ///
+    /// With `collections` (a token limited to them), the request's own errors come first, then the blob is refused
+    /// unless it is attached to one of them (`visibleBlob`), before anything is read or made of it.
+    func answerBlobGet(
+        _ frame: Frame, sendFiles: Bool = false, collections: Set<String>? = nil,
+        completion: @escaping @Sendable (Reply) -> Void
+    ) {
         let request: BlobGetRequest
         do throws(LarderError) {
             request = try BlobGetRequest(json: try frame.jsonObject())
+            if let maxSide = request.thumbnail, !thumbnailSizes.contains(maxSide) {
+                throw LarderError(
+                    .invalidArgument,
+                    "thumbnail must be one of the sizes this server makes: "
+                        + thumbnailSizes.map(String.init).joined(separator: ", ") + " (HELLO's limits.thumbnailSizes)",
+                    field: "thumbnail", details: ["sizes": .array(thumbnailSizes.map { .int(Int64($0)) })])
+            }
+            if let collections { _ = try visibleBlob(request.id, .blobGet, collections) }
         } catch {
             return completion(reply(to: frame, .failure(error)))
         }
@@ -41,13 +55,6 @@ extension Router {
         }
         let made: (meta: BlobMeta, thumbnail: StoredThumbnail)
         do throws(LarderError) {
-            guard thumbnailSizes.contains(maxSide) else {
-                throw LarderError(
-                    .invalidArgument,
-                    "thumbnail must be one of the sizes this server makes: "
-                        + thumbnailSizes.map(String.init).joined(separator: ", ") + " (HELLO's limits.thumbnailSizes)",
-                    field: "thumbnail", details: ["sizes": .array(thumbnailSizes.map { .int(Int64($0)) })])
-            }
             let cached = try store.thumbnail(request.id, maxSide: maxSide)
             if let thumbnail = cached.thumbnail {
                 stats.thumbnailServed(fromCache: true)

@@ -212,7 +212,9 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         let started = monotonicNanos()
         context.inFlight.add(1)
         context.logger.debug("conn \(id) request \(frame.requestID) \(frame.opcode.name)")
-        if let reply = context.router.handleInline(frame, reads: shard.pointReads) {
+        if let reply = context.router.handleInline(
+            frame, reads: shard.pointReads, collections: machine.grant?.collections)
+        {
             return completed(reply, started: started)
         }
         if let backups = context.backups, BackupService.handles(frame.opcode) {
@@ -230,7 +232,8 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         }
         if isWrite { writesOnLane += 1 }
         context.router.handle(
-            frame, writes: writeLane, collections: machine.grant?.collections, sendFiles: tls == nil
+            frame, writes: writeLane, collections: machine.grant?.collections, uploader: machine.uploader,
+            sendFiles: tls == nil
         ) { [self] reply in
             shard.loop.async { [self] in
                 if isWrite { writesOnLane -= 1 }

@@ -39,6 +39,8 @@ package struct ConnectionStateMachine {
     private var identity = ConnectionIdentity()
     /// What the token presented in HELLO may do (nil: the server requires no token).
     package var grant: Grant? { identity.grant }
+    /// Who this connection's uploads count against (`ConnectionIdentity.uploader`).
+    package var uploader: String { identity.uploader }
     /// The connection runs over TLS (set by the shell before any byte arrives); HELLO says so.
     package var isTLS = false
 

@@ -89,6 +89,8 @@ public final class LarderServer: Sendable {
         storeConfiguration.blobChunkBytes = configuration.limits.blobChunkBytes
         storeConfiguration.uploadExpiryMs = Int64(configuration.limits.uploadExpiryMs)
         storeConfiguration.maxUploadBytes = Int64(configuration.limits.maxUploadBytes)
+        storeConfiguration.maxUploadsPerOwner = Int64(configuration.limits.maxUploadsPerToken)
+        storeConfiguration.maxUploadBytesPerOwner = Int64(configuration.limits.maxUploadBytesPerToken)
         if let url = configuration.postgresURL {
             let store = try PostgresStore(
                 url: url, configuration: storeConfiguration, timeoutMs: configuration.postgresTimeoutMs)

@@ -1,3 +1,4 @@
+import LarderStore
 import LarderWire
 
 /// What a token may do: each role includes the rights of the ones before it (Protocol.md section 10.2).
@@ -62,8 +63,13 @@ package struct Grant: Sendable, Equatable {
         LarderError(.permissionDenied, "this token may not \(why)", details: ["opcode": .string(opcode.name)])
     }
 
-    /// Whether `frame` is within these rights: nil when it is, else the PERMISSION_DENIED to answer. Requests whose
-    /// collection member is missing or malformed pass, so that the router names the field as it would for anyone.
+    /// Whether `frame` is within these rights: nil when it is, else the PERMISSION_DENIED to answer.
+    ///
+    /// A limited token's request is refused when it names a well-formed collection outside its own, or, for
+    /// BLOB_PUT, BLOB_UPLOAD and BLOB_LIST, when it names none (`attach`, `attachedTo` missing or `null`: unattached
+    /// blobs belong to no collection). `null` is a member's absence (Protocol.md section 3), here as in the router.
+    /// A member that is there but malformed (a number, an array, `9bad`) passes, so that the router names the field
+    /// as it would for any token: the router refuses it before it reaches the store, so it touches no collection.
     package func check(_ frame: Frame) -> LarderError? {
         let opcode = frame.opcode
         guard let required = Role.required(for: opcode) else { return nil }
@@ -71,35 +77,49 @@ package struct Grant: Sendable, Equatable {
             return denied(opcode, "send \(opcode.name): it needs the \(required) role and holds \(role)")
         }
         guard let collections else { return nil }
-        func outside(_ name: String?) -> LarderError? {
-            guard let name, !collections.contains(name) else { return nil }
+        func outside(_ value: JSON?) -> LarderError? {
+            guard let name = Grant.wellFormedCollection(value), !collections.contains(name) else { return nil }
             return denied(opcode, "use the collection \(name) (it is limited to \(Grant.list(collections)))")
         }
+        let object = try? frame.jsonObject()
         switch opcode {
         case .collections, .stats:
             return nil
         case .backup, .backupRead:
             return denied(opcode, "take a backup while it is limited to collections: a backup holds every collection")
-        case .blobGet, .blobHead:
-            return nil  // checked on the answer, which says what the blob is attached to (`screen`)
-        case .blobDelete:
-            return nil  // checked on the writer, where the store says what the blob is attached to (Router)
+        case .blobGet, .blobHead, .blobDelete:
+            // Named by id: the router looks the blob up and refuses it before any other work (`Router.blobAccess`).
+            return nil
         case .blobPut, .blobList, .blobUpload:
             // An upload's later requests name it by its id, which only the client that began it knows.
             let member = opcode == .blobList ? "attachedTo" : "attach"
-            let object = try? frame.jsonObject()
-            guard let target = object?[member] else {
+            guard let target = Grant.present(object?[member]) else {
                 return denied(
                     opcode, "\(opcode == .blobList ? "list" : "store") blobs outside its collections; "
                         + "give \(member) with one of \(Grant.list(collections))")
             }
-            return outside(target["collection"]?.stringValue)
+            return outside(target["collection"])
         case .watch:
-            // A WATCH on every collection is narrowed to these (`Subscription.allowed`).
-            return outside((try? frame.jsonObject())?["collection"]?.stringValue)
+            // A WATCH on every collection (no `collection`, or `null`) is narrowed to these (`Subscription.allowed`).
+            return outside(object?["collection"])
         default:
-            return outside((try? frame.jsonObject())?["collection"]?.stringValue)
+            return outside(object?["collection"])
         }
+    }
+
+    /// `value` unless it is missing or `null`, which a request means as the member's absence.
+    static func present(_ value: JSON?) -> JSON? {
+        guard let value, !value.isNull else { return nil }
+        return value
+    }
+
+    /// The collection `value` names when it is a well-formed collection name; nil when it is absent, `null`, not a
+    /// string, or not a name the store accepts (the router answers those INVALID_ARGUMENT).
+    static func wellFormedCollection(_ value: JSON?) -> String? {
+        guard let name = present(value)?.stringValue, (try? SQLiteStore.validateCollection(name)) != nil else {
+            return nil
+        }
+        return name
     }
 
     /// An answer seen through these rights: a limited token's COLLECTIONS lists only its collections, and a blob
@@ -115,16 +135,27 @@ package struct Grant: Sendable, Equatable {
             let json: JSONObject = ["collections": .array(kept)]
             return Reply(opcode: reply.opcode, requestID: reply.requestID, json: json.bytes)
         case .blobGet, .blobHead:
+            // The router refused such a blob before reading it (`Router.visibleBlob`); this holds if it changed since.
             let object = try? JSONParser.parseObject(reply.json, maxDepth: JSONParser.maxAnswerDepth)
             if let owner = object?["attachedTo"]?["collection"]?.stringValue, collections.contains(owner) {
                 return reply
             }
             return Reply(
-                opcode: reply.opcode, requestID: reply.requestID,
-                error: denied(reply.opcode, "read a blob that is not attached to \(Grant.list(collections))"))
+                opcode: reply.opcode, requestID: reply.requestID, error: Grant.blobRefused(reply.opcode, collections))
         default:
             return reply
         }
+    }
+
+    /// The one answer a token limited to `collections` gets for a blob it may not see: attached elsewhere, attached
+    /// to nothing, or no blob at all. The same bytes whatever the blob is, so that it tells nothing about it, not even
+    /// whether it exists (Protocol.md section 10.2).
+    static func blobRefused(_ opcode: Opcode, _ collections: Set<String>) -> LarderError {
+        let verb = opcode == .blobDelete ? "delete" : "read"
+        return LarderError(
+            .permissionDenied,
+            "this token may not \(verb) that blob: it may only \(verb) blobs attached to documents of "
+                + "\(Grant.list(collections))", details: ["opcode": .string(opcode.name)])
     }
 
     static func list(_ collections: Set<String>) -> String { collections.sorted().joined(separator: ", ") }

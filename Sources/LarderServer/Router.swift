@@ -104,18 +104,22 @@ package final class Router: Sendable {
         }
     }
 
-    private func readReply(_ frame: Frame, _ reads: (any PointReads)? = nil) -> Reply {
-        reply(to: frame, Result { () throws(LarderError) in try read(frame, reads) })
+    private func readReply(_ frame: Frame, _ reads: (any PointReads)? = nil, _ collections: Set<String>? = nil)
+        -> Reply
+    {
+        reply(to: frame, Result { () throws(LarderError) in try read(frame, reads, collections) })
     }
 
     /// Answers `frame` at once when it is a point read (`isInline`), through `reads` (the caller's burst of
-    /// point reads, ended by the caller); nil means: use `handle`.
-    package func handleInline(_ frame: Frame, reads: @autoclosure () -> any PointReads) -> Reply? {
+    /// point reads, ended by the caller); nil means: use `handle`. `collections`: as for `handle`.
+    package func handleInline(
+        _ frame: Frame, reads: @autoclosure () -> any PointReads, collections: Set<String>? = nil
+    ) -> Reply? {
         // A store whose point reads wait on the network (PostgreSQL) must not hold up a loop: only PING stays here.
         guard Router.isInline(frame.opcode), pointReadsAreLocal || frame.opcode == .ping else { return nil }
         switch route(frame) {
         case .answered(let reply): return reply
-        case .read: return readReply(frame, frame.opcode == .ping ? nil : reads())
+        case .read: return readReply(frame, frame.opcode == .ping ? nil : reads(), collections)
         case .write: return nil
         }
     }
@@ -137,26 +141,31 @@ package final class Router: Sendable {
 
     /// Handles `frame` and calls `completion` exactly once, on any thread. Writes go through `writes`, a lane from
     /// `makeWriteLane` that the caller keeps for the connection. `collections`: the only collections the sender's
-    /// token may touch, for the requests whose collection only the store knows (BLOB_DELETE). `sendFiles`: the
+    /// token may touch, for the requests whose collection only the store knows (BLOB_GET, BLOB_HEAD, BLOB_DELETE,
+    /// refused before any work by `visibleBlob`). `uploader`: who the sender is for the upload quota (its token's
+    /// digest, or its connection's name). `sendFiles`: the
     /// connection can send a blob's range straight from its file (sendfile; not through TLS).
     func handle(
         _ frame: Frame, writes: @autoclosure () -> WorkPool.Lane, collections: Set<String>? = nil,
-        sendFiles: Bool = false, completion: @escaping @Sendable (Reply) -> Void
+        uploader: String = "", sendFiles: Bool = false, completion: @escaping @Sendable (Reply) -> Void
     ) {
         switch route(frame) {
         case .answered(let reply):
             completion(reply)
         case .read where frame.opcode == .blobGet:
             // A thumbnail's cache write is answered after its commit, so BLOB_GET has a completion of its own.
-            if !pool.submit({ [self] in answerBlobGet(frame, sendFiles: sendFiles, completion: completion) }) {
+            let accepted = pool.submit { [self] in
+                answerBlobGet(frame, sendFiles: sendFiles, collections: collections, completion: completion)
+            }
+            if !accepted { completion(Router.poolFull(frame, pool)) }
+        case .read:
+            if !pool.submit({ [self] in completion(readReply(frame, nil, collections)) }) {
                 completion(Router.poolFull(frame, pool))
             }
-        case .read:
-            if !pool.submit({ [self] in completion(readReply(frame)) }) { completion(Router.poolFull(frame, pool)) }
         case .write where Router.isUpload(frame.opcode):
             // In the connection's write order (chunks sent back to back arrive in order); each waits for its COMMIT.
             let accepted = writes().submit { [self] in
-                completion(reply(to: frame, Result { () throws(LarderError) in try upload(frame) }))
+                completion(reply(to: frame, Result { () throws(LarderError) in try upload(frame, uploader: uploader) }))
             }
             if !accepted { completion(Router.poolFull(frame, pool)) }
         case .write:

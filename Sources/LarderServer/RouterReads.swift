@@ -11,15 +11,43 @@ extension Router {
         return (try store.get(request.collection, id: request.id).bytes, [])
     }
 
-    private func blobHead(_ request: BlobIDRequest, _ reads: (any PointReads)?) throws(LarderError) -> ([UInt8], [UInt8]) {
+    private func blobHead(_ request: BlobIDRequest, _ reads: (any PointReads)?, _ collections: Set<String>?)
+        throws(LarderError) -> ([UInt8], [UInt8])
+    {
+        if let collections { return (try visibleBlob(request.id, .blobHead, collections, reads).json.bytes, []) }
         let meta = if let reads { try reads.blobHead(request.id) } else { try store.blobHead(request.id) }
         return (meta.json.bytes, [])
     }
 
-    func read(_ frame: Frame, _ reads: (any PointReads)?) throws(LarderError) -> ([UInt8], [UInt8]) {
+    /// The blob `id` for a token limited to `collections`: its metadata when it is attached to a document of one of
+    /// them, else `Grant.blobRefused`, the same answer whether the blob is attached elsewhere, to nothing, or missing.
+    /// Called before anything else is read, checked or made of the blob, so that no other answer (a range past its
+    /// end, a photo too large for a thumbnail) and no work (a thumbnail made and cached) comes of a blob the token may
+    /// not see. A blob's attachment never changes once stored, so what this finds is what the request then reads.
+    func visibleBlob(_ id: UUID, _ opcode: Opcode, _ collections: Set<String>, _ reads: (any PointReads)? = nil)
+        throws(LarderError) -> BlobMeta
+    {
+        let meta: BlobMeta
+        do throws(LarderError) {
+            meta = if let reads { try reads.blobHead(id) } else { try store.blobHead(id) }
+        } catch where error.status == .notFound {
+            throw Grant.blobRefused(opcode, collections)
+        }
+        guard let owner = meta.attachedTo?.collection, collections.contains(owner) else {
+            throw Grant.blobRefused(opcode, collections)
+        }
+        return meta
+    }
+
+    /// `collections`: the only collections the sender's token may touch (nil: every one), for BLOB_HEAD.
+    func read(_ frame: Frame, _ reads: (any PointReads)?, _ collections: Set<String>? = nil) throws(LarderError)
+        -> ([UInt8], [UInt8])
+    {
         // The plain forms of the point reads skip building a JSON object (the general path below answers the rest).
         if frame.opcode == .get, let request = GetRequest.fast(frame.json) { return try get(request, reads) }
-        if frame.opcode == .blobHead, let request = BlobIDRequest.fast(frame.json) { return try blobHead(request, reads) }
+        if frame.opcode == .blobHead, let request = BlobIDRequest.fast(frame.json) {
+            return try blobHead(request, reads, collections)
+        }
         let object = try frame.jsonObject()
         switch frame.opcode {
         case .ping, .hello:
@@ -73,7 +101,7 @@ extension Router {
         case .blobUploadStatus:
             return (try store.uploadStatus(try BlobUploadIDRequest(json: object).upload).json.bytes, [])
         case .blobHead:
-            return try blobHead(try BlobIDRequest(json: object), reads)
+            return try blobHead(try BlobIDRequest(json: object), reads, collections)
         case .blobList:
             let request = try BlobListRequest(json: object)
             let (blobs, cursor) = try store.blobList(
@@ -159,12 +187,13 @@ extension Router {
         opcode == .blobUpload || opcode == .blobUploadChunk || opcode == .blobUploadFinish || opcode == .blobUploadAbort
     }
 
-    /// The writes of a resumable upload: each waits for its COMMIT on the calling thread (a write lane's).
-    func upload(_ frame: Frame) throws(LarderError) -> ([UInt8], [UInt8]) {
+    /// The writes of a resumable upload: each waits for its COMMIT on the calling thread (a write lane's). `uploader`
+    /// names who begins an upload, for its share of the upload quota (`ConnectionIdentity.uploader`).
+    func upload(_ frame: Frame, uploader: String) throws(LarderError) -> ([UInt8], [UInt8]) {
         let object = try frame.jsonObject()
         switch frame.opcode {
         case .blobUpload:
-            return (try store.uploadBegin(try BlobUploadRequest(json: object)).json.bytes, [])
+            return (try store.uploadBegin(try BlobUploadRequest(json: object), owner: uploader).json.bytes, [])
         case .blobUploadChunk:
             let r = try BlobUploadChunkRequest(json: object)
             let info = try store.uploadChunk(r.upload, offset: r.offset, bytes: frame.binary, crc32: r.crc32)

@@ -46,21 +46,15 @@ extension Router {
         return true
     }
 
-    /// BLOB_DELETE by a token limited to `collections`: the blob goes only when it is attached to one of them. The
-    /// check runs on the writer just before the delete, against the last commit; a blob's attachment never changes
-    /// once stored (a BLOB_PUT of an id in use is CONFLICT), so what it checks is what it deletes, unless the blob was
-    /// deleted and stored again under the same id, elsewhere, earlier in the same group commit.
+    /// BLOB_DELETE by a token limited to `collections`: the blob goes only when it is attached to one of them; any
+    /// other id, a missing one included, gets `Grant.blobRefused` (`visibleBlob`). The check runs on the writer just
+    /// before the delete, against the last commit; a blob's attachment never changes once stored (a BLOB_PUT of an id
+    /// in use is CONFLICT), so what it checks is what it deletes, unless the blob was deleted and stored again under
+    /// the same id, elsewhere, earlier in the same group commit.
     func limitedBlobDelete(_ frame: Frame, _ collections: Set<String>) throws(LarderError) -> WriteBody {
         let r = try BlobIDRequest(json: try frame.jsonObject())
-        let store = self.store
-        return { (c) throws(LarderError) in
-            let owner = try store.blobHead(r.id).attachedTo?.collection
-            guard let owner, collections.contains(owner) else {
-                throw LarderError(
-                    .permissionDenied,
-                    "this token may not delete a blob that is not attached to \(Grant.list(collections))",
-                    details: ["opcode": .string(Opcode.blobDelete.name)])
-            }
+        return { [self] (c) throws(LarderError) in
+            _ = try visibleBlob(r.id, .blobDelete, collections)
             try c.blobDelete(r.id)
             return (BlobDeleteResponse(id: r.id).json.bytes, [])
         }

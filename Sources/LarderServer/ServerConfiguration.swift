@@ -84,6 +84,9 @@ public struct ServerConfiguration: Sendable {
         get { limits.maxQueuedWork }
         set { limits.maxQueuedWork = newValue }
     }
+    /// Whether `limits.maxUploadBytesPerToken` was given; if not, `ServerOptions.parse` makes it a quarter of
+    /// `maxUploadBytes`.
+    var uploadBytesPerTokenSet = false
     /// The change log keeps the newest this many changes for WATCH `since`...
     public var changeRetentionEvents: Int = 100_000
     /// ...none older than this (milliseconds).
@@ -241,6 +244,17 @@ public enum ServerOptions {
             limit(
                 "max-upload-bytes", "declared bytes of all unfinished uploads together", l.maxUploadBytes,
                 \.maxUploadBytes),
+            limit(
+                "max-uploads-per-token", "unfinished uploads one token (or connection, without tokens) may hold",
+                l.maxUploadsPerToken, \.maxUploadsPerToken),
+            Option(
+                name: "max-upload-bytes-per-token", env: envName("max-upload-bytes-per-token"), valueName: "SIZE",
+                help: "declared bytes of one token's (or connection's, without tokens) unfinished uploads together "
+                    + "(default a quarter of --max-upload-bytes: \(ByteSize.format(l.maxUploadBytes / 4)))",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.limits.maxUploadBytesPerToken = try size("max-upload-bytes-per-token", v, min: 1)
+                    c.uploadBytesPerTokenSet = true
+                }),
             limit("max-in-flight", "requests in flight per connection", l.maxInFlight, \.maxInFlight),
             limit("max-connections", "connections at once", l.maxConnections, \.maxConnections),
             limit("idle-timeout-ms", "close connections silent this long", l.idleTimeoutMs, \.idleTimeoutMs),
@@ -439,6 +453,9 @@ public enum ServerOptions {
             }
             guard let value = scanner.value(for: argument) else { throw UsageError(message: "--\(name) needs a value") }
             try option.apply(&configuration, value)
+        }
+        if !configuration.uploadBytesPerTokenSet {
+            configuration.limits.maxUploadBytesPerToken = max(1, configuration.limits.maxUploadBytes / 4)
         }
         if (configuration.tlsCertificate == nil) != (configuration.tlsKey == nil) {
             throw UsageError(message: "TLS needs both --tls-cert and --tls-key")

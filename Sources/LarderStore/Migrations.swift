@@ -169,6 +169,14 @@ enum Schema {
                 END;
                 """)
         },
+        // 13: who holds each upload (a token's digest, or a connection), for each one's share of the upload quota
+        // (`WriteRules.checkUploadQuota`). Uploads begun before count as one owner's, ''.
+        .code { db throws(LarderError) in
+            if try db.scalar("SELECT count(*) FROM pragma_table_info('uploads') WHERE name = 'owner'") == 0 {
+                try db.execute("ALTER TABLE uploads ADD COLUMN owner TEXT NOT NULL DEFAULT ''")
+            }
+            try db.execute("CREATE INDEX IF NOT EXISTS uploads_owner ON uploads(owner, expiresAt)")
+        },
     ]
 
     /// The backlog of the trigram index (`TextIndexer`, which also states the rule that keeps searches exact): the

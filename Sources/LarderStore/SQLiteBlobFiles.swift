@@ -50,12 +50,12 @@ extension SQLiteStore {
         }
     }
 
-    public func uploadBegin(_ request: BlobUploadRequest) throws(LarderError) -> BlobUploadInfo {
+    public func uploadBegin(_ request: BlobUploadRequest, owner: String) throws(LarderError) -> BlobUploadInfo {
         let upload = try newUpload(request)
         // The file first: a crash before the row commits leaves a file no row names, which the next start removes.
         try files.create(upload.upload.wireString)
         do throws(LarderError) {
-            try insertUpload(upload)
+            try insertUpload(upload, owner: owner)
         } catch {
             files.remove(upload.upload.wireString)
             throw error

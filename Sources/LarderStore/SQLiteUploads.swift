@@ -64,7 +64,7 @@ extension SQLiteWriteContext: UploadWriteContext {
         try writer.scalar("SELECT 1 FROM blobs WHERE id = ?1", [.text(id.wireString)]) != nil
     }
 
-    func uploadInsert(_ upload: UploadRecord, quota: Int64, now: Int64) throws(LarderError) {
+    func uploadInsert(_ upload: UploadRecord, owner: String, quota: UploadQuota, now: Int64) throws(LarderError) {
         let db = try writer
         _ = try uploadsExpire(now: now)
         let taken = try db.scalar(
@@ -73,16 +73,20 @@ extension SQLiteWriteContext: UploadWriteContext {
         if let attach = upload.attach, try document(attach, in: try writer) == nil {
             throw WriteRules.attachMissing(attach)
         }
-        let open = try db.scalar("SELECT coalesce(sum(size), 0) FROM uploads") ?? 0
-        try WriteRules.checkUploadQuota(open: open, adding: upload.size, quota: quota)
+        let all = try db.scalar("SELECT coalesce(sum(size), 0) FROM uploads WHERE expiresAt > ?1", [.int(now)]) ?? 0
+        let own = try db.query(
+            "SELECT count(*), coalesce(sum(size), 0) FROM uploads WHERE owner = ?1 AND expiresAt > ?2",
+            [.text(owner), .int(now)]
+        ) { ($0.int(0), $0.int(1)) }.first ?? (0, 0)
+        try WriteRules.checkUploadQuota(own: own, allBytes: all, adding: upload.size, quota: quota)
         try db.run(
-            "INSERT INTO uploads(\(SQLiteStore.uploadColumns), createdAt) "
-                + "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            "INSERT INTO uploads(\(SQLiteStore.uploadColumns), createdAt, owner) "
+                + "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             [
                 .text(upload.upload.wireString), .text(upload.id.wireString), .int(upload.size), .int(upload.offset),
                 .int(Int64(upload.chunkBytes)), .int(upload.expiresAt), upload.sha256.map { .text($0) } ?? .null,
                 upload.attach.map { .text($0.collection) } ?? .null,
-                upload.attach.map { .text($0.id.wireString) } ?? .null, .int(now),
+                upload.attach.map { .text($0.id.wireString) } ?? .null, .int(now), .text(owner),
             ])
     }
 

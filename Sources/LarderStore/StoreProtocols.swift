@@ -270,6 +270,13 @@ extension DocumentStore {
 }
 
 /// JPEG blobs, optionally attached to a document, with their cached thumbnails (`ThumbnailStore`).
+extension BlobStore {
+    /// `uploadBegin` for one owner with no name: the store's own callers and tests, where a single client uploads.
+    public func uploadBegin(_ request: BlobUploadRequest) throws(LarderError) -> BlobUploadInfo {
+        try uploadBegin(request, owner: "")
+    }
+}
+
 public protocol BlobStore: ThumbnailStore, Sendable {
     /// Validates the JPEG (UNSUPPORTED_MEDIA_TYPE), the size (PAYLOAD_TOO_LARGE), the expected SHA-256
     /// (INVALID_ARGUMENT when different), the attachment (NOT_FOUND when the document is missing), the id (CONFLICT).
@@ -290,8 +297,10 @@ public protocol BlobStore: ThumbnailStore, Sendable {
     func blobReadForSending(_ id: UUID, offset: Int64, length: Int) throws(LarderError)
         -> (meta: BlobMeta, body: BlobBody)
     /// Starts a resumable upload (`Uploads.swift`): checks the size, the id (CONFLICT), the attachment's document
-    /// (NOT_FOUND) and the quota (RESOURCE_EXHAUSTED) at once, so a client learns before sending any byte.
-    func uploadBegin(_ request: BlobUploadRequest) throws(LarderError) -> BlobUploadInfo
+    /// (NOT_FOUND) and the quotas (RESOURCE_EXHAUSTED) at once, so a client learns before sending any byte. `owner`
+    /// names who holds the upload (a token's digest, or a connection) for its share of the quota, counted from the
+    /// store, so servers sharing a database count alike.
+    func uploadBegin(_ request: BlobUploadRequest, owner: String) throws(LarderError) -> BlobUploadInfo
     /// Commits a chunk at the upload's committed offset (CONFLICT with details `offset` otherwise), after checking
     /// its CRC-32 (INVALID_ARGUMENT, field `crc32`).
     func uploadChunk(_ upload: UUID, offset: Int64, bytes: [UInt8], crc32: UInt32) throws(LarderError)
@@ -389,6 +398,10 @@ public struct StoreConfiguration: Sendable {
     public var uploadExpiryMs: Int64 = 86_400_000
     /// The declared sizes of all unfinished uploads together may not pass this.
     public var maxUploadBytes: Int64 = 1 << 30
+    /// Unfinished uploads one owner (`uploadBegin`'s: a token, or a connection) may hold at once...
+    public var maxUploadsPerOwner: Int64 = 64
+    /// ...and the most their declared sizes may add up to.
+    public var maxUploadBytesPerOwner: Int64 = 1 << 28
     /// Milliseconds since the epoch, for upload expiry; tests inject a clock they move by hand.
     public var clock: @Sendable () -> Int64 = { nowMillis() }
 

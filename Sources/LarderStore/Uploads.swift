@@ -6,9 +6,10 @@ public typealias UploadRecord = BlobUploadInfo
 
 /// What each store writes for resumable uploads, inside the writer's transaction (its SQL dialect).
 protocol UploadWriteContext: PreparedWriteContext {
-    /// Inserts `upload` after dropping the uploads expired at `now`: CONFLICT when a blob has its id, NOT_FOUND when
-    /// the document to attach to is missing, RESOURCE_EXHAUSTED when the open uploads would pass `quota` bytes.
-    func uploadInsert(_ upload: UploadRecord, quota: Int64, now: Int64) throws(LarderError)
+    /// Inserts `upload`, held by `owner`, after dropping the uploads expired at `now`: CONFLICT when a blob has its
+    /// id, NOT_FOUND when the document to attach to is missing, RESOURCE_EXHAUSTED when the owner's open uploads or
+    /// everyone's would pass `quota` (`WriteRules.checkUploadQuota`). Uploads expired at `now` never count.
+    func uploadInsert(_ upload: UploadRecord, owner: String, quota: UploadQuota, now: Int64) throws(LarderError)
     /// Appends a chunk at the committed offset and moves the expiry to `expiresAt`; answers the upload after it.
     func uploadAppend(_ upload: UUID, offset: Int64, bytes: [UInt8], now: Int64, expiresAt: Int64) throws(LarderError)
         -> UploadRecord
@@ -29,6 +30,14 @@ protocol UploadReads: GroupCommitStore {
     func forEachChunk(
         owner: UUID, overlapping range: Range<Int64>, _ body: (Int64, [UInt8]) throws(LarderError) -> Void
     ) throws(LarderError)
+}
+
+/// The limits on unfinished uploads (Protocol.md section 8): everyone's declared bytes together, and each owner's
+/// uploads and declared bytes (a token's, or a connection's on a server without tokens).
+struct UploadQuota: Sendable {
+    var totalBytes: Int64
+    var ownerUploads: Int64
+    var ownerBytes: Int64
 }
 
 /// Shared rules of ranges and uploads, the same on both stores.
@@ -83,9 +92,9 @@ extension UploadReads {
         try syncWrite { context throws(LarderError) in try body(context as! any UploadWriteContext) }
     }
 
-    public func uploadBegin(_ request: BlobUploadRequest) throws(LarderError) -> BlobUploadInfo {
+    public func uploadBegin(_ request: BlobUploadRequest, owner: String) throws(LarderError) -> BlobUploadInfo {
         let upload = try newUpload(request)
-        try insertUpload(upload)
+        try insertUpload(upload, owner: owner)
         return upload
     }
 
@@ -106,11 +115,16 @@ extension UploadReads {
             sha256: request.sha256, attach: request.attach)
     }
 
-    /// Commits `upload`'s row (within the quota of unfinished uploads).
-    func insertUpload(_ upload: UploadRecord) throws(LarderError) {
-        let quota = core.configuration.maxUploadBytes
+    /// Commits `upload`'s row, held by `owner` (within the quotas of unfinished uploads).
+    func insertUpload(_ upload: UploadRecord, owner: String) throws(LarderError) {
+        let configuration = core.configuration
+        let quota = UploadQuota(
+            totalBytes: configuration.maxUploadBytes, ownerUploads: configuration.maxUploadsPerOwner,
+            ownerBytes: configuration.maxUploadBytesPerOwner)
         let now = self.now
-        try write { context throws(LarderError) in try context.uploadInsert(upload, quota: quota, now: now) }
+        try write { context throws(LarderError) in
+            try context.uploadInsert(upload, owner: owner, quota: quota, now: now)
+        }
     }
 
     /// INVALID_ARGUMENT (details `actualCRC32`, and the committed `offset`) when `bytes` do not have `crc32`.
@@ -232,13 +246,31 @@ extension WriteRules {
             field: "attach.id")
     }
 
-    /// RESOURCE_EXHAUSTED when `adding` bytes more would take the unfinished uploads (`open` bytes) past `quota`.
-    static func checkUploadQuota(open: Int64, adding: Int64, quota: Int64) throws(LarderError) {
-        guard open + adding <= quota else {
+    /// RESOURCE_EXHAUSTED when one upload of `adding` bytes more would take its owner's unfinished uploads (`own`:
+    /// how many, and their declared bytes) or everyone's (`allBytes`) past `quota`. The message tells the caller its
+    /// own usage and the limits, never what other owners hold.
+    static func checkUploadQuota(
+        own: (uploads: Int64, bytes: Int64), allBytes: Int64, adding: Int64, quota: UploadQuota
+    ) throws(LarderError) {
+        let advice = "finish or abort some of them, or wait for abandoned ones to expire"
+        guard own.uploads < quota.ownerUploads else {
             throw LarderError(
-                .resourceExhausted, "unfinished uploads hold \(open) of the \(quota) bytes they may (maxUploadBytes) "
-                    + "and this one needs \(adding): finish or abort uploads, or wait for abandoned ones to expire",
-                field: "size", details: ["limit": .int(quota)])
+                .resourceExhausted, "this token holds \(own.uploads) unfinished uploads, the most it may "
+                    + "(maxUploadsPerToken): \(advice)",
+                details: ["limit": .int(quota.ownerUploads), "uploads": .int(own.uploads)])
+        }
+        guard own.bytes + adding <= quota.ownerBytes else {
+            throw LarderError(
+                .resourceExhausted, "this token's unfinished uploads declare \(own.bytes) of the \(quota.ownerBytes) "
+                    + "bytes it may hold (maxUploadBytesPerToken) and this one needs \(adding): \(advice)",
+                field: "size", details: ["limit": .int(quota.ownerBytes), "bytes": .int(own.bytes)])
+        }
+        guard allBytes + adding <= quota.totalBytes else {
+            throw LarderError(
+                .resourceExhausted, "the server's unfinished uploads leave no room for \(adding) bytes more "
+                    + "(maxUploadBytes, \(quota.totalBytes) for every token together); this token's declare "
+                    + "\(own.bytes) bytes: finish or abort some of them, or retry later",
+                field: "size", details: ["limit": .int(quota.totalBytes), "bytes": .int(own.bytes)])
         }
     }
 

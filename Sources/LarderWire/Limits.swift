@@ -29,6 +29,11 @@ public struct Limits: Sendable, Equatable {
     public var uploadExpiryMs: Int = 86_400_000
     /// The declared sizes of all unfinished uploads together may not pass this (RESOURCE_EXHAUSTED at `BLOB_UPLOAD`).
     public var maxUploadBytes: Int = 1 << 30
+    /// Unfinished uploads one token may hold at once (one connection, on a server without tokens).
+    public var maxUploadsPerToken: Int = 64
+    /// The declared sizes of one token's unfinished uploads together (one connection's, on a server without tokens):
+    /// a share of `maxUploadBytes`, so that no one client holds all of it.
+    public var maxUploadBytesPerToken: Int = 1 << 28
     /// Requests the whole server lets wait for its work pool (searches, blob bytes, parsing writes): past it a request
     /// is answered RESOURCE_EXHAUSTED at once. Server-wide, not per connection.
     public var maxQueuedWork: Int = 10_000
@@ -79,7 +84,8 @@ public struct Limits: Sendable, Equatable {
             "maxHandshakeFrameBytes": .int(Int64(maxHandshakeFrameBytes)), "maxWatches": .int(Int64(maxWatches)),
             "maxWatchBufferBytes": .int(Int64(maxWatchBufferBytes)), "blobChunkBytes": .int(Int64(blobChunkBytes)),
             "uploadExpiryMs": .int(Int64(uploadExpiryMs)), "maxUploadBytes": .int(Int64(maxUploadBytes)),
-            "maxQueuedWork": .int(Int64(maxQueuedWork)),
+            "maxUploadsPerToken": .int(Int64(maxUploadsPerToken)),
+            "maxUploadBytesPerToken": .int(Int64(maxUploadBytesPerToken)), "maxQueuedWork": .int(Int64(maxQueuedWork)),
             "maxThumbnailSourcePixels": .int(Int64(maxThumbnailSourcePixels)),
             "thumbnailSizes": .array(thumbnailSizes.map { .int(Int64($0)) }),
         ]
@@ -107,6 +113,8 @@ public struct Limits: Sendable, Equatable {
         try read("blobChunkBytes", &blobChunkBytes)
         try read("uploadExpiryMs", &uploadExpiryMs)
         try read("maxUploadBytes", &maxUploadBytes)
+        try read("maxUploadsPerToken", &maxUploadsPerToken)
+        try read("maxUploadBytesPerToken", &maxUploadBytesPerToken)
         try read("maxQueuedWork", &maxQueuedWork)
         try read("maxThumbnailSourcePixels", &maxThumbnailSourcePixels)
         if let sizes = try reader.optionalArray("thumbnailSizes", maxCount: Limits.maxThumbnailSizeCount) {
@@ -131,6 +139,7 @@ public struct Limits: Sendable, Equatable {
             ("maxHandshakeFrameBytes", maxHandshakeFrameBytes), ("maxWatches", maxWatches),
             ("maxWatchBufferBytes", maxWatchBufferBytes), ("blobChunkBytes", blobChunkBytes),
             ("uploadExpiryMs", uploadExpiryMs), ("maxUploadBytes", maxUploadBytes),
+            ("maxUploadsPerToken", maxUploadsPerToken), ("maxUploadBytesPerToken", maxUploadBytesPerToken),
             ("maxQueuedWork", maxQueuedWork),
             ("maxThumbnailSourcePixels", maxThumbnailSourcePixels),
         ]

@@ -622,7 +622,9 @@ public struct BlobGetRequest: WireMessage, Equatable {
         id = try r.uuid("id")
         offset = try r.optionalInt("offset", range: 0...Int64.max)
         length = try r.optionalInt("length", range: 1...Int64.max)
-        thumbnail = try r.optionalInt("thumbnail", range: 1...Int64(Limits.maxThumbnailSize)).map { Int($0) }
+        // Any integer: the server refuses a size it does not make (0 and negative ones included) naming those it
+        // does (`limits.thumbnailSizes`), which only it knows.
+        thumbnail = try r.optionalInt("thumbnail", range: Int64.min...Int64.max).map { Int(clamping: $0) }
         try r.finish()
         if thumbnail != nil, offset != nil || length != nil {
             throw LarderError(

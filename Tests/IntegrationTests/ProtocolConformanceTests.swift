@@ -362,6 +362,22 @@ import Testing
         }
     }
 
+    /// Section 5.4: every `thumbnail` size the server does not make is INVALID_ARGUMENT with the sizes it does, 0 and
+    /// negative sizes as well as those above the largest it could make.
+    @Test(arguments: [0, -64, 200, 5000])
+    func everyRefusedThumbnailSizeNamesTheSizes(_ size: Int) throws {
+        try withServerOnPort0 { _, port in
+            let c = try RawClient.tcp(port: port)
+            try c.hello(compression: [])
+            let photo = try c.call(.blobPut, [:], binary: RolesTests.tinyJPEG)
+            let id = try #require(photo.replyJSON["id"])
+            let answer = try c.call(.blobGet, ["id": id, "thumbnail": .int(Int64(size))])
+            #expect(answer.status == .invalidArgument, "\(answer.replyText)")
+            #expect(Self.error(answer)["field"] == "thumbnail", "\(answer.replyText)")
+            #expect(Self.error(answer)["sizes"] == [64, 128, 256, 512, 1024], "\(answer.replyText)")
+        }
+    }
+
     /// Section 3: `null` for an optional request member is its absence, on every request and at every level, and on
     /// both CREATE/REPLACE readers; a client may pass a page's `nextCursor: null` back (the first page again). `null`
     /// for a required member is that member missing; where null is a value (a filter's `value`) it stays one.

@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import LarderWire
 import Testing
 
@@ -60,6 +61,38 @@ struct TokenTableTests {
         #expect(error.status == .permissionDenied)
         #expect(error.message == "this token may not send CREATE: it needs the write role and holds read")
         #expect(error.details == ["opcode": "CREATE"])
+    }
+
+    /// Every opcode that names a collection, under a token limited to `alpha`, with the member absent, `null`, and
+    /// each kind of JSON value: `null` is the member's absence, and only a well-formed name outside `alpha` (or no
+    /// name where a blob needs one) is refused.
+    @Test func nullIsAbsentAndOnlyWellFormedNamesAreCheckedInEveryCollectionMember() {
+        let covered = Set(CollectionMembers.collectionOpcodes + CollectionMembers.attachOpcodes + [.blobGet, .blobHead, .blobDelete])
+            .union([.collections, .stats, .backup, .backupRead])
+            .union([.blobUploadChunk, .blobUploadStatus, .blobUploadFinish, .blobUploadAbort])
+        for opcode in Opcode.all where Role.required(for: opcode) != nil {
+            #expect(covered.contains(opcode), "\(opcode.name) has no row here: say which member names its collection")
+        }
+        let id = UUID().uuidString
+        for grant in [Grant(role: .admin, collections: ["alpha"]), Grant(role: .write, collections: ["alpha", "gamma"])]
+        {
+            for shape in CollectionMembers.Shape.allCases {
+                for opcode in CollectionMembers.collectionOpcodes + CollectionMembers.attachOpcodes {
+                    var json: JSONObject = [:]
+                    if CollectionMembers.attachOpcodes.contains(opcode) {
+                        if let value = shape.attachment(id) { json[CollectionMembers.member(opcode)] = value }
+                    } else if let value = shape.collection {
+                        json["collection"] = value
+                    }
+                    guard Role.required(for: opcode)! <= grant.role else { continue }
+                    let error = grant.check(Self.frame(opcode, json))
+                    #expect((error != nil) == CollectionMembers.refused(opcode, shape), "\(opcode.name) \(shape): \(json)")
+                    if let error {
+                        #expect(error.status == .permissionDenied && error.details == ["opcode": .string(opcode.name)])
+                    }
+                }
+            }
+        }
     }
 
     @Test func everyKnownOpcodeHasARole() {

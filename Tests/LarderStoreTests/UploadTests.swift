@@ -217,6 +217,51 @@ func syntheticJPEG(size: Int, width: Int = 4000, height: Int = 3000, seed: UInt6
         }
     }
 
+    /// Each owner's share of the upload quota, counted from the store: its own uploads and declared bytes, apart from
+    /// another owner's, with expired uploads not counted (even before the sweep drops them); the answer names only
+    /// the caller's own usage.
+    @Test(arguments: StoreKind.allCases) func eachOwnerHasItsShareAndExpiredUploadsDoNotCount(_ kind: StoreKind) throws {
+        let clock = ManualClock()
+        try withStore(kind, {
+            $0.clock = clock.read
+            $0.uploadExpiryMs = 60_000
+            $0.maxUploadBytes = 10_000
+            $0.maxUploadsPerOwner = 2
+            $0.maxUploadBytesPerOwner = 4_000
+        }) { store in
+            func refusal(_ size: Int64, _ owner: String) -> LarderError? {
+                do throws(LarderError) {
+                    _ = try store.uploadBegin(BlobUploadRequest(size: size), owner: owner)
+                    return nil
+                } catch {
+                    return error
+                }
+            }
+            let first = try store.uploadBegin(BlobUploadRequest(size: 1_000), owner: "a")
+            _ = try store.uploadBegin(BlobUploadRequest(size: 1_000), owner: "a")
+            let count = refusal(1, "a")
+            #expect(count?.status == .resourceExhausted && count?.details == ["limit": 2, "uploads": 2])
+            // Another owner has a share of its own.
+            _ = try store.uploadBegin(BlobUploadRequest(size: 3_500), owner: "b")
+            let bytes = refusal(501, "b")
+            #expect(bytes?.status == .resourceExhausted && bytes?.field == "size")
+            #expect(bytes?.details == ["limit": 4_000, "bytes": 3_500], "\(String(describing: bytes))")
+            #expect(bytes?.message.contains("2000") == false, "another owner's usage reached the message")
+            // Everyone's together: 8,500 held, 1,600 more asked by an owner that holds none.
+            _ = try store.uploadBegin(BlobUploadRequest(size: 3_000), owner: "c")
+            let total = refusal(1_600, "d")
+            #expect(total?.status == .resourceExhausted && total?.details == ["limit": 10_000, "bytes": 0])
+            #expect(total?.message.contains("8500") == false, "everyone's usage reached the message")
+            // Aborting frees its share; an expired upload counts no more.
+            try store.uploadAbort(first.upload)
+            _ = try store.uploadBegin(BlobUploadRequest(size: 1_000), owner: "a")
+            #expect(refusal(1, "a")?.status == .resourceExhausted)
+            clock.advance(ms: 60_000)
+            _ = try store.uploadBegin(BlobUploadRequest(size: 4_000), owner: "a")
+            _ = try store.uploadBegin(BlobUploadRequest(size: 4_000), owner: "b")
+        }
+    }
+
     /// Rows left in `blob_chunks`, and on SQLite files in `blobs/`: what an expired or deleted upload must not leave
     /// behind.
     static func chunkRows(_ store: AnyStore) throws -> Int {

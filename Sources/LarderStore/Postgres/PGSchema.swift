@@ -134,6 +134,16 @@ enum PGSchema {
                 ALTER TABLE thumbnails ALTER COLUMN bytes SET STORAGE EXTERNAL;
                 """)
             ),
+            (
+                // Who holds each upload (a token's digest, or a connection), for each one's share of the upload
+                // quota, counted here so that servers sharing the database count alike. Uploads begun before count
+                // as one owner's, ''.
+                "upload owners",
+                .sql("""
+                ALTER TABLE uploads ADD COLUMN IF NOT EXISTS owner text NOT NULL DEFAULT '';
+                CREATE INDEX IF NOT EXISTS uploads_owner ON uploads(owner, expires_at);
+                """)
+            ),
         ]
     }
 

@@ -109,27 +109,34 @@ extension PGWriteContext: UploadWriteContext {
         return result.bool(0, 0)
     }
 
-    func uploadInsert(_ upload: UploadRecord, quota: Int64, now: Int64) throws(LarderError) {
+    func uploadInsert(_ upload: UploadRecord, owner: String, quota: UploadQuota, now: Int64) throws(LarderError) {
         _ = try uploadsExpire(now: now)
         if try blobIdTaken(upload.id) { throw WriteRules.blobIdTaken(upload.id) }
         if let attach = upload.attach, try document(attach) == nil { throw WriteRules.attachMissing(attach) }
-        // One BLOB_UPLOAD at a time counts the open uploads, across every server sharing the database.
-        let open = try run(
+        // One BLOB_UPLOAD at a time counts the open uploads, across every server sharing the database. An expired
+        // upload another transaction holds (the sweep skips those) is not counted either.
+        let counts = try run(
             [
                 PGStatement(
                     "SELECT pg_advisory_xact_lock($1)", [.int(PGSchema.lockKey + 1)], name: "upload_quota_lock"),
-                PGStatement("SELECT coalesce(sum(size), 0)::int8 FROM uploads", name: "upload_open_bytes"),
-            ], writes: false)[1].int(0, 0)
-        try WriteRules.checkUploadQuota(open: open, adding: upload.size, quota: quota)
+                PGStatement(
+                    """
+                    SELECT coalesce(sum(size), 0)::int8, count(*) FILTER (WHERE owner = $2)::int8,
+                        coalesce(sum(size) FILTER (WHERE owner = $2), 0)::int8
+                    FROM uploads WHERE expires_at > $1
+                    """, [.int(now), .text(owner)], name: "upload_open_bytes"),
+            ], writes: false)[1]
+        try WriteRules.checkUploadQuota(
+            own: (counts.int(0, 1), counts.int(0, 2)), allBytes: counts.int(0, 0), adding: upload.size, quota: quota)
         try one(
             PGStatement(
-                "INSERT INTO uploads(\(PostgresStore.uploadColumns), created_at) "
-                    + "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                "INSERT INTO uploads(\(PostgresStore.uploadColumns), created_at, owner) "
+                    + "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
                 [
                     .uuid(upload.upload), .uuid(upload.id), .int(upload.size), .int(upload.offset),
                     .int(Int64(upload.chunkBytes)), .int(upload.expiresAt), upload.sha256.map { .text($0) } ?? .null,
                     upload.attach.map { .text($0.collection) } ?? .null, upload.attach.map { .uuid($0.id) } ?? .null,
-                    .int(now),
+                    .int(now), .text(owner),
                 ], name: "upload_insert"), writes: true)
     }
 
