@@ -214,8 +214,11 @@ public final class LarderServer: Sendable {
         }
         if let metricsPort = configuration.metricsPort {
             do throws(IOError) {
+                let limits = MetricsServer.Limits(
+                    connections: configuration.metricsMaxConnections,
+                    requestTimeout: .milliseconds(configuration.metricsRequestTimeoutMs))
                 let metrics = try MetricsServer(
-                    host: configuration.host, port: metricsPort, handlers: metricsHandlers())
+                    host: configuration.host, port: metricsPort, limits: limits, handlers: metricsHandlers())
                 state.withLock { $0.metrics = metrics }
             } catch {
                 for (fd, path, _) in fds {
