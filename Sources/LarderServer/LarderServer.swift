@@ -95,9 +95,8 @@ public final class LarderServer: Sendable {
             self.init(configuration: configuration, store: store)
             return
         }
-        do {
-            try FileManager.default.createDirectory(
-                atPath: configuration.dataDirectory, withIntermediateDirectories: true)
+        do throws(LarderError) {
+            try PrivateFiles.makeDirectory(configuration.dataDirectory)
         } catch {
             throw LarderError(
                 .unavailable, "cannot create the data directory \(configuration.dataDirectory): "
