@@ -199,7 +199,7 @@ public struct Invocation: Equatable, Sendable {
     public func flag(_ name: String) -> Bool { flags.contains(name) }
 
     /// Parses `arguments` against the command table: global options anywhere, `--opt v` and `--opt=v`, `--` ends
-    /// options, `-` is a positional (stdin). A mistake comes with the command line and a caret under the word at fault.
+    /// options, `-` is a positional (stdin). A mistake comes with the word at fault alone and a caret under it.
     public static func parse(_ arguments: [String], commands: [CommandSpec]) throws(UsageError) -> (Invocation, CommandSpec?) {
         var invocation = Invocation()
         var command: CommandSpec?
