@@ -14,8 +14,28 @@
 typedef enum MHD_Result (*larder_http_handler)(void *context, struct MHD_Connection *connection, const char *method,
                                                const char *url);
 
+/// What happens to a connection, for larder_http_observer.
+enum larder_http_event {
+    /// Accepted; `fd` is its socket, open until LARDER_HTTP_CLOSED has been reported.
+    LARDER_HTTP_OPENED = 0,
+    /// Its request arrived whole and is being answered.
+    LARDER_HTTP_REQUEST = 1,
+    /// Its answer went out; it waits for the next request.
+    LARDER_HTTP_ANSWERED = 2,
+    /// Closed: reported before the socket is closed, so a socket known open may be shut down until then.
+    LARDER_HTTP_CLOSED = 3,
+};
+
+/// Called on the daemon's thread as a connection goes through `event`.
+typedef void (*larder_http_observer)(void *context, struct MHD_Connection *connection, int event, int fd);
+
+/// Called on the daemon's thread before a new client is taken on: nonzero takes it, 0 refuses it.
+typedef int (*larder_http_admission)(void *context);
+
 struct larder_http_server {
     larder_http_handler handler;
+    larder_http_observer observer;
+    larder_http_admission admit;
     void *context;
 };
 
@@ -27,6 +47,8 @@ static enum MHD_Result larder_http_access(void *cls, struct MHD_Connection *conn
     // A request with a body (POST, PUT) is answered after it arrived, without reading it: the endpoints take none.
     if (*request_state == NULL) {
         *request_state = (void *)1;
+        struct larder_http_server *observed = (struct larder_http_server *)cls;
+        observed->observer(observed->context, connection, LARDER_HTTP_REQUEST, -1);
         if (*upload_data_size == 0) {
             struct larder_http_server *server = (struct larder_http_server *)cls;
             return server->handler(server->context, connection, method, url);
@@ -40,13 +62,43 @@ static enum MHD_Result larder_http_access(void *cls, struct MHD_Connection *conn
     return server->handler(server->context, connection, method, url);
 }
 
-/// Serves on `listener` (a bound, listening socket) with one internal epoll thread, at most `connections` clients at
-/// once, each closed after `timeoutSeconds` of silence.
+static void larder_http_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
+                                   enum MHD_ConnectionNotificationCode code) {
+    (void)socket_context;
+    struct larder_http_server *server = (struct larder_http_server *)cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+        server->observer(server->context, connection, LARDER_HTTP_OPENED, info == NULL ? -1 : (int)info->connect_fd);
+    } else {
+        server->observer(server->context, connection, LARDER_HTTP_CLOSED, -1);
+    }
+}
+
+static void larder_http_completed(void *cls, struct MHD_Connection *connection, void **request_state,
+                                  enum MHD_RequestTerminationCode code) {
+    (void)request_state;
+    (void)code;
+    struct larder_http_server *server = (struct larder_http_server *)cls;
+    server->observer(server->context, connection, LARDER_HTTP_ANSWERED, -1);
+}
+
+static enum MHD_Result larder_http_accept(void *cls, const struct sockaddr *address, socklen_t length) {
+    (void)address;
+    (void)length;
+    struct larder_http_server *server = (struct larder_http_server *)cls;
+    return server->admit(server->context) ? MHD_YES : MHD_NO;
+}
+
+/// Serves on `listener` (a bound, listening socket) with one internal epoll thread, each connection closed after
+/// `timeoutSeconds` of silence. libmicrohttpd itself takes up to `connections` clients at once; `server->admit`
+/// decides who is taken on below that, and `server->observer` follows every connection.
 static inline struct MHD_Daemon *larder_http_start(int listener, struct larder_http_server *server,
                                                    unsigned connections, unsigned timeoutSeconds) {
-    return MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, 0, NULL, NULL, larder_http_access,
-                            server, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)listener, MHD_OPTION_CONNECTION_LIMIT,
-                            connections, MHD_OPTION_CONNECTION_TIMEOUT, timeoutSeconds, MHD_OPTION_END);
+    return MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, 0, larder_http_accept, server,
+                            larder_http_access, server, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)listener,
+                            MHD_OPTION_CONNECTION_LIMIT, connections, MHD_OPTION_CONNECTION_TIMEOUT, timeoutSeconds,
+                            MHD_OPTION_NOTIFY_CONNECTION, larder_http_connection, server,
+                            MHD_OPTION_NOTIFY_COMPLETED, larder_http_completed, server, MHD_OPTION_END);
 }
 
 /// Queues an answer of `length` bytes (copied) with this status and content type.

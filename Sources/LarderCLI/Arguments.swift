@@ -1,7 +1,8 @@
 import LarderIO
 
 /// A command-line mistake: printed as `Error: <message>`, the offending text with a caret under the mistake, and the
-/// command's usage line; exit 64.
+/// command's usage line; exit 64. A mistake in the command line shows the word at fault only, never the rest of the
+/// line, which may carry a token.
 public struct UsageError: Error, Equatable, CustomStringConvertible {
     /// What was wrong.
     public var message: String
@@ -52,6 +53,36 @@ public struct UsageError: Error, Equatable, CustomStringConvertible {
     /// What is printed on stderr: `Error: ...`, the excerpt with its caret, then `usage`.
     public func report(usage: String) -> String {
         (["Error: \(message)"] + (excerpt?.lines ?? []) + [usage]).joined(separator: "\n")
+    }
+
+    /// The same mistake with every occurrence of `secrets` in its message and excerpt replaced by `***`: the last
+    /// guard that a token typed where a word was expected is not printed back.
+    public func redacting(_ secrets: [String]) -> UsageError {
+        var copy = self
+        for secret in secrets where !secret.isEmpty {
+            copy.message = copy.message.replacingOccurrences(of: secret, with: "***")
+            if let excerpt = copy.excerpt, excerpt.text.contains(secret) {
+                let text = excerpt.text.replacingOccurrences(of: secret, with: "***")
+                copy.excerpt = Excerpt(text, offset: 0, length: text.count)
+            }
+        }
+        return copy
+    }
+
+    /// The values of `--token` in `arguments` (both spellings) and of `LARDER_TOKEN` in `environment`: what a
+    /// report must never show.
+    public static func secrets(in arguments: [String], environment: [String: String]) -> [String] {
+        var found: [String] = []
+        for (n, word) in arguments.enumerated() {
+            if word == "--token", n + 1 < arguments.count {
+                found.append(arguments[n + 1])
+            } else if word.hasPrefix("--token=") {
+                found.append(String(word.dropFirst("--token=".count)))
+            }
+        }
+        if let token = environment["LARDER_TOKEN"] { found.append(token) }
+        // Longest first, so that a token containing another is replaced whole.
+        return found.filter { !$0.isEmpty }.sorted { $0.count > $1.count }
     }
 }
 
@@ -168,7 +199,7 @@ public struct Invocation: Equatable, Sendable {
     public func flag(_ name: String) -> Bool { flags.contains(name) }
 
     /// Parses `arguments` against the command table: global options anywhere, `--opt v` and `--opt=v`, `--` ends
-    /// options, `-` is a positional (stdin). A mistake comes with the command line and a caret under the word at fault.
+    /// options, `-` is a positional (stdin). A mistake comes with the word at fault alone and a caret under it.
     public static func parse(_ arguments: [String], commands: [CommandSpec]) throws(UsageError) -> (Invocation, CommandSpec?) {
         var invocation = Invocation()
         var command: CommandSpec?
@@ -179,6 +210,10 @@ public struct Invocation: Equatable, Sendable {
 
         func usage() -> String { command?.usage ?? CommandSpec.toolUsage }
         func at(_ position: Int) -> UsageError.Excerpt { commandLineExcerpt(arguments, at: position) }
+        /// An option at fault: its name only, so that a value after `=` is not shown.
+        func option(_ name: String) -> UsageError.Excerpt { UsageError.Excerpt(name, offset: 0, length: name.count) }
+        /// What is missing after `word`: the caret just after it.
+        func after(_ word: String) -> UsageError.Excerpt { UsageError.Excerpt(word + " ", offset: word.count + 1) }
 
         /// Settles the command from the positionals seen so far, once they name one.
         func resolve() throws(UsageError) {
@@ -225,7 +260,8 @@ public struct Invocation: Equatable, Sendable {
                 let letter = token[token.index(after: token.startIndex)]
                 let known = (CommandSpec.globalOptions + (command?.options ?? [])).first { $0.short == letter }
                 guard let known else {
-                    throw UsageError("unknown option \(token)", usage: usage(), excerpt: at(position))
+                    let short = String(token.prefix(2))
+                    throw UsageError("unknown option \(short)", usage: usage(), excerpt: option(short))
                 }
                 name = known.name
                 if token.count > 2 { inline = String(token.dropFirst(2)) }
@@ -235,19 +271,19 @@ public struct Invocation: Equatable, Sendable {
             guard let spec else {
                 if command == nil, commands.contains(where: { $0.options.contains { $0.name == name } }) {
                     throw UsageError(
-                        "--\(name) goes after the command it belongs to", usage: usage(), excerpt: at(position))
+                        "--\(name) goes after the command it belongs to", usage: usage(), excerpt: option("--\(name)"))
                 }
-                throw UsageError("unknown option --\(name)", usage: usage(), excerpt: at(position))
+                throw UsageError("unknown option --\(name)", usage: usage(), excerpt: option("--\(name)"))
             }
             if let placeholder = spec.value {
                 guard let value = inline ?? scanner.value(for: argument) else {
                     throw UsageError(
-                        "--\(name) needs a value (\(placeholder))", usage: usage(), excerpt: at(arguments.count))
+                        "--\(name) needs a value (\(placeholder))", usage: usage(), excerpt: after("--\(name)"))
                 }
                 invocation.values[name, default: []].append(value)
             } else {
                 guard inline == nil else {
-                    throw UsageError("--\(name) takes no value", usage: usage(), excerpt: at(position))
+                    throw UsageError("--\(name) takes no value", usage: usage(), excerpt: option("--\(name)"))
                 }
                 invocation.flags.insert(name)
             }
@@ -259,7 +295,7 @@ public struct Invocation: Equatable, Sendable {
                 return (invocation, nil)
             }
             let names = commands.filter { $0.words[0] == first.word }.map { $0.name }.joined(separator: ", ")
-            throw UsageError("'\(first.word)' needs a subcommand: \(names)", excerpt: at(arguments.count))
+            throw UsageError("'\(first.word)' needs a subcommand: \(names)", excerpt: after(shellQuoted(first.word)))
         }
         invocation.words = command?.words ?? []
         invocation.arguments = positionals.map(\.word)
@@ -276,14 +312,12 @@ public struct Invocation: Equatable, Sendable {
     }
 }
 
-/// The command line as one line, `arguments[position]` underlined (past the end: the place after the last word).
-/// Words that a shell would split or expand are shown quoted, so the line can be copied back.
+/// The word `arguments[position]` alone, underlined (past the end: an empty excerpt). The rest of the command line is
+/// left out: it may hold a token. A word that a shell would split or expand is shown quoted, so it can be copied back.
 func commandLineExcerpt(_ arguments: [String], at position: Int) -> UsageError.Excerpt {
-    let words = arguments.map(shellQuoted)
-    let offset = words.prefix(position).reduce(0) { $0 + $1.count + 1 }
-    let line = words.joined(separator: " ")
-    guard position < words.count else { return UsageError.Excerpt(line + " ", offset: line.count + 1) }
-    return UsageError.Excerpt(line, offset: offset, length: words[position].count)
+    guard position < arguments.count else { return UsageError.Excerpt("", offset: 0) }
+    let word = shellQuoted(arguments[position])
+    return UsageError.Excerpt(word, offset: 0, length: word.count)
 }
 
 /// `word` as a shell reads it back: bare when safe, else in single quotes.

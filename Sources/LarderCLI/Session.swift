@@ -63,12 +63,14 @@ final class Session: @unchecked Sendable {
     /// Runs one command line; with no command, the prompt (when `interactiveAllowed`).
     func run(_ arguments: [String], interactiveAllowed: Bool) async -> Int32 {
         if arguments.first == "__complete" { return await completeForShell(Array(arguments.dropFirst())) }
+        let secrets = UsageError.secrets(in: arguments, environment: ProcessInfo.processInfo.environment)
         let invocation: Invocation
         let command: CommandSpec?
         do throws(UsageError) {
             (invocation, command) = try Invocation.parse(arguments, commands: Commands.all)
         } catch {
-            Output.writeAll(2, Array((error.report(usage: error.usage) + "\n").utf8))
+            let shown = error.redacting(secrets)
+            Output.writeAll(2, Array((shown.report(usage: shown.usage) + "\n").utf8))
             return CLI.usageStatus
         }
         let output = Output(forceJSON: invocation.flag("json"))
@@ -85,7 +87,8 @@ final class Session: @unchecked Sendable {
             } else if let first = words.first, Commands.all.contains(where: { $0.words[0] == first }) {
                 output.line(CLI.help(group: first))
             } else if !words.isEmpty {
-                output.error("Error: unknown command '\(words.joined(separator: " "))'\n\(CommandSpec.toolUsage)")
+                let error = UsageError("unknown command '\(words.joined(separator: " "))'").redacting(secrets)
+                output.error("Error: \(error.message)\n\(CommandSpec.toolUsage)")
                 return CLI.usageStatus
             } else {
                 output.line(CLI.help)
@@ -101,7 +104,8 @@ final class Session: @unchecked Sendable {
             let context = Context(invocation: invocation, client: try client(for: invocation), output: output)
             return try await Commands.run(command, context)
         } catch let error as UsageError {
-            output.error(error.report(usage: error.usage == CommandSpec.toolUsage ? command.usage : error.usage))
+            let shown = error.redacting(secrets)
+            output.error(shown.report(usage: shown.usage == CommandSpec.toolUsage ? command.usage : shown.usage))
             return CLI.usageStatus
         } catch where Task.isCancelled {
             output.error("cancelled")

@@ -97,9 +97,8 @@ public final class LarderServer: Sendable {
             self.init(configuration: configuration, store: store)
             return
         }
-        do {
-            try FileManager.default.createDirectory(
-                atPath: configuration.dataDirectory, withIntermediateDirectories: true)
+        do throws(LarderError) {
+            try PrivateFiles.makeDirectory(configuration.dataDirectory)
         } catch {
             throw LarderError(
                 .unavailable, "cannot create the data directory \(configuration.dataDirectory): "
@@ -217,8 +216,11 @@ public final class LarderServer: Sendable {
         }
         if let metricsPort = configuration.metricsPort {
             do throws(IOError) {
+                let limits = MetricsServer.Limits(
+                    connections: configuration.metricsMaxConnections,
+                    requestTimeout: .milliseconds(configuration.metricsRequestTimeoutMs))
                 let metrics = try MetricsServer(
-                    host: configuration.host, port: metricsPort, handlers: metricsHandlers())
+                    host: configuration.host, port: metricsPort, limits: limits, handlers: metricsHandlers())
                 state.withLock { $0.metrics = metrics }
             } catch {
                 for (fd, path, _) in fds {

@@ -65,24 +65,7 @@ struct Logger: Sendable {
     /// `level`, `message`, then `conn`, `peer` and the fields.
     func log(_ level: LogLevel, _ message: @autoclosure () -> String, _ context: @autoclosure () -> Context) {
         guard level <= self.level else { return }
-        let context = context()
-        let time = Timestamp.string(Timestamp.nowMs())
-        var line: String
-        switch format {
-        case .text:
-            line = "\(time) \(level.name.uppercased()) "
-            if let connection = context.connection { line += "conn \(connection) " }
-            if let peer = context.peer { line += "(\(peer)) " }
-            line += message()
-            for (name, value) in context.fields { line += " \(name)=\(value.text)" }
-            line += "\n"
-        case .json:
-            var object: JSONObject = ["time": .string(time), "level": .string(level.name), "message": .string(message())]
-            if let connection = context.connection { object["conn"] = .int(Int64(connection)) }
-            if let peer = context.peer { object["peer"] = .string(peer) }
-            for (name, value) in context.fields { object[name] = value }
-            line = String(decoding: object.bytes, as: UTF8.self) + "\n"
-        }
+        let line = LogLine.format(format, level: level, message(), context())
         var bytes = Array(line.utf8)
         bytes.withUnsafeMutableBytes { raw in
             var offset = 0
@@ -97,6 +80,50 @@ struct Logger: Sendable {
     func warn(_ message: @autoclosure () -> String) { log(.warn, message()) }
     func info(_ message: @autoclosure () -> String) { log(.info, message()) }
     func debug(_ message: @autoclosure () -> String) { log(.debug, message()) }
+}
+
+/// The shape of a log line, shared by the logger and by what `larder-server` prints itself (the line saying it is
+/// ready, a failure to start), so that with `--log-format json` every line either prints is a JSON object.
+public enum LogLine {
+    /// One line ending in a newline: in text, `TIME LEVEL message key=value...`; in JSON, an object with `time`,
+    /// `level`, `message`, then the fields.
+    public static func format(
+        _ format: LogFormat, level: LogLevel, _ message: String, fields: [(String, JSON)] = []
+    ) -> String {
+        LogLine.format(format, level: level, message, Logger.Context(fields: fields))
+    }
+
+    static func format(_ format: LogFormat, level: LogLevel, _ message: String, _ context: Logger.Context) -> String {
+        let time = Timestamp.string(Timestamp.nowMs())
+        switch format {
+        case .text:
+            var line = "\(time) \(level.name.uppercased()) "
+            if let connection = context.connection { line += "conn \(connection) " }
+            if let peer = context.peer { line += "(\(peer)) " }
+            line += message
+            for (name, value) in context.fields { line += " \(name)=\(value.text)" }
+            return line + "\n"
+        case .json:
+            var object: JSONObject = ["time": .string(time), "level": .string(level.name), "message": .string(message)]
+            if let connection = context.connection { object["conn"] = .int(Int64(connection)) }
+            if let peer = context.peer { object["peer"] = .string(peer) }
+            for (name, value) in context.fields { object[name] = value }
+            return String(decoding: object.bytes, as: UTF8.self) + "\n"
+        }
+    }
+
+    /// The log format `arguments` and `environment` ask for, read without parsing the rest: how to word an error
+    /// in the options themselves.
+    public static func requestedFormat(_ arguments: [String], environment: [String: String]) -> LogFormat {
+        var format = LogFormat(rawValue: environment["LARDER_LOG_FORMAT"]?.lowercased() ?? "") ?? .text
+        for (n, argument) in arguments.enumerated() {
+            var value: String?
+            if argument == "--log-format", n + 1 < arguments.count { value = arguments[n + 1] }
+            if argument.hasPrefix("--log-format=") { value = String(argument.dropFirst("--log-format=".count)) }
+            if let value, let chosen = LogFormat(rawValue: value.lowercased()) { format = chosen }
+        }
+        return format
+    }
 }
 
 extension JSON {

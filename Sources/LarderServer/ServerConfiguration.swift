@@ -53,6 +53,12 @@ public struct ServerConfiguration: Sendable {
     /// Serve `/metrics` (Prometheus) and `/healthz` over HTTP on this port of `host`; nil (the default) for none, 0
     /// for any free one (`LarderServer.metricsPort` reads it back).
     public var metricsPort: Int?
+    /// With `metricsPort`: clients of `/metrics` and `/healthz` at once; when all are taken, a new one takes the slot
+    /// of the connection that has waited longest for its request.
+    public var metricsMaxConnections: Int = 16
+    /// With `metricsPort`: the longest an HTTP exchange may take, from the connection's start (or its previous answer)
+    /// to the end of its answer, however steadily the client trickles bytes in.
+    public var metricsRequestTimeoutMs: Int = 10_000
     /// Testing only (package access): every BACKUP waits at this gate inside its snapshot's read transaction, so a
     /// test can write while a backup is surely in progress.
     package var backupGate: TestGate?
@@ -295,6 +301,20 @@ public enum ServerOptions {
                 help: "serve /metrics (Prometheus) and /healthz over HTTP on this port of --host (default: off)",
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
                     c.metricsPort = try integer("metrics-port", v, max: 65535)
+                }),
+            Option(
+                name: "metrics-max-connections", env: "LARDER_METRICS_MAX_CONNECTIONS", valueName: "N",
+                help: "HTTP clients of --metrics-port at once; a new one takes the slot of the one waiting longest "
+                    + "for its request (default \(d.metricsMaxConnections))",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.metricsMaxConnections = try integer("metrics-max-connections", v, min: 1, max: 1024)
+                }),
+            Option(
+                name: "metrics-request-timeout-ms", env: "LARDER_METRICS_REQUEST_TIMEOUT_MS", valueName: "N",
+                help: "the longest one HTTP request to --metrics-port may take, answer included, from the "
+                    + "connection's start or its previous answer (default \(d.metricsRequestTimeoutMs))",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.metricsRequestTimeoutMs = try integer("metrics-request-timeout-ms", v, min: 10, max: 3_600_000)
                 }),
             Option(
                 name: "change-retention", env: "LARDER_CHANGE_RETENTION", valueName: "N",

@@ -48,7 +48,7 @@ final class BlobFiles: @unchecked Sendable {
     init(directory: String, syncEachChunk: Bool) throws(LarderError) {
         self.directory = (directory as NSString).appendingPathComponent("blobs")
         self.syncEachChunk = syncEachChunk
-        guard mkdir(self.directory, 0o755) == 0 || errno == EEXIST else {
+        guard mkdir(self.directory, PrivateFiles.directoryMode) == 0 || errno == EEXIST else {
             throw LarderError(
                 .internal, "cannot create \(self.directory) for the blobs' files: \(String(cString: strerror(errno)))")
         }
@@ -63,7 +63,7 @@ final class BlobFiles: @unchecked Sendable {
     /// Creates the empty file of upload `name`, durable once this returns (the directory entry too).
     func create(_ name: String) throws(LarderError) {
         let path = self.path(name)
-        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        let fd = PrivateFiles.openForWriting(path, flags: O_EXCL)
         guard fd >= 0 else { throw BlobFiles.ioError("create", path) }
         close(fd)
         try syncDirectory()
@@ -111,7 +111,7 @@ final class BlobFiles: @unchecked Sendable {
 
     /// Opens `path` to be written whole (created, emptied).
     static func openEmptied(_ path: String) throws(LarderError) -> Int32 {
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        let fd = PrivateFiles.openForWriting(path, flags: O_TRUNC)
         guard fd >= 0 else { throw BlobFiles.ioError("create", path) }
         return fd
     }

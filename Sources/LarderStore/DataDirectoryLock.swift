@@ -54,7 +54,7 @@ final class DataDirectoryLock: Sendable {
                 held[key] = (entry.fd, entry.users + 1)
                 return (.success(()), false)
             }
-            let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+            let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, PrivateFiles.fileMode)
             guard fd >= 0 else {
                 return (
                     .failure(

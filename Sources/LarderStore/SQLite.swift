@@ -27,6 +27,8 @@ final class Connection {
 
     init(path: String, readOnly: Bool) throws(LarderError) {
         Connection.configured
+        // SQLite would create the file 0644 (less the umask), and its -wal and -shm files after it.
+        if !readOnly { try PrivateFiles.createFile(path) }
         var db: OpaquePointer?
         let access = readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
         let flags = access | SQLITE_OPEN_NOMUTEX

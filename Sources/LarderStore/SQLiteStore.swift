@@ -40,12 +40,13 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
     /// Opens (creating when needed) the store in `configuration.dataDirectory`.
     public init(configuration: StoreConfiguration = StoreConfiguration()) throws(LarderError) {
         let directory = configuration.dataDirectory
-        do {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        do throws(LarderError) {
+            try PrivateFiles.makeDirectory(directory)
         } catch {
             throw LarderError(
                 .internal, "cannot create the data directory '\(directory)': check the path and its permissions")
         }
+        let exposure = PrivateFiles.exposureWarning(directory)
         guard access(directory, W_OK | X_OK) == 0 else {
             throw LarderError(
                 .internal, "the data directory '\(directory)' is not writable; fix its permissions or choose another")
@@ -63,7 +64,7 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
         try Schema.migrate(connection, trigram: hasTrigram)
         if hasTrigram { try connection.execute(Schema.backlogTriggers) }
         let files = try BlobFiles(directory: directory, syncEachChunk: configuration.synchronous == .full)
-        startupWarnings = try SQLiteStore.recoverFiles(files, connection)
+        startupWarnings = (exposure.map { [$0] } ?? []) + (try SQLiteStore.recoverFiles(files, connection))
         let lastChangeSeq = try connection.scalar("SELECT seq FROM sqlite_sequence WHERE name = 'changes'") ?? 0
         let core = StoreCore(
             configuration: configuration, databasePath: path, hasTrigram: hasTrigram, lastChangeSeq: lastChangeSeq,

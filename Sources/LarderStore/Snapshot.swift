@@ -114,6 +114,8 @@ extension SQLiteStore: SnapshotStore {
             withExtendedLifetime(hook) {}
         }
         do throws(LarderError) {
+            // VACUUM INTO takes an empty file as its target: made first, it has mode 0600 rather than SQLite's 0644.
+            try PrivateFiles.createFile(path)
             try connection.execute("VACUUM main INTO \(SQL.literal(path))")
         } catch {
             unlink(path)

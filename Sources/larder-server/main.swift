@@ -5,9 +5,21 @@ import LarderWire
 // A thin entry point: parse, start, print one line, run until SIGTERM/SIGINT, exit 0.
 // Exit codes: 0 after a clean shutdown, 64 for bad options, 1 when the server cannot start.
 
+let arguments = Array(CommandLine.arguments.dropFirst())
+let environment = ProcessInfo.processInfo.environment
+/// With `--log-format json` every line the server prints, this one's too, is a JSON object.
+let logFormat = LogLine.requestedFormat(arguments, environment: environment)
+
 func fail(_ message: String, code: Int32) -> Never {
-    FileHandle.standardError.write(Data("Error: \(message)\n".utf8))
-    if code == 64 { FileHandle.standardError.write(Data("\(ServerOptions.usageLine)\n".utf8)) }
+    switch logFormat {
+    case .text:
+        FileHandle.standardError.write(Data("Error: \(message)\n".utf8))
+        if code == 64 { FileHandle.standardError.write(Data("\(ServerOptions.usageLine)\n".utf8)) }
+    case .json:
+        let usage: [(String, JSON)] = code == 64 ? [("usage", .string(ServerOptions.usageLine))] : []
+        let line = LogLine.format(.json, level: .error, message, fields: [("exitStatus", .int(Int64(code)))] + usage)
+        FileHandle.standardError.write(Data(line.utf8))
+    }
     exit(code)
 }
 
@@ -18,12 +30,11 @@ LarderServer.returnLargeAllocationsToTheSystem()
 let command: ServerOptions.Command
 var configuration: ServerConfiguration
 do {
-    (command, configuration) = try ServerOptions.parse(
-        Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment)
+    (command, configuration) = try ServerOptions.parse(arguments, environment: environment)
 } catch {
     fail(error.message, code: 64)
 }
-configuration.applyTestGates(environment: ProcessInfo.processInfo.environment)
+configuration.applyTestGates(environment: environment)
 
 if command == .help {
     print(ServerOptions.helpText, terminator: "")
@@ -51,10 +62,20 @@ do {
 server.runUntilSignalled {
     // Written unbuffered so a supervisor (or a test) reading the pipe sees the line at once; a SIGTERM sent on reading
     // it is held until `runUntilSignalled` takes it.
-    FileHandle.standardOutput.write(
-        Data(
-            ("\(LarderServer.serverName) listening on \(server.addresses(port: port).joined(separator: ", ")) "
-                + (server.metricsPort.map { "metrics http://\(configuration.host):\($0)/metrics " } ?? "")
-                + "\(server.storeDescription)\n").utf8))
+    let addresses = server.addresses(port: port)
+    let metrics = server.metricsPort.map { "http://\(configuration.host):\($0)/metrics" }
+    let text = "\(LarderServer.serverName) listening on \(addresses.joined(separator: ", ")) "
+        + (metrics.map { "metrics \($0) " } ?? "") + server.storeDescription
+    switch configuration.logFormat {
+    case .text:
+        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+    case .json:
+        var fields: [(String, JSON)] = [
+            ("version", .string(LarderServer.version)), ("listen", .array(addresses.map { .string($0) })),
+        ]
+        if let metrics { fields.append(("metrics", .string(metrics))) }
+        fields.append(("store", .string(server.storeDescription)))
+        FileHandle.standardOutput.write(Data(LogLine.format(.json, level: .info, text, fields: fields).utf8))
+    }
 }
 exit(0)

@@ -3,6 +3,7 @@ import LarderClient
 import LarderServer
 import LarderStore
 import LarderSync
+import LarderWire
 import Testing
 
 /// Runs blocking `work` (waiting on a process, a socket or a gate) on a thread of its own and awaits it, so that an
@@ -121,6 +122,44 @@ func offThePool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async t
         #expect(lost == 0, "\(lost) of \(before.count) writes acknowledged before the backup are missing")
         #expect(extra == 0, "\(extra) of \(sentAfter.count) writes sent after the snapshot was taken are in it")
         #expect(try store.integrityCheck() == "ok")
+    }
+
+    /// A frame carries less than maxBlobBytes: BACKUP_READ answers at most `maxFrameBytes - 24 - maxJSONBytes`
+    /// bytes, as Protocol.md section 5.8 says, derived from HELLO's limits; exactly that many are read, one byte more
+    /// is PAYLOAD_TOO_LARGE naming it.
+    @Test func backupReadIsBoundedByWhatAFrameCarries() throws {
+        let protocolText = try String(
+            contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .deletingLastPathComponent().appendingPathComponent("Protocol.md"), encoding: .utf8)
+        let section = try #require(
+            protocolText.components(separatedBy: "### 5.8 ").dropFirst().first?.components(separatedBy: "## 6.").first)
+        #expect(section.contains("One answer carries at most `maxFrameBytes - 24 - maxJSONBytes` bytes"))
+        #expect(section.contains("A `length` over it is `PAYLOAD_TOO_LARGE`"))
+        #expect(Limits.default.maxBinaryPartBytes == 37_748_712 && section.contains("37,748,712 with the defaults"))
+
+        try withServerOnPort0({
+            $0.limits.maxDocumentBytes = 16 << 10
+            $0.limits.maxJSONBytes = 32 << 10
+            $0.limits.blobChunkBytes = 16 << 10
+            $0.limits.maxFrameBytes = 24 + (32 << 10) + (48 << 10)
+        }) { _, port in
+            let c = try RawClient.tcp(port: port)
+            let limits = try c.hello().limits
+            let largest = min(limits.maxBlobBytes, limits.maxFrameBytes - 24 - limits.maxJSONBytes)
+            #expect(largest == 48 << 10 && limits.maxBlobBytes > largest, "the test needs a frame smaller than a blob")
+            for n in 0..<300 { _ = try c.call(.create, ["collection": "notes", "data": ["n": .int(Int64(n))]]) }
+            let snapshot = try BackupResponse(json: try c.call(.backup).jsonObject())
+            #expect(snapshot.size > Int64(largest), "the test needs a backup larger than one read")
+            let at = try c.call(
+                .backupRead, BackupReadRequest(backup: snapshot.backup, offset: 0, length: largest).json)
+            #expect(at.status == .ok && at.binary.count == largest)
+            let over = try c.call(
+                .backupRead, BackupReadRequest(backup: snapshot.backup, offset: 0, length: largest + 1).json)
+            #expect(over.status == .payloadTooLarge)
+            #expect(over.replyJSON["limit"]?.intValue == Int64(largest))
+            #expect(over.replyJSON["field"]?.stringValue == "length")
+            #expect(try c.call(.ping).status == .ok)
+        }
     }
 
     /// BACKUP_READ answers at most maxBlobBytes: one byte more is PAYLOAD_TOO_LARGE with the limit, and the

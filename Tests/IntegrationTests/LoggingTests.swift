@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Foundation
 import LarderClient
+import LarderServer
 import LarderWire
 import Testing
 
@@ -65,6 +66,55 @@ import Testing
             #expect(entry?["level"]?.stringValue == "warn")
         }
         #expect(slow.contains { $0["opcode"]?.stringValue == "HELLO" && $0["status"]?.stringValue == "UNAUTHENTICATED" })
+    }
+
+    /// With `--log-format json` every line on stdout and stderr is a JSON object: the line saying the server is
+    /// ready, warnings at start (a data directory others can read), connections, shutdown, and a failure to start.
+    @Test func everyLineOfEitherStreamIsJSONInJSONMode() async throws {
+        let directory = ServerProcessTests.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let data = directory.appendingPathComponent("data").path
+        try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
+        #expect(chmod(data, 0o755) == 0)
+        let run = try ServerProcessTests.launch([
+            "--port", "0", "--data-dir", data, "--log-format", "json", "--slow-ms", "0", "--metrics-port", "0",
+            "--log-level", "debug",
+        ])
+        let first = try await offThePool { ServerProcessTests.firstLine(run.stdout) }
+        let ready = try #require(try JSONParser.parse(Array(first.utf8)).objectValue, "\(first)")
+        #expect(ready["level"]?.stringValue == "info" && ready["version"]?.stringValue == LarderServer.version)
+        let listen = try #require(ready["listen"]?.arrayValue?.first?.stringValue, "\(first)")
+        let port = try #require(Int(listen.split(separator: ":").last ?? ""), "\(first)")
+        #expect(ready["metrics"]?.stringValue?.hasPrefix("http://") == true && ready["store"] != nil)
+
+        let client = LarderClient(port: port)
+        let record = try await client.create("notes", ["text": "hello"])
+        _ = try await client.get("notes", id: record.id)
+        await #expect(throws: LarderError.self) { try await client.get("notes", id: UUID()) }
+        client.close()
+        let status = try await offThePool { ServerProcessTests.terminated(run.process) }
+        #expect(status == 0)
+        let out = try await offThePool { run.stdout.fileHandleForReading.readDataToEndOfFile() }
+        let err = try await offThePool { run.stderr.fileHandleForReading.readDataToEndOfFile() }
+        let lines = (first + String(decoding: out + err, as: UTF8.self)).split(separator: "\n").map(String.init)
+        for line in lines {
+            let object = try JSONParser.parse(Array(line.utf8)).objectValue
+            #expect(object?["time"]?.stringValue != nil && object?["message"]?.stringValue != nil, "\(line)")
+        }
+        #expect(lines.contains { $0.contains("can be read by other users") && $0.contains(#""level":"warn""#) })
+        #expect(lines.contains { $0.contains("slow request") })
+
+        // Options it cannot run with: the error is a JSON line too.
+        let refused = try ServerProcessTests.launch(["--log-format", "json", "--port", "nope"])
+        let refusedStatus = try await offThePool { ServerProcessTests.terminated(refused.process, signal: 0) }
+        #expect(refusedStatus == 64)
+        let refusedErr = try await offThePool { refused.stderr.fileHandleForReading.readDataToEndOfFile() }
+        let refusedLines = String(decoding: refusedErr, as: UTF8.self).split(separator: "\n")
+        #expect(refusedLines.count == 1)
+        for line in refusedLines {
+            let object = try #require(try JSONParser.parse(Array(line.utf8)).objectValue, "\(line)")
+            #expect(object["level"]?.stringValue == "error" && object["message"]?.stringValue?.contains("--port") == true)
+        }
     }
 
     @Test func textLinesByDefaultAndNoSlowLinesUnderTheThreshold() async throws {

@@ -233,7 +233,9 @@ import Testing
             let path = try store.snapshot(whileReading: { try? store.blobDelete(second.id) })
             defer { unlink(path) }
             #expect(!Self.exists(secondFile))
-            try FileManager.default.createDirectory(atPath: restored, withIntermediateDirectories: true)
+            // Private, as a data directory should be: no warning about its mode.
+            try FileManager.default.createDirectory(
+                atPath: restored, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             try FileManager.default.copyItem(atPath: path, toPath: restored + "/larder.sqlite")
             return (first, second, begun.upload)
         }
