@@ -44,7 +44,8 @@ import Testing
             let deadline = Date().addingTimeInterval(60)
             while Self.count(of: "tokens checked again", in: child.logPath) < wanted {
                 guard Date() < deadline else {
-                    throw ServerTestError("the reload never finished checking connections; log: \(ServerChild.tail(child.logPath))")
+                    let log = ServerChild.tail(child.logPath)
+                    throw ServerTestError("the reload never finished checking connections; log: \(log)")
                 }
                 usleep(20_000)  // polling a file: a condition, with a deadline
             }
@@ -192,7 +193,8 @@ import Testing
 
         init(port: Int) throws {
             client = try TLSCloseTests.SlowTLSClient(port: port)
-            try client.send([(.hello, HelloRequest(compression: [], client: "revoke-tls-admin", token: "admin-token").json)])
+            let hello = HelloRequest(compression: [], client: "revoke-tls-admin", token: "admin-token")
+            try client.send([(.hello, hello.json)])
         }
 
         /// Sends a CREATE and shuts the connection down once it is answered.
@@ -202,7 +204,8 @@ import Testing
             let ending = client.readToEnd(firstAnswer: { shutdown(client.fd, Int32(SHUT_WR)) })
             let created = ending.frames.first { $0.opcode == .create }
             guard created?.status == .ok else {
-                throw ServerTestError("CREATE over TLS failed: \(ending.frames.map(\.replyText)) \(ending.failure ?? "")")
+                let seen = ending.frames.map(\.replyText)
+                throw ServerTestError("CREATE over TLS failed: \(seen) \(ending.failure ?? "")")
             }
         }
     }
