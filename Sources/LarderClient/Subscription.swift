@@ -125,7 +125,8 @@ final class EventSink: @unchecked Sendable {
             guard !ended else { return (false, nil) }
             if event.kind == .gap {
                 ended = true
-                return (false, LarderSubscription.gapError(seq: event.seq))
+                // A gap that carries an error ended for that reason (the token lost the collection), not for lag.
+                return (false, event.error ?? LarderSubscription.gapError(seq: event.seq))
             }
             if case .dropped = continuation.yield(event) {
                 // The consumer fell behind the client's buffer: end as the server would.

@@ -36,6 +36,8 @@ package enum CloseReason: Sendable, Equatable, CustomStringConvertible {
     /// A read or write failed (e.g. connection reset).
     case ioError(String)
     case shutdown
+    /// A reload of the token file removed the connection's token; UNAUTHENTICATED was sent first.
+    case tokenRevoked
 
     package var description: String {
         switch self {
@@ -46,6 +48,7 @@ package enum CloseReason: Sendable, Equatable, CustomStringConvertible {
         case .frameTimeout: "frame deadline exceeded"
         case .ioError(let message): "I/O error: \(message)"
         case .shutdown: "server shutdown"
+        case .tokenRevoked: "UNAUTHENTICATED: the token was removed from the token file"
         }
     }
 }

@@ -1,11 +1,15 @@
 import Foundation
 import LarderWire
 
-/// Who a connection speaks for: the token its HELLO presented and what that token may do, looked up again after the
-/// token table is reloaded, so that a revoked token ends the connection at its next request.
+/// Who a connection speaks for: the token its HELLO presented and what that token may do, looked up again when the
+/// token table is reloaded (and, should a request come first, at that request), so that a removed token ends the
+/// connection and a changed grant applies from then on.
 struct ConnectionIdentity {
-    /// What the token may do (nil: the server requires no token).
+    /// What the token may do (nil: the server requires no token). A revoked token keeps its last grant, which still
+    /// screens the answers to the requests it had in flight.
     private(set) var grant: Grant?
+    /// The token is no longer in the table: the connection is ending, and nothing more of it runs.
+    private(set) var revoked = false
     private var token: [UInt8] = []
     /// The token table's generation the grant was checked against.
     private var generation = 0
@@ -25,12 +29,16 @@ struct ConnectionIdentity {
         uploader = "token:" + SHA256.hex(Array("larder upload owner\u{0}".utf8) + granted.token)
     }
 
-    /// Looks the token up again if the table changed since it was checked; false when the token was revoked.
+    /// Looks the token up again if the table changed since it was checked; false once the token was revoked.
     mutating func renew(from tokens: (any TokenSource)?) -> Bool {
-        guard let tokens, tokens.generation != generation else { return true }
+        guard !revoked, let tokens, tokens.generation != generation else { return !revoked }
         let current = tokens.current
         generation = current.generation
-        grant = current.table.grant(for: token)
-        return grant != nil
+        guard let renewed = current.table.grant(for: token) else {
+            revoked = true
+            return false
+        }
+        grant = renewed
+        return true
     }
 }

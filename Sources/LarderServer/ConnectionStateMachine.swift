@@ -130,8 +130,17 @@ package struct ConnectionStateMachine {
             return
         }
         send(reply, &actions)
-        // After the reply: requests held behind this one are answered after it.
-        for frame in released { actions.append(.execute(frame)) }
+        // After the reply: requests held behind this one are answered after it. Those of a revoked token never run:
+        // each is answered UNAUTHENTICATED, and releases the ones behind it in turn.
+        var pending = released[...]
+        while let frame = pending.popFirst() {
+            guard identity.revoked else {
+                actions.append(.execute(frame))
+                continue
+            }
+            pending += requests.answered(frame.requestID)
+            self.reply(Reply(opcode: frame.opcode, requestID: frame.requestID, error: Self.revokedError), &actions)
+        }
         resumeIfBelowLowWater(now: now, &actions)
         closeIfDone(&actions)
     }
@@ -205,6 +214,17 @@ package struct ConnectionStateMachine {
         }
         return actions
     }
+
+    /// The token table was reloaded: the token is looked up again now, not only at the next request, so that a
+    /// connection that only waits for events is held to the new table too. A removed token ends the connection with
+    /// UNAUTHENTICATED (opcode 0, request id 0); a changed grant is in `grant` from now on.
+    package mutating func tokensReloaded(now: UInt64, into actions: inout [Action]) {
+        guard phase == .ready, !identity.renew(from: configuration.tokens) else { return }
+        sendConnectionError(Self.revokedError, reason: .tokenRevoked, now: now, &actions)
+    }
+
+    static let revokedError = LarderError(
+        .unauthenticated, "the token of this connection was revoked; connect again with a valid token")
 
     /// The server is shutting down: later requests are answered UNAVAILABLE; the server closes the connection once
     /// nothing is in flight.
@@ -315,9 +335,7 @@ package struct ConnectionStateMachine {
     /// Hands a request out to run, unless the server is shutting down or the in-flight limit is reached.
     private mutating func admit(_ frame: Frame, now: UInt64, _ actions: inout [Action]) {
         if isHandshakeDone, !identity.renew(from: configuration.tokens) {
-            let error = LarderError(
-                .unauthenticated, "the token of this connection was revoked; connect again with a valid token")
-            fail(error, requestID: frame.requestID, opcode: frame.opcode, now: now, &actions)
+            fail(Self.revokedError, requestID: frame.requestID, opcode: frame.opcode, now: now, &actions)
             return
         }
         if let grant, grant != .unrestricted, let denied = grant.check(frame) {

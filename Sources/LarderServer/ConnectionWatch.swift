@@ -10,10 +10,16 @@ extension Connection {
     /// the answer is queued before any event of the subscription can be.
     func executeWatch(_ frame: Frame) {
         let started = monotonicNanos()
-        let (reply, actions) =
-            frame.opcode == .watch
-            ? watches.watch(frame, lastChangeSeq: context.router.store.lastChangeSeq, allowed: machine.grant?.collections)
-            : watches.unwatch(frame)
+        let (reply, actions): (Reply, [WatchStateMachine.Action])
+        if frame.opcode == .watch, let grant = machine.grant, let denied = grant.check(frame) {
+            // Checked again: a WATCH held behind other requests runs after a reload that may have narrowed the token.
+            (reply, actions) = (Reply(opcode: .watch, requestID: frame.requestID, error: denied), [])
+        } else if frame.opcode == .watch {
+            (reply, actions) = watches.watch(
+                frame, lastChangeSeq: context.router.store.lastChangeSeq, allowed: machine.grant?.collections)
+        } else {
+            (reply, actions) = watches.unwatch(frame)
+        }
         performWatch(actions)
         let micros = (monotonicNanos() &- started) / 1000
         context.stats.request(reply.opcode, reply.status, latencyMicros: micros)
@@ -40,6 +46,19 @@ extension Connection {
     func endLiveSubscriptionsWithGap() {
         guard !closing else { return }
         performWatch(watches.endLiveSubscriptionsWithGap(canPush: machine.canPush))
+    }
+
+    /// The token table was reloaded; on the shard's loop. A removed token ends the connection (UNAUTHENTICATED, and no
+    /// event after it); a narrowed one ends the subscriptions that followed what it lost. Returns what happened, for
+    /// the reload's log line.
+    func tokensReloaded() -> TokenRecheck {
+        guard !closing, machine.canPush else { return TokenRecheck() }
+        performing { machine.tokensReloaded(now: shard.loop.now, into: &$0) }
+        // Revoked: the connection is closing (`canPush` is false), so no event is queued after the error.
+        guard machine.canPush else { return TokenRecheck(checked: 1, closed: 1) }
+        let before = watches.subscriptions.count
+        performWatch(watches.grantChanged(collections: machine.grant?.collections, canPush: machine.canPush))
+        return TokenRecheck(checked: 1, subscriptionsEnded: before - watches.subscriptions.count)
     }
 
     /// Subscriptions replaying the log read their next page if the output has drained enough.
@@ -106,5 +125,18 @@ extension Connection {
         }
         // A full pool: the subscription tries again at the connection's next tick or flush.
         if !started { watches.logReadNotStarted(wanted.id) }
+    }
+}
+
+/// What re-checking connections against a reloaded token table did, summed over the shards for the log.
+struct TokenRecheck: Sendable {
+    var checked = 0
+    var closed = 0
+    var subscriptionsEnded = 0
+
+    static func + (a: TokenRecheck, b: TokenRecheck) -> TokenRecheck {
+        TokenRecheck(
+            checked: a.checked + b.checked, closed: a.closed + b.closed,
+            subscriptionsEnded: a.subscriptionsEnded + b.subscriptionsEnded)
     }
 }

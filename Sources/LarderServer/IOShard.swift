@@ -179,6 +179,12 @@ final class IOShard: EventLoopHandler, @unchecked Sendable {
 
     deinit { readBuffer.deallocate() }
 
+    /// On `loop`: every connection of the shard looks its token up in the reloaded table.
+    func tokensReloaded() -> TokenRecheck {
+        // A copy: a connection that closes leaves `connections`.
+        Array(connections.values).reduce(TokenRecheck()) { $0 + $1.tokensReloaded() }
+    }
+
     func startTimer(intervalMs: Int) {
         loop.async { [self] in
             loop.setTick(intervalMs: intervalMs) { [unowned self] in

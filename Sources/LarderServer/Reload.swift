@@ -1,3 +1,4 @@
+import LarderSync
 import LarderTLS
 import LarderWire
 
@@ -41,9 +42,10 @@ extension LarderServer {
         }
     }
 
-    /// Reads the TLS certificate and key and the token file again (SIGHUP). Connections stay open: each looks its
-    /// token up again at its next request, and keeps its TLS session; new connections get the new certificate. A
-    /// file that does not load changes nothing: the error is logged and what is in force stays.
+    /// Reads the TLS certificate and key and the token file again (SIGHUP). Open connections keep their TLS session;
+    /// new ones get the new certificate. Every open connection then looks its token up again, on its own event loop
+    /// (`recheckConnections`). A file that does not load changes nothing: the error is logged and what is in force
+    /// stays.
     public func reload() {
         context.logger.info("SIGHUP received: reloading")
         if let tlsContexts {
@@ -59,8 +61,32 @@ extension LarderServer {
             guard let table = try LarderServer.tokenTable(configuration) else { return }
             tokens.replace(with: table)
             context.logger.info("token file reloaded: \(table.entries.count) token(s)")
+            recheckConnections()
         } catch {
             context.logger.error("\(error.message); the tokens in force are kept")
+        }
+    }
+
+    /// Holds every open connection to the token table now in force, without waiting for its next request (a
+    /// subscriber may send none): a removed token's connection gets UNAUTHENTICATED and closes, a narrowed token's
+    /// subscriptions on what it lost end. Each shard does its own connections on its loop, where their state lives;
+    /// this thread only posts the work, and the last shard to finish logs the sum.
+    private func recheckConnections() {
+        let tally = Locked((shardsLeft: shards.count, sum: TokenRecheck()))
+        let logger = context.logger
+        for shard in shards {
+            shard.loop.async {
+                let done = shard.tokensReloaded()
+                let finished: TokenRecheck? = tally.withLock {
+                    $0.sum = $0.sum + done
+                    $0.shardsLeft -= 1
+                    return $0.shardsLeft == 0 ? $0.sum : nil
+                }
+                guard let finished else { return }
+                logger.info(
+                    "tokens checked again on \(finished.checked) connection(s): \(finished.closed) closed (token "
+                        + "removed), \(finished.subscriptionsEnded) subscription(s) ended (collections narrowed)")
+            }
         }
     }
 }

@@ -169,9 +169,9 @@ enum EventEncoder {
         ChangeEvent(subscription: subscription, seq: seq, kind: .resync, oldestSeq: oldestSeq).json.bytes
     }
 
-    /// The subscription fell behind and ended; `seq` is the last change it handled.
-    static func gap(subscription: UInt32, seq: Int64) -> [UInt8] {
-        ChangeEvent(subscription: subscription, seq: seq, kind: .gap).json.bytes
+    /// The subscription ended; `seq` is the last change it handled. It fell behind, unless `ending` says why else.
+    static func gap(subscription: UInt32, seq: Int64, ending: LarderError? = nil) -> [UInt8] {
+        ChangeEvent(subscription: subscription, seq: seq, kind: .gap, error: ending).json.bytes
     }
 }
 

@@ -234,6 +234,51 @@ struct WatchStateMachine {
         return actions
     }
 
+    // MARK: Rights
+
+    /// The connection's token now reaches only `collections` (nil: every one), after a reload of the token file. A
+    /// subscription that followed anything outside them ends with a gap carrying PERMISSION_DENIED at the last change
+    /// it handled: one on a collection the token lost, and one on every collection whose token lost any collection it
+    /// was seeing. The others go on untouched; a widened token widens no subscription (a new WATCH sees the new set).
+    mutating func grantChanged(collections: Set<String>?, canPush: Bool) -> [Action] {
+        guard let collections else { return [] }
+        var actions: [Action] = []
+        var ended: [UInt32] = []
+        for id in subscriptions.keys.sorted() {
+            guard let subscription = subscriptions[id] else { continue }
+            let kept: Bool
+            if let collection = subscription.collection {
+                kept = collections.contains(collection)
+            } else {
+                kept = subscription.allowed?.isSubset(of: collections) ?? false
+            }
+            guard !kept else { continue }
+            subscriptions[id] = nil
+            ended.append(id)
+            guard canPush else { continue }
+            let reason = Self.revokedReason(subscription.collection, collections)
+            actions.append(
+                .push(
+                    subscription: id,
+                    json: EventEncoder.gap(subscription: id, seq: subscription.lastSeq, ending: reason)))
+        }
+        guard !ended.isEmpty else { return [] }
+        let list = ended.map(String.init).joined(separator: ", ")
+        actions.append(.info("subscriptions \(list) ended: the reloaded token file narrowed the token's collections"))
+        watchingChanged(&actions)
+        actions += [.ended(ended.count), .delivered(events: 0, gaps: ended.count, resyncs: 0)]
+        return actions
+    }
+
+    /// Why a subscription on `collection` (nil: every collection) ended when its token was narrowed to `collections`.
+    static func revokedReason(_ collection: String?, _ collections: Set<String>) -> LarderError {
+        let what = collection ?? "every collection"
+        return LarderError(
+            .permissionDenied,
+            "this token may no longer watch \(what): it is now limited to \(Grant.list(collections)); WATCH again "
+                + "within them", details: ["opcode": .string(Opcode.watch.name)])
+    }
+
     // MARK: Catch-up from the log
 
     /// Starts a log read for each subscription replaying it, while the output is below half the watch buffer (the

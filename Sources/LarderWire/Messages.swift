@@ -1135,14 +1135,18 @@ public struct ChangeEvent: WireMessage, Equatable {
     public var oldestSeq: Int64?
     /// False when the write made the document stop matching the subscription's filter: a filtered view drops it.
     public var matches: Bool
+    /// For a `gap` that is not about falling behind: why the subscription ended (PERMISSION_DENIED when a reload of
+    /// the server's token file took the subscription's collections away from its token).
+    public var error: LarderError?
 
     /// An event; members that do not apply to `kind` stay nil.
     public init(
         subscription: UInt32, seq: Int64, kind: ChangeKind, collection: String? = nil, id: UUID? = nil,
         rev: Int64? = nil, time: Int64? = nil, record: Record? = nil, blob: BlobInfo? = nil, oldestSeq: Int64? = nil,
-        matches: Bool = true
+        matches: Bool = true, error: LarderError? = nil
     ) {
         self.matches = matches
+        self.error = error
         self.subscription = subscription
         self.seq = seq
         self.kind = kind
@@ -1175,6 +1179,10 @@ public struct ChangeEvent: WireMessage, Equatable {
         blob = try r.optionalObject("blob").map { (o) throws(LarderError) in try BlobInfo(json: o) }
         oldestSeq = try r.optionalInt("oldestSeq", range: 0...Int64.max)
         matches = try r.optionalBool("matches") ?? true
+        error = try r.optionalObject("error").map { object in
+            let code = object["code"]?.intValue.flatMap { UInt16(exactly: $0) } ?? Status.internal.rawValue
+            return LarderError(status: Status(rawValue: code), json: .object(object))
+        }
     }
 
     public var json: JSONObject {
@@ -1187,6 +1195,7 @@ public struct ChangeEvent: WireMessage, Equatable {
         if let blob { o["blob"] = .object(blob.json) }
         if let oldestSeq { o["oldestSeq"] = .int(oldestSeq) }
         if !matches { o["matches"] = false }
+        if let error { o["error"] = error.json }
         return o
     }
 }

@@ -445,3 +445,58 @@ struct BinaryOutputTests {
         #expect(T.drain(&machine).frames.first?.binary == small)
     }
 }
+
+/// A reload of the token file checks the connection's token at once (`tokensReloaded`), not at its next request.
+@Suite(.timeLimit(.minutes(20)))
+struct TokenReloadMachineTests {
+    typealias T = ConnectionStateMachineTests
+
+    static func table(_ lines: String) throws -> TokenTable { try TokenTable.parse(lines, path: "tokens") }
+
+    static func ready(_ tokens: Tokens) -> ConnectionStateMachine {
+        var machine = ConnectionStateMachine(configuration: .init(tokens: tokens), now: 0)
+        let hello = T.frameBytes(.hello, id: 1, json: HelloRequest(client: "t", token: "reader").json)
+        _ = T.feed(&machine, hello)
+        _ = T.drain(&machine)
+        return machine
+    }
+
+    @Test func aRemovedTokenGetsUnauthenticatedAndItsHeldRequestsNeverRun() throws {
+        let tokens = Tokens(try Self.table("write reader\n"))
+        var machine = Self.ready(tokens)
+        #expect(machine.isHandshakeDone && machine.canPush)
+        // A GET runs; a CREATE waits behind it.
+        let bytes = T.frameBytes(.get, id: 2, json: ["collection": "a", "id": .string(UUID().uuidString)])
+            + T.frameBytes(.create, id: 3, json: ["collection": "a", "data": [:]])
+        #expect(T.executed(T.feed(&machine, bytes)).map(\.requestID) == [2])
+
+        tokens.replace(with: try Self.table("admin someone-else\n"))
+        var actions: [ConnectionStateMachine.Action] = []
+        machine.tokensReloaded(now: 1, into: &actions)
+        #expect(!machine.canPush, "events would still be pushed")
+        let (frames, _) = T.drain(&machine)
+        #expect(frames.map(\.status) == [.unauthenticated])
+        #expect(frames.first?.opcode == Opcode(rawValue: 0) && frames.first?.requestID == 0)
+        #expect(T.closeReason(actions) == nil, "closed with the GET still in flight")
+
+        let done = machine.requestCompleted(Reply(opcode: .get, requestID: 2, json: Array("{}".utf8)), now: 2)
+        #expect(T.executed(done).isEmpty, "a held request ran after the token was revoked")
+        let (answers, closing) = T.drain(&machine)
+        #expect(answers.map(\.requestID) == [2, 3])
+        #expect(answers.last?.status == .unauthenticated)
+        #expect(T.closeReason(done + closing) == .tokenRevoked)
+    }
+
+    @Test func aChangedGrantAppliesAtOnceAndKeepsTheConnection() throws {
+        let tokens = Tokens(try Self.table("write reader alpha,beta\n"))
+        var machine = Self.ready(tokens)
+        tokens.replace(with: try Self.table("read reader alpha\n"))
+        var actions: [ConnectionStateMachine.Action] = []
+        machine.tokensReloaded(now: 1, into: &actions)
+        #expect(actions.isEmpty && machine.canPush)
+        #expect(machine.grant == Grant(role: .read, collections: ["alpha"]))
+        // An unchanged table changes nothing either.
+        machine.tokensReloaded(now: 2, into: &actions)
+        #expect(actions.isEmpty && machine.grant?.role == .read)
+    }
+}

@@ -234,3 +234,56 @@ struct WatchStateMachineTests {
         #expect(machine.closed().isEmpty)
     }
 }
+
+/// A reload of the token file narrows what a connection's token reaches (`grantChanged`).
+@Suite(.timeLimit(.minutes(20)))
+struct WatchGrantTests {
+    typealias T = WatchStateMachineTests
+
+    /// Subscriptions on alpha (1), beta (2) and every collection (3), for a token limited to alpha and beta.
+    static func machine() throws -> WatchStateMachine {
+        var machine = WatchStateMachine(limits: .default)
+        let allowed: Set<String> = ["alpha", "beta"]
+        for (id, collection) in [(1, "alpha"), (2, "beta"), (3, nil)] as [(UInt32, String?)] {
+            let (reply, _) = machine.watch(
+                T.watchFrame(WatchRequest(collection: collection), id: id), lastChangeSeq: 7, allowed: allowed)
+            try #require(reply.status == .ok)
+        }
+        return machine
+    }
+
+    @Test func narrowingEndsWhatTheTokenLostWithAGapCarryingPermissionDenied() throws {
+        var machine = try Self.machine()
+        let actions = machine.grantChanged(collections: ["alpha"], canPush: true)
+        let ended = try T.pushed(actions)
+        #expect(ended.map(\.subscription) == [2, 3])
+        for event in ended {
+            #expect(event.kind == .gap && event.seq == 7)
+            #expect(event.error?.status == .permissionDenied)
+            #expect(event.error?.details["opcode"]?.stringValue == "WATCH")
+            #expect(event.error?.message.contains("now limited to alpha") == true)
+        }
+        #expect(T.has(actions) { if case .ended(2) = $0 { true } else { false } })
+        #expect(machine.subscriptions.keys.sorted() == [1])
+        // The one kept goes on; nothing reaches the ones that ended.
+        let changes = PreparedChanges([T.entry(8, "beta"), T.entry(9, "alpha")])
+        let events = try T.pushed(machine.deliver(changes, output: T.roomy))
+        #expect(events.map(\.subscription) == [1] && events.map(\.seq) == [9])
+    }
+
+    @Test func anUnchangedOrWidenedTokenKeepsEverySubscription() throws {
+        for collections in [["alpha", "beta"], ["alpha", "beta", "gamma"], nil] as [Set<String>?] {
+            var machine = try Self.machine()
+            #expect(machine.grantChanged(collections: collections, canPush: true).isEmpty)
+            #expect(machine.subscriptions.count == 3)
+        }
+    }
+
+    @Test func anUnrestrictedTokenNarrowedLosesItsWatchOnEveryCollection() throws {
+        var machine = WatchStateMachine(limits: .default)
+        _ = machine.watch(T.watchFrame(WatchRequest()), lastChangeSeq: 3, allowed: nil)
+        let actions = machine.grantChanged(collections: ["alpha"], canPush: false)
+        #expect(try T.pushed(actions).isEmpty, "nothing is pushed to a closing connection")
+        #expect(machine.subscriptions.isEmpty && !machine.isWatching)
+    }
+}
