@@ -18,10 +18,15 @@ import Testing
 
         /// Sends the next byte; false once the server has closed the connection.
         func drip() -> Bool {
+            guard sendByte() else { return false }
+            return !isClosed
+        }
+
+        /// Sends the next byte; false when it cannot be sent.
+        @discardableResult func sendByte() -> Bool {
             var byte = sent < request.count ? request[sent] : UInt8(ascii: "a")
             sent += 1
-            guard send(client.fd, &byte, 1, Int32(MSG_NOSIGNAL)) == 1 else { return false }
-            return !isClosed
+            return send(client.fd, &byte, 1, Int32(MSG_NOSIGNAL)) == 1
         }
 
         /// Whether the server has ended the connection (end of stream, or a reset).
@@ -34,10 +39,30 @@ import Testing
         }
     }
 
-    /// `GET /healthz` on a fresh connection, answered with the body's first line; the slow clients go on dripping
-    /// meanwhile, so none of them falls silent long enough for the inactivity timeout to free its slot. A probe
-    /// still unanswered after a minute is a failure rather than a hang.
-    static func probeWhileDripping(port: Int, _ slow: [Trickler]) async throws -> String {
+    /// Drips a byte into each of its slow clients every 50 ms from a thread of its own, so that none falls silent for
+    /// the port's 10 s inactivity timeout however long the test's tasks wait for a turn on a busy machine.
+    final class Dripper: @unchecked Sendable {
+        private let lock = NSLock()
+        private var tricklers: [Trickler] = []
+        private let stopped = StopFlag()
+
+        init() {
+            Thread.detachNewThread { [self] in
+                while !stopped.isStopped {
+                    lock.withLock { for trickler in tricklers { trickler.sendByte() } }
+                    usleep(50_000)
+                }
+            }
+        }
+
+        func add(_ trickler: Trickler) { lock.withLock { tricklers.append(trickler) } }
+        func remove(_ trickler: Trickler) { lock.withLock { tricklers.removeAll { $0 === trickler } } }
+        func stop() { stopped.stop() }
+    }
+
+    /// `GET /healthz` on a fresh connection, answered with the body's first line, while the slow clients go on
+    /// dripping (`Dripper`). A probe still unanswered after a minute is a failure rather than a hang.
+    static func probe(port: Int) async throws -> String {
         let answered = StopFlag()
         async let answer = offThePool { () throws -> String in
             defer { answered.stop() }
@@ -59,10 +84,7 @@ import Testing
             }
             return String(text[body.upperBound...].prefix { $0 != "\n" })
         }
-        _ = await waitUntil(120) {
-            for trickler in slow { _ = trickler.drip() }
-            return answered.isStopped
-        }
+        #expect(await waitUntil(120) { answered.isStopped })
         return try await answer
     }
 
@@ -95,17 +117,22 @@ import Testing
 
     @Test func healthzAnswersWhileSlowClientsTakeEverySlot() async throws {
         try await Self.withMetricsServer({ $0.metricsRequestTimeoutMs = 600_000 }) { metricsPort in
+            let dripper = Dripper()
+            defer { dripper.stop() }
             var slow = try (0..<16).map { _ in try Trickler(port: metricsPort) }
             for trickler in slow { #expect(trickler.drip()) }
+            for trickler in slow { dripper.add(trickler) }
             // Each probe takes the slot of the slow client that has waited longest; another slow one fills it again.
             for round in 0..<3 {
-                let answer = try await Self.probeWhileDripping(port: metricsPort, slow)
+                let answer = try await Self.probe(port: metricsPort)
                 try #require(answer == "ok", "round \(round)")
                 let oldest = slow.removeFirst()
+                dripper.remove(oldest)
                 #expect(await waitUntil(120) { oldest.isClosed }, "the oldest slow client kept its slot")
                 for trickler in slow { #expect(!trickler.isClosed) }
                 let next = try Trickler(port: metricsPort)
                 #expect(next.drip())
+                dripper.add(next)
                 slow.append(next)
             }
         }
