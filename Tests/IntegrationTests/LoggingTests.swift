@@ -83,4 +83,33 @@ import Testing
         #expect(lines.contains { $0.contains("connection closed reason=peer closed") })
         #expect(!lines.contains { $0.contains("slow request") })
     }
+
+    // Promise: README "Logs: peer unix:/path, a slow request's requestId, the idle timeout reason"
+    /// A client on the Unix socket is logged with the peer `unix:PATH`; each of its requests (every one is slow at
+    /// `--slow-ms 0`) with the request id it sent; and the connection's close, after it stayed silent past the idle
+    /// deadline, with the reason `idle timeout`.
+    @Test func aUnixClientsLinesNameItsPathItsRequestIdsAndTheIdleTimeout() async throws {
+        let socket = NSTemporaryDirectory() + "larder-log-\(UUID().uuidString.prefix(8)).sock"
+        defer { unlink(socket) }
+        let lines = try await Self.serverLog(
+            ["--log-format", "json", "--slow-ms", "0", "--socket", socket, "--idle-timeout-ms", "1000"]
+        ) { _ in
+            let c = try RawClient.unix(path: socket)
+            _ = try c.call(.hello, HelloRequest(compression: [], client: "logging-tests").json)
+            let ping = try c.send(.ping, id: 41)
+            #expect(try c.receive(timeout: 120)?.requestID == ping)
+            // Silent from here: the server closes the connection at its idle deadline.
+            #expect(try c.receive(timeout: 120) == nil, "the idle connection stayed open")
+        }
+        let objects = try lines.map { try #require(try JSONParser.parse(Array($0.utf8)).objectValue, "\($0)") }
+        let opened = objects.filter { $0["message"]?.stringValue == "connection opened" }
+        #expect(opened.contains { $0["peer"]?.stringValue == "unix:\(socket)" }, "\(lines)")
+        let slow = objects.filter { $0["message"]?.stringValue == "slow request" }
+        #expect(slow.contains { $0["opcode"] == "PING" && $0["requestId"] == 41 }, "\(lines)")
+        #expect(slow.contains { $0["opcode"] == "HELLO" && $0["requestId"] == 1 }, "\(lines)")
+        let closed = objects.filter { $0["message"]?.stringValue == "connection closed" }
+        #expect(
+            closed.contains { $0["reason"] == "idle timeout" && $0["peer"]?.stringValue == "unix:\(socket)" },
+            "\(lines)")
+    }
 }
