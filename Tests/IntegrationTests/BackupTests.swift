@@ -258,8 +258,8 @@ func offThePool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async t
             let c = try RawClient.tcp(port: port)
             try c.hello()
             let ids = (0..<40).map { _ in UUID() }
-            var requests: [(Opcode, JSONObject)] = ids.map {
-                (.create, ["collection": "notes", "id": .string($0.wireString), "data": ["text": "pipelined"]])
+            var requests: [(Opcode, JSONObject)] = ids.map { id -> (Opcode, JSONObject) in
+                (.create, ["collection": "notes", "id": .string(id.wireString), "data": ["text": "pipelined"]])
             }
             requests.append((.backup, [:]))
             let sent = try c.sendTogether(requests)

@@ -91,7 +91,7 @@ import Testing
         storeConfiguration.maxUploadBytesPerOwner = 1_000
         let store = try SQLiteStore(configuration: storeConfiguration)
         var configuration = ServerConfiguration.forTests(in: directory)
-        configuration.limits.uploadExpiryMs = expiry
+        configuration.limits.uploadExpiryMs = Int(expiry)
         configuration.limits.maxUploadsPerToken = 1
         configuration.limits.maxUploadBytes = 1_000
         configuration.limits.maxUploadBytesPerToken = 1_000
