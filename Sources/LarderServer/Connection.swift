@@ -282,12 +282,12 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
                 if let tls, !machine.readingPaused, tls.engine.pendingInput > 0 {
                     shard.loop.async { [self] in readPlaintext() }
                 }
-            case .record(let opcode, let status):
+            case .record(let opcode, let status, let requestID):
                 let micros = readStarted == 0 ? nil : (monotonicNanos() &- readStarted) / 1000
                 shard.recordRequest(opcode, status, latencyMicros: micros)
                 if let micros {
                     context.logger.slowRequest(
-                        connection: id, peer: peer, opcode, status, requestID: nil, micros: micros)
+                        connection: id, peer: peer, opcode, status, requestID: requestID, micros: micros)
                 }
             case .close(let reason):
                 close(reason)

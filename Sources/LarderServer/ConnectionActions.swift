@@ -12,7 +12,7 @@ extension ConnectionStateMachine {
         /// Take the descriptor off the event loop and close it; the state machine is finished.
         case close(CloseReason)
         /// A reply the state machine produced itself (HELLO, refusals), for STATS.
-        case record(Opcode, Status)
+        case record(Opcode, Status, requestID: UInt32?)
     }
 
     enum Phase: Equatable {

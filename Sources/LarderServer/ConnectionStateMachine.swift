@@ -428,7 +428,8 @@ package struct ConnectionStateMachine {
 
     /// A reply the state machine made itself.
     private mutating func reply(_ reply: Reply, _ actions: inout [Action]) {
-        actions.append(.record(reply.opcode, reply.status))
+        // An error the server sends unprompted (opcode 0) answers no request.
+        actions.append(.record(reply.opcode, reply.status, requestID: reply.opcode.rawValue == 0 ? nil : reply.requestID))
         send(reply, &actions)
     }
 

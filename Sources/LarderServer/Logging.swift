@@ -53,7 +53,8 @@ extension Logger {
             connection: connection, peer: peer, reply.opcode, reply.status, requestID: reply.requestID, micros: micros)
     }
 
-    /// The same for an answer the connection made itself (HELLO, a refusal), whose request id it does not report.
+    /// The same for an answer the connection made itself (HELLO, a refusal): `requestID` is nil for an error it sent
+    /// unprompted, which answers no request.
     func slowRequest(
         connection: Int, peer: String, _ opcode: Opcode, _ status: Status, requestID: UInt32?, micros: UInt64
     ) {

@@ -92,6 +92,81 @@ import Testing
         }
     }
 
+    // Promise: Protocol §5.4 "a chunk past size is INVALID_ARGUMENT with size"
+    /// A chunk that would carry the upload past its declared `size` is INVALID_ARGUMENT naming the size, nothing of it
+    /// is committed, and the upload goes on from where it was.
+    @Test func aChunkPastTheDeclaredSizeIsRefusedNamingTheSize() throws {
+        let bytes = Self.jpeg(10_000)
+        try withServerOnPort0 { _, port in
+            let c = try RawClient.tcp(port: port)
+            try c.hello()
+            let begin = try c.call(.blobUpload, BlobUploadRequest(size: Int64(bytes.count)).json)
+            let info = try BlobUploadInfo(json: try begin.jsonObject())
+            let first = Array(bytes[0..<6_000])
+            let sent = try c.call(
+                .blobUploadChunk, BlobUploadChunkRequest(upload: info.upload, offset: 0, crc32: CRC32.checksum(first)).json,
+                binary: first)
+            #expect(sent.status == .ok && sent.replyJSON["offset"] == 6_000, "\(sent.replyText)")
+            // 4,001 bytes from 6,000 pass the 10,000 declared by one.
+            let over = Array(bytes[6_000...]) + [0xD9]
+            let past = try c.call(
+                .blobUploadChunk,
+                BlobUploadChunkRequest(upload: info.upload, offset: 6_000, crc32: CRC32.checksum(over)).json, binary: over)
+            #expect(past.status == .invalidArgument, "\(past.replyText)")
+            #expect(past.replyJSON["size"] == .int(Int64(bytes.count)), "\(past.replyText)")
+            let status = try c.call(.blobUploadStatus, BlobUploadIDRequest(upload: info.upload).json)
+            #expect(status.replyJSON["offset"] == 6_000, "\(status.replyText)")
+            let rest = Array(bytes[6_000...])
+            let last = try c.call(
+                .blobUploadChunk,
+                BlobUploadChunkRequest(upload: info.upload, offset: 6_000, crc32: CRC32.checksum(rest)).json, binary: rest)
+            #expect(last.status == .ok, "\(last.replyText)")
+            let finished = try c.call(.blobUploadFinish, BlobUploadFinishRequest(upload: info.upload).json)
+            #expect(finished.status == .ok, "\(finished.replyText)")
+            let read = try c.call(.blobGet, BlobIDRequest(id: info.id).json)
+            #expect(read.binary == bytes)
+        }
+    }
+
+    // Promise: Protocol §5.4 "a CRC mismatch is INVALID_ARGUMENT with offset and actualCRC32, and nothing is written"
+    /// A chunk damaged in transit (its bytes no longer match `crc32`) is INVALID_ARGUMENT (field `crc32`) whose
+    /// details give the CRC-32 of what arrived and the committed offset; nothing is written, and sending it again
+    /// intact goes on from there.
+    @Test func aDamagedChunkNamesTheCRCOfWhatArrivedAndWritesNothing() throws {
+        let bytes = Self.jpeg(10_000)
+        try withServerOnPort0 { _, port in
+            let c = try RawClient.tcp(port: port)
+            try c.hello()
+            let begin = try c.call(.blobUpload, BlobUploadRequest(size: Int64(bytes.count)).json)
+            let info = try BlobUploadInfo(json: try begin.jsonObject())
+            let first = Array(bytes[0..<4_000])
+            let crc = CRC32.checksum(first)
+            _ = try c.call(
+                .blobUploadChunk, BlobUploadChunkRequest(upload: info.upload, offset: 0, crc32: crc).json, binary: first)
+            var damaged = Array(bytes[4_000...])
+            damaged[100] ^= 0x40
+            let intact = Array(bytes[4_000...])
+            let refused = try c.call(
+                .blobUploadChunk,
+                BlobUploadChunkRequest(upload: info.upload, offset: 4_000, crc32: CRC32.checksum(intact)).json,
+                binary: damaged)
+            #expect(refused.status == .invalidArgument, "\(refused.replyText)")
+            #expect(refused.replyJSON["field"] == "crc32", "\(refused.replyText)")
+            #expect(refused.replyJSON["actualCRC32"] == .int(Int64(CRC32.checksum(damaged))), "\(refused.replyText)")
+            #expect(refused.replyJSON["offset"] == 4_000, "\(refused.replyText)")
+            let status = try c.call(.blobUploadStatus, BlobUploadIDRequest(upload: info.upload).json)
+            #expect(status.replyJSON["offset"] == 4_000, "\(status.replyText)")
+            let again = try c.call(
+                .blobUploadChunk,
+                BlobUploadChunkRequest(upload: info.upload, offset: 4_000, crc32: CRC32.checksum(intact)).json,
+                binary: intact)
+            #expect(again.status == .ok, "\(again.replyText)")
+            let finished = try c.call(.blobUploadFinish, BlobUploadFinishRequest(upload: info.upload).json)
+            #expect(finished.status == .ok, "\(finished.replyText)")
+            #expect(try c.call(.blobGet, BlobIDRequest(id: info.id).json).binary == bytes)
+        }
+    }
+
     @Test func theUploadQuotaAndExpiryAreAnnouncedAndTheQuotaIsCrossed() throws {
         try withServerOnPort0({
             $0.limits.maxUploadBytes = 1_000_000

@@ -16,8 +16,10 @@ import Testing
         let run = try ServerProcessTests.launch(
             ["--port", "0", "--data-dir", directory.appendingPathComponent("data").path] + arguments)
         let line = try await offThePool { ServerProcessTests.firstLine(run.stdout) }
-        let port = try #require(
-            line.split(separator: " ").first { $0.hasPrefix("tcp://") }.flatMap { Int($0.split(separator: ":").last!) })
+        // A server on a Unix socket alone names no TCP port: 0 then.
+        let port =
+            line.split(separator: " ").first { $0.hasPrefix("tcp://") }.flatMap { Int($0.split(separator: ":").last!) }
+            ?? 0
         try await body(port)
         let status = try await offThePool { ServerProcessTests.terminated(run.process) }
         #expect(status == 0)
@@ -132,5 +134,35 @@ import Testing
         #expect(lines.contains { $0.contains("connection opened") && $0.contains("conn 2 (127.0.0.1:") })
         #expect(lines.contains { $0.contains("connection closed reason=peer closed") })
         #expect(!lines.contains { $0.contains("slow request") })
+    }
+
+    // Promise: README "Logs: peer unix:/path, a slow request's requestId, the idle timeout reason"
+    /// A client on the Unix socket is logged with the peer `unix:PATH`; each of its requests (every one is slow at
+    /// `--slow-ms 0`) with the request id it sent; and the connection's close, after it stayed silent past the idle
+    /// deadline, with the reason `idle timeout`.
+    @Test func aUnixClientsLinesNameItsPathItsRequestIdsAndTheIdleTimeout() async throws {
+        let socket = NSTemporaryDirectory() + "larder-log-\(UUID().uuidString.prefix(8)).sock"
+        defer { unlink(socket) }
+        let lines = try await Self.serverLog(
+            ["--log-format", "json", "--slow-ms", "0", "--socket", socket, "--idle-timeout-ms", "1000"]
+        ) { _ in
+            let c = try RawClient.unix(path: socket)
+            try c.hello(compression: [])
+            let ping = try c.send(.ping, id: 41)
+            #expect(try c.receive(timeout: 120)?.requestID == ping)
+            // Silent from here: the server closes the connection at its idle deadline, saying why.
+            let last = try c.framesUntilClosed(timeout: 120)
+            #expect(last.allSatisfy { $0.requestID == 0 }, "answers after the last request")
+        }
+        let objects = try lines.map { try #require(try JSONParser.parse(Array($0.utf8)).objectValue, "\($0)") }
+        let opened = objects.filter { $0["message"]?.stringValue == "connection opened" }
+        #expect(opened.contains { $0["peer"]?.stringValue == "unix:\(socket)" }, "\(lines)")
+        let slow = objects.filter { $0["message"]?.stringValue == "slow request" }
+        #expect(slow.contains { $0["opcode"] == "PING" && $0["requestId"] == 41 }, "\(lines)")
+        #expect(slow.contains { $0["opcode"] == "HELLO" && $0["requestId"] == 1 }, "\(slow)")
+        let closed = objects.filter { $0["message"]?.stringValue == "connection closed" }
+        #expect(
+            closed.contains { $0["reason"] == "idle timeout" && $0["peer"]?.stringValue == "unix:\(socket)" },
+            "\(lines)")
     }
 }

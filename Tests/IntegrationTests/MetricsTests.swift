@@ -200,4 +200,47 @@ import Testing
         }
         #expect(again.status == 200, "\(again.body)")
     }
+
+    /// Whether the peer has closed `fd` (a read would answer end of file), without waiting.
+    static func closedByPeer(_ fd: Int32) -> Bool {
+        var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        guard poll(&pfd, 1, 0) > 0 else { return false }
+        var byte: UInt8 = 0
+        let n = recv(fd, &byte, 1, Int32(MSG_PEEK))
+        return n == 0 || (n < 0 && errno == ECONNRESET)
+    }
+
+    // Promise: README "Metrics and health: at most 16 clients, each closed after 10 s of silence"
+    /// Sixteen silent clients fill the metrics port: a seventeenth's request is not answered while they are all
+    /// open (it is refused, or waits for a place); the server closes the silent ones after their 10 s of silence, and
+    /// the port serves again.
+    @Test func theMetricsPortServesSixteenClientsAndClosesSilentOnes() async throws {
+        let directory = temporaryTestDirectory("larder-metrics-limits")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var configuration = ServerConfiguration.forTests(in: directory)
+        configuration.metricsPort = 0
+        let server = try LarderServer(configuration: configuration)
+        _ = try server.start()
+        defer { server.shutdown() }
+        let metricsPort = try #require(server.metricsPort)
+        #expect(try Self.http(port: metricsPort, "/healthz").status == 200)
+        var silent: [RawClient] = []
+        for _ in 0..<16 { silent.append(try RawClient.tcp(port: metricsPort)) }
+        let extra = try RawClient.tcp(port: metricsPort)
+        try extra.writeAll(Array("GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".utf8))
+        // Wait for the seventeenth's first byte or its close.
+        let answered = await waitUntil(120) {
+            var pfd = pollfd(fd: extra.fd, events: Int16(POLLIN), revents: 0)
+            return poll(&pfd, 1, 0) > 0
+        }
+        #expect(answered, "the seventeenth client got neither an answer nor a close")
+        let closedBefore = silent.filter { Self.closedByPeer($0.fd) }.count
+        // Refused (closed without a word) or answered once a place was free: never answered beside sixteen.
+        if !Self.closedByPeer(extra.fd) {
+            #expect(closedBefore > 0, "a seventeenth client was answered while sixteen others were open")
+        }
+        let allClosed = await waitUntil(120) { silent.allSatisfy { Self.closedByPeer($0.fd) } }
+        #expect(allClosed, "silent clients of the metrics port were never closed")
+        #expect(try Self.http(port: metricsPort, "/healthz").status == 200)
+    }
 }

@@ -92,6 +92,60 @@ import Testing
         }
     }
 
+    // Promise: README "with --synchronous full the chunk is also synced first"
+    /// With `--synchronous full` each acknowledged chunk of an upload was synced to its file in `blobs/` before its
+    /// answer; with `normal` no chunk is (the file is synced once, at FINISH, which this test never sends). Seen
+    /// from the system calls, with strace(1).
+    @Test func synchronousFullSyncsEveryChunk() throws {
+        let chunks = 12
+        let full = try Self.chunkSyncs(synchronous: "full", chunks: chunks)
+        let normal = try Self.chunkSyncs(synchronous: "normal", chunks: chunks)
+        #expect(full >= chunks, "\(full) syncs of blob files for \(chunks) chunks with --synchronous full")
+        #expect(normal == 0, "\(normal) syncs of blob files for \(chunks) chunks with --synchronous normal")
+    }
+
+    /// Runs the server under strace, sends `chunks` acknowledged chunks of one upload, stops it, and counts the
+    /// fsync/fdatasync calls on files in `blobs/`.
+    static func chunkSyncs(synchronous: String, chunks: Int) throws -> Int {
+        try withDirectory { root in
+            let data = root + "/data"
+            let trace = root + "/trace"
+            _ = FileManager.default.createFile(atPath: trace, contents: nil)
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/strace")
+            process.arguments = [
+                "-f", "-qq", "-y", "-e", "trace=fsync,fdatasync", try ServerProcessTests.binary().path,
+                "--port", "0", "--data-dir", data, "--synchronous", synchronous, "--log-level", "error",
+                "--blob-chunk-bytes", "4096",
+            ]
+            let out = Pipe()
+            process.standardOutput = out
+            process.standardError = FileHandle(forWritingAtPath: trace)
+            try process.run()
+            let line = ServerProcessTests.firstLine(out)
+            guard let portText = line.split(separator: ":").dropFirst(2).first?.prefix(while: \.isNumber),
+                let port = Int(portText)
+            else {
+                process.terminate()
+                throw ServerTestError("larder-server under strace did not start: '\(line)'; \(ServerChild.tail(trace))")
+            }
+            let c = try RawClient.tcp(port: port)
+            try c.hello()
+            let begin = try c.call(.blobUpload, BlobUploadRequest(size: Int64(4096 * (chunks + 1))).json)
+            let upload = try BlobUploadInfo(json: try begin.jsonObject()).upload
+            let part = [UInt8](repeating: 0xA5, count: 4096)
+            for n in 0..<chunks {
+                let request = BlobUploadChunkRequest(upload: upload, offset: Int64(n * 4096), crc32: CRC32.checksum(part))
+                #expect(try c.call(.blobUploadChunk, request.json, binary: part).status == .ok)
+            }
+            let pid = try String(contentsOfFile: data + "/larder.lock", encoding: .utf8)
+            kill(try #require(pid_t(pid.trimmingCharacters(in: .whitespacesAndNewlines))), SIGTERM)
+            process.waitUntilExit()
+            let calls = try String(contentsOfFile: trace, encoding: .utf8).split(separator: "\n")
+            return calls.filter { ($0.contains("fsync(") || $0.contains("fdatasync(")) && $0.contains("/blobs/") }.count
+        }
+    }
+
     /// A large SEARCH answer from three servers over the same records: level 9 packs it tighter than level 1, and
     /// level 0 (no compression) sends it as it is, since stored deflate would only add bytes.
     @Test func zlibLevelSetsHowHardRepliesAreCompressed() throws {

@@ -2,6 +2,7 @@ import Foundation
 import LarderClient
 import LarderTestSupport
 import LarderThumbnails
+import LarderWire
 import Testing
 
 /// BLOB_GET with `thumbnail` against a real `larder-server` process on each store: the client library's
@@ -137,6 +138,49 @@ import Testing
             #expect(counts.made == 0 && counts.stored == 0)
             let good = try await client.blobPut(rocket)
             #expect(try await client.thumbnail(good.id, maxSide: 64).info.thumbnail?.width == 64)
+        }
+    }
+
+    // Promise: Protocol §5.4 "thumbnail together with offset or length is INVALID_ARGUMENT (field thumbnail)"
+    /// A thumbnail is sent whole: asking for one with `offset`, `length` or both is refused naming `thumbnail`, and
+    /// the connection goes on to answer the same thumbnail asked alone.
+    @Test func aThumbnailWithARangeIsRefused() async throws {
+        try await Self.withServer(.sqlite) { server, client in
+            let rocket = try await client.blobPut(try ServerFixtures.data("rocket.jpg"))
+            let c = try RawClient.tcp(port: server.port)
+            try c.hello()
+            let id = JSON.string(rocket.id.wireString)
+            let ranged: [JSONObject] = [
+                ["id": id, "thumbnail": 64, "offset": 0], ["id": id, "thumbnail": 64, "length": 100],
+                ["id": id, "thumbnail": 64, "offset": 10, "length": 100],
+            ]
+            for request in ranged {
+                let answer = try c.call(.blobGet, request)
+                #expect(answer.status == .invalidArgument, "\(answer.replyText)")
+                #expect(answer.replyJSON["field"] == "thumbnail", "\(answer.replyText)")
+                #expect(answer.binary.isEmpty)
+            }
+            let whole = try c.call(.blobGet, ["id": id, "thumbnail": 64])
+            #expect(whole.status == .ok && whole.replyJSON["thumbnail"]?["maxSide"] == 64, "\(whole.replyText)")
+        }
+    }
+
+    // Promise: Protocol §5.4 "a CMYK photo is UNSUPPORTED_MEDIA_TYPE (field thumbnail)"
+    /// A CMYK photo is stored like any JPEG, but its thumbnail is refused as UNSUPPORTED_MEDIA_TYPE naming
+    /// `thumbnail`; the photo itself is still served byte for byte, and nothing is counted as made.
+    @Test(arguments: ServerStore.allCases) func aCMYKPhotoHasNoThumbnail(_ store: ServerStore) async throws {
+        try await Self.withServer(store) { _, client in
+            var cmyk = flatJPEG(width: 64, height: 64, sampling: [(1, 1), (1, 1), (1, 1), (1, 1)])
+            // An Adobe segment saying "no transform": four components are CMYK.
+            let adobe: [UInt8] = [0xFF, 0xEE, 0x00, 0x0E] + Array("Adobe".utf8) + [0x00, 0x64, 0, 0, 0, 0, 0]
+            cmyk.insert(contentsOf: adobe, at: 2)
+            let info = try await client.blobPut(cmyk)
+            let refused = await Self.error { _ = try await client.thumbnail(info.id, maxSide: 64) }
+            #expect(refused?.status == .unsupportedMediaType, "\(String(describing: refused))")
+            #expect(refused?.field == "thumbnail")
+            #expect(refused?.message.contains("CMYK") == true, "\(String(describing: refused?.message))")
+            #expect(try await client.blobGet(info.id).bytes == cmyk)
+            #expect(try await Self.thumbnailStats(client).made == 0)
         }
     }
 

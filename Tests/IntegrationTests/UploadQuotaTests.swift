@@ -1,5 +1,7 @@
 import Foundation
 import LarderServer
+import LarderStore
+import LarderSync
 import LarderWire
 import Testing
 
@@ -70,6 +72,53 @@ import Testing
             try second.hello()
             #expect(try Self.upload(second, 10).status == .ok)
         }
+    }
+
+    // Promise: Protocol §5.4 "expired uploads are dropped before the quota is counted"
+    /// An upload that expired stops counting at once: the next BLOB_UPLOAD, refused while it was live, is admitted
+    /// before any sweep has run (the sweep looks every minute; the store's clock is moved by hand past the expiry),
+    /// and the expired upload is gone with its bytes.
+    @Test func anExpiredUploadIsDroppedBeforeTheQuotaIsCounted() throws {
+        let directory = temporaryTestDirectory("larder-upload-expiry")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let now = Locked<Int64>(1_780_000_000_000)
+        let expiry: Int64 = 3_600_000
+        var storeConfiguration = StoreConfiguration(dataDirectory: directory.appendingPathComponent("data").path)
+        storeConfiguration.clock = { now.withLock { $0 } }
+        storeConfiguration.uploadExpiryMs = expiry
+        storeConfiguration.maxUploadsPerOwner = 1
+        storeConfiguration.maxUploadBytes = 1_000
+        storeConfiguration.maxUploadBytesPerOwner = 1_000
+        let store = try SQLiteStore(configuration: storeConfiguration)
+        var configuration = ServerConfiguration.forTests(in: directory)
+        configuration.limits.uploadExpiryMs = Int(expiry)
+        configuration.limits.maxUploadsPerToken = 1
+        configuration.limits.maxUploadBytes = 1_000
+        configuration.limits.maxUploadBytesPerToken = 1_000
+        let server = LarderServer(configuration: configuration, store: store)
+        _ = try server.start()
+        defer { server.shutdown() }
+        let c = try RawClient.tcp(port: try #require(server.port))
+        try c.hello()
+        let first = try Self.upload(c, 800)
+        #expect(first.status == .ok, "\(first.replyText)")
+        let held = try BlobUploadInfo(json: try first.jsonObject())
+        let part = [UInt8](repeating: 0xFF, count: 100)
+        let chunk = try c.call(
+            .blobUploadChunk, BlobUploadChunkRequest(upload: held.upload, offset: 0, crc32: CRC32.checksum(part)).json,
+            binary: part)
+        #expect(chunk.status == .ok, "\(chunk.replyText)")
+        let file = directory.appendingPathComponent("data/blobs/\(held.upload.wireString)").path
+        #expect(FileManager.default.fileExists(atPath: file), "the upload's bytes are not in blobs/")
+        let refused = try Self.upload(c, 800)
+        #expect(refused.status == .resourceExhausted, "\(refused.replyText)")
+
+        now.withLock { $0 += expiry }
+        let admitted = try Self.upload(c, 800)
+        #expect(admitted.status == .ok, "an expired upload still counted: \(admitted.replyText)")
+        let status = try c.call(.blobUploadStatus, BlobUploadIDRequest(upload: held.upload).json)
+        #expect(status.status == .notFound, "\(status.replyText)")
+        #expect(!FileManager.default.fileExists(atPath: file), "the expired upload's bytes are still in blobs/")
     }
 
     /// The per-token bytes default to a quarter of `--max-upload-bytes`, and both take a flag or an environment variable.

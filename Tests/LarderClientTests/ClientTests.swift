@@ -170,6 +170,47 @@ import Testing
         let error = #expect(throws: LarderError.self) { _ = try ModelCoding.decode(Purchase.self, from: ["item": "x"]) }
         #expect(error?.field == "date")
     }
+
+    // Promise: Protocol §5.8 "the client checks what it received against sha256"
+    /// A backup whose bytes arrive damaged (one bit flipped on the way, so they no longer have the SHA-256 the
+    /// server announced) is refused: `backup(to:)` throws saying so, and neither the file nor its partial copy is
+    /// left behind. The same transfer undamaged writes the file.
+    @Test func aBackupThatArrivesDamagedIsRefusedAndLeavesNoFile() async throws {
+        let snapshot = Array("SQLite format 3\0".utf8) + (0..<5_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        let damage = Locked(true)
+        let server = FakeServer { request, _ in
+            switch request.opcode {
+            case .backup:
+                let answer = BackupResponse(
+                    backup: 1, size: Int64(snapshot.count), sha256: SHA256.hex(snapshot), format: "sqlite")
+                return .reply(FakeServer.reply(request, answer.json))
+            case .backupRead:
+                guard let read = try? BackupReadRequest(json: request.jsonObject()) else { return .die }
+                let start = Int(read.offset)
+                var bytes = Array(snapshot[start..<min(snapshot.count, start + read.length)])
+                if start == 0 && damage.withLock({ $0 }) { bytes[100] ^= 0x01 }
+                let json: JSONObject = [
+                    "backup": .int(read.backup), "offset": .int(read.offset), "length": .int(Int64(bytes.count)),
+                ]
+                return .reply(FakeServer.reply(request, json, binary: bytes))
+            default:
+                return .reply(FakeServer.reply(request, [:]))
+            }
+        }
+        defer { server.stop() }
+        let directory = NSTemporaryDirectory() + "larder-damaged-backup-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = directory + "/backup.sqlite"
+        let client = LarderClient(port: server.port)
+        defer { client.close() }
+        let error = await #expect(throws: LarderError.self) { try await client.backup(to: file, chunkBytes: 1_000) }
+        #expect(error?.message.contains("damaged") == true, "\(String(describing: error))")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory).isEmpty, "a damaged backup left a file")
+        damage.withLock { $0 = false }
+        try await client.backup(to: file, chunkBytes: 1_000)
+        #expect(FileManager.default.contents(atPath: file).map(Array.init) == snapshot)
+    }
 }
 
 extension ClientTests {

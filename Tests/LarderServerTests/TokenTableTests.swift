@@ -121,6 +121,6 @@ struct TokenTableTests {
         tokens.replace(with: try TokenTable.parse("read other\n", path: "t"))
         let actions = send(.get, ["collection": "c", "id": .string(UUID().uuidString)], id: 4)
         #expect(!actions.contains { if case .execute = $0 { true } else { false } })
-        #expect(actions.contains(.record(.get, .unauthenticated)))
+        #expect(actions.contains(.record(.get, .unauthenticated, requestID: 4)))
     }
 }

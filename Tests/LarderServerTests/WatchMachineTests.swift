@@ -34,7 +34,7 @@ struct WatchMachineTests {
         machine.isWatching = true
         #expect(Support.closeReason(machine.timerFired(now: 5000)) == nil)
         machine.isWatching = false
-        #expect(machine.timerFired(now: 9000).contains(.record(Opcode(rawValue: 0), .deadlineExceeded)))
+        #expect(machine.timerFired(now: 9000).contains(.record(Opcode(rawValue: 0), .deadlineExceeded, requestID: nil)))
     }
 
     @Test func eventBodiesMatchTheWireModel() throws {
