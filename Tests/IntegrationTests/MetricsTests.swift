@@ -131,10 +131,11 @@ import Testing
         }
         // The server stops accepting first; /healthz turns 503 while the SEARCH is held.
         var answer = try Self.http(port: metricsPort, "/healthz")
-        _ = try await waitUntil(120) {
+        let turned = try await waitUntil(120) {
             answer = try Self.http(port: metricsPort, "/healthz")
             return answer.status != 200
         }
+        #expect(turned, "/healthz still answers 200 while the server shuts down")
         #expect(answer.status == 503)
         #expect(answer.body.contains("shutting down"))
         gate.open()
@@ -194,10 +195,11 @@ import Testing
 
         try await offThePool { try cluster.start() }
         var again = try Self.http(port: metricsPort, "/healthz")
-        _ = try await waitUntil(120) {
+        let back = try await waitUntil(120) {
             again = try Self.http(port: metricsPort, "/healthz")
             return again.status == 200
         }
+        #expect(back, "/healthz never answered 200 again once PostgreSQL was back")
         #expect(again.status == 200, "\(again.body)")
     }
 }
