@@ -75,7 +75,7 @@ import Testing
         let client = LarderClient(port: server.port)
         defer { client.close() }
         let kept = try await client.create("items", ["n": 1])
-        let gate = try PGConnection(settings: try PGSettings(url: schema.url), timeoutMs: 60_000)
+        let gate = try PGConnection(settings: try PGSettings(url: schema.url), timeoutMs: 120_000)
         defer { gate.close() }
         _ = try gate.run([PGStatement("BEGIN"), PGStatement("LOCK TABLE documents IN ACCESS EXCLUSIVE MODE")])
         do {
@@ -152,7 +152,7 @@ import Testing
         let created = try other.call(.create, ["collection": "c", "data": ["n": 1]])
         let id = try #require(created.replyJSON["id"]?.stringValue)
 
-        let gate = try PGConnection(settings: try PGSettings(url: schema.url), timeoutMs: 60_000)
+        let gate = try PGConnection(settings: try PGSettings(url: schema.url), timeoutMs: 120_000)
         defer { gate.close() }
         _ = try gate.run([PGStatement("BEGIN"), PGStatement("LOCK TABLE documents IN ACCESS EXCLUSIVE MODE")])
         let getID = try reader.send(.get, ["collection": "c", "id": .string(id)])
@@ -160,7 +160,7 @@ import Testing
         let deadline = Date().addingTimeInterval(120)
         var waiting = false
         while !waiting && Date() < deadline {
-            let probe = try PGConnection(settings: try PGSettings(url: schema.url), timeoutMs: 10_000)
+            let probe = try PGConnection(settings: try PGSettings(url: schema.url), timeoutMs: 120_000)
             waiting = try probe.run([
                 PGStatement(
                     "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FROM documents%'")

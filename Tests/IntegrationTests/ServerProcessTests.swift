@@ -96,23 +96,23 @@ struct ServerProcessTests {
         try c.writeAll(batch)
         var frames: [Frame] = []
         while frames.last?.requestID != 120 {
-            guard let frame = try c.receive(timeout: 60) else { throw ServerTestError("closed before the PING") }
+            guard let frame = try c.receive(timeout: 120) else { throw ServerTestError("closed before the PING") }
             frames.append(frame)
         }
         try gate.waitForHeld(1)
         kill(run.process.processIdentifier, SIGTERM)
         // Until the shutdown has begun on the loop: the probe's PING is refused, or the probe is closed.
-        let deadline = Date().addingTimeInterval(60)
+        let deadline = Date().addingTimeInterval(120)
         while Date() < deadline, let reply = try? probe.call(.ping), reply.status == .ok { usleep(2_000) }
         try c.send(.ping, id: 500)  // arrives during shutdown, with the SEARCHes still held
         while !frames.contains(where: { $0.requestID == 500 }) {
-            guard let frame = try c.receive(timeout: 60) else { throw ServerTestError("closed before PING 500") }
+            guard let frame = try c.receive(timeout: 120) else { throw ServerTestError("closed before PING 500") }
             frames.append(frame)
         }
         #expect(expected.filter { id in id >= 110 && frames.contains { $0.requestID == id } }.isEmpty)
         gate.open()
 
-        frames += try c.framesUntilClosed(timeout: 60)
+        frames += try c.framesUntilClosed()
         var answered: Set<UInt32> = []
         for frame in frames where expected.contains(frame.requestID) {
             #expect(frame.status == .ok, "\(frame.opcode.name) \(frame.requestID): \(frame.replyText)")
@@ -214,11 +214,11 @@ struct ServerProcessTests {
         #expect(Self.terminated(third.process) == 0)
     }
 
-    /// Sends `signal` (SIGTERM; 0 for none: one was sent already) and waits up to 60 s for the exit; answers the exit
+    /// Sends `signal` (SIGTERM; 0 for none: one was sent already) and waits up to 120 s for the exit; answers the exit
     /// status of a clean exit, or nil (and kills the server) when it is still running or died of a signal.
     static func terminated(_ process: Process, signal: Int32 = SIGTERM) -> Int32? {
         if signal != 0 { kill(process.processIdentifier, signal) }
-        let deadline = Date().addingTimeInterval(60)
+        let deadline = Date().addingTimeInterval(120)
         while process.isRunning && Date() < deadline { usleep(10_000) }
         guard !process.isRunning else {
             kill(process.processIdentifier, SIGKILL)

@@ -33,7 +33,7 @@ final class RawClient {
 
     static func tcp(port: Int) throws -> RawClient {
         do throws(ConnectFailure) {
-            return RawClient(fd: try Socket.connect(host: "127.0.0.1", port: port, timeoutMs: 60_000))
+            return RawClient(fd: try Socket.connect(host: "127.0.0.1", port: port, timeoutMs: 120_000))
         } catch {
             throw ServerTestError("connect to port \(port) failed: \(error)")
         }
@@ -41,7 +41,7 @@ final class RawClient {
 
     static func unix(path: String) throws -> RawClient {
         do throws(ConnectFailure) {
-            return RawClient(fd: try Socket.connect(unixPath: path, timeoutMs: 60_000))
+            return RawClient(fd: try Socket.connect(unixPath: path, timeoutMs: 120_000))
         } catch {
             throw ServerTestError("connect to \(path) failed: \(error)")
         }

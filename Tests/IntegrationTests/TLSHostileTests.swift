@@ -75,7 +75,7 @@ import Testing
         let (engine, hello) = try Self.clientHello()
         for byte in hello { try raw.writeAll([byte]) }
         var chunk = [UInt8](repeating: 0, count: 16 << 10)
-        let deadline = Date().addingTimeInterval(60)
+        let deadline = Date().addingTimeInterval(120)
         while Date() < deadline {
             var out: [UInt8] = []
             let progress = engine.handshake()

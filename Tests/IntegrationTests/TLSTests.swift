@@ -192,7 +192,7 @@ import Testing
 
         _ = try c.copy(certificate: c.otherServerCertificate, key: c.otherServerKey, to: root.appendingPathComponent("live").path)
         kill(server.pid, SIGHUP)
-        let deadline = Date().addingTimeInterval(60)
+        let deadline = Date().addingTimeInterval(120)
         var reloaded = false
         while !reloaded && Date() < deadline {
             let probe = Self.client(port: server.port, .init(caFile: c.otherCAFile))
