@@ -249,6 +249,7 @@ import Testing
             let probe = try RawClient.tcp(port: server.port)
             let reply = try probe.call(.hello, HelloRequest(client: "probe", token: "new-token").json)
             accepted = reply.status == .ok
+            if !accepted { usleep(20_000) }  // a pause between tries, as `waitUntil` makes
         }
         #expect(accepted, "the reloaded token file's new token was never accepted")
         let denied = try kept.call(.create, ["collection": "t", "data": [:]])
