@@ -14,7 +14,7 @@ import Testing
         defer { try? FileManager.default.removeItem(at: directory) }
         let run = try ServerProcessTests.launch(
             ["--port", "0", "--data-dir", directory.appendingPathComponent("data").path] + arguments)
-        let line = try await offThePool { ServerProcessTests.firstLine(run.stdout) }
+        let line = try await offThePool { try ServerProcessTests.firstLine(run.stdout, of: run.process) }
         let port = try #require(
             line.split(separator: " ").first { $0.hasPrefix("tcp://") }.flatMap { Int($0.split(separator: ":").last!) })
         try await body(port)

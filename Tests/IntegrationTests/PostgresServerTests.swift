@@ -34,7 +34,7 @@ import Testing
             run.process.terminate()
             run.process.waitUntilExit()
         }
-        let line = ServerProcessTests.firstLine(run.stdout)
+        let line = try ServerProcessTests.firstLine(run.stdout, of: run.process)
         #expect(line.contains(" listening on tcp://127.0.0.1:"))
         #expect(line.contains("postgres postgresql://larder:***@127.0.0.1:"), "\(line)")
         #expect(!line.contains("larder:larder@"), "\(line)")
@@ -52,7 +52,7 @@ import Testing
             let run = try ServerProcessTests.launch([
                 "--port", "0", "--postgres", url, "--synchronous", mode, "--log-level", "error",
             ])
-            let line = ServerProcessTests.firstLine(run.stdout)
+            let line = try ServerProcessTests.firstLine(run.stdout, of: run.process)
             run.process.terminate()
             run.process.waitUntilExit()
             #expect(line.hasSuffix(" (synchronous_commit \(expected))\n"), "--synchronous \(mode): \(line)")
