@@ -296,7 +296,7 @@ func psnr(_ a: RGBImage, _ b: RGBImage) -> Double {
 }
 
 /// Photos that libjpeg decodes whole: progressive ones and sequential ones in several scans.
-@Suite struct MultiScanThumbnailTests {
+@Suite(.timeLimit(.minutes(20))) struct MultiScanThumbnailTests {
     /// A sequential photo whose first scan covers one component of three is decoded whole, like a progressive one:
     /// past a quarter of the pixel limit it is refused from the header (before its scans are read: a cut last scan
     /// changes nothing), and within it it is made.
