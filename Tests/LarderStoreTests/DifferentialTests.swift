@@ -435,9 +435,10 @@ struct DifferentialRun {
             return "\(stats.documents) \(stats.blobs) \(stats.changes) \(stats.lastChangeSeq)"
         }
         #expect(compared > count)
-        // Stores that failed alike would agree on every operation: most must have been answered, many with rows.
+        // Stores that failed alike would agree on every operation: most must have been answered (three in four are,
+        // for both seeds), most with something in the answer.
         #expect(answered > compared / 2, "\(answered) of \(compared) comparisons answered without an error")
-        #expect(substantial > compared / 4, "\(substantial) of \(compared) comparisons answered something")
+        #expect(substantial > compared / 2, "\(substantial) of \(compared) comparisons answered something")
         #expect(refusedCursors > 10, "cursors taken to other requests or queries were refused \(refusedCursors) times")
     }
 }
