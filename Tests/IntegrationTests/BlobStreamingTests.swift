@@ -216,6 +216,8 @@ import Testing
         let resumedAt = try #require(after.map(\.offset).min(), "no chunk was sent after the cut")
         #expect(resumedAt >= committed, "resumed at \(resumedAt), before the committed \(committed)")
         let sentAfter = after.reduce(0) { $0 + $1.bytes }
+        report("cut after \(cutAfter >> 20) MiB of chunks: \(committed) bytes committed, resumed at \(resumedAt), "
+            + "\(sentAfter) bytes sent after the cut over \(proxy.connections - 1) more connection(s)")
         #expect(sentAfter < size, "\(sentAfter) bytes sent after the cut: the upload started again")
         #expect(Int64(sentAfter) >= Int64(size) - resumedAt)
         let copy = root.appendingPathComponent("copy.jpg").path
