@@ -94,7 +94,7 @@ import Testing
             "--max-json-bytes", "4 MiB",
             "--read-cache-bytes", "1.5GiB",
         ])
-        let line = ServerProcessTests.firstLine(run.stdout)
+        let line = try ServerProcessTests.firstLine(run.stdout, of: run.process)
         let portText = line.split(separator: ":").dropFirst(2).first?.prefix(while: \.isNumber) ?? ""
         let port = try #require(Int(portText), "\(line)")
         let client = LarderClient(port: port)

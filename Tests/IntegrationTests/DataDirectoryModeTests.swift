@@ -27,8 +27,8 @@ import Testing
             process.standardOutput = stdout
             process.standardError = stderr
             try process.run()
-            let pipe = stdout
-            let line = try await offThePool { ServerProcessTests.firstLine(pipe) }
+            let (pipe, child) = (stdout, process)
+            let line = try await offThePool { try ServerProcessTests.firstLine(pipe, of: child) }
             port = try #require(
                 line.split(separator: " ").first { $0.hasPrefix("tcp://") }
                     .flatMap { Int($0.split(separator: ":").last!) }, "no port in \(line)")

@@ -36,6 +36,8 @@ struct HostileCase: Sendable, CustomStringConvertible {
     /// Half-close after sending: the stream ends where the bytes end.
     var endStream = false
     var expect: HostileOutcome
+    /// For a request that succeeds: what its answer must hold, as `HostileClientTests.summary` writes it.
+    var answer: String?
 
     var description: String { name }
 }
@@ -126,6 +128,27 @@ struct StoreSnapshot: Equatable {
         #expect(try c.call(.blobPut, ["id": .string(existingBlob.wireString)], binary: jpeg()).status == .ok)
     }
 
+    /// What an answer holds, in a line a table row can name: the `name`s of the records a SEARCH answered (sorted,
+    /// since rows the query does not order come in id order, and the ids are made at random), a COUNT's count, a
+    /// GROUP's groups, and any other answer's JSON.
+    static func summary(_ reply: Frame) -> String {
+        let json = reply.replyJSON
+        if let records = json["records"]?.arrayValue {
+            let names = records.map { $0["data"]?["name"]?.stringValue ?? "(no name)" }.sorted()
+            return "records [\(names.joined(separator: ", "))]"
+        }
+        if let count = json["count"]?.intValue { return "count \(count)" }
+        if let groups = json["groups"]?.arrayValue {
+            let described = groups.map { group in
+                let names = (group["records"]?.arrayValue ?? []).map { $0["data"]?["name"]?.stringValue ?? "(no name)" }
+                let key = String(decoding: (group["key"] ?? .null).bytes, as: UTF8.self)
+                return "\(key) \(group["count"]?.intValue ?? -1) [\(names.sorted().joined(separator: ", "))]"
+            }
+            return "groups [\(described.joined(separator: "; "))]"
+        }
+        return reply.replyText
+    }
+
     /// Runs every case on its own connection, checking after each one that a healthy client is served and the
     /// snapshot is unchanged.
     static func run(
@@ -146,10 +169,13 @@ struct StoreSnapshot: Equatable {
                     let got = reply.map { $0.replyText } ?? "closed"
                     #expect(reply?.status == row.expect.statuses.first, "\(row.name): \(got)")
                     #expect(reply?.requestID == HostileFrames.requestID, "\(row.name): reply to the wrong request")
+                    if let answer = row.answer {
+                        #expect(reply.map(summary) == answer, "\(row.name): \(got)")
+                    }
                     let ping = try hostile.call(.ping)
                     #expect(ping.status == .ok, "\(row.name): the connection did not stay usable")
                 } else {
-                    let frames = try hostile.framesUntilClosed(timeout: 10)
+                    let frames = try hostile.framesUntilClosed()
                     // Replies to requests in flight may come after the error frame; their order is not the point.
                     let got = frames.map(\.status.rawValue).sorted()
                     let want = row.expect.statuses.map(\.rawValue).sorted()
@@ -461,8 +487,11 @@ struct StoreSnapshot: Equatable {
     }()
 
     static let idsAndNames: [HostileCase] = {
-        func bad(_ name: String, _ opcode: Opcode, _ json: String, _ status: Status = .invalidArgument) -> HostileCase {
-            HostileCase(name: name, bytes: HostileFrames.request(opcode, json), expect: .open(status))
+        func bad(
+            _ name: String, _ opcode: Opcode, _ json: String, _ status: Status = .invalidArgument,
+            _ answer: String? = nil
+        ) -> HostileCase {
+            HostileCase(name: name, bytes: HostileFrames.request(opcode, json), expect: .open(status), answer: answer)
         }
         let id = existing.wireString
         return [
@@ -515,39 +544,48 @@ struct StoreSnapshot: Equatable {
                 "SQL in a filter field path", .search,
                 #"{"collection":"items","filter":{"field":"a') OR 1=1; DROP TABLE documents; --","op":"eq","#
                     + #""value":"x"}}"#,
-                .ok),
+                .ok, "records []"),
             bad(
                 "a cursor of this query carrying SQL as its id", .search,
                 #"{"collection":"items","cursor":"#
-                    + #""eyJrIjoiU0VBUkNIIiwicSI6ImVkYzM2NWY4NzUyOWE3NjIiLCJ2IjpbXSwiaWQiOiInIE9SIDE9MSAtLSJ9"}"#, .ok),
+                    + #""eyJrIjoiU0VBUkNIIiwicSI6ImVkYzM2NWY4NzUyOWE3NjIiLCJ2IjpbXSwiaWQiOiInIE9SIDE9MSAtLSJ9"}"#, .ok,
+                    "records [great-ball, poke-ball, ultra-ball]"),
             bad(
                 "an INDEX on a field path with SQL quotes", .index,
-                #"{"collection":"items","field":"x'); DROP TABLE documents; --"}"#, .ok),
+                #"{"collection":"items","field":"x'); DROP TABLE documents; --"}"#, .ok,
+                #"{"name":"ix_items_227082ff8dd06b66","created":true}"#),
             bad(
                 "a filter on that indexed path", .count,
-                #"{"collection":"items","filter":{"field":"x'); DROP TABLE documents; --","op":"gt","value":0}}"#, .ok),
+                #"{"collection":"items","filter":{"field":"x'); DROP TABLE documents; --","op":"gt","value":0}}"#, .ok,
+                "count 0"),
             bad(
                 "JSON-path syntax in a filter field", .search,
-                #"{"collection":"items","filter":{"field":"a[0].$.b*","op":"exists","value":true}}"#, .ok),
+                #"{"collection":"items","filter":{"field":"a[0].$.b*","op":"exists","value":true}}"#, .ok,
+                "records []"),
             bad(
                 "a field path ending in a backslash", .count,
-                #"{"collection":"items","filter":{"field":"name\\","op":"eq","value":"x"}}"#, .ok),
-            bad("an INDEX on a path ending in a backslash", .index, #"{"collection":"items","field":"name\\"}"#, .ok),
+                #"{"collection":"items","filter":{"field":"name\\","op":"eq","value":"x"}}"#, .ok, "count 0"),
+            bad(
+                "an INDEX on a path ending in a backslash", .index, #"{"collection":"items","field":"name\\"}"#, .ok,
+                #"{"name":"ix_items_c375a993b9588790","created":true}"#),
             bad(
                 "a sort on that indexed path", .search,
-                #"{"collection":"items","sort":[{"field":"name\\","order":"desc"}]}"#, .ok),
+                #"{"collection":"items","sort":[{"field":"name\\","order":"desc"}]}"#, .ok,
+                "records [great-ball, poke-ball, ultra-ball]"),
             bad(
                 "SQL in a filter value", .count,
-                #"{"collection":"items","filter":{"field":"name","op":"eq","value":"x' OR '1'='1"}}"#, .ok),
+                #"{"collection":"items","filter":{"field":"name","op":"eq","value":"x' OR '1'='1"}}"#, .ok, "count 0"),
             bad(
                 "FTS syntax in a text query", .search,
-                #"{"collection":"items","text":{"query":"ball\" OR NEAR(a b) OR *"}}"#, .ok),
+                #"{"collection":"items","text":{"query":"ball\" OR NEAR(a b) OR *"}}"#, .ok, "records []"),
             bad(
                 "SQL in a sort field", .search,
-                #"{"collection":"items","sort":[{"field":"price'); DROP TABLE documents; --","order":"desc"}]}"#, .ok),
+                #"{"collection":"items","sort":[{"field":"price'); DROP TABLE documents; --","order":"desc"}]}"#, .ok,
+                "records [great-ball, poke-ball, ultra-ball]"),
             bad(
                 "SQL in a GROUP field", .group,
-                #"{"collection":"items","field":"x' || (SELECT name FROM sqlite_master) || '"}"#, .ok),
+                #"{"collection":"items","field":"x' || (SELECT name FROM sqlite_master) || '"}"#, .ok,
+                "groups [null 3 [great-ball, poke-ball, ultra-ball]]"),
             bad("a wrong id for the collection", .get, #"{"collection":"notes","id":"\#(id)"}"#, .notFound),
         ]
     }()

@@ -46,7 +46,7 @@ import Testing
             var seen = 0
             let count = expected.count
             while seen < count {
-                guard let frame = try c.receive(timeout: 20) else { throw ServerTestError("closed after \(seen) answers") }
+                guard let frame = try c.receive(timeout: 120) else { throw ServerTestError("closed after \(seen) answers") }
                 #expect(frame.status == .ok)
                 // Each answer once (removed as it arrives), to the request it answers.
                 guard let want = expected.removeValue(forKey: frame.requestID) else {
@@ -74,7 +74,7 @@ import Testing
             #expect(try other.call(.ping).status == .ok)
             var received: [UInt32] = []
             for _ in sent {
-                guard let frame = try c.receive(timeout: 20) else { throw ServerTestError("closed") }
+                guard let frame = try c.receive(timeout: 120) else { throw ServerTestError("closed") }
                 let whole = frame.binary == photo
                 #expect(frame.status == .ok && whole, "answer \(frame.requestID): \(frame.binary.count) bytes")
                 received.append(frame.requestID)
@@ -168,7 +168,7 @@ import Testing
             var seqs: [Int64] = []
             var gap = false
             while blobs < 12 || (!gap && seqs.count < writes) {
-                guard let frame = try c.receive(timeout: 20) else { throw ServerTestError("closed") }
+                guard let frame = try c.receive(timeout: 120) else { throw ServerTestError("closed") }
                 if frame.opcode == .event {
                     if case .string("gap")? = frame.replyJSON["kind"] {
                         gap = true

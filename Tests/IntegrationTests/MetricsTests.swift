@@ -16,17 +16,31 @@ import Testing
         var body: String
     }
 
-    /// One HTTP/1.1 request over a fresh connection, read to its end.
+    /// One HTTP/1.1 request over a fresh connection, read to its end. Throws after 120 s of silence with the
+    /// connection still open, so a server that never answers fails the test instead of hanging it.
     static func http(port: Int, _ path: String, method: String = "GET") throws -> HTTPAnswer {
         let client = try RawClient.tcp(port: port)
         try client.writeAll(Array("\(method) \(path) HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".utf8))
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 64 << 10)
+        let silence = 120.0
+        var deadline = monotonicSeconds() + silence
         while true {
+            let remaining = deadline - monotonicSeconds()
+            guard remaining > 0 else {
+                throw ServerTestError(
+                    "\(method) \(path): the answer stopped for \(Int(silence)) s with the connection open: "
+                        + "'\(String(decoding: bytes.prefix(200), as: UTF8.self))'")
+            }
+            var pfd = pollfd(fd: client.fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&pfd, 1, Int32(min(remaining, 3600) * 1000))
+            if ready < 0 && errno == EINTR { continue }
+            guard ready > 0 else { continue }
             let n = buffer.withUnsafeMutableBytes { read(client.fd, $0.baseAddress, $0.count) }
             if n < 0 && errno == EINTR { continue }
             guard n > 0 else { break }
             bytes += buffer[0..<n]
+            deadline = monotonicSeconds() + silence
         }
         let text = String(decoding: bytes, as: UTF8.self)
         let statusLine = text.prefix { $0 != "\r" }.split(separator: " ")
@@ -131,10 +145,11 @@ import Testing
         }
         // The server stops accepting first; /healthz turns 503 while the SEARCH is held.
         var answer = try Self.http(port: metricsPort, "/healthz")
-        _ = try await waitUntil(120) {
+        let turned = try await waitUntil(120) {
             answer = try Self.http(port: metricsPort, "/healthz")
             return answer.status != 200
         }
+        #expect(turned, "/healthz still answers 200 while the server shuts down")
         #expect(answer.status == 503)
         #expect(answer.body.contains("shutting down"))
         gate.open()
@@ -194,10 +209,11 @@ import Testing
 
         try await offThePool { try cluster.start() }
         var again = try Self.http(port: metricsPort, "/healthz")
-        _ = try await waitUntil(120) {
+        let back = try await waitUntil(120) {
             again = try Self.http(port: metricsPort, "/healthz")
             return again.status == 200
         }
+        #expect(back, "/healthz never answered 200 again once PostgreSQL was back")
         #expect(again.status == 200, "\(again.body)")
     }
 

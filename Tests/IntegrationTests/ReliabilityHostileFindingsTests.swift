@@ -133,7 +133,7 @@ import Testing
         }
         try c.writeAll(stream)
         var statuses: [Status] = []
-        while statuses.count < 128, let frame = try c.receive(timeout: 60) { statuses.append(frame.status) }
+        while statuses.count < 128, let frame = try c.receive(timeout: 120) { statuses.append(frame.status) }
         #expect(statuses == Array(repeating: .payloadTooLarge, count: 128), "documents over 1 MiB are refused")
         let peak = try #require(server.peakResidentBytes)
         report(

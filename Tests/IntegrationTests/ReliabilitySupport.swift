@@ -48,7 +48,7 @@ final class ServerChild: @unchecked Sendable {
         process.standardError = FileHandle(forWritingAtPath: logPath) ?? FileHandle.nullDevice
         try process.run()
         self.process = process
-        let line = ServerProcessTests.firstLine(out)
+        let line = try ServerProcessTests.firstLine(out, of: process)
         guard let portText = line.split(separator: ":").dropFirst(2).first?.prefix(while: \.isNumber),
             let port = Int(portText)
         else {

@@ -243,12 +243,13 @@ import Testing
         _ = FileManager.default.createFile(atPath: file, contents: Data("read first-token\nadmin new-token\n".utf8))
         kill(server.pid, SIGHUP)
         // The new token works once the server has read the file.
-        let deadline = Date().addingTimeInterval(60)
+        let deadline = Date().addingTimeInterval(120)
         var accepted = false
         while !accepted && Date() < deadline {
             let probe = try RawClient.tcp(port: server.port)
             let reply = try probe.call(.hello, HelloRequest(client: "probe", token: "new-token").json)
             accepted = reply.status == .ok
+            if !accepted { usleep(20_000) }  // a pause between tries, as `waitUntil` makes
         }
         #expect(accepted, "the reloaded token file's new token was never accepted")
         let denied = try kept.call(.create, ["collection": "t", "data": [:]])
@@ -260,7 +261,7 @@ import Testing
         _ = FileManager.default.createFile(atPath: file, contents: Data("superuser first-token\n".utf8))
         kill(server.pid, SIGHUP)
         let log = server.logPath
-        let logDeadline = Date().addingTimeInterval(60)
+        let logDeadline = Date().addingTimeInterval(120)
         var logged = ""
         while !logged.contains("line 1") && Date() < logDeadline {
             logged = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""

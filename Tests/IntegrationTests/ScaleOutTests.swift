@@ -41,7 +41,7 @@ import Testing
 
         /// A client that knows every server, as `--host a,b,c` makes one.
         func clientOfAll(connections: Int) -> LarderClient {
-            var configuration = LarderClient.Configuration(connections: connections, requestTimeout: .seconds(60))
+            var configuration = LarderClient.Configuration(connections: connections, requestTimeout: .seconds(120))
             configuration.endpoints = ports.map { .tcp(host: "127.0.0.1", port: $0) }
             return LarderClient(configuration: configuration)
         }
@@ -54,7 +54,7 @@ import Testing
 
     /// Whether PostgreSQL shows at least `count` sessions waiting on a lock for a statement containing `text`.
     static func lockWaiters(_ url: String, _ text: String, atLeast count: Int) throws -> Bool {
-        let probe = try PGConnection(settings: try PGSettings(url: url), timeoutMs: 10_000)
+        let probe = try PGConnection(settings: try PGSettings(url: url), timeoutMs: 120_000)
         defer { probe.close() }
         let waiting = try probe.run([
             PGStatement(
@@ -199,27 +199,27 @@ import Testing
         defer { for watcher in watchers { watcher.task.cancel() } }
 
         // 1. Server 0's batch waits inside its transaction for a row lock the gate holds.
-        let gate = try PGConnection(settings: try PGSettings(url: schema.url), timeoutMs: 60_000)
+        let gate = try PGConnection(settings: try PGSettings(url: schema.url), timeoutMs: 120_000)
         defer { gate.close() }
         _ = try gate.run([
             PGStatement("BEGIN"), PGStatement("SELECT 1 FROM documents WHERE id = $1 FOR UPDATE", [.uuid(held)]),
         ])
         let heldWrite = Task { try await clients[0].patch("feed", id: held, patch: ["n": 1]) }
-        #expect(try await waitUntil(60) { try Self.lockWaiters(schema.url, "documents", atLeast: 1) })
+        #expect(try await waitUntil(120) { try Self.lockWaiters(schema.url, "documents", atLeast: 1) })
         for k in 0..<6 { _ = try await clients[1 + k % 2].create("feed", ["k": .int(Int64(k))]) }
         // Nobody waits for the held transaction: the six are delivered on every server, server 0 included.
-        #expect(await waitUntil(60) { watchers.allSatisfy { $0.count >= 6 } })
+        #expect(await waitUntil(120) { watchers.allSatisfy { $0.count >= 6 } })
         #expect(watchers.allSatisfy { $0.count == 6 })
         _ = try gate.run([PGStatement("COMMIT")])
         let patched = try await heldWrite.value
         #expect(patched.rev == 2)
-        #expect(await waitUntil(60) { watchers.allSatisfy { $0.count >= 7 } })
+        #expect(await waitUntil(120) { watchers.allSatisfy { $0.count >= 7 } })
         Self.expectOneFeed(watchers, count: 7)
         #expect(watchers[0].events.withLock { $0.last?.id } == held)
 
         // 2. A transaction takes the next number as a batch does, holds it while writes queue behind it, and rolls
         // back: the writes then commit with the numbers that follow, and no subscriber waits for the lost one.
-        let rogue = try PGConnection(settings: try PGSettings(url: schema.url), timeoutMs: 60_000)
+        let rogue = try PGConnection(settings: try PGSettings(url: schema.url), timeoutMs: 120_000)
         defer { rogue.close() }
         _ = try rogue.run([PGStatement("BEGIN"), PGStatement("UPDATE larder_seq SET last = last + 1 WHERE id = 1")])
         let queued = Task {
@@ -231,10 +231,10 @@ import Testing
                 try await group.waitForAll()
             }
         }
-        #expect(try await waitUntil(60) { try Self.lockWaiters(schema.url, "larder_seq", atLeast: 1) })
+        #expect(try await waitUntil(120) { try Self.lockWaiters(schema.url, "larder_seq", atLeast: 1) })
         _ = try rogue.run([PGStatement("ROLLBACK")])
         try await queued.value
-        #expect(await waitUntil(60) { watchers.allSatisfy { $0.count >= 11 } })
+        #expect(await waitUntil(120) { watchers.allSatisfy { $0.count >= 11 } })
         Self.expectOneFeed(watchers, count: 11)
 
         // 3. Replay with `since` on another server: exactly what followed, once.
@@ -425,8 +425,8 @@ import Testing
         try PGAdmin.execute(url: cluster.url, "ALTER SYSTEM SET log_line_prefix = '%p|'")
         try PGAdmin.execute(url: cluster.url, "SELECT pg_reload_conf()")
         #expect(
-            try await waitUntil(60) {
-                let probe = try PGConnection(settings: try PGSettings(url: cluster.url), timeoutMs: 10_000)
+            try await waitUntil(120) {
+                let probe = try PGConnection(settings: try PGSettings(url: cluster.url), timeoutMs: 120_000)
                 defer { probe.close() }
                 return try probe.run([PGStatement("SHOW log_statement")])[0].text(0, 0) == "all"
             })
@@ -448,7 +448,7 @@ import Testing
             }
             try await group.waitForAll()
         }
-        #expect(await waitUntil(60) { watcher.count >= 200 })
+        #expect(await waitUntil(120) { watcher.count >= 200 })
         #expect(watcher.count == 200)
 
         // Each logged statement by backend: `PID|LOG:  execute <name>: SQL` or `PID|LOG:  statement: SQL`; a

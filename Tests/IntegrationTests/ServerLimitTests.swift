@@ -102,13 +102,13 @@ struct ServerLimitTests {
             try gate.waitForHeld(2)
             var statuses: [UInt32: Status] = [:]
             for _ in 0..<3 {
-                let frame = try #require(try c.receive(timeout: 60))
+                let frame = try #require(try c.receive(timeout: 120))
                 statuses[frame.requestID] = frame.status
             }
             #expect(statuses == [102: .resourceExhausted, 103: .resourceExhausted, 104: .resourceExhausted])
             gate.open()
             for _ in 0..<2 {
-                let frame = try #require(try c.receive(timeout: 60))
+                let frame = try #require(try c.receive(timeout: 120))
                 statuses[frame.requestID] = frame.status
             }
             #expect(statuses[100] == .ok && statuses[101] == .ok)
@@ -134,7 +134,7 @@ struct ServerLimitTests {
             try gate.waitForHeld(1)
             _ = try c.send(.search, ["collection": "x"], id: 101)
             _ = try c.send(.search, ["collection": "x"], id: 102)
-            let refused = try #require(try c.receive(timeout: 60))
+            let refused = try #require(try c.receive(timeout: 120))
             #expect(refused.requestID == 102 && refused.status == .resourceExhausted)
             let error = refused.replyJSON
             #expect(error["limit"] == 1)
@@ -142,7 +142,7 @@ struct ServerLimitTests {
             gate.open()
             var statuses: [UInt32: Status] = [:]
             for _ in 0..<2 {
-                let frame = try #require(try c.receive(timeout: 60))
+                let frame = try #require(try c.receive(timeout: 120))
                 statuses[frame.requestID] = frame.status
             }
             #expect(statuses == [100: .ok, 101: .ok])
@@ -271,7 +271,7 @@ struct ServerLimitTests {
             var pending = chunk()
             // Until the server stops reading with its output at the mark. On a slow machine (a sanitizer) the socket
             // can also stall because the server is merely behind, so a stall alone does not end the attempt.
-            let deadline = Date().addingTimeInterval(60)
+            let deadline = Date().addingTimeInterval(120)
             while (stalls < 20 || server.peakUnsentBytes < highWater) && sent < 200 << 20 && Date() < deadline {
                 let n = pending.withUnsafeBytes { Glibc.write(greedy.fd, $0.baseAddress, $0.count) }
                 if n > 0 {

@@ -71,7 +71,7 @@ import Testing
             process.standardOutput = out
             process.standardError = FileHandle(forWritingAtPath: trace)
             try process.run()
-            let line = ServerProcessTests.firstLine(out)
+            let line = try ServerProcessTests.firstLine(out, of: process)
             guard let portText = line.split(separator: ":").dropFirst(2).first?.prefix(while: \.isNumber),
                 let port = Int(portText)
             else {
@@ -122,7 +122,7 @@ import Testing
             process.standardOutput = out
             process.standardError = FileHandle(forWritingAtPath: trace)
             try process.run()
-            let line = ServerProcessTests.firstLine(out)
+            let line = try ServerProcessTests.firstLine(out, of: process)
             guard let portText = line.split(separator: ":").dropFirst(2).first?.prefix(while: \.isNumber),
                 let port = Int(portText)
             else {

@@ -40,12 +40,32 @@ struct ServerProcessTests {
         return Run(process: process, stdout: out, stderr: err)
     }
 
-    static func firstLine(_ pipe: Pipe) -> String {
+    /// What `process` wrote to `pipe` up to its first newline (less if the pipe closed first). After 120 s of silence
+    /// without one, `process` is killed and this throws, so a server that never starts fails its test instead of
+    /// hanging it.
+    static func firstLine(_ pipe: Pipe, of process: Process, silence: Double = 120) throws -> String {
+        let fd = pipe.fileHandleForReading.fileDescriptor
         var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        var deadline = monotonicSeconds() + silence
         while !bytes.contains(UInt8(ascii: "\n")) {
-            let data = pipe.fileHandleForReading.availableData
-            if data.isEmpty { break }
-            bytes += data
+            let remaining = deadline - monotonicSeconds()
+            guard remaining > 0 else {
+                if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+                process.waitUntilExit()
+                throw ServerTestError(
+                    "no line on the server's standard output within \(Int(silence)) s of silence: "
+                        + "'\(String(decoding: bytes, as: UTF8.self))'")
+            }
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&pfd, 1, Int32(min(remaining, 3600) * 1000))
+            if ready < 0 && errno == EINTR { continue }
+            guard ready > 0 else { continue }
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            bytes += chunk[0..<n]
+            deadline = monotonicSeconds() + silence
         }
         return String(decoding: bytes, as: UTF8.self)
     }
@@ -67,7 +87,7 @@ struct ServerProcessTests {
             "--port", "0", "--data-dir", data, "--shutdown-grace-ms", "600000", "--log-level", "error",
             "--io-threads", "1",
         ], gates: [ServerConfiguration.testGateVariables.search: gate.path])
-        let line = Self.firstLine(run.stdout)
+        let line = try Self.firstLine(run.stdout, of: run.process)
         #expect(line.hasPrefix("larder-server \(LarderServer.version) listening on tcp://127.0.0.1:"))
         #expect(line.contains("data \(data)"))
         guard let portText = line.split(separator: ":").dropFirst(2).first?.prefix(while: \.isNumber),
@@ -96,23 +116,23 @@ struct ServerProcessTests {
         try c.writeAll(batch)
         var frames: [Frame] = []
         while frames.last?.requestID != 120 {
-            guard let frame = try c.receive(timeout: 60) else { throw ServerTestError("closed before the PING") }
+            guard let frame = try c.receive(timeout: 120) else { throw ServerTestError("closed before the PING") }
             frames.append(frame)
         }
         try gate.waitForHeld(1)
         kill(run.process.processIdentifier, SIGTERM)
         // Until the shutdown has begun on the loop: the probe's PING is refused, or the probe is closed.
-        let deadline = Date().addingTimeInterval(60)
+        let deadline = Date().addingTimeInterval(120)
         while Date() < deadline, let reply = try? probe.call(.ping), reply.status == .ok { usleep(2_000) }
         try c.send(.ping, id: 500)  // arrives during shutdown, with the SEARCHes still held
         while !frames.contains(where: { $0.requestID == 500 }) {
-            guard let frame = try c.receive(timeout: 60) else { throw ServerTestError("closed before PING 500") }
+            guard let frame = try c.receive(timeout: 120) else { throw ServerTestError("closed before PING 500") }
             frames.append(frame)
         }
         #expect(expected.filter { id in id >= 110 && frames.contains { $0.requestID == id } }.isEmpty)
         gate.open()
 
-        frames += try c.framesUntilClosed(timeout: 60)
+        frames += try c.framesUntilClosed()
         var answered: Set<UInt32> = []
         for frame in frames where expected.contains(frame.requestID) {
             #expect(frame.status == .ok, "\(frame.opcode.name) \(frame.requestID): \(frame.replyText)")
@@ -201,7 +221,7 @@ struct ServerProcessTests {
         let directory = Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let first = try Self.launch(["--port", "0", "--data-dir", directory.path, "--log-level", "error"])
-        #expect(Self.firstLine(first.stdout).contains("listening"))
+        #expect(try Self.firstLine(first.stdout, of: first.process).contains("listening"))
         let second = try Self.launch(["--port", "0", "--data-dir", directory.path])
         second.process.waitUntilExit()
         #expect(second.process.terminationStatus == 1)
@@ -210,15 +230,15 @@ struct ServerProcessTests {
         kill(first.process.processIdentifier, SIGKILL)
         first.process.waitUntilExit()
         let third = try Self.launch(["--port", "0", "--data-dir", directory.path, "--log-level", "error"])
-        #expect(Self.firstLine(third.stdout).contains("listening"))
+        #expect(try Self.firstLine(third.stdout, of: third.process).contains("listening"))
         #expect(Self.terminated(third.process) == 0)
     }
 
-    /// Sends `signal` (SIGTERM; 0 for none: one was sent already) and waits up to 60 s for the exit; answers the exit
+    /// Sends `signal` (SIGTERM; 0 for none: one was sent already) and waits up to 120 s for the exit; answers the exit
     /// status of a clean exit, or nil (and kills the server) when it is still running or died of a signal.
     static func terminated(_ process: Process, signal: Int32 = SIGTERM) -> Int32? {
         if signal != 0 { kill(process.processIdentifier, signal) }
-        let deadline = Date().addingTimeInterval(60)
+        let deadline = Date().addingTimeInterval(120)
         while process.isRunning && Date() < deadline { usleep(10_000) }
         guard !process.isRunning else {
             kill(process.processIdentifier, SIGKILL)
@@ -267,7 +287,7 @@ struct ServerProcessTests {
         #expect(held && poll(&pending, 1, 0) == 0, "the server did not hold SIGTERM while it was starting")
         kill(starting.process.processIdentifier, SIGTERM)
         gate.open()
-        #expect(Self.firstLine(starting.stdout).contains("listening"))
+        #expect(try Self.firstLine(starting.stdout, of: starting.process).contains("listening"))
         #expect(Self.terminated(starting.process, signal: 0) == 0)
         for round in 0..<4 {
             let run = try Self.launch(["--port", "0", "--data-dir", directory.path])

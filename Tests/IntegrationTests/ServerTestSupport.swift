@@ -33,7 +33,7 @@ final class RawClient {
 
     static func tcp(port: Int) throws -> RawClient {
         do throws(ConnectFailure) {
-            return RawClient(fd: try Socket.connect(host: "127.0.0.1", port: port, timeoutMs: 60_000))
+            return RawClient(fd: try Socket.connect(host: "127.0.0.1", port: port, timeoutMs: 120_000))
         } catch {
             throw ServerTestError("connect to port \(port) failed: \(error)")
         }
@@ -41,7 +41,7 @@ final class RawClient {
 
     static func unix(path: String) throws -> RawClient {
         do throws(ConnectFailure) {
-            return RawClient(fd: try Socket.connect(unixPath: path, timeoutMs: 60_000))
+            return RawClient(fd: try Socket.connect(unixPath: path, timeoutMs: 120_000))
         } catch {
             throw ServerTestError("connect to \(path) failed: \(error)")
         }
@@ -78,10 +78,11 @@ final class RawClient {
         encoder.encode(Frame(opcode: opcode, requestID: id, json: json.bytes, binary: binary))
     }
 
-    /// The next frame, or nil when the server closed the connection. Throws after `timeout` seconds of silence
-    /// (generous: it runs out only when nothing is coming).
-    func receive(timeout: Double = 30) throws -> Frame? {
-        let deadline = Date().addingTimeInterval(timeout)
+    /// The next frame, or nil when the server closed the connection. Throws after `timeout` seconds of silence: the
+    /// deadline starts again whenever bytes arrive, so a large answer that keeps coming is never cut short (generous:
+    /// it runs out only when nothing is coming).
+    func receive(timeout: Double = 120) throws -> Frame? {
+        var deadline = Date().addingTimeInterval(timeout)
         while true {
             do {
                 if let header = try decoder.peekHeader(buffer) { lastHeader = header }
@@ -104,6 +105,7 @@ final class RawClient {
                 throw ServerTestError("read failed: errno \(errno)")
             }
             buffer.append(chunk[0..<n])
+            deadline = Date().addingTimeInterval(timeout)
         }
     }
 
@@ -126,8 +128,8 @@ final class RawClient {
         return try HelloResponse(json: frame.jsonObject())
     }
 
-    /// Reads until the server closes; returns the frames seen. Throws if it stays open past `timeout`.
-    func framesUntilClosed(timeout: Double = 30) throws -> [Frame] {
+    /// Reads until the server closes; returns the frames seen. Throws if it stays silent and open for `timeout`.
+    func framesUntilClosed(timeout: Double = 120) throws -> [Frame] {
         var frames: [Frame] = []
         while let frame = try receive(timeout: timeout) { frames.append(frame) }
         return frames

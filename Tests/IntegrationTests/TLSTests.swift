@@ -192,12 +192,10 @@ import Testing
 
         _ = try c.copy(certificate: c.otherServerCertificate, key: c.otherServerKey, to: root.appendingPathComponent("live").path)
         kill(server.pid, SIGHUP)
-        let deadline = Date().addingTimeInterval(60)
-        var reloaded = false
-        while !reloaded && Date() < deadline {
+        let reloaded = await waitUntil(120) {
             let probe = Self.client(port: server.port, .init(caFile: c.otherCAFile))
-            reloaded = (try? await probe.ping()) != nil
-            probe.close()
+            defer { probe.close() }
+            return (try? await probe.ping()) != nil
         }
         #expect(reloaded, "the new certificate was never served")
         #expect(try await kept.get("notes", id: record.id).rev == 1, "the connection made before the reload broke")

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// The rules the test sources keep, checked on the sources: a test that hangs must fail with its name, so every suite
-/// with tests carries a `.timeLimit`.
+/// with tests carries a `.timeLimit`; a wait's result is checked; the integration tests' deadlines are 120 s or more.
 @Suite(.timeLimit(.minutes(20))) struct TestRulesTests {
     static let testsDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
 
@@ -22,7 +22,9 @@ import Testing
     static func declaredType(_ line: Substring) -> String? {
         guard let first = line.first, first != " " else { return nil }  // top level only
         var words = line.split(separator: " ")
-        if words.first?.hasPrefix("@Suite") == true, let end = words.firstIndex(where: { $0.hasSuffix(")") }) {
+        if words.first == "@Suite" {
+            words.removeFirst()  // a bare suite attribute on the same line
+        } else if words.first?.hasPrefix("@Suite") == true, let end = words.firstIndex(where: { $0.hasSuffix(")") }) {
             words.removeFirst(end + 1)  // a suite attribute on the same line
         }
         while let word = words.first, ["final", "public", "private", "fileprivate"].contains(word) {
@@ -64,5 +66,62 @@ import Testing
         }
         #expect(tests > 300)
         #expect(missing.isEmpty, "\(missing.joined(separator: "\n"))")
+    }
+
+    /// `waitUntil` answers whether its condition came true: a result thrown away makes the wait a pause that passes
+    /// whatever happened.
+    @Test func noWaitResultIsDiscarded() throws {
+        var found: [String] = []
+        for (path, lines) in try Self.sources() {
+            for (n, line) in lines.enumerated() {
+                let code = line.replacingOccurrences(of: " ", with: "")
+                // The needles are built from pieces, so this file does not match itself.
+                let wait = "await" + "waitUntil"
+                if code.contains("_=try" + wait) || code.contains("_=" + wait) || code.contains("_=try?" + wait) {
+                    found.append("\(path):\(n + 1): \(line.trimmingCharacters(in: .whitespaces))")
+                }
+            }
+        }
+        #expect(found.isEmpty, "waits whose result is discarded:\n\(found.joined(separator: "\n"))")
+    }
+
+    /// The calls whose first number literal after the prefix is a deadline in seconds.
+    static let deadlineCalls = [
+        "waitUntil(", "receive(timeout: ", "framesUntilClosed(timeout: ", "Date().addingTimeInterval(",
+        "monotonicSeconds() + ", "nextEvents(",
+    ]
+
+    /// The deadline in seconds a line passes right after `prefix` as a number literal, if it does. `nextEvents`
+    /// takes its deadline as `timeout:`. A literal that is only part of a sum is not a deadline by itself.
+    static func literalDeadline(_ line: Substring, after prefix: String) -> Double? {
+        guard let found = line.range(of: prefix) else { return nil }
+        var rest = line[found.upperBound...]
+        if prefix == "nextEvents(" {
+            guard let timeout = rest.range(of: "timeout: ") else { return nil }
+            rest = rest[timeout.upperBound...]
+        }
+        let literal = rest.prefix { $0.isNumber || $0 == "_" || $0 == "." }
+        guard !literal.isEmpty, let value = Double(literal.replacingOccurrences(of: "_", with: "")) else { return nil }
+        let after = rest.dropFirst(literal.count).first
+        guard after == nil || after == ")" || after == "," else { return nil }
+        return value
+    }
+
+    /// The integration tests wait for conditions with deadlines of 120 s or more: a deadline runs out only when what
+    /// it waits for never comes, never because the shared machine was busy.
+    @Test func integrationDeadlinesAreAtLeast120Seconds() throws {
+        var short: [String] = []
+        var seen = 0
+        for (path, lines) in try Self.sources() where path.hasPrefix("IntegrationTests/") {
+            for (n, line) in lines.enumerated() {
+                for prefix in Self.deadlineCalls {
+                    guard let seconds = Self.literalDeadline(line, after: prefix) else { continue }
+                    seen += 1
+                    if seconds < 120 { short.append("\(path):\(n + 1): \(line.trimmingCharacters(in: .whitespaces))") }
+                }
+            }
+        }
+        #expect(seen > 50, "found \(seen) deadlines")
+        #expect(short.isEmpty, "deadlines under 120 s:\n\(short.joined(separator: "\n"))")
     }
 }

@@ -84,8 +84,8 @@ final class WatchingClient: @unchecked Sendable {
         return try WatchResponse(json: reply.jsonObject())
     }
 
-    /// The next `count` events (those already read first), decoded; throws when they do not come in time.
-    func nextEvents(_ count: Int, timeout: Double = 30) throws -> [ChangeEvent] {
+    /// The next `count` events (those already read first), decoded; throws after `timeout` seconds of silence.
+    func nextEvents(_ count: Int, timeout: Double = 120) throws -> [ChangeEvent] {
         while events.count < count {
             guard let frame = try raw.receive(timeout: timeout) else { throw ServerTestError("closed awaiting events") }
             guard frame.isPush else { throw ServerTestError("unexpected reply \(frame.replyText)") }
@@ -270,14 +270,14 @@ final class WatchingClient: @unchecked Sendable {
             let readerDone = DispatchSemaphore(value: 0)
             nonisolated(unsafe) var readerSeqs: [Int64] = []
             DispatchQueue.global().async {
-                readerSeqs = (try? reader.nextEvents(600, timeout: 60).map(\.seq)) ?? []
+                readerSeqs = (try? reader.nextEvents(600, timeout: 120).map(\.seq)) ?? []
                 readerDone.signal()
             }
 
             // The writer does not wait for the stalled subscriber: these writes finish while it reads nothing (a
             // server that waited for it would never answer them). How fast they go is for the benchmarks.
             try writes(150..<750)
-            #expect(readerDone.wait(timeout: .now() + 120) == .success, "the reader did not see 600 events")
+            #expect(readerDone.wait(timeout: .now() + 600) == .success, "the reader did not see 600 events")
             #expect(readerSeqs == Array(151...750))
             // The server held about the buffer for the stalled subscriber, not the megabytes the kernel could not take
             // (the margin covers the writer's window of replies). A bound on memory, not time: a slow writer or

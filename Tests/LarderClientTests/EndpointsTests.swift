@@ -24,10 +24,20 @@ import Testing
         }
     }
 
+    /// Waits for `condition`, checking every 5 ms; throws, naming `what`, if it does not hold within 120 s.
+    static func waitFor(_ what: String, _ condition: () async throws -> Bool) async throws {
+        let deadline = ContinuousClock.now + .seconds(120)
+        while try await !condition() {
+            guard ContinuousClock.now < deadline else { throw LarderError(.deadlineExceeded, "waited 120 s for \(what)") }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
     static func client(_ ports: [Int], maxInFlight: Int? = nil) -> LarderClient {
-        // No request deadline: what these tests wait for is a drop or a refusal, which comes however busy the machine
-        // is (in a whole-suite run, a drop went unnoticed for 30 s and the test read DEADLINE_EXCEEDED).
-        var configuration = LarderClient.Configuration(requestTimeout: nil)
+        // What these tests wait for is a drop or a refusal, which comes however busy the machine is: the request
+        // deadline is a generous one (a drop can go unnoticed for many seconds in a whole-suite run), there only so
+        // that a drop never noticed fails the test (DEADLINE_EXCEEDED) instead of hanging it.
+        var configuration = LarderClient.Configuration(requestTimeout: .seconds(120))
         configuration.endpoints = ports.map { .tcp(host: "127.0.0.1", port: $0) }
         return LarderClient(configuration: configuration)
     }
@@ -79,10 +89,10 @@ import Testing
         defer { server.stop() }
         let client = Self.client([server.port])
         let read = Task { try await client.get("c", id: UUID()) }
-        while !server.requests.contains(where: { $0.opcode == .get }) { try await Task.sleep(for: .milliseconds(5)) }
+        try await Self.waitFor("the GET to reach the server") { server.requests.contains { $0.opcode == .get } }
         let write = Task { try await client.patch("c", id: UUID(), patch: ["n": 2]) }
         // The PATCH waits in the client for the slot once its connection carries two requests.
-        while try await client.connection().load < 2 { try await Task.sleep(for: .milliseconds(5)) }
+        try await Self.waitFor("the PATCH to wait on the connection") { try await client.connection().load >= 2 }
         server.killClients()
         let writeError = await #expect(throws: LarderError.self) { _ = try await write.value }
         #expect(writeError?.details["sent"] == .bool(false))

@@ -98,7 +98,7 @@ import Testing
             ids.append(try store.create("notes", id: nil, data: ["text": "indexed 0 台北"]).id)
             try store.textIndexer!.indexCollection("notes")
             for n in 1..<6 { ids.append(try store.create("notes", id: nil, data: ["text": .string("indexed \(n) 台北")]).id) }
-            let deadline = Date().addingTimeInterval(20)
+            let deadline = Date().addingTimeInterval(120)
             while try backlogRows() > 0 && Date() < deadline { usleep(10_000) }
             #expect(try backlogRows() == 0)
             #expect(store.textIndexer!.passes.load(ordering: .relaxed) >= 1)
@@ -373,7 +373,7 @@ import Testing
                 try store.count("shop", filter: nil, text: TextQuery(query: query))
             }
             func waitFor(_ condition: () throws -> Bool) throws {
-                let deadline = Date().addingTimeInterval(20)
+                let deadline = Date().addingTimeInterval(120)
                 while try !condition() && Date() < deadline { usleep(10_000) }
             }
             for n in 0..<50 { _ = try store.create("shop", id: nil, data: ["item": .string("茶葉蛋 \(n)")]) }
@@ -412,7 +412,7 @@ import Testing
             var ids: [UUID] = []
             for n in 0..<30 { ids.append(try store.create("shop", id: nil, data: ["item": .string("珍珠奶茶 \(n)")]).id) }
             _ = try store.search("shop", SearchQuery(text: TextQuery(query: "珍珠奶茶")))  // asks for the index
-            let deadline = Date().addingTimeInterval(20)
+            let deadline = Date().addingTimeInterval(120)
             while try db.scalar("SELECT count(*) FROM text_collections") == 0 && Date() < deadline { usleep(10_000) }
             #expect(try db.scalar("SELECT count(*) FROM fts_backlog") == 30)
             #expect(store.textIndexer!.passes.load(ordering: .relaxed) == 0)

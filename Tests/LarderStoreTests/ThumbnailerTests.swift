@@ -98,15 +98,30 @@ import Testing
             let orientation = ExifOrientation.of(jpeg: bytes)
             #expect(orientation.rawValue == (cut < 38 ? 1 : 6), "cut at \(cut)")
         }
-        // Random bytes in place of the TIFF structure, and offsets pointing anywhere.
+        // Random bytes in place of the TIFF structure, and offsets pointing anywhere: always one of the 8 orientations.
         var generator = SplitMix64(seed: 15)
-        for _ in 0..<2000 {
+        for round in 0..<2000 {
             var bytes = good
             for _ in 0..<4 {
                 let at = payloadStart + 6 + Int(generator.below(UInt64(payloadLength - 6)))
                 bytes[at] = UInt8(truncatingIfNeeded: generator.next())
             }
-            _ = ExifOrientation.of(jpeg: bytes)
+            let orientation = ExifOrientation.of(jpeg: bytes).rawValue
+            #expect((1...8).contains(orientation), "round \(round): orientation \(orientation)")
+        }
+        // Random bytes where the orientation does not depend on them (offsets in the TIFF structure of `withExif`,
+        // big-endian): the other entry's type, count and value (12..<22), the orientation's padding after its value
+        // (32..<34) and the next IFD's offset (34..<38). The orientation read is still the one written.
+        let tiffStart = payloadStart + 6
+        let untouched = Array(12..<22) + Array(32..<38)
+        for round in 0..<2000 {
+            var bytes = good
+            for _ in 0..<4 {
+                let at = tiffStart + untouched[Int(generator.below(UInt64(untouched.count)))]
+                bytes[at] = UInt8(truncatingIfNeeded: generator.next())
+            }
+            let orientation = ExifOrientation.of(jpeg: bytes).rawValue
+            #expect(orientation == 6, "round \(round): \(bytes[tiffStart..<(tiffStart + 38)])")
         }
         // An orientation out of 1...8, and a segment length past the end.
         #expect(ExifOrientation.of(jpeg: withExif(base, 9, true)) == .upright)
