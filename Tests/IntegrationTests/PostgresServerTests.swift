@@ -41,6 +41,31 @@ import Testing
         #expect(line.hasSuffix(" (synchronous_commit on)\n"), "\(line)")
     }
 
+    // Promise: README Scaling out "no data directory (`--data-dir` and its `larder.lock` are not used)".
+    /// On PostgreSQL a server keeps nothing on its own disk: two servers given the same `--data-dir` both start
+    /// (no `larder.lock` between them), serve writes, and never create it.
+    @Test func serversOnPostgreSQLUseNoDataDirectory() async throws {
+        let schema = try TestPostgres.newSchema()
+        defer { schema.drop() }
+        let directory = ServerProcessTests.temporaryDirectory().path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let servers = try (0..<2).map { _ in
+            try ServerChild(dataDirectory: directory, arguments: ["--postgres", schema.url])
+        }
+        defer {
+            for server in servers {
+                _ = server.stop()
+                try? FileManager.default.removeItem(atPath: server.logPath)
+            }
+        }
+        for server in servers {
+            let client = LarderClient(port: server.port)
+            defer { client.close() }
+            _ = try await client.create("notes", ["text": "kept in PostgreSQL"])
+        }
+        #expect(!FileManager.default.fileExists(atPath: directory), "a server on PostgreSQL made \(directory)")
+    }
+
     /// `--synchronous full` makes the writer's commits wait for their WAL flush even where the database (or the
     /// role, or the URL) turned `synchronous_commit` off; `normal` keeps what the database says. The start-up line
     /// shows the writer's setting.

@@ -41,7 +41,7 @@ import Testing
             reloads += 1
             kill(child.pid, SIGHUP)
             let wanted = reloads
-            let deadline = Date().addingTimeInterval(60)
+            let deadline = Date().addingTimeInterval(120)
             while Self.count(of: "tokens checked again", in: child.logPath) < wanted {
                 guard Date() < deadline else {
                     let log = ServerChild.tail(child.logPath)
@@ -89,7 +89,7 @@ import Testing
 
         try server.reload("admin admin-token\n")
         try Self.create(admin, "t")
-        let frames = try watcher.framesUntilClosed(timeout: 60)
+        let frames = try watcher.framesUntilClosed(timeout: 120)
         #expect(frames.map(\.status) == [.unauthenticated], "\(frames.map(\.replyText))")
         #expect(frames.first?.opcode == Opcode(rawValue: 0) && frames.first?.requestID == 0)
         #expect(frames.first?.replyText.contains("revoked") == true)
@@ -114,7 +114,7 @@ import Testing
         try Self.create(admin, "beta")
         try Self.create(admin, "alpha")
         var frames: [Frame] = []
-        while !frames.contains(where: { $0.requestID == alpha }), let frame = try watcher.receive(timeout: 60) {
+        while !frames.contains(where: { $0.requestID == alpha }), let frame = try watcher.receive(timeout: 120) {
             frames.append(frame)
         }
         let ended = frames.filter { $0.replyJSON["kind"]?.stringValue == "gap" }
@@ -147,7 +147,7 @@ import Testing
         try server.reload("admin admin-token\nread keep-token\nread lowered-token\nread new-token\n")
         try Self.create(admin, "t")
         for (client, id) in [(kept, keptID), (lowered, loweredID)] {
-            let event = try #require(try client.receive(timeout: 60))
+            let event = try #require(try client.receive(timeout: 120))
             #expect(event.opcode == .event && event.requestID == id, "\(event.replyText)")
             #expect(event.replyJSON["kind"]?.stringValue == "create", "\(event.replyText)")
             #expect(try client.call(.ping).status == .ok)

@@ -108,6 +108,25 @@ import Testing
         #expect(kept.count <= 2 * LineEditor.historyLimit && kept.last == "ping \(2 * LineEditor.historyLimit - 1)")
     }
 
+    /// A STATS answer from a newer server, with members and sections this client does not know, gives the same
+    /// summary as one without them: they are ignored, never an error.
+    @Test func statsSummaryIgnoresMembersItDoesNotKnow() {
+        let known: JSONObject = [
+            "server": "larder-server 0.1.0", "uptimeMs": 1000,
+            "connections": ["open": 1, "total": 2, "refused": 0],
+            "requests": ["total": 10, "errors": 0, "byOpcode": ["GET": ["count": 10, "errors": 0]]],
+        ]
+        let newer: JSONObject = [
+            "server": "larder-server 0.1.0", "uptimeMs": 1000, "quantumFlux": ["level": 11],
+            "connections": ["open": 1, "total": 2, "refused": 0, "teleported": 3],
+            "requests": ["total": 10, "errors": 0, "byOpcode": ["GET": ["count": 10, "errors": 0, "warp": true]]],
+        ]
+        let rows = StatsSummary.rows(newer, rate: nil)
+        #expect(rows.map(\.0) == StatsSummary.rows(known, rate: nil).map(\.0))
+        #expect(rows.map(\.1) == StatsSummary.rows(known, rate: nil).map(\.1))
+        #expect(!rows.contains { $0.0.contains("quantum") || $0.1.contains("teleported") })
+    }
+
     @Test func statsSummaryRows() {
         let stats: JSONObject = [
             "server": "larder-server 0.1.0", "uptimeMs": 3_723_000,

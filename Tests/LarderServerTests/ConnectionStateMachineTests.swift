@@ -256,6 +256,28 @@ struct ConnectionStateMachineTests {
         #expect(Self.closeReason(after) == .frameTimeout)
     }
 
+    /// A frame half arrived when reading paused (the answers' output over its mark) is not cut while reading is
+    /// paused, and gets a whole `frameTimeoutMs` from the moment reading resumes.
+    @Test func aFrameArrivingWhenReadingPausedGetsAFreshDeadlineOnResume() {
+        var machine = Self.ready(.init(limits: Limits(frameTimeoutMs: 500), outputHighWaterBytes: 1000))
+        var bytes: [UInt8] = []
+        for id in UInt32(1)...2 { bytes += Self.frameBytes(.get, id: id) }
+        bytes += Array(Self.frameBytes(.get, id: 3, json: ["collection": "a"]).prefix(10))
+        #expect(Self.executed(Self.feed(&machine, bytes, now: 0)).count == 2)
+        let big = [UInt8](repeating: UInt8(ascii: " "), count: 600)
+        _ = machine.requestCompleted(Reply(opcode: .get, requestID: 1, json: big), now: 10)
+        #expect(machine.requestCompleted(Reply(opcode: .get, requestID: 2, json: big), now: 20).contains(.pauseReading))
+        // Paused for far longer than the deadline: the half frame is not the client's fault.
+        #expect(!machine.timerFired(now: 5000).contains(.record(Opcode(rawValue: 0), .deadlineExceeded, requestID: nil)))
+        let (_, resumed) = Self.drain(&machine, now: 6000)
+        #expect(resumed.contains(.resumeReading))
+        #expect(machine.timerFired(now: 6499).isEmpty)
+        _ = machine.timerFired(now: 6500)
+        let (frames, after) = Self.drain(&machine, now: 6500)
+        #expect(frames.map(\.status) == [.deadlineExceeded])
+        #expect(Self.closeReason(after) == .frameTimeout)
+    }
+
     @Test func protocolErrorsSendAnErrorThenClose() {
         var machine = Self.ready()
         var bad = Self.frameBytes(.get, id: 5)
