@@ -249,6 +249,56 @@ import Testing
         #expect(replayed == Array(watchers[0].seqs[4...]))
     }
 
+    // Promise: README Scaling out "a server also reads the log once a second without one"
+    /// A change committed without its NOTIFY, as when a server is killed between its COMMIT and its NOTIFY: the
+    /// test commits a change-log entry itself, with the statement a batch's COMMIT carries (`PGWriter.changeInsert`:
+    /// the next numbers from `larder_seq` and the rows of `changes`), and sends no notification. No server wrote it,
+    /// so none announces it; only the follower's read of the log after `fallbackPollMs` without a notification
+    /// brings it to the subscribers of every server. (The document row such a write also commits is left out: WATCH
+    /// reads only the change log.)
+    @Test func aChangeCommittedWithoutItsNotifyReachesEveryWatcher() async throws {
+        let schema = try TestPostgres.newSchema()
+        defer { schema.drop() }
+        let servers = try Servers(count: 2, url: schema.url)
+        defer { servers.stop() }
+        let clients = (0..<2).map { servers.client($0) }
+        defer { for client in clients { client.close() } }
+        var watchers: [Watcher] = []
+        for client in clients { watchers.append(try await Watcher(client, collection: "lost")) }
+        defer { for watcher in watchers { watcher.task.cancel() } }
+
+        // A write through server 0, announced as usual: once every watcher has it, each subscription is live and
+        // each server has published the whole log, so what follows can reach them only through their followers.
+        let announced = try await clients[0].create("lost", ["k": "announced"])
+        #expect(await waitUntil(120) { watchers.allSatisfy { $0.count >= 1 } })
+        #expect(watchers.allSatisfy { $0.events.withLock { $0.map(\.id) } == [announced.id] })
+
+        // The unannounced commit.
+        let id = UUID()
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let entry = ChangeEntry(
+            seq: 0, kind: .create, collection: "lost", time: now,
+            record: StoredRecord(id: id, rev: 1, createdAt: now, updatedAt: now, data: Array(#"{"k":"lost"}"#.utf8)))
+        let session = try PGConnection(settings: try PGSettings(url: schema.url), timeoutMs: 60_000)
+        defer { session.close() }
+        let results = try session.run([PGStatement("BEGIN"), PGWriter.changeInsert([entry]), PGStatement("COMMIT")])
+        let seq = results[1].int(0, 0) + 1
+
+        try #require(
+            await waitUntil(120) { watchers.allSatisfy { $0.count >= 2 } },
+            "change \(seq), committed without a NOTIFY, never arrived: the watchers hold \(watchers.map(\.seqs))")
+        for (index, watcher) in watchers.enumerated() {
+            let events = watcher.events.withLock { $0 }
+            #expect(events.count == 2, "server \(index): \(events)")
+            let last = try #require(events.last, "server \(index) delivered nothing")
+            #expect(last.seq == seq, "server \(index)")
+            #expect(last.kind == .create, "server \(index)")
+            #expect(last.id == id, "server \(index)")
+            #expect(last.rev == 1, "server \(index)")
+            #expect(last.record?.data["k"] == "lost", "server \(index)")
+        }
+    }
+
     @Test func aSIGKILLedServerUnderLoadLosesNothingAcknowledged() async throws {
         let schema = try TestPostgres.newSchema()
         defer { schema.drop() }
