@@ -12,6 +12,8 @@ final class TLSTransport {
     /// When the connection was accepted: the handshake must end within the frame timeout from then.
     let openedAt: UInt64
     private var sawFirstBytes = false
+    /// The stream's first bytes, until they reach the type of the first handshake message (`checkOpening`).
+    private var opening: [UInt8] = []
     /// Plaintext encrypted per turn: with the ciphertext buffer empty before each batch, a connection holds at most
     /// about this much ciphertext, however large the answer it is sending.
     static let encryptBatchBytes = 64 << 10
@@ -48,10 +50,21 @@ final class TLSTransport {
                 return larder ? .plainLarderClient : .notTLS
             }
         }
+        if opening.count < 6, let refusal = checkOpening(bytes) { return refusal }
         engine.feed(bytes)
         if engine.isHandshakeDone { return .proceed }
         if case .failed(let error) = engine.handshake() { return .failed(error.message) }
         return .proceed
+    }
+
+    /// A TLS client's first handshake message is a ClientHello: a record header (type 22, version 3.x, length) and
+    /// then message type 1. Anything else is refused as soon as its sixth byte arrives, however the bytes are split
+    /// across reads: the session would otherwise wait for the rest of a message that may declare megabytes, until
+    /// the handshake deadline.
+    private func checkOpening(_ bytes: UnsafeRawBufferPointer) -> Received? {
+        opening += bytes.prefix(6 - opening.count)
+        guard opening.count == 6, opening[1] != 0x03 || opening[5] != 0x01 else { return nil }
+        return .failed("the first handshake message is not a ClientHello")
     }
 
     /// Decrypts into `buffer` (what the session answers by itself, such as an alert, is then pending output).

@@ -145,16 +145,16 @@ import Testing
 
     /// A document of about 640 KB: 24 answers of it are far more than the sockets between client and server hold,
     /// and each answer ends with almost a whole batch of ciphertext (`TLSTransport.encryptBatchBytes`, 64 KiB), the
-    /// most a closing connection can hold unwritten. (On loopback the server's send buffer grows to megabytes, so the
-    /// loss these tests guard against did not show without the fix either: they pin the behaviour, they did not
-    /// reproduce the bug.)
-    static func bigDocument(_ server: ClientTestServer) async throws -> String {
+    /// most a closing connection can hold unwritten. On loopback the server's send buffer grows to megabytes, so these
+    /// two tests rarely close with ciphertext left over; `ciphertextTheSocketHasNotTakenAtCloseIsDelivered` makes
+    /// sure the connection does.
+    static func bigDocument(_ server: ClientTestServer, bytes: Int = 9 * 65_536 + 64_000) async throws -> String {
         let client = LarderClient(
             configuration: .init(
                 endpoint: .tcp(host: "127.0.0.1", port: server.port), connectTimeout: .seconds(120),
                 tls: .init(caFile: certificates.caFile)))
         defer { client.close() }
-        let text = String(repeating: "larder tls close ", count: (9 * 65_536 + 64_000) / 17)
+        let text = String(repeating: "larder tls close ", count: bytes / 17)
         return try await client.create("big", ["text": .string(text)]).id.wireString
     }
 
@@ -179,6 +179,59 @@ import Testing
         #expect(ending.closeNotify)
         let answers = ending.frames.filter { $0.opcode == .get }
         #expect(answers.count == Self.requestCount && answers.allSatisfy { $0.status == .ok })
+        #expect(
+            ending.frames.contains { $0.requestID == 0 && $0.status == .protocolError },
+            "the error that closed it: \(ending.frames.map { "\($0.opcode.name) \($0.status.name)" })")
+    }
+
+    /// The server's end of the TCP connection whose client end is `client`: the server runs in this process, so its
+    /// accepted socket is one of this process's descriptors, the one whose addresses are the client's reversed.
+    static func serverEnd(of client: Int32, port: Int) throws -> Int32 {
+        func portOf(_ fd: Int32, peer: Bool) -> Int? {
+            var address = sockaddr_in()
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let result = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    peer ? getpeername(fd, $0, &length) : getsockname(fd, $0, &length)
+                }
+            }
+            guard result == 0, address.sin_family == sa_family_t(AF_INET) else { return nil }
+            return Int(UInt16(bigEndian: address.sin_port))
+        }
+        let clientPort = try #require(portOf(client, peer: false))
+        let descriptors = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").compactMap { Int32($0) }
+        for fd in descriptors where fd != client {
+            if portOf(fd, peer: false) == port && portOf(fd, peer: true) == clientPort { return fd }
+        }
+        throw ServerTestError("no descriptor of this process is the server's end of port \(clientPort)")
+    }
+
+    /// The case the linger is for, made certain: the server's socket is full when the connection closes, with
+    /// ciphertext it has not taken. The test shrinks the send buffer of the server's end of the connection to the
+    /// kernel's floor (a few KiB; nothing grows it back once set) before asking for a 48 KB document and sending a
+    /// broken frame: the answer is encrypted in one batch, the machine counts it sent and closes, and most of that
+    /// batch, then close_notify, still has to be written as the client reads. Closing the descriptor then would cut
+    /// the answer short.
+    @Test func ciphertextTheSocketHasNotTakenAtCloseIsDelivered() async throws {
+        let server = try ClientTestServer { $0.useTestTLS() }
+        defer { server.stop() }
+        let id = try await Self.bigDocument(server, bytes: 48_000)
+        let client = try SlowTLSClient(port: server.port)
+        let serverEnd = try Self.serverEnd(of: client.fd, port: server.port)
+        var small: Int32 = 4096
+        let shrunk = setsockopt(serverEnd, SOL_SOCKET, SO_SNDBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+        #expect(shrunk == 0, "setsockopt: errno \(errno)")
+        try client.send(
+            [
+                (.hello, HelloRequest(compression: [], client: "tls-full-socket", token: nil).json),
+                (.get, ["collection": "big", "id": .string(id)]),
+            ],
+            then: [0, 0, 0, 24, 0x58, 0x58] + [UInt8](repeating: 0, count: 22))  // a header with bad magic
+        let ending = client.readToEnd()
+        #expect(ending.failure == nil, "\(ending.failure ?? "")")
+        #expect(ending.closeNotify)
+        let answer = ending.frames.first { $0.opcode == .get }
+        #expect(answer?.status == .ok && answer?.replyJSON["id"]?.stringValue == id)
         #expect(
             ending.frames.contains { $0.requestID == 0 && $0.status == .protocolError },
             "the error that closed it: \(ending.frames.map { "\($0.opcode.name) \($0.status.name)" })")

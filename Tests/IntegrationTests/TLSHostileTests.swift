@@ -9,7 +9,8 @@ import LarderWire
 import Testing
 
 /// What a hostile or broken peer can do to a TLS port: garbage where the ClientHello belongs, a handshake trickled a
-/// byte at a time, and a thousand handshakes that never finish. A healthy client is served throughout.
+/// byte at a time, a frame over the cap before HELLO, and a thousand handshakes that never finish. A healthy client is
+/// served throughout.
 @Suite(.timeLimit(.minutes(20))) struct TLSHostileTests {
     static var certificates: TestCertificates { .shared }
 
@@ -48,8 +49,14 @@ import Testing
         #expect(try await client.get("healthy", id: record.id).data["ok"] == true)
     }
 
+    /// Each garbage opening ends its connection at once, not at the handshake deadline: that deadline is ten minutes
+    /// here and each close is awaited for two, so only the server's refusal of the bytes can close it in time.
     @Test func garbageInsteadOfAClientHelloIsCutAndOthersAreServed() async throws {
-        let server = try ClientTestServer { $0.useTestTLS() }
+        let server = try ClientTestServer {
+            $0.useTestTLS()
+            $0.limits.frameTimeoutMs = 600_000
+            $0.limits.idleTimeoutMs = 600_000
+        }
         defer { server.stop() }
         let garbage: [[UInt8]] = [
             Array("GET / HTTP/1.1\r\nHost: larder\r\n\r\n".utf8),
@@ -60,8 +67,8 @@ import Testing
         for bytes in garbage {
             let raw = try RawClient.tcp(port: server.port)
             try raw.writeAll(bytes)
-            let (closed, answer) = Self.readUntilClosed(raw.fd)
-            #expect(closed, "the server kept a connection that sent garbage open")
+            let (closed, answer) = Self.readUntilClosed(raw.fd, seconds: 120)
+            #expect(closed, "the server kept a connection that sent garbage open: \(bytes.prefix(8))")
             #expect(answer.count < 64, "the server answered garbage with \(answer.count) bytes")
             try await Self.healthyRoundTrip(port: server.port)
         }
@@ -110,6 +117,38 @@ import Testing
         let reply = try #require(answer, "no answer to HELLO over the trickled session")
         #expect(reply.status == .ok && reply.opcode == .hello)
         #expect(try HelloResponse(json: reply.jsonObject()).tls == true)
+    }
+
+    /// Protocol.md section 4's cap on frames before HELLO holds inside TLS too: over a finished TLS handshake, a HELLO
+    /// whose `length` is the cap is answered, and one a byte longer, sent whole (more than the cap of plaintext before
+    /// HELLO), is refused with PAYLOAD_TOO_LARGE naming the limit, then close_notify ends the connection.
+    @Test func theHandshakeFrameCapHoldsInsideTLS() throws {
+        let server = try ClientTestServer { $0.useTestTLS() }
+        defer { server.stop() }
+        let cap = Limits.default.maxHandshakeFrameBytes
+        func hello(length: Int) -> [UInt8] {
+            let json = #"{"versions":[1]}"#
+            return HostileFrames.request(.hello, json + String(repeating: " ", count: length - 24 - json.utf8.count))
+        }
+        let badMagic: [UInt8] = [0, 0, 0, 24, 0x58, 0x58] + [UInt8](repeating: 0, count: 22)
+
+        let atCap = try TLSCloseTests.SlowTLSClient(port: server.port)
+        let frame = hello(length: cap)
+        #expect(frame.count == 4 + cap)
+        // A header with bad magic after it ends the connection, so that reading to its end shows both answers.
+        try atCap.send([], then: frame + badMagic)
+        let answered = atCap.readToEnd()
+        #expect(answered.failure == nil, "\(answered.failure ?? "")")
+        #expect(answered.frames.map(\.status) == [.ok, .protocolError], "\(answered.frames.map(\.replyText))")
+        #expect(answered.frames.first?.opcode == .hello)
+
+        let over = try TLSCloseTests.SlowTLSClient(port: server.port)
+        try over.send([], then: hello(length: cap + 1))
+        let refused = over.readToEnd()
+        #expect(refused.failure == nil, "\(refused.failure ?? "")")
+        #expect(refused.closeNotify)
+        #expect(refused.frames.map(\.status) == [.payloadTooLarge], "\(refused.frames.map(\.replyText))")
+        #expect(refused.frames.first?.replyJSON["limit"] == .int(Int64(cap)))
     }
 
     /// A handshake that stalls is cut at the frame deadline, like a slow frame.
