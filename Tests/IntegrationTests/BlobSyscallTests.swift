@@ -60,23 +60,25 @@ import Testing
             self.root = root
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/strace")
-            process.arguments =
-                ["-f", "-ff", "-qq", "-ttt", "-T", "-yy", "-e", "trace=" + calls.joined(separator: ","), "-o", root + "/trace"]
-                + [try ServerProcessTests.binary().path, "--port", "0", "--data-dir", root + "/data", "--log-level", "error"]
-                + arguments
+            let strace = ["-f", "-ff", "-qq", "-ttt", "-T", "-yy", "-e", "trace=" + calls.joined(separator: ",")]
+            let server = [
+                try ServerProcessTests.binary().path, "--port", "0", "--data-dir", root + "/data", "--log-level", "error",
+            ]
+            process.arguments = strace + ["-o", root + "/trace"] + server + arguments
             let out = Pipe()
             process.standardOutput = out
             _ = FileManager.default.createFile(atPath: root + "/stderr", contents: nil)
             process.standardError = FileHandle(forWritingAtPath: root + "/stderr")
             try process.run()
             self.process = process
-            let line = ServerProcessTests.firstLine(out)
+            let line = try ServerProcessTests.firstLine(out, of: process)
             guard let portText = line.split(separator: ":").dropFirst(2).first?.prefix(while: \.isNumber),
                 let port = Int(portText)
             else {
                 process.terminate()
                 process.waitUntilExit()
-                throw ServerTestError("larder-server under strace did not start: '\(line)'; \(ServerChild.tail(root + "/stderr"))")
+                throw ServerTestError(
+                    "larder-server under strace did not start: '\(line)'; \(ServerChild.tail(root + "/stderr"))")
             }
             self.port = port
         }
