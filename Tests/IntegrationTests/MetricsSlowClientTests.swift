@@ -61,13 +61,13 @@ import Testing
     }
 
     /// `GET /healthz` on a fresh connection, answered with the body's first line, while the slow clients go on
-    /// dripping (`Dripper`). A probe still unanswered after a minute is a failure rather than a hang.
+    /// dripping (`Dripper`). A probe still unanswered after ten minutes is a failure rather than a hang.
     static func probe(port: Int) async throws -> String {
         let answered = StopFlag()
         async let answer = offThePool { () throws -> String in
             defer { answered.stop() }
             let client = try RawClient.tcp(port: port)
-            var timeout = timeval(tv_sec: 60, tv_usec: 0)
+            var timeout = timeval(tv_sec: 600, tv_usec: 0)
             setsockopt(client.fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
             try client.writeAll(Array("GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".utf8))
             var bytes: [UInt8] = []
@@ -84,7 +84,9 @@ import Testing
             }
             return String(text[body.upperBound...].prefix { $0 != "\n" })
         }
-        #expect(await waitUntil(120) { answered.isStopped })
+        // Ten minutes: in a whole run on a busy machine another test may hold the process's descriptors or its cores
+        // for minutes, and the answer is what matters here, not how soon it comes.
+        #expect(await waitUntil(600) { answered.isStopped })
         return try await answer
     }
 
