@@ -1,4 +1,3 @@
-import LarderStore
 import LarderWire
 
 /// What a token may do: each role includes the rights of the ones before it (Protocol.md section 10.2).
@@ -116,7 +115,7 @@ package struct Grant: Sendable, Equatable {
     /// The collection `value` names when it is a well-formed collection name; nil when it is absent, `null`, not a
     /// string, or not a name the store accepts (the router answers those INVALID_ARGUMENT).
     static func wellFormedCollection(_ value: JSON?) -> String? {
-        guard let name = present(value)?.stringValue, (try? SQLiteStore.validateCollection(name)) != nil else {
+        guard let name = present(value)?.stringValue, (try? CollectionName.validate(name)) != nil else {
             return nil
         }
         return name

@@ -26,15 +26,7 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
 
     /// The collection name rule: a letter, then up to 63 letters, digits, `_` or `-`.
     public static func validateCollection(_ name: String, field: String = "collection") throws(LarderError) {
-        let bytes = Array(name.utf8)
-        func isLetter(_ b: UInt8) -> Bool { (b >= 65 && b <= 90) || (b >= 97 && b <= 122) }
-        guard let first = bytes.first, isLetter(first), bytes.count <= 64,
-            bytes.allSatisfy({ isLetter($0) || ($0 >= 48 && $0 <= 57) || $0 == 95 || $0 == 45 })
-        else {
-            throw LarderError(
-                .invalidArgument,
-                "a collection name is a letter followed by up to 63 letters, digits, '_' or '-'", field: field)
-        }
+        try CollectionName.validate(name, field: field)
     }
 
     /// Opens (creating when needed) the store in `configuration.dataDirectory`.

@@ -141,6 +141,22 @@ public struct EmptyMessage: WireMessage, Equatable {
 
 // MARK: - Documents
 
+/// Collection names (Protocol.md section 3): a letter followed by up to 63 letters, digits, `_` or `-`.
+public enum CollectionName {
+    /// INVALID_ARGUMENT naming `field` unless `name` is a collection name.
+    public static func validate(_ name: String, field: String = "collection") throws(LarderError) {
+        let bytes = Array(name.utf8)
+        func isLetter(_ b: UInt8) -> Bool { (b >= 65 && b <= 90) || (b >= 97 && b <= 122) }
+        guard let first = bytes.first, isLetter(first), bytes.count <= 64,
+            bytes.allSatisfy({ isLetter($0) || ($0 >= 48 && $0 <= 57) || $0 == 95 || $0 == 45 })
+        else {
+            throw LarderError(
+                .invalidArgument,
+                "a collection name is a letter followed by up to 63 letters, digits, '_' or '-'", field: field)
+        }
+    }
+}
+
 private func collectionName(_ r: inout FieldReader) throws(LarderError) -> String {
     try r.string("collection", maxLength: 256)
 }
