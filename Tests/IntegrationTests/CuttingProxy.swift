@@ -31,11 +31,14 @@ final class CuttingProxy: Sendable {
     private let cutAfter: Int
     private let listener: Int32
     private let state = Locked(State())
+    /// Held from the start until `release` or `stop`: connections after the first wait on it.
+    private let gate = DispatchGroup()
 
     init(path: String, upstream: String, cutAfter: Int) throws {
         self.path = path
         self.upstream = upstream
         self.cutAfter = cutAfter
+        gate.enter()
         do throws(IOError) {
             listener = try Socket.listenUnix(path: path, backlog: 16)
         } catch {
@@ -52,13 +55,20 @@ final class CuttingProxy: Sendable {
     var connections: Int { state.withLock { $0.connections } }
 
     /// Lets the connections after the cut through to the server.
-    func release() { state.withLock { $0.released = true } }
+    func release() { open() }
+
+    /// Opens the gate once, whichever of `release` and `stop` comes first.
+    private func open() {
+        let first = state.withLock { s in
+            defer { s.released = true }
+            return !s.released
+        }
+        if first { gate.leave() }
+    }
 
     func stop() {
-        state.withLock {
-            $0.stopped = true
-            $0.released = true
-        }
+        state.withLock { $0.stopped = true }
+        open()
     }
 
     private func acceptLoop() {
@@ -79,7 +89,7 @@ final class CuttingProxy: Sendable {
 
     private func serve(_ client: Int32, _ number: Int) {
         // A later connection waits (its client waiting for its HELLO's answer) until the test has looked.
-        while number > 1 && !state.withLock({ $0.released }) { usleep(5_000) }
+        if number > 1 { gate.wait() }
         let server: Int32
         do throws(ConnectFailure) {
             server = try Socket.connect(unixPath: upstream, timeoutMs: 120_000)
@@ -88,11 +98,12 @@ final class CuttingProxy: Sendable {
             return
         }
         _ = fcntl(server, F_SETFL, fcntl(server, F_GETFL) & ~O_NONBLOCK)
-        let back = Thread { [self] in
+        let backFinished = DispatchSemaphore(value: 0)
+        Thread.detachNewThread { [self] in
             pump(from: server, to: client) { _ in true }
             cut(client, server)
+            backFinished.signal()
         }
-        back.start()
         var decoder = FrameDecoder(maxFrameBytes: 1 << 30, maxJSONBytes: 1 << 30, maxBinaryBytes: 1 << 30)
         var buffer = ByteBuffer()
         var chunkBytes = 0
@@ -112,7 +123,7 @@ final class CuttingProxy: Sendable {
         }
         cut(client, server)
         if number == 1 { state.withLock { $0.cut = true } }
-        while !back.isFinished { usleep(1_000) }
+        backFinished.wait()
         Glibc.close(client)
         Glibc.close(server)
     }
