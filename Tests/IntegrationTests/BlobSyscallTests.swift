@@ -208,8 +208,8 @@ import Testing
         do {
             let client = LarderClient(
                 configuration: .init(
-                    endpoint: .tcp(host: "127.0.0.1", port: server.port), connectTimeout: .seconds(120),
-                    tls: .init(caFile: c.caFile)))
+                    endpoint: .tcp(host: "127.0.0.1", port: server.port), requestTimeout: .seconds(120),
+                    connectTimeout: .seconds(120), tls: .init(caFile: c.caFile)))
             defer { client.close() }
             let id = try await client.putBlob(contentsOf: URL(fileURLWithPath: source)).id
             received = try await client.blob(id, range: Int64(offset)..<Int64(offset + length))
