@@ -141,10 +141,10 @@ public enum ModelCoding {
             @unknown default: break
             }
             throw LarderError(
-                .invalidArgument, "\(record) does not decode as \(Model.self): \(detail)",
-                field: path.isEmpty ? nil : path)
+                .decodingFailed, "\(record) does not decode as \(Model.self): \(detail)",
+                field: path.isEmpty ? nil : path, details: id.map { ["id": .string($0.wireString)] } ?? [:])
         } catch {
-            throw LarderError(.invalidArgument, "cannot decode \(Model.self): \(error)")
+            throw LarderError(.decodingFailed, "cannot decode \(Model.self): \(error)")
         }
     }
 }

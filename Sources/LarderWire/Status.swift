@@ -36,6 +36,9 @@ public struct Status: RawRepresentable, Hashable, Sendable, CustomStringConverti
     public static let deadlineExceeded = Status(rawValue: 13)
     /// The token is valid but its role or its collections do not cover the request; the connection stays open.
     public static let permissionDenied = Status(rawValue: 14)
+    /// A stored record does not decode as the app's model type. Made by the client, never sent by a server: codes
+    /// from 1000 up are the client's own.
+    public static let decodingFailed = Status(rawValue: 1000)
 
     /// Every status this version knows, in code order.
     public static let all: [Status] = [
@@ -62,13 +65,14 @@ public struct Status: RawRepresentable, Hashable, Sendable, CustomStringConverti
         case 12: "INTERNAL"
         case 13: "DEADLINE_EXCEEDED"
         case 14: "PERMISSION_DENIED"
+        case 1000: "DECODING_FAILED"
         default: "STATUS_\(rawValue)"
         }
     }
 
-    /// Looks a status up by its wire name.
+    /// Looks a status up by its wire name (or the client's own `DECODING_FAILED`).
     public init?(name: String) {
-        guard let found = Status.all.first(where: { $0.name == name }) else { return nil }
+        guard let found = (Status.all + [.decodingFailed]).first(where: { $0.name == name }) else { return nil }
         self = found
     }
 
