@@ -10,7 +10,7 @@ import LarderWire
 /// The SQLite store's upload and blob bytes, one file per upload in the data directory's `blobs/`, named by the
 /// upload's id; a finished upload's file becomes its blob's (the row names it: nothing is copied).
 ///
-/// The rules that keep a file and its row in step (README "Data directory"):
+/// The rules that keep a file and its row in step (OPERATING.md, "Data directory"):
 /// - A file is created before the row that names it commits, and removed only after the row's deleting transaction
 ///   committed: that transaction records the name in `blob_files_deleted` (a trigger on `blobs`, `uploadDelete` for
 ///   uploads), and `collect` unlinks the names recorded there, then forgets them. A crash in between leaves the names

@@ -18,7 +18,7 @@ func offThePool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async t
 /// `larder backup` against a running server: a consistent online snapshot, taken while writers go on, that a new
 /// server starts on.
 @Suite(.timeLimit(.minutes(20))) struct BackupTests {
-    // Promise: README "the test holds a backup open while 100 more writes are acknowledged"
+    // Promise: OPERATING.md "the test holds a backup open while 100 more writes are acknowledged"
     /// Writers create documents without pause. Once a hundred are acknowledged, `larder backup` starts and is held
     /// inside its snapshot's read transaction (a test gate) until the writers have had 100 more writes acknowledged:
     /// writes are not blocked by the backup. Then the backup finishes. A server started on the file
@@ -321,7 +321,7 @@ func offThePool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async t
         }
     }
 
-    // Promise: README "the photos' bytes in blobs/ are copied into the backup"
+    // Promise: OPERATING.md "the photos' bytes in blobs/ are copied into the backup"
     /// Photos whose bytes live in `blobs/` (uploaded in chunks) and one sent whole are all in the server's backup: a
     /// server restored from it serves each byte for byte, with no `blobs/` of its own to read from.
     @Test func photosInBlobFilesAreInTheBackup() throws {

@@ -140,7 +140,7 @@ import Testing
         #expect(!lines.contains { $0.contains("slow request") })
     }
 
-    // Promise: README "Logs: peer unix:/path, a slow request's requestId, the idle timeout reason"
+    // Promise: OPERATING.md "Logs: peer unix:/path, a slow request's requestId, the idle timeout reason"
     /// A client on the Unix socket is logged with the peer `unix:PATH`; each of its requests (every one is slow at
     /// `--slow-ms 0`) with the request id it sent; and the connection's close, after it stayed silent past the idle
     /// deadline, with the reason `idle timeout`.

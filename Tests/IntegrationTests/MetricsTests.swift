@@ -226,7 +226,7 @@ import Testing
         return n == 0 || (n < 0 && errno == ECONNRESET)
     }
 
-    // Promise: README "Metrics and health: at most 16 clients, each closed after 10 s of silence"
+    // Promise: OPERATING.md "Metrics and health: at most 16 clients, each closed after 10 s of silence"
     /// Sixteen silent clients fill the metrics port: a seventeenth's request is not answered while they are all
     /// open (it is refused, or waits for a place); the server closes the silent ones after their 10 s of silence, and
     /// the port serves again.

@@ -41,7 +41,7 @@ import Testing
         #expect(line.hasSuffix(" (synchronous_commit on)\n"), "\(line)")
     }
 
-    // Promise: README Scaling out "no data directory (`--data-dir` and its `larder.lock` are not used)".
+    // Promise: OPERATING.md Scaling out "no data directory (`--data-dir` and its `larder.lock` are not used)".
     /// On PostgreSQL a server keeps nothing on its own disk: two servers given the same `--data-dir` both start
     /// (no `larder.lock` between them), serve writes, and never create it.
     @Test func serversOnPostgreSQLUseNoDataDirectory() async throws {

@@ -1,12 +1,12 @@
 import Foundation
 import Testing
 
-/// Every promise of Protocol.md and of README's "Scaling out" and "Operating Larder" sections has a test that names
-/// it: `Tests/Promises.md` maps each one to the tests that exercise it, and this suite fails when a promise has no
-/// row (a new or reworded sentence), a row has no promise (one removed), or a row names a test that does not exist.
+/// Every promise of Protocol.md and of OPERATING.md's "Scaling out" and "Operating Larder" sections has a test that
+/// names it: `Tests/Promises.md` maps each one to the tests that exercise it, and this suite fails when a promise has
+/// no row (a new or reworded sentence), a row has no promise (one removed), or a row names a test that does not exist.
 ///
 /// A promise is a sentence (or a table row) of Protocol.md that names a status (`INVALID_ARGUMENT`), a limit
-/// (`maxFrameBytes`) or says MUST; in the two README sections, one that names a server option (`--max-in-flight`).
+/// (`maxFrameBytes`) or says MUST; in the two OPERATING.md sections, one that names a server option (`--max-in-flight`).
 /// Each is keyed by its section and a hash of its words, so rewording a promise asks for its tests to be named again.
 @Suite(.timeLimit(.minutes(20))) struct PromiseTableTests {
     static let repository = TestRulesTests.testsDirectory.deletingLastPathComponent()
@@ -132,10 +132,10 @@ import Testing
                 }
             }
         }
-        let readme = try String(contentsOf: repository.appendingPathComponent("README.md"), encoding: .utf8)
-        for (section, text) in units(readme) where ["Scaling out", "Operating Larder"].contains(section) {
+        let operating = try String(contentsOf: repository.appendingPathComponent("OPERATING.md"), encoding: .utf8)
+        for (section, text) in units(operating) where ["Scaling out", "Operating Larder"].contains(section) {
             for sentence in sentences(text) where sentence.contains("`--") {
-                add("README", section.replacingOccurrences(of: " ", with: "-"), sentence)
+                add("OPERATING", section.replacingOccurrences(of: " ", with: "-"), sentence)
             }
         }
         return found

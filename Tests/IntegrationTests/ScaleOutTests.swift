@@ -249,7 +249,7 @@ import Testing
         #expect(replayed == Array(watchers[0].seqs[4...]))
     }
 
-    // Promise: README Scaling out "a server also reads the log once a second without one"
+    // Promise: OPERATING.md Scaling out "a server also reads the log once a second without one"
     /// A change committed without its NOTIFY, as when a server is killed between its COMMIT and its NOTIFY: the
     /// test commits a change-log entry itself, with the statement a batch's COMMIT carries (`PGWriter.changeInsert`:
     /// the next numbers from `larder_seq` and the rows of `changes`), and sends no notification. No server wrote it,

@@ -92,7 +92,7 @@ import Testing
         }
     }
 
-    // Promise: README "with --synchronous full the chunk is also synced first"
+    // Promise: OPERATING.md "with --synchronous full the chunk is also synced first"
     /// With `--synchronous full` each acknowledged chunk of an upload was synced to its file in `blobs/` before its
     /// answer; with `normal` no chunk is (the file is synced once, at FINISH, which this test never sends). Seen
     /// from the system calls, with strace(1).

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// scripts/larder-server.service: `systemd-analyze verify` (installed by scripts/bootstrap) accepts it, pointed at the
-/// built server, and it has the hardening and restart policy README promises.
+/// built server, and it has the hardening and restart policy OPERATING.md promises.
 @Suite(.timeLimit(.minutes(20))) struct ServiceUnitTests {
     static let unitPath = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

@@ -67,7 +67,7 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
     /// Point reads wait on the network: the server answers them off its event loops.
     public var pointReadsAreLocal: Bool { false }
 
-    /// Many servers may share the database (README, "Scaling out").
+    /// Many servers may share the database (OPERATING.md, "Scaling out").
     public var isShared: Bool { true }
 
     // MARK: Writes
