@@ -1,4 +1,5 @@
 // swift-tools-version:6.0
+import Foundation
 import PackageDescription
 
 let strict: [SwiftSetting] = [
@@ -95,9 +96,11 @@ let package = Package(
                 "LarderBench", "LarderClient", "LarderStore", "LarderWire", "LarderIO", "LarderThumbnails",
             ],
             swiftSettings: strict),
-        // What the test targets share: the throwaway PostgreSQL they start (Tests/LarderTestSupport).
+        // What the test targets share: the throwaway PostgreSQL they start and the child processes they launch
+        // (Tests/LarderTestSupport).
+        .systemLibrary(name: "CChildProcess", path: "Tests/CChildProcess"),
         .target(
-            name: "LarderTestSupport", dependencies: ["LarderStore", "LarderSync", "LarderWire"],
+            name: "LarderTestSupport", dependencies: ["LarderStore", "LarderSync", "LarderWire", "CChildProcess"],
             path: "Tests/LarderTestSupport"),
         .testTarget(name: "LarderWireTests", dependencies: ["LarderWire", "LarderIO"]),
         .testTarget(
@@ -109,7 +112,7 @@ let package = Package(
         .testTarget(name: "LarderClientTests", dependencies: ["LarderClient", "LarderCLI", "LarderSync", "LarderIO"]),
         .testTarget(
             name: "LarderBenchTests",
-            dependencies: ["LarderBench", "LarderServer", "LarderStore", "LarderSync", "LarderIO"]),
+            dependencies: ["LarderBench", "LarderServer", "LarderStore", "LarderSync", "LarderIO", "LarderTestSupport"]),
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
@@ -127,4 +130,27 @@ if Context.environment["LARDER_SANITIZER_CANARY"] != nil {
         .executableTarget(
             name: "larder-sanitizer-canary", dependencies: ["LarderSync"], path: "Sanitize/Canary",
             swiftSettings: strict))
+}
+
+// The sanitizers' run on the suite's core in CI (`scripts/sanitize --core`, which sets this variable): only the
+// modules and tests of the core are built (the wire, the connection and WATCH state machines, the store, and the
+// server end to end), so each sanitizer's build from clean costs a part of the whole package's.
+if Context.environment["LARDER_SANITIZE_CORE"] != nil {
+    let core: Set<String> = [
+        "CZlib", "CSQLite", "CLibPQ", "CLibDeflate", "COpenSSL", "CGnuTLS", "CMicroHTTPD", "CTurboJPEG", "CEpoll",
+        "LarderSync", "LarderIO", "LarderWire", "LarderThumbnails", "LarderTLS", "LarderStore", "LarderServer",
+        "LarderClient", "LarderTestSupport", "CChildProcess", "LarderWireTests", "LarderStoreTests", "LarderServerTests",
+        "larder-sanitizer-canary",
+    ]
+    package.targets.removeAll { !core.contains($0.name) }
+    package.products = [.library(name: "LarderClient", targets: ["LarderClient"])]
+    let endToEnd = ["ServerEndToEndTests.swift", "ServerTestSupport.swift", "GateSupport.swift"]
+    let integration = Context.packageDirectory + "/Tests/IntegrationTests"
+    let others = ((try? FileManager.default.contentsOfDirectory(atPath: integration)) ?? [])
+        .filter { !endToEnd.contains($0) && $0 != "Fixtures" }
+    package.targets.append(
+        .testTarget(
+            name: "ServerEndToEndTests", dependencies: ["LarderServer", "LarderClient", "LarderIO", "LarderSync", "LarderWire"],
+            path: "Tests/IntegrationTests",
+            exclude: others, sources: endToEnd, resources: [.copy("Fixtures")]))
 }

@@ -3,6 +3,7 @@ import LarderClient
 import LarderServer
 import LarderStore
 import LarderSync
+import LarderTestSupport
 import LarderWire
 import Testing
 
@@ -67,7 +68,7 @@ func offThePool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async t
         try FileManager.default.createDirectory(atPath: directory + "/restored", withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let file = directory + "/backup.sqlite"
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = CLITests.binary
         process.arguments = ["--port", String(server.port), "backup", file]
         let output = directory + "/out"

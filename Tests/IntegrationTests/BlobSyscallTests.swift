@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Foundation
 import LarderClient
+import LarderTestSupport
 import LarderWire
 import Testing
 
@@ -52,13 +53,13 @@ import Testing
     final class TracedServer {
         let root: String
         let port: Int
-        let process: Process
+        let process: ChildProcess
         var data: String { root + "/data" }
         var tracePrefix: String { root + "/trace" }
 
         init(root: String, calls: [String], arguments: [String] = []) throws {
             self.root = root
-            let process = Process()
+            let process = ChildProcess()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/strace")
             let strace = ["-f", "-ff", "-qq", "-ttt", "-T", "-yy", "-e", "trace=" + calls.joined(separator: ",")]
             let server = [

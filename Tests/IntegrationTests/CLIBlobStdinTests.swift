@@ -6,6 +6,7 @@ import Darwin
 import Foundation
 import LarderBench
 import LarderClient
+import LarderTestSupport
 import Testing
 
 /// `larder blob put -`: stdin through a real pipe into the `larder` process, against a real server. Input of any size
@@ -165,7 +166,7 @@ import Testing
         let photo = NSTemporaryDirectory() + "larder-stdin-progress-\(UUID().uuidString).jpg"
         defer { unlink(photo) }
         _ = FileManager.default.createFile(atPath: photo, contents: Data(Payloads.syntheticJPEG(size: 3 << 20)))
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
         let command = "cat '\(photo)' | '\(CLITests.binary.path)' blob put - --port \(server.port)"
         process.arguments = ["-qec", command, "/dev/null"]

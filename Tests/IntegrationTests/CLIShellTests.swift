@@ -1,5 +1,6 @@
 import Foundation
 import LarderClient
+import LarderTestSupport
 import Testing
 
 /// `--version` on every executable, and `larder completion bash|zsh` loaded into a shell.
@@ -8,7 +9,7 @@ import Testing
     static func run(_ executable: URL, _ arguments: [String], environment: [String: String] = [:]) throws
         -> (status: Int32, stdout: String, stderr: String)
     {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = executable
         process.arguments = arguments
         var variables = CLIPromptTests.environment()

@@ -1,5 +1,6 @@
 import Foundation
 import LarderClient
+import LarderTestSupport
 import Testing
 
 /// The `larder` binary on a real pseudo-terminal (through `script(1)`), where it must behave as a terminal program:
@@ -9,7 +10,7 @@ import Testing
     /// is what the user types (nothing by default); `home` is where `~` is.
     static func onTerminal(_ arguments: [String], typed: String? = nil, home: String? = nil) throws -> String {
         let command = ([CLITests.binary.path] + arguments).map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
         process.arguments = ["-qec", command.joined(separator: " "), "/dev/null"]
         var environment = ProcessInfo.processInfo.environment

@@ -1,5 +1,6 @@
 import Foundation
 import LarderClient
+import LarderTestSupport
 import Testing
 
 /// The `larder` binary run as a user would, against an in-process server on port 0.
@@ -27,7 +28,7 @@ import Testing
         let directory = NSTemporaryDirectory() + "larder-cli-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = binary
         process.arguments = arguments
         var env = ProcessInfo.processInfo.environment

@@ -5,6 +5,7 @@ import Darwin
 #endif
 import Foundation
 import LarderClient
+import LarderTestSupport
 import Testing
 
 /// `larder watch` across server restarts: one line on stderr each time, a reconnection, and the events after the last
@@ -12,7 +13,7 @@ import Testing
 @Suite(.timeLimit(.minutes(20))) struct CLIWatchReconnectTests {
     /// `larder` in the background, stdout and stderr each read line by line.
     final class Watcher: @unchecked Sendable {
-        let process = Process()
+        let process = ChildProcess()
         private let out = Pipe()
         private let err = Pipe()
         private var buffers: [Int32: Data] = [:]

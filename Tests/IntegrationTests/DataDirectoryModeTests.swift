@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Foundation
 import LarderClient
+import LarderTestSupport
 import LarderWire
 import Testing
 
@@ -12,13 +13,13 @@ import Testing
 @Suite(.timeLimit(.minutes(20))) struct DataDirectoryModeTests {
     /// A `larder-server` started by `sh` under umask 022 with `arguments`: its process, its port, and its output.
     struct Server {
-        var process: Process
+        var process: ChildProcess
         var port: Int
         var stdout: Pipe
         var stderr: Pipe
 
         init(_ arguments: [String]) async throws {
-            process = Process()
+            process = ChildProcess()
             process.executableURL = URL(fileURLWithPath: "/bin/sh")
             process.arguments = ["-c", "umask 022 && exec \"$0\" \"$@\"", try ServerProcessTests.binary().path]
                 + ["--port", "0"] + arguments

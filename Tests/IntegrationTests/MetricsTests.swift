@@ -59,7 +59,7 @@ import Testing
         let input = directory + "/metrics.txt", output = directory + "/out"
         _ = FileManager.default.createFile(atPath: input, contents: Data(text.utf8))
         _ = FileManager.default.createFile(atPath: output, contents: nil)
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["promtool", "check", "metrics"]
         process.standardInput = FileHandle(forReadingAtPath: input)

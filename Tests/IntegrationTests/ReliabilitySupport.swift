@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Foundation
 import LarderSync
+import LarderTestSupport
 import LarderWire
 import Synchronization
 import Testing
@@ -26,7 +27,7 @@ enum ReliabilityKnobs {
 
 /// `larder-server` as a child process in a data directory: started on port 0, its port read from its first line.
 final class ServerChild: @unchecked Sendable {
-    let process: Process
+    let process: ChildProcess
     let port: Int
     let dataDirectory: String
     let logPath: String
@@ -37,7 +38,7 @@ final class ServerChild: @unchecked Sendable {
         self.dataDirectory = dataDirectory
         logPath = dataDirectory + ".server.log"
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = try ServerProcessTests.binary()
         process.arguments = ["--port", "0", "--data-dir", dataDirectory, "--log-level", "warn"] + arguments
         if !gates.isEmpty {

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Foundation
 import LarderServer
+import LarderTestSupport
 import LarderWire
 import Testing
 
@@ -61,7 +62,7 @@ import Testing
             let data = root + "/data"
             let trace = root + "/trace"
             _ = FileManager.default.createFile(atPath: trace, contents: nil)
-            let process = Process()
+            let process = ChildProcess()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/strace")
             process.arguments = [
                 "-f", "-qq", "-y", "-e", "trace=fsync,fdatasync", try ServerProcessTests.binary().path,
@@ -111,7 +112,7 @@ import Testing
             let data = root + "/data"
             let trace = root + "/trace"
             _ = FileManager.default.createFile(atPath: trace, contents: nil)
-            let process = Process()
+            let process = ChildProcess()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/strace")
             process.arguments = [
                 "-f", "-qq", "-y", "-e", "trace=fsync,fdatasync", try ServerProcessTests.binary().path,

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Foundation
 import LarderServer
+import LarderTestSupport
 import LarderWire
 import Testing
 
@@ -19,14 +20,14 @@ struct ServerProcessTests {
     }
 
     struct Run {
-        let process: Process
+        let process: ChildProcess
         let stdout: Pipe
         let stderr: Pipe
     }
 
     /// Starts `larder-server` with `arguments`; `gates` adds test gates to its environment (`applyTestGates`).
     static func launch(_ arguments: [String], gates: [String: String] = [:]) throws -> Run {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = try binary()
         process.arguments = arguments
         if !gates.isEmpty {
@@ -43,7 +44,7 @@ struct ServerProcessTests {
     /// What `process` wrote to `pipe` up to its first newline (less if the pipe closed first). After 120 s of silence
     /// without one, `process` is killed and this throws, so a server that never starts fails its test instead of
     /// hanging it.
-    static func firstLine(_ pipe: Pipe, of process: Process, silence: Double = 120) throws -> String {
+    static func firstLine(_ pipe: Pipe, of process: ChildProcess, silence: Double = 120) throws -> String {
         let fd = pipe.fileHandleForReading.fileDescriptor
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 4096)
@@ -236,7 +237,7 @@ struct ServerProcessTests {
 
     /// Sends `signal` (SIGTERM; 0 for none: one was sent already) and waits up to 120 s for the exit; answers the exit
     /// status of a clean exit, or nil (and kills the server) when it is still running or died of a signal.
-    static func terminated(_ process: Process, signal: Int32 = SIGTERM) -> Int32? {
+    static func terminated(_ process: ChildProcess, signal: Int32 = SIGTERM) -> Int32? {
         if signal != 0 { kill(process.processIdentifier, signal) }
         let deadline = Date().addingTimeInterval(120)
         while process.isRunning && Date() < deadline { usleep(10_000) }

@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import Testing
 
 /// scripts/larder-server.service: `systemd-analyze verify` (installed by scripts/bootstrap) accepts it, pointed at the
@@ -17,7 +18,7 @@ import Testing
         let unit = directory + "/" + name, output = directory + "/out"
         _ = FileManager.default.createFile(atPath: unit, contents: Data(text.utf8))
         _ = FileManager.default.createFile(atPath: output, contents: nil)
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["systemd-analyze", "verify", unit]
         process.standardOutput = FileHandle(forWritingAtPath: output)

@@ -6,6 +6,7 @@ import LarderClient
 import LarderServer
 import LarderSync
 import LarderTLS
+import LarderTestSupport
 import LarderWire
 import Testing
 
@@ -18,7 +19,7 @@ import Testing
     /// Runs `openssl s_client` against `port` with `arguments`, `input` on its standard input (then end of file), and
     /// answers what it printed, standard output and error together.
     static func sClient(_ port: Int, _ arguments: [String], input: String = "") throws -> String {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
         process.arguments = ["s_client", "-connect", "127.0.0.1:\(port)", "-CAfile", certificates.caFile] + arguments
         let out = Pipe()
@@ -58,7 +59,7 @@ import Testing
     @Test func renegotiationIsAnsweredWithNoRenegotiation() async throws {
         let server = try ClientTestServer { $0.useTestTLS() }
         defer { server.stop() }
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
         process.arguments = [
             "s_client", "-connect", "127.0.0.1:\(server.port)", "-CAfile", Self.certificates.caFile, "-tls1_2", "-msg",

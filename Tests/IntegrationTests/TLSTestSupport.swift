@@ -1,5 +1,6 @@
 import Foundation
 import LarderServer
+import LarderTestSupport
 
 /// Certificates made for one test run with the `openssl` command: a CA, a server certificate for localhost and
 /// 127.0.0.1, the same server's certificate already expired, a client certificate, and a second CA with a server
@@ -80,7 +81,7 @@ final class TestCertificates: Sendable {
     }
 
     private func openssl(_ arguments: String...) throws {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
         process.arguments = arguments
         process.currentDirectoryURL = URL(fileURLWithPath: directory)

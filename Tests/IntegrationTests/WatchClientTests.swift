@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import LarderClient
 import LarderServer
+import LarderTestSupport
 import Testing
 
 /// The change feed through the client library (`LarderSubscription`) and the `larder watch` command.
@@ -191,7 +192,7 @@ import Testing
 
     /// The `larder` binary running in the background, its stdout read line by line.
     final class Background: @unchecked Sendable {
-        let process = Process()
+        let process = ChildProcess()
         private let pipe = Pipe()
         private var buffer = Data()
 

@@ -5,6 +5,7 @@ import Darwin
 #endif
 import Foundation
 import LarderServer
+import LarderTestSupport
 import Testing
 
 @testable import LarderBench
@@ -157,7 +158,7 @@ func benchExecutable() throws -> URL {
 
 /// Runs the executable; returns its exit status, stdout and stderr.
 func runBench(_ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
-    let process = Process()
+    let process = ChildProcess()
     process.executableURL = try benchExecutable()
     process.arguments = arguments
     let out = Pipe()

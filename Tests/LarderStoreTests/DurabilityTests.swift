@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import LarderTestSupport
 import LarderWire
 import Testing
 
@@ -40,7 +41,7 @@ import Testing
         let executable = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
         var acknowledged: [UUID] = []
         for round in 0..<2 {
-            let process = Process()
+            let process = ChildProcess()
             process.executableURL = URL(fileURLWithPath: executable)
             process.arguments = ["--testing-library", "swift-testing", "--filter", "durabilityChild"]
             var environment = ProcessInfo.processInfo.environment
