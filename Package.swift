@@ -6,11 +6,35 @@ let strict: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
 ]
 
+// The portable configuration (LARDER_PORTABLE=1 in the environment; a step of scripts/test, in its own scratch path):
+// a Linux build of the client with the dependencies and code paths an Apple platform's build has. It declares only
+// the client's modules and their tests, drops the Linux-only libraries (libdeflate, libcrypto, GnuTLS, epoll) and
+// defines LARDER_PORTABLE, under which the code does what it does on Apple platforms: CRC-32 from zlib, sockets
+// through poll(2). What is Apple's alone stands aside: SHA-256 is computed in Swift (CommonCrypto there), and there
+// is no TLS (Network.framework there). A client module that depends on anything else fails to resolve here.
+let portable = Context.environment["LARDER_PORTABLE"] != nil
+
+/// A dependency only Linux builds have: absent on Apple platforms, and from the portable configuration.
+func linuxOnly(_ name: String) -> [Target.Dependency] {
+    portable ? [] : [.target(name: name, condition: .when(platforms: [.linux]))]
+}
+
+/// The settings of the modules the portable configuration builds.
+let portableSettings: [SwiftSetting] = portable ? [.define("LARDER_PORTABLE")] : []
+
+/// The files of the test directory `Tests/<directory>` the portable configuration leaves out: all but `kept` (none in
+/// the Linux build).
+func portableLeavesOut(_ directory: String, keeping kept: [String]) -> [String] {
+    guard portable else { return [] }
+    let path = "\(Context.packageDirectory)/Tests/\(directory)"
+    return ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).filter { !kept.contains($0) }.sorted()
+}
+
 let package = Package(
     name: "Larder",
     // The server needs Linux (epoll; see README "Platforms"). LarderWire and LarderClient are portable
-    // POSIX and target Apple platforms too, at the versions Synchronization and task executors need; only Linux is
-    // verified (scripts/test).
+    // POSIX and target Apple platforms too, at the versions Synchronization and task executors need; what is verified
+    // is the Linux build and the portable configuration (scripts/test).
     platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
     products: [
         .library(name: "LarderClient", targets: ["LarderClient"]),
@@ -33,7 +57,8 @@ let package = Package(
         .systemLibrary(
             name: "CLibEdit", pkgConfig: "libedit",
             providers: [.apt(["libedit-dev"]), .brew(["libedit"])]),
-        // libdeflate (MIT): the CRC-32 of upload chunks (UploadMessages.swift), folded with PCLMULQDQ.
+        // libdeflate (MIT): the CRC-32 of upload chunks on Linux (UploadMessages.swift), folded with PCLMULQDQ; zlib's
+        // elsewhere.
         .systemLibrary(
             name: "CLibDeflate", pkgConfig: "libdeflate",
             providers: [.apt(["libdeflate-dev"]), .brew(["libdeflate"])]),
@@ -41,7 +66,8 @@ let package = Package(
         .systemLibrary(
             name: "COpenSSL", pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]),
-        // GnuTLS (LGPL 2.1+): TLS for the server's TCP port and the clients.
+        // GnuTLS (LGPL 2.1+): TLS for the server's TCP port and the clients on Linux (Network.framework on Apple
+        // platforms).
         .systemLibrary(
             name: "CGnuTLS", pkgConfig: "gnutls",
             providers: [.apt(["libgnutls28-dev"]), .brew(["gnutls"])]),
@@ -60,14 +86,13 @@ let package = Package(
         // What every part that does I/O shares (package access): the socket and system-call layer, the event loop
         // (Linux only: epoll), the histogram and SplitMix64. No Linux-only call outside `#if os(Linux)`.
         .target(
-            name: "LarderIO",
-            dependencies: ["LarderSync", .target(name: "CEpoll", condition: .when(platforms: [.linux]))],
-            swiftSettings: strict),
-        // SHA-256 from libcrypto on Linux; Apple platforms use CommonCrypto (Digest.swift).
+            name: "LarderIO", dependencies: ["LarderSync"] + linuxOnly("CEpoll"),
+            swiftSettings: strict + portableSettings),
+        // CRC-32 from libdeflate and SHA-256 from libcrypto on Linux; Apple platforms use zlib's and CommonCrypto's
+        // (UploadMessages.swift, Digest.swift).
         .target(
-            name: "LarderWire",
-            dependencies: ["CZlib", "CLibDeflate", .target(name: "COpenSSL", condition: .when(platforms: [.linux]))],
-            swiftSettings: strict),
+            name: "LarderWire", dependencies: ["CZlib"] + linuxOnly("CLibDeflate") + linuxOnly("COpenSSL"),
+            swiftSettings: strict + portableSettings),
         // Thumbnails: JPEG bytes and a size in, baseline JPEG bytes out (no I/O).
         .target(name: "LarderThumbnails", dependencies: ["LarderWire", "CTurboJPEG"], swiftSettings: strict),
         // TLS sessions driven through memory, for the server's event loops and the client alike.
@@ -81,11 +106,13 @@ let package = Package(
                 "LarderWire", "LarderStore", "LarderSync", "LarderIO", "LarderTLS", "CMicroHTTPD", "LarderThumbnails",
             ],
             swiftSettings: strict),
+        // TLS through GnuTLS on Linux, Network.framework on Apple platforms (NetworkTLS.swift).
         .target(
-            name: "LarderClient", dependencies: ["LarderWire", "LarderSync", "LarderIO", "LarderTLS"],
+            name: "LarderClient", dependencies: ["LarderWire", "LarderSync", "LarderIO"] + linuxOnly("LarderTLS"),
+            swiftSettings: strict + portableSettings),
+        .target(
+            name: "LarderCLI", dependencies: ["LarderClient", "LarderSync", "LarderIO", "CLibEdit"],
             swiftSettings: strict),
-        .target(
-            name: "LarderCLI", dependencies: ["LarderClient", "LarderSync", "LarderIO", "CLibEdit"], swiftSettings: strict),
         .target(
             name: "LarderBench", dependencies: ["LarderWire", "LarderSync", "LarderIO", "LarderTLS", "CEpoll"],
             swiftSettings: strict),
@@ -96,28 +123,50 @@ let package = Package(
                 "LarderBench", "LarderClient", "LarderStore", "LarderWire", "LarderIO", "LarderThumbnails",
             ],
             swiftSettings: strict),
-        // What the test targets share: the throwaway PostgreSQL they start and the child processes they launch
-        // (Tests/LarderTestSupport).
+        // What the test targets share: the throwaway PostgreSQL they start (Tests/LarderTestSupport), and the child
+        // processes they launch (Tests/LarderTestProcess, which the portable configuration's tests use too).
+        .target(
+            name: "LarderTestSupport", dependencies: ["LarderStore", "LarderSync", "LarderWire"],
+            path: "Tests/LarderTestSupport"),
         .systemLibrary(name: "CChildProcess", path: "Tests/CChildProcess"),
         .target(
-            name: "LarderTestSupport", dependencies: ["LarderStore", "LarderSync", "LarderWire", "CChildProcess"],
-            path: "Tests/LarderTestSupport"),
-        .testTarget(name: "LarderWireTests", dependencies: ["LarderWire", "LarderIO"]),
+            name: "LarderTestProcess", dependencies: ["LarderSync", "CChildProcess"], path: "Tests/LarderTestProcess"),
+        // In the portable configuration: the suites of what differs there (CRC-32 and SHA-256).
+        .testTarget(
+            name: "LarderWireTests", dependencies: ["LarderWire", "LarderIO"],
+            exclude: portableLeavesOut("LarderWireTests", keeping: ["CRC32Tests.swift", "DigestTests.swift"]),
+            swiftSettings: portableSettings),
         .testTarget(
             name: "LarderStoreTests",
-            dependencies: ["LarderStore", "LarderSync", "LarderIO", "LarderTestSupport", "LarderThumbnails"],
+            dependencies: [
+                "LarderStore", "LarderSync", "LarderIO", "LarderTestSupport", "LarderTestProcess", "LarderThumbnails",
+            ],
             resources: [.copy("Fixtures")]),
         .testTarget(
             name: "LarderServerTests", dependencies: ["LarderServer", "LarderSync", "LarderIO", "LarderTestSupport"]),
-        .testTarget(name: "LarderClientTests", dependencies: ["LarderClient", "LarderCLI", "LarderSync", "LarderIO"]),
+        // In the portable configuration: the suites that need only the client and a server (which the Linux build
+        // provides).
+        .testTarget(
+            name: "LarderClientTests",
+            dependencies: ["LarderClient", "LarderSync", "LarderIO", "LarderTestProcess"]
+                + (portable ? [] : ["LarderCLI"]),
+            exclude: portableLeavesOut(
+                "LarderClientTests",
+                keeping: [
+                    "ClientTests.swift", "EndpointsTests.swift", "FakeServer.swift", "NonBlockingClientTests.swift",
+                    "PortableClientTests.swift",
+                ]),
+            swiftSettings: portableSettings),
         .testTarget(
             name: "LarderBenchTests",
-            dependencies: ["LarderBench", "LarderServer", "LarderStore", "LarderSync", "LarderIO", "LarderTestSupport"]),
+            dependencies: [
+                "LarderBench", "LarderServer", "LarderStore", "LarderSync", "LarderIO", "LarderTestProcess",
+            ]),
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
                 "LarderServer", "LarderClient", "LarderStore", "LarderBench", "LarderSync", "LarderIO",
-                "LarderTestSupport", "LarderTLS", "LarderThumbnails",
+                "LarderTestSupport", "LarderTestProcess", "LarderTLS", "LarderThumbnails",
             ],
             resources: [.copy("Fixtures")]),
     ],
@@ -139,8 +188,8 @@ if Context.environment["LARDER_SANITIZE_CORE"] != nil {
     let core: Set<String> = [
         "CZlib", "CSQLite", "CLibPQ", "CLibDeflate", "COpenSSL", "CGnuTLS", "CMicroHTTPD", "CTurboJPEG", "CEpoll",
         "LarderSync", "LarderIO", "LarderWire", "LarderThumbnails", "LarderTLS", "LarderStore", "LarderServer",
-        "LarderClient", "LarderTestSupport", "CChildProcess", "LarderWireTests", "LarderStoreTests", "LarderServerTests",
-        "larder-sanitizer-canary",
+        "LarderClient", "LarderTestSupport", "LarderTestProcess", "CChildProcess", "LarderWireTests",
+        "LarderStoreTests", "LarderServerTests", "larder-sanitizer-canary",
     ]
     package.targets.removeAll { !core.contains($0.name) }
     package.products = [.library(name: "LarderClient", targets: ["LarderClient"])]
@@ -150,7 +199,18 @@ if Context.environment["LARDER_SANITIZE_CORE"] != nil {
         .filter { !endToEnd.contains($0) && $0 != "Fixtures" }
     package.targets.append(
         .testTarget(
-            name: "ServerEndToEndTests", dependencies: ["LarderServer", "LarderClient", "LarderIO", "LarderSync", "LarderWire"],
+            name: "ServerEndToEndTests",
+            dependencies: ["LarderServer", "LarderClient", "LarderIO", "LarderSync", "LarderWire"],
             path: "Tests/IntegrationTests",
             exclude: others, sources: endToEnd, resources: [.copy("Fixtures")]))
+}
+
+// The portable configuration (above): the client's modules and their tests alone.
+if portable {
+    let modules: Set = [
+        "CZlib", "LarderSync", "LarderIO", "LarderWire", "LarderClient", "LarderWireTests", "LarderClientTests",
+        "CChildProcess", "LarderTestProcess",
+    ]
+    package.products = package.products.filter { modules.contains($0.name) }
+    package.targets = package.targets.filter { modules.contains($0.name) }
 }

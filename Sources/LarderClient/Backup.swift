@@ -24,14 +24,14 @@ extension LarderClient {
         let started = try await connection.call(.backup, json: [], binary: [], timeout: nil, progress: nil)
         let snapshot = try BackupResponse(json: try started.jsonObject())
         let partial = path + ".partial"
-        let fd = Glibc.open(partial, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        let fd = systemOpen(partial, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             throw LarderError(.internal, "cannot create \(partial): \(String(cString: strerror(errno)))")
         }
         var closed = false
         defer {
             if !closed {
-                Glibc.close(fd)
+                systemClose(fd)
                 unlink(partial)
             }
         }
@@ -52,7 +52,7 @@ extension LarderClient {
             hasher.update(bytes)
             var written = 0
             while written < bytes.count {
-                let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + written, $0.count - written) }
+                let n = bytes.withUnsafeBytes { systemWrite(fd, $0.baseAddress! + written, $0.count - written) }
                 if n < 0 && errno == EINTR { continue }
                 guard n > 0 else {
                     throw LarderError(.internal, "cannot write \(partial): \(String(cString: strerror(errno)))")
@@ -72,7 +72,7 @@ extension LarderClient {
             throw LarderError(.internal, "cannot flush \(partial) to disk: \(String(cString: strerror(errno)))")
         }
         closed = true
-        Glibc.close(fd)
+        systemClose(fd)
         guard rename(partial, path) == 0 else {
             let reason = String(cString: strerror(errno))
             unlink(partial)
@@ -81,3 +81,15 @@ extension LarderClient {
         return snapshot
     }
 }
+
+// Parallel table (`duplicates` pairs these on purpose): the same three calls once per C library (Glibc, Darwin).
+// The C library's calls under names that LarderClient's own `open` and `close` do not hide.
+#if canImport(Glibc)
+private func systemOpen(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 { Glibc.open(path, flags, mode) }
+private func systemWrite(_ fd: Int32, _ bytes: UnsafeRawPointer, _ count: Int) -> Int { Glibc.write(fd, bytes, count) }
+private func systemClose(_ fd: Int32) { _ = Glibc.close(fd) }
+#else
+private func systemOpen(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 { Darwin.open(path, flags, mode) }
+private func systemWrite(_ fd: Int32, _ bytes: UnsafeRawPointer, _ count: Int) -> Int { Darwin.write(fd, bytes, count) }
+private func systemClose(_ fd: Int32) { _ = Darwin.close(fd) }
+#endif

@@ -1,6 +1,9 @@
 import LarderSync
-import LarderTLS
 import LarderWire
+
+#if os(Linux) && !LARDER_PORTABLE
+import LarderTLS
+#endif
 
 #if canImport(Glibc)
 import Glibc
@@ -12,7 +15,9 @@ import Darwin
 
 extension LarderClient {
     /// TLS to the server (Protocol.md section 10.1). The server's certificate is verified against the system's trust
-    /// store, or `caFile`, and must name the host connected to (or `serverName`).
+    /// store, or `caFile`, and must name the host connected to (or `serverName`). On Linux through GnuTLS; on Apple
+    /// platforms through Network.framework, which takes no client certificate from files (`certificateFile` is
+    /// refused there). A build with neither (the portable configuration) refuses TLS with INVALID_ARGUMENT.
     public struct TLSSettings: Sendable, Hashable {
         /// CA certificates (PEM) to trust instead of the system's store.
         public var caFile: String?
@@ -39,23 +44,27 @@ extension LarderClient {
     }
 }
 
-/// What the TLS connections of one `LarderClient` share: the context made from the settings' certificate files, read
-/// once by the first connection's I/O thread (never on a caller's thread, and not again per connection), and the
-/// session each server last issued a ticket for, which the next connection to it offers: a reconnecting client
-/// resumes it and skips the certificate exchange (TLS session resumption).
+/// What the TLS connections of one `LarderClient` share: the settings and the count of handshakes. On Linux (GnuTLS)
+/// also the context made from the settings' certificate files, read once by the first connection's I/O thread (never
+/// on a caller's thread, and not again per connection), and the session each server last issued a ticket for, which
+/// the next connection to it offers: a reconnecting client resumes it and skips the certificate exchange (TLS session
+/// resumption). Apple platforms use Network.framework (NetworkTLS.swift), which resumes sessions by itself.
 final class ClientTLSShared: Sendable {
     let settings: LarderClient.TLSSettings
     private let state = Locked(State())
 
     private struct State {
+        #if os(Linux) && !LARDER_PORTABLE
         var context: TLSContext?
         var sessions: [String: TLSSession] = [:]
+        #endif
         var fullHandshakes = 0
         var resumedHandshakes = 0
     }
 
     init(settings: LarderClient.TLSSettings) { self.settings = settings }
 
+    #if os(Linux) && !LARDER_PORTABLE
     /// The context, made from the files at the first call; a failure is not kept, so the next connection reads the
     /// files again.
     func context() throws(TLSError) -> TLSContext {
@@ -72,6 +81,7 @@ final class ClientTLSShared: Sendable {
     func session(for endpoint: String) -> TLSSession? { state.withLock { $0.sessions[endpoint] } }
 
     func remember(_ session: TLSSession, for endpoint: String) { state.withLock { $0.sessions[endpoint] = session } }
+    #endif
 
     func handshakeDone(resumed: Bool) {
         state.withLock { resumed ? ($0.resumedHandshakes += 1) : ($0.fullHandshakes += 1) }
@@ -81,6 +91,30 @@ final class ClientTLSShared: Sendable {
     var handshakes: (full: Int, resumed: Int) { state.withLock { ($0.fullHandshakes, $0.resumedHandshakes) } }
 }
 
+#if !os(Linux) || LARDER_PORTABLE
+extension ClientTLSShared {
+    /// How a connection to `endpoint` with these settings connects, where GnuTLS is not: Network.framework's TLS
+    /// behind a relay on Apple platforms (NetworkTLS.swift). The portable configuration (a Linux build of the client
+    /// as an Apple platform builds it) has neither and throws INVALID_ARGUMENT (field `tls`), never connecting plain.
+    func connector(
+        to endpoint: LarderClient.Endpoint, timeoutMs: Int
+    ) throws(LarderError) -> () throws(LarderError) -> Int32 {
+        guard case .tcp(let host, let port) = endpoint else {
+            throw ClientSocket.connectError(endpoint.description, "TLS is for TCP; a Unix socket is always plain")
+        }
+        #if canImport(Network)
+        return { () throws(LarderError) -> Int32 in
+            try NetworkTLS.connect(
+                host: host, port: port, shared: self, endpoint: endpoint.description, timeoutMs: timeoutMs)
+        }
+        #else
+        throw LarderError(
+            .invalidArgument, "TLS is not available in this build of LarderClient (it has neither GnuTLS, as on Linux, "
+                + "nor Network.framework, as on Apple platforms): connect to \(host):\(port) without TLS", field: "tls")
+        #endif
+    }
+}
+#else
 /// A connection's TLS session (Protocol.md section 10.1), driven by its I/O thread's poll loop (IOThread.swift): the
 /// thread feeds it what the socket reads and sends what it encrypts, so no caller ever waits on the handshake or on the
 /// network. Made and touched only by that thread.
@@ -185,3 +219,4 @@ final class ClientTLS {
         return "the TLS handshake failed: \(message)"
     }
 }
+#endif

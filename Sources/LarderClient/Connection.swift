@@ -69,6 +69,11 @@ final class Connection: @unchecked Sendable {
     ) async throws(LarderError) -> Connection {
         let timeoutMs = Int(configuration.connectTimeout.components.seconds * 1000)
             + Int(configuration.connectTimeout.components.attoseconds / 1_000_000_000_000_000)
+        // Runs on the connection's thread.
+        let plain = { () throws(LarderError) -> Int32 in
+            try ClientSocket.connect(endpoint, timeoutMs: max(1, timeoutMs))
+        }
+        #if os(Linux) && !LARDER_PORTABLE
         var tls: (() throws(LarderError) -> ClientTLS)?
         switch (shared, endpoint) {
         case (nil, _):
@@ -79,13 +84,17 @@ final class Connection: @unchecked Sendable {
         case (_?, .unix):
             throw ClientSocket.connectError(endpoint.description, "TLS is for TCP; a Unix socket is always plain")
         }
-        let connection = Connection(
-            endpoint: endpoint.description, io: IOThread(tls: tls, handshakeTimeoutMs: max(1, timeoutMs)))
+        let connect = plain
+        let io = IOThread(tls: tls, handshakeTimeoutMs: max(1, timeoutMs))
+        #else
+        // TLS without GnuTLS: the plaintext end of a relay on Apple platforms; none in the portable configuration.
+        let connect = try shared?.connector(to: endpoint, timeoutMs: max(1, timeoutMs)) ?? plain
+        let io = IOThread()
+        #endif
+        let connection = Connection(endpoint: endpoint.description, io: io)
         let connected = await withCheckedContinuation { (continuation: CheckedContinuation<LarderError?, Never>) in
             connection.io.start(
-                connect: { () throws(LarderError) -> Int32 in
-                    try ClientSocket.connect(endpoint, timeoutMs: max(1, timeoutMs))
-                },
+                connect: connect,
                 connected: { continuation.resume(returning: $0) },
                 received: connection.readerStep(), ended: { connection.ended($0) })
         }

@@ -8,15 +8,19 @@ import Darwin
 import Foundation
 import LarderIO
 import LarderSync
-import LarderTLS
 import LarderWire
+
+#if os(Linux) && !LARDER_PORTABLE
+import LarderTLS
+#endif
 
 /// The thread that owns one client connection's socket: it connects, then waits in `poll(2)` for the socket to be
 /// readable (or writable while bytes are queued) and for callers to queue more. Callers never make a blocking call:
 /// `send` queues (after one non-blocking attempt when nothing is queued, which saves a thread hop on an idle
 /// connection), and the thread writes the rest as the peer reads it. Portable POSIX only (poll and a pipe, no epoll or
-/// kqueue), so the client runs wherever Swift does. Over TLS the thread drives the session from the same loop, as the
-/// server's event loops do: the handshake, decrypting what it reads and encrypting what is queued.
+/// kqueue), so the client runs wherever Swift does. Over TLS on Linux the thread drives the GnuTLS session from the
+/// same loop, as the server's event loops do: the handshake, decrypting what it reads and encrypting what is queued.
+/// (On Apple platforms the socket it is given is a relay's plaintext end: NetworkTLS.swift.)
 final class IOThread: @unchecked Sendable {
     /// Why the thread's loop ended.
     enum End {
@@ -55,6 +59,7 @@ final class IOThread: @unchecked Sendable {
     private var received: ((UnsafeRawBufferPointer) -> LarderError?)?
     private var ended: ((End) -> Void)?
 
+    #if os(Linux) && !LARDER_PORTABLE
     /// Makes the TLS session on the thread (reading certificate files, the first time, there and not on a caller's
     /// thread), when the connection speaks TLS.
     private let makeTLS: (() throws(LarderError) -> ClientTLS)?
@@ -69,17 +74,30 @@ final class IOThread: @unchecked Sendable {
     private var ciphertextName = ""
     private var ciphertextProgress: (() -> Void)?
 
+    /// A thread for a connection over TLS when `makeTLS` is given (the handshake may take `handshakeTimeoutMs`).
     init(tls makeTLS: (() throws(LarderError) -> ClientTLS)? = nil, handshakeTimeoutMs: Int = 0) {
         self.makeTLS = makeTLS
         self.handshakeTimeoutMs = handshakeTimeoutMs
+        (wakeRead, wakeWrite) = IOThread.wakePipe()
+    }
+    #else
+    /// A thread for a plain connection (on Apple platforms, TLS is a relay's: the socket `connect` returns is
+    /// plaintext).
+    init() {
+        (wakeRead, wakeWrite) = IOThread.wakePipe()
+    }
+    #endif
+
+    /// The pipe callers wake the thread through, non-blocking at both ends; -1s when none could be made (the thread
+    /// then polls every 10 ms).
+    private static func wakePipe() -> (read: Int32, write: Int32) {
         var ends: [Int32] = [-1, -1]
         if pipe(&ends) != 0 { ends = [-1, -1] }
         for fd in ends where fd >= 0 {
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL, 0) | O_NONBLOCK)
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
         }
-        wakeRead = ends[0]
-        wakeWrite = ends[1]
+        return (ends[0], ends[1])
     }
 
     deinit {
@@ -109,7 +127,7 @@ final class IOThread: @unchecked Sendable {
         lock.withLock {
             guard !stopping else { return }
             var item = Outgoing(bytes: bytes, name: name, progress: progress)
-            if outgoing.isEmpty, fd >= 0, progress == nil, makeTLS == nil {
+            if outgoing.isEmpty, fd >= 0, progress == nil, isPlain {
                 // Nothing ahead of it: as much as the socket takes now, without waiting (the socket is non-blocking).
                 let n = bytes.withUnsafeBytes { Socket.sendSome(fd, $0) }
                 if n == bytes.count { return }
@@ -128,6 +146,15 @@ final class IOThread: @unchecked Sendable {
         }
     }
 
+    /// Whether bytes go to the socket as they are (not through a TLS session of this thread's).
+    private var isPlain: Bool {
+        #if os(Linux) && !LARDER_PORTABLE
+        makeTLS == nil
+        #else
+        true
+        #endif
+    }
+
     private func wakeLocked() {
         guard !woken, wakeWrite >= 0 else { return }
         woken = true
@@ -144,7 +171,9 @@ final class IOThread: @unchecked Sendable {
         }
         let socket: Int32
         do throws(LarderError) {
+            #if os(Linux) && !LARDER_PORTABLE
             tls = try makeTLS?()
+            #endif
             socket = try connect!()
         } catch {
             connected!(error)
@@ -152,6 +181,7 @@ final class IOThread: @unchecked Sendable {
         }
         _ = fcntl(socket, F_SETFL, fcntl(socket, F_GETFL, 0) | O_NONBLOCK)
         lock.withLock { fd = socket }
+        #if os(Linux) && !LARDER_PORTABLE
         if let tls, let failure = handshake(socket, tls) {
             lock.withLock {
                 fd = -1
@@ -160,6 +190,7 @@ final class IOThread: @unchecked Sendable {
             connected!(failure)
             return
         }
+        #endif
         connected!(nil)
         let end = loop(socket)
         lock.withLock {
@@ -176,7 +207,11 @@ final class IOThread: @unchecked Sendable {
         defer { chunk.deallocate() }
         while true {
             let (queued, stop) = lock.withLock { (!outgoing.isEmpty, stopping) }
+            #if os(Linux) && !LARDER_PORTABLE
             let wantWrite = queued || hasCiphertext
+            #else
+            let wantWrite = queued
+            #endif
             if stop { return .stopped }
             var descriptors = [
                 pollfd(fd: socket, events: Int16(POLLIN) | (wantWrite ? Int16(POLLOUT) : 0), revents: 0),
@@ -195,13 +230,21 @@ final class IOThread: @unchecked Sendable {
                         if code == EAGAIN || code == EWOULDBLOCK { break }
                         return .readFailed(code)
                     }
+                    #if os(Linux) && !LARDER_PORTABLE
                     let end = tls.map { decrypt($0, chunk, n, capacity) }
                         ?? received!(UnsafeRawBufferPointer(start: chunk, count: n)).map { .invalid($0) }
+                    #else
+                    let end = received!(UnsafeRawBufferPointer(start: chunk, count: n)).map { End.invalid($0) }
+                    #endif
                     if let end { return end }
                     if n < capacity { break }
                 }
             }
+            #if os(Linux) && !LARDER_PORTABLE
             if let end = tls.map({ flushEncrypted(socket, $0) }) ?? flush(socket) { return end }
+            #else
+            if let end = flush(socket) { return end }
+            #endif
         }
     }
 
@@ -215,6 +258,7 @@ final class IOThread: @unchecked Sendable {
 
     // MARK: TLS
 
+    #if os(Linux) && !LARDER_PORTABLE
     private var hasCiphertext: Bool { ciphertextOffset < ciphertext.count }
 
     /// Moves the session's pending ciphertext behind what is still unwritten.
@@ -346,6 +390,7 @@ final class IOThread: @unchecked Sendable {
             if let progress = head.progress { ciphertextProgress = { progress(offset) } }
         }
     }
+    #endif
 
     /// Writes queued bytes until the socket would block; nil while the connection can go on.
     private func flush(_ socket: Int32) -> End? {

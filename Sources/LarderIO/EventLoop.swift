@@ -1,4 +1,4 @@
-#if os(Linux)
+#if os(Linux) && !LARDER_PORTABLE
 import CEpoll
 import Dispatch
 import Foundation

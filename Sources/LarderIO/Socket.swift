@@ -5,7 +5,7 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-#if os(Linux)
+#if os(Linux) && !LARDER_PORTABLE
 import CEpoll
 #endif
 
@@ -171,7 +171,7 @@ package enum Socket {
 
     /// Accepts one pending connection, non-blocking, or nil when none is waiting.
     package static func accept(_ listener: Int32, keepaliveSeconds: Int = 0) throws(IOError) -> Int32? {
-        #if os(Linux)
+        #if os(Linux) && !LARDER_PORTABLE
         let accepted = try systemCall("accept4", { Int(larder_accept_nonblocking(listener)) })
         #else
         let accepted = try systemCall("accept", { Int(systemAccept(listener)) })
@@ -246,7 +246,7 @@ package enum Socket {
         return try result.get()
     }
 
-    #if os(Linux)
+    #if os(Linux) && !LARDER_PORTABLE
     /// Sends up to `count` bytes of `file` from `offset` to the socket `fd` with sendfile(2): the kernel copies them
     /// from the page cache, never through this process's memory. `.done(0)` means the file ends before `offset`.
     package static func sendfile(_ fd: Int32, from file: Int32, offset: Int64, count: Int) throws(IOError) -> IOResult {
@@ -285,7 +285,7 @@ private func systemWritev(_ fd: Int32, _ vectors: UnsafePointer<iovec>, _ count:
 private func systemClose(_ fd: Int32) -> Int32 { Darwin.close(fd) }
 #endif
 
-#if !os(Linux)
+#if !os(Linux) || LARDER_PORTABLE
 /// `accept` then non-blocking and close-on-exec, as Linux's accept4 does in one call.
 private func systemAccept(_ listener: Int32) -> Int32 {
     let fd = accept(listener, nil, nil)

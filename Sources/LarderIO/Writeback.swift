@@ -1,4 +1,4 @@
-#if os(Linux)
+#if os(Linux) && !LARDER_PORTABLE
 import CEpoll
 #endif
 
@@ -7,7 +7,7 @@ import CEpoll
 /// then pays at the end only for the bytes written since the last call, not for all of them: the disk works while
 /// the rest arrives. Durability still comes from that final fsync alone; a failure here changes nothing and is ignored.
 public func startWriteback(_ fd: Int32, offset: Int64, count: Int) {
-    #if os(Linux)
+    #if os(Linux) && !LARDER_PORTABLE
     _ = larder_start_writeback(fd, offset, Int64(count))
     #endif
 }

@@ -3,7 +3,7 @@ import LarderClient
 import LarderServer
 import LarderStore
 import LarderSync
-import LarderTestSupport
+import LarderTestProcess
 import LarderWire
 import Testing
 

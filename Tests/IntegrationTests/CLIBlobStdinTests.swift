@@ -6,7 +6,7 @@ import Darwin
 import Foundation
 import LarderBench
 import LarderClient
-import LarderTestSupport
+import LarderTestProcess
 import Testing
 
 /// `larder blob put -`: stdin through a real pipe into the `larder` process, against a real server. Input of any size

@@ -1,6 +1,6 @@
 import Foundation
 import LarderClient
-import LarderTestSupport
+import LarderTestProcess
 import Testing
 
 /// `--version` on every executable, and `larder completion bash|zsh` loaded into a shell.

@@ -1,6 +1,6 @@
 import Foundation
 import LarderClient
-import LarderTestSupport
+import LarderTestProcess
 import Testing
 
 /// The `larder` binary on a real pseudo-terminal (through `script(1)`), where it must behave as a terminal program:

@@ -1,6 +1,6 @@
 import Foundation
 import LarderClient
-import LarderTestSupport
+import LarderTestProcess
 import Testing
 
 /// The `larder` binary run as a user would, against an in-process server on port 0.

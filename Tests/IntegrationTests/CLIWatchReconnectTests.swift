@@ -5,7 +5,7 @@ import Darwin
 #endif
 import Foundation
 import LarderClient
-import LarderTestSupport
+import LarderTestProcess
 import Testing
 
 /// `larder watch` across server restarts: one line on stderr each time, a reconnection, and the events after the last

@@ -3,7 +3,7 @@ import Glibc
 #endif
 import Foundation
 import LarderClient
-import LarderTestSupport
+import LarderTestProcess
 import LarderWire
 import Testing
 

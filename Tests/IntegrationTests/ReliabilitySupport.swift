@@ -3,7 +3,7 @@ import Glibc
 #endif
 import Foundation
 import LarderSync
-import LarderTestSupport
+import LarderTestProcess
 import LarderWire
 import Synchronization
 import Testing

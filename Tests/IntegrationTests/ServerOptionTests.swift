@@ -3,7 +3,7 @@ import Glibc
 #endif
 import Foundation
 import LarderServer
-import LarderTestSupport
+import LarderTestProcess
 import LarderWire
 import Testing
 

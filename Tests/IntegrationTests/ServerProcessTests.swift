@@ -3,7 +3,7 @@ import Glibc
 #endif
 import Foundation
 import LarderServer
-import LarderTestSupport
+import LarderTestProcess
 import LarderWire
 import Testing
 
@@ -41,34 +41,9 @@ struct ServerProcessTests {
         return Run(process: process, stdout: out, stderr: err)
     }
 
-    /// What `process` wrote to `pipe` up to its first newline (less if the pipe closed first). After 120 s of silence
-    /// without one, `process` is killed and this throws, so a server that never starts fails its test instead of
-    /// hanging it.
+    /// What `process` wrote to `pipe` up to its first newline (`ChildProcess.firstLine`).
     static func firstLine(_ pipe: Pipe, of process: ChildProcess, silence: Double = 120) throws -> String {
-        let fd = pipe.fileHandleForReading.fileDescriptor
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        var deadline = monotonicSeconds() + silence
-        while !bytes.contains(UInt8(ascii: "\n")) {
-            let remaining = deadline - monotonicSeconds()
-            guard remaining > 0 else {
-                if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-                process.waitUntilExit()
-                throw ServerTestError(
-                    "no line on the server's standard output within \(Int(silence)) s of silence: "
-                        + "'\(String(decoding: bytes, as: UTF8.self))'")
-            }
-            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            let ready = poll(&pfd, 1, Int32(min(remaining, 3600) * 1000))
-            if ready < 0 && errno == EINTR { continue }
-            guard ready > 0 else { continue }
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { break }
-            bytes += chunk[0..<n]
-            deadline = monotonicSeconds() + silence
-        }
-        return String(decoding: bytes, as: UTF8.self)
+        try process.firstLine(of: pipe, silence: silence)
     }
 
     static func temporaryDirectory() -> URL {

@@ -1,5 +1,5 @@
 import Foundation
-import LarderTestSupport
+import LarderTestProcess
 import Testing
 
 /// scripts/larder-server.service: `systemd-analyze verify` (installed by scripts/bootstrap) accepts it, pointed at the

@@ -6,7 +6,7 @@ import LarderClient
 import LarderServer
 import LarderSync
 import LarderTLS
-import LarderTestSupport
+import LarderTestProcess
 import LarderWire
 import Testing
 

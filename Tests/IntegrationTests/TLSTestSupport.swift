@@ -1,6 +1,6 @@
 import Foundation
 import LarderServer
-import LarderTestSupport
+import LarderTestProcess
 
 /// Certificates made for one test run with the `openssl` command: a CA, a server certificate for localhost and
 /// 127.0.0.1, the same server's certificate already expired, a client certificate, and a second CA with a server

@@ -4,7 +4,7 @@ import Glibc
 import Foundation
 import LarderClient
 import LarderServer
-import LarderTestSupport
+import LarderTestProcess
 import Testing
 
 /// The change feed through the client library (`LarderSubscription`) and the `larder watch` command.

@@ -1,5 +1,5 @@
 import Foundation
-import LarderTestSupport
+import LarderTestProcess
 import LarderWire
 import Testing
 

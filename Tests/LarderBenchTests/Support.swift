@@ -5,7 +5,7 @@ import Darwin
 #endif
 import Foundation
 import LarderServer
-import LarderTestSupport
+import LarderTestProcess
 import Testing
 
 @testable import LarderBench

@@ -1,6 +1,6 @@
 import Dispatch
 import Foundation
-import LarderTestSupport
+import LarderTestProcess
 import LarderWire
 import Testing
 

@@ -134,6 +134,43 @@ public final class ChildProcess: @unchecked Sendable {
         return raw & 0x7f == 0 ? .exit : .uncaughtSignal
     }
 
+    /// What the child wrote to `pipe` up to its first newline (less if the pipe closed first). After `silence`
+    /// seconds without one, the child is killed and this throws, so a program that never starts fails its test
+    /// instead of hanging it.
+    public func firstLine(of pipe: Pipe, silence: Double = 120) throws -> String {
+        let fd = pipe.fileHandleForReading.fileDescriptor
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        var deadline = Self.now() + silence
+        while !bytes.contains(UInt8(ascii: "\n")) {
+            let remaining = deadline - Self.now()
+            guard remaining > 0 else {
+                if isRunning { kill(processIdentifier, SIGKILL) }
+                waitUntilExit()
+                throw ChildProcessError(
+                    "no line from \(executableURL?.lastPathComponent ?? "the child") within \(Int(silence)) s of "
+                        + "silence: '\(String(decoding: bytes, as: UTF8.self))'")
+            }
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&pfd, 1, Int32(min(remaining, 3600) * 1000))
+            if ready < 0 && errno == EINTR { continue }
+            guard ready > 0 else { continue }
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            bytes += chunk[0..<n]
+            deadline = Self.now() + silence
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Seconds on the monotonic clock.
+    private static func now() -> Double {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+    }
+
     private static func descriptor(_ stream: Any?, forInput: Bool) -> Int32? {
         switch stream {
         case let pipe as Pipe:
