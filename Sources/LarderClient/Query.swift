@@ -167,7 +167,7 @@ public struct Field: Sendable, CustomStringConvertible {
         case let double as Double:
             guard double.isFinite else {
                 throw LarderError(
-                    .invalidArgument, "\(quoted) \(symbol) \(double): JSON has no \(double); compare with a finite number",
+                    .invalidArgument, "\(quoted) \(symbol) \(double): JSON has no \(double); use a finite number",
                     field: "filter")
             }
             return .double(double)

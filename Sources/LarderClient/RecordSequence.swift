@@ -31,7 +31,8 @@ public struct UndecodableRecord: Sendable, Equatable, CustomStringConvertible {
             _ = try ModelCoding.decode(Model.self, from: data, id: span.id)
             return nil
         } catch {
-            record = Record(id: span.id, rev: span.rev, createdAt: span.createdAt, updatedAt: span.updatedAt, data: data)
+            record = Record(
+                id: span.id, rev: span.rev, createdAt: span.createdAt, updatedAt: span.updatedAt, data: data)
             self.error = error
         }
     }

@@ -59,13 +59,32 @@ final class ProxiedServer: Sendable {
     /// Six records as the CLI would write them (a null and a missing field, nested objects, Chinese text), with dates
     /// and UUIDs in the form a model's encoder stores.
     static let documents: [String] = [
-        #"{"name":"鮪魚飯糰","category":"Food","price":35,"discount":true,"nickname":null,"address":{"zip":"100"},"bought":"2024-05-01T08:00:00.000Z","owner":"\#(owners[0])"}"#,
-        #"{"name":"poke-ball 精靈球","category":"Ball","price":20,"discount":false,"address":{"city":"北京市海淀区"},"bought":"2024-05-02T08:00:00.000Z","owner":"\#(owners[1])"}"#,
-        #"{"name":"great-ball","category":"Ball","price":60,"discount":true,"nickname":"great","address":{"zip":null},"bought":"2024-05-03T08:00:00.000Z","owner":"\#(owners[0])"}"#,
-        #"{"name":"张三的藥水","category":"Medicine","price":49.5,"discount":false,"nickname":"张","bought":"2024-05-04T08:00:00.000Z","owner":"\#(owners[2])"}"#,
-        #"{"name":"antidote","category":"Medicine","price":50,"discount":true,"nickname":"anti","address":{"zip":"200","city":"上海"},"bought":"2024-05-05T08:00:00.000Z","owner":"\#(owners[1])"}"#,
-        #"{"name":"Master Ball","category":"Ball","price":5000,"discount":false,"nickname":null,"address":{"city":"北京"},"bought":"2024-05-06T08:00:00.000Z","owner":"\#(owners[2])","note":"張 not 张"}"#,
+        document(1, #""name":"鮪魚飯糰","category":"Food","price":35,"discount":true,"nickname":null"#, #"{"zip":"100"}"#),
+        document(2, #""name":"poke-ball 精靈球","category":"Ball","price":20,"discount":false"#, #"{"city":"北京市海淀区"}"#),
+        document(
+            3, #""name":"great-ball","category":"Ball","price":60,"discount":true,"nickname":"great""#,
+            #"{"zip":null}"#),
+        document(4, #""name":"张三的藥水","category":"Medicine","price":49.5,"discount":false,"nickname":"张""#, nil),
+        document(
+            5, #""name":"antidote","category":"Medicine","price":50,"discount":true,"nickname":"anti""#,
+            #"{"zip":"200","city":"上海"}"#),
+        document(
+            6, #""name":"Master Ball","category":"Ball","price":5000,"discount":false,"nickname":null"#,
+            #"{"city":"北京"}"#, note: "張 not 张"),
     ]
+
+    /// Document `n` (1 to 6): `members`, an `address` (unless nil), bought on the n-th of May 2024, by one of three
+    /// owners in turn.
+    static func document(_ n: Int, _ members: String, _ address: String?, note: String? = nil) -> String {
+        var text = "{" + members
+        if let address { text += #","address":\#(address)"# }
+        text += #","bought":"2024-05-0\#(n)T08:00:00.000Z","owner":"\#(owners[ownerOf[n - 1]])""#
+        if let note { text += #","note":"\#(note)""# }
+        return text + "}"
+    }
+
+    /// Which of `owners` each document names.
+    static let ownerOf = [0, 1, 0, 2, 1, 2]
 
     /// One query: the sequence an app writes, the first SEARCH it must send (compact JSON, members in order), and
     /// the record numbers (indexes into `documents`) expected, in order.
@@ -108,7 +127,9 @@ final class ProxiedServer: Sendable {
             filter(
                 "in", Field("category").in(["Food", "Medicine"]), leaf("category", "in", #"["Food","Medicine"]"#),
                 [0, 3, 4]),
-            filter("in with nil", Field("nickname").in(["great", nil]), leaf("nickname", "in", #"["great",null]"#), [0, 1, 2, 5]),
+            filter(
+                "in with nil", Field("nickname").in(["great", nil]), leaf("nickname", "in", #"["great",null]"#),
+                [0, 1, 2, 5]),
             filter("contains", Field("name").contains("张"), leaf("name", "contains", #""张""#), [3]),
             filter(
                 "contains nested", Field("address.city").contains("北京"), leaf("address.city", "contains", #""北京""#),
@@ -123,12 +144,15 @@ final class ProxiedServer: Sendable {
             filter(
                 "!", !(Field("category") == "Ball"), #"{"not":\#(leaf("category", "eq", #""Ball""#))}"#, [0, 3, 4]),
             filter(
-                "nested", (Field("category") == "Ball" || Field("category") == "Medicine") && !(Field("discount") == true)
+                "nested",
+                (Field("category") == "Ball" || Field("category") == "Medicine") && !(Field("discount") == true)
                     && Field("price") < 100,
                 #"{"and":[{"or":[\#(leaf("category", "eq", #""Ball""#)),\#(leaf("category", "eq", #""Medicine""#))]},"#
                     + #"{"not":\#(leaf("discount", "eq", "true"))},\#(leaf("price", "lt", "100"))]}"#, [1, 3]),
             filter("Date", Field("bought") >= may4, leaf("bought", "gte", #""2024-05-04T00:00:00.000Z""#), [3, 4, 5]),
-            filter("UUID", Field("owner") == UUID(uuidString: owners[0])!, leaf("owner", "eq", #""\#(owners[0])""#), [0, 2]),
+            filter(
+                "UUID", Field("owner") == UUID(uuidString: owners[0])!, leaf("owner", "eq", #""\#(owners[0])""#),
+                [0, 2]),
             filter("$id", Field("$id") == ids[3], leaf("$id", "eq", #""\#(ids[3].uuidString)""#), [3]),
             filter("$rev", Field("$rev") > 1, leaf("$rev", "gt", "1"), [4]),
             filter(
@@ -141,7 +165,8 @@ final class ProxiedServer: Sendable {
                 request: #"{"collection":"shops","text":{"query":"北京","fields":["address"]},"limit":100}"#,
                 expected: [1, 5]),
             Case(
-                name: "descending", sequence: shops.search(Field("discount") == false, sortedBy: [Field("price").descending]),
+                name: "descending",
+                sequence: shops.search(Field("discount") == false, sortedBy: [Field("price").descending]),
                 request: #"{"collection":"shops","filter":\#(leaf("discount", "eq", "false")),"#
                     + #""sort":[{"field":"price","order":"desc"}],"limit":100}"#, expected: [5, 3, 1]),
             Case(

@@ -10,6 +10,9 @@ import Testing
     /// The compact JSON text of a filter, members in the order they are sent.
     static func text(_ filter: Filter) -> String { String(decoding: filter.json.bytes, as: UTF8.self) }
 
+    /// The compact JSON text of the filter an expression builds.
+    static func text(_ expression: FilterExpression) throws -> String { text(try expression.filter()) }
+
     /// One row: `--where` expressions (joined with AND, as the CLI joins repeated options), the Swift expression an
     /// app writes for the same question, and the JSON filter both must send.
     struct Row: Sendable, CustomTestStringConvertible {
@@ -35,7 +38,8 @@ import Testing
             json: #"{"field":"category","op":"eq","value":"Ball"}"#),
         Row(wheres: ["discount=true"], swift: Field("discount") == true,
             json: #"{"field":"discount","op":"eq","value":true}"#),
-        Row(wheres: ["score=\"92\""], swift: Field("score") == "92", json: #"{"field":"score","op":"eq","value":"92"}"#),
+        Row(wheres: ["score=\"92\""], swift: Field("score") == "92",
+            json: #"{"field":"score","op":"eq","value":"92"}"#),
         Row(wheres: ["score=92"], swift: Field("score") == 92, json: #"{"field":"score","op":"eq","value":92}"#),
         Row(wheres: ["nickname=null"], swift: Field("nickname") == nil,
             json: #"{"field":"nickname","op":"eq","value":null}"#),
@@ -45,7 +49,8 @@ import Testing
             json: #"{"field":"store","op":"ne","value":"7-Eleven"}"#),
         Row(wheres: ["address~北京"], swift: Field("address").contains("北京"),
             json: #"{"field":"address","op":"contains","value":"北京"}"#),
-        Row(wheres: ["name~张"], swift: Field("name").contains("张"), json: #"{"field":"name","op":"contains","value":"张"}"#),
+        Row(wheres: ["name~张"], swift: Field("name").contains("张"),
+            json: #"{"field":"name","op":"contains","value":"张"}"#),
         Row(wheres: ["name^=poke"], swift: Field("name").hasPrefix("poke"),
             json: #"{"field":"name","op":"prefix","value":"poke"}"#),
         Row(wheres: [#"category=["Ball","Medicine"]"#], swift: Field("category").in(["Ball", "Medicine"]),
@@ -82,14 +87,15 @@ import Testing
         let b = Field("b") == 2
         let c = Field("c") == 3
         let leaf = { (name: String, n: Int) in #"{"field":"\#(name)","op":"eq","value":\#(n)}"# }
-        #expect(Self.text(try (a || b || c).filter()) == #"{"or":["# + [leaf("a", 1), leaf("b", 2), leaf("c", 3)].joined(separator: ",") + "]}")
-        #expect(Self.text(try (!a).filter()) == #"{"not":"# + leaf("a", 1) + "}")
-        #expect(Self.text(try (!Field("zip").exists).filter()) == #"{"not":{"field":"zip","op":"exists","value":true}}"#)
         #expect(
-            Self.text(try (a && (b || !c)).filter())
+            try Self.text(a || b || c) == #"{"or":["# + leaf("a", 1) + "," + leaf("b", 2) + "," + leaf("c", 3) + "]}")
+        #expect(try Self.text(!a) == #"{"not":"# + leaf("a", 1) + "}")
+        #expect(try Self.text(!Field("zip").exists) == #"{"not":{"field":"zip","op":"exists","value":true}}"#)
+        #expect(
+            try Self.text(a && (b || !c))
                 == #"{"and":["# + leaf("a", 1) + #",{"or":["# + leaf("b", 2) + #",{"not":"# + leaf("c", 3) + "}]}]}")
         #expect(
-            Self.text(try ((a || b) && c).filter())
+            try Self.text((a || b) && c)
                 == #"{"and":[{"or":["# + leaf("a", 1) + "," + leaf("b", 2) + "]}," + leaf("c", 3) + "]}")
         // A wire filter joins Swift expressions as it is.
         let wire = Filter.prefix(try FieldPath("name"), "poke")
@@ -108,19 +114,21 @@ import Testing
 
     @Test func valuesAreComparedInTheFormTheirModelStores() throws {
         let date = try #require(ISO8601DateFormatter().date(from: "2024-05-01T12:30:00Z")).addingTimeInterval(0.25)
-        #expect(Self.text(try (Field("due") >= date).filter()) == #"{"field":"due","op":"gte","value":"2024-05-01T12:30:00.250Z"}"#)
+        #expect(
+            try Self.text(Field("due") >= date) == #"{"field":"due","op":"gte","value":"2024-05-01T12:30:00.250Z"}"#)
         // The envelope's times are milliseconds since 1970.
-        #expect(Self.text(try (Field("$createdAt") >= date).filter()) == #"{"field":"$createdAt","op":"gte","value":1714566600250}"#)
-        #expect(Self.text(try (Field("$updatedAt") < date).filter()) == #"{"field":"$updatedAt","op":"lt","value":1714566600250}"#)
-        #expect(Self.text(try (Field("kind") == Category.ball).filter()) == #"{"field":"kind","op":"eq","value":"Ball"}"#)
-        #expect(Self.text(try (Field("price") < Money(cents: 1250)).filter()) == #"{"field":"price","op":"lt","value":12.5}"#)
-        #expect(Self.text(try (Field("ratio") > Float(0.1)).filter()) == #"{"field":"ratio","op":"gt","value":0.1}"#)
-        #expect(Self.text(try (Field("big") == UInt64.max).filter()).hasPrefix(#"{"field":"big","op":"eq","value":1.8446"#))
-        #expect(Self.text(try (Field("n") == Int8(-3)).filter()) == #"{"field":"n","op":"eq","value":-3}"#)
+        #expect(
+            try Self.text(Field("$createdAt") >= date) == #"{"field":"$createdAt","op":"gte","value":1714566600250}"#)
+        #expect(try Self.text(Field("$updatedAt") < date) == #"{"field":"$updatedAt","op":"lt","value":1714566600250}"#)
+        #expect(try Self.text(Field("kind") == Category.ball) == #"{"field":"kind","op":"eq","value":"Ball"}"#)
+        #expect(try Self.text(Field("price") < Money(cents: 1250)) == #"{"field":"price","op":"lt","value":12.5}"#)
+        #expect(try Self.text(Field("ratio") > Float(0.1)) == #"{"field":"ratio","op":"gt","value":0.1}"#)
+        #expect(try Self.text(Field("big") == UInt64.max).hasPrefix(#"{"field":"big","op":"eq","value":1.8446"#))
+        #expect(try Self.text(Field("n") == Int8(-3)) == #"{"field":"n","op":"eq","value":-3}"#)
         let nickname: String? = nil
-        #expect(Self.text(try (Field("nickname") == nickname).filter()) == #"{"field":"nickname","op":"eq","value":null}"#)
+        #expect(try Self.text(Field("nickname") == nickname) == #"{"field":"nickname","op":"eq","value":null}"#)
         let names: [String] = ["a", "b"]
-        #expect(Self.text(try Field("name").in(names).filter()) == #"{"field":"name","op":"in","value":["a","b"]}"#)
+        #expect(try Self.text(Field("name").in(names)) == #"{"field":"name","op":"in","value":["a","b"]}"#)
         let pair = try #require(throws: LarderError.self) { try (Field("p") == Pair()).filter() }
         #expect(pair.status == .invalidArgument)
         #expect(pair.message.contains("Pair encodes as an object"), "\(pair.message)")
@@ -169,7 +177,8 @@ import Testing
         let expected = try SearchQuery(
             json: try JSONParser.parseObject(
                 Array(
-                    (#"{"filter":{"field":"price","op":"lt","value":50},"text":{"query":"北京","fields":["address","name"]},"#
+                    (#"{"filter":{"field":"price","op":"lt","value":50},"#
+                        + #""text":{"query":"北京","fields":["address","name"]},"#
                         + #""sort":[{"field":"price","order":"desc"},{"field":"name","order":"asc"}]}"#).utf8)))
         #expect(query == expected)
         #expect(try items.search(containing: "张").pages.query()?.text == TextQuery(query: "张"))
@@ -180,7 +189,9 @@ import Testing
             try items.search(containing: "x", in: [Field("$id")]).pages.query()
         }
         #expect(envelope.message.contains("data fields"), "\(envelope)")
-        let badSort = try #require(throws: LarderError.self) { try items.search(sortedBy: [Field("").ascending]).pages.query() }
+        let badSort = try #require(throws: LarderError.self) {
+            try items.search(sortedBy: [Field("").ascending]).pages.query()
+        }
         #expect(badSort.field == "sort")
         let nine = Array(repeating: Field("a").ascending, count: 9)
         #expect(throws: LarderError.self) { try items.search(sortedBy: nine).pages.query() }

@@ -21,7 +21,11 @@ import Testing
         #"let items = LarderClient().collection("items", of: Item.self); _ = items.search(Field("n") > 1, limit: 5)"#,
         #"""
         let items = LarderClient().collection("items", of: Item.self)
-            Task { for try await item in items.search(containing: "张", sortedBy: [Field("n").descending]) { print(item.value.n) } }
+        Task {
+            for try await item in items.search(containing: "张", sortedBy: [Field("n").descending]) {
+                print(item.value.n)
+            }
+        }
         """#,
     ]
 
