@@ -49,11 +49,16 @@ public struct Stored<Model: Codable & Sendable>: Sendable {
 extension Stored: Equatable where Model: Equatable {}
 
 /// A page of typed records; pass `nextCursor` back for the next page (nil on the last page).
+///
+/// A record that does not decode as `Model` (written by the CLI or an older app) does not fail the page: it is left
+/// out of `records` and listed in `undecodable` with its error, in the order the server sent them.
 public struct Page<Model: Codable & Sendable>: Sendable {
-    /// The page's records.
+    /// The page's records that decode as `Model`.
     public var records: [Stored<Model>]
     /// The cursor of the next page, or nil.
     public var nextCursor: String?
+    /// The page's records that do not decode as `Model`, each with its `DECODING_FAILED` error.
+    public var undecodable: [UndecodableRecord] = []
 
     /// The models alone, without their envelopes.
     public var values: [Model] { records.map(\.value) }
@@ -212,34 +217,41 @@ public struct LarderCollection<Model: Codable & Sendable>: Sendable {
         try await client.delete(name, id: id, rev: rev)
     }
 
-    /// One page in creation order.
+    /// One page in creation order; records that do not decode are in the page's `undecodable`.
     public func list(limit: Int = defaultPageLimit, cursor: String? = nil) async throws(LarderError) -> Page<Model> {
         let request = ListRequest(collection: name, limit: limit, cursor: cursor)
         return try Self.page(answer: try await client.call(.list, request.json).json)
     }
 
-    /// Every value in creation order, reading page after page.
-    public func all() async throws(LarderError) -> [Stored<Model>] {
-        var result: [Stored<Model>] = []
-        var cursor: String?
-        repeat {
-            let page = try await list(limit: maxPageLimit, cursor: cursor)
-            result += page.records
-            cursor = page.nextCursor
-        } while cursor != nil
-        return result
+    /// Every value in creation order, reading page after page (of 1,000).
+    ///
+    /// Records that do not decode as `Model` are left out; `onUndecodable` is called with each of them.
+    ///
+    /// - Throws: what a page request throws; `DEADLINE_EXCEEDED` when the task is cancelled between pages.
+    public func all(
+        onUndecodable: (@Sendable (UndecodableRecord) -> Void)? = nil
+    ) async throws(LarderError) -> [Stored<Model>] {
+        let pages = PageSequence(collection: self, source: .list, pageSize: maxPageLimit, limit: nil, cursor: nil)
+        return try await RecordSequence(pages: pages, report: onUndecodable).collect()
     }
 
-    /// One page of the values matching `query`.
+    /// One page of the values matching `query`; records that do not decode are in the page's `undecodable`.
     public func search(_ query: SearchQuery) async throws(LarderError) -> Page<Model> {
         try Self.page(answer: try await client.call(.search, SearchRequest(collection: name, query: query).json).json)
     }
 
-    /// One page of the values matching a filter and a text search, sorted.
+    /// One page of the values matching a filter and a text search, sorted; `cursor` (a previous page's
+    /// `nextCursor` of the same search) continues after that page.
+    ///
+    /// A call with only `limit:` and `cursor:` (or none) could also be the `RecordSequence` of
+    /// `search(_:containing:in:sortedBy:limit:pageSize:cursor:)`: in async code Swift picks this one unless the
+    /// result is iterated or a `RecordSequence` is expected; give `pageSize:` to ask for the sequence.
+    @_disfavoredOverload
     public func search(
-        filter: Filter? = nil, text: TextQuery? = nil, sort: [SortKey] = [], limit: Int = SearchQuery.defaultLimit
+        filter: Filter? = nil, text: TextQuery? = nil, sort: [SortKey] = [], limit: Int = SearchQuery.defaultLimit,
+        cursor: String? = nil
     ) async throws(LarderError) -> Page<Model> {
-        try await search(SearchQuery(filter: filter, text: text, sort: sort, limit: limit))
+        try await search(SearchQuery(filter: filter, text: text, sort: sort, limit: limit, cursor: cursor))
     }
 
     /// How many values match.
@@ -261,24 +273,35 @@ public struct LarderCollection<Model: Codable & Sendable>: Sendable {
     }
 
     /// A page answer, its records read without a tree when it has the server's usual form (`AnswerReader`).
-    private static func page(answer: [UInt8]) throws(LarderError) -> Page<Model> {
+    static func page(answer: [UInt8]) throws(LarderError) -> Page<Model> {
         if let (spans, nextCursor) = AnswerReader.page(answer) {
-            var records: [Stored<Model>] = []
-            records.reserveCapacity(spans.count)
+            var page = Page<Model>(records: [], nextCursor: nextCursor)
+            page.records.reserveCapacity(spans.count)
             for span in spans {
-                guard let stored = Stored<Model>(span, in: answer) else { break }
-                records.append(stored)
+                if let stored = Stored<Model>(span, in: answer) {
+                    page.records.append(stored)
+                } else if let failure = UndecodableRecord(span, in: answer, as: Model.self) {
+                    page.undecodable.append(failure)
+                } else {
+                    break
+                }
             }
-            if records.count == spans.count { return Page(records: records, nextCursor: nextCursor) }
+            if page.records.count + page.undecodable.count == spans.count { return page }
         }
-        return try page(try PageResponse(json: try JSONParser.parseObject(answer, maxDepth: JSONParser.maxAnswerDepth)))
+        return page(try PageResponse(json: try JSONParser.parseObject(answer, maxDepth: JSONParser.maxAnswerDepth)))
     }
 
-    private static func page(_ response: PageResponse) throws(LarderError) -> Page<Model> {
-        var records: [Stored<Model>] = []
-        records.reserveCapacity(response.records.count)
-        for record in response.records { records.append(try Stored(record)) }
-        return Page(records: records, nextCursor: response.nextCursor)
+    private static func page(_ response: PageResponse) -> Page<Model> {
+        var page = Page<Model>(records: [], nextCursor: response.nextCursor)
+        page.records.reserveCapacity(response.records.count)
+        for record in response.records {
+            do throws(LarderError) {
+                page.records.append(try Stored(record))
+            } catch {
+                page.undecodable.append(UndecodableRecord(record: record, error: error))
+            }
+        }
+        return page
     }
 }
 

@@ -21,9 +21,14 @@ import Testing
         let purchases = client.collection("items", of: Purchase.self)
         let saved = try await purchases.create(Purchase(store: "7-Eleven", item: "鮪魚飯糰", date: .now, price: 35, discount: true))
         let photo = try await client.blobPut(jpegBytes, attachTo: BlobAttachment(collection: "items", id: saved.id))
-        let cheap = try await purchases.search(filter: .compare(try FieldPath("price"), .lt, 50), sort: [], limit: 20)
+        let cheap = try await purchases.search(Field("price") < 50 && Field("discount") == true, limit: 20).collect()
+        var items: [String] = []
+        for try await purchase in purchases.search(Field("store") == "7-Eleven", sortedBy: [Field("date").descending]) {
+            items.append(purchase.value.item)
+        }
 
-        #expect(cheap.values.map(\.item) == ["鮪魚飯糰"])
+        #expect(cheap.map(\.value.item) == ["鮪魚飯糰"])
+        #expect(items == ["鮪魚飯糰"])
         #expect(photo.attachedTo?.id == saved.id)
         try await purchases.delete(saved.id)
         let gone = await #expect(throws: LarderError.self) { _ = try await client.blobHead(photo.id) }
