@@ -9,7 +9,7 @@ extension Commands {
             ("id", info.id.wireString), ("size", "\(ByteSize.format(info.size)) (\(info.size) bytes)"),
             ("sha256", info.sha256),
             ("type", info.contentType), ("pixels", "\(info.width)x\(info.height)"),
-            ("created", Timestamp.string(info.createdAt)),
+            ("created", Timestamp.string(info.createdAtMs)),
         ]
         if let attached = info.attachedTo { rows.append(("attached to", "\(attached.collection)/\(attached.id.wireString)")) }
         for (key, value) in rows { out.line(out.bold(Output.pad(key, 11)) + "  " + value) }

@@ -233,7 +233,7 @@ extension UploadReads {
         }
         let meta = BlobMeta(
             id: record.id, size: record.size, sha256: digest, contentType: "image/jpeg", width: info.width,
-            height: info.height, createdAt: nowMillis(), attachedTo: record.attach)
+            height: info.height, createdAtMs: nowMillis(), attachedTo: record.attach)
         return try write { context throws(LarderError) in try context.uploadComplete(upload, meta: meta) }
     }
 }

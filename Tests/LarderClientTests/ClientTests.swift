@@ -7,7 +7,7 @@ import Testing
 @Suite(.timeLimit(.minutes(20))) struct ClientTests {
     static func record(for request: Frame) -> Frame {
         let id = (try? GetRequest(json: request.jsonObject()).id) ?? UUID()
-        let record = Record(id: id, rev: 1, createdAt: 0, updatedAt: 0, data: ["n": .string(id.wireString)])
+        let record = Record(id: id, rev: 1, createdAtMs: 0, updatedAtMs: 0, data: ["n": .string(id.wireString)])
         return FakeServer.reply(request, record.json)
     }
 

@@ -221,7 +221,7 @@ import Testing
         #expect(frame.requestID == event.subscription && event.subscription == 1)
         #expect(event.seq == 42 && event.kind == .create && event.collection == "todos" && event.rev == 1)
         #expect(event.id == UUID(uuidString: "3f2504e0-4f89-41d3-9a0c-0305e82c3301"))
-        #expect(event.time == Timestamp.parse("2026-11-30T00:26:28.123Z"))
+        #expect(event.timeMs == Timestamp.parse("2026-11-30T00:26:28.123Z"))
         #expect(event.record?.data == ["title": "Buy milk", "isFinish": false])
         // The model writes the same bytes, and the frame re-encodes to the vector.
         #expect(event.json.bytes == frame.json)
