@@ -15,7 +15,7 @@ import Testing
     @Test func theReadmeLibraryExampleWorks() async throws {
         let server = try ClientTestServer()
         defer { server.stop() }
-        let jpegBytes = try ClientFixtures.bytes("rocket.jpg")
+        let jpegBytes = Data(try ClientFixtures.bytes("rocket.jpg"))
 
         let client = LarderClient(host: "127.0.0.1", port: server.port)
         let purchases = client.collection("items", of: Purchase.self)

@@ -107,7 +107,7 @@ import Testing
         let client = LarderClient(port: server.port)
         try await client.ping()
         let error = await #expect(throws: LarderError.self) {
-            _ = try await client.blobPut([UInt8](repeating: 0xFF, count: 2000))
+            _ = try await client.blobPut(Data(repeating: 0xFF, count: 2000))
         }
         #expect(error?.status == .payloadTooLarge)
         #expect(!server.requests.contains { $0.opcode == .blobPut })
