@@ -1,0 +1,88 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import LarderIO
+import LarderSync
+import LarderWire
+
+/// A TCP proxy on 127.0.0.1 between a client and a server that passes every byte through and decodes the client's
+/// frames as they go, so a test sees the requests exactly as they were sent on the wire.
+final class RecordingProxy: Sendable {
+    let port: Int
+    private let upstream: Int
+    private let listener: Int32
+    private let state = Locked((requests: [Frame](), stopped: false))
+
+    init(upstream: Int) throws {
+        self.upstream = upstream
+        (listener, port) = try listenOnLoopback()
+        Thread.detachNewThread { [self] in acceptLoop() }
+    }
+
+    /// The client's requests so far, in the order they were sent.
+    var requests: [Frame] { state.withLock { $0.requests } }
+
+    /// The JSON parts of the requests of `opcode` so far.
+    func sent(_ opcode: Opcode) -> [JSONObject] {
+        requests.filter { $0.opcode == opcode }.compactMap { try? $0.jsonObject() }
+    }
+
+    func stop() { state.withLock { $0.stopped = true } }
+
+    private func acceptLoop() {
+        defer { Glibc.close(listener) }
+        while !state.withLock({ $0.stopped }) {
+            var pfd = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+            guard poll(&pfd, 1, 100) > 0 else { continue }
+            let client = Glibc.accept(listener, nil, nil)
+            guard client >= 0 else { continue }
+            Thread.detachNewThread { [self] in serve(client) }
+        }
+    }
+
+    private func serve(_ client: Int32) {
+        let server: Int32
+        do throws(ConnectFailure) {
+            server = try Socket.connect(host: "127.0.0.1", port: upstream, timeoutMs: 120_000)
+        } catch {
+            Glibc.close(client)
+            return
+        }
+        _ = fcntl(server, F_SETFL, fcntl(server, F_GETFL) & ~O_NONBLOCK)
+        let backFinished = DispatchSemaphore(value: 0)
+        Thread.detachNewThread { [self] in
+            pump(from: server, to: client) { _ in }
+            Glibc.shutdown(client, Int32(SHUT_RDWR))
+            Glibc.shutdown(server, Int32(SHUT_RDWR))
+            backFinished.signal()
+        }
+        var decoder = FrameDecoder(maxFrameBytes: 1 << 30, maxJSONBytes: 1 << 30, maxBinaryBytes: 1 << 30)
+        var buffer = ByteBuffer()
+        pump(from: client, to: server) { bytes in
+            buffer.append(bytes)
+            while let frame = try? decoder.next(&buffer) {
+                state.withLock { $0.requests.append(frame) }
+            }
+        }
+        Glibc.shutdown(client, Int32(SHUT_RDWR))
+        Glibc.shutdown(server, Int32(SHUT_RDWR))
+        backFinished.wait()
+        Glibc.close(client)
+        Glibc.close(server)
+    }
+
+    /// Copies `from` to `to` until either end closes; `seen` gets each read before it is passed on, so a request is
+    /// recorded before the server can answer it.
+    private func pump(from: Int32, to: Int32, _ seen: ([UInt8]) -> Void) {
+        var chunk = [UInt8](repeating: 0, count: 256 << 10)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { Glibc.read(from, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { return }
+            seen(Array(chunk[0..<n]))
+            let code = chunk.withUnsafeBytes { Socket.sendAll(to, UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            guard code == 0 else { return }
+        }
+    }
+}
