@@ -161,8 +161,8 @@ enum FuzzJSON {
         if let span = AnswerReader.record(bytes), let object = try? JSONParser.parseObject(bytes),
             let record = try? Record(json: object)
         {
-            check(span.id == record.id && span.rev == record.rev && span.createdAt == record.createdAt
-                && span.updatedAt == record.updatedAt, "AnswerReader read other record fields")
+            check(span.id == record.id && span.rev == record.rev && span.createdAt == record.createdAtMs
+                && span.updatedAt == record.updatedAtMs, "AnswerReader read other record fields")
             let data = try? JSONParser.parseObject(bytes[span.data])
             check(data == nil || data == record.data, "AnswerReader's data span holds another object")
         }

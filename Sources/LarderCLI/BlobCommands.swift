@@ -9,7 +9,7 @@ extension Commands {
             ("id", info.id.wireString), ("size", "\(ByteSize.format(info.size)) (\(info.size) bytes)"),
             ("sha256", info.sha256),
             ("type", info.contentType), ("pixels", "\(info.width)x\(info.height)"),
-            ("created", Timestamp.string(info.createdAt)),
+            ("created", Timestamp.string(info.createdAtMs)),
         ]
         if let attached = info.attachedTo { rows.append(("attached to", "\(attached.collection)/\(attached.id.wireString)")) }
         for (key, value) in rows { out.line(out.bold(Output.pad(key, 11)) + "  " + value) }
@@ -47,7 +47,8 @@ extension Commands {
             var digest = SHA256()
             digest.update(bytes)
             info = try await c.client.blobPut(
-                bytes, id: id, sha256: digest.finalizeHex(), attachTo: attach, progress: { progress.update($0, $1) })
+                Data(bytes), id: id, sha256: digest.finalizeHex(), attachTo: attach,
+                progress: { progress.update($0, $1) })
         }
         progress.finish()
         blobInfo(c.output, info)
@@ -96,7 +97,7 @@ extension Commands {
             var offset = wanted.lowerBound
             while offset < wanted.upperBound {
                 let bytes = try await c.client.blob(id, range: offset..<min(offset + chunk, wanted.upperBound))
-                c.output.bytes(bytes)
+                c.output.bytes(Array(bytes))
                 offset += Int64(bytes.count)
                 progress.update(Int(offset - wanted.lowerBound), wanted.count)
             }
@@ -128,10 +129,10 @@ extension Commands {
         }
         let blob = try await c.client.thumbnail(id, maxSide: maxSide)
         guard let destination else {
-            c.output.bytes(blob.bytes)
+            c.output.bytes(Array(blob.bytes))
             return 0
         }
-        guard FileManager.default.createFile(atPath: destination, contents: Data(blob.bytes)) else {
+        guard FileManager.default.createFile(atPath: destination, contents: blob.bytes) else {
             throw CommandFailure(message: "cannot write \(destination)")
         }
         if c.output.json {

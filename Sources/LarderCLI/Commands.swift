@@ -313,7 +313,7 @@ enum Commands {
                             [
                                 $0.id.wireString, ByteSize.format($0.size), "\($0.width)x\($0.height)",
                                 $0.attachedTo.map { "\($0.collection)/\($0.id.wireString)" } ?? "",
-                                Timestamp.string($0.createdAt),
+                                Timestamp.string($0.createdAtMs),
                             ]
                         }, fixed: [0, 3])
                 }

@@ -107,8 +107,8 @@ final class Output: @unchecked Sendable {
         if json { return self.json(.object(record.json)) }
         var rows = [
             ("id", record.id.wireString, true), ("rev", String(record.rev), true),
-            ("createdAt", Timestamp.string(record.createdAt), true),
-            ("updatedAt", Timestamp.string(record.updatedAt), true),
+            ("createdAt", Timestamp.string(record.createdAtMs), true),
+            ("updatedAt", Timestamp.string(record.updatedAtMs), true),
         ]
         for (key, value) in record.data { rows.append((key, Output.cell(value, limit: 4000), false)) }
         let keyWidth = min(max(9, rows.map { Output.width($0.0) }.max() ?? 0), max(8, columns / 3))

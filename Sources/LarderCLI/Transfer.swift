@@ -77,7 +77,13 @@ enum Transfer {
 
     /// One element written according to `mode`. Upsert creates first and replaces on CONFLICT (one request for a new
     /// record); a document deleted between the two is created again, so the record ends up stored either way.
-    static func write(_ item: Item, _ collection: String, _ mode: Mode, _ client: LarderClient) async -> Outcome {
+    /// `enqueued` is called once the first create is queued on the connection (or failed before that), and may be
+    /// called again.
+    static func write(
+        _ item: Item, _ collection: String, _ mode: Mode, _ client: LarderClient,
+        enqueued: @escaping @Sendable () -> Void = {}
+    ) async -> Outcome {
+        defer { enqueued() }
         if mode != .insert && item.id == nil {
             return .failed(
                 "--mode \(mode.rawValue) needs the record's id: give {\"id\": UUID, \"data\": {...}}"
@@ -86,7 +92,7 @@ enum Transfer {
         do throws(LarderError) {
             for _ in 0..<3 {
                 do throws(LarderError) {
-                    _ = try await client.create(collection, item.data, id: item.id)
+                    _ = try await client.create(collection, item.data, id: item.id, enqueued: enqueued)
                     return .created
                 } catch where error.status == .conflict && mode != .insert {
                     if mode == .skipExisting { return .skipped }
@@ -121,12 +127,19 @@ enum Transfer {
         let client = c.client
         await withTaskGroup(of: (Int, Outcome).self) { group in
             var next = 0
-            func add() {
+            // Up to `window` creates in flight, each queued on the connection before the next is sent: the server
+            // commits one connection's writes in the order they were sent, so the records are created (and listed)
+            // in the file's order.
+            func add() async {
                 let item = items[next]
                 next += 1
-                group.addTask { (item.line, await write(item, collection, mode, client)) }
+                let (queued, signal) = AsyncStream<Void>.makeStream()
+                group.addTask {
+                    (item.line, await write(item, collection, mode, client, enqueued: { signal.finish() }))
+                }
+                for await _ in queued {}
             }
-            while next < min(window, items.count) { add() }
+            while next < min(window, items.count) { await add() }
             var done = 0
             for await (line, outcome) in group {
                 switch outcome {
@@ -137,7 +150,7 @@ enum Transfer {
                 }
                 done += 1
                 progress.update(done, items.count)
-                if next < items.count { add() }
+                if next < items.count { await add() }
             }
         }
         progress.finish()

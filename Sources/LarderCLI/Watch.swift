@@ -42,7 +42,9 @@ extension Commands {
         while !Task.isCancelled {
             let feed: LarderSubscription
             do throws(LarderError) {
-                feed = try await c.client.watch(collection: collection, filter: filter, since: resume, idsOnly: idsOnly)
+                // Resumed here rather than by the library, so that each loss of the server is told on stderr.
+                feed = try await c.client.watch(
+                    collection: collection, filter: filter, since: resume, idsOnly: idsOnly, resume: false)
             } catch {
                 // Ctrl-C while subscribing ends the watch as it ends any other time.
                 if Task.isCancelled { return 0 }

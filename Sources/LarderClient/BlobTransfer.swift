@@ -193,17 +193,26 @@ extension LarderClient {
         }
     }
 
-    /// The bytes of `range` of blob `id` (one request: at most what a frame carries, `maxBinaryPartBytes`).
-    /// A range past the end is INVALID_ARGUMENT, with the blob's `size` in the details.
-    public func blob(_ id: UUID, range: Range<Int64>) async throws(LarderError) -> [UInt8] {
-        guard !range.isEmpty else { return [] }
+    /// The bytes of `range` of blob `id`, in one request: at most what a frame carries (`maxBinaryPartBytes`, else
+    /// PAYLOAD_TOO_LARGE). A range that runs past the end of the blob is cut there, as an HTTP byte range is, so
+    /// the first 64 KiB of a photo of any size are:
+    ///
+    /// ```swift
+    /// let head = try await client.blob(photo, range: 0..<65_536)   // 65,536 bytes, or the whole of a smaller photo
+    /// ```
+    ///
+    /// A range that starts at or past the end is INVALID_ARGUMENT (field `offset`, the blob's `size` in the
+    /// details); an unknown blob is NOT_FOUND.
+    public func blob(_ id: UUID, range: Range<Int64>) async throws(LarderError) -> Data {
+        guard !range.isEmpty else { return Data() }
         let request = BlobGetRequest(id: id, offset: range.lowerBound, length: Int64(range.count))
-        return try await call(.blobGet, request.json).binary
+        return Data(try await call(.blobGet, request.json).binary)
     }
 
     /// Writes blob `id` to `file`, read in ranges of `blobChunkBytes` (a few chunks of memory whatever its size),
     /// reading on after a broken connection for up to `resumeWithin`. The file appears only once complete and its
-    /// SHA-256 checked (it is written beside it first, then renamed). `range` writes only those bytes.
+    /// SHA-256 checked (it is written beside it first, then renamed). `range` writes only those bytes, cut at the
+    /// end of the blob as `blob(_:range:)` cuts it (INVALID_ARGUMENT when it starts at or past the end).
     @discardableResult
     public func writeBlob(
         _ id: UUID, to file: URL, range: Range<Int64>? = nil, resumeWithin: Duration = .seconds(60),
@@ -226,12 +235,13 @@ extension LarderClient {
     ) async throws(LarderError) -> BlobInfo {
         let deadline = ContinuousClock.now + resumeWithin
         let info = try await retrying(until: deadline) { () throws(LarderError) in try await blobHead(id) }
-        let wanted = range ?? 0..<info.size
-        guard wanted.lowerBound >= 0, wanted.upperBound <= info.size else {
+        let whole = 0..<info.size
+        if let range, range.lowerBound < 0 || range.lowerBound >= info.size {
             throw LarderError(
-                .invalidArgument, "the range \(wanted.lowerBound)-\(wanted.upperBound - 1) passes the end of the blob, "
-                    + "which has \(info.size) bytes", field: "range", details: ["size": .int(info.size)])
+                .invalidArgument, "the range starts at \(range.lowerBound), outside the blob, which has \(info.size) "
+                    + "bytes; start it from 0 to \(info.size - 1)", field: "range", details: ["size": .int(info.size)])
         }
+        let wanted = range?.clamped(to: whole) ?? whole
         let limits = try await serverHello().limits
         let chunk = Int64(max(1, min(rangeBytes ?? limits.blobChunkBytes, limits.maxBinaryPartBytes)))
         let partial = file.path + ".partial"

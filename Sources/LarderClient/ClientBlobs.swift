@@ -10,11 +10,11 @@ extension LarderClient {
     public struct Blob: Sendable, Equatable {
         /// The blob's metadata.
         public var info: BlobInfo
-        /// The JPEG bytes.
-        public var bytes: [UInt8]
+        /// The JPEG bytes (for `UIImage(data:)`, `Data.write(to:)`).
+        public var bytes: Data
 
         /// A blob with this metadata and these bytes.
-        public init(info: BlobInfo, bytes: [UInt8]) {
+        public init(info: BlobInfo, bytes: Data) {
             self.info = info
             self.bytes = bytes
         }
@@ -23,14 +23,20 @@ extension LarderClient {
     /// Stores a JPEG, optionally attached to a document (deleting the document then deletes the blob).
     ///
     /// `sha256` (lowercase hex), when given, is checked by the server. `progress` is called while a blob of 1 MiB
-    /// or more is sent, with the bytes sent so far and the request's size, last with both the same.
+    /// or more is sent, with the bytes sent so far and the request's size, last with both the same. Bytes that are
+    /// not a JPEG are UNSUPPORTED_MEDIA_TYPE; more than the server's `maxBlobBytes` is PAYLOAD_TOO_LARGE (a larger
+    /// photo goes by `putBlob(contentsOf:)`).
+    ///
+    /// ```swift
+    /// let photo = try await client.blobPut(jpegData, attachTo: BlobAttachment(collection: "diary", id: entry.id))
+    /// ```
     public func blobPut(
-        _ bytes: [UInt8], id: UUID? = nil, sha256: String? = nil, attachTo attachment: BlobAttachment? = nil,
+        _ bytes: Data, id: UUID? = nil, sha256: String? = nil, attachTo attachment: BlobAttachment? = nil,
         progress: (@Sendable (_ sent: Int, _ total: Int) -> Void)? = nil
     ) async throws(LarderError) -> BlobInfo {
         let request = BlobPutRequest(id: id, sha256: sha256, attach: attachment)
         return try BlobInfo(
-            json: try await call(.blobPut, request.json, binary: bytes, progress: progress).jsonObject())
+            json: try await call(.blobPut, request.json, binary: Array(bytes), progress: progress).jsonObject())
     }
 
     /// Reads a blob's metadata and bytes; `progress` is called while a blob of 1 MiB or more arrives, with the bytes
@@ -39,7 +45,7 @@ extension LarderClient {
         _ id: UUID, progress: (@Sendable (_ received: Int, _ total: Int) -> Void)? = nil
     ) async throws(LarderError) -> Blob {
         let frame = try await call(.blobGet, BlobIDRequest(id: id).json, progress: progress)
-        return Blob(info: try BlobInfo(json: try frame.jsonObject()), bytes: frame.binary)
+        return Blob(info: try BlobInfo(json: try frame.jsonObject()), bytes: Data(frame.binary))
     }
 
     /// A thumbnail of a photo: a baseline JPEG whose longer side is `maxSide` pixels (or the photo's own when that is
@@ -49,7 +55,7 @@ extension LarderClient {
     /// the server's pixel limit is PAYLOAD_TOO_LARGE, one that does not decode UNSUPPORTED_MEDIA_TYPE.
     public func thumbnail(_ id: UUID, maxSide: Int) async throws(LarderError) -> Blob {
         let frame = try await call(.blobGet, BlobGetRequest(id: id, thumbnail: maxSide).json)
-        return Blob(info: try BlobInfo(json: try frame.jsonObject()), bytes: frame.binary)
+        return Blob(info: try BlobInfo(json: try frame.jsonObject()), bytes: Data(frame.binary))
     }
 
     /// Reads a blob's metadata only.

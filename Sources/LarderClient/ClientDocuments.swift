@@ -11,6 +11,17 @@ extension LarderClient {
         try await message(Record.self, .create, CreateRequest(collection: collection, id: id, data: data).json)
     }
 
+    /// `create` that calls `enqueued` once the request is queued on its connection, behind every request sent on it
+    /// before (or at once, when it fails before that). A caller that sends the next create only then has its creates
+    /// committed in its order, pipelined: the server commits one connection's writes in the order they were sent.
+    package func create(
+        _ collection: String, _ data: JSONObject, id: UUID?, enqueued: @escaping @Sendable () -> Void
+    ) async throws(LarderError) -> Record {
+        defer { enqueued() }
+        let json = CreateRequest(collection: collection, id: id, data: data).json.bytes
+        return try Record(json: try await call(.create, jsonBytes: json, enqueued: enqueued).jsonObject())
+    }
+
     /// `create` with the document already written as compact JSON (`ModelCoding.encodeDocument`); the answer's JSON.
     func create(_ collection: String, document: [UInt8], id: UUID?) async throws(LarderError) -> [UInt8] {
         let json = DocumentWrite.request(collection: collection, id: id, document: document)

@@ -32,7 +32,7 @@ public struct UndecodableRecord: Sendable, Equatable, CustomStringConvertible {
             return nil
         } catch {
             record = Record(
-                id: span.id, rev: span.rev, createdAt: span.createdAt, updatedAt: span.updatedAt, data: data)
+                id: span.id, rev: span.rev, createdAtMs: span.createdAt, updatedAtMs: span.updatedAt, data: data)
             self.error = error
         }
     }

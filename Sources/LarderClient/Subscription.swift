@@ -2,7 +2,7 @@ import Foundation
 import LarderSync
 import LarderWire
 
-/// A live change feed: the events of one `WATCH`, as an `AsyncSequence`.
+/// A live change feed: the events of one `WATCH`, as an `AsyncSequence`, resumed by itself when its connection drops.
 ///
 /// ```swift
 /// let feed = try await client.watch(collection: "todos", filter: .compare(try FieldPath("isFinish"), .eq, false))
@@ -10,53 +10,103 @@ import LarderWire
 ///     switch event.kind {
 ///     case .create, .replace, .patch: event.matches ? show(event.record!) : hide(event.id!)
 ///     case .delete: hide(event.id!)
-///     case .resync: reloadEverything()      // `since` was older than the server's change log
+///     case .resync: reloadEverything()      // the server's change log no longer reaches back to `since`
 ///     default: break                        // kinds a later server may add
 ///     }
 /// }
 /// ```
 ///
-/// Events come in commit order, each once. The sequence throws when the subscription cannot go on: a gap (the
-/// consumer fell behind: `LarderError` `RESOURCE_EXHAUSTED`, `details["reason"] == "gap"`, `details["seq"]` the last
-/// change handled) or the connection breaking (`UNAVAILABLE`). Either way, resume with
-/// `client.watch(..., since: subscription.lastSeq)`, which replays exactly what was missed. `cancel()` ends it (UNWATCH)
-/// and the sequence finishes; so does cancelling the task that iterates it.
+/// Events come in commit order, each once. When the connection breaks (the server restarts, the network goes) or the
+/// consumer falls behind (a gap), the subscription WATCHes again with `since: lastSeq`, on a new connection (at the
+/// next of the client's endpoints when it has several), trying again after 0.1 s, then twice as long each time up to
+/// 5 s, until it is back: the loop above sees the events it missed, in order, none twice, as if nothing had happened;
+/// or, when the server's change log no longer holds them, a `resync` event first. `reconnects` counts these
+/// resumptions. With `resume: false` the sequence throws instead: `UNAVAILABLE` for the broken connection, or a gap
+/// (`RESOURCE_EXHAUSTED`, `details["reason"] == "gap"`, `details["seq"]` the last change handled); resume with
+/// `client.watch(..., since: subscription.lastSeq)`, which replays exactly what was missed.
+///
+/// Either way the sequence throws what resuming cannot mend: a server that refuses the WATCH (`PERMISSION_DENIED`
+/// when the token lost the collection, `UNAUTHENTICATED`, `INVALID_ARGUMENT`). `cancel()` ends it (UNWATCH) and the
+/// sequence finishes; so does cancelling the task that iterates it, also while it waits to resume.
 public final class LarderSubscription: AsyncSequence, Sendable {
     public typealias Element = ChangeEvent
     public typealias Failure = LarderError
 
-    /// The subscription's id on its connection (the request id of its event frames).
-    public let id: UInt32
-    /// The last committed change when the subscription started (from the WATCH answer).
-    public let startSeq: Int64
-    private let sink: EventSink
-    private let stream: AsyncThrowingStream<ChangeEvent, any Error>
-
-    init(id: UInt32, startSeq: Int64, sink: EventSink, stream: AsyncThrowingStream<ChangeEvent, any Error>) {
-        self.id = id
-        self.startSeq = startSeq
-        self.sink = sink
-        self.stream = stream
+    /// What WATCH asks for, to ask again when resuming.
+    struct Request: Sendable {
+        var collection: String?
+        var filter: Filter?
+        var idsOnly: Bool
+        var bufferLimit: Int
     }
 
-    deinit { sink.cancel() }
+    /// One WATCH: where its events arrive, and their stream.
+    struct Feed: Sendable {
+        let id: UInt32
+        let sink: EventSink
+        let stream: AsyncThrowingStream<ChangeEvent, any Error>
+    }
+
+    private struct State {
+        var feed: Feed
+        var cancelled = false
+        var reconnects = 0
+        /// Woken by `cancel()`: a wait before the next try to resume ends at once.
+        var wake: AsyncStream<Void>.Continuation?
+    }
+
+    /// The last committed change when the subscription started (from the first WATCH answer).
+    public let startSeq: Int64
+    private let client: LarderClient?
+    private let request: Request
+    private let state: Locked<State>
+
+    init(startSeq: Int64, feed: Feed, client: LarderClient?, request: Request) {
+        self.startSeq = startSeq
+        self.client = client
+        self.request = request
+        state = Locked(State(feed: feed))
+    }
+
+    deinit { cancel() }
+
+    /// The subscription's id on its current connection (the request id of its event frames); a resumed subscription
+    /// has a new one.
+    public var id: UInt32 { state.withLock { $0.feed.id } }
 
     /// The sequence number of the last event handed out (`since` for a new subscription after a gap or a broken
-    /// connection); before any event, the `since` the subscription was made with, or `startSeq`.
-    public var lastSeq: Int64 { sink.lastSeq }
+    /// connection, and where a resumed one goes on from); before any event, the `since` the subscription was made
+    /// with, or `startSeq`.
+    public var lastSeq: Int64 { state.withLock { $0.feed.sink.lastSeq } }
+
+    /// How many times the subscription WATCHed again by itself, after a broken connection or a gap.
+    public var reconnects: Int { state.withLock { $0.reconnects } }
 
     /// Ends the subscription: UNWATCH is sent and the sequence finishes after the events already received.
-    public func cancel() { sink.cancel() }
+    public func cancel() {
+        let (sink, wake) = state.withLock { state in
+            state.cancelled = true
+            defer { state.wake = nil }
+            return (state.feed.sink, state.wake)
+        }
+        sink.cancel()
+        wake?.finish()
+    }
 
-    public func makeAsyncIterator() -> Iterator { Iterator(inner: stream.makeAsyncIterator(), sink: sink) }
+    /// An iterator over the events from the last one handed out on; iterate with one at a time.
+    public func makeAsyncIterator() -> Iterator {
+        let feed = state.withLock { $0.feed }
+        return Iterator(subscription: self, feed: feed, inner: feed.stream.makeAsyncIterator())
+    }
 
     /// Reads the subscription's events.
     public struct Iterator: AsyncIteratorProtocol {
         public typealias Element = ChangeEvent
         public typealias Failure = LarderError
 
+        let subscription: LarderSubscription
+        var feed: Feed
         var inner: AsyncThrowingStream<ChangeEvent, any Error>.Iterator
-        let sink: EventSink
 
         /// The next event; nil once the subscription was cancelled.
         public mutating func next() async throws(LarderError) -> ChangeEvent? {
@@ -65,16 +115,87 @@ public final class LarderSubscription: AsyncSequence, Sendable {
 
         /// The next event, awaited on `actor`'s executor.
         public mutating func next(isolation actor: isolated (any Actor)?) async throws(LarderError) -> ChangeEvent? {
-            let event: ChangeEvent?
-            do {
-                event = try await inner.next(isolation: actor)
-            } catch let error as LarderError {
-                throw error
-            } catch {
-                throw LarderError(.internal, "the change feed failed: \(error)")
+            while true {
+                let event: ChangeEvent?
+                do {
+                    event = try await inner.next(isolation: actor)
+                } catch {
+                    let failure =
+                        error as? LarderError ?? LarderError(.internal, "the change feed failed: \(error)")
+                    // Every event before the failure was handed out: the new WATCH starts after the last of them.
+                    guard let resumed = try await subscription.resume(after: failure, from: feed.sink.lastSeq) else {
+                        return nil
+                    }
+                    feed = resumed
+                    inner = resumed.stream.makeAsyncIterator()
+                    continue
+                }
+                if let event, !event.kind.isControl || event.kind == .resync { feed.sink.handed(event) }
+                return event
             }
-            if let event, !event.kind.isControl || event.kind == .resync { sink.handed(event) }
-            return event
+        }
+    }
+
+    /// The first pause before WATCHing again after a failed try; it doubles after each, up to `maxResumeDelay`.
+    static let firstResumeDelay: Duration = .milliseconds(100)
+    static let maxResumeDelay: Duration = .seconds(5)
+
+    /// Whether a subscription that ended with `error` can go on with a new WATCH: the connection broke or timed
+    /// out, or the consumer fell behind. A gap that carries its own reason (rights taken away) cannot.
+    static func isResumable(_ error: LarderError) -> Bool {
+        switch error.status {
+        case .unavailable, .deadlineExceeded: true
+        case .resourceExhausted: error.details["reason"] == "gap"
+        default: false
+        }
+    }
+
+    /// After the current feed failed with `error`: a new feed from `seq` on, WATCHed again until it works (waiting
+    /// longer each time), or nil when the subscription was cancelled meanwhile; `error` itself when it cannot be
+    /// resumed (or resuming is off), and the server's refusal of a new WATCH.
+    func resume(after error: LarderError, from seq: Int64) async throws(LarderError) -> Feed? {
+        guard let client, Self.isResumable(error) else { throw error }
+        var delay = Self.firstResumeDelay
+        while true {
+            let (wait, wake) = AsyncStream.makeStream(of: Void.self)
+            let cancelled = state.withLock { state in
+                state.wake = wake
+                return state.cancelled
+            }
+            if cancelled || Task.isCancelled { return nil }
+            do throws(LarderError) {
+                let feed = try await client.subscribe(request, since: seq).feed
+                let adopted = state.withLock { state in
+                    guard !state.cancelled else { return false }
+                    state.feed = feed
+                    state.reconnects += 1
+                    state.wake = nil
+                    return true
+                }
+                guard adopted else {
+                    feed.sink.cancel()
+                    return nil
+                }
+                return feed
+            } catch where Self.isResumable(error) {
+                // Still away: wait, unless cancelled meanwhile (by `cancel()`, or the consumer's task).
+                guard await Self.pause(delay, unless: wait) else { return nil }
+                delay = Swift.min(delay * 2, Self.maxResumeDelay)
+            }
+        }
+    }
+
+    /// Waits `delay`; false when `wake` finished first or the task was cancelled.
+    private static func pause(_ delay: Duration, unless wake: AsyncStream<Void>) async -> Bool {
+        await withTaskGroup(of: Bool.self) { group in
+            group.addTask { (try? await Task.sleep(for: delay)) != nil }
+            group.addTask {
+                for await _ in wake {}
+                return false
+            }
+            let slept = await group.next() ?? false
+            group.cancelAll()
+            return slept && !Task.isCancelled
         }
     }
 }
@@ -174,25 +295,50 @@ extension LarderSubscription {
 
 extension LarderClient {
     /// Subscribes to the change feed (`WATCH`): the committed writes to `collection` (every collection when nil) whose
-    /// document matches `filter`, as they happen; with `since`, first those after that sequence number.
+    /// document matches `filter`, as they happen; with `since`, first those after that sequence number. The
+    /// subscription resumes by itself after a broken connection or a gap (`LarderSubscription`).
+    ///
+    /// ```swift
+    /// let feed = try await client.watch(collection: "todos", since: savedSeq)
+    /// for try await event in feed { apply(event); savedSeq = event.seq }
+    /// ```
     ///
     /// - Parameters:
     ///   - collection: the collection to follow, or nil for all.
     ///   - filter: the SEARCH filter language; a document that a write takes out of the filter is reported once, with
     ///     `matches == false`.
-    ///   - since: replay the changes after this sequence number first (a subscription's `lastSeq`); a `resync`
-    ///     event comes first when the server's change log no longer reaches back that far.
+    ///   - since: replay the changes after this sequence number first (a subscription's `lastSeq`, or the `seq` of
+    ///     the last event an app handled, saved); a `resync` event comes first when the server's change log no longer
+    ///     reaches back that far.
     ///   - idsOnly: leave the documents out of the events.
-    ///   - bufferLimit: events the client holds for a consumer that is slower than the feed; past it the sequence
-    ///     throws a gap error (as the server does for a connection that stops reading).
+    ///   - bufferLimit: events the client holds for a consumer that is slower than the feed; past it the
+    ///     subscription ends with a gap, and resumes (or, with `resume: false`, throws the gap error), as the server
+    ///     does for a connection that stops reading.
+    ///   - resume: WATCH again by itself, from `lastSeq`, after a broken connection or a gap; false leaves that to
+    ///     the caller: the sequence then throws.
+    /// - Throws: the errors of the first WATCH: `UNAVAILABLE` when no server can be reached, `INVALID_ARGUMENT` for a
+    ///   bad collection name or filter, `PERMISSION_DENIED` for a collection the token may not read,
+    ///   `RESOURCE_EXHAUSTED` past the connection's `maxWatches`.
     public func watch(
         collection: String? = nil, filter: Filter? = nil, since: Int64? = nil, idsOnly: Bool = false,
-        bufferLimit: Int = 10_000
+        bufferLimit: Int = 10_000, resume: Bool = true
     ) async throws(LarderError) -> LarderSubscription {
+        let request = LarderSubscription.Request(
+            collection: collection, filter: filter, idsOnly: idsOnly, bufferLimit: bufferLimit)
+        let (feed, startSeq) = try await subscribe(request, since: since)
+        return LarderSubscription(startSeq: startSeq, feed: feed, client: resume ? self : nil, request: request)
+    }
+
+    /// One WATCH on a connection of the pool: its feed, and the answer's `seq` (the last committed change).
+    func subscribe(_ request: LarderSubscription.Request, since: Int64?) async throws(LarderError)
+        -> (feed: LarderSubscription.Feed, seq: Int64)
+    {
         let connection = try await connection()
-        let request = WatchRequest(collection: collection, filter: filter, since: since, idsOnly: idsOnly)
+        let watch = WatchRequest(
+            collection: request.collection, filter: request.filter, since: since, idsOnly: request.idsOnly)
         let (stream, continuation) = AsyncThrowingStream.makeStream(
-            of: ChangeEvent.self, throwing: (any Error).self, bufferingPolicy: .bufferingOldest(max(1, bufferLimit)))
+            of: ChangeEvent.self, throwing: (any Error).self,
+            bufferingPolicy: .bufferingOldest(max(1, request.bufferLimit)))
         let sink = EventSink(connection: connection, since: since, continuation: continuation)
         continuation.onTermination = { termination in
             // The consumer's task was cancelled or it dropped the sequence: tell the server.
@@ -200,7 +346,7 @@ extension LarderClient {
         }
         let reply: Frame
         do {
-            reply = try await connection.watch(request.json.bytes, sink: sink, timeout: configuration.requestTimeout)
+            reply = try await connection.watch(watch.json.bytes, sink: sink, timeout: configuration.requestTimeout)
         } catch {
             sink.cancel()
             throw error
@@ -212,6 +358,6 @@ extension LarderClient {
             sink.cancel()
             throw error
         }
-        return LarderSubscription(id: response.subscription, startSeq: response.seq, sink: sink, stream: stream)
+        return (LarderSubscription.Feed(id: response.subscription, sink: sink, stream: stream), response.seq)
     }
 }

@@ -18,8 +18,8 @@ public struct Stored<Model: Codable & Sendable>: Sendable {
     public init(_ record: Record) throws(LarderError) {
         id = record.id
         rev = record.rev
-        createdAt = Timestamp.date(record.createdAt)
-        updatedAt = Timestamp.date(record.updatedAt)
+        createdAt = record.createdAt
+        updatedAt = record.updatedAt
         value = try ModelCoding.decode(Model.self, from: record.data, id: record.id)
     }
 

@@ -150,9 +150,10 @@ extension Router {
         return (json, try body.inMemory())
     }
 
-    /// A range of a blob (`blobGet`): with `sendFiles`, a range of at least `Connection.offloadBytes` kept in a file
-    /// comes back as the file, open, to be sent from it. Only ranges that large: their answers are written by a sender
-    /// off the event loop, and sendfile may wait for the disk while the file's pages are read.
+    /// A range of a blob (`blobGet`), cut at the blob's end (the answer's `length` is what it carries): with
+    /// `sendFiles`, a range of at least `Connection.offloadBytes` kept in a file comes back as the file, open, to be
+    /// sent from it. Only ranges that large: their answers are written by a sender off the event loop, and sendfile
+    /// may wait for the disk while the file's pages are read.
     func blobRange(_ request: BlobGetRequest, sendFiles: Bool) throws(LarderError) -> (json: [UInt8], body: BlobBody) {
         let offset = request.offset ?? 0
         var length = request.length
@@ -161,8 +162,8 @@ extension Router {
             length = max(0, size - offset)
             if offset >= size {
                 throw LarderError(
-                    .invalidArgument, "offset \(offset) is past the end of the blob, which has \(size) bytes",
-                    field: "offset", details: ["size": .int(size)])
+                    .invalidArgument, "offset \(offset) is past the end of the blob, which has \(size) bytes; "
+                        + "start a range below \(size)", field: "offset", details: ["size": .int(size)])
             }
         }
         guard let length, length <= Int64(maxReplyBinaryBytes) else {

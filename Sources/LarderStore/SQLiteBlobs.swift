@@ -11,7 +11,7 @@ extension SQLiteStore {
         if !row.isNull(7) { attachment = BlobAttachment(collection: row.text(7), id: row.uuid(8)) }
         return BlobMeta(
             id: row.uuid(0), size: row.int(1), sha256: row.text(2), contentType: row.text(3), width: Int(row.int(4)),
-            height: Int(row.int(5)), createdAt: row.int(6), attachedTo: attachment)
+            height: Int(row.int(5)), createdAtMs: row.int(6), attachedTo: attachment)
     }
 
     static func blobNotFound(_ id: UUID) -> LarderError {
@@ -134,7 +134,7 @@ struct PreparedBlob: Sendable {
         if let attachTo { try SQLiteStore.validateCollection(attachTo.collection, field: "attach.collection") }
         meta = BlobMeta(
             id: id ?? UUID(), size: Int64(bytes.count), sha256: digest, contentType: "image/jpeg", width: info.width,
-            height: info.height, createdAt: nowMillis(), attachedTo: attachTo)
+            height: info.height, createdAtMs: nowMillis(), attachedTo: attachTo)
         self.bytes = bytes
     }
 }

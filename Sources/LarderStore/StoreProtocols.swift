@@ -289,8 +289,9 @@ public protocol BlobStore: ThumbnailStore, Sendable {
     func blobList(limit: Int, cursor: String?, attachedTo: BlobAttachment?) throws(LarderError)
         -> (blobs: [BlobMeta], nextCursor: String?)
 
-    /// `length` bytes of the blob from `offset`: INVALID_ARGUMENT (details `size`) when the range passes its end.
-    /// Reads only the chunks the range touches, whatever the blob's size.
+    /// `length` bytes of the blob from `offset`, fewer when the blob ends first; INVALID_ARGUMENT (field `offset`,
+    /// details `size`) when `offset` is at or past its end. Reads only the chunks the range touches, whatever the
+    /// blob's size.
     func blobRead(_ id: UUID, offset: Int64, length: Int) throws(LarderError) -> (meta: BlobMeta, bytes: [UInt8])
     /// `blobRead` for an answer: a range kept in a file comes back as that file, open, to be sent from the page cache
     /// without being read into memory (`BlobBody.file`); otherwise the bytes.

@@ -48,20 +48,21 @@ enum UploadRules {
                 + "(or BLOB_HEAD the blob's id if you sent BLOB_UPLOAD_FINISH)", field: "upload")
     }
 
-    /// The checked range `offset..<offset+length` of a blob of `size` bytes.
+    /// The range `offset..<offset+length` of a blob of `size` bytes, cut at the blob's end as an HTTP byte range is
+    /// (Protocol.md §5.4): a range that starts inside the blob answers the bytes there are. An offset at or past the
+    /// end is INVALID_ARGUMENT (field `offset`, details `size`), as HTTP answers 416.
     static func range(offset: Int64, length: Int, size: Int64) throws(LarderError) -> Range<Int64> {
         guard offset <= size, offset < size || length == 0 else {
             throw LarderError(
-                .invalidArgument, "offset \(offset) is past the end of the blob, which has \(size) bytes",
-                field: "offset", details: ["size": .int(size)])
+                .invalidArgument, "offset \(offset) is past the end of the blob, which has \(size) bytes; "
+                    + "start a range below \(size)", field: "offset", details: ["size": .int(size)])
         }
-        guard length >= 0, Int64(length) <= size - offset else {
+        guard length >= 0 else {
             throw LarderError(
-                .invalidArgument, "the range \(offset)+\(length) passes the end of the blob, which has \(size) bytes; "
-                    + "ask for at most \(size - offset) bytes from there", field: "length",
+                .invalidArgument, "length must be at least 1, not \(length)", field: "length",
                 details: ["size": .int(size)])
         }
-        return offset..<(offset + Int64(length))
+        return offset..<(offset + min(Int64(length), size - offset))
     }
 
     /// The bytes of `range` assembled from the chunks `forEach` gives; NOT_FOUND when some are missing (the blob was
@@ -233,7 +234,7 @@ extension UploadReads {
         }
         let meta = BlobMeta(
             id: record.id, size: record.size, sha256: digest, contentType: "image/jpeg", width: info.width,
-            height: info.height, createdAt: nowMillis(), attachedTo: record.attach)
+            height: info.height, createdAtMs: nowMillis(), attachedTo: record.attach)
         return try write { context throws(LarderError) in try context.uploadComplete(upload, meta: meta) }
     }
 }

@@ -289,7 +289,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
                 + "attachedId, bytes, chunks, file) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
             [
                 .text(meta.id.wireString), .int(meta.size), .text(meta.sha256), .text(meta.contentType),
-                .int(Int64(meta.width)), .int(Int64(meta.height)), .int(meta.createdAt),
+                .int(Int64(meta.width)), .int(Int64(meta.height)), .int(meta.createdAtMs),
                 meta.attachedTo.map { .text($0.collection) } ?? .null,
                 meta.attachedTo.map { .text($0.id.wireString) } ?? .null, bytes, chunks, file,
             ])

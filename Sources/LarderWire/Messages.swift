@@ -378,16 +378,35 @@ public struct ListRequest: WireMessage, Equatable {
 public struct Record: WireMessage, Equatable {
     public var id: UUID
     public var rev: Int64
-    /// Milliseconds since 1970, UTC.
-    public var createdAt: Int64
-    public var updatedAt: Int64
+    /// When the document was created (millisecond precision, server clock).
+    public var createdAt: Date {
+        get { Timestamp.date(createdAtMs) }
+        set { createdAtMs = Timestamp.milliseconds(newValue) }
+    }
+    /// When the document was last written (millisecond precision, server clock).
+    public var updatedAt: Date {
+        get { Timestamp.date(updatedAtMs) }
+        set { updatedAtMs = Timestamp.milliseconds(newValue) }
+    }
+    /// `createdAt` in milliseconds since 1970, UTC, as the wire carries it.
+    package var createdAtMs: Int64
+    /// `updatedAt` in milliseconds since 1970, UTC, as the wire carries it.
+    package var updatedAtMs: Int64
     public var data: JSONObject
 
-    public init(id: UUID, rev: Int64, createdAt: Int64, updatedAt: Int64, data: JSONObject) {
+    /// A record with this envelope and data; the times are kept to the millisecond, as the wire carries them.
+    public init(id: UUID, rev: Int64, createdAt: Date, updatedAt: Date, data: JSONObject) {
+        self.init(
+            id: id, rev: rev, createdAtMs: Timestamp.milliseconds(createdAt),
+            updatedAtMs: Timestamp.milliseconds(updatedAt), data: data)
+    }
+
+    /// A record with its times in milliseconds since 1970.
+    package init(id: UUID, rev: Int64, createdAtMs: Int64, updatedAtMs: Int64, data: JSONObject) {
         self.id = id
         self.rev = rev
-        self.createdAt = createdAt
-        self.updatedAt = updatedAt
+        self.createdAtMs = createdAtMs
+        self.updatedAtMs = updatedAtMs
         self.data = data
     }
 
@@ -395,8 +414,8 @@ public struct Record: WireMessage, Equatable {
         var r = FieldReader(json)
         id = try r.uuid("id")
         rev = try r.int("rev", range: 0...Int64.max)
-        createdAt = try Record.timestamp(&r, "createdAt")
-        updatedAt = try Record.timestamp(&r, "updatedAt")
+        createdAtMs = try Record.timestamp(&r, "createdAt")
+        updatedAtMs = try Record.timestamp(&r, "updatedAt")
         data = try r.object("data")
     }
 
@@ -410,8 +429,8 @@ public struct Record: WireMessage, Equatable {
 
     public var json: JSONObject {
         [
-            "id": .string(id.wireString), "rev": .int(rev), "createdAt": .string(Timestamp.string(createdAt)),
-            "updatedAt": .string(Timestamp.string(updatedAt)), "data": .object(data),
+            "id": .string(id.wireString), "rev": .int(rev), "createdAt": .string(Timestamp.string(createdAtMs)),
+            "updatedAt": .string(Timestamp.string(updatedAtMs)), "data": .object(data),
         ]
     }
 }
@@ -700,21 +719,36 @@ public struct BlobInfo: WireMessage, Equatable {
     public var contentType: String
     public var width: Int
     public var height: Int
-    public var createdAt: Int64
+    /// When the blob was stored (millisecond precision, server clock).
+    public var createdAt: Date {
+        get { Timestamp.date(createdAtMs) }
+        set { createdAtMs = Timestamp.milliseconds(newValue) }
+    }
+    /// `createdAt` in milliseconds since 1970, UTC, as the wire and the stores carry it.
+    package var createdAtMs: Int64
     public var attachedTo: BlobAttachment?
     /// Set in the answer to a `BLOB_GET` with `thumbnail`: the thumbnail the binary part holds (the other members
     /// still describe the stored photo).
     public var thumbnail: ThumbnailInfo?
 
+    /// A blob's metadata; `createdAt` is kept to the millisecond, as the wire carries it.
     public init(id: UUID, size: Int64, sha256: String, contentType: String, width: Int, height: Int,
-                createdAt: Int64, attachedTo: BlobAttachment?) {
+                createdAt: Date, attachedTo: BlobAttachment?) {
+        self.init(
+            id: id, size: size, sha256: sha256, contentType: contentType, width: width, height: height,
+            createdAtMs: Timestamp.milliseconds(createdAt), attachedTo: attachedTo)
+    }
+
+    /// A blob's metadata with its creation time in milliseconds since 1970.
+    package init(id: UUID, size: Int64, sha256: String, contentType: String, width: Int, height: Int,
+                 createdAtMs: Int64, attachedTo: BlobAttachment?) {
         self.id = id
         self.size = size
         self.sha256 = sha256
         self.contentType = contentType
         self.width = width
         self.height = height
-        self.createdAt = createdAt
+        self.createdAtMs = createdAtMs
         self.attachedTo = attachedTo
     }
 
@@ -729,7 +763,7 @@ public struct BlobInfo: WireMessage, Equatable {
         guard let ms = Timestamp.parse(try r.string("createdAt")) else {
             throw .invalid("createdAt", "createdAt must be an ISO 8601 UTC timestamp")
         }
-        createdAt = ms
+        createdAtMs = ms
         attachedTo = try r.optionalObject("attachedTo").map { (o) throws(LarderError) in
             try BlobAttachment(json: o, path: "attachedTo")
         }
@@ -740,7 +774,7 @@ public struct BlobInfo: WireMessage, Equatable {
         var o: JSONObject = [
             "id": .string(id.wireString), "size": .int(size), "sha256": .string(sha256),
             "contentType": .string(contentType), "width": .int(Int64(width)), "height": .int(Int64(height)),
-            "createdAt": .string(Timestamp.string(createdAt)),
+            "createdAt": .string(Timestamp.string(createdAtMs)),
         ]
         o["attachedTo"] = attachedTo.map { .object($0.json) } ?? .null
         if let thumbnail { o["thumbnail"] = .object(thumbnail.json) }
@@ -1141,8 +1175,13 @@ public struct ChangeEvent: WireMessage, Equatable {
     public var id: UUID?
     /// The document's revision after the write (for `delete`, the revision it had).
     public var rev: Int64?
-    /// When the write was applied, in milliseconds since 1970 (server clock).
-    public var time: Int64?
+    /// When the write was applied (millisecond precision, server clock).
+    public var time: Date? {
+        get { timeMs.map(Timestamp.date) }
+        set { timeMs = newValue.map(Timestamp.milliseconds) }
+    }
+    /// `time` in milliseconds since 1970, UTC, as the wire carries it.
+    package var timeMs: Int64?
     /// The document after the write.
     public var record: Record?
     /// The blob attached or deleted.
@@ -1158,7 +1197,7 @@ public struct ChangeEvent: WireMessage, Equatable {
     /// An event; members that do not apply to `kind` stay nil.
     public init(
         subscription: UInt32, seq: Int64, kind: ChangeKind, collection: String? = nil, id: UUID? = nil,
-        rev: Int64? = nil, time: Int64? = nil, record: Record? = nil, blob: BlobInfo? = nil, oldestSeq: Int64? = nil,
+        rev: Int64? = nil, time: Date? = nil, record: Record? = nil, blob: BlobInfo? = nil, oldestSeq: Int64? = nil,
         matches: Bool = true, error: LarderError? = nil
     ) {
         self.matches = matches
@@ -1169,7 +1208,7 @@ public struct ChangeEvent: WireMessage, Equatable {
         self.collection = collection
         self.id = id
         self.rev = rev
-        self.time = time
+        self.timeMs = time.map(Timestamp.milliseconds)
         self.record = record
         self.blob = blob
         self.oldestSeq = oldestSeq
@@ -1187,9 +1226,9 @@ public struct ChangeEvent: WireMessage, Equatable {
             guard let ms = Timestamp.parse(text) else {
                 throw .invalid("time", "time must be an ISO 8601 UTC timestamp such as 2026-11-30T00:26:28.123Z")
             }
-            time = ms
+            timeMs = ms
         } else {
-            time = nil
+            timeMs = nil
         }
         record = try r.optionalObject("record").map { (o) throws(LarderError) in try Record(json: o) }
         blob = try r.optionalObject("blob").map { (o) throws(LarderError) in try BlobInfo(json: o) }
@@ -1206,7 +1245,7 @@ public struct ChangeEvent: WireMessage, Equatable {
         if let collection { o["collection"] = .string(collection) }
         if let id { o["id"] = .string(id.wireString) }
         if let rev { o["rev"] = .int(rev) }
-        if let time { o["time"] = .string(Timestamp.string(time)) }
+        if let timeMs { o["time"] = .string(Timestamp.string(timeMs)) }
         if let record { o["record"] = .object(record.json) }
         if let blob { o["blob"] = .object(blob.json) }
         if let oldestSeq { o["oldestSeq"] = .int(oldestSeq) }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// A stable numeric status code: the one error vocabulary of the wire, the store, the client and the CLI.
 ///
 /// Values never change meaning once published; new codes are only ever appended (see Protocol.md, "Status codes").
@@ -128,4 +130,17 @@ public struct LarderError: Error, Sendable, Equatable, CustomStringConvertible {
     static func invalid(_ field: String, _ message: String) -> LarderError {
         LarderError(.invalidArgument, message, field: field)
     }
+}
+
+extension LarderError: LocalizedError {
+    /// The message, for `localizedDescription` and alerts: what was wrong and what to do about it. (`description`
+    /// adds the status name and the field at fault, for logs.)
+    ///
+    /// ```swift
+    /// do { try await todos.get(id) } catch { alert.text = error.localizedDescription }
+    /// ```
+    public var errorDescription: String? { message }
+
+    /// The status, by name (e.g. `CONFLICT`).
+    public var failureReason: String? { status.name }
 }

@@ -94,6 +94,10 @@ public enum Timestamp {
     /// Converts to a `Date`.
     public static func date(_ ms: Int64) -> Date { Date(timeIntervalSince1970: Double(ms) / 1000) }
 
+    /// Converts a `Date` to milliseconds since 1970, rounded to the nearest (`date(_:)` of the result gives it back
+    /// to the millisecond).
+    public static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
+
     // Howard Hinnant's days-from-civil algorithms (public domain), proleptic Gregorian calendar.
     static func civil(fromDays z0: Int64) -> (Int64, Int64, Int64) {
         let z = z0 + 719_468

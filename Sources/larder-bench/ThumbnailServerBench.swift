@@ -182,7 +182,7 @@ enum ThumbnailServerBench {
             bytes += photo.count
             var digest = SHA256()
             digest.update(photo)
-            ids.append(try await client.blobPut(photo, sha256: digest.finalizeHex()).id)
+            ids.append(try await client.blobPut(Data(photo), sha256: digest.finalizeHex()).id)
         }
         var phases: [Phase] = []
         for size in o.sizes {

@@ -164,16 +164,17 @@ final class AppServer: @unchecked Sendable {
                 discount: true, comment: "好吃，但有點小"))
         let attachment = BlobAttachment(collection: "items", id: purchase.id)
         let first = try ClientFixtures.bytes("rocket.jpg")
-        let photo = try await client.blobPut(first, attachTo: attachment)
+        let photo = try await client.blobPut(Data(first), attachTo: attachment)
         purchase.value.photo = photo.id
         purchase = try await diary.save(purchase)
         let shown = try await diary.get(purchase.id)
-        #expect(ClientFixtures.sha256(try await client.blobGet(try #require(shown.value.photo)).bytes) == photo.sha256)
+        let shownBytes = try await client.blobGet(try #require(shown.value.photo)).bytes
+        #expect(ClientFixtures.sha256(Array(shownBytes)) == photo.sha256)
         #expect(photo.sha256 == ClientFixtures.sha256(first) && photo.width > 0 && photo.height > 0)
 
         // A better photo replaces it: the new one is attached and saved, the old one deleted.
         let second = try ClientFixtures.bytes("grace_hopper.jpg")
-        let replacement = try await client.blobPut(second, attachTo: attachment)
+        let replacement = try await client.blobPut(Data(second), attachTo: attachment)
         purchase.value.photo = replacement.id
         purchase = try await diary.save(purchase)
         try await client.blobDelete(photo.id)
@@ -186,7 +187,7 @@ final class AppServer: @unchecked Sendable {
         client.close()
         let reopened = try await diary.get(purchase.id)
         #expect(reopened.value == purchase.value && reopened.rev == purchase.rev)
-        let bytes = try await client.blobGet(try #require(reopened.value.photo)).bytes
+        let bytes = Array(try await client.blobGet(try #require(reopened.value.photo)).bytes)
         #expect(bytes == second && ClientFixtures.sha256(bytes) == replacement.sha256)
         #expect(try await client.blobList(attachedTo: attachment).blobs.map(\.id) == [replacement.id])
 

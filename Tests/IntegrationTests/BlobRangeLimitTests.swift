@@ -23,7 +23,7 @@ import Testing
         return try c.call(.blobUploadFinish, BlobUploadFinishRequest(upload: info.upload).json)
     }
 
-    @Test func rangesAnswerExactlyTheirBytesAndPastTheEndNamesTheSize() throws {
+    @Test func rangesAnswerTheirBytesCutAtTheEndAndAStartPastTheEndNamesTheSize() throws {
         let bytes = Self.jpeg(200_000)
         try withServerOnPort0({ $0.limits.blobChunkBytes = 32 << 10 }) { _, port in
             let c = try RawClient.tcp(port: port)
@@ -42,9 +42,19 @@ import Testing
             // Only an offset: to the end.
             let tail = try c.call(.blobGet, BlobGetRequest(id: id, offset: Int64(bytes.count - 2)).json)
             #expect(tail.binary == [0xFF, 0xD9])
-            for (offset, length) in [(bytes.count - 1, 2), (bytes.count, 1)] {
+            // A range that runs past the end is cut there; the answer's length says how much came.
+            for (offset, length) in [(bytes.count - 1, 2), (bytes.count - 100, 65_536), (0, bytes.count + 1)] {
+                let request = BlobGetRequest(id: id, offset: Int64(offset), length: Int64(length))
+                let cut = try c.call(.blobGet, request.json)
+                #expect(cut.status == .ok)
+                #expect(cut.binary == Array(bytes[offset...]))
+                #expect(cut.replyJSON["offset"]?.intValue == Int64(offset))
+                #expect(cut.replyJSON["length"]?.intValue == Int64(bytes.count - offset))
+            }
+            // One that starts at or past the end is refused, naming the size.
+            for (offset, length) in [(bytes.count, 1), (bytes.count + 10, 5)] {
                 let past = try c.call(.blobGet, BlobGetRequest(id: id, offset: Int64(offset), length: Int64(length)).json)
-                #expect(past.status == .invalidArgument)
+                #expect(past.status == .invalidArgument && past.replyJSON["field"] == "offset")
                 #expect(past.replyJSON["size"]?.intValue == Int64(bytes.count))
             }
             // A blob larger than one answer carries: the whole read is refused and points at ranges.

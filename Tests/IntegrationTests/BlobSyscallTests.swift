@@ -213,7 +213,7 @@ import Testing
                     connectTimeout: .seconds(120), tls: .init(caFile: c.caFile)))
             defer { client.close() }
             let id = try await client.putBlob(contentsOf: URL(fileURLWithPath: source)).id
-            received = try await client.blob(id, range: Int64(offset)..<Int64(offset + length))
+            received = Array(try await client.blob(id, range: Int64(offset)..<Int64(offset + length)))
         } catch {
             Issue.record("over TLS: \(error)")
         }

@@ -73,7 +73,7 @@ import Testing
         let client = server.client()
         defer { client.close() }
         var blobs: [String] = []
-        for _ in 0..<3 { blobs.append(try await client.blobPut(uniqueJPEG(commentBytes: 100)).id.wireString) }
+        for _ in 0..<3 { blobs.append(try await client.blobPut(Data(uniqueJPEG(commentBytes: 100))).id.wireString) }
         let firstBlobs = try CLITests.run(["blob", "list", "--limit", "2"] + Self.port(server))
         #expect(try ids(firstBlobs).count == 2)
         let restOfBlobs = try CLITests.run(

@@ -38,7 +38,7 @@ import Testing
         defer { server.stop() }
         let client = server.client()
         defer { client.close() }
-        let photo = try await client.blobPut(try ClientFixtures.bytes("rocket.jpg"))
+        let photo = try await client.blobPut(Data(try ClientFixtures.bytes("rocket.jpg")))
         _ = try await client.create("students", ["name": "张三", "address": "北京市海淀区中关村大街1号"])
         let port = ["--port", String(server.port)]
 

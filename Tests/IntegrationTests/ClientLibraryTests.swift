@@ -40,13 +40,14 @@ import Testing
 
         let jpeg = try ClientFixtures.bytes("grace_hopper.jpg")
         let info = try await client.blobPut(
-            jpeg, sha256: ClientFixtures.sha256(jpeg), attachTo: BlobAttachment(collection: "items", id: other.id))
+            Data(jpeg), sha256: ClientFixtures.sha256(jpeg),
+            attachTo: BlobAttachment(collection: "items", id: other.id))
         #expect(info.size == Int64(jpeg.count))
         let blob = try await client.blobGet(info.id)
-        #expect(blob.bytes == jpeg)
+        #expect(blob.bytes == Data(jpeg))
         #expect(try await client.blobHead(info.id) == info)
         #expect(try await client.blobList().blobs.map(\.id) == [info.id])
-        let loose = try await client.blobPut(jpeg)
+        let loose = try await client.blobPut(Data(jpeg))
         try await client.blobDelete(loose.id)
         let looseGone = await #expect(throws: LarderError.self) { _ = try await client.blobHead(loose.id) }
         #expect(looseGone?.status == .notFound)

@@ -93,10 +93,10 @@ import Testing
         defer { client.close() }
         let jpeg = uniqueJPEG(commentBytes: 2 << 20)
         let sent = Locked<[(Int, Int)]>([])
-        let info = try await client.blobPut(jpeg) { done, total in sent.withLock { $0.append((done, total)) } }
+        let info = try await client.blobPut(Data(jpeg)) { done, total in sent.withLock { $0.append((done, total)) } }
         let received = Locked<[(Int, Int)]>([])
         let blob = try await client.blobGet(info.id) { done, total in received.withLock { $0.append((done, total)) } }
-        #expect(blob.bytes == jpeg)
+        #expect(blob.bytes == Data(jpeg))
         for (name, steps) in [("upload", sent.withLock { $0 }), ("download", received.withLock { $0 })] {
             let total = try #require(steps.last?.1, "\(name): no progress")
             #expect(total >= jpeg.count && total < jpeg.count + 4096, "\(name): total \(total)")
@@ -106,7 +106,9 @@ import Testing
         }
         // Small photos are sent and read at once, without progress.
         let small = Locked(0)
-        let smallInfo = try await client.blobPut(uniqueJPEG(commentBytes: 1000)) { _, _ in small.withLock { $0 += 1 } }
+        let smallInfo = try await client.blobPut(Data(uniqueJPEG(commentBytes: 1000))) { _, _ in
+            small.withLock { $0 += 1 }
+        }
         _ = try await client.blobGet(smallInfo.id) { _, _ in small.withLock { $0 += 1 } }
         #expect(small.withLock { $0 } == 0)
     }

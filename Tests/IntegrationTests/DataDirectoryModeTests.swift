@@ -76,7 +76,7 @@ import Testing
         let client = LarderClient(port: server.port)
         _ = try await client.create("notes", ["text": "private"])
         let photo = try ServerFixtures.data("rocket.jpg")
-        _ = try await client.blobPut(photo)
+        _ = try await client.blobPut(Data(photo))
         // A chunked upload: its bytes go to a file of its own under blobs/.
         let file = root.appendingPathComponent("photo.jpg")
         try Data(photo).write(to: file)

@@ -87,7 +87,7 @@ struct ReliabilityCrashTests {
                     let bytes = uniqueJPEG(commentBytes: Int.random(in: 1_000...40_000))
                     let target = operations % 12 == 0 ? mine.randomElement() : nil
                     let attach = target.map { BlobAttachment(collection: collection, id: $0) }
-                    let info = try await client.blobPut(bytes, sha256: SHA256.hex(bytes), attachTo: attach)
+                    let info = try await client.blobPut(Data(bytes), sha256: SHA256.hex(bytes), attachTo: attach)
                     ledger.blob(info, document: target)
                     acknowledged.add(1)
                 case 1, 3:
@@ -176,7 +176,8 @@ struct ReliabilityCrashTests {
         }
         for (id, want) in expected.blobs {
             let blob = try await client.blobGet(id)
-            check.expect(blob.info.sha256 == want.sha256 && SHA256.hex(blob.bytes) == want.sha256, "blob \(id) changed")
+            check.expect(
+                blob.info.sha256 == want.sha256 && SHA256.hex(Array(blob.bytes)) == want.sha256, "blob \(id) changed")
             check.expect(blob.info.attachedTo?.id == want.attachedTo, "blob \(id) lost its attachment")
         }
         // No torn blob anywhere, acknowledged or not: each one's bytes hash to its recorded digest.
@@ -186,7 +187,7 @@ struct ReliabilityCrashTests {
             let page = try await client.blobList(limit: 200, cursor: cursor)
             for info in page.blobs where expected.blobs[info.id] == nil {
                 let blob = try await client.blobGet(info.id)
-                check.expect(SHA256.hex(blob.bytes) == info.sha256, "unacknowledged blob \(info.id) is torn")
+                check.expect(SHA256.hex(Array(blob.bytes)) == info.sha256, "unacknowledged blob \(info.id) is torn")
             }
             all += page.blobs.count
             cursor = page.nextCursor

@@ -89,7 +89,7 @@ struct ReliabilitySoakTests {
                     if let cursor = page.nextCursor { _ = try await client.list(collection, limit: 50, cursor: cursor) }
                 case 74..<79:
                     let bytes = uniqueJPEG(commentBytes: Int.random(in: 2_000...20_000))
-                    let info = try await client.blobPut(bytes, sha256: SHA256.hex(bytes))
+                    let info = try await client.blobPut(Data(bytes), sha256: SHA256.hex(bytes))
                     blobs.append(info.id)
                     if blobs.count > 30 { try await client.blobDelete(blobs.removeFirst()) }
                 case 79..<85:

@@ -118,8 +118,8 @@ import Testing
             }
             if i % 100 == 0 {
                 let jpeg = uniqueJPEG(commentBytes: 64 + i)
-                let blob = try await writer.blobPut(jpeg, attachTo: BlobAttachment(collection: "ryw", id: id))
-                if try await reader.blobGet(blob.id).bytes != jpeg { stale += 1 }
+                let blob = try await writer.blobPut(Data(jpeg), attachTo: BlobAttachment(collection: "ryw", id: id))
+                if try await reader.blobGet(blob.id).bytes != Data(jpeg) { stale += 1 }
             }
         }
         #expect(stale == 0, "\(stale) reads missed a write acknowledged by another server")

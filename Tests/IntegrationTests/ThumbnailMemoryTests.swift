@@ -29,7 +29,7 @@ import Testing
             cutLastScan: true)
         let admitted444 = flatJPEG(width: 3_535, height: 3_535, scanPerComponent: true, cutLastScan: true)
         var stored: [UUID] = []
-        for photo in [huge, admitted420, admitted444] { stored.append(try await uploader.blobPut(photo).id) }
+        for photo in [huge, admitted420, admitted444] { stored.append(try await uploader.blobPut(Data(photo)).id) }
         let ids = stored
         let idle = try #require(server.residentBytes, "the server's /proc/PID/status must be readable")
 

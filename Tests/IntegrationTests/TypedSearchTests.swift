@@ -17,7 +17,7 @@ final class ProxiedServer: Sendable {
         directory = NSTemporaryDirectory() + "larder-typed-\(UUID().uuidString)"
         schema = store == .postgres ? try TestPostgres.newSchema() : nil
         child = try ServerChild(dataDirectory: directory, arguments: schema.map { ["--postgres", $0.url] } ?? [])
-        proxy = try RecordingProxy(upstreamPort: child.port)
+        proxy = try RecordingProxy(upstream: child.port)
     }
 
     /// A client straight to the server, not through the proxy.
@@ -196,7 +196,7 @@ final class ProxiedServer: Sendable {
         for document in Self.documents {
             let record = try await direct.create("shops", try JSONParser.parseObject(Array(document.utf8)))
             ids.append(record.id)
-            createdAt.append(record.createdAt)
+            createdAt.append(record.createdAtMs)
         }
         _ = try await direct.patch("shops", id: ids[4], patch: ["note": "patched"])
         let shops = client.collection("shops", of: Shop.self)
@@ -204,7 +204,7 @@ final class ProxiedServer: Sendable {
         for test in Self.cases(shops, ids: ids, createdAt: createdAt) {
             server.proxy.clear()
             let typed = try await test.sequence.collect()
-            let sent = server.proxy.requests(.search)
+            let sent = server.proxy.sent(.search)
             try #require(!sent.isEmpty, "\(test.name): no SEARCH went out")
             #expect(String(decoding: JSON.object(sent[0]).bytes, as: UTF8.self) == test.request, "\(test.name)")
             // Later pages send the same query with the previous page's cursor.
@@ -243,7 +243,7 @@ final class ProxiedServer: Sendable {
             #expect(error?.status == .invalidArgument, "\(String(describing: error))")
             #expect(error?.message.contains("Field(") == true, "\(String(describing: error))")
         }
-        #expect(server.proxy.requests(.search).isEmpty)
+        #expect(server.proxy.sent(.search).isEmpty)
     }
 }
 
@@ -343,7 +343,7 @@ final class ProxiedServer: Sendable {
             #expect(seenSet.isSubset(of: atStart.union(inserted)), "\(name): a record that never existed came")
             #expect(throughout.count > 2000)
             // The records came from many pages, each after the first continuing from a cursor.
-            let searches = server.proxy.requests(.search)
+            let searches = server.proxy.sent(.search)
             #expect(searches.count >= throughout.count / 150, "\(name): \(searches.count) pages")
             #expect(searches.first?["cursor"] == nil)
             #expect(searches.dropFirst().allSatisfy { $0["cursor"]?.stringValue != nil }, "\(name)")
@@ -400,7 +400,7 @@ final class ProxiedServer: Sendable {
             // A PING on the same connection: once it is answered, every request sent before it was seen.
             _ = try await client.ping()
             let pages = (cancelAfter + 99) / 100
-            #expect(server.proxy.requests(.search).count == pages, "cancelled after \(cancelAfter)")
+            #expect(server.proxy.sent(.search).count == pages, "cancelled after \(cancelAfter)")
             let now = try await Self.searchesAnswered(direct)
             #expect(now - answered == Int64(pages), "cancelled after \(cancelAfter)")
             answered = now
@@ -410,12 +410,12 @@ final class ProxiedServer: Sendable {
         server.proxy.clear()
         let (taken, error) = await Self.takeThenCancel(sequence, cancelAfter: 0)
         #expect(taken == 500 && error == nil)
-        #expect(server.proxy.requests(.search).count >= 5)
+        #expect(server.proxy.sent(.search).count >= 5)
         // A loop that breaks early requests no more pages either.
         server.proxy.clear()
         for try await record in sequence where record.value.n >= 0 { break }
         _ = try await client.ping()
-        #expect(server.proxy.requests(.search).count == 1)
+        #expect(server.proxy.sent(.search).count == 1)
     }
 
     struct Todo: Codable, Sendable, Equatable {

@@ -90,8 +90,9 @@ import Testing
         first.cancel()
         for n in 3..<6 { _ = try await writer.create("todos", ["n": .int(Int64(n)), "done": .bool(n == 4)]) }
 
-        // The server restarts: the change log is on disk; a subscription open then fails with UNAVAILABLE.
-        let open = try await reader.watch(collection: "todos")
+        // The server restarts: the change log is on disk; a subscription open then that does not resume by itself
+        // fails with UNAVAILABLE.
+        let open = try await reader.watch(collection: "todos", resume: false)
         try server.restart()
         let broken = await #expect(throws: LarderError.self) { _ = try await Self.take(1, from: open) }
         #expect(broken?.status == .unavailable)
@@ -113,7 +114,7 @@ import Testing
         defer { server.stop() }
         let client = server.client()
         defer { client.close() }
-        let feed = try await client.watch(collection: "log", idsOnly: true, bufferLimit: 5)
+        let feed = try await client.watch(collection: "log", idsOnly: true, bufferLimit: 5, resume: false)
         for n in 0..<20 { _ = try await client.create("log", ["n": .int(Int64(n))]) }
         // The sixth event overflows the client's buffer of five, which ends the subscription and sends UNWATCH: once
         // the server counts no subscription, the overflow has happened (however long it took to come).

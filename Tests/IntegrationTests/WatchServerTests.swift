@@ -146,7 +146,7 @@ final class WatchingClient: @unchecked Sendable {
             #expect(events[4].blob?.id == blob.id)
             #expect(events[5].record == nil && events[5].id == created.id)  // a deletion carries no document
             #expect(events[6].id == nil && events[6].rev == nil)
-            #expect(events.allSatisfy { ($0.time ?? 0) > 0 })
+            #expect(events.allSatisfy { ($0.timeMs ?? 0) > 0 })
             try watcher.expectSilence()
 
             let stats = try writer.call(.stats).replyJSON

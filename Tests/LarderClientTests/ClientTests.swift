@@ -7,7 +7,7 @@ import Testing
 @Suite(.timeLimit(.minutes(20))) struct ClientTests {
     static func record(for request: Frame) -> Frame {
         let id = (try? GetRequest(json: request.jsonObject()).id) ?? UUID()
-        let record = Record(id: id, rev: 1, createdAt: 0, updatedAt: 0, data: ["n": .string(id.wireString)])
+        let record = Record(id: id, rev: 1, createdAtMs: 0, updatedAtMs: 0, data: ["n": .string(id.wireString)])
         return FakeServer.reply(request, record.json)
     }
 
@@ -107,7 +107,7 @@ import Testing
         let client = LarderClient(port: server.port)
         try await client.ping()
         let error = await #expect(throws: LarderError.self) {
-            _ = try await client.blobPut([UInt8](repeating: 0xFF, count: 2000))
+            _ = try await client.blobPut(Data(repeating: 0xFF, count: 2000))
         }
         #expect(error?.status == .payloadTooLarge)
         #expect(!server.requests.contains { $0.opcode == .blobPut })

@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestProcess
 import Testing
 
 /// The Swift query API is type-checked: code an app writes against the built LarderClient module compiles where the
@@ -70,7 +71,7 @@ import Testing
         // The C modules the library's modules import are found by their module maps, as the package build finds them.
         let sources = Self.packageRoot.appendingPathComponent("Sources")
         let cModules = try FileManager.default.contentsOfDirectory(atPath: sources.path).filter { $0.hasPrefix("C") }
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments =
             ["swiftc", "-typecheck", "-parse-as-library", "-swift-version", "6", "-I", modules.path]

@@ -43,7 +43,7 @@ struct WatchMachineTests {
             data: Array(#"{"item":"鮪魚飯糰","price":35}"#.utf8))
         let blob = BlobInfo(
             id: UUID(), size: 3, sha256: String(repeating: "b", count: 64), contentType: "image/jpeg", width: 1,
-            height: 2, createdAt: 5, attachedTo: BlobAttachment(collection: "items", id: record.id))
+            height: 2, createdAtMs: 5, attachedTo: BlobAttachment(collection: "items", id: record.id))
         let entries = [
             ChangeEntry(seq: 9, kind: .patch, collection: "items", time: 1_795_998_421_456, record: record),
             ChangeEntry(seq: 10, kind: .delete, collection: "items", time: 1_795_998_421_457, record: record),
@@ -55,26 +55,26 @@ struct WatchMachineTests {
             try ChangeEvent(json: JSONParser.parseObject(changes.event(index, for: 3, idsOnly: idsOnly)))
         }
         let wireRecord = Record(
-            id: record.id, rev: 2, createdAt: record.createdAt, updatedAt: record.updatedAt,
+            id: record.id, rev: 2, createdAtMs: record.createdAt, updatedAtMs: record.updatedAt,
             data: try record.decodedData())
         #expect(
             try event(0)
                 == ChangeEvent(
                     subscription: 3, seq: 9, kind: .patch, collection: "items", id: record.id, rev: 2,
-                    time: 1_795_998_421_456, record: wireRecord))
+                    time: Timestamp.date(1_795_998_421_456), record: wireRecord))
         #expect(try event(0, idsOnly: true).record == nil)
         // Byte for byte what the wire model writes (so the Protocol.md vector is what the server sends).
         #expect(
             changes.event(0, for: 3, idsOnly: false)
                 == ChangeEvent(
                     subscription: 3, seq: 9, kind: .patch, collection: "items", id: record.id, rev: 2,
-                    time: 1_795_998_421_456, record: wireRecord
+                    time: Timestamp.date(1_795_998_421_456), record: wireRecord
                 ).json.bytes)
         let left = try ChangeEvent(json: JSONParser.parseObject(changes.event(0, for: 3, idsOnly: true, matches: false)))
         #expect(!left.matches && left.seq == 9)
-        #expect(try event(1) == ChangeEvent(subscription: 3, seq: 10, kind: .delete, collection: "items", id: record.id, rev: 2, time: 1_795_998_421_457))
+        #expect(try event(1) == ChangeEvent(subscription: 3, seq: 10, kind: .delete, collection: "items", id: record.id, rev: 2, time: Timestamp.date(1_795_998_421_457)))
         #expect(try event(2).blob == blob && event(2).record == nil)
-        #expect(try event(3) == ChangeEvent(subscription: 3, seq: 12, kind: .drop, collection: "items", time: 2))
+        #expect(try event(3) == ChangeEvent(subscription: 3, seq: 12, kind: .drop, collection: "items", time: Timestamp.date(2)))
         let gap = try ChangeEvent(json: JSONParser.parseObject(EventEncoder.gap(subscription: 3, seq: 8)))
         #expect(gap == ChangeEvent(subscription: 3, seq: 8, kind: .gap))
     }

@@ -71,19 +71,22 @@ func syntheticJPEG(size: Int, width: Int = 4000, height: Int = 3000, seed: UInt6
             #expect(meta.width == 4000 && meta.height == 3000 && meta.attachedTo == attach)
             expectError(.notFound, field: "upload") { _ = try store.uploadStatus(upload.upload) }
             #expect(try store.blobGet(meta.id).bytes == jpeg)
-            // Ranges: the first byte, the last byte, across chunk boundaries, the whole blob, past the end.
+            // Ranges: the first byte, the last byte, across chunk boundaries, the whole blob, cut at the end, and
+            // starting past it.
             #expect(try store.blobRead(meta.id, offset: 0, length: 1).bytes == [0xFF])
             #expect(try store.blobRead(meta.id, offset: Int64(jpeg.count - 1), length: 1).bytes == [0xD9])
             let across = (64 << 10) - 10
             #expect(try store.blobRead(meta.id, offset: Int64(across), length: 70_000).bytes
                 == Array(jpeg[across..<(across + 70_000)]))
             #expect(try store.blobRead(meta.id, offset: 0, length: jpeg.count).bytes == jpeg)
-            for (offset, length) in [(jpeg.count - 1, 2), (jpeg.count, 1), (jpeg.count + 5, 1)] {
+            #expect(try store.blobRead(meta.id, offset: Int64(jpeg.count - 1), length: 2).bytes == [0xD9])
+            #expect(try store.blobRead(meta.id, offset: 0, length: jpeg.count + 65_536).bytes == jpeg)
+            for (offset, length) in [(jpeg.count, 1), (jpeg.count + 5, 1)] {
                 do {
                     _ = try store.blobRead(meta.id, offset: Int64(offset), length: length)
-                    Issue.record("a range past the end was answered")
+                    Issue.record("a range starting past the end was answered")
                 } catch let error as LarderError {
-                    #expect(error.status == .invalidArgument)
+                    #expect(error.status == .invalidArgument && error.field == "offset")
                     #expect(error.details["size"]?.intValue == Int64(jpeg.count))
                 }
             }
@@ -91,7 +94,8 @@ func syntheticJPEG(size: Int, width: Int = 4000, height: Int = 3000, seed: UInt6
             let small = syntheticJPEG(size: 5000, seed: 2)
             let put = try store.blobPut(id: nil, bytes: small, expectedSHA256: nil, attachTo: nil)
             #expect(try store.blobRead(put.id, offset: 4990, length: 10).bytes == Array(small[4990...]))
-            expectError(.invalidArgument) { _ = try store.blobRead(put.id, offset: 4990, length: 11) }
+            #expect(try store.blobRead(put.id, offset: 4990, length: 11).bytes == Array(small[4990...]))
+            expectError(.invalidArgument) { _ = try store.blobRead(put.id, offset: 5000, length: 1) }
             // Deleting the document deletes the blob and its chunks.
             _ = try store.delete("items", id: document.id, expectedRev: nil)
             expectError(.notFound) { _ = try store.blobRead(meta.id, offset: 0, length: 1) }

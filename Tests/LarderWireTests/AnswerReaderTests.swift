@@ -13,7 +13,7 @@ struct AnswerReaderTests {
 
     static func check(_ bytes: [UInt8], _ span: RecordSpan, _ record: Record) {
         #expect(span.id == record.id && span.rev == record.rev)
-        #expect(span.createdAt == record.createdAt && span.updatedAt == record.updatedAt)
+        #expect(span.createdAt == record.createdAtMs && span.updatedAt == record.updatedAtMs)
         #expect((try? JSONParser.parseObject(bytes[span.data])) == record.data)
     }
 
@@ -24,14 +24,14 @@ struct AnswerReaderTests {
             var text = ""
             RandomJSON.object(depth: 0, into: &text, using: &random)
             let data = try JSONParser.parseObject(Array(text.utf8))
-            let record = Record(id: UUID(), rev: Int64(n), createdAt: 1_700_000_000_000 + Int64(n), updatedAt: 1_764_460_800_123, data: data)
+            let record = Record(id: UUID(), rev: Int64(n), createdAtMs: 1_700_000_000_000 + Int64(n), updatedAtMs: 1_764_460_800_123, data: data)
             let compact = record.json.bytes
             let span = try #require(AnswerReader.record(compact))
             Self.check(compact, span, record)
             #expect(Array(compact[span.data]) == data.bytes)  // the stored bytes, as they are
             // Members in another order, with whitespace, and the data as the client sent it (escapes and all).
             let spaced = "\n{ \"data\" : \(text) ,\"rev\":\(n), \"updatedAt\" : \"2025-11-30T00:00:00.123Z\","
-                + "\"createdAt\":\"\(Timestamp.string(record.createdAt))\",\"id\":\"\(record.id.uuidString)\" } "
+                + "\"createdAt\":\"\(Timestamp.string(record.createdAtMs))\",\"id\":\"\(record.id.uuidString)\" } "
             let bytes = Array(spaced.utf8)
             let general = try Record(json: try JSONParser.parseObject(bytes))
             Self.check(bytes, try #require(AnswerReader.record(bytes)), general)
@@ -70,7 +70,7 @@ struct AnswerReaderTests {
     @Test("pages: records, cursors (up to the longest the server makes) and their absence")
     func pages() throws {
         let records = (0..<5).map { n in
-            Record(id: UUID(), rev: 1, createdAt: 1_700_000_000_000, updatedAt: 1_700_000_000_000,
+            Record(id: UUID(), rev: 1, createdAtMs: 1_700_000_000_000, updatedAtMs: 1_700_000_000_000,
                    data: ["n": .int(Int64(n)), "s": .string("名 \(n) \"q\"")])
         }
         let longCursor = String(repeating: "c", count: 2 << 20)

@@ -7,7 +7,7 @@ import Testing
     static let id = UUID(uuidString: "3F2504E0-4F89-41D3-9A0C-0305E82C3301")!
     static let other = UUID(uuidString: "9B2D3C4E-1111-4A2B-8C3D-4E5F60718293")!
     static let record = Record(
-        id: id, rev: 3, createdAt: 1_795_998_388_123, updatedAt: 1_795_998_421_456,
+        id: id, rev: 3, createdAtMs: 1_795_998_388_123, updatedAtMs: 1_795_998_421_456,
         data: ["name": "张三", "address": "北京市海淀区中关村大街1号", "score": 92, "tags": ["a", "b"]])
 
     func roundTrip<M: WireMessage & Equatable>(_ message: M, opcode: Opcode = .ping) throws {
@@ -74,7 +74,7 @@ import Testing
         try roundTrip(BlobPutRequest())
         try roundTrip(BlobIDRequest(id: Self.other))
         let info = BlobInfo(id: Self.other, size: 112_525, sha256: String(repeating: "0f", count: 32),
-                            contentType: "image/jpeg", width: 640, height: 480, createdAt: 1_795_998_388_123,
+                            contentType: "image/jpeg", width: 640, height: 480, createdAtMs: 1_795_998_388_123,
                             attachedTo: attachment)
         try roundTrip(info)
         try roundTrip(BlobListRequest(limit: 5, cursor: "x", attachedTo: attachment))

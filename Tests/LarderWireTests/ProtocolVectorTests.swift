@@ -52,11 +52,11 @@ import Testing
         "error-response", "search-response-compressed", "event-push", "conflict-response", "bad-magic-response",
         "permission-denied-response", "backup-read-request", "backup-read-response", "blob-get-range-request",
         "blob-get-range-response", "blob-upload-chunk-request", "blob-upload-status-response",
-        "blob-get-thumbnail-request",
+        "blob-get-thumbnail-request", "blob-get-range-past-end-request",
     ]
 
     /// The ranged BLOB_GET: the request's members, and an answer carrying exactly those bytes with `offset` and
-    /// `length` beside the BlobInfo.
+    /// `length` beside the BlobInfo; a range past the end asks for more and is answered the same.
     @Test func blobGetRange() throws {
         let request = try Self.vector("blob-get-range-request")
         #expect(request.opcode == .blobGet && request.binary.isEmpty)
@@ -74,6 +74,11 @@ import Testing
         // The digest is the whole blob's: the 8 bytes before the range and these.
         let whole: [UInt8] = [0xFF, 0xD8, 0xFF, 0xC0, 0x00, 0x0B, 0x08, 0x00] + response.binary
         #expect(info.sha256 == SHA256.hex(whole))
+        // A range past the end: the same request with a longer `length`, answered by the same 9 bytes.
+        let past = try Self.vector("blob-get-range-past-end-request")
+        #expect(past.opcode == .blobGet && past.requestID == response.requestID)
+        #expect(try BlobGetRequest(json: try past.jsonObject()) == BlobGetRequest(id: id, offset: 8, length: 65_536))
+        #expect(BlobGetRequest(id: id, offset: 8, length: 65_536).json.bytes == past.json)
     }
 
     /// A chunk of a resumable upload: its CRC-32 is the binary part's; and the resume-offset answer.
@@ -221,7 +226,7 @@ import Testing
         #expect(frame.requestID == event.subscription && event.subscription == 1)
         #expect(event.seq == 42 && event.kind == .create && event.collection == "todos" && event.rev == 1)
         #expect(event.id == UUID(uuidString: "3f2504e0-4f89-41d3-9a0c-0305e82c3301"))
-        #expect(event.time == Timestamp.parse("2026-11-30T00:26:28.123Z"))
+        #expect(event.timeMs == Timestamp.parse("2026-11-30T00:26:28.123Z"))
         #expect(event.record?.data == ["title": "Buy milk", "isFinish": false])
         // The model writes the same bytes, and the frame re-encodes to the vector.
         #expect(event.json.bytes == frame.json)

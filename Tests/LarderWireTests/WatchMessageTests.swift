@@ -6,11 +6,11 @@ import Testing
 @Suite(.timeLimit(.minutes(20))) struct WatchMessageTests {
     static let id = UUID(uuidString: "3F2504E0-4F89-41D3-9A0C-0305E82C3301")!
     static let record = Record(
-        id: id, rev: 2, createdAt: 1_795_998_388_123, updatedAt: 1_795_998_421_456,
+        id: id, rev: 2, createdAtMs: 1_795_998_388_123, updatedAtMs: 1_795_998_421_456,
         data: ["item": "鮪魚飯糰", "price": 35, "discount": true])
     static let blob = BlobInfo(
         id: UUID(uuidString: "9B2D3C4E-1111-4A2B-8C3D-4E5F60718293")!, size: 17, sha256: String(repeating: "a", count: 64),
-        contentType: "image/jpeg", width: 1, height: 1, createdAt: 1_795_998_421_456,
+        contentType: "image/jpeg", width: 1, height: 1, createdAtMs: 1_795_998_421_456,
         attachedTo: BlobAttachment(collection: "items", id: id))
 
     func roundTrip<M: WireMessage & Equatable>(_ message: M) throws {
@@ -37,7 +37,7 @@ import Testing
     }
 
     @Test func everyKindOfEvent() throws {
-        let time: Int64 = 1_795_998_421_456
+        let time = Timestamp.date(1_795_998_421_456)
         try roundTrip(
             ChangeEvent(
                 subscription: 1, seq: 42, kind: .create, collection: "items", id: Self.id, rev: 1, time: time,

@@ -17,7 +17,7 @@ extension PostgresStore {
         return BlobMeta(
             id: result.uuid(row, 0), size: result.int(row, 1), sha256: result.text(row, 2),
             contentType: result.text(row, 3), width: Int(result.int(row, 4)), height: Int(result.int(row, 5)),
-            createdAt: result.int(row, 6), attachedTo: attachment)
+            createdAtMs: result.int(row, 6), attachedTo: attachment)
     }
 
     public func blobGet(_ id: UUID) throws(LarderError) -> (meta: BlobMeta, bytes: [UInt8]) {

@@ -181,7 +181,7 @@ extension PGWriteContext: UploadWriteContext {
                     """,
                     [
                         .uuid(meta.id), .int(meta.size), .text(meta.sha256), .text(meta.contentType),
-                        .int(Int64(meta.width)), .int(Int64(meta.height)), .int(meta.createdAt),
+                        .int(Int64(meta.width)), .int(Int64(meta.height)), .int(meta.createdAtMs),
                         meta.attachedTo.map { .text($0.collection) } ?? .null,
                         meta.attachedTo.map { .uuid($0.id) } ?? .null, .uuid(upload),
                     ], name: "upload_blob_insert"),

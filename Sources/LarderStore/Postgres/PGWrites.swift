@@ -175,7 +175,7 @@ extension PGWriteContext {
                 """,
                 [
                     .uuid(meta.id), .int(meta.size), .text(meta.sha256), .text(meta.contentType),
-                    .int(Int64(meta.width)), .int(Int64(meta.height)), .int(meta.createdAt), .bytes(blob.bytes),
+                    .int(Int64(meta.width)), .int(Int64(meta.height)), .int(meta.createdAtMs), .bytes(blob.bytes),
                     meta.attachedTo.map { .text($0.collection) } ?? .null,
                     meta.attachedTo.map { .uuid($0.id) } ?? .null,
                 ], name: "blob_insert"), writes: false)
