@@ -70,8 +70,10 @@ public struct Section<Model: Codable & Sendable>: Sendable {
     public var key: JSON
     /// Records in the section (they may be more than `records`).
     public var count: Int
-    /// The section's first records.
+    /// The section's first records that decode as `Model`.
     public var records: [Stored<Model>]
+    /// The section's first records that do not decode as `Model`, each with its `DECODING_FAILED` error.
+    public var undecodable: [UndecodableRecord] = []
 }
 
 /// Converts Codable models to and from stored JSON objects. Dates are ISO 8601 UTC strings with milliseconds
@@ -254,20 +256,29 @@ public struct LarderCollection<Model: Codable & Sendable>: Sendable {
         try await search(SearchQuery(filter: filter, text: text, sort: sort, limit: limit, cursor: cursor))
     }
 
-    /// How many values match.
+    /// How many values match a query in the JSON form (`count(_:containing:in:)` takes a Swift one).
+    @_disfavoredOverload
     public func count(filter: Filter? = nil, text: TextQuery? = nil) async throws(LarderError) -> Int {
         try await client.count(name, filter: filter, text: text)
     }
 
-    /// Sections by the value of `field`, in the order of an ascending sort on it (Protocol.md §5.2).
+    /// Sections by the value of `field`, in the order of an ascending sort on it (Protocol.md §5.2), for a query in
+    /// the JSON form (`group(by:_:containing:in:perGroup:)` takes a Swift one). A record that does not decode as
+    /// `Model` is in its section's `undecodable`.
     public func group(
         by field: String, filter: Filter? = nil, text: TextQuery? = nil, perGroup: Int = GroupRequest.defaultPerGroup
     ) async throws(LarderError) -> [Section<Model>] {
         var sections: [Section<Model>] = []
         for group in try await client.group(name, by: field, filter: filter, text: text, perGroup: perGroup).groups {
-            var records: [Stored<Model>] = []
-            for record in group.records { records.append(try Stored(record)) }
-            sections.append(Section(key: group.key, count: group.count, records: records))
+            var section = Section<Model>(key: group.key, count: group.count, records: [])
+            for record in group.records {
+                do throws(LarderError) {
+                    section.records.append(try Stored(record))
+                } catch {
+                    section.undecodable.append(UndecodableRecord(record: record, error: error))
+                }
+            }
+            sections.append(section)
         }
         return sections
     }

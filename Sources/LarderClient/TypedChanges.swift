@@ -143,6 +143,7 @@ extension LarderCollection {
     /// - Throws: the errors of WATCH: `UNAVAILABLE` when no server can be reached, `INVALID_ARGUMENT` for a bad
     ///   filter, `PERMISSION_DENIED` for a collection the token may not read; the sequence throws what resuming
     ///   cannot mend (`LarderSubscription`).
+    @_disfavoredOverload
     public func changes(
         matching filter: Filter? = nil, since: Int64? = nil, bufferLimit: Int = 10_000
     ) async throws(LarderError) -> CollectionChanges<Model> {

@@ -34,6 +34,7 @@ extension LarderCollection {
     ///   `NOT_FOUND` when the document was deleted; `DECODING_FAILED` when the new value does not decode as `Model`;
     ///   `INVALID_ARGUMENT` when `Model` does not encode as a JSON object; `PAYLOAD_TOO_LARGE`, `UNAVAILABLE` and
     ///   the other errors of any request.
+    @discardableResult
     public func update(
         _ stored: Stored<Model>, _ edit: (inout Model) -> Void
     ) async throws(LarderError) -> Stored<Model> {
