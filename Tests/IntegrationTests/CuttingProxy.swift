@@ -100,14 +100,14 @@ final class CuttingProxy: Sendable {
         _ = fcntl(server, F_SETFL, fcntl(server, F_GETFL) & ~O_NONBLOCK)
         let backFinished = DispatchSemaphore(value: 0)
         Thread.detachNewThread { [self] in
-            pump(from: server, to: client) { _ in true }
+            relay(from: server, to: client)
             cut(client, server)
             backFinished.signal()
         }
         var decoder = FrameDecoder(maxFrameBytes: 1 << 30, maxJSONBytes: 1 << 30, maxBinaryBytes: 1 << 30)
         var buffer = ByteBuffer()
         var chunkBytes = 0
-        pump(from: client, to: server) { bytes in
+        relay(from: client, to: server, forwarded: { bytes in
             buffer.append(bytes)
             while let frame = try? decoder.next(&buffer) {
                 guard frame.opcode == .blobUploadChunk,
@@ -120,25 +120,12 @@ final class CuttingProxy: Sendable {
                 }
             }
             return !(number == 1 && chunkBytes >= cutAfter)
-        }
+        })
         cut(client, server)
         if number == 1 { state.withLock { $0.cut = true } }
         backFinished.wait()
         Glibc.close(client)
         Glibc.close(server)
-    }
-
-    /// Copies `from` to `to` until either end closes or `forwarded` (given each read, after it went through)
-    /// answers false.
-    private func pump(from: Int32, to: Int32, _ forwarded: ([UInt8]) -> Bool) {
-        var chunk = [UInt8](repeating: 0, count: 256 << 10)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { Glibc.read(from, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { return }
-            let code = chunk.withUnsafeBytes { Socket.sendAll(to, UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
-            guard code == 0, forwarded(Array(chunk[0..<n])) else { return }
-        }
     }
 
     /// Ends both sides of a connection at once: each end sees it closed.

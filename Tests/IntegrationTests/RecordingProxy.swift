@@ -65,38 +65,24 @@ final class RecordingProxy: Sendable {
         }
         _ = fcntl(server, F_SETFL, fcntl(server, F_GETFL) & ~O_NONBLOCK)
         let backFinished = DispatchSemaphore(value: 0)
-        Thread.detachNewThread { [self] in
-            pump(from: server, to: client) { _ in }
+        Thread.detachNewThread {
+            relay(from: server, to: client)
             Glibc.shutdown(client, Int32(SHUT_RDWR))
             Glibc.shutdown(server, Int32(SHUT_RDWR))
             backFinished.signal()
         }
         var decoder = FrameDecoder(maxFrameBytes: 1 << 30, maxJSONBytes: 1 << 30, maxBinaryBytes: 1 << 30)
         var buffer = ByteBuffer()
-        pump(from: client, to: server) { bytes in
+        relay(from: client, to: server, seen: { bytes in
             buffer.append(bytes)
             while let frame = try? decoder.next(&buffer) {
                 state.withLock { $0.requests.append(frame) }
             }
-        }
+        })
         Glibc.shutdown(client, Int32(SHUT_RDWR))
         Glibc.shutdown(server, Int32(SHUT_RDWR))
         backFinished.wait()
         Glibc.close(client)
         Glibc.close(server)
-    }
-
-    /// Copies `from` to `to` until either end closes; `seen` gets each read before it is passed on, so a request is
-    /// recorded before the server can answer it.
-    private func pump(from: Int32, to: Int32, _ seen: ([UInt8]) -> Void) {
-        var chunk = [UInt8](repeating: 0, count: 256 << 10)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { Glibc.read(from, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { return }
-            seen(Array(chunk[0..<n]))
-            let code = chunk.withUnsafeBytes { Socket.sendAll(to, UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
-            guard code == 0 else { return }
-        }
     }
 }
