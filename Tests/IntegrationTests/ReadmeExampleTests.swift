@@ -62,17 +62,16 @@ import Testing
 
         /// The README's loop, until change `last`.
         func follow(_ purchases: LarderCollection<Purchase>, since: Int64?, until last: Int64) async throws {
-            var saved = since
-            let underFifty: Filter = .compare(try FieldPath("price"), .lt, 50)
-            for try await change in try await purchases.changes(matching: underFifty, since: saved) {
+            var lastSeq = since
+            for try await change in try await purchases.changes(matching: Field("price") < 50, since: lastSeq) {
                 switch change.kind {
                 case .created(let purchase), .updated(let purchase): show(purchase)
                 case .deleted(let id), .left(let id): hide(id)
                 case .resync, .dropped: reload()
                 case .undecodable(let id, let error): print(id, error.localizedDescription)
                 }
-                saved = change.seq
-                if saved == last { break }
+                lastSeq = change.seq
+                if lastSeq == last { break }
             }
         }
     }

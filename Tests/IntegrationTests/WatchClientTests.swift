@@ -154,7 +154,7 @@ import Testing
         let (seen, saw) = AsyncStream.makeStream(of: ChangeEvent.self)
         let following = Task {
             // As README.md writes it (the last line of the loop is the test's, to see what came):
-            let feed = try await client.watch(collection: "items", filter: .compare(try FieldPath("price"), .lt, 50))
+            let feed = try await client.watch(collection: "items", filter: try (Field("price") < 50).filter())
             for try await event in feed {
                 switch event.kind {
                 case .create, .replace, .patch: print(event.matches ? "show" : "hide", event.id!, event.record?.data ?? [:])
