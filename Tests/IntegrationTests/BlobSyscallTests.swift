@@ -86,10 +86,17 @@ import Testing
 
         /// Stops the server (SIGTERM to it: its pid is in its lock file) and returns every call traced, in the order
         /// they began; strace ends with it, having written everything.
+        /// Stops the server with SIGTERM and answers its system calls. A server still running 120 s later is killed
+        /// and the test fails: a server that spins instead of answering must not hang the suite.
         func stop() throws -> [Call] {
-            let pid = try String(contentsOfFile: data + "/larder.lock", encoding: .utf8)
-            kill(try #require(pid_t(pid.trimmingCharacters(in: .whitespacesAndNewlines))), SIGTERM)
-            process.waitUntilExit()
+            let text = try String(contentsOfFile: data + "/larder.lock", encoding: .utf8)
+            let pid = try #require(pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)))
+            kill(pid, SIGTERM)
+            if !process.waitUntilExit(seconds: 120) {
+                Issue.record("larder-server did not exit within 120 s of SIGTERM; killed")
+                kill(pid, SIGKILL)
+                process.waitUntilExit()
+            }
             var calls: [Call] = []
             for name in try FileManager.default.contentsOfDirectory(atPath: root) where name.hasPrefix("trace.") {
                 let text = try String(contentsOfFile: root + "/" + name, encoding: .utf8)

@@ -116,6 +116,16 @@ public final class ChildProcess: @unchecked Sendable {
         }
     }
 
+    /// Waits up to `seconds` for the child to exit; false when it is still running then.
+    public func waitUntilExit(seconds: Double) -> Bool {
+        let exited = DispatchSemaphore(value: 0)
+        Thread.detachNewThread { [self] in
+            waitUntilExit()
+            exited.signal()
+        }
+        return exited.wait(timeout: .now() + seconds) == .success
+    }
+
     /// Sends SIGTERM.
     public func terminate() {
         let child = lock.withLock { status == nil ? pid : 0 }
