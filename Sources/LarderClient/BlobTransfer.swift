@@ -6,7 +6,9 @@ import LarderWire
 public struct BlobTransferProgress: Sendable, Equatable {
     /// Bytes the server committed (an upload) or the file received (a download).
     public var done: Int64
+    /// Bytes the whole transfer moves.
     public var total: Int64
+    /// Progress of `done` bytes out of `total`.
     public init(done: Int64, total: Int64) {
         self.done = done
         self.total = total

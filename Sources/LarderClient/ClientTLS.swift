@@ -25,12 +25,18 @@ extension LarderClient {
         public var serverName: String?
         /// The client's certificate and key (PEM), for a server that requires one.
         public var certificateFile: String?
+        /// The key of `certificateFile` (PEM).
         public var keyFile: String?
         /// Accept any certificate: for tests only, since anyone in the path can then read and change everything.
         public var skipVerification: Bool
 
 // Parallel table (`duplicates` pairs these on purpose): a public memberwise initializer, as every public value type of the
 // client and the wire has (Messages.swift).
+        /// TLS settings; the defaults verify the server against the system's trust store.
+        ///
+        /// ```swift
+        /// let tls = LarderClient.TLSSettings(caFile: "ca.pem", serverName: "larder.internal")
+        /// ```
         public init(
             caFile: String? = nil, serverName: String? = nil, certificateFile: String? = nil, keyFile: String? = nil,
             skipVerification: Bool = false

@@ -29,7 +29,9 @@ import LarderWire
 /// when the token lost the collection, `UNAUTHENTICATED`, `INVALID_ARGUMENT`). `cancel()` ends it (UNWATCH) and the
 /// sequence finishes; so does cancelling the task that iterates it, also while it waits to resume.
 public final class LarderSubscription: AsyncSequence, Sendable {
+    /// The events: `ChangeEvent`.
     public typealias Element = ChangeEvent
+    /// What the sequence throws: `LarderError`.
     public typealias Failure = LarderError
 
     /// What WATCH asks for, to ask again when resuming.
@@ -101,7 +103,9 @@ public final class LarderSubscription: AsyncSequence, Sendable {
 
     /// Reads the subscription's events.
     public struct Iterator: AsyncIteratorProtocol {
+        /// The events: `ChangeEvent`.
         public typealias Element = ChangeEvent
+        /// What the iterator throws: `LarderError`.
         public typealias Failure = LarderError
 
         let subscription: LarderSubscription

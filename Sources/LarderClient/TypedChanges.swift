@@ -47,7 +47,9 @@ public struct CollectionChange<Model: Codable & Sendable>: Sendable {
 /// The changes to one collection as typed values: an `AsyncSequence` of `CollectionChange`, resumed by itself after a
 /// broken connection or a gap, as `LarderSubscription` is. `cancel()` (or cancelling the iterating task) ends it.
 public final class CollectionChanges<Model: Codable & Sendable>: AsyncSequence, Sendable {
+    /// The changes: `CollectionChange<Model>`.
     public typealias Element = CollectionChange<Model>
+    /// What the sequence throws: `LarderError`.
     public typealias Failure = LarderError
 
     /// The change feed underneath.
@@ -69,7 +71,9 @@ public final class CollectionChanges<Model: Codable & Sendable>: AsyncSequence, 
 
     /// Reads the changes.
     public struct Iterator: AsyncIteratorProtocol {
+        /// The changes: `CollectionChange<Model>`.
         public typealias Element = CollectionChange<Model>
+        /// What the iterator throws: `LarderError`.
         public typealias Failure = LarderError
 
         var events: LarderSubscription.Iterator

@@ -128,7 +128,7 @@ public final class LarderServer: Sendable {
     }
 
     /// Serves an already open store (tests, embedding).
-    public init(configuration: ServerConfiguration, store: any DocumentStore & BlobStore) {
+    package init(configuration: ServerConfiguration, store: any DocumentStore & BlobStore) {
         self.configuration = configuration
         self.store = store
         let now = DispatchTime.now().uptimeNanoseconds

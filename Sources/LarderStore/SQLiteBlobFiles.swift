@@ -50,7 +50,7 @@ extension SQLiteStore {
         }
     }
 
-    public func uploadBegin(_ request: BlobUploadRequest, owner: String) throws(LarderError) -> BlobUploadInfo {
+    package func uploadBegin(_ request: BlobUploadRequest, owner: String) throws(LarderError) -> BlobUploadInfo {
         let upload = try newUpload(request)
         // The file first: a crash before the row commits leaves a file no row names, which the next start removes.
         try files.create(upload.upload.wireString)
@@ -66,7 +66,7 @@ extension SQLiteStore {
     /// Writes the chunk to the upload's file, then commits its offset. One upload's chunks go one at a time (its
     /// hash's lock), and each is checked against the committed offset before a byte is written, so a stale chunk
     /// never overwrites committed bytes.
-    public func uploadChunk(_ upload: UUID, offset: Int64, bytes: [UInt8], crc32: UInt32) throws(LarderError)
+    package func uploadChunk(_ upload: UUID, offset: Int64, bytes: [UInt8], crc32: UInt32) throws(LarderError)
         -> BlobUploadInfo
     {
         try checkChunkCRC(upload, offset: offset, bytes: bytes, crc32: crc32)

@@ -130,7 +130,7 @@ public struct PreparedDocument: Sendable, Equatable {
     }
 
     /// The same, from a document read without a tree (`CompactJSON`).
-    public init(_ document: CompactDocument) {
+    package init(_ document: CompactDocument) {
         data = document.bytes
         search = TextFold.fold(joined: document.strings, ascii: document.stringsAreASCII)
     }
@@ -272,12 +272,12 @@ extension DocumentStore {
 /// JPEG blobs, optionally attached to a document, with their cached thumbnails (`ThumbnailStore`).
 extension BlobStore {
     /// `uploadBegin` for one owner with no name: the store's own callers and tests, where a single client uploads.
-    public func uploadBegin(_ request: BlobUploadRequest) throws(LarderError) -> BlobUploadInfo {
+    package func uploadBegin(_ request: BlobUploadRequest) throws(LarderError) -> BlobUploadInfo {
         try uploadBegin(request, owner: "")
     }
 }
 
-public protocol BlobStore: ThumbnailStore, Sendable {
+package protocol BlobStore: ThumbnailStore, Sendable {
     /// Validates the JPEG (UNSUPPORTED_MEDIA_TYPE), the size (PAYLOAD_TOO_LARGE), the expected SHA-256
     /// (INVALID_ARGUMENT when different), the attachment (NOT_FOUND when the document is missing), the id (CONFLICT).
     func blobPut(id: UUID?, bytes: [UInt8], expectedSHA256: String?, attachTo: BlobAttachment?) throws(LarderError)

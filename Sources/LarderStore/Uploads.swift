@@ -2,7 +2,7 @@ import Foundation
 import LarderWire
 
 /// An upload as the store keeps it: its `uploads` row (the wire form carries every column).
-public typealias UploadRecord = BlobUploadInfo
+package typealias UploadRecord = BlobUploadInfo
 
 /// What each store writes for resumable uploads, inside the writer's transaction (its SQL dialect).
 protocol UploadWriteContext: PreparedWriteContext {

@@ -10,6 +10,7 @@ public struct BackupResponse: WireMessage, Equatable {
     /// What the snapshot is: `"sqlite"`, a SQLite database file.
     public var format: String
 
+    /// A backup answer with these members.
     public init(backup: Int64, size: Int64, sha256: String, format: String) {
         self.backup = backup
         self.size = size
@@ -17,7 +18,7 @@ public struct BackupResponse: WireMessage, Equatable {
         self.format = format
     }
 
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         backup = try r.int("backup", range: 1...Int64(UInt32.max))
         size = try r.int("size", range: 0...Int64.max)
@@ -26,7 +27,7 @@ public struct BackupResponse: WireMessage, Equatable {
         try r.finish()
     }
 
-    public var json: JSONObject {
+    package var json: JSONObject {
         [
             "backup": .int(backup), "size": .int(size), "sha256": .string(sha256), "format": .string(format),
         ]
@@ -34,18 +35,18 @@ public struct BackupResponse: WireMessage, Equatable {
 }
 
 /// `BACKUP_READ`: `length` bytes of snapshot `backup` from `offset`, answered in the binary part.
-public struct BackupReadRequest: WireMessage, Equatable {
-    public var backup: Int64
-    public var offset: Int64
-    public var length: Int
+package struct BackupReadRequest: WireMessage, Equatable {
+    package var backup: Int64
+    package var offset: Int64
+    package var length: Int
 
-    public init(backup: Int64, offset: Int64, length: Int) {
+    package init(backup: Int64, offset: Int64, length: Int) {
         self.backup = backup
         self.offset = offset
         self.length = length
     }
 
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         backup = try r.int("backup", range: 1...Int64(UInt32.max))
         offset = try r.int("offset", range: 0...Int64.max)
@@ -53,5 +54,5 @@ public struct BackupReadRequest: WireMessage, Equatable {
         try r.finish()
     }
 
-    public var json: JSONObject { ["backup": .int(backup), "offset": .int(offset), "length": .int(Int64(length))] }
+    package var json: JSONObject { ["backup": .int(backup), "offset": .int(offset), "length": .int(Int64(length))] }
 }

@@ -2,7 +2,7 @@
 ///
 /// Every executable's byte-size options read sizes with `parse`, and people are shown sizes with `format`, so that
 /// what one program prints another accepts.
-public enum ByteSize {
+package enum ByteSize {
     /// The units, largest first: powers of 1024. `k`/`K`, `M` and `G` are accepted as short forms of the same.
     static let units: [(name: String, factor: Int)] = [
         ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10),
@@ -10,12 +10,12 @@ public enum ByteSize {
     ]
 
     /// What `parse` accepts, for error messages.
-    public static let grammar = "a number of bytes, or with a unit: KiB, MiB or GiB (such as 64KiB or 40MiB)"
+    package static let grammar = "a number of bytes, or with a unit: KiB, MiB or GiB (such as 64KiB or 40MiB)"
 
     /// Parses a size: digits (`_` allowed between them) with an optional unit `B`, `KiB`, `MiB` or `GiB`, a space
     /// between them allowed; with a unit the number may have a fraction that comes to whole bytes (`1.5KiB`). Nil for
     /// anything else, a negative size, or one past `Int.max`. Decimal units (`MB`) are refused rather than guessed.
-    public static func parse(_ text: String) -> Int? {
+    package static func parse(_ text: String) -> Int? {
         var number = Substring(text)
         while number.first == " " { number = number.dropFirst() }
         while number.last == " " { number = number.dropLast() }
@@ -48,7 +48,7 @@ public enum ByteSize {
 
     /// A size for people: `512 B`, `1 KiB`, `1.5 KiB`, `40 MiB`, `2.25 GiB` (at most two decimals, trailing zeros
     /// dropped; exact when a whole number of the unit, otherwise rounded).
-    public static func format<Count: BinaryInteger>(_ bytes: Count) -> String {
+    package static func format<Count: BinaryInteger>(_ bytes: Count) -> String {
         let value = Double(bytes)
         let magnitude = abs(value)
         for (name, factor) in [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] where magnitude >= Double(factor) {
@@ -71,12 +71,12 @@ public enum ByteSize {
 }
 
 /// The version every Larder executable reports (`--version`) and puts in HELLO.
-public enum LarderVersion {
+package enum LarderVersion {
     /// The software version, e.g. `0.1.0`.
-    public static let string = "0.1.0"
+    package static let string = "0.1.0"
 
     /// `--version`'s line for `program`: `larder 0.1.0 (protocol 1)`.
-    public static func line(_ program: String) -> String {
+    package static func line(_ program: String) -> String {
         "\(program) \(string) (protocol \(ProtocolVersions.supported.map(String.init).joined(separator: ", ")))"
     }
 }

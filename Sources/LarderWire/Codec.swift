@@ -1,28 +1,28 @@
 /// A growable byte buffer with a read position; what the decoder reads from.
-public struct ByteBuffer: Sendable {
-    public private(set) var storage: [UInt8] = []
-    public private(set) var readerIndex = 0
+package struct ByteBuffer: Sendable {
+    package private(set) var storage: [UInt8] = []
+    package private(set) var readerIndex = 0
 
-    public init() {}
-    public init(_ bytes: [UInt8]) { storage = bytes }
+    package init() {}
+    package init(_ bytes: [UInt8]) { storage = bytes }
 
     /// Bytes not yet consumed.
-    public var readableCount: Int { storage.count - readerIndex }
+    package var readableCount: Int { storage.count - readerIndex }
 
     /// Appends bytes read from the network.
-    public mutating func append(_ bytes: some Sequence<UInt8>) {
+    package mutating func append(_ bytes: some Sequence<UInt8>) {
         compactIfWorthIt()
         storage.append(contentsOf: bytes)
     }
 
     /// Appends bytes from a raw buffer (e.g. a `read(2)` destination).
-    public mutating func append(_ bytes: UnsafeRawBufferPointer) {
+    package mutating func append(_ bytes: UnsafeRawBufferPointer) {
         compactIfWorthIt()
         storage.append(contentsOf: bytes)
     }
 
     /// Marks `count` bytes as consumed.
-    public mutating func moveReader(by count: Int) {
+    package mutating func moveReader(by count: Int) {
         precondition(count <= readableCount)
         readerIndex += count
         if readerIndex == storage.count {
@@ -34,14 +34,14 @@ public struct ByteBuffer: Sendable {
     /// Makes room for `count` unread bytes in all (what is unread moved to the front first when that is most of the
     /// buffer), so that a large frame arriving a read at a time is gathered in one allocation, not a doubling series
     /// of them with a copy each. The memory is only touched as bytes arrive.
-    public mutating func reserveReadable(_ count: Int) {
+    package mutating func reserveReadable(_ count: Int) {
         guard count > storage.capacity - readerIndex else { return }
         compactIfWorthIt()
         storage.reserveCapacity(readerIndex + count)
     }
 
     /// Calls `body` with the unread bytes.
-    public func withUnsafeReadableBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    package func withUnsafeReadableBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try storage.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[readerIndex...])) }
     }
 
@@ -55,12 +55,12 @@ public struct ByteBuffer: Sendable {
 
 /// The failure of a byte stream: the connection cannot go on. `requestID` is the id of the frame at fault when its
 /// header could be read (0 otherwise), so the error frame can name it.
-public struct FrameError: Error, Sendable, Equatable {
-    public var error: LarderError
-    public var requestID: UInt32
-    public var opcode: Opcode
+package struct FrameError: Error, Sendable, Equatable {
+    package var error: LarderError
+    package var requestID: UInt32
+    package var opcode: Opcode
 
-    public init(_ error: LarderError, requestID: UInt32 = 0, opcode: Opcode = Opcode(rawValue: 0)) {
+    package init(_ error: LarderError, requestID: UInt32 = 0, opcode: Opcode = Opcode(rawValue: 0)) {
         self.error = error
         self.requestID = requestID
         self.opcode = opcode
@@ -71,39 +71,39 @@ public struct FrameError: Error, Sendable, Equatable {
 ///
 /// `next` returns nil when it needs more bytes and consumes nothing in that case. Every limit is checked as soon as
 /// the 28-byte prefix is available, before any body byte is buffered or allocated for.
-public struct FrameDecoder {
+package struct FrameDecoder {
     /// Largest frame accepted (length prefix excluded); servers lower it before HELLO.
-    public var maxFrameBytes: Int
+    package var maxFrameBytes: Int
     /// Largest JSON part accepted, on the wire and after inflation.
-    public var maxJSONBytes: Int
+    package var maxJSONBytes: Int
     /// Largest binary part accepted.
-    public var maxBinaryBytes: Int
+    package var maxBinaryBytes: Int
     /// Whether compressed JSON parts are accepted: only once both sides agreed to zlib in HELLO (a receiver that
     /// tracks the handshake clears it until then). A compressed part otherwise is a protocol error, found at the header.
-    public var acceptsCompressed = true
+    package var acceptsCompressed = true
     /// Created on the first compressed frame: most connections never send one, and a zlib stream costs ~7 KiB.
     private var inflater: Inflater?
 
-    public init(limits: Limits = .default) {
+    package init(limits: Limits = .default) {
         maxFrameBytes = limits.maxFrameBytes
         maxJSONBytes = limits.maxJSONBytes
         maxBinaryBytes = limits.maxBlobBytes
     }
 
-    public init(maxFrameBytes: Int, maxJSONBytes: Int, maxBinaryBytes: Int) {
+    package init(maxFrameBytes: Int, maxJSONBytes: Int, maxBinaryBytes: Int) {
         self.maxFrameBytes = maxFrameBytes
         self.maxJSONBytes = maxJSONBytes
         self.maxBinaryBytes = maxBinaryBytes
     }
 
     /// The header of the next frame if its prefix is complete, validated against the limits.
-    public func peekHeader(_ buffer: ByteBuffer) throws(FrameError) -> FrameHeader? {
+    package func peekHeader(_ buffer: ByteBuffer) throws(FrameError) -> FrameHeader? {
         let result = buffer.withUnsafeReadableBytes { raw in Result { () throws(FrameError) in try peekHeader(raw) } }
         return try result.get()
     }
 
     /// `peekHeader` over the bytes at the start of `raw`.
-    public func peekHeader(_ raw: UnsafeRawBufferPointer) throws(FrameError) -> FrameHeader? {
+    package func peekHeader(_ raw: UnsafeRawBufferPointer) throws(FrameError) -> FrameHeader? {
         guard raw.count >= Frame.prefixSize else {
             // A stranger (an HTTP request, TLS) and a hopeless length are refused once the first 6 bytes (length and
             // magic) are in, the magic first, as for a whole header: the same bytes get the same error however they
@@ -188,7 +188,7 @@ public struct FrameDecoder {
     }
 
     /// Decodes the next whole frame from `buffer`, or returns nil (consuming nothing) when more bytes are needed.
-    public mutating func next(_ buffer: inout ByteBuffer) throws(FrameError) -> Frame? {
+    package mutating func next(_ buffer: inout ByteBuffer) throws(FrameError) -> Frame? {
         let result = buffer.withUnsafeReadableBytes { raw in Result { () throws(FrameError) in try next(in: raw) } }
         guard let (frame, size) = try result.get() else { return nil }
         buffer.moveReader(by: size)
@@ -198,7 +198,7 @@ public struct FrameDecoder {
     /// The header and (inflated) JSON part of the next frame, consumed, or nil (consuming nothing) until both are in
     /// `buffer`. The frame's `header.binaryLength` bytes of binary part follow in the stream, for the caller to read
     /// into a buffer of its own: a large part is then copied once, not gathered and cut out of the stream's buffer.
-    public mutating func nextHead(_ buffer: inout ByteBuffer) throws(FrameError) -> (FrameHeader, json: [UInt8])? {
+    package mutating func nextHead(_ buffer: inout ByteBuffer) throws(FrameError) -> (FrameHeader, json: [UInt8])? {
         guard let header = try peekHeader(buffer) else { return nil }
         let end = Frame.prefixSize + Int(header.jsonLength)
         guard buffer.readableCount >= end else { return nil }
@@ -223,7 +223,7 @@ public struct FrameDecoder {
     /// Decodes the frame at the start of `raw` and says how many bytes it took, or returns nil when `raw` holds less
     /// than a whole frame. For a receiver that decodes straight from the bytes it read while it has nothing buffered,
     /// and buffers only what is left: the same frames and errors as `next(_:)` over the same bytes.
-    public mutating func next(in raw: UnsafeRawBufferPointer) throws(FrameError) -> (frame: Frame, size: Int)? {
+    package mutating func next(in raw: UnsafeRawBufferPointer) throws(FrameError) -> (frame: Frame, size: Int)? {
         guard let header = try peekHeader(raw) else { return nil }
         let total = 4 + Int(header.length)
         guard raw.count >= total else { return nil }
@@ -240,26 +240,26 @@ public struct FrameDecoder {
 
 /// The frame encoder. It appends to a caller-owned buffer (reused across frames) and compresses the JSON part only
 /// when compression was negotiated, the part is at least `threshold` bytes, and the result is smaller.
-public struct FrameEncoder {
+package struct FrameEncoder {
     /// Whether the peer accepted zlib in HELLO.
-    public var compressionEnabled: Bool
+    package var compressionEnabled: Bool
     /// JSON parts shorter than this are sent as they are.
-    public var threshold: Int
+    package var threshold: Int
     private let deflater: Deflater
 
     /// The threshold chosen from BENCHMARKS.md: below about 1 KiB zlib rarely saves a packet.
-    public static let defaultThreshold = 1024
+    package static let defaultThreshold = 1024
     /// The level chosen from BENCHMARKS.md.
-    public static let defaultLevel: Int32 = 1
+    package static let defaultLevel: Int32 = 1
 
-    public init(compressionEnabled: Bool = false, threshold: Int = defaultThreshold, level: Int32 = defaultLevel) {
+    package init(compressionEnabled: Bool = false, threshold: Int = defaultThreshold, level: Int32 = defaultLevel) {
         self.compressionEnabled = compressionEnabled
         self.threshold = threshold
         self.deflater = Deflater(level: level)
     }
 
     /// Appends one frame to `out`.
-    public func encode(_ frame: Frame, into out: inout [UInt8]) {
+    package func encode(_ frame: Frame, into out: inout [UInt8]) {
         frame.json.withUnsafeBytes { json in
             frame.binary.withUnsafeBytes { binary in
                 encode(
@@ -273,7 +273,7 @@ public struct FrameEncoder {
     /// stops after its JSON part (its header still counts the binary part): the caller sends `binary` itself, right
     /// after, from its own buffer. `binaryCount`, when given, is the length of a binary part the caller sends from
     /// elsewhere (a file), and `binary` is not used.
-    public func encode(
+    package func encode(
         opcode: Opcode, requestID: UInt32, status: Status = .ok, flags: Frame.Flags = [],
         json: UnsafeRawBufferPointer, binary: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0),
         appendBinary: Bool = true, binaryCount: Int? = nil, into out: inout [UInt8]
@@ -322,7 +322,7 @@ public struct FrameEncoder {
     private static let zeroPrefix = [UInt8](repeating: 0, count: Frame.prefixSize)
 
     /// Encodes one frame into a new array (for tests and tools).
-    public func encode(_ frame: Frame) -> [UInt8] {
+    package func encode(_ frame: Frame) -> [UInt8] {
         var out: [UInt8] = []
         encode(frame, into: &out)
         return out

@@ -13,13 +13,13 @@ import Darwin
 /// For a 250-byte record the tree costs a dictionary and an array per object and a `String` per key and value, then
 /// a second walk to write it back out; on the CREATE path that was the largest share of the server's allocations
 /// (BENCHMARKS.md). The transcoder reads the bytes once and appends to two buffers.
-public struct CompactDocument: Sendable, Equatable {
+package struct CompactDocument: Sendable, Equatable {
     /// The compact JSON of the object.
-    public var bytes: [UInt8]
+    package var bytes: [UInt8]
     /// Every string value anywhere in the object (not member names), decoded, in document order, joined by U+001F.
-    public var strings: [UInt8]
+    package var strings: [UInt8]
     /// Whether `strings` is all ASCII.
-    public var stringsAreASCII: Bool
+    package var stringsAreASCII: Bool
 }
 
 /// Reads one JSON object into a `CompactDocument` (see there).
@@ -30,17 +30,17 @@ public struct CompactDocument: Sendable, Equatable {
 /// than `maxMembers` members (names are compared pairwise), a name over `maxComparedNameBytes` compared with a
 /// non-ASCII one, an integer of 19 or more digits (it may not fit an `Int64`), a number longer than 400 bytes or out
 /// of a double's range.
-public enum CompactJSON {
+package enum CompactJSON {
     /// Members per object compared pairwise for duplicates; larger objects take the general path.
-    public static let maxMembers = 64
+    package static let maxMembers = 64
     /// The longest member name (written form) compared as a `String` with a non-ASCII one; a longer one takes the
     /// general path.
-    public static let maxComparedNameBytes = 256
+    package static let maxComparedNameBytes = 256
 
     /// Reads the object that starts at `index` (after any whitespace) and leaves `index` after it. `depth` is the
     /// object's nesting level in the whole message as `JSONParser` counts it (1 for a top-level object), `maxDepth`
     /// the parser's limit.
-    public static func object(
+    package static func object(
         _ buffer: UnsafeBufferPointer<UInt8>, at index: inout Int, depth: Int,
         maxDepth: Int = JSONParser.defaultMaxDepth
     ) -> CompactDocument? {
@@ -54,7 +54,7 @@ public enum CompactJSON {
     }
 
     /// `object` over a whole buffer (whitespace around it allowed): what `JSONParser.parseObject` would read.
-    public static func object(_ bytes: [UInt8], maxDepth: Int = JSONParser.defaultMaxDepth) -> CompactDocument? {
+    package static func object(_ bytes: [UInt8], maxDepth: Int = JSONParser.defaultMaxDepth) -> CompactDocument? {
         bytes.withUnsafeBufferPointer { buffer -> CompactDocument? in
             var index = 0
             guard let document = object(buffer, at: &index, depth: 1, maxDepth: maxDepth) else { return nil }

@@ -16,15 +16,15 @@ import COpenSSL
 /// hasher.update(Array("c".utf8))
 /// hasher.finalizeHex()  // "ba7816bf…15ad", as SHA256.hex(Array("abc".utf8))
 /// ```
-public struct SHA256: Sendable {
+package struct SHA256: Sendable {
     #if canImport(CommonCrypto)
     private var context = CC_SHA256_CTX()
 
     /// A hasher that has seen no bytes yet.
-    public init() { CC_SHA256_Init(&context) }
+    package init() { CC_SHA256_Init(&context) }
 
     /// Hashes `bytes`, after those given before.
-    public mutating func update(_ bytes: UnsafeRawBufferPointer) {
+    package mutating func update(_ bytes: UnsafeRawBufferPointer) {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return }
         var rest = bytes.count
         var pointer = base
@@ -37,7 +37,7 @@ public struct SHA256: Sendable {
     }
 
     /// The 32-byte digest of every byte given. The hasher is spent afterwards (start a new one for the next digest).
-    public mutating func finalize() -> [UInt8] {
+    package mutating func finalize() -> [UInt8] {
         var digest = [UInt8](repeating: 0, count: Int(CC_SHA256_DIGEST_LENGTH))
         CC_SHA256_Final(&digest, &context)
         return digest
@@ -67,17 +67,17 @@ public struct SHA256: Sendable {
     }
 
     /// A hasher that has seen no bytes yet.
-    public init() {}
+    package init() {}
 
     /// Hashes `bytes`, after those given before.
-    public mutating func update(_ bytes: UnsafeRawBufferPointer) {
+    package mutating func update(_ bytes: UnsafeRawBufferPointer) {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return }
         if !isKnownUniquelyReferenced(&box) { box = Box(copying: box) }
         EVP_DigestUpdate(box.context, base, bytes.count)
     }
 
     /// The 32-byte digest of every byte given. The hasher is spent afterwards (start a new one for the next digest).
-    public mutating func finalize() -> [UInt8] {
+    package mutating func finalize() -> [UInt8] {
         if !isKnownUniquelyReferenced(&box) { box = Box(copying: box) }
         var digest = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 0
@@ -95,10 +95,10 @@ public struct SHA256: Sendable {
     private var length: UInt64 = 0
 
     /// A hasher that has seen no bytes yet.
-    public init() {}
+    package init() {}
 
     /// Hashes `bytes`, after those given before.
-    public mutating func update(_ bytes: UnsafeRawBufferPointer) {
+    package mutating func update(_ bytes: UnsafeRawBufferPointer) {
         guard bytes.count > 0 else { return }
         length &+= UInt64(bytes.count)
         var offset = 0
@@ -118,7 +118,7 @@ public struct SHA256: Sendable {
     }
 
     /// The 32-byte digest of every byte given. The hasher is spent afterwards (start a new one for the next digest).
-    public mutating func finalize() -> [UInt8] {
+    package mutating func finalize() -> [UInt8] {
         let bits = length &* 8
         // Padding: 0x80, zeros up to 56 bytes into a block, then the length in bits, big-endian.
         var tail: [UInt8] = [0x80] + [UInt8](repeating: 0, count: (119 - pending.count) % 64)
@@ -165,29 +165,29 @@ public struct SHA256: Sendable {
     #endif
 
     /// The lowercase hex digest of `bytes`.
-    public static func hex(_ bytes: [UInt8]) -> String {
+    package static func hex(_ bytes: [UInt8]) -> String {
         var hasher = SHA256()
         hasher.update(bytes)
         return hasher.finalizeHex()
     }
 
     /// Hashes `bytes`, after those given before.
-    public mutating func update(_ bytes: [UInt8]) {
+    package mutating func update(_ bytes: [UInt8]) {
         bytes.withUnsafeBytes { update($0) }
     }
 
     /// Hashes `bytes`, after those given before.
-    public mutating func update(_ bytes: ArraySlice<UInt8>) {
+    package mutating func update(_ bytes: ArraySlice<UInt8>) {
         bytes.withUnsafeBytes { update($0) }
     }
 
     /// The digest as 64 lowercase hex digits. The hasher is spent afterwards (start a new one for the next digest).
-    public mutating func finalizeHex() -> String {
+    package mutating func finalizeHex() -> String {
         SHA256.hexString(finalize())
     }
 
     /// `digest` as lowercase hex.
-    public static func hexString(_ digest: [UInt8]) -> String {
+    package static func hexString(_ digest: [UInt8]) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var out = [UInt8]()
         out.reserveCapacity(digest.count * 2)

@@ -8,18 +8,18 @@ import Darwin
 
 /// CREATE and REPLACE in their usual form, read without building a tree: the document goes straight to its stored
 /// form (`CompactDocument`).
-public struct DocumentWrite: Sendable, Equatable {
-    public var collection: String
-    public var id: UUID?
-    public var data: CompactDocument
-    public var rev: Int64?
+package struct DocumentWrite: Sendable, Equatable {
+    package var collection: String
+    package var id: UUID?
+    package var data: CompactDocument
+    package var rev: Int64?
 
     /// `{"collection": "…", "id": "…", "data": {…}}` (CREATE: `id` optional; REPLACE: `id` required and `rev`
     /// allowed): member names and the collection and id without escapes, each member once, the id in its strict
     /// form, `rev` a positive integer, `data` as `CompactJSON` reads it; an optional member (CREATE's `id`, `rev`) may
     /// be `null`, which is its absence. Anything else is nil: then use `CreateRequest(json:)` or
     /// `ReplaceRequest(json:)`, which give the same request or the error.
-    public static func fast(_ json: [UInt8], opcode: Opcode) -> DocumentWrite? {
+    package static func fast(_ json: [UInt8], opcode: Opcode) -> DocumentWrite? {
         guard opcode == .create || opcode == .replace else { return nil }
         return json.withUnsafeBufferPointer { buffer -> DocumentWrite? in
             var input = ByteScanner(buffer: buffer)
@@ -69,7 +69,7 @@ public struct DocumentWrite: Sendable, Equatable {
 extension DocumentWrite {
     /// The JSON part of a CREATE (`rev` nil) or REPLACE request whose document is already compact JSON (a client's
     /// encoded model), written around its bytes: the form `fast` reads.
-    public static func request(collection: String, id: UUID?, document: [UInt8], rev: Int64? = nil) -> [UInt8] {
+    package static func request(collection: String, id: UUID?, document: [UInt8], rev: Int64? = nil) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(document.count + collection.utf8.count + 80)
         out.append(contentsOf: #"{"collection":"#.utf8)

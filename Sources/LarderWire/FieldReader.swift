@@ -2,19 +2,19 @@ import Foundation
 
 /// Reads typed members out of a request object, naming the offending field (as a dot path) in every error, and
 /// rejecting members it was never asked about so that a typo (`limt`) is an error rather than a silent default.
-public struct FieldReader {
-    public let object: JSONObject
+package struct FieldReader {
+    package let object: JSONObject
     /// The path of `object` itself, e.g. `filter.and.0`; nil at the top level.
-    public let path: String?
+    package let path: String?
     private var seen: Set<String> = []
 
-    public init(_ object: JSONObject, path: String? = nil) {
+    package init(_ object: JSONObject, path: String? = nil) {
         self.object = object
         self.path = path
     }
 
     /// The dot path of member `name`.
-    public func fieldPath(_ name: String) -> String { path.map { "\($0).\(name)" } ?? name }
+    package func fieldPath(_ name: String) -> String { path.map { "\($0).\(name)" } ?? name }
 
     private mutating func value(_ name: String) -> JSON? {
         seen.insert(name)
@@ -30,9 +30,9 @@ public struct FieldReader {
         .invalid(fieldPath(name), "\(fieldPath(name)) is required")
     }
 
-    public mutating func optionalJSON(_ name: String) -> JSON? { value(name) }
+    package mutating func optionalJSON(_ name: String) -> JSON? { value(name) }
 
-    public mutating func optionalString(_ name: String, maxLength: Int = 1 << 20) throws(LarderError) -> String? {
+    package mutating func optionalString(_ name: String, maxLength: Int = 1 << 20) throws(LarderError) -> String? {
         guard let v = value(name) else { return nil }
         guard case .string(let s) = v else { throw wrongType(name, "a string", v) }
         guard s.utf8.count <= maxLength else {
@@ -41,12 +41,12 @@ public struct FieldReader {
         return s
     }
 
-    public mutating func string(_ name: String, maxLength: Int = 1 << 20) throws(LarderError) -> String {
+    package mutating func string(_ name: String, maxLength: Int = 1 << 20) throws(LarderError) -> String {
         guard let s = try optionalString(name, maxLength: maxLength) else { throw missing(name) }
         return s
     }
 
-    public mutating func optionalInt(_ name: String, range: ClosedRange<Int64>) throws(LarderError) -> Int64? {
+    package mutating func optionalInt(_ name: String, range: ClosedRange<Int64>) throws(LarderError) -> Int64? {
         guard let v = value(name) else { return nil }
         guard let i = v.intValue else { throw wrongType(name, "an integer", v) }
         guard range.contains(i) else {
@@ -55,29 +55,29 @@ public struct FieldReader {
         return i
     }
 
-    public mutating func int(_ name: String, range: ClosedRange<Int64>) throws(LarderError) -> Int64 {
+    package mutating func int(_ name: String, range: ClosedRange<Int64>) throws(LarderError) -> Int64 {
         guard let i = try optionalInt(name, range: range) else { throw missing(name) }
         return i
     }
 
-    public mutating func optionalBool(_ name: String) throws(LarderError) -> Bool? {
+    package mutating func optionalBool(_ name: String) throws(LarderError) -> Bool? {
         guard let v = value(name) else { return nil }
         guard case .bool(let b) = v else { throw wrongType(name, "true or false", v) }
         return b
     }
 
-    public mutating func optionalObject(_ name: String) throws(LarderError) -> JSONObject? {
+    package mutating func optionalObject(_ name: String) throws(LarderError) -> JSONObject? {
         guard let v = value(name) else { return nil }
         guard case .object(let o) = v else { throw wrongType(name, "an object", v) }
         return o
     }
 
-    public mutating func object(_ name: String) throws(LarderError) -> JSONObject {
+    package mutating func object(_ name: String) throws(LarderError) -> JSONObject {
         guard let o = try optionalObject(name) else { throw missing(name) }
         return o
     }
 
-    public mutating func optionalArray(_ name: String, maxCount: Int) throws(LarderError) -> [JSON]? {
+    package mutating func optionalArray(_ name: String, maxCount: Int) throws(LarderError) -> [JSON]? {
         guard let v = value(name) else { return nil }
         guard case .array(let a) = v else { throw wrongType(name, "an array", v) }
         guard a.count <= maxCount else {
@@ -86,18 +86,18 @@ public struct FieldReader {
         return a
     }
 
-    public mutating func optionalUUID(_ name: String) throws(LarderError) -> UUID? {
+    package mutating func optionalUUID(_ name: String) throws(LarderError) -> UUID? {
         guard let s = try optionalString(name, maxLength: 64) else { return nil }
         return try FieldReader.uuid(s, field: fieldPath(name))
     }
 
-    public mutating func uuid(_ name: String) throws(LarderError) -> UUID {
+    package mutating func uuid(_ name: String) throws(LarderError) -> UUID {
         guard let id = try optionalUUID(name) else { throw missing(name) }
         return id
     }
 
     /// Parses a UUID in its 36-character textual form.
-    public static func uuid(_ text: String, field: String) throws(LarderError) -> UUID {
+    package static func uuid(_ text: String, field: String) throws(LarderError) -> UUID {
         guard let id = strictUUID(text) else {
             throw .invalid(field, "\(field) must be a UUID like 3f2504e0-4f89-11d3-9a0c-0305e82c3301")
         }
@@ -140,7 +140,7 @@ public struct FieldReader {
         return table
     }()
 
-    public mutating func uuidArray(_ name: String, maxCount: Int) throws(LarderError) -> [UUID] {
+    package mutating func uuidArray(_ name: String, maxCount: Int) throws(LarderError) -> [UUID] {
         guard let items = try optionalArray(name, maxCount: maxCount) else { throw missing(name) }
         var ids: [UUID] = []
         ids.reserveCapacity(items.count)
@@ -152,7 +152,7 @@ public struct FieldReader {
     }
 
     /// Throws for the first member that no accessor asked for.
-    public func finish() throws(LarderError) {
+    package func finish() throws(LarderError) {
         for key in object.keys where !seen.contains(key) {
             throw .invalid(fieldPath(key), "unknown field \(fieldPath(key)); check its spelling against Protocol.md")
         }
@@ -162,19 +162,19 @@ public struct FieldReader {
 extension UUID {
     /// Parses the strict 36-character form (hex digits of either case, hyphens at 8, 13, 18 and 23), without
     /// Foundation's `sscanf`-based parser, which is slow on the read path and lenient about what it accepts.
-    public init?(wireString text: String) {
+    package init?(wireString text: String) {
         guard let id = FieldReader.strictUUID(text) else { return nil }
         self = id
     }
 
     /// Parses the strict 36-character form from raw UTF-8 bytes.
-    public init?(wireUTF8 bytes: UnsafeBufferPointer<UInt8>) {
+    package init?(wireUTF8 bytes: UnsafeBufferPointer<UInt8>) {
         guard let id = FieldReader.strictUUID(utf8: bytes) else { return nil }
         self = id
     }
 
     /// The lowercase textual form used on the wire.
-    public var wireString: String {
+    package var wireString: String {
         var out: [UInt8] = []
         out.reserveCapacity(36)
         writeWire(into: &out)
@@ -182,12 +182,12 @@ extension UUID {
     }
 
     /// Appends the lowercase textual form (no quotes) to `out`.
-    public func writeWire(into out: inout [UInt8]) {
+    package func writeWire(into out: inout [UInt8]) {
         withWireUTF8 { out.append(contentsOf: $0) }
     }
 
     /// Calls `body` with the lowercase textual form, formatted on the stack (36 bytes, valid only inside `body`).
-    public func withWireUTF8<R, E: Error>(_ body: (UnsafeBufferPointer<UInt8>) throws(E) -> R) throws(E) -> R {
+    package func withWireUTF8<R, E: Error>(_ body: (UnsafeBufferPointer<UInt8>) throws(E) -> R) throws(E) -> R {
         var text: (UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0)  // 40 bytes of stack
         return try withUnsafeMutableBytes(of: &text) { buffer throws(E) -> R in
             withUnsafeBytes(of: uuid) { raw in

@@ -57,7 +57,7 @@ enum FlatStringObject {
 extension GetRequest {
     /// `{"collection": "…", "id": "…"}` in its plain form, or nil: then use `init(json:)`, which gives the same
     /// request or the error.
-    public static func fast(_ json: [UInt8]) -> GetRequest? {
+    package static func fast(_ json: [UInt8]) -> GetRequest? {
         guard let (collectionRange, idRange) = FlatStringObject.members(json, "collection", "id"), let idRange,
             collectionRange.count <= 256, let id = FlatStringObject.uuid(json, idRange),
             let collection = FlatStringObject.string(json, collectionRange)
@@ -68,7 +68,7 @@ extension GetRequest {
 
 extension BlobIDRequest {
     /// `{"id": "…"}` in its plain form, or nil: then use `init(json:)`.
-    public static func fast(_ json: [UInt8]) -> BlobIDRequest? {
+    package static func fast(_ json: [UInt8]) -> BlobIDRequest? {
         guard let (idRange, _) = FlatStringObject.members(json, "id"), let id = FlatStringObject.uuid(json, idRange) else {
             return nil
         }

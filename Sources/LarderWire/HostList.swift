@@ -3,9 +3,9 @@ import Foundation
 /// A list of servers as people write it: `--host a:7411,b:7412` or `LARDER_HOST` with commas, for several
 /// larder-servers that share one PostgreSQL. Each item is `host`, `host:port`, `[v6 address]:port` or a bare IPv6
 /// address; an item without a port takes `defaultPort`.
-public enum HostList {
+package enum HostList {
     /// The servers of `text`, in order; INVALID_ARGUMENT naming the item that is not a host or has a bad port.
-    public static func parse(_ text: String, defaultPort: Int) throws(LarderError) -> [(host: String, port: Int)] {
+    package static func parse(_ text: String, defaultPort: Int) throws(LarderError) -> [(host: String, port: Int)] {
         var servers: [(host: String, port: Int)] = []
         for raw in text.split(separator: ",", omittingEmptySubsequences: false) {
             let item = raw.trimmingCharacters(in: .whitespaces)

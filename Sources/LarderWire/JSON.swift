@@ -1,19 +1,29 @@
 /// A JSON value. Objects keep their members' order, so what a client stored is what it reads back.
 public enum JSON: Sendable, Hashable {
+    /// JSON `null`.
     case null
+    /// `true` or `false`.
     case bool(Bool)
     /// An integer that fits in 64 bits; written without a fraction or exponent.
     case int(Int64)
     /// Any other finite number.
     case double(Double)
+    /// A string.
     case string(String)
+    /// An array of values.
     case array([JSON])
+    /// An object: members in the order they were written.
     case object(JSONObject)
 
+    /// The members when the value is an object; nil otherwise.
     public var objectValue: JSONObject? { if case .object(let o) = self { o } else { nil } }
+    /// The elements when the value is an array; nil otherwise.
     public var arrayValue: [JSON]? { if case .array(let a) = self { a } else { nil } }
+    /// The string when the value is one; nil otherwise.
     public var stringValue: String? { if case .string(let s) = self { s } else { nil } }
+    /// The boolean when the value is one; nil otherwise.
     public var boolValue: Bool? { if case .bool(let b) = self { b } else { nil } }
+    /// True when the value is `null`.
     public var isNull: Bool { if case .null = self { true } else { false } }
 
     /// The value as an integer when it is one (a double with no fraction counts).
@@ -38,7 +48,7 @@ public enum JSON: Sendable, Hashable {
     public subscript(key: String) -> JSON? { objectValue?[key] }
 
     /// The name of this value's type as the error messages say it.
-    public var typeName: String {
+    package var typeName: String {
         switch self {
         case .null: "null"
         case .bool: "boolean"
@@ -50,7 +60,7 @@ public enum JSON: Sendable, Hashable {
     }
 
     /// The type's name with its article, for "must be an object, not an array".
-    public var typeNameWithArticle: String {
+    package var typeNameWithArticle: String {
         switch self {
         case .null: "null"
         case .array, .object: "an \(typeName)"
@@ -61,16 +71,21 @@ public enum JSON: Sendable, Hashable {
 
 /// A JSON object: members in insertion order with hashed lookup, so large objects stay linear to build.
 public struct JSONObject: Sendable, Hashable, Sequence, ExpressibleByDictionaryLiteral {
+    /// The members' keys, in order.
     public private(set) var keys: [String] = []
     private var values: [String: JSON] = [:]
 
+    /// An empty object.
     public init() {}
 
+    /// An object with these members, in this order: `let patch: JSONObject = ["price": 42, "note": nil]`.
     public init(dictionaryLiteral elements: (String, JSON)...) {
         for (key, value) in elements { self[key] = value }
     }
 
+    /// The number of members.
     public var count: Int { keys.count }
+    /// True when the object has no members.
     public var isEmpty: Bool { keys.isEmpty }
 
     /// Reads a member; assigning `nil` removes it, assigning to a new key appends it.
@@ -93,6 +108,7 @@ public struct JSONObject: Sendable, Hashable, Sequence, ExpressibleByDictionaryL
         return true
     }
 
+    /// The members in order, as `(key, value)` pairs: `for (key, value) in object { ... }`.
     public func makeIterator() -> some IteratorProtocol<(key: String, value: JSON)> {
         var index = 0
         return AnyIterator { [keys, values] in
@@ -102,19 +118,28 @@ public struct JSONObject: Sendable, Hashable, Sequence, ExpressibleByDictionaryL
         }
     }
 
+    /// True when both objects have the same members with equal values, whatever their order.
     public static func == (lhs: JSONObject, rhs: JSONObject) -> Bool { lhs.values == rhs.values }
+    /// Hashes the members and their values (not their order), as `==` compares them.
     public func hash(into hasher: inout Hasher) { hasher.combine(values) }
 }
 
 extension JSON: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByBooleanLiteral,
     ExpressibleByFloatLiteral, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral, ExpressibleByNilLiteral
 {
+    /// A string value: `let name: JSON = "Ball"`.
     public init(stringLiteral value: String) { self = .string(value) }
+    /// An integer value: `let price: JSON = 42`.
     public init(integerLiteral value: Int64) { self = .int(value) }
+    /// A boolean value: `let sold: JSON = true`.
     public init(booleanLiteral value: Bool) { self = .bool(value) }
+    /// A number with a fraction: `let weight: JSON = 0.5`.
     public init(floatLiteral value: Double) { self = .double(value) }
+    /// An array value: `let tags: JSON = ["red", 3]`.
     public init(arrayLiteral elements: JSON...) { self = .array(elements) }
+    /// `null`: `let missing: JSON = nil`.
     public init(nilLiteral: ()) { self = .null }
+    /// An object value, members in this order: `let address: JSON = ["city": "Oslo", "zip": "0150"]`.
     public init(dictionaryLiteral elements: (String, JSON)...) {
         var object = JSONObject()
         for (key, value) in elements { object[key] = value }
@@ -134,7 +159,7 @@ extension JSON {
     }
 
     /// Appends the compact UTF-8 encoding of this value to `out`.
-    public func write(into out: inout [UInt8]) {
+    package func write(into out: inout [UInt8]) {
         switch self {
         case .null: out.append(contentsOf: JSONWriter.null)
         case .bool(let b): out.append(contentsOf: b ? JSONWriter.true : JSONWriter.false)
@@ -155,7 +180,7 @@ extension JSON {
 
 extension JSONObject {
     /// Appends the compact UTF-8 encoding of this object to `out`.
-    public func write(into out: inout [UInt8]) {
+    package func write(into out: inout [UInt8]) {
         out.append(UInt8(ascii: "{"))
         for (n, key) in keys.enumerated() {
             if n > 0 { out.append(UInt8(ascii: ",")) }
@@ -175,14 +200,14 @@ extension JSONObject {
 }
 
 /// Low-level pieces for writing JSON by hand, e.g. splicing stored document bytes into a response without decoding.
-public enum JSONWriter {
+package enum JSONWriter {
     static let null = Array("null".utf8)
     static let `true` = Array("true".utf8)
     static let `false` = Array("false".utf8)
     private static let hex = Array("0123456789abcdef".utf8)
 
     /// Appends `string` as a quoted, escaped JSON string.
-    public static func writeString(_ string: String, into out: inout [UInt8]) {
+    package static func writeString(_ string: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         var string = string
         string.withUTF8 { utf8 in
@@ -216,7 +241,7 @@ public enum JSONWriter {
     }
 
     /// Appends a decimal integer.
-    public static func writeInt(_ value: Int64, into out: inout [UInt8]) {
+    package static func writeInt(_ value: Int64, into out: inout [UInt8]) {
         if value >= 0 && value < 10 {
             out.append(UInt8(ascii: "0") + UInt8(value))
             return
@@ -225,7 +250,7 @@ public enum JSONWriter {
     }
 
     /// Appends a number in its shortest round-trip form; non-finite values (which JSON cannot hold) become null.
-    public static func writeDouble(_ value: Double, into out: inout [UInt8]) {
+    package static func writeDouble(_ value: Double, into out: inout [UInt8]) {
         guard value.isFinite else { return out.append(contentsOf: null) }
         out.append(contentsOf: value.description.utf8)
     }

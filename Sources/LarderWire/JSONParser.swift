@@ -8,17 +8,17 @@ import Darwin
 ///
 /// It rejects what a lenient parser would guess at: invalid UTF-8, lone surrogates, control characters in strings,
 /// duplicate object keys, trailing bytes, numbers that overflow a double.
-public struct JSONParser {
+package struct JSONParser {
     /// The deepest nesting of arrays and objects accepted in a request's JSON part, the outer object being level 1 and
     /// an array counting as an object does (Protocol.md §2). A document is a member of its request, so it nests at
     /// most 63 levels of its own.
-    public static let defaultMaxDepth = 64
+    package static let defaultMaxDepth = 64
     /// The deepest nesting an answer or event may have: it carries documents inside their envelopes, at most 5 levels
     /// down (GROUP's `groups`, a section, `records`, a record, `data`), so a document of 63 levels reaches 68.
-    public static let maxAnswerDepth = defaultMaxDepth + 4
+    package static let maxAnswerDepth = defaultMaxDepth + 4
 
     /// Parses one JSON value that spans all of `bytes` (whitespace around it allowed).
-    public static func parse(_ bytes: some Collection<UInt8>, maxDepth: Int = defaultMaxDepth) throws(LarderError) -> JSON {
+    package static func parse(_ bytes: some Collection<UInt8>, maxDepth: Int = defaultMaxDepth) throws(LarderError) -> JSON {
         let result: Result<JSON, LarderError>? = bytes.withContiguousStorageIfAvailable { buffer in
             Result { () throws(LarderError) -> JSON in try parse(buffer: buffer, maxDepth: maxDepth) }
         }
@@ -30,7 +30,7 @@ public struct JSONParser {
     }
 
     /// Parses a JSON object; any other top-level value is INVALID_ARGUMENT.
-    public static func parseObject(_ bytes: some Collection<UInt8>, maxDepth: Int = defaultMaxDepth) throws(LarderError) -> JSONObject {
+    package static func parseObject(_ bytes: some Collection<UInt8>, maxDepth: Int = defaultMaxDepth) throws(LarderError) -> JSONObject {
         let value = try parse(bytes, maxDepth: maxDepth)
         guard case .object(let object) = value else {
             throw LarderError(.invalidArgument, "the JSON part must be an object, not \(value.typeNameWithArticle)")

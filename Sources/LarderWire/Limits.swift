@@ -49,6 +49,7 @@ public struct Limits: Sendable, Equatable {
     /// The most thumbnail sizes a server may offer.
     public static let maxThumbnailSizeCount = 16
 
+    /// Limits with these values; each default is the one Protocol.md documents (`Limits.default`).
     public init(
         maxFrameBytes: Int = 40 << 20, maxJSONBytes: Int = 4 << 20, maxDocumentBytes: Int = 1 << 20,
         maxBlobBytes: Int = 256 << 20, maxInFlight: Int = 128, maxConnections: Int = 10_000,
@@ -75,7 +76,7 @@ public struct Limits: Sendable, Equatable {
     public static let `default` = Limits()
 
     /// The names and values as announced in HELLO.
-    public var json: JSONObject {
+    package var json: JSONObject {
         [
             "maxFrameBytes": .int(Int64(maxFrameBytes)), "maxJSONBytes": .int(Int64(maxJSONBytes)),
             "maxDocumentBytes": .int(Int64(maxDocumentBytes)), "maxBlobBytes": .int(Int64(maxBlobBytes)),
@@ -92,7 +93,7 @@ public struct Limits: Sendable, Equatable {
     }
 
     /// Reads announced limits; a missing member keeps its default.
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         self.init()
         var reader = FieldReader(json, path: "limits")
         func read(_ name: String, _ value: inout Int) throws(LarderError) {
@@ -131,7 +132,7 @@ public struct Limits: Sendable, Equatable {
     }
 
     /// Checks that the limits fit together; the message names the limit to change.
-    public func validate() throws(LarderError) {
+    package func validate() throws(LarderError) {
         let positive: [(String, Int)] = [
             ("maxFrameBytes", maxFrameBytes), ("maxJSONBytes", maxJSONBytes), ("maxDocumentBytes", maxDocumentBytes),
             ("maxBlobBytes", maxBlobBytes), ("maxInFlight", maxInFlight), ("maxConnections", maxConnections),

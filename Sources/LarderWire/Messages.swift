@@ -4,7 +4,7 @@ import Foundation
 // memberwise init, `init(json:)`, `json`), one per request and answer of Protocol.md section 5, as are
 // BackupMessages.swift, Query.swift's SearchQuery and the client's option and result structs that mirror them.
 /// A request or response body that maps to and from its JSON part.
-public protocol WireMessage: Sendable {
+package protocol WireMessage: Sendable {
     /// Reads the message, rejecting missing, mistyped and unknown fields with INVALID_ARGUMENT.
     init(json: JSONObject) throws(LarderError)
     /// The JSON object sent on the wire.
@@ -12,8 +12,8 @@ public protocol WireMessage: Sendable {
 }
 
 /// Protocol versions this implementation speaks.
-public enum ProtocolVersions {
-    public static let supported: [Int] = [1]
+package enum ProtocolVersions {
+    package static let supported: [Int] = [1]
 }
 
 /// Largest number of ids in one GET_MANY.
@@ -24,18 +24,18 @@ public let maxPageLimit = SearchQuery.maxLimit
 public let defaultPageLimit = SearchQuery.defaultLimit
 
 /// The name of the compression algorithm Larder knows.
-public let zlibCompression = "zlib"
+package let zlibCompression = "zlib"
 
 // MARK: - Handshake
 
 /// `HELLO` request: what the client offers.
-public struct HelloRequest: WireMessage, Equatable {
-    public var versions: [Int]
-    public var compression: [String]
-    public var client: String
-    public var token: String?
+package struct HelloRequest: WireMessage, Equatable {
+    package var versions: [Int]
+    package var compression: [String]
+    package var client: String
+    package var token: String?
 
-    public init(versions: [Int] = ProtocolVersions.supported, compression: [String] = [zlibCompression],
+    package init(versions: [Int] = ProtocolVersions.supported, compression: [String] = [zlibCompression],
                 client: String, token: String? = nil) {
         self.versions = versions
         self.compression = compression
@@ -43,7 +43,7 @@ public struct HelloRequest: WireMessage, Equatable {
         self.token = token
     }
 
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         guard let versions = try r.optionalArray("versions", maxCount: 16), !versions.isEmpty else {
             throw .invalid("versions", "versions must list at least one protocol version, e.g. [1]")
@@ -67,7 +67,7 @@ public struct HelloRequest: WireMessage, Equatable {
         try r.finish()
     }
 
-    public var json: JSONObject {
+    package var json: JSONObject {
         var o: JSONObject = [
             "versions": .array(versions.map { .int(Int64($0)) }),
             "compression": .array(compression.map { .string($0) }),
@@ -80,14 +80,17 @@ public struct HelloRequest: WireMessage, Equatable {
 
 /// `HELLO` response: what the server chose and every limit it enforces.
 public struct HelloResponse: WireMessage, Equatable {
+    /// The protocol version the server chose (1).
     public var version: Int
     /// `"zlib"` or `"none"`.
     public var compression: String
     /// JSON parts at least this long are compressed (when compression is on and it pays).
     public var compressionThreshold: Int
+    /// Every limit the server enforces on this connection.
     public var limits: Limits
     /// The server's software version, e.g. `larder-server 0.1.0`.
     public var server: String
+    /// True when the server requires a token in HELLO.
     public var authRequired: Bool
     /// The role of the token presented (`read`, `write` or `admin`), on a server that requires one.
     public var role: String?
@@ -96,6 +99,7 @@ public struct HelloResponse: WireMessage, Equatable {
     /// True when the connection runs over TLS (absent otherwise).
     public var tls: Bool?
 
+    /// A HELLO answer with these members; `role`, `collections` and `tls` start nil.
     public init(version: Int, compression: String, compressionThreshold: Int, limits: Limits, server: String,
                 authRequired: Bool) {
         self.version = version
@@ -106,7 +110,7 @@ public struct HelloResponse: WireMessage, Equatable {
         self.authRequired = authRequired
     }
 
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         version = Int(try r.int("version", range: 0...255))
         compression = try r.string("compression")
@@ -119,7 +123,7 @@ public struct HelloResponse: WireMessage, Equatable {
         tls = try r.optionalBool("tls")
     }
 
-    public var json: JSONObject {
+    package var json: JSONObject {
         var object: JSONObject = [
             "version": .int(Int64(version)), "compression": .string(compression),
             "compressionThreshold": .int(Int64(compressionThreshold)), "limits": .object(limits.json),
@@ -133,18 +137,18 @@ public struct HelloResponse: WireMessage, Equatable {
 }
 
 /// A request or response with no fields (`PING`, `COLLECTIONS`, `STATS` requests).
-public struct EmptyMessage: WireMessage, Equatable {
-    public init() {}
-    public init(json: JSONObject) throws(LarderError) { try FieldReader(json).finish() }
-    public var json: JSONObject { [:] }
+package struct EmptyMessage: WireMessage, Equatable {
+    package init() {}
+    package init(json: JSONObject) throws(LarderError) { try FieldReader(json).finish() }
+    package var json: JSONObject { [:] }
 }
 
 // MARK: - Documents
 
 /// Collection names (Protocol.md section 3): a letter followed by up to 63 letters, digits, `_` or `-`.
-public enum CollectionName {
+package enum CollectionName {
     /// INVALID_ARGUMENT naming `field` unless `name` is a collection name.
-    public static func validate(_ name: String, field: String = "collection") throws(LarderError) {
+    package static func validate(_ name: String, field: String = "collection") throws(LarderError) {
         let bytes = Array(name.utf8)
         func isLetter(_ b: UInt8) -> Bool { (b >= 65 && b <= 90) || (b >= 97 && b <= 122) }
         guard let first = bytes.first, isLetter(first), bytes.count <= 64,
@@ -166,18 +170,18 @@ private func expectedRev(_ r: inout FieldReader) throws(LarderError) -> Int64? {
 }
 
 /// `CREATE`: store a new document; the server assigns the id unless the client supplies one.
-public struct CreateRequest: WireMessage, Equatable {
-    public var collection: String
-    public var id: UUID?
-    public var data: JSONObject
+package struct CreateRequest: WireMessage, Equatable {
+    package var collection: String
+    package var id: UUID?
+    package var data: JSONObject
 
-    public init(collection: String, id: UUID? = nil, data: JSONObject) {
+    package init(collection: String, id: UUID? = nil, data: JSONObject) {
         self.collection = collection
         self.id = id
         self.data = data
     }
 
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         collection = try collectionName(&r)
         id = try r.optionalUUID("id")
@@ -185,7 +189,7 @@ public struct CreateRequest: WireMessage, Equatable {
         try r.finish()
     }
 
-    public var json: JSONObject {
+    package var json: JSONObject {
         var o: JSONObject = ["collection": .string(collection)]
         if let id { o["id"] = .string(id.wireString) }
         o["data"] = .object(data)
@@ -194,62 +198,62 @@ public struct CreateRequest: WireMessage, Equatable {
 }
 
 /// `GET`, `BLOB_GET`-style requests that name one document.
-public struct GetRequest: WireMessage, Equatable {
-    public var collection: String
-    public var id: UUID
+package struct GetRequest: WireMessage, Equatable {
+    package var collection: String
+    package var id: UUID
 
-    public init(collection: String, id: UUID) {
+    package init(collection: String, id: UUID) {
         self.collection = collection
         self.id = id
     }
 
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         collection = try collectionName(&r)
         id = try r.uuid("id")
         try r.finish()
     }
 
-    public var json: JSONObject { ["collection": .string(collection), "id": .string(id.wireString)] }
+    package var json: JSONObject { ["collection": .string(collection), "id": .string(id.wireString)] }
 }
 
 /// `GET_MANY`: up to 1,000 documents by id.
-public struct GetManyRequest: WireMessage, Equatable {
-    public var collection: String
-    public var ids: [UUID]
+package struct GetManyRequest: WireMessage, Equatable {
+    package var collection: String
+    package var ids: [UUID]
 
-    public init(collection: String, ids: [UUID]) {
+    package init(collection: String, ids: [UUID]) {
         self.collection = collection
         self.ids = ids
     }
 
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         collection = try collectionName(&r)
         ids = try r.uuidArray("ids", maxCount: maxGetManyIDs)
         try r.finish()
     }
 
-    public var json: JSONObject {
+    package var json: JSONObject {
         ["collection": .string(collection), "ids": .array(ids.map { .string($0.wireString) })]
     }
 }
 
 /// `REPLACE`: the document's data becomes `data`; `rev`, when given, must be the current revision.
-public struct ReplaceRequest: WireMessage, Equatable {
-    public var collection: String
-    public var id: UUID
-    public var data: JSONObject
-    public var rev: Int64?
+package struct ReplaceRequest: WireMessage, Equatable {
+    package var collection: String
+    package var id: UUID
+    package var data: JSONObject
+    package var rev: Int64?
 
-    public init(collection: String, id: UUID, data: JSONObject, rev: Int64? = nil) {
+    package init(collection: String, id: UUID, data: JSONObject, rev: Int64? = nil) {
         self.collection = collection
         self.id = id
         self.data = data
         self.rev = rev
     }
 
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         collection = try collectionName(&r)
         id = try r.uuid("id")
@@ -258,7 +262,7 @@ public struct ReplaceRequest: WireMessage, Equatable {
         try r.finish()
     }
 
-    public var json: JSONObject {
+    package var json: JSONObject {
         var o: JSONObject = ["collection": .string(collection), "id": .string(id.wireString), "data": .object(data)]
         if let rev { o["rev"] = .int(rev) }
         return o
@@ -266,20 +270,20 @@ public struct ReplaceRequest: WireMessage, Equatable {
 }
 
 /// `PATCH`: an RFC 7396 merge patch (null removes a member, objects merge, anything else replaces).
-public struct PatchRequest: WireMessage, Equatable {
-    public var collection: String
-    public var id: UUID
-    public var patch: JSONObject
-    public var rev: Int64?
+package struct PatchRequest: WireMessage, Equatable {
+    package var collection: String
+    package var id: UUID
+    package var patch: JSONObject
+    package var rev: Int64?
 
-    public init(collection: String, id: UUID, patch: JSONObject, rev: Int64? = nil) {
+    package init(collection: String, id: UUID, patch: JSONObject, rev: Int64? = nil) {
         self.collection = collection
         self.id = id
         self.patch = patch
         self.rev = rev
     }
 
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         collection = try collectionName(&r)
         id = try r.uuid("id")
@@ -288,7 +292,7 @@ public struct PatchRequest: WireMessage, Equatable {
         try r.finish()
     }
 
-    public var json: JSONObject {
+    package var json: JSONObject {
         var o: JSONObject = ["collection": .string(collection), "id": .string(id.wireString), "patch": .object(patch)]
         if let rev { o["rev"] = .int(rev) }
         return o
@@ -296,18 +300,18 @@ public struct PatchRequest: WireMessage, Equatable {
 }
 
 /// `DELETE`: removes a document and the blobs attached to it.
-public struct DeleteRequest: WireMessage, Equatable {
-    public var collection: String
-    public var id: UUID
-    public var rev: Int64?
+package struct DeleteRequest: WireMessage, Equatable {
+    package var collection: String
+    package var id: UUID
+    package var rev: Int64?
 
-    public init(collection: String, id: UUID, rev: Int64? = nil) {
+    package init(collection: String, id: UUID, rev: Int64? = nil) {
         self.collection = collection
         self.id = id
         self.rev = rev
     }
 
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         collection = try collectionName(&r)
         id = try r.uuid("id")
@@ -315,7 +319,7 @@ public struct DeleteRequest: WireMessage, Equatable {
         try r.finish()
     }
 
-    public var json: JSONObject {
+    package var json: JSONObject {
         var o: JSONObject = ["collection": .string(collection), "id": .string(id.wireString)]
         if let rev { o["rev"] = .int(rev) }
         return o
@@ -324,42 +328,45 @@ public struct DeleteRequest: WireMessage, Equatable {
 
 /// `DELETE` response.
 public struct DeleteResponse: WireMessage, Equatable {
+    /// The deleted document's id.
     public var id: UUID
     /// The revision the document had when it was deleted.
     public var rev: Int64
+    /// How many blobs attached to the document were deleted with it.
     public var blobsDeleted: Int
 
+    /// A DELETE answer with these members.
     public init(id: UUID, rev: Int64, blobsDeleted: Int) {
         self.id = id
         self.rev = rev
         self.blobsDeleted = blobsDeleted
     }
 
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         id = try r.uuid("id")
         rev = try r.int("rev", range: 0...Int64.max)
         blobsDeleted = Int(try r.int("blobsDeleted", range: 0...Int64.max))
     }
 
-    public var json: JSONObject {
+    package var json: JSONObject {
         ["id": .string(id.wireString), "rev": .int(rev), "blobsDeleted": .int(Int64(blobsDeleted))]
     }
 }
 
 /// `LIST`: documents in creation order, a page at a time.
-public struct ListRequest: WireMessage, Equatable {
-    public var collection: String
-    public var limit: Int
-    public var cursor: String?
+package struct ListRequest: WireMessage, Equatable {
+    package var collection: String
+    package var limit: Int
+    package var cursor: String?
 
-    public init(collection: String, limit: Int = defaultPageLimit, cursor: String? = nil) {
+    package init(collection: String, limit: Int = defaultPageLimit, cursor: String? = nil) {
         self.collection = collection
         self.limit = limit
         self.cursor = cursor
     }
 
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         collection = try collectionName(&r)
         limit = Int(try r.optionalInt("limit", range: 1...Int64(maxPageLimit)) ?? Int64(defaultPageLimit))
@@ -367,7 +374,7 @@ public struct ListRequest: WireMessage, Equatable {
         try r.finish()
     }
 
-    public var json: JSONObject {
+    package var json: JSONObject {
         var o: JSONObject = ["collection": .string(collection), "limit": .int(Int64(limit))]
         if let cursor { o["cursor"] = .string(cursor) }
         return o
@@ -376,7 +383,9 @@ public struct ListRequest: WireMessage, Equatable {
 
 /// A stored document as a client reads it: the envelope plus the app's data.
 public struct Record: WireMessage, Equatable {
+    /// The document's id (a UUID the server assigned or the client chose).
     public var id: UUID
+    /// The document's revision: 1 when created, one more at every write; pass it as `rev` to write only over it.
     public var rev: Int64
     /// When the document was created (millisecond precision, server clock).
     public var createdAt: Date {
@@ -392,6 +401,7 @@ public struct Record: WireMessage, Equatable {
     package var createdAtMs: Int64
     /// `updatedAt` in milliseconds since 1970, UTC, as the wire carries it.
     package var updatedAtMs: Int64
+    /// The app's document: the JSON object it stored.
     public var data: JSONObject
 
     /// A record with this envelope and data; the times are kept to the millisecond, as the wire carries them.
@@ -410,7 +420,7 @@ public struct Record: WireMessage, Equatable {
         self.data = data
     }
 
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         id = try r.uuid("id")
         rev = try r.int("rev", range: 0...Int64.max)
@@ -427,7 +437,7 @@ public struct Record: WireMessage, Equatable {
         return ms
     }
 
-    public var json: JSONObject {
+    package var json: JSONObject {
         [
             "id": .string(id.wireString), "rev": .int(rev), "createdAt": .string(Timestamp.string(createdAtMs)),
             "updatedAt": .string(Timestamp.string(updatedAtMs)), "data": .object(data),
@@ -437,21 +447,24 @@ public struct Record: WireMessage, Equatable {
 
 /// `GET_MANY` response: the records found, in request order, and the ids that were not.
 public struct GetManyResponse: WireMessage, Equatable {
+    /// The records found, in the order their ids were asked for.
     public var records: [Record]
+    /// The ids asked for that have no document.
     public var missing: [UUID]
 
+    /// A GET_MANY answer with these members.
     public init(records: [Record], missing: [UUID]) {
         self.records = records
         self.missing = missing
     }
 
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         records = try Record.array(&r, "records")
         missing = try r.uuidArray("missing", maxCount: Int.max)
     }
 
-    public var json: JSONObject {
+    package var json: JSONObject {
         ["records": .array(records.map { .object($0.json) }), "missing": .array(missing.map { .string($0.wireString) })]
     }
 }
@@ -469,22 +482,25 @@ extension Record {
 
 /// A page of records (`LIST`, `SEARCH`): pass `nextCursor` back to get the next page; nil means the last page.
 public struct PageResponse: WireMessage, Equatable {
+    /// The page's records.
     public var records: [Record]
+    /// The cursor of the next page; nil on the last page.
     public var nextCursor: String?
 
+    /// A page with these records and cursor.
     public init(records: [Record], nextCursor: String?) {
         self.records = records
         self.nextCursor = nextCursor
     }
 
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         records = try Record.array(&r, "records")
         // As long as the server makes them (a sort on a long text field makes long cursors).
         nextCursor = try r.optionalString("nextCursor", maxLength: SearchQuery.maxCursorBytes)
     }
 
-    public var json: JSONObject {
+    package var json: JSONObject {
         var o: JSONObject = ["records": .array(records.map { .object($0.json) })]
         o["nextCursor"] = nextCursor.map { .string($0) } ?? .null
         return o
@@ -492,69 +508,79 @@ public struct PageResponse: WireMessage, Equatable {
 }
 
 /// `COUNT` response.
-public struct CountResponse: WireMessage, Equatable {
-    public var count: Int
-    public init(count: Int) { self.count = count }
-    public init(json: JSONObject) throws(LarderError) {
+package struct CountResponse: WireMessage, Equatable {
+    package var count: Int
+    package init(count: Int) { self.count = count }
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         count = Int(try r.int("count", range: 0...Int64.max))
     }
-    public var json: JSONObject { ["count": .int(Int64(count))] }
+    package var json: JSONObject { ["count": .int(Int64(count))] }
 }
 
 // MARK: - Collections
 
 /// `DROP_COLLECTION` request.
-public struct DropCollectionRequest: WireMessage, Equatable {
-    public var collection: String
-    public init(collection: String) { self.collection = collection }
-    public init(json: JSONObject) throws(LarderError) {
+package struct DropCollectionRequest: WireMessage, Equatable {
+    package var collection: String
+    package init(collection: String) { self.collection = collection }
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         collection = try collectionName(&r)
         try r.finish()
     }
-    public var json: JSONObject { ["collection": .string(collection)] }
+    package var json: JSONObject { ["collection": .string(collection)] }
 }
 
 /// `DROP_COLLECTION` response: what was removed.
 public struct DropCollectionResponse: WireMessage, Equatable {
+    /// The collection dropped.
     public var collection: String
+    /// How many documents were removed with it.
     public var documents: Int
+    /// How many blobs attached to its documents were removed with it.
     public var blobs: Int
 
+    /// A DROP_COLLECTION answer with these members.
     public init(collection: String, documents: Int, blobs: Int) {
         self.collection = collection
         self.documents = documents
         self.blobs = blobs
     }
 
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         collection = try r.string("collection")
         documents = Int(try r.int("documents", range: 0...Int64.max))
         blobs = Int(try r.int("blobs", range: 0...Int64.max))
     }
 
-    public var json: JSONObject {
+    package var json: JSONObject {
         ["collection": .string(collection), "documents": .int(Int64(documents)), "blobs": .int(Int64(blobs))]
     }
 }
 
 /// `COLLECTIONS` response.
 public struct CollectionsResponse: WireMessage, Equatable {
+    /// One collection and how many documents it holds.
     public struct Entry: Sendable, Equatable {
+        /// The collection's name.
         public var name: String
+        /// How many documents it holds.
         public var count: Int
+        /// An entry with this name and count.
         public init(name: String, count: Int) {
             self.name = name
             self.count = count
         }
     }
+    /// Every collection that holds documents, by name.
     public var collections: [Entry]
 
+    /// A COLLECTIONS answer with these entries.
     public init(collections: [Entry]) { self.collections = collections }
 
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         collections = []
         for (n, item) in (try r.optionalArray("collections", maxCount: Int.max) ?? []).enumerated() {
@@ -564,7 +590,7 @@ public struct CollectionsResponse: WireMessage, Equatable {
         }
     }
 
-    public var json: JSONObject {
+    package var json: JSONObject {
         ["collections": .array(collections.map { .object(["name": .string($0.name), "count": .int(Int64($0.count))]) })]
     }
 }
@@ -573,9 +599,12 @@ public struct CollectionsResponse: WireMessage, Equatable {
 
 /// A document that a blob is attached to; deleting the document deletes the blob.
 public struct BlobAttachment: Sendable, Hashable {
+    /// The collection of the document.
     public var collection: String
+    /// The document's id.
     public var id: UUID
 
+    /// The document `id` of `collection`: `BlobAttachment(collection: "diary", id: entry.id)`.
     public init(collection: String, id: UUID) {
         self.collection = collection
         self.id = id
@@ -588,23 +617,23 @@ public struct BlobAttachment: Sendable, Hashable {
         try r.finish()
     }
 
-    public var json: JSONObject { ["collection": .string(collection), "id": .string(id.wireString)] }
+    package var json: JSONObject { ["collection": .string(collection), "id": .string(id.wireString)] }
 }
 
 /// `BLOB_PUT` request; the JPEG bytes travel in the frame's binary part.
-public struct BlobPutRequest: WireMessage, Equatable {
-    public var id: UUID?
+package struct BlobPutRequest: WireMessage, Equatable {
+    package var id: UUID?
     /// Lowercase hex SHA-256 the server checks the bytes against.
-    public var sha256: String?
-    public var attach: BlobAttachment?
+    package var sha256: String?
+    package var attach: BlobAttachment?
 
-    public init(id: UUID? = nil, sha256: String? = nil, attach: BlobAttachment? = nil) {
+    package init(id: UUID? = nil, sha256: String? = nil, attach: BlobAttachment? = nil) {
         self.id = id
         self.sha256 = sha256
         self.attach = attach
     }
 
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         id = try r.optionalUUID("id")
         sha256 = try r.optionalString("sha256", maxLength: 64)
@@ -613,7 +642,7 @@ public struct BlobPutRequest: WireMessage, Equatable {
         try r.finish()
     }
 
-    public var json: JSONObject {
+    package var json: JSONObject {
         var o = JSONObject()
         if let id { o["id"] = .string(id.wireString) }
         if let sha256 { o["sha256"] = .string(sha256) }
@@ -623,36 +652,36 @@ public struct BlobPutRequest: WireMessage, Equatable {
 }
 
 /// `BLOB_GET`, `BLOB_HEAD` and `BLOB_DELETE` requests.
-public struct BlobIDRequest: WireMessage, Equatable {
-    public var id: UUID
-    public init(id: UUID) { self.id = id }
-    public init(json: JSONObject) throws(LarderError) {
+package struct BlobIDRequest: WireMessage, Equatable {
+    package var id: UUID
+    package init(id: UUID) { self.id = id }
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         id = try r.uuid("id")
         try r.finish()
     }
-    public var json: JSONObject { ["id": .string(id.wireString)] }
+    package var json: JSONObject { ["id": .string(id.wireString)] }
 }
 
 /// `BLOB_GET` request: the blob; with `offset` and/or `length` only those bytes; or with `thumbnail` a thumbnail of it
 /// whose longer side is that many pixels (one of the sizes HELLO announces in `limits.thumbnailSizes`). A thumbnail
 /// and a range cannot be asked together.
-public struct BlobGetRequest: WireMessage, Equatable {
-    public var id: UUID
+package struct BlobGetRequest: WireMessage, Equatable {
+    package var id: UUID
     /// First byte of the range (0 when only `length` is given).
-    public var offset: Int64?
+    package var offset: Int64?
     /// Bytes in the range (to the end when only `offset` is given).
-    public var length: Int64?
-    public var thumbnail: Int?
+    package var length: Int64?
+    package var thumbnail: Int?
 
-    public init(id: UUID, offset: Int64? = nil, length: Int64? = nil, thumbnail: Int? = nil) {
+    package init(id: UUID, offset: Int64? = nil, length: Int64? = nil, thumbnail: Int? = nil) {
         self.id = id
         self.offset = offset
         self.length = length
         self.thumbnail = thumbnail
     }
 
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         id = try r.uuid("id")
         offset = try r.optionalInt("offset", range: 0...Int64.max)
@@ -668,9 +697,9 @@ public struct BlobGetRequest: WireMessage, Equatable {
         }
     }
 
-    public var isRange: Bool { offset != nil || length != nil }
+    package var isRange: Bool { offset != nil || length != nil }
 
-    public var json: JSONObject {
+    package var json: JSONObject {
         var o: JSONObject = ["id": .string(id.wireString)]
         if let offset { o["offset"] = .int(offset) }
         if let length { o["length"] = .int(length) }
@@ -684,10 +713,14 @@ public struct BlobGetRequest: WireMessage, Equatable {
 public struct ThumbnailInfo: Sendable, Equatable {
     /// The size asked for: the longer side, or the photo's own when that is smaller (photos are never enlarged).
     public var maxSide: Int
+    /// The thumbnail's width in pixels, as shown.
     public var width: Int
+    /// The thumbnail's height in pixels, as shown.
     public var height: Int
+    /// The thumbnail's length in bytes (the binary part).
     public var size: Int64
 
+    /// A thumbnail description with these members.
     public init(maxSide: Int, width: Int, height: Int, size: Int64) {
         self.maxSide = maxSide
         self.width = width
@@ -703,7 +736,7 @@ public struct ThumbnailInfo: Sendable, Equatable {
         size = try r.int("size", range: 0...Int64.max)
     }
 
-    public var json: JSONObject {
+    package var json: JSONObject {
         [
             "maxSide": .int(Int64(maxSide)), "width": .int(Int64(width)), "height": .int(Int64(height)),
             "size": .int(size),
@@ -713,11 +746,17 @@ public struct ThumbnailInfo: Sendable, Equatable {
 
 /// A blob's metadata, as `BLOB_PUT`, `BLOB_GET`, `BLOB_HEAD` and `BLOB_LIST` answer it.
 public struct BlobInfo: WireMessage, Equatable {
+    /// The blob's id.
     public var id: UUID
+    /// The blob's length in bytes.
     public var size: Int64
+    /// The SHA-256 of the bytes, 64 lowercase hex digits.
     public var sha256: String
+    /// The media type; `image/jpeg` for every blob Larder stores.
     public var contentType: String
+    /// The photo's width in pixels, as stored (EXIF orientation not applied).
     public var width: Int
+    /// The photo's height in pixels, as stored (EXIF orientation not applied).
     public var height: Int
     /// When the blob was stored (millisecond precision, server clock).
     public var createdAt: Date {
@@ -726,6 +765,7 @@ public struct BlobInfo: WireMessage, Equatable {
     }
     /// `createdAt` in milliseconds since 1970, UTC, as the wire and the stores carry it.
     package var createdAtMs: Int64
+    /// The document the blob is attached to, if any: deleting that document deletes the blob.
     public var attachedTo: BlobAttachment?
     /// Set in the answer to a `BLOB_GET` with `thumbnail`: the thumbnail the binary part holds (the other members
     /// still describe the stored photo).
@@ -752,7 +792,7 @@ public struct BlobInfo: WireMessage, Equatable {
         self.attachedTo = attachedTo
     }
 
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         id = try r.uuid("id")
         size = try r.int("size", range: 0...Int64.max)
@@ -770,7 +810,7 @@ public struct BlobInfo: WireMessage, Equatable {
         thumbnail = try r.optionalObject("thumbnail").map { (o) throws(LarderError) in try ThumbnailInfo(json: o) }
     }
 
-    public var json: JSONObject {
+    package var json: JSONObject {
         var o: JSONObject = [
             "id": .string(id.wireString), "size": .int(size), "sha256": .string(sha256),
             "contentType": .string(contentType), "width": .int(Int64(width)), "height": .int(Int64(height)),
@@ -783,18 +823,18 @@ public struct BlobInfo: WireMessage, Equatable {
 }
 
 /// `BLOB_LIST` request: blobs in id order, optionally only those attached to one document.
-public struct BlobListRequest: WireMessage, Equatable {
-    public var limit: Int
-    public var cursor: String?
-    public var attachedTo: BlobAttachment?
+package struct BlobListRequest: WireMessage, Equatable {
+    package var limit: Int
+    package var cursor: String?
+    package var attachedTo: BlobAttachment?
 
-    public init(limit: Int = defaultPageLimit, cursor: String? = nil, attachedTo: BlobAttachment? = nil) {
+    package init(limit: Int = defaultPageLimit, cursor: String? = nil, attachedTo: BlobAttachment? = nil) {
         self.limit = limit
         self.cursor = cursor
         self.attachedTo = attachedTo
     }
 
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         limit = Int(try r.optionalInt("limit", range: 1...Int64(maxPageLimit)) ?? Int64(defaultPageLimit))
         cursor = try r.optionalString("cursor", maxLength: 4096)
@@ -804,7 +844,7 @@ public struct BlobListRequest: WireMessage, Equatable {
         try r.finish()
     }
 
-    public var json: JSONObject {
+    package var json: JSONObject {
         var o: JSONObject = ["limit": .int(Int64(limit))]
         if let cursor { o["cursor"] = .string(cursor) }
         if let attachedTo { o["attachedTo"] = .object(attachedTo.json) }
@@ -814,15 +854,18 @@ public struct BlobListRequest: WireMessage, Equatable {
 
 /// `BLOB_LIST` response.
 public struct BlobListResponse: WireMessage, Equatable {
+    /// The page's blobs, in id order.
     public var blobs: [BlobInfo]
+    /// The cursor of the next page; nil on the last page.
     public var nextCursor: String?
 
+    /// A BLOB_LIST answer with these members.
     public init(blobs: [BlobInfo], nextCursor: String?) {
         self.blobs = blobs
         self.nextCursor = nextCursor
     }
 
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         blobs = []
         for (n, item) in (try r.optionalArray("blobs", maxCount: Int.max) ?? []).enumerated() {
@@ -832,7 +875,7 @@ public struct BlobListResponse: WireMessage, Equatable {
         nextCursor = try r.optionalString("nextCursor")
     }
 
-    public var json: JSONObject {
+    package var json: JSONObject {
         var o: JSONObject = ["blobs": .array(blobs.map { .object($0.json) })]
         o["nextCursor"] = nextCursor.map { .string($0) } ?? .null
         return o
@@ -841,34 +884,36 @@ public struct BlobListResponse: WireMessage, Equatable {
 
 /// `BLOB_DELETE` response.
 public struct BlobDeleteResponse: WireMessage, Equatable {
+    /// The deleted blob's id.
     public var id: UUID
+    /// A BLOB_DELETE answer for `id`.
     public init(id: UUID) { self.id = id }
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         id = try r.uuid("id")
     }
-    public var json: JSONObject { ["id": .string(id.wireString), "deleted": true] }
+    package var json: JSONObject { ["id": .string(id.wireString), "deleted": true] }
 }
 
 // MARK: - Search
 
 /// `SEARCH`: `{"collection", "filter"?, "text"?, "sort"?, "limit"?, "cursor"?}` (see `SearchQuery`).
-public struct SearchRequest: WireMessage, Equatable {
-    public var collection: String
-    public var query: SearchQuery
+package struct SearchRequest: WireMessage, Equatable {
+    package var collection: String
+    package var query: SearchQuery
 
-    public init(collection: String, query: SearchQuery) {
+    package init(collection: String, query: SearchQuery) {
         self.collection = collection
         self.query = query
     }
 
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         collection = try collectionName(&r)
         query = try SearchQuery(json: json)
     }
 
-    public var json: JSONObject {
+    package var json: JSONObject {
         var o: JSONObject = ["collection": .string(collection)]
         for (key, value) in query.json { o[key] = value }
         return o
@@ -884,18 +929,18 @@ private func optionalText(_ r: inout FieldReader) throws(LarderError) -> TextQue
 }
 
 /// `COUNT`: how many records match `filter` and `text`.
-public struct CountRequest: WireMessage, Equatable {
-    public var collection: String
-    public var filter: Filter?
-    public var text: TextQuery?
+package struct CountRequest: WireMessage, Equatable {
+    package var collection: String
+    package var filter: Filter?
+    package var text: TextQuery?
 
-    public init(collection: String, filter: Filter? = nil, text: TextQuery? = nil) {
+    package init(collection: String, filter: Filter? = nil, text: TextQuery? = nil) {
         self.collection = collection
         self.filter = filter
         self.text = text
     }
 
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         collection = try collectionName(&r)
         filter = try optionalFilter(&r)
@@ -903,7 +948,7 @@ public struct CountRequest: WireMessage, Equatable {
         try r.finish()
     }
 
-    public var json: JSONObject {
+    package var json: JSONObject {
         var o: JSONObject = ["collection": .string(collection)]
         if let filter { o["filter"] = filter.json }
         if let text { o["text"] = text.json }
@@ -913,16 +958,18 @@ public struct CountRequest: WireMessage, Equatable {
 
 /// `GROUP`: sections by the value of `field`, each with its count and first `perGroup` records (default 10).
 public struct GroupRequest: WireMessage, Equatable {
+    /// How many records each section carries when a GROUP names no `perGroup`.
     public static let defaultPerGroup = 10
+    /// The most records a GROUP may ask for per section.
     public static let maxPerGroup = 100
 
-    public var collection: String
-    public var field: FieldPath
-    public var filter: Filter?
-    public var text: TextQuery?
-    public var perGroup: Int
+    package var collection: String
+    package var field: FieldPath
+    package var filter: Filter?
+    package var text: TextQuery?
+    package var perGroup: Int
 
-    public init(collection: String, field: FieldPath, filter: Filter? = nil, text: TextQuery? = nil,
+    package init(collection: String, field: FieldPath, filter: Filter? = nil, text: TextQuery? = nil,
                 perGroup: Int = GroupRequest.defaultPerGroup) {
         self.collection = collection
         self.field = field
@@ -931,7 +978,7 @@ public struct GroupRequest: WireMessage, Equatable {
         self.perGroup = perGroup
     }
 
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         collection = try collectionName(&r)
         field = try FieldPath(try r.string("field", maxLength: FieldPath.maxBytes), field: "field")
@@ -942,7 +989,7 @@ public struct GroupRequest: WireMessage, Equatable {
         try r.finish()
     }
 
-    public var json: JSONObject {
+    package var json: JSONObject {
         var o: JSONObject = ["collection": .string(collection), "field": .string(field.description)]
         if let filter { o["filter"] = filter.json }
         if let text { o["text"] = text.json }
@@ -954,21 +1001,28 @@ public struct GroupRequest: WireMessage, Equatable {
 /// `GROUP` response: sections in the order of an ascending sort on the field (Protocol.md §5.2); `key` is null for
 /// records without the field.
 public struct GroupResponse: WireMessage, Equatable {
+    /// One section: the records whose field holds `key`.
     public struct Section: Sendable, Equatable {
+        /// The field's value shared by the section's records; null for records without the field.
         public var key: JSON
+        /// How many records of the collection (matching the filter) hold `key`; more than `records` when they were cut.
         public var count: Int
+        /// The section's first records, at most `perGroup`, in id order.
         public var records: [Record]
+        /// A section with these members.
         public init(key: JSON, count: Int, records: [Record]) {
             self.key = key
             self.count = count
             self.records = records
         }
     }
+    /// The sections, in ascending order of `key`.
     public var groups: [Section]
 
+    /// A GROUP answer with these sections.
     public init(groups: [Section]) { self.groups = groups }
 
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         groups = []
         for (n, item) in (try r.optionalArray("groups", maxCount: Int.max) ?? []).enumerated() {
@@ -980,7 +1034,7 @@ public struct GroupResponse: WireMessage, Equatable {
         }
     }
 
-    public var json: JSONObject {
+    package var json: JSONObject {
         [
             "groups": .array(groups.map {
                 .object(["key": $0.key, "count": .int(Int64($0.count)), "records": .array($0.records.map { .object($0.json) })])
@@ -990,64 +1044,67 @@ public struct GroupResponse: WireMessage, Equatable {
 }
 
 /// `INDEX`: declare an expression index on a field path of a collection.
-public struct IndexRequest: WireMessage, Equatable {
-    public var collection: String
-    public var field: FieldPath
+package struct IndexRequest: WireMessage, Equatable {
+    package var collection: String
+    package var field: FieldPath
 
-    public init(collection: String, field: FieldPath) {
+    package init(collection: String, field: FieldPath) {
         self.collection = collection
         self.field = field
     }
 
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         collection = try collectionName(&r)
         field = try FieldPath(try r.string("field", maxLength: FieldPath.maxBytes), field: "field")
         try r.finish()
     }
 
-    public var json: JSONObject { ["collection": .string(collection), "field": .string(field.description)] }
+    package var json: JSONObject { ["collection": .string(collection), "field": .string(field.description)] }
 }
 
 /// `INDEX` response: the index's name and whether this call created it.
 public struct IndexResponse: WireMessage, Equatable {
+    /// The index's name in the store.
     public var name: String
+    /// True when this call created the index, false when it already existed.
     public var created: Bool
+    /// An INDEX answer with these members.
     public init(name: String, created: Bool) {
         self.name = name
         self.created = created
     }
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         name = try r.string("name")
         created = try r.optionalBool("created") ?? false
     }
-    public var json: JSONObject { ["name": .string(name), "created": .bool(created)] }
+    package var json: JSONObject { ["name": .string(name), "created": .bool(created)] }
 }
 
 // MARK: - Change feed
 
 /// `WATCH`: subscribe to the committed changes of one collection (or all), optionally filtered, optionally replaying
 /// what happened after `since`.
-public struct WatchRequest: WireMessage, Equatable {
+package struct WatchRequest: WireMessage, Equatable {
     /// The collection to follow; nil follows every collection.
-    public var collection: String?
+    package var collection: String?
     /// Only changes whose document matches (the SEARCH filter language, evaluated on the document as written).
-    public var filter: Filter?
+    package var filter: Filter?
     /// Replay the changes after this sequence number from the change log before following live ones.
-    public var since: Int64?
+    package var since: Int64?
     /// Leave `record` out of the events (ids, revisions and sequence numbers only).
-    public var idsOnly: Bool
+    package var idsOnly: Bool
 
     /// A subscription request; every member is optional.
-    public init(collection: String? = nil, filter: Filter? = nil, since: Int64? = nil, idsOnly: Bool = false) {
+    package init(collection: String? = nil, filter: Filter? = nil, since: Int64? = nil, idsOnly: Bool = false) {
         self.collection = collection
         self.filter = filter
         self.since = since
         self.idsOnly = idsOnly
     }
 
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         collection = try r.optionalString("collection", maxLength: 256)
         filter = try r.optionalJSON("filter").map { (value) throws(LarderError) in try Filter(json: value) }
@@ -1056,7 +1113,7 @@ public struct WatchRequest: WireMessage, Equatable {
         try r.finish()
     }
 
-    public var json: JSONObject {
+    package var json: JSONObject {
         var o = JSONObject()
         if let collection { o["collection"] = .string(collection) }
         if let filter { o["filter"] = filter.json }
@@ -1068,64 +1125,66 @@ public struct WatchRequest: WireMessage, Equatable {
 
 /// `WATCH` response: the subscription's id (the request id of its event frames) and the last committed sequence
 /// number when it started.
-public struct WatchResponse: WireMessage, Equatable {
+package struct WatchResponse: WireMessage, Equatable {
     /// Chosen by the server, unique on its connection; events carry it as their request id.
-    public var subscription: UInt32
+    package var subscription: UInt32
     /// The last committed change when the subscription started; live events follow it.
-    public var seq: Int64
+    package var seq: Int64
 
     /// A WATCH answer.
-    public init(subscription: UInt32, seq: Int64) {
+    package init(subscription: UInt32, seq: Int64) {
         self.subscription = subscription
         self.seq = seq
     }
 
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         subscription = UInt32(try r.int("subscription", range: 1...Int64(UInt32.max)))
         seq = try r.int("seq", range: 0...Int64.max)
     }
 
-    public var json: JSONObject { ["subscription": .int(Int64(subscription)), "seq": .int(seq)] }
+    package var json: JSONObject { ["subscription": .int(Int64(subscription)), "seq": .int(seq)] }
 }
 
 /// `UNWATCH` request, and (with `ended: true`) its response.
-public struct UnwatchRequest: WireMessage, Equatable {
+package struct UnwatchRequest: WireMessage, Equatable {
     /// The id a WATCH answered.
-    public var subscription: UInt32
+    package var subscription: UInt32
 
     /// An UNWATCH of `subscription`.
-    public init(subscription: UInt32) { self.subscription = subscription }
+    package init(subscription: UInt32) { self.subscription = subscription }
 
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         subscription = UInt32(try r.int("subscription", range: 1...Int64(UInt32.max)))
         try r.finish()
     }
 
-    public var json: JSONObject { ["subscription": .int(Int64(subscription))] }
+    package var json: JSONObject { ["subscription": .int(Int64(subscription))] }
 }
 
 /// `UNWATCH` response: no event of the subscription follows it.
-public struct UnwatchResponse: WireMessage, Equatable {
+package struct UnwatchResponse: WireMessage, Equatable {
     /// The subscription that ended.
-    public var subscription: UInt32
+    package var subscription: UInt32
 
     /// An UNWATCH answer.
-    public init(subscription: UInt32) { self.subscription = subscription }
+    package init(subscription: UInt32) { self.subscription = subscription }
 
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         subscription = UInt32(try r.int("subscription", range: 1...Int64(UInt32.max)))
     }
 
-    public var json: JSONObject { ["subscription": .int(Int64(subscription)), "ended": true] }
+    package var json: JSONObject { ["subscription": .int(Int64(subscription)), "ended": true] }
 }
 
 /// What an event reports. A struct rather than an enum so that a client keeps working when a later server adds a
 /// kind (Protocol.md: clients ignore kinds they do not know).
 public struct ChangeKind: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    /// The kind's name on the wire, e.g. `create`.
     public let rawValue: String
+    /// The kind named `rawValue`; one this version does not know is kept as it is.
     public init(rawValue: String) { self.rawValue = rawValue }
 
     /// A document was created; the event carries the record.
@@ -1153,6 +1212,7 @@ public struct ChangeKind: RawRepresentable, Hashable, Sendable, CustomStringConv
     /// True for `resync` and `gap`, which report on the subscription rather than on a write.
     public var isControl: Bool { self == .resync || self == .gap }
 
+    /// The kind's name on the wire.
     public var description: String { rawValue }
 }
 
@@ -1168,6 +1228,7 @@ public struct ChangeEvent: WireMessage, Equatable {
     /// The change's sequence number. For `resync`, the position live events follow; for `gap`, the last change the
     /// subscription had processed (pass it as `since` to resume).
     public var seq: Int64
+    /// What happened: a write's kind, or a control event (`resync`, `gap`).
     public var kind: ChangeKind
     /// The collection written to.
     public var collection: String?
@@ -1214,7 +1275,7 @@ public struct ChangeEvent: WireMessage, Equatable {
         self.oldestSeq = oldestSeq
     }
 
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         subscription = UInt32(try r.int("subscription", range: 1...Int64(UInt32.max)))
         seq = try r.int("seq", range: 0...Int64.max)
@@ -1240,7 +1301,7 @@ public struct ChangeEvent: WireMessage, Equatable {
         }
     }
 
-    public var json: JSONObject {
+    package var json: JSONObject {
         var o: JSONObject = ["subscription": .int(Int64(subscription)), "seq": .int(seq), "kind": .string(kind.rawValue)]
         if let collection { o["collection"] = .string(collection) }
         if let id { o["id"] = .string(id.wireString) }

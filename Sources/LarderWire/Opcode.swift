@@ -2,31 +2,53 @@
 // RawRepresentable struct of static lets, alike by design.
 /// A request type. The numeric values are part of the wire contract (Protocol.md, "Opcodes").
 public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    /// The opcode's number on the wire.
     public let rawValue: UInt16
+    /// The opcode numbered `rawValue`, known to this version or not.
     public init(rawValue: UInt16) { self.rawValue = rawValue }
 
+    /// Opens a connection: versions, compression, token.
     public static let hello = Opcode(rawValue: 0x0001)
+    /// Checks the connection; answers at once.
     public static let ping = Opcode(rawValue: 0x0002)
 
+    /// Stores a new document.
     public static let create = Opcode(rawValue: 0x0010)
+    /// Reads one document by id.
     public static let get = Opcode(rawValue: 0x0011)
+    /// Reads up to 1,000 documents by id.
     public static let getMany = Opcode(rawValue: 0x0012)
+    /// Replaces a document's data.
     public static let replace = Opcode(rawValue: 0x0013)
+    /// Applies an RFC 7396 merge patch to a document.
     public static let patch = Opcode(rawValue: 0x0014)
+    /// Deletes a document and its attached blobs.
     public static let delete = Opcode(rawValue: 0x0015)
+    /// A page of a collection in creation order.
     public static let list = Opcode(rawValue: 0x0016)
+    /// A page of the records matching a filter, a text search and a sort.
     public static let search = Opcode(rawValue: 0x0017)
+    /// Counts the records matching a filter and a text search.
     public static let count = Opcode(rawValue: 0x0018)
+    /// Sections of a collection by a field's value.
     public static let group = Opcode(rawValue: 0x0019)
 
+    /// Lists the collections and their sizes.
     public static let collections = Opcode(rawValue: 0x0020)
+    /// Deletes a collection with its documents and their blobs.
     public static let dropCollection = Opcode(rawValue: 0x0021)
+    /// Declares an index on a field path.
     public static let index = Opcode(rawValue: 0x0022)
 
+    /// Stores a photo (JPEG) sent in one frame.
     public static let blobPut = Opcode(rawValue: 0x0030)
+    /// Reads a blob, a byte range of it or a thumbnail.
     public static let blobGet = Opcode(rawValue: 0x0031)
+    /// Reads a blob's metadata.
     public static let blobHead = Opcode(rawValue: 0x0032)
+    /// Deletes a blob.
     public static let blobDelete = Opcode(rawValue: 0x0033)
+    /// A page of blobs, optionally only those attached to one document.
     public static let blobList = Opcode(rawValue: 0x0034)
     /// Starts a resumable upload.
     public static let blobUpload = Opcode(rawValue: 0x0035)
@@ -39,6 +61,7 @@ public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConverti
     /// Drops an upload and its bytes.
     public static let blobUploadAbort = Opcode(rawValue: 0x0039)
 
+    /// The server's statistics.
     public static let stats = Opcode(rawValue: 0x0040)
     /// Takes a consistent snapshot of the store for `larder backup`.
     public static let backup = Opcode(rawValue: 0x0041)
@@ -99,7 +122,7 @@ public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConverti
     }
 
     /// True for operations that change stored state (they go through the store's single writer).
-    public var isWrite: Bool {
+    package var isWrite: Bool {
         switch self {
         case .create, .replace, .patch, .delete, .dropCollection, .index, .blobPut, .blobDelete, .blobUpload,
             .blobUploadChunk, .blobUploadFinish, .blobUploadAbort:
@@ -108,5 +131,6 @@ public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConverti
         }
     }
 
+    /// The opcode's name, e.g. `GET_MANY`.
     public var description: String { name }
 }

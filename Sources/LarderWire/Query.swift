@@ -6,9 +6,13 @@
 public struct FieldPath: Sendable, Hashable, CustomStringConvertible {
     /// The envelope fields a path can name instead of a `data` member.
     public enum Envelope: String, Sendable, Hashable, CaseIterable {
+        /// The document's id.
         case id = "$id"
+        /// The document's revision.
         case rev = "$rev"
+        /// When the document was created.
         case createdAt = "$createdAt"
+        /// When the document was last written.
         case updatedAt = "$updatedAt"
     }
 
@@ -17,7 +21,9 @@ public struct FieldPath: Sendable, Hashable, CustomStringConvertible {
     /// The envelope field, when the path names one.
     public let envelope: Envelope?
 
+    /// The longest path, in UTF-8 bytes.
     public static let maxBytes = 512
+    /// The most segments in a path.
     public static let maxSegments = 32
 
     /// Parses and validates a dot path; `field` names the request field for errors.
@@ -72,17 +78,27 @@ public struct FieldPath: Sendable, Hashable, CustomStringConvertible {
 /// - `prefix`: string; a string field starting with it (case-sensitive).
 /// - `contains`: string; a string field containing it, case-insensitively.
 public indirect enum Filter: Sendable, Equatable {
+    /// How a `compare` filter compares a field with its value.
     public enum Comparison: String, Sendable, Equatable, CaseIterable {
+        /// Equal, not equal, less than, less or equal, greater than, greater or equal (`op` on the wire).
         case eq, ne, lt, lte, gt, gte
     }
 
+    /// Compares a field with a value: `.compare(try FieldPath("price"), .lt, 50)`.
     case compare(FieldPath, Comparison, JSON)
+    /// Matches when the field equals one of the values (`in`).
     case isIn(FieldPath, [JSON])
+    /// Matches a present field (true) or a missing one (false); a field holding null is present.
     case exists(FieldPath, Bool)
+    /// Matches a string field that starts with the text (case-sensitive).
     case prefix(FieldPath, String)
+    /// Matches a string field that contains the text, case-insensitively.
     case contains(FieldPath, String)
+    /// Matches when every filter matches.
     case and([Filter])
+    /// Matches when any filter matches.
     case or([Filter])
+    /// Matches when the filter does not.
     case not(Filter)
 
     /// The deepest nesting of and / or / not accepted.
@@ -197,18 +213,23 @@ public indirect enum Filter: Sendable, Equatable {
 /// Case-insensitive (Unicode lowercase), any length from one character. Without `fields` it searches every string
 /// value anywhere in the document (not keys); a named field that holds an object or array searches the strings in it.
 public struct TextQuery: Sendable, Equatable {
+    /// The text to find, 1 to 256 bytes, without control characters.
     public var query: String
     /// nil: every string field.
     public var fields: [FieldPath]?
 
+    /// The longest query, in UTF-8 bytes.
     public static let maxQueryBytes = 256
+    /// The most fields one text search names.
     public static let maxFields = 32
 
+    /// A search for `query` in `fields` (every string field when nil): `TextQuery(query: "ball")`.
     public init(query: String, fields: [FieldPath]? = nil) {
         self.query = query
         self.fields = fields
     }
 
+    /// Parses the wire form; throws INVALID_ARGUMENT naming the member at fault under `path`.
     public init(json: JSON, path: String = "text") throws(LarderError) {
         guard case .object(let object) = json else { throw .invalid(path, "'text' must be an object") }
         for key in object.keys where key != "query" && key != "fields" {
@@ -248,6 +269,7 @@ public struct TextQuery: Sendable, Equatable {
         }
     }
 
+    /// The wire form, `{"query": ..., "fields": [...]}`.
     public var json: JSON {
         var object: JSONObject = ["query": .string(query)]
         if let fields { object["fields"] = .array(fields.map { .string($0.description) }) }
@@ -261,14 +283,18 @@ public struct TextQuery: Sendable, Equatable {
 /// compared exactly), then strings (UTF-8 byte order), then arrays and objects (by their compact JSON text, so arrays
 /// first); descending reverses it. The record id, ascending, breaks ties last.
 public struct SortKey: Sendable, Equatable {
+    /// The field sorted on.
     public var field: FieldPath
+    /// True for descending order.
     public var descending: Bool
 
+    /// A sort on `field`: `SortKey(field: try FieldPath("price"), descending: true)`.
     public init(field: FieldPath, descending: Bool = false) {
         self.field = field
         self.descending = descending
     }
 
+    /// Parses the wire form; throws INVALID_ARGUMENT naming the member at fault under `path`.
     public init(json: JSON, path: String) throws(LarderError) {
         guard case .object(let object) = json else {
             throw .invalid(path, "a sort key must be an object like {\"field\":\"price\",\"order\":\"desc\"}")
@@ -287,6 +313,7 @@ public struct SortKey: Sendable, Equatable {
         }
     }
 
+    /// The wire form, `{"field": ..., "order": "asc" | "desc"}`.
     public var json: JSON {
         ["field": .string(field.description), "order": .string(descending ? "desc" : "asc")]
     }
@@ -299,19 +326,28 @@ public struct SortKey: Sendable, Equatable {
 /// (default 50). Without `sort` records come in id order; `id` always breaks ties last. `cursor` is the previous page's
 /// `nextCursor`, valid only with the same sort.
 public struct SearchQuery: Sendable, Equatable {
+    /// Only records matching this filter; nil for all.
     public var filter: Filter?
+    /// Only records containing this text; nil for no text search.
     public var text: TextQuery?
+    /// Sort keys, most significant first; empty for id order.
     public var sort: [SortKey]
+    /// The page size, 1 to 1000.
     public var limit: Int
+    /// The previous page's `nextCursor`, to read the next page (with the same sort).
     public var cursor: String?
 
+    /// The page size when none is given.
     public static let defaultLimit = 50
+    /// The largest page.
     public static let maxLimit = 1000
+    /// The most sort keys in one search.
     public static let maxSortKeys = 8
     /// The longest SEARCH cursor taken back. A cursor carries the last record's sort values, so it is about 4/3 of
     /// them: a sort on a long text field makes a long cursor (the request's `maxJSONBytes` bounds it too).
     public static let maxCursorBytes = 4 << 20
 
+    /// A search; every member is optional: `SearchQuery(filter: .exists(try FieldPath("photo"), true), limit: 20)`.
     public init(
         filter: Filter? = nil, text: TextQuery? = nil, sort: [SortKey] = [], limit: Int = SearchQuery.defaultLimit,
         cursor: String? = nil
@@ -323,6 +359,7 @@ public struct SearchQuery: Sendable, Equatable {
         self.cursor = cursor
     }
 
+    /// Parses the wire form of a SEARCH request; throws INVALID_ARGUMENT naming the member at fault.
     public init(json: JSONObject) throws(LarderError) {
         for key in json.keys where !["filter", "text", "sort", "limit", "cursor", "collection"].contains(key) {
             throw .invalid(key, "unknown search member '\(key)'; use filter, text, sort, limit, cursor")
@@ -352,7 +389,7 @@ public struct SearchQuery: Sendable, Equatable {
     }
 
     /// Reads a `limit` member: absent means 50, otherwise an integer from 1 to 1000.
-    public static func parseLimit(_ value: JSON?, field: String) throws(LarderError) -> Int {
+    package static func parseLimit(_ value: JSON?, field: String) throws(LarderError) -> Int {
         guard let value, !value.isNull else { return defaultLimit }
         guard let int = value.intValue, int >= 1, int <= Int64(maxLimit) else {
             throw .invalid(field, "'\(field)' must be an integer from 1 to \(maxLimit)")
@@ -360,6 +397,7 @@ public struct SearchQuery: Sendable, Equatable {
         return Int(int)
     }
 
+    /// The wire form of the search's members.
     public var json: JSONObject {
         var object: JSONObject = [:]
         if let filter { object["filter"] = filter.json }
@@ -373,7 +411,7 @@ public struct SearchQuery: Sendable, Equatable {
 
 extension JSON {
     /// Null, a boolean, a number or a string.
-    public var isScalar: Bool {
+    package var isScalar: Bool {
         switch self {
         case .array, .object: false
         default: true

@@ -3,14 +3,14 @@ import Foundation
 /// A record in a server's answer, read without building a tree: its fields, and where its `data` object lies in the
 /// answer's bytes (the stored bytes the server spliced in), so that a typed client hands exactly those bytes to its
 /// `JSONDecoder` instead of parsing them into a `JSONObject` and writing them out again.
-public struct RecordSpan: Sendable, Equatable {
-    public var id: UUID
-    public var rev: Int64
+package struct RecordSpan: Sendable, Equatable {
+    package var id: UUID
+    package var rev: Int64
     /// Milliseconds since 1970, UTC.
-    public var createdAt: Int64
-    public var updatedAt: Int64
+    package var createdAt: Int64
+    package var updatedAt: Int64
     /// Where the `data` object lies in the answer, braces included.
-    public var data: Range<Int>
+    package var data: Range<Int>
 }
 
 /// Record and page answers in the form the server writes them (`Record(json:)` and `PageResponse(json:)` read every
@@ -18,9 +18,9 @@ public struct RecordSpan: Sendable, Equatable {
 /// anything else it answers nil and the caller uses the general path, whose answer or error stands. The `data`
 /// objects are delimited, not validated: the decoder that reads them validates them, and a caller whose decoding
 /// fails goes the general way for the error.
-public enum AnswerReader {
+package enum AnswerReader {
     /// `{"id":"…","rev":N,"createdAt":"…","updatedAt":"…","data":{…}}`: a GET, CREATE, REPLACE or PATCH answer.
-    public static func record(_ bytes: [UInt8]) -> RecordSpan? {
+    package static func record(_ bytes: [UInt8]) -> RecordSpan? {
         bytes.withUnsafeBufferPointer { buffer -> RecordSpan? in
             var reader = ByteScanner(buffer: buffer)
             guard let record = reader.record() else { return nil }
@@ -30,7 +30,7 @@ public enum AnswerReader {
     }
 
     /// `{"records":[record, …],"nextCursor":"…"|null}`: a LIST or SEARCH answer.
-    public static func page(_ bytes: [UInt8]) -> (records: [RecordSpan], nextCursor: String?)? {
+    package static func page(_ bytes: [UInt8]) -> (records: [RecordSpan], nextCursor: String?)? {
         bytes.withUnsafeBufferPointer { buffer -> ([RecordSpan], String?)? in
             var reader = ByteScanner(buffer: buffer)
             var records: [RecordSpan]?

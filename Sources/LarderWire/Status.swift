@@ -1,11 +1,13 @@
 import Foundation
 
+// Parallel table (`duplicates` pairs these on purpose): named constants in the shape of Opcode (Opcode.swift).
 /// A stable numeric status code: the one error vocabulary of the wire, the store, the client and the CLI.
 ///
 /// Values never change meaning once published; new codes are only ever appended (see Protocol.md, "Status codes").
-// Parallel table (`duplicates` pairs these on purpose): named constants in the shape of Opcode (Opcode.swift).
 public struct Status: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    /// The code's number on the wire.
     public let rawValue: UInt16
+    /// The status numbered `rawValue`, known to this version or not.
     public init(rawValue: UInt16) { self.rawValue = rawValue }
 
     /// The request succeeded.
@@ -78,6 +80,7 @@ public struct Status: RawRepresentable, Hashable, Sendable, CustomStringConverti
         self = found
     }
 
+    /// The status's name, e.g. `NOT_FOUND`.
     public var description: String { name }
 }
 
@@ -95,6 +98,11 @@ public struct LarderError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Extra machine-readable members of the error object (e.g. `currentRev`).
     public var details: JSONObject
 
+    /// An error with this status and message, naming the request field at fault when there is one.
+    ///
+    /// ```swift
+    /// throw LarderError(.invalidArgument, "price must be a number", field: "price")
+    /// ```
     public init(_ status: Status, _ message: String, field: String? = nil, details: JSONObject = [:]) {
         self.status = status
         self.message = message
@@ -102,6 +110,7 @@ public struct LarderError: Error, Sendable, Equatable, CustomStringConvertible {
         self.details = details
     }
 
+    /// The status name, the message and the field at fault, for logs: `NOT_FOUND: no document ... (field: id)`.
     public var description: String {
         var text = "\(status.name): \(message)"
         if let field { text += " (field: \(field))" }
@@ -109,7 +118,7 @@ public struct LarderError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 
     /// The error object sent in an error response's JSON part.
-    public var json: JSON {
+    package var json: JSON {
         var object = details
         object["code"] = .int(Int64(status.rawValue))
         object["name"] = .string(status.name)
@@ -119,7 +128,7 @@ public struct LarderError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 
     /// Reads an error object from a response; a malformed one still yields a usable error.
-    public init(status: Status, json: JSON) {
+    package init(status: Status, json: JSON) {
         var details = json.objectValue ?? [:]
         let message = details["message"]?.stringValue ?? "the server answered \(status.name) without a message"
         let field = details["field"]?.stringValue

@@ -3,12 +3,12 @@ import Foundation
 /// Milliseconds since 1970 in UTC, written as ISO 8601 with milliseconds (`2026-11-30T00:26:28.123Z`).
 ///
 /// Hand-written because it sits on the read path of every record; `ISO8601DateFormatter` is far slower.
-public enum Timestamp {
+package enum Timestamp {
     /// Now, in milliseconds since the epoch.
-    public static func nowMs() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)) }
+    package static func nowMs() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)) }
 
     /// Appends the quoted ISO 8601 form of `ms` to `out`.
-    public static func writeQuoted(_ ms: Int64, into out: inout [UInt8]) {
+    package static func writeQuoted(_ ms: Int64, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         write(ms, into: &out)
         out.append(UInt8(ascii: "\""))
@@ -16,7 +16,7 @@ public enum Timestamp {
 
     /// Appends the ISO 8601 form of `ms` (no quotes) to `out`: 24 bytes, formatted on the stack and appended at once
     /// (every record read writes two of them).
-    public static func write(_ ms: Int64, into out: inout [UInt8]) {
+    package static func write(_ ms: Int64, into out: inout [UInt8]) {
         let (days, msOfDay) = ms.floorDivided(by: 86_400_000)
         let (year, month, day) = civil(fromDays: days)
         let seconds = msOfDay / 1000
@@ -48,14 +48,14 @@ public enum Timestamp {
     }
 
     /// The ISO 8601 string for `ms`.
-    public static func string(_ ms: Int64) -> String {
+    package static func string(_ ms: Int64) -> String {
         var out: [UInt8] = []
         write(ms, into: &out)
         return String(decoding: out, as: UTF8.self)
     }
 
     /// Parses `YYYY-MM-DDTHH:MM:SS[.fff]Z`; nil for anything else.
-    public static func parse(_ text: String) -> Int64? {
+    package static func parse(_ text: String) -> Int64? {
         let b = Array(text.utf8)
         guard b.count == 20 || b.count == 24, b[4] == 0x2D, b[7] == 0x2D, b[10] == 0x54, b[13] == 0x3A,
             b[16] == 0x3A, b.last == 0x5A
@@ -92,11 +92,11 @@ public enum Timestamp {
     }
 
     /// Converts to a `Date`.
-    public static func date(_ ms: Int64) -> Date { Date(timeIntervalSince1970: Double(ms) / 1000) }
+    package static func date(_ ms: Int64) -> Date { Date(timeIntervalSince1970: Double(ms) / 1000) }
 
     /// Converts a `Date` to milliseconds since 1970, rounded to the nearest (`date(_:)` of the result gives it back
     /// to the millisecond).
-    public static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
+    package static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
 
     // Howard Hinnant's days-from-civil algorithms (public domain), proleptic Gregorian calendar.
     static func civil(fromDays z0: Int64) -> (Int64, Int64, Int64) {

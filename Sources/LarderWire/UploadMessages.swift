@@ -19,22 +19,22 @@ func checkSHA256Member(_ value: String?, field: String) throws(LarderError) {
 }
 
 /// `BLOB_UPLOAD`: starts a resumable upload of a blob of `size` bytes, sent later in `BLOB_UPLOAD_CHUNK`s.
-public struct BlobUploadRequest: WireMessage, Equatable {
-    public var size: Int64
+package struct BlobUploadRequest: WireMessage, Equatable {
+    package var size: Int64
     /// The id the blob gets (a new one when nil); CONFLICT at once when a blob has it.
-    public var id: UUID?
+    package var id: UUID?
     /// The whole blob's SHA-256, checked by `BLOB_UPLOAD_FINISH`.
-    public var sha256: String?
-    public var attach: BlobAttachment?
+    package var sha256: String?
+    package var attach: BlobAttachment?
 
-    public init(size: Int64, id: UUID? = nil, sha256: String? = nil, attach: BlobAttachment? = nil) {
+    package init(size: Int64, id: UUID? = nil, sha256: String? = nil, attach: BlobAttachment? = nil) {
         self.size = size
         self.id = id
         self.sha256 = sha256
         self.attach = attach
     }
 
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         size = try r.int("size", range: 1...Int64.max)
         id = try r.optionalUUID("id")
@@ -46,7 +46,7 @@ public struct BlobUploadRequest: WireMessage, Equatable {
         try r.finish()
     }
 
-    public var json: JSONObject {
+    package var json: JSONObject {
         var o: JSONObject = ["size": .int(size)]
         if let id { o["id"] = .string(id.wireString) }
         if let sha256 { o["sha256"] = .string(sha256) }
@@ -56,19 +56,19 @@ public struct BlobUploadRequest: WireMessage, Equatable {
 }
 
 /// `BLOB_UPLOAD_CHUNK`: the bytes of the binary part, to be written at `offset` (which must be the committed offset).
-public struct BlobUploadChunkRequest: WireMessage, Equatable {
-    public var upload: UUID
-    public var offset: Int64
+package struct BlobUploadChunkRequest: WireMessage, Equatable {
+    package var upload: UUID
+    package var offset: Int64
     /// CRC-32 (ISO-HDLC, as zlib and gzip compute it) of the binary part.
-    public var crc32: UInt32
+    package var crc32: UInt32
 
-    public init(upload: UUID, offset: Int64, crc32: UInt32) {
+    package init(upload: UUID, offset: Int64, crc32: UInt32) {
         self.upload = upload
         self.offset = offset
         self.crc32 = crc32
     }
 
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         upload = try r.uuid("upload")
         offset = try r.int("offset", range: 0...Int64.max)
@@ -76,35 +76,35 @@ public struct BlobUploadChunkRequest: WireMessage, Equatable {
         try r.finish()
     }
 
-    public var json: JSONObject {
+    package var json: JSONObject {
         ["upload": .string(upload.wireString), "offset": .int(offset), "crc32": .int(Int64(crc32))]
     }
 }
 
 /// `BLOB_UPLOAD_STATUS` and `BLOB_UPLOAD_ABORT`: name an upload.
-public struct BlobUploadIDRequest: WireMessage, Equatable {
-    public var upload: UUID
-    public init(upload: UUID) { self.upload = upload }
-    public init(json: JSONObject) throws(LarderError) {
+package struct BlobUploadIDRequest: WireMessage, Equatable {
+    package var upload: UUID
+    package init(upload: UUID) { self.upload = upload }
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         upload = try r.uuid("upload")
         try r.finish()
     }
-    public var json: JSONObject { ["upload": .string(upload.wireString)] }
+    package var json: JSONObject { ["upload": .string(upload.wireString)] }
 }
 
 /// `BLOB_UPLOAD_FINISH`: checks the whole blob and stores it; answers its BlobInfo.
-public struct BlobUploadFinishRequest: WireMessage, Equatable {
-    public var upload: UUID
+package struct BlobUploadFinishRequest: WireMessage, Equatable {
+    package var upload: UUID
     /// The whole blob's SHA-256 (also or instead of the one given to `BLOB_UPLOAD`).
-    public var sha256: String?
+    package var sha256: String?
 
-    public init(upload: UUID, sha256: String? = nil) {
+    package init(upload: UUID, sha256: String? = nil) {
         self.upload = upload
         self.sha256 = sha256
     }
 
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         upload = try r.uuid("upload")
         sha256 = try r.optionalString("sha256", maxLength: 64)
@@ -112,7 +112,7 @@ public struct BlobUploadFinishRequest: WireMessage, Equatable {
         try r.finish()
     }
 
-    public var json: JSONObject {
+    package var json: JSONObject {
         var o: JSONObject = ["upload": .string(upload.wireString)]
         if let sha256 { o["sha256"] = .string(sha256) }
         return o
@@ -120,21 +120,21 @@ public struct BlobUploadFinishRequest: WireMessage, Equatable {
 }
 
 /// An upload as `BLOB_UPLOAD`, `BLOB_UPLOAD_CHUNK` and `BLOB_UPLOAD_STATUS` answer it: where to resume (`offset`).
-public struct BlobUploadInfo: WireMessage, Equatable {
-    public var upload: UUID
+package struct BlobUploadInfo: WireMessage, Equatable {
+    package var upload: UUID
     /// The id the blob will have.
-    public var id: UUID
-    public var size: Int64
+    package var id: UUID
+    package var size: Int64
     /// Bytes committed so far: the next chunk starts here.
-    public var offset: Int64
+    package var offset: Int64
     /// The most bytes a chunk may carry.
-    public var chunkBytes: Int
+    package var chunkBytes: Int
     /// When the upload is dropped if no chunk arrives before (milliseconds since the epoch).
-    public var expiresAt: Int64
-    public var sha256: String?
-    public var attach: BlobAttachment?
+    package var expiresAt: Int64
+    package var sha256: String?
+    package var attach: BlobAttachment?
 
-    public init(
+    package init(
         upload: UUID, id: UUID, size: Int64, offset: Int64, chunkBytes: Int, expiresAt: Int64, sha256: String?,
         attach: BlobAttachment?
     ) {
@@ -148,7 +148,7 @@ public struct BlobUploadInfo: WireMessage, Equatable {
         self.attach = attach
     }
 
-    public init(json: JSONObject) throws(LarderError) {
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         upload = try r.uuid("upload")
         id = try r.uuid("id")
@@ -165,7 +165,7 @@ public struct BlobUploadInfo: WireMessage, Equatable {
         }
     }
 
-    public var json: JSONObject {
+    package var json: JSONObject {
         var o: JSONObject = [
             "upload": .string(upload.wireString), "id": .string(id.wireString), "size": .int(size),
             "offset": .int(offset), "chunkBytes": .int(Int64(chunkBytes)),
@@ -178,14 +178,14 @@ public struct BlobUploadInfo: WireMessage, Equatable {
 }
 
 /// `BLOB_UPLOAD_ABORT` response.
-public struct BlobUploadAbortResponse: WireMessage, Equatable {
-    public var upload: UUID
-    public init(upload: UUID) { self.upload = upload }
-    public init(json: JSONObject) throws(LarderError) {
+package struct BlobUploadAbortResponse: WireMessage, Equatable {
+    package var upload: UUID
+    package init(upload: UUID) { self.upload = upload }
+    package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         upload = try r.uuid("upload")
     }
-    public var json: JSONObject { ["upload": .string(upload.wireString), "aborted": true] }
+    package var json: JSONObject { ["upload": .string(upload.wireString), "aborted": true] }
 }
 
 /// CRC-32 as zlib computes it (ISO-HDLC: the checksum of `BLOB_UPLOAD_CHUNK`), incremental. On Linux libdeflate's,
@@ -197,9 +197,9 @@ public struct BlobUploadAbortResponse: WireMessage, Equatable {
 /// CRC32.checksum(Array("123456789".utf8))  // 0xCBF43926
 /// let crc = CRC32.checksum(secondHalf, continuing: CRC32.checksum(firstHalf))  // the CRC-32 of both in order
 /// ```
-public enum CRC32 {
+package enum CRC32 {
     /// The CRC-32 of `bytes`, continuing from `crc`, the CRC-32 of the bytes before them (0 for none).
-    public static func checksum(_ bytes: UnsafeRawBufferPointer, continuing crc: UInt32 = 0) -> UInt32 {
+    package static func checksum(_ bytes: UnsafeRawBufferPointer, continuing crc: UInt32 = 0) -> UInt32 {
         #if os(Linux) && !LARDER_PORTABLE
         libdeflate(bytes, continuing: crc)
         #else
@@ -208,7 +208,7 @@ public enum CRC32 {
     }
 
     /// The CRC-32 of `bytes`.
-    public static func checksum(_ bytes: [UInt8]) -> UInt32 { bytes.withUnsafeBytes { checksum($0) } }
+    package static func checksum(_ bytes: [UInt8]) -> UInt32 { bytes.withUnsafeBytes { checksum($0) } }
 
     /// zlib's `crc32_z`.
     package static func zlib(_ bytes: UnsafeRawBufferPointer, continuing crc: UInt32 = 0) -> UInt32 {

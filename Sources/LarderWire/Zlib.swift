@@ -1,12 +1,12 @@
 import CZlib
 
 /// A reusable zlib (RFC 1950) compressor. The `z_stream` lives at a stable heap address for its whole life.
-public final class Deflater {
+package final class Deflater {
     private let stream: UnsafeMutablePointer<z_stream>
-    public let level: Int32
+    package let level: Int32
 
     /// - Parameter level: 0 (store) to 9 (smallest); 1 is the Larder default (see BENCHMARKS.md).
-    public init(level: Int32 = 1) {
+    package init(level: Int32 = 1) {
         self.level = max(0, min(9, level))
         stream = .allocate(capacity: 1)
         stream.initialize(to: z_stream())
@@ -22,7 +22,7 @@ public final class Deflater {
 
     /// Appends the compressed form of `input` to `out` and returns the compressed size, or returns nil (leaving
     /// `out` as it was) when the result would not be smaller than `maxOutput` bytes.
-    public func compress(_ input: UnsafeRawBufferPointer, into out: inout [UInt8], maxOutput: Int) -> Int? {
+    package func compress(_ input: UnsafeRawBufferPointer, into out: inout [UInt8], maxOutput: Int) -> Int? {
         guard input.count > 0, maxOutput > 0 else { return nil }
         deflateReset(stream)
         let start = out.count
@@ -45,7 +45,7 @@ public final class Deflater {
     }
 
     /// Compresses `input` into a new array (for tests and tools).
-    public func compress(_ input: [UInt8]) -> [UInt8] {
+    package func compress(_ input: [UInt8]) -> [UInt8] {
         var out: [UInt8] = []
         let bound = Int(deflateBound(stream, uLong(input.count)))
         _ = input.withUnsafeBytes { compress($0, into: &out, maxOutput: bound) }
@@ -54,10 +54,10 @@ public final class Deflater {
 }
 
 /// A reusable zlib decompressor with a ceiling: it never produces more than the size it is told to expect.
-public final class Inflater {
+package final class Inflater {
     private let stream: UnsafeMutablePointer<z_stream>
 
-    public init() {
+    package init() {
         stream = .allocate(capacity: 1)
         stream.initialize(to: z_stream())
         let rc = larder_inflateInit(stream)
@@ -74,7 +74,7 @@ public final class Inflater {
     ///
     /// The output buffer is allocated once at `expectedLength` (which the caller has already checked against its
     /// limit); a stream that wants to write more, ends early, is corrupt, or has bytes after its end is rejected.
-    public func inflate(_ input: UnsafeRawBufferPointer, expectedLength: Int) throws(LarderError) -> [UInt8] {
+    package func inflate(_ input: UnsafeRawBufferPointer, expectedLength: Int) throws(LarderError) -> [UInt8] {
         inflateReset(stream)
         var out = [UInt8](repeating: 0, count: expectedLength)
         let result: Int32 = out.withUnsafeMutableBufferPointer { buffer in
