@@ -202,7 +202,7 @@ struct LarderDriver: Driver {
 }
 
 /// RESP, for `--target redis`: GET and SET of the same value sizes, in the same engine.
-// Parallel table (`duplicates` pairs these on purpose): each driver decodes its own protocol's answers; the way a body
+// Each driver decodes its own protocol's answers; the way a body
 // already judged is skipped across reads is the same in LarderDriver.consume and RedisDriver.consume.
 struct RedisDriver: Driver {
     static let inOrder = true

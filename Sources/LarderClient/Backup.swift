@@ -82,7 +82,7 @@ extension LarderClient {
     }
 }
 
-// Parallel table (`duplicates` pairs these on purpose): the same three calls once per C library (Glibc, Darwin).
+// The same three calls once per C library (Glibc, Darwin).
 // The C library's calls under names that LarderClient's own `open` and `close` do not hide.
 #if canImport(Glibc)
 private func systemOpen(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 { Glibc.open(path, flags, mode) }

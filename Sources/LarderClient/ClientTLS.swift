@@ -30,7 +30,7 @@ extension LarderClient {
         /// Accept any certificate: for tests only, since anyone in the path can then read and change everything.
         public var skipVerification: Bool
 
-// Parallel table (`duplicates` pairs these on purpose): a public memberwise initializer, as every public value type of the
+// A public memberwise initializer, as every public value type of the
 // client and the wire has (Messages.swift).
         /// TLS settings; the defaults verify the server against the system's trust store.
         ///

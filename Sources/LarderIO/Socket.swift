@@ -260,7 +260,7 @@ package enum Socket {
     }
 }
 
-// Parallel table (`duplicates` pairs these on purpose): the same four wrappers once per C library (Glibc, Musl, Darwin).
+// The same four wrappers once per C library (Glibc, Musl, Darwin).
 // The C library's calls under names that do not collide with `Socket`'s own.
 #if canImport(Glibc)
 private func systemRead(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int { Glibc.read(fd, buffer, count) }

@@ -10,7 +10,7 @@ import LarderSync
 import LarderWire
 import LarderIO
 
-// Parallel table (`duplicates` pairs these on purpose): plain stored properties, alike in shape only with
+// Plain stored properties, alike in shape only with
 // PostgresStore's (and the bench's Phase): each type's own state; there is nothing to share.
 /// The side-effect shell around one `ConnectionStateMachine`: a non-blocking socket watched by its shard's event
 /// loop. Every member is touched only on that loop's thread.

@@ -13,7 +13,7 @@ public enum LogLevel: Int, Sendable, Comparable, CaseIterable {
     case info = 2
     case debug = 3
 
-// Parallel table (`duplicates` pairs these on purpose): name to case and back, as Role's (Roles.swift).
+// Name to case and back, as Role's (Roles.swift).
     public init?(name: String) {
         switch name.lowercased() {
         case "error": self = .error

@@ -67,7 +67,7 @@ extension ServerStats {
     /// Everything STATS reports, as Prometheus metrics. `store` is nil when the store did not answer;
     /// `watchLagChanges` is how many committed changes wait for the event loops to push them; `pool` is the work
     /// pool's state.
-// Parallel table (`duplicates` pairs these on purpose): one family and its samples per counter of STATS, in the order of
+// One family and its samples per counter of STATS, in the order of
 // Protocol.md's STATS answer.
     func prometheus(
         now: UInt64, store: StoreStats?, watchLagChanges: Int, pool: WorkPool.Snapshot, version: String

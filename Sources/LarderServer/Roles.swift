@@ -9,7 +9,7 @@ package enum Role: Int, Sendable, Comparable, CaseIterable, CustomStringConverti
     /// Also INDEX, DROP_COLLECTION and STATS.
     case admin
 
-// Parallel table (`duplicates` pairs these on purpose): name to case and back, as LogLevel's (Logger.swift).
+// Name to case and back, as LogLevel's (Logger.swift).
     package init?(name: String) {
         switch name {
         case "read": self = .read

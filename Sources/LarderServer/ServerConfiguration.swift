@@ -156,7 +156,7 @@ public enum ServerOptions {
         return value
     }
 
-// Parallel table (`duplicates` pairs these on purpose): one `Option` per command-line option, alike by design; what they share
+// One `Option` per command-line option, alike by design; what they share
 // (integers, sizes, limits) is in `integer`, `size` and `limit`.
     static let options: [Option] = {
         let d = ServerConfiguration()

@@ -12,7 +12,7 @@ final class ServerContext: Sendable {
     /// BACKUP and BACKUP_READ (nil in tests that build a context of their own).
     let backups: BackupService?
 
-// Parallel table (`duplicates` pairs these on purpose): a memberwise initializer (its shape recurs wherever one is written).
+// A memberwise initializer (its shape recurs wherever one is written).
     init(
         router: Router, stats: ServerStats, logger: Logger, machineConfiguration: ConnectionStateMachine.Configuration,
         backups: BackupService? = nil

@@ -42,7 +42,7 @@ package final class ServerStats: Sendable {
         }
     }
 
-    // Parallel table (`duplicates` pairs these on purpose): counters as stored properties,
+    // Counters as stored properties,
     // alike in shape only with other plain field lists (larder-bench's WatchBench.Options): nothing to share.
     struct State {
         var connectionsOpen = 0

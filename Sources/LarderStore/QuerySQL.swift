@@ -159,7 +159,7 @@ struct SQLBuilder {
     /// Substring search. The precomputed `search` column holds every string value folded; a 3+ character query first
     /// narrows by the trigram index (plus its backlog), and the exact `instr` test always decides, so both paths
     /// answer the same.
-// Parallel table (`duplicates` pairs these on purpose): the SQLite dialect of PGBuilder.text (PostgreSQL): one clause per
+// The SQLite dialect of PGBuilder.text (PostgreSQL): one clause per
 // backend, alike but for the SQL functions.
     mutating func text(_ query: TextQuery) -> String {
         let folded = TextFold.fold(query.query)

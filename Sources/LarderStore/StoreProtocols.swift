@@ -61,7 +61,7 @@ public struct Page: Sendable, Equatable {
     }
 }
 
-// Parallel table (`duplicates` pairs these on purpose): the store's side of GroupResponse.Section (LarderWire), in the store's
+// The store's side of GroupResponse.Section (LarderWire), in the store's
 // record type: the store does not speak the wire's.
 /// One section of a GROUP answer: the key, how many records have it, and the first records (creation order).
 public struct Group: Sendable, Equatable {
@@ -406,7 +406,7 @@ public struct StoreConfiguration: Sendable {
     /// Milliseconds since the epoch, for upload expiry; tests inject a clock they move by hand.
     public var clock: @Sendable () -> Int64 = { nowMillis() }
 
-    // Parallel table (`duplicates` pairs these on purpose): a memberwise initializer with
+    // A memberwise initializer with
     // defaults, the store's counterpart of the wire's `Limits.init` (LarderWire): each module owns its limits.
     public init(
         dataDirectory: String = "./larder-data", synchronous: Synchronous = .normal,

@@ -6,7 +6,7 @@ import LarderWire
 // document it is attached to, DROP_COLLECTION): a trigger on SQLite, a foreign key ON DELETE CASCADE on PostgreSQL,
 // so no deleting path has to remember them.
 
-// Parallel table (`duplicates` pairs these on purpose): the store's twin of LarderThumbnails' `Thumbnail` (what the
+// The store's twin of LarderThumbnails' `Thumbnail` (what the
 // thumbnailer makes), kept apart because LarderStore does not link the thumbnailer (libturbojpeg); its
 // memberwise init has the shape of every small value type's (`Group`, `GroupResponse.Section`).
 /// A thumbnail as the store keeps it.

@@ -1,7 +1,7 @@
 import CTurboJPEG
 import LarderWire
 
-// Parallel table (`duplicates` pairs these on purpose): the thumbnailer's side of LarderStore's `StoredThumbnail`
+// The thumbnailer's side of LarderStore's `StoredThumbnail`
 // (what the store keeps); its memberwise init has the shape of every small value type's (`Group`,
 // `GroupResponse.Section`), which share nothing else.
 /// A thumbnail: baseline JPEG bytes and the size they show at (EXIF orientation applied).

@@ -1,4 +1,4 @@
-// Parallel table (`duplicates` pairs these on purpose): messages in the shape of Messages.swift (see there).
+// Messages in the shape of Messages.swift (see there).
 /// The answer to `BACKUP`: a snapshot the connection may now read with `BACKUP_READ` (Protocol.md section 5.8).
 public struct BackupResponse: WireMessage, Equatable {
     /// The snapshot's number on this connection.

@@ -102,7 +102,7 @@ package enum CompactJSON {
             return true
         }
 
-// Parallel table (`duplicates` pairs these on purpose): object and array follow the JSON grammar's two containers, as
+// Object and array follow the JSON grammar's two containers, as
 // JSONParser.parseObject and parseArray do.
         mutating func object(depth: Int) -> Bool {
             guard depth <= maxDepth else { return false }

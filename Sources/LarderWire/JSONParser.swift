@@ -94,7 +94,7 @@ package struct JSONParser {
         }
     }
 
-// Parallel table (`duplicates` pairs these on purpose): parseObject and parseArray follow the JSON grammar's two containers
+// ParseObject and parseArray follow the JSON grammar's two containers
 // (members, elements), as CompactJSON.swift's object and array do.
     private mutating func parseObject(depth: Int) throws(LarderError) -> JSON {
         guard depth <= maxDepth else { throw error("nesting deeper than \(maxDepth) levels") }

@@ -1,6 +1,6 @@
 import Foundation
 
-// Parallel table (`duplicates` pairs these on purpose): every message below is a struct with the same parts (stored fields, a public
+// Every message below is a struct with the same parts (stored fields, a public
 // memberwise init, `init(json:)`, `json`), one per request and answer of Protocol.md section 5, as are
 // BackupMessages.swift, Query.swift's SearchQuery and the client's option and result structs that mirror them.
 /// A request or response body that maps to and from its JSON part.

@@ -1,4 +1,4 @@
-// Parallel table (`duplicates` pairs these on purpose): Opcode, Status and Frame.Flags are the wire's named constants, each a
+// Opcode, Status and Frame.Flags are the wire's named constants, each a
 // RawRepresentable struct of static lets, alike by design.
 /// A request type. The numeric values are part of the wire contract (Protocol.md, "Opcodes").
 public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {

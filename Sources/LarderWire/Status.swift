@@ -1,6 +1,6 @@
 import Foundation
 
-// Parallel table (`duplicates` pairs these on purpose): named constants in the shape of Opcode (Opcode.swift).
+// Named constants in the shape of Opcode (Opcode.swift).
 /// A stable numeric status code: the one error vocabulary of the wire, the store, the client and the CLI.
 ///
 /// Values never change meaning once published; new codes are only ever appended (see Protocol.md, "Status codes").

@@ -5,7 +5,7 @@ import Foundation
 import CLibDeflate
 #endif
 
-// Parallel table (`duplicates` pairs these on purpose): messages in the shape of Messages.swift (see there), as
+// Messages in the shape of Messages.swift (see there), as
 // BackupMessages.swift's are: stored fields, a memberwise init, `init(json:)`, `json`.
 
 // MARK: - Byte ranges and resumable uploads (Protocol.md §5.4)

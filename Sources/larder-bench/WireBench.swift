@@ -73,7 +73,7 @@ enum WireBench {
         }
     }
 
-    // Parallel table (`duplicates` pairs these on purpose): a plain list of stored
+    // A plain list of stored
     // properties, alike in shape only with other field lists (LarderServer's Connection, PostgresStore, the bench's
     // Phase): a sample record, nothing to share.
     struct Purchase: Codable, Sendable {

@@ -178,7 +178,7 @@ struct PGBuilder {
 
     /// Substring search: the folded `search` column holds every string value; from three characters on, `LIKE` lets
     /// the pg_trgm GIN index find the candidates, and `strpos` decides (as `instr` does on SQLite).
-// Parallel table (`duplicates` pairs these on purpose): the PostgreSQL dialect of QuerySQL.text (SQLite).
+// The PostgreSQL dialect of QuerySQL.text (SQLite).
     mutating func text(_ query: TextQuery) -> String {
         let folded = TextFold.fold(query.query)
         let q = param(.text(folded))
