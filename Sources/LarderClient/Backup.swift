@@ -13,6 +13,11 @@ extension LarderClient {
     ///
     /// On the SQLite store the file is a SQLite database: start a server on a data directory holding it as
     /// `larder.sqlite` to restore it. A server on PostgreSQL answers UNKNOWN_OPCODE (use pg_dump).
+    ///
+    /// - Throws: `PERMISSION_DENIED` for a token that is not `admin` or is limited to collections; `UNKNOWN_OPCODE`
+    ///   from a server on PostgreSQL; `INTERNAL` when `path` cannot be written or the snapshot arrives damaged;
+    ///   `UNAVAILABLE` when no server answers or the connection breaks (run it again); `DEADLINE_EXCEEDED` when a read
+    ///   times out or the task is cancelled.
     @discardableResult
     public func backup(
         to path: String, chunkBytes: Int = 4 << 20,

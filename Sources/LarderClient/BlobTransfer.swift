@@ -36,6 +36,8 @@ public struct BlobTransfer<Value: Sendable>: Sendable {
     }
 
     /// Waits for the transfer; its error, if it failed.
+    ///
+    /// - Throws: the transfer's error: what `putBlob(contentsOf:…)` or `writeBlob(_:to:…)` throws.
     public var value: Value {
         get async throws(LarderError) {
             do {
@@ -79,6 +81,13 @@ extension LarderClient {
     /// up to `maxBlobBytes` takes a few chunks of memory. After a broken connection it asks the server where the
     /// upload stands and goes on from there, for up to `resumeWithin` after the break (the server may be
     /// restarting). The server checks every chunk's CRC-32 and the whole SHA-256 before the blob appears.
+    ///
+    /// - Throws: `INVALID_ARGUMENT` when `file` cannot be read; `UNSUPPORTED_MEDIA_TYPE` for an empty file or one that
+    ///   is not a JPEG; `PAYLOAD_TOO_LARGE` for more than `maxBlobBytes`; `CONFLICT` when `id` is taken; `NOT_FOUND`
+    ///   when the attachment's document does not exist; `RESOURCE_EXHAUSTED` past the server's upload quotas;
+    ///   `PERMISSION_DENIED` for a `read` token, or a token limited to collections without `attachTo` one of them;
+    ///   `UNAVAILABLE` or `DEADLINE_EXCEEDED` when the server stays away longer than `resumeWithin`, or the task is
+    ///   cancelled.
     public func putBlob(
         contentsOf file: URL, id: UUID? = nil, attachTo attachment: BlobAttachment? = nil,
         resumeWithin: Duration = .seconds(60), progress: (@Sendable (BlobTransferProgress) -> Void)? = nil
@@ -184,7 +193,7 @@ extension LarderClient {
         return info
     }
 
-    /// `putBlob(contentsOf:…)` with its progress as an `AsyncSequence`.
+    /// `putBlob(contentsOf:…)` with its progress as an `AsyncSequence`; its `value` throws what `putBlob` throws.
     public func blobUpload(
         contentsOf file: URL, id: UUID? = nil, attachTo attachment: BlobAttachment? = nil,
         resumeWithin: Duration = .seconds(60)
@@ -203,8 +212,9 @@ extension LarderClient {
     /// let head = try await client.blob(photo, range: 0..<65_536)   // 65,536 bytes, or the whole of a smaller photo
     /// ```
     ///
-    /// A range that starts at or past the end is INVALID_ARGUMENT (field `offset`, the blob's `size` in the
-    /// details); an unknown blob is NOT_FOUND.
+    /// - Throws: `INVALID_ARGUMENT` for a range that starts at or past the end (field `offset`, the blob's `size` in
+    ///   the details); `PAYLOAD_TOO_LARGE` for a range longer than one answer carries; `NOT_FOUND` when no such blob;
+    ///   and `UNAVAILABLE`, `DEADLINE_EXCEEDED` or `PERMISSION_DENIED` as any request.
     public func blob(_ id: UUID, range: Range<Int64>) async throws(LarderError) -> Data {
         guard !range.isEmpty else { return Data() }
         let request = BlobGetRequest(id: id, offset: range.lowerBound, length: Int64(range.count))
@@ -214,7 +224,12 @@ extension LarderClient {
     /// Writes blob `id` to `file`, read in ranges of `blobChunkBytes` (a few chunks of memory whatever its size),
     /// reading on after a broken connection for up to `resumeWithin`. The file appears only once complete and its
     /// SHA-256 checked (it is written beside it first, then renamed). `range` writes only those bytes, cut at the
-    /// end of the blob as `blob(_:range:)` cuts it (INVALID_ARGUMENT when it starts at or past the end).
+    /// end of the blob as `blob(_:range:)` cuts it.
+    ///
+    /// - Throws: `NOT_FOUND` when no such blob, or it is deleted while it is read; `INVALID_ARGUMENT` for a `range`
+    ///   that starts at or past the end; `INTERNAL` when `file` cannot be written or the blob arrives damaged;
+    ///   `PERMISSION_DENIED` as any request; `UNAVAILABLE` or `DEADLINE_EXCEEDED` when the server stays away longer
+    ///   than `resumeWithin`, or the task is cancelled.
     @discardableResult
     public func writeBlob(
         _ id: UUID, to file: URL, range: Range<Int64>? = nil, resumeWithin: Duration = .seconds(60),
@@ -313,7 +328,7 @@ extension LarderClient {
         return info
     }
 
-    /// `writeBlob(_:to:…)` with its progress as an `AsyncSequence`.
+    /// `writeBlob(_:to:…)` with its progress as an `AsyncSequence`; its `value` throws what `writeBlob` throws.
     public func blobDownload(
         _ id: UUID, to file: URL, range: Range<Int64>? = nil, resumeWithin: Duration = .seconds(60)
     ) -> BlobTransfer<BlobInfo> {

@@ -137,6 +137,11 @@ public final class LarderClient: Sendable {
     }
 
     /// Opens a connection now (instead of on the first request) and returns what the server announced in HELLO.
+    ///
+    /// - Throws: `UNAVAILABLE` when no server answers within the connect timeout (`isConnectFailure`);
+    ///   `UNAUTHENTICATED` for a missing or wrong token; `UNSUPPORTED_VERSION` when the server speaks no version of
+    ///   this client's; `RESOURCE_EXHAUSTED` when the server has `maxConnections` open. Any call that opens a
+    ///   connection throws these too.
     @discardableResult
     public func connect() async throws(LarderError) -> HelloResponse {
         let connection = try await connection()
@@ -253,8 +258,9 @@ public final class LarderClient: Sendable {
     /// Sends any request and returns the reply, for opcodes this client has no method for. (`WATCH` has one:
     /// `watch(collection:filter:since:idsOnly:bufferLimit:)`; a raw WATCH's events are dropped.)
     ///
-    /// An error reply is thrown as `LarderError`; so is a request the server's limits would refuse
-    /// (PAYLOAD_TOO_LARGE, checked before anything is sent).
+    /// - Throws: the server's error reply as `LarderError`; `PAYLOAD_TOO_LARGE`, before anything is sent, for a
+    ///   request the server's limits would refuse; and `UNAVAILABLE`, `DEADLINE_EXCEEDED` or `PERMISSION_DENIED` as
+    ///   any request.
     public func request(
         _ opcode: Opcode, json: JSONObject = [:], binary: [UInt8] = [], timeout: Duration? = nil,
         progress: (@Sendable (_ done: Int, _ total: Int) -> Void)? = nil
@@ -298,6 +304,8 @@ public final class LarderClient: Sendable {
     // MARK: - Server
 
     /// Sends PING and returns the round-trip time.
+    ///
+    /// - Throws: `UNAVAILABLE` or `DEADLINE_EXCEEDED` as any request (PING needs no role).
     @discardableResult
     public func ping() async throws(LarderError) -> Duration {
         _ = try await connection()
@@ -308,11 +316,16 @@ public final class LarderClient: Sendable {
     }
 
     /// The server's statistics (uptime, connections, requests, latencies, counts; see Protocol.md, STATS).
+    ///
+    /// - Throws: `PERMISSION_DENIED` for a token that is not `admin`; and `UNAVAILABLE` or `DEADLINE_EXCEEDED` as
+    ///   any request.
     public func stats() async throws(LarderError) -> JSONObject {
         try await call(.stats, [:]).jsonObject()
     }
 
     /// What the server announced in HELLO on the connection most recently opened, connecting if none is open.
+    ///
+    /// - Throws: what `connect()` throws, when it has to connect.
     public func serverHello() async throws(LarderError) -> HelloResponse {
         try await connect()
     }

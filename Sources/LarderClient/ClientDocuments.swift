@@ -7,6 +7,9 @@ extension LarderClient {
     // MARK: - Documents
 
     /// Stores a new document and returns its record; the server assigns the id unless `id` is given.
+    ///
+    /// - Throws: `CONFLICT` when `id` exists; `PAYLOAD_TOO_LARGE` for data over `maxDocumentBytes`; `INVALID_ARGUMENT`
+    ///   for a bad collection name; and `UNAVAILABLE`, `DEADLINE_EXCEEDED` or `PERMISSION_DENIED` as any request.
     public func create(_ collection: String, _ data: JSONObject, id: UUID? = nil) async throws(LarderError) -> Record {
         try await message(Record.self, .create, CreateRequest(collection: collection, id: id, data: data).json)
     }
@@ -35,16 +38,27 @@ extension LarderClient {
     }
 
     /// Reads one document (NOT_FOUND when it does not exist).
+    ///
+    /// - Throws: `NOT_FOUND` when no such document; `INVALID_ARGUMENT` for a bad collection name; and `UNAVAILABLE`,
+    ///   `DEADLINE_EXCEEDED` or `PERMISSION_DENIED` as any request.
     public func get(_ collection: String, id: UUID) async throws(LarderError) -> Record {
         try await message(Record.self, .get, GetRequest(collection: collection, id: id).json)
     }
 
     /// Reads up to 1,000 documents by id: the records found, in request order, and the ids that were not.
+    ///
+    /// - Throws: `INVALID_ARGUMENT` for more than 1,000 ids or a bad collection name; `PAYLOAD_TOO_LARGE` when the
+    ///   records would not fit in one answer (ask for fewer); and `UNAVAILABLE`, `DEADLINE_EXCEEDED` or
+    ///   `PERMISSION_DENIED` as any request.
     public func getMany(_ collection: String, ids: [UUID]) async throws(LarderError) -> GetManyResponse {
         try await message(GetManyResponse.self, .getMany, GetManyRequest(collection: collection, ids: ids).json)
     }
 
     /// Replaces a document's data; with `rev`, only if that is still its revision (CONFLICT otherwise).
+    ///
+    /// - Throws: `NOT_FOUND` when no such document; `CONFLICT` when `rev` is not current; `PAYLOAD_TOO_LARGE` for data
+    ///   over `maxDocumentBytes`; `INVALID_ARGUMENT` for a bad collection name; and `UNAVAILABLE`, `DEADLINE_EXCEEDED`
+    ///   or `PERMISSION_DENIED` as any request.
     public func replace(
         _ collection: String, id: UUID, data: JSONObject, rev: Int64? = nil
     ) async throws(LarderError) -> Record {
@@ -53,6 +67,10 @@ extension LarderClient {
     }
 
     /// Applies an RFC 7396 merge patch (null removes a member); with `rev`, only if that is still the revision.
+    ///
+    /// - Throws: `NOT_FOUND` when no such document; `CONFLICT` when `rev` is not current; `PAYLOAD_TOO_LARGE` when the
+    ///   patched document is over `maxDocumentBytes`; `INVALID_ARGUMENT` for a bad collection name; and `UNAVAILABLE`,
+    ///   `DEADLINE_EXCEEDED` or `PERMISSION_DENIED` as any request.
     public func patch(
         _ collection: String, id: UUID, patch: JSONObject, rev: Int64? = nil
     ) async throws(LarderError) -> Record {
@@ -60,12 +78,18 @@ extension LarderClient {
     }
 
     /// Deletes a document and the blobs attached to it; with `rev`, only if that is still its revision.
+    ///
+    /// - Throws: `NOT_FOUND` when no such document; `CONFLICT` when `rev` is not current; `INVALID_ARGUMENT` for a bad
+    ///   collection name; and `UNAVAILABLE`, `DEADLINE_EXCEEDED` or `PERMISSION_DENIED` as any request.
     @discardableResult
     public func delete(_ collection: String, id: UUID, rev: Int64? = nil) async throws(LarderError) -> DeleteResponse {
         try await message(DeleteResponse.self, .delete, DeleteRequest(collection: collection, id: id, rev: rev).json)
     }
 
     /// One page of a collection in creation order; pass the page's `nextCursor` back for the next.
+    ///
+    /// - Throws: `INVALID_ARGUMENT` for a bad collection name, a `limit` outside 1...1000 or a cursor of another
+    ///   request; and `UNAVAILABLE`, `DEADLINE_EXCEEDED` or `PERMISSION_DENIED` as any request.
     public func list(
         _ collection: String, limit: Int = defaultPageLimit, cursor: String? = nil
     ) async throws(LarderError) -> PageResponse {
@@ -74,11 +98,18 @@ extension LarderClient {
     }
 
     /// One page of the records matching `query`.
+    ///
+    /// - Throws: `INVALID_ARGUMENT` for a bad collection name, a filter, text or sort the server refuses, a `limit`
+    ///   outside 1...1000 or a cursor of another query; and `UNAVAILABLE`, `DEADLINE_EXCEEDED` or `PERMISSION_DENIED`
+    ///   as any request.
     public func search(_ collection: String, _ query: SearchQuery) async throws(LarderError) -> PageResponse {
         try await message(PageResponse.self, .search, SearchRequest(collection: collection, query: query).json)
     }
 
     /// How many records match `filter` and `text` (all of them when both are nil).
+    ///
+    /// - Throws: `INVALID_ARGUMENT` for a bad collection name, filter or text; and `UNAVAILABLE`, `DEADLINE_EXCEEDED`
+    ///   or `PERMISSION_DENIED` as any request.
     public func count(
         _ collection: String, filter: Filter? = nil, text: TextQuery? = nil
     ) async throws(LarderError) -> Int {
@@ -88,6 +119,10 @@ extension LarderClient {
     }
 
     /// Sections of a collection by the value of `field` (e.g. `category`), each with its count and first records.
+    ///
+    /// - Throws: `INVALID_ARGUMENT` for an invalid field path (before anything is sent), a bad collection name, filter
+    ///   or text, or a `perGroup` outside 0...100; and `UNAVAILABLE`, `DEADLINE_EXCEEDED` or `PERMISSION_DENIED` as any
+    ///   request.
     public func group(
         _ collection: String, by field: String, filter: Filter? = nil, text: TextQuery? = nil,
         perGroup: Int = GroupRequest.defaultPerGroup
@@ -100,11 +135,18 @@ extension LarderClient {
     // MARK: - Collections
 
     /// Every collection with its document count.
+    ///
+    /// - Throws: `UNAVAILABLE` or `DEADLINE_EXCEEDED` as any request (a token limited to collections is shown only
+    ///   those).
     public func collections() async throws(LarderError) -> [CollectionsResponse.Entry] {
         try await message(CollectionsResponse.self, .collections, [:]).collections
     }
 
     /// Deletes a collection, its documents and their blobs.
+    ///
+    /// - Throws: `NOT_FOUND` when no such collection; `INVALID_ARGUMENT` for a bad collection name; `PERMISSION_DENIED`
+    ///   for a token that is not `admin` or not given the collection; and `UNAVAILABLE` or `DEADLINE_EXCEEDED` as any
+    ///   request.
     @discardableResult
     public func dropCollection(_ collection: String) async throws(LarderError) -> DropCollectionResponse {
         try await message(
@@ -112,6 +154,10 @@ extension LarderClient {
     }
 
     /// Declares an index on a field path (idempotent); `created` is false when it already existed.
+    ///
+    /// - Throws: `INVALID_ARGUMENT` for an invalid field path (before anything is sent) or a bad collection name;
+    ///   `PERMISSION_DENIED` for a token that is not `admin` or not given the collection; and `UNAVAILABLE` or
+    ///   `DEADLINE_EXCEEDED` as any request.
     @discardableResult
     public func index(_ collection: String, field: String) async throws(LarderError) -> IndexResponse {
         try await message(

@@ -150,6 +150,8 @@ public struct PageSequence<Model: Codable & Sendable>: AsyncSequence, Sendable {
         }
 
         /// The next page, or nil after the last one (see `next(isolation:)`).
+        ///
+        /// - Throws: what `next(isolation:)` throws.
         public mutating func next() async throws(LarderError) -> Page<Model>? {
             try await next(isolation: nil)
         }
@@ -266,6 +268,8 @@ public struct RecordSequence<Model: Codable & Sendable>: AsyncSequence, Sendable
         }
 
         /// The next record, or nil after the last one (see `next(isolation:)`).
+        ///
+        /// - Throws: what `next(isolation:)` throws.
         public mutating func next() async throws(LarderError) -> Stored<Model>? {
             try await next(isolation: nil)
         }

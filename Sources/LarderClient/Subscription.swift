@@ -113,11 +113,17 @@ public final class LarderSubscription: AsyncSequence, Sendable {
         var inner: AsyncThrowingStream<ChangeEvent, any Error>.Iterator
 
         /// The next event; nil once the subscription was cancelled.
+        ///
+        /// - Throws: what `next(isolation:)` throws.
         public mutating func next() async throws(LarderError) -> ChangeEvent? {
             try await next(isolation: nil)
         }
 
         /// The next event, awaited on `actor`'s executor.
+        ///
+        /// - Throws: what resuming cannot mend: a refused WATCH (`PERMISSION_DENIED` when the token lost the
+        ///   collection, `UNAUTHENTICATED`, `INVALID_ARGUMENT`); with `resume: false`, `UNAVAILABLE` for a broken
+        ///   connection and `RESOURCE_EXHAUSTED` for a gap.
         public mutating func next(isolation actor: isolated (any Actor)?) async throws(LarderError) -> ChangeEvent? {
             while true {
                 let event: ChangeEvent?

@@ -15,6 +15,8 @@ public struct Stored<Model: Codable & Sendable>: Sendable {
     public var value: Model
 
     /// Decodes a record's data as `Model`.
+    ///
+    /// - Throws: `DECODING_FAILED` when `record.data` does not decode as `Model` (`field` names the member at fault).
     public init(_ record: Record) throws(LarderError) {
         id = record.id
         rev = record.rev
@@ -37,6 +39,9 @@ public struct Stored<Model: Codable & Sendable>: Sendable {
     }
 
     /// Decodes the JSON part of a record answer (GET, CREATE, REPLACE, PATCH), as the server sent it.
+    ///
+    /// - Throws: `INVALID_ARGUMENT` when `answer` is not a record's JSON; `DECODING_FAILED` when its data does not
+    ///   decode as `Model`.
     public init(answer: [UInt8]) throws(LarderError) {
         if let span = AnswerReader.record(answer), let stored = Stored(span, in: answer) {
             self = stored
@@ -80,12 +85,16 @@ public struct Section<Model: Codable & Sendable>: Sendable {
 /// (`2024-05-01T12:30:00.000Z`); both that form and the one without fraction are read.
 public enum ModelCoding {
     /// Encodes a model as the JSON object that is stored.
+    ///
+    /// - Throws: `INVALID_ARGUMENT` when `value` does not encode as JSON, or encodes as something other than an object.
     public static func encode<Model: Encodable>(_ value: Model) throws(LarderError) -> JSONObject {
         try object(try encoded(value), Model.self)
     }
 
     /// Encodes a model as the compact JSON bytes that are stored (`encode(_:)`'s object, written out), without
     /// building the object: what the typed `create` and `replace` send.
+    ///
+    /// - Throws: `INVALID_ARGUMENT` when `value` does not encode as JSON, or encodes as something other than an object.
     public static func encodeDocument<Model: Encodable>(_ value: Model) throws(LarderError) -> [UInt8] {
         let data = try encoded(value)
         if let document = CompactJSON.object(Array(data)) { return document.bytes }
@@ -115,6 +124,8 @@ public enum ModelCoding {
     }
 
     /// Decodes a stored JSON object as a model; `id` names the record in the error.
+    ///
+    /// - Throws: `DECODING_FAILED` when `object` does not decode as `Model` (`field` names the member at fault).
     public static func decode<Model: Decodable>(
         _ type: Model.Type, from object: JSONObject, id: UUID? = nil
     ) throws(LarderError) -> Model {
@@ -176,16 +187,28 @@ public struct LarderCollection<Model: Codable & Sendable>: Sendable {
     }
 
     /// Stores a new value; the server assigns the id unless `id` is given (CONFLICT if it exists).
+    ///
+    /// - Throws: `CONFLICT` when `id` exists; `PAYLOAD_TOO_LARGE` for a value over `maxDocumentBytes`;
+    ///   `INVALID_ARGUMENT` when `Model` does not encode as a JSON object (before anything is sent) or for a bad
+    ///   collection name; and `UNAVAILABLE`, `DEADLINE_EXCEEDED` or `PERMISSION_DENIED` as any request.
     public func create(_ value: Model, id: UUID? = nil) async throws(LarderError) -> Stored<Model> {
         try Stored(answer: try await client.create(name, document: try ModelCoding.encodeDocument(value), id: id))
     }
 
     /// Reads one value (NOT_FOUND when it does not exist).
+    ///
+    /// - Throws: `NOT_FOUND` when no such document; `DECODING_FAILED` when it does not decode as `Model`;
+    ///   `INVALID_ARGUMENT` for a bad collection name; and `UNAVAILABLE`, `DEADLINE_EXCEEDED` or `PERMISSION_DENIED` as
+    ///   any request.
     public func get(_ id: UUID) async throws(LarderError) -> Stored<Model> {
         try Stored(answer: try await client.call(.get, GetRequest(collection: name, id: id).json).json)
     }
 
     /// Reads many values by id, in request order; missing ids are skipped.
+    ///
+    /// - Throws: `DECODING_FAILED` when a record does not decode as `Model`; `PAYLOAD_TOO_LARGE` when the records of
+    ///   1,000 ids would not fit in one answer; `INVALID_ARGUMENT` for a bad collection name; and `UNAVAILABLE`,
+    ///   `DEADLINE_EXCEEDED` or `PERMISSION_DENIED` as any request.
     public func get(_ ids: [UUID]) async throws(LarderError) -> [Stored<Model>] {
         var result: [Stored<Model>] = []
         var start = 0
@@ -198,28 +221,47 @@ public struct LarderCollection<Model: Codable & Sendable>: Sendable {
     }
 
     /// Replaces the value of document `id`; with `rev`, only if that is still its revision (CONFLICT otherwise).
+    ///
+    /// - Throws: `NOT_FOUND` when no such document; `CONFLICT` when `rev` is not current; `PAYLOAD_TOO_LARGE` for a
+    ///   value over `maxDocumentBytes`; `INVALID_ARGUMENT` when `Model` does not encode as a JSON object (before
+    ///   anything is sent) or for a bad collection name; and `UNAVAILABLE`, `DEADLINE_EXCEEDED` or `PERMISSION_DENIED`
+    ///   as any request.
     public func replace(_ id: UUID, with value: Model, rev: Int64? = nil) async throws(LarderError) -> Stored<Model> {
         let document = try ModelCoding.encodeDocument(value)
         return try Stored(answer: try await client.replace(name, id: id, document: document, rev: rev))
     }
 
     /// Writes back an edited stored value, failing with CONFLICT if someone else wrote it since it was read.
+    ///
+    /// - Throws: `CONFLICT` when the document's revision is no longer `stored.rev`; otherwise what
+    ///   `replace(_:with:rev:)` throws.
     public func save(_ stored: Stored<Model>) async throws(LarderError) -> Stored<Model> {
         try await replace(stored.id, with: stored.value, rev: stored.rev)
     }
 
     /// Applies a merge patch (e.g. `["isFinish": true]`) and returns the new value.
+    ///
+    /// - Throws: `NOT_FOUND` when no such document; `CONFLICT` when `rev` is not current; `PAYLOAD_TOO_LARGE` when the
+    ///   patched document is over `maxDocumentBytes`; `DECODING_FAILED` when it does not decode as `Model` (the patch
+    ///   was applied); `INVALID_ARGUMENT` for a bad collection name; and `UNAVAILABLE`, `DEADLINE_EXCEEDED` or
+    ///   `PERMISSION_DENIED` as any request.
     public func patch(_ id: UUID, _ patch: JSONObject, rev: Int64? = nil) async throws(LarderError) -> Stored<Model> {
         try Stored(try await client.patch(name, id: id, patch: patch, rev: rev))
     }
 
     /// Deletes document `id` and the blobs attached to it.
+    ///
+    /// - Throws: `NOT_FOUND` when no such document; `CONFLICT` when `rev` is not current; `INVALID_ARGUMENT` for a bad
+    ///   collection name; and `UNAVAILABLE`, `DEADLINE_EXCEEDED` or `PERMISSION_DENIED` as any request.
     @discardableResult
     public func delete(_ id: UUID, rev: Int64? = nil) async throws(LarderError) -> DeleteResponse {
         try await client.delete(name, id: id, rev: rev)
     }
 
     /// One page in creation order; records that do not decode are in the page's `undecodable`.
+    ///
+    /// - Throws: `INVALID_ARGUMENT` for a `limit` outside 1...1000, a cursor of another request or a bad collection
+    ///   name; and `UNAVAILABLE`, `DEADLINE_EXCEEDED` or `PERMISSION_DENIED` as any request.
     public func list(limit: Int = defaultPageLimit, cursor: String? = nil) async throws(LarderError) -> Page<Model> {
         let request = ListRequest(collection: name, limit: limit, cursor: cursor)
         return try Self.page(answer: try await client.call(.list, request.json).json)
@@ -238,6 +280,10 @@ public struct LarderCollection<Model: Codable & Sendable>: Sendable {
     }
 
     /// One page of the values matching `query`; records that do not decode are in the page's `undecodable`.
+    ///
+    /// - Throws: `INVALID_ARGUMENT` for a filter, text or sort the server refuses, a `limit` outside 1...1000, a cursor
+    ///   of another query or a bad collection name; and `UNAVAILABLE`, `DEADLINE_EXCEEDED` or `PERMISSION_DENIED` as
+    ///   any request.
     public func search(_ query: SearchQuery) async throws(LarderError) -> Page<Model> {
         try Self.page(answer: try await client.call(.search, SearchRequest(collection: name, query: query).json).json)
     }
@@ -248,6 +294,8 @@ public struct LarderCollection<Model: Codable & Sendable>: Sendable {
     /// A call with only `limit:` and `cursor:` (or none) could also be the `RecordSequence` of
     /// `search(_:containing:in:sortedBy:limit:pageSize:cursor:)`: in async code Swift picks this one unless the
     /// result is iterated or a `RecordSequence` is expected; give `pageSize:` to ask for the sequence.
+    ///
+    /// - Throws: what `search(_:)` throws.
     @_disfavoredOverload
     public func search(
         filter: Filter? = nil, text: TextQuery? = nil, sort: [SortKey] = [], limit: Int = SearchQuery.defaultLimit,
@@ -257,6 +305,9 @@ public struct LarderCollection<Model: Codable & Sendable>: Sendable {
     }
 
     /// How many values match a query in the JSON form (`count(_:containing:in:)` takes a Swift one).
+    ///
+    /// - Throws: `INVALID_ARGUMENT` for a bad filter, text or collection name; and `UNAVAILABLE`, `DEADLINE_EXCEEDED`
+    ///   or `PERMISSION_DENIED` as any request.
     @_disfavoredOverload
     public func count(filter: Filter? = nil, text: TextQuery? = nil) async throws(LarderError) -> Int {
         try await client.count(name, filter: filter, text: text)
@@ -265,6 +316,10 @@ public struct LarderCollection<Model: Codable & Sendable>: Sendable {
     /// Sections by the value of `field`, in the order of an ascending sort on it (Protocol.md §5.2), for a query in
     /// the JSON form (`group(by:_:containing:in:perGroup:)` takes a Swift one). A record that does not decode as
     /// `Model` is in its section's `undecodable`.
+    ///
+    /// - Throws: `INVALID_ARGUMENT` for an invalid field path (before anything is sent), a bad filter, text or
+    ///   collection name, or a `perGroup` outside 0...100; and `UNAVAILABLE`, `DEADLINE_EXCEEDED` or
+    ///   `PERMISSION_DENIED` as any request.
     public func group(
         by field: String, filter: Filter? = nil, text: TextQuery? = nil, perGroup: Int = GroupRequest.defaultPerGroup
     ) async throws(LarderError) -> [Section<Model>] {

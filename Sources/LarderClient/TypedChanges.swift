@@ -79,11 +79,15 @@ public final class CollectionChanges<Model: Codable & Sendable>: AsyncSequence, 
         var events: LarderSubscription.Iterator
 
         /// The next change; nil once cancelled.
+        ///
+        /// - Throws: what `next(isolation:)` throws.
         public mutating func next() async throws(LarderError) -> CollectionChange<Model>? {
             try await next(isolation: nil)
         }
 
         /// The next change, awaited on `actor`'s executor. Blob events are passed over (they change no value).
+        ///
+        /// - Throws: what the subscription's events throw (`LarderSubscription.Iterator.next(isolation:)`).
         public mutating func next(
             isolation actor: isolated (any Actor)?
         ) async throws(LarderError) -> CollectionChange<Model>? {
