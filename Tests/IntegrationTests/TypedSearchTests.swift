@@ -5,25 +5,30 @@ import LarderSync
 import LarderTestSupport
 import Testing
 
-/// A `larder-server` child on SQLite or on a PostgreSQL schema of its own, with a `RecordingProxy` in front: clients
-/// of `proxy.client()` go through the proxy, which notes what they send; `direct()` talks to the server itself.
+/// A `larder-server` child on SQLite or on a PostgreSQL schema of its own, with a `RecordingProxy` in front: `client`
+/// goes through the proxy, which notes what it sends; `direct` talks to the server itself.
 final class ProxiedServer: Sendable {
     let directory: String
     let schema: TestSchema?
     let child: ServerChild
     let proxy: RecordingProxy
+    /// A client straight to the server, not through the proxy.
+    let direct: LarderClient
+    /// A client through the proxy, which notes what it sends.
+    let client: LarderClient
 
     init(_ store: ServerStore) throws {
         directory = NSTemporaryDirectory() + "larder-typed-\(UUID().uuidString)"
         schema = store == .postgres ? try TestPostgres.newSchema() : nil
         child = try ServerChild(dataDirectory: directory, arguments: schema.map { ["--postgres", $0.url] } ?? [])
         proxy = try RecordingProxy(upstream: child.port)
+        direct = LarderClient(port: child.port, requestTimeout: .seconds(300))
+        client = proxy.client()
     }
 
-    /// A client straight to the server, not through the proxy.
-    func direct() -> LarderClient { LarderClient(port: child.port, requestTimeout: .seconds(300)) }
-
     func stop() {
+        client.close()
+        direct.close()
         proxy.stop()
         _ = child.stop()
         schema?.drop()
@@ -187,10 +192,7 @@ final class ProxiedServer: Sendable {
     ) async throws {
         let server = try ProxiedServer(store)
         defer { server.stop() }
-        let direct = server.direct()
-        defer { direct.close() }
-        let client = server.proxy.client()
-        defer { client.close() }
+        let (direct, client) = (server.direct, server.client)
         var ids: [UUID] = []
         var createdAt: [Int64] = []
         for document in Self.documents {
@@ -231,8 +233,7 @@ final class ProxiedServer: Sendable {
     @Test func anInvalidFieldIsThrownByTheSearchAndNothingIsSent() async throws {
         let server = try ProxiedServer(.sqlite)
         defer { server.stop() }
-        let client = server.proxy.client()
-        defer { client.close() }
+        let client = server.client
         _ = try await client.ping()
         let shops = client.collection("shops", of: Shop.self)
         for sequence in [
@@ -283,10 +284,7 @@ final class ProxiedServer: Sendable {
     ) async throws {
         let server = try ProxiedServer(store)
         defer { server.stop() }
-        let direct = server.direct()
-        defer { direct.close() }
-        let client = server.proxy.client()
-        defer { client.close() }
+        let (direct, client) = (server.direct, server.client)
         let items = client.collection("items", of: Numbered.self)
         var present = Set(try await Self.create(2500, in: "items", direct))
         var rng = SplitMix64(seed: store == .sqlite ? 31 : 32)
@@ -382,10 +380,7 @@ final class ProxiedServer: Sendable {
     @Test(arguments: ServerStore.allCases) func aCancelledTaskRequestsNoFurtherPage(_ store: ServerStore) async throws {
         let server = try ProxiedServer(store)
         defer { server.stop() }
-        let direct = server.direct()
-        defer { direct.close() }
-        let client = server.proxy.client()
-        defer { client.close() }
+        let (direct, client) = (server.direct, server.client)
         _ = try await Self.create(500, in: "items", direct)
         let items = client.collection("items", of: Numbered.self)
         let sequence = items.search(Field("n") >= 0, pageSize: 100)
@@ -428,10 +423,7 @@ final class ProxiedServer: Sendable {
     ) async throws {
         let server = try ProxiedServer(store)
         defer { server.stop() }
-        let direct = server.direct()
-        defer { direct.close() }
-        let client = server.proxy.client()
-        defer { client.close() }
+        let (direct, client) = (server.direct, server.client)
         // As the CLI (or an older app) writes them: a title that is a number, and a record without a title.
         var ids: [UUID] = []
         for data: JSONObject in [
@@ -487,10 +479,7 @@ final class ProxiedServer: Sendable {
     @Test(arguments: ServerStore.allCases) func aTypedSearchContinuesFromACursor(_ store: ServerStore) async throws {
         let server = try ProxiedServer(store)
         defer { server.stop() }
-        let direct = server.direct()
-        defer { direct.close() }
-        let client = server.proxy.client()
-        defer { client.close() }
+        let (direct, client) = (server.direct, server.client)
         _ = try await Self.create(30, in: "items", direct)
         let items = client.collection("items", of: Numbered.self)
         let everything = try await items.search(Field("n") < 25, sortedBy: [Field("price").descending]).collect()
