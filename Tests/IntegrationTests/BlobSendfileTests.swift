@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import LarderClient
 import LarderIO
+import LarderTestProcess
 import LarderWire
 import Testing
 

@@ -1,5 +1,6 @@
 import Foundation
 import LarderClient
+import LarderTestProcess
 import Testing
 
 /// The `larder` prompt on a real pseudo-terminal, typed at as a person types: editing keys, ↑ for history, Tab,

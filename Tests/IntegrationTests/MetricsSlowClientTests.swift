@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Foundation
 import LarderServer
+import LarderTestProcess
 import Testing
 
 /// Slow clients of `--metrics-port`: one trickling a request in a byte at a time is cut at

@@ -1,6 +1,7 @@
 import Foundation
 import LarderClient
 import LarderSync
+import LarderTestProcess
 import LarderWire
 import Testing
 

@@ -146,18 +146,6 @@ struct LatencySample {
 /// Monotonic seconds.
 func monotonicSeconds() -> Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
 
-/// Waits for `condition`, checking every 20 ms, for at most `seconds`: the integration tests' one wait for something
-/// to happen. The deadlines callers pass are generous (a loaded 2-core machine); they run out only when the condition
-/// never will, and cost nothing when it holds.
-func waitUntil(_ seconds: Double, _ condition: () async throws -> Bool) async rethrows -> Bool {
-    let deadline = monotonicSeconds() + seconds
-    while monotonicSeconds() < deadline {
-        if try await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(20))
-    }
-    return try await condition()
-}
-
 /// A flag several tasks read and one sets.
 final class StopFlag: Sendable {
     private let value = Atomic<Bool>(false)

@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import LarderServer
 import LarderWire
+import LarderTestProcess
 import Testing
 
 /// Per-token roles (`--token-file`, Protocol.md section 10.2), on a real server over real sockets.
@@ -226,7 +227,7 @@ import Testing
 
     /// SIGHUP reads the token file again while a connection stays open: its token's new role applies from then on,
     /// a new token works, and a removed one ends the connection that held it without waiting for a request.
-    @Test func sighupReloadsTheTokenFileWhileConnectionsStayOpen() throws {
+    @Test func sighupReloadsTheTokenFileWhileConnectionsStayOpen() async throws {
         let root = temporaryTestDirectory("larder-roles-hup")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: root) }
@@ -243,13 +244,9 @@ import Testing
         _ = FileManager.default.createFile(atPath: file, contents: Data("read first-token\nadmin new-token\n".utf8))
         kill(server.pid, SIGHUP)
         // The new token works once the server has read the file.
-        let deadline = Date().addingTimeInterval(120)
-        var accepted = false
-        while !accepted && Date() < deadline {
+        let accepted = try await waitUntil(120) {
             let probe = try RawClient.tcp(port: server.port)
-            let reply = try probe.call(.hello, HelloRequest(client: "probe", token: "new-token").json)
-            accepted = reply.status == .ok
-            if !accepted { usleep(20_000) }  // a pause between tries, as `waitUntil` makes
+            return try probe.call(.hello, HelloRequest(client: "probe", token: "new-token").json).status == .ok
         }
         #expect(accepted, "the reloaded token file's new token was never accepted")
         let denied = try kept.call(.create, ["collection": "t", "data": [:]])
@@ -261,14 +258,10 @@ import Testing
         _ = FileManager.default.createFile(atPath: file, contents: Data("superuser first-token\n".utf8))
         kill(server.pid, SIGHUP)
         let log = server.logPath
-        let logDeadline = Date().addingTimeInterval(120)
-        var logged = ""
-        while !logged.contains("line 1") && Date() < logDeadline {
-            logged = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
-            if !logged.contains("line 1") { usleep(20_000) }  // polling a file: a condition, with a deadline
-        }
-        #expect(logged.contains("the tokens in force are kept"))
+        func logged() -> String { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
+        #expect(await waitUntil(120) { logged().contains("line 1") }, "the refused file was never logged")
+        #expect(logged().contains("the tokens in force are kept"))
         #expect(try kept.call(.list, ["collection": "t"]).status == .ok)
-        #expect(!logged.contains("first-token") && !logged.contains("new-token"), "a token reached the log")
+        #expect(!logged().contains("first-token") && !logged().contains("new-token"), "a token reached the log")
     }
 }

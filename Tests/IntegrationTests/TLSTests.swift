@@ -6,6 +6,7 @@ import LarderBench
 import LarderClient
 import LarderServer
 import LarderTLS
+import LarderTestProcess
 import LarderWire
 import Testing
 

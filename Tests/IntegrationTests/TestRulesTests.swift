@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestProcess
 import Testing
 
 /// The rules the test sources keep, checked on the sources: a test that hangs must fail with its name, so every suite

@@ -1,5 +1,6 @@
 import Foundation
 import LarderClient
+import LarderTestProcess
 import LarderTestSupport
 import Testing
 

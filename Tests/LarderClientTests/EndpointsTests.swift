@@ -1,5 +1,6 @@
 import Foundation
 import LarderSync
+import LarderTestProcess
 import Testing
 
 @testable import LarderClient
@@ -24,12 +25,10 @@ import Testing
         }
     }
 
-    /// Waits for `condition`, checking every 5 ms; throws, naming `what`, if it does not hold within 120 s.
+    /// Waits for `condition` (`waitUntil`); throws, naming `what`, if it does not hold within 120 s.
     static func waitFor(_ what: String, _ condition: () async throws -> Bool) async throws {
-        let deadline = ContinuousClock.now + .seconds(120)
-        while try await !condition() {
-            guard ContinuousClock.now < deadline else { throw LarderError(.deadlineExceeded, "waited 120 s for \(what)") }
-            try await Task.sleep(for: .milliseconds(5))
+        guard try await waitUntil(120, condition) else {
+            throw LarderError(.deadlineExceeded, "waited 120 s for \(what)")
         }
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import LarderClient
 import LarderSync
+import LarderTestProcess
 import Testing
 
 /// The client never blocks the thread of the task that calls it: its socket belongs to a thread of its own. Checked
@@ -68,12 +69,7 @@ import Testing
 
     /// Polls `condition` until it holds; false after `seconds` (generous: it runs out only when it never will).
     func waitUntil(seconds: Int, _ condition: @Sendable () -> Bool) async -> Bool {
-        let deadline = ContinuousClock.now + .seconds(seconds)
-        while !condition() {
-            if ContinuousClock.now >= deadline { return false }
-            try? await Task.sleep(for: .milliseconds(5))
-        }
-        return true
+        await LarderTestProcess.waitUntil(Double(seconds)) { condition() }
     }
 }
 
