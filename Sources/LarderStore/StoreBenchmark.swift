@@ -83,7 +83,7 @@ public func runStoreBenchmark(
             sink &+= out.count
         }
     }
-    let raw = try Connection(path: store.core.databasePath, readOnly: true)
+    let raw = try SQLiteConnection(path: store.core.databasePath, readOnly: true)
     let rawTime = try seconds { () throws(LarderError) in
         let statement = try raw.statement(
             "SELECT id, rev, createdAt, updatedAt, data FROM documents WHERE collection = ?1 AND id = ?2")

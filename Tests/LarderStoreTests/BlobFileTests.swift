@@ -83,7 +83,7 @@ import Testing
         // What a crash leaves: a deletion committed whose file was not yet unlinked, a file whose upload row never
         // committed. A file that is not the store's (not named by an id) is left alone.
         do {
-            let db = try Connection(path: directory + "/larder.sqlite", readOnly: false)
+            let db = try SQLiteConnection(path: directory + "/larder.sqlite", readOnly: false)
             try db.run("DELETE FROM blobs WHERE file = ?1", [.text(doomed)])
         }
         #expect(Self.exists(blobs + doomed))
@@ -174,9 +174,9 @@ import Testing
         let upload = UUID()
         do {
             // Migration 11's schema, as its store wrote a finished upload and one under way: chunk rows.
-            let db = try Connection(path: directory + "/larder.sqlite", readOnly: false)
+            let db = try SQLiteConnection(path: directory + "/larder.sqlite", readOnly: false)
             try db.execute("PRAGMA journal_mode=WAL")
-            try Schema.migrate(db, trigram: false, through: 11)
+            try SQLiteSchema.migrate(db, trigram: false, through: 11)
             let owner = UUID().wireString
             try db.run(
                 "INSERT INTO blobs(id, size, sha256, contentType, width, height, createdAt, bytes, chunks) "

@@ -181,7 +181,7 @@ import Testing
         }
         do {
             // The index as the previous release built it, and the migration (and those after it) not yet applied.
-            let db = try Connection(path: directory + "/larder.sqlite", readOnly: false)
+            let db = try SQLiteConnection(path: directory + "/larder.sqlite", readOnly: false)
             try db.execute("DROP INDEX \"\(name)\"")
             try db.execute("CREATE INDEX \"\(name)\" ON documents(collection, json_extract(data, '$.\"v\"'))")
             try db.execute("DELETE FROM larder_migrations WHERE version >= 8")

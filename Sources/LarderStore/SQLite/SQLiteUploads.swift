@@ -6,7 +6,7 @@ extension SQLiteStore: UploadReads {
     static let uploadColumns =
         "id, blobId, size, received, chunkBytes, expiresAt, sha256, attachedCollection, attachedId"
 
-    static func uploadRecord(_ db: Connection, _ upload: UUID) throws(LarderError) -> UploadRecord? {
+    static func uploadRecord(_ db: SQLiteConnection, _ upload: UUID) throws(LarderError) -> UploadRecord? {
         try db.query("SELECT \(uploadColumns) FROM uploads WHERE id = ?1", [.text(upload.wireString)]) { row in
             UploadRecord(
                 upload: row.uuid(0), id: row.uuid(1), size: row.int(2), offset: row.int(3),
@@ -17,7 +17,7 @@ extension SQLiteStore: UploadReads {
 
     /// The chunks of `owner` overlapping `range`, in order, each read with incremental blob I/O.
     static func forEachChunk(
-        _ db: Connection, owner: String, overlapping range: Range<Int64>,
+        _ db: SQLiteConnection, owner: String, overlapping range: Range<Int64>,
         _ body: (Int64, [UInt8]) throws(LarderError) -> Void
     ) throws(LarderError) {
         // The first chunk is the one starting at or before the range; the rest start inside it.
@@ -53,7 +53,7 @@ extension SQLiteStore: UploadReads {
 }
 
 extension SQLiteWriteContext: UploadWriteContext {
-    private var writer: Connection {
+    private var writer: SQLiteConnection {
         get throws(LarderError) {
             guard let connection else { throw closedError ?? LarderError(.unavailable, "the store is closed") }
             return connection

@@ -23,7 +23,7 @@ extension SQLiteStore {
     {
         try SQLiteStore.validateCollection(collection)
         try SQLiteStore.checkLimit(query.limit)
-        var builder = SQLBuilder(collection: collection, core: core, textPlan: plan)
+        var builder = SQLiteQueryBuilder(collection: collection, core: core, textPlan: plan)
         var clause = builder.whereClause(filter: query.filter, text: query.text)
         let keys = query.sort.map { builder.field($0.field).value }
         if let position = try SearchPosition.open(collection, query) {
@@ -62,7 +62,7 @@ extension SQLiteStore {
     /// in. Without the index `body` gets `.index` (the statement as first built).
     func read<T>(
         _ collection: String, textIndex: Bool, text: TextQuery? = nil, transaction: Bool = false,
-        _ body: (Connection, TextPlan) throws(LarderError) -> T
+        _ body: (SQLiteConnection, TextPlan) throws(LarderError) -> T
     ) throws(LarderError) -> T {
         guard textIndex, let text, let textIndexer else {
             return try readers.read(transaction: transaction) { db throws(LarderError) in try body(db, .index) }
@@ -86,9 +86,9 @@ extension SQLiteStore {
 
     /// The plan for a covered collection: the trigram index's vocabulary says how many documents hold each of the
     /// query's trigrams (one B-tree lookup each); the rarest bounds the candidates.
-    static func textPlan(_ db: Connection, _ text: TextQuery) throws(LarderError) -> TextPlan {
+    static func textPlan(_ db: SQLiteConnection, _ text: TextQuery) throws(LarderError) -> TextPlan {
         var fewest = Int64.max
-        for trigram in SQLBuilder.trigrams(TextFold.fold(text.query)) where fewest > 0 {
+        for trigram in SQLiteQueryBuilder.trigrams(TextFold.fold(text.query)) where fewest > 0 {
             fewest = min(fewest, try db.scalar("SELECT doc FROM ix.text_vocab WHERE term = ?1", [.text(trigram)]) ?? 0)
         }
         let backlog =
@@ -127,7 +127,7 @@ extension SQLiteStore {
     func readPage<T>(
         _ collection: String, textIndex: Bool, text: TextQuery?,
         _ statement: (TextPlan) throws(LarderError) -> (sql: String, values: [SQLValue]), limit: Int,
-        _ row: (Statement) -> (StoredRecord, T)
+        _ row: (SQLiteStatement) -> (StoredRecord, T)
     ) throws(LarderError) -> (page: [(StoredRecord, T)], more: Bool) {
         try read(collection, textIndex: textIndex, text: text) { db, plan throws(LarderError) in
             let (sql, values) = try statement(plan)
@@ -140,7 +140,7 @@ extension SQLiteStore {
     public func count(_ collection: String, filter: Filter?, text: TextQuery?) throws(LarderError) -> Int {
         try SQLiteStore.validateCollection(collection)
         func statement(_ plan: TextPlan) -> (sql: String, values: [SQLValue], textIndex: Bool) {
-            var builder = SQLBuilder(collection: collection, core: core, textPlan: plan)
+            var builder = SQLiteQueryBuilder(collection: collection, core: core, textPlan: plan)
             let clause = builder.whereClause(filter: filter, text: text)
             return ("SELECT count(*) FROM documents WHERE \(clause)", builder.values, builder.usesTextIndex)
         }
@@ -163,7 +163,7 @@ extension SQLiteStore {
         // comparison puts 1 and 1.0 in one section, as `eq` matches them, while `true` and 1 stay apart, as `eq` keeps
         // them.
         func statements(_ plan: TextPlan) -> (groups: String, records: String, values: [SQLValue], textIndex: Bool) {
-            var builder = SQLBuilder(collection: collection, core: core, textPlan: plan)
+            var builder = SQLiteQueryBuilder(collection: collection, core: core, textPlan: plan)
             let clause = builder.whereClause(filter: filter, text: text)
             let (x, t) = builder.field(field)
             let typeExpr = t ?? "'integer'"

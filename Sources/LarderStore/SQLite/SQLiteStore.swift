@@ -12,7 +12,7 @@ import LarderWire
 /// becomes its blob's (`BlobFiles` gives the rules that keep files and rows in step).
 public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
     let core: StoreCore
-    let writer: Writer
+    let writer: SQLiteWriter
     let readers: ReaderPool
     /// Readers of large blobs by chunks and ranges, which do not map the file: a 200 MB blob read through a mapping
     /// would stay in the server's resident set (as file pages) long after; read with pread it passes through.
@@ -47,14 +47,14 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
         let directoryLock = try DataDirectoryLock(directory: directory)
         self.directoryLock = directoryLock
         let path = (directory as NSString).appendingPathComponent("larder.sqlite")
-        let connection = try Connection(path: path, readOnly: false)
+        let connection = try SQLiteConnection(path: path, readOnly: false)
         try connection.execute("PRAGMA journal_mode=WAL")
         try connection.execute("PRAGMA synchronous=\(configuration.synchronous.rawValue)")
         let hasTrigram = (try? connection.execute(
             "CREATE VIRTUAL TABLE temp.larder_probe USING fts5(x, tokenize='trigram'); DROP TABLE temp.larder_probe"))
             != nil
-        try Schema.migrate(connection, trigram: hasTrigram)
-        if hasTrigram { try connection.execute(Schema.backlogTriggers) }
+        try SQLiteSchema.migrate(connection, trigram: hasTrigram)
+        if hasTrigram { try connection.execute(SQLiteSchema.backlogTriggers) }
         let files = try BlobFiles(directory: directory, syncEachChunk: configuration.synchronous == .full)
         startupWarnings = (exposure.map { [$0] } ?? []) + (try SQLiteStore.recoverFiles(files, connection))
         let lastChangeSeq = try connection.scalar("SELECT seq FROM sqlite_sequence WHERE name = 'changes'") ?? 0
@@ -63,7 +63,7 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
             blobFiles: files)
         core.loadIndexes(try connection.query("SELECT collection, path FROM field_indexes") { ($0.text(0), $0.text(1)) })
         self.core = core
-        let writer = Writer(connection: connection, core: core)
+        let writer = SQLiteWriter(connection: connection, core: core)
         // A store that does not use the index (tests' and benchmarks' scans) leaves it alone; the backlog triggers run
         // either way.
         let textIndexer =
@@ -92,7 +92,7 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
         _ body: @escaping @Sendable (any WriteContext) throws(LarderError) -> T,
         completion: @escaping @Sendable (Result<T, LarderError>) -> Void
     ) {
-        let job = Writer.Job { context in
+        let job = SQLiteWriter.Job { context in
             context.runJob(
                 body, begin: { () throws(LarderError) in try context.connection!.run(.savepoint) },
                 end: { () throws(LarderError) in try context.connection!.run(.release) },
@@ -108,7 +108,7 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
         _ body: @escaping @Sendable (any WriteContext) throws(LarderError) -> T,
         completion: @escaping @Sendable (Result<T, LarderError>) -> Void
     ) {
-        let job = Writer.Job { context in
+        let job = SQLiteWriter.Job { context in
             let before = context.totalChanges
             return context.runJob(
                 body, begin: {}, undo: { context.unguardedFailed(changesBefore: before) }, completion: completion)
@@ -122,7 +122,7 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
 
     static let recordColumns = "id, rev, createdAt, updatedAt, data"
 
-    static func record(_ row: Statement, at offset: Int32 = 0) -> StoredRecord {
+    static func record(_ row: SQLiteStatement, at offset: Int32 = 0) -> StoredRecord {
         StoredRecord(
             id: row.uuid(offset), rev: row.int(offset + 1), createdAt: row.int(offset + 2),
             updatedAt: row.int(offset + 3), data: row.bytes(offset + 4))
@@ -134,13 +134,13 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
     }
 
     /// The document `id` of `collection` read with `db` (validated collection name), or NOT_FOUND.
-    static func getRecord(_ db: Connection, _ collection: String, _ id: UUID) throws(LarderError) -> StoredRecord {
+    static func getRecord(_ db: SQLiteConnection, _ collection: String, _ id: UUID) throws(LarderError) -> StoredRecord {
         try withRecordRow(db, collection, id) { SQLiteStore.record($0) }
     }
 
     /// Calls `body` with the row of document `id` (columns `recordColumns`), or throws NOT_FOUND.
     static func withRecordRow<R>(
-        _ db: Connection, _ collection: String, _ id: UUID, _ body: (Statement) -> R
+        _ db: SQLiteConnection, _ collection: String, _ id: UUID, _ body: (SQLiteStatement) -> R
     ) throws(LarderError) -> R {
         let statement = try db.statement(.selectRecord)
         defer { statement.reset() }

@@ -62,7 +62,7 @@ extension SQLiteStore: SnapshotStore {
     /// Writes the bytes of every blob whose bytes are a file into the copy at `path` as chunk rows of the file's
     /// name, in one transaction.
     private func inlineBlobFiles(into path: String) throws(LarderError) {
-        let copy = try Connection(path: path, readOnly: false)
+        let copy = try SQLiteConnection(path: path, readOnly: false)
         try copy.execute("BEGIN IMMEDIATE")
         do throws(LarderError) {
             let blobs = try copy.query(
@@ -90,7 +90,7 @@ extension SQLiteStore: SnapshotStore {
         let directory = configuration.dataDirectory
         let name = "\(SQLiteStore.snapshotPrefix)\(getpid())-\(UUID().wireString).sqlite"
         let path = (directory as NSString).appendingPathComponent(name)
-        let connection = try Connection(path: core.databasePath, readOnly: true)
+        let connection = try SQLiteConnection(path: core.databasePath, readOnly: true)
         let hook = SnapshotHook(handle: connection.handle, hook: whileReading)
         if whileReading != nil {
             // The schema is read now, in a read transaction of its own, so that the hook's first call inside a read

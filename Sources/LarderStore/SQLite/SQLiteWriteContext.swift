@@ -4,7 +4,7 @@ import LarderWire
 
 /// The write operations on the writer connection, inside the open group-commit transaction.
 final class SQLiteWriteContext: PreparedWriteContext {
-    let connection: Connection?
+    let connection: SQLiteConnection?
     let core: StoreCore
     let closedError: LarderError?
     /// Side effects on in-memory state that may happen only once the transaction committed.
@@ -25,7 +25,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
     /// The collections known to have their row (the writer's, used only on its queue).
     let collections: KnownCollections
 
-    init(connection: Connection, core: StoreCore, uuids: TimeOrderedUUIDs, collections: KnownCollections) {
+    init(connection: SQLiteConnection, core: StoreCore, uuids: TimeOrderedUUIDs, collections: KnownCollections) {
         self.connection = connection
         self.core = core
         self.closedError = nil
@@ -47,7 +47,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
         SQLiteWriteContext(core: core, error: LarderError(.unavailable, "the store is closed"))
     }
 
-    private var db: Connection { connection! }
+    private var db: SQLiteConnection { connection! }
 
     func rollbackSavepoint() {
         try? db.run(.rollbackToSavepoint)
@@ -281,7 +281,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
 
     /// The row of blob `meta`: its bytes in the row, or (with empty `bytes`) in its upload's chunks (`chunks`, blobs
     /// stored before migration 12) or its upload's file (`file`, `BlobFiles`).
-    func insertBlobRow(_ meta: BlobMeta, bytes: SQLValue, chunks: SQLValue, file: SQLValue, in connection: Connection)
+    func insertBlobRow(_ meta: BlobMeta, bytes: SQLValue, chunks: SQLValue, file: SQLValue, in connection: SQLiteConnection)
         throws(LarderError)
     {
         try connection.run(
@@ -296,7 +296,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
     }
 
     /// The document a blob is (to be) attached to, when it exists (read with `connection`: by default the writer's).
-    func document(_ attachment: BlobAttachment, in connection: Connection? = nil) throws(LarderError) -> StoredRecord? {
+    func document(_ attachment: BlobAttachment, in connection: SQLiteConnection? = nil) throws(LarderError) -> StoredRecord? {
         try (connection ?? db).query(
             "SELECT \(SQLiteStore.recordColumns) FROM documents WHERE collection = ?1 AND id = ?2",
             [.text(attachment.collection), .text(attachment.id.wireString)]

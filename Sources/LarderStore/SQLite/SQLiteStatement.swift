@@ -3,11 +3,11 @@ import Foundation
 import LarderWire
 
 /// A prepared statement, finalized in `deinit`.
-final class Statement {
+final class SQLiteStatement {
     let handle: OpaquePointer
-    unowned let connection: Connection
+    unowned let connection: SQLiteConnection
 
-    init(_ handle: OpaquePointer, connection: Connection) {
+    init(_ handle: OpaquePointer, connection: SQLiteConnection) {
         self.handle = handle
         self.connection = connection
     }

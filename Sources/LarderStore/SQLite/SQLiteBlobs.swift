@@ -6,7 +6,7 @@ import LarderWire
 extension SQLiteStore {
     static let blobColumns = "id, size, sha256, contentType, width, height, createdAt, attachedCollection, attachedId"
 
-    static func blobMeta(_ row: Statement) -> BlobMeta {
+    static func blobMeta(_ row: SQLiteStatement) -> BlobMeta {
         var attachment: BlobAttachment?
         if !row.isNull(7) { attachment = BlobAttachment(collection: row.text(7), id: row.uuid(8)) }
         return BlobMeta(
@@ -50,7 +50,7 @@ extension SQLiteStore {
     /// row, from its upload's chunks (read with `db`, inside the caller's transaction, so from one snapshot), or from
     /// its file.
     static func readBlob(
-        _ db: Connection, _ id: UUID, range: (BlobMeta) throws(LarderError) -> Range<Int64>?
+        _ db: SQLiteConnection, _ id: UUID, range: (BlobMeta) throws(LarderError) -> Range<Int64>?
     ) throws(LarderError) -> (meta: BlobMeta, bytes: StoredBytes) {
         let statement = try db.statement(.selectBlobMetaAndSeq)
         defer { statement.reset() }
@@ -80,7 +80,7 @@ extension SQLiteStore {
     }
 
     /// The metadata of blob `id` read with `db`, or NOT_FOUND.
-    static func getBlobMeta(_ db: Connection, _ id: UUID) throws(LarderError) -> BlobMeta {
+    static func getBlobMeta(_ db: SQLiteConnection, _ id: UUID) throws(LarderError) -> BlobMeta {
         let statement = try db.statement(.selectBlobMeta)
         defer { statement.reset() }
         try statement.bind([.text(id.wireString)])
