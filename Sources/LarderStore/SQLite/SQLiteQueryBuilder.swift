@@ -5,7 +5,7 @@ extension FieldPath {
     /// The SQLite JSON path with every segment quoted: `$."address"."city"`. Segments never contain `"` (FieldPath
     /// rejects it), so the quoting is unambiguous. SQLite compares a quoted label with a member name as it is written
     /// in the stored JSON, where a backslash is escaped (`\\`): so is it here, or such a member could not be found
-    /// (found by the hostile-names test; the other characters the compact form escapes are refused in paths).
+    /// (the other characters the compact form escapes are refused in paths).
     var jsonPath: String {
         var path = "$"
         for segment in segments { path += ".\"" + segment.replacingOccurrences(of: "\\", with: "\\\\") + "\"" }
@@ -136,7 +136,7 @@ struct SQLiteQueryBuilder {
 
     /// `in` as at most five tests whatever the number of values: numbers and strings each as one bound JSON array
     /// (`x IN (SELECT value FROM json_each(?))`), null and booleans as `equals`. One `equals` per value joined by OR
-    /// nested a level per value, and SQLite refuses expressions deeper than 1,000 (found by the hostile table). The
+    /// nested a level per value, and SQLite refuses expressions deeper than 1,000. The
     /// dialect twin of `PGBuilder.inList`: the same parts (`InListValues`), SQLite's tests.
     private mutating func inList(_ path: FieldPath, _ values: [JSON]) -> String {
         let (x, t) = field(path)

@@ -100,7 +100,7 @@ enum SQLiteSchema {
             }
         },
         // 9: a document's create event is its own row (`createSeq`, the change's number), not a second row in
-        // `changes` with a copy of the document; it moves to `changes` when the row first changes or goes (issue 16).
+        // `changes` with a copy of the document; it moves to `changes` when the row first changes or goes.
         // The creates logged before stay in `changes`: their rows get no number, and nothing else needs converting.
         // The index carries the collection so that a replay of one collection reads no row it skips.
         // (The column may be there already in a directory whose recorded version was set back by hand.)
