@@ -55,7 +55,7 @@ public enum BlobBody: Sendable {
 extension BlobStore {
     /// A store that keeps no blob in files answers the bytes.
     public func blobReadForSending(_ id: UUID, offset: Int64, length: Int) throws(LarderError)
-        -> (meta: BlobMeta, body: BlobBody)
+        -> (meta: BlobInfo, body: BlobBody)
     {
         let (meta, bytes) = try blobRead(id, offset: offset, length: length)
         return (meta, .bytes(bytes))

@@ -21,13 +21,13 @@ public struct ChangeEntry: Sendable, Equatable {
     /// blob kinds the document the blob is attached to; nil for `drop`.
     public var record: StoredRecord?
     /// The blob of a `blobAttach` or `blobDelete`.
-    public var blob: BlobMeta?
+    public var blob: BlobInfo?
     /// The document's data before a `replace` or `patch`, so a filter can tell a document that stopped matching.
     public var previous: [UInt8]?
 
     /// An entry; the store makes these, the public initializer is for tests and tools.
     public init(
-        seq: Int64, kind: ChangeKind, collection: String, time: Int64, record: StoredRecord?, blob: BlobMeta? = nil,
+        seq: Int64, kind: ChangeKind, collection: String, time: Int64, record: StoredRecord?, blob: BlobInfo? = nil,
         previous: [UInt8]? = nil
     ) {
         self.seq = seq

@@ -88,3 +88,13 @@ enum Cursor {
         }
     }
 }
+
+extension Cursor {
+    /// What a SEARCH cursor is valid for: the collection, filter, text and sort (not the limit).
+    static func searchScope(_ collection: String, _ query: SearchQuery) -> String {
+        Cursor.scope([
+            .string(collection), query.filter?.json ?? .null, query.text?.json ?? .null,
+            .array(query.sort.map(\.json)),
+        ])
+    }
+}

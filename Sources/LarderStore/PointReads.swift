@@ -15,7 +15,7 @@ public protocol PointReads: AnyObject {
     /// `get(collection, id:).bytes`, the answer to a GET, written without the intermediate record.
     func getJSON(_ collection: String, id: UUID) throws(LarderError) -> [UInt8]
     /// NOT_FOUND when absent.
-    func blobHead(_ id: UUID) throws(LarderError) -> BlobMeta
+    func blobHead(_ id: UUID) throws(LarderError) -> BlobInfo
     /// Ends the burst; later reads start a new one.
     func end()
 }

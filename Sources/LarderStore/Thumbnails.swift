@@ -27,7 +27,7 @@ public struct StoredThumbnail: Sendable, Equatable {
 public protocol ThumbnailStore: Sendable {
     /// The blob's metadata and its cached thumbnail of `maxSide`, when there is one, from one snapshot; NOT_FOUND for
     /// an unknown blob.
-    func thumbnail(_ id: UUID, maxSide: Int) throws(LarderError) -> (meta: BlobMeta, thumbnail: StoredThumbnail?)
+    func thumbnail(_ id: UUID, maxSide: Int) throws(LarderError) -> (meta: BlobInfo, thumbnail: StoredThumbnail?)
     /// How many thumbnails the store holds (STATS).
     func thumbnailCount() throws(LarderError) -> Int
 }

@@ -8,7 +8,7 @@ import Testing
 /// crash, reported when missing, read from older data directories' chunk rows, and carried by backups.
 @Suite(.timeLimit(.minutes(10))) struct BlobFileTests {
     /// Uploads `bytes` in chunks of 16 KiB and finishes it.
-    static func upload(_ store: SQLiteStore, _ bytes: [UInt8]) throws -> BlobMeta {
+    static func upload(_ store: SQLiteStore, _ bytes: [UInt8]) throws -> BlobInfo {
         let begun = try store.uploadBegin(BlobUploadRequest(size: Int64(bytes.count)))
         _ = try UploadTests.send(store, begun, bytes, chunk: 16 << 10)
         return try store.uploadFinish(begun.upload, sha256: SHA256.hex(bytes))
@@ -66,7 +66,7 @@ import Testing
         let directory = Self.fresh()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let jpeg = syntheticJPEG(size: 60_000)
-        var kept: BlobMeta?
+        var kept: BlobInfo?
         var doomed = ""
         var underWay: BlobUploadInfo?
         try withStore({
@@ -140,7 +140,7 @@ import Testing
         let directory = Self.fresh()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let jpeg = syntheticJPEG(size: 40_000)
-        var lost: BlobMeta?
+        var lost: BlobInfo?
         try withStore({ $0.dataDirectory = directory }) { store, _ in
             let blob = try Self.upload(store, jpeg)
             lost = blob
@@ -222,7 +222,7 @@ import Testing
         let restored = Self.fresh()
         defer { try? FileManager.default.removeItem(atPath: restored) }
         let (first, second, upload) = try withStore({ $0.blobChunkBytes = 16 << 10 }) {
-            (store, _) throws -> (BlobMeta, BlobMeta, UUID) in
+            (store, _) throws -> (BlobInfo, BlobInfo, UUID) in
             let first = try Self.upload(store, a)
             let second = try Self.upload(store, b)
             let secondFile = store.files.path(try Self.fileName(store, second.id))

@@ -261,7 +261,7 @@ struct PGBuilder {
             if let id = UUID(uuidString: lastId), id.wireString == lastId { return "id > \(param(.uuid(id)))" }
             return "id::text COLLATE \"C\" > \(param(.text(lastId)))"
         }
-        func damaged() -> LarderError { SQLiteStore.damagedCursor }
+        func damaged() -> LarderError { StoreRules.damagedCursor }
         var clause = idAfter()
         for i in sort.indices.reversed() {
             let key = sort[i]

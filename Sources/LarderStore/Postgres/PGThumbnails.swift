@@ -3,7 +3,7 @@ import LarderWire
 
 extension PostgresStore: ThumbnailStore {
     public func thumbnail(_ id: UUID, maxSide: Int) throws(LarderError)
-        -> (meta: BlobMeta, thumbnail: StoredThumbnail?)
+        -> (meta: BlobInfo, thumbnail: StoredThumbnail?)
     {
         let columns = PostgresStore.blobColumns.split(separator: ", ").map { "b.\($0)" }.joined(separator: ", ")
         let result = try readers.read { db throws(LarderError) in
@@ -15,7 +15,7 @@ extension PostgresStore: ThumbnailStore {
                     """, [.uuid(id), .int(Int64(maxSide))], name: "thumbnail_get")
             ])[0]
         }
-        guard result.rows == 1 else { throw SQLiteStore.blobNotFound(id) }
+        guard result.rows == 1 else { throw StoreRules.blobNotFound(id) }
         let meta = PostgresStore.blobMeta(result, 0)
         guard !result.isNull(0, 9) else { return (meta, nil) }
         return (

@@ -31,7 +31,7 @@ final class PGWriter: @unchecked Sendable {
     /// Times a batch is run again after PostgreSQL reported a deadlock or a serialization failure.
     static let maxRetries = 3
 
-    private let batches = BatchQueue<Job>(label: "larder.store.pg-writer", maxBatch: PGWriter.maxBatch)
+    private let batches = GroupCommitQueue<Job>(label: "larder.store.pg-writer", maxBatch: PGWriter.maxBatch)
     private var queue: DispatchQueue { batches.queue }
 
     private let core: StoreCore

@@ -4,7 +4,7 @@ import LarderWire
 extension SQLiteStore {
     /// `blobRead`, with a range of a blob file answered as that file open (checked to be long enough), not read.
     public func blobReadForSending(_ id: UUID, offset: Int64, length: Int) throws(LarderError)
-        -> (meta: BlobMeta, body: BlobBody)
+        -> (meta: BlobInfo, body: BlobBody)
     {
         let (meta, stored) = try storedRange(id, offset: offset, length: length)
         guard case .file(let name, let range) = stored else { return (meta, .bytes(try bytes(id, stored))) }
@@ -27,7 +27,7 @@ extension SQLiteStore {
 
     /// Blob `id`'s metadata and where the range's bytes are. One transaction: both come from the same snapshot.
     func storedRange(_ id: UUID, offset: Int64, length: Int) throws(LarderError)
-        -> (meta: BlobMeta, bytes: StoredBytes)
+        -> (meta: BlobInfo, bytes: StoredBytes)
     {
         try chunkReaders.read(transaction: true) { db throws(LarderError) in
             try SQLiteStore.readBlob(db, id) { (meta) throws(LarderError) -> Range<Int64>? in

@@ -91,7 +91,7 @@ extension SQLiteStore {
             try files.writeChunk(upload, offset: offset, bytes: bytes)
             let expiresAt = now + core.configuration.uploadExpiryMs
             let count = bytes.count
-            let after = try syncWrite { (context) throws(LarderError) -> UploadRecord in
+            let after = try syncWrite { (context) throws(LarderError) -> BlobUploadInfo in
                 try (context as! SQLiteWriteContext).advanceUpload(
                     upload, offset: offset, count: count, now: now, expiresAt: expiresAt)
             }
@@ -108,16 +108,16 @@ extension SQLiteStore {
     /// Checks and commits a complete upload: its SHA-256 kept as the chunks came (or, for an upload begun before this
     /// process, read once from its file), its JPEG structure read from the file's header segments and last bytes,
     /// and the file synced before the blob's row commits.
-    public func uploadFinish(_ upload: UUID, sha256: String?) throws(LarderError) -> BlobMeta {
+    public func uploadFinish(_ upload: UUID, sha256: String?) throws(LarderError) -> BlobInfo {
         let files = self.files
         let name = upload.wireString
         // Finished, dropped, or never there: this process keeps nothing of it.
         defer { if (try? uploadRecord(upload)) == nil { files.forget(name) } }
-        let meta = try files.hash(upload).state.withLock { (state) throws(LarderError) -> BlobMeta in
+        let meta = try files.hash(upload).state.withLock { (state) throws(LarderError) -> BlobInfo in
             let record = try finishableUpload(upload)
             let path = files.path(name)
             return try files.withFile(name, writing: false, missing: { UploadRules.noUpload(upload) }) {
-                (fd) throws(LarderError) -> BlobMeta in
+                (fd) throws(LarderError) -> BlobInfo in
                 var hasher = state.hasher
                 if !state.valid || state.hashed != record.size {
                     hasher = SHA256()
@@ -182,7 +182,7 @@ extension SQLiteStore {
 
     /// `readFile`'s missing file, told apart: the blob deleted since the caller read its row, or a file lost.
     func explainMissing(_ id: UUID, _ name: String) -> LarderError {
-        guard (try? blobHead(id)) != nil else { return SQLiteStore.blobNotFound(id) }
+        guard (try? blobHead(id)) != nil else { return StoreRules.blobNotFound(id) }
         return SQLiteStore.missingFile(id, files.path(name))
     }
 

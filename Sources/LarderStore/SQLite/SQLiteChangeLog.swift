@@ -7,7 +7,7 @@ extension SQLiteWriteContext {
 
     /// Appends a change to the log inside the open transaction; the listeners hear of it after COMMIT.
     func recordChange(
-        _ kind: ChangeKind, _ collection: String, record: StoredRecord?, blob: BlobMeta? = nil,
+        _ kind: ChangeKind, _ collection: String, record: StoredRecord?, blob: BlobInfo? = nil,
         previous: [UInt8]? = nil
     ) throws(LarderError) {
         guard let db = connection else { return }
@@ -77,7 +77,7 @@ extension SQLiteStore {
     public func changes(after seq: Int64, collection: String?, limit: Int, maxBytes: Int) throws(LarderError)
         -> ChangePage
     {
-        if let collection { try SQLiteStore.validateCollection(collection) }
+        if let collection { try CollectionName.validate(collection) }
         // The log is `changes` and the create events still in their documents' rows, merged by number. The rows are
         // walked by event number (the planner would rather read a whole collection by id and sort it).
         let only = collection == nil ? "" : " AND collection = ?3"
@@ -116,8 +116,8 @@ extension SQLiteStore {
             record = StoredRecord(
                 id: row.uuid(4), rev: row.int(5), createdAt: row.int(6), updatedAt: row.int(7), data: row.bytes(8))
         }
-        var blob: BlobMeta?
-        if !row.isNull(9) { blob = try? BlobMeta(json: JSONParser.parseObject(row.bytes(9))) }
+        var blob: BlobInfo?
+        if !row.isNull(9) { blob = try? BlobInfo(json: JSONParser.parseObject(row.bytes(9))) }
         return ChangeEntry(
             seq: row.int(0), kind: ChangeKind(rawValue: row.text(2)), collection: row.text(1), time: row.int(3),
             record: record, blob: blob, previous: row.isNull(10) ? nil : row.bytes(10))

@@ -25,12 +25,12 @@ final class SQLitePointReads: PointReads {
     deinit { end() }
 
     func get(_ collection: String, id: UUID) throws(LarderError) -> StoredRecord {
-        try SQLiteStore.validateCollection(collection)
+        try CollectionName.validate(collection)
         return try read { db throws(LarderError) in try SQLiteStore.getRecord(db, collection, id) }
     }
 
     func getJSON(_ collection: String, id: UUID) throws(LarderError) -> [UInt8] {
-        try SQLiteStore.validateCollection(collection)
+        try CollectionName.validate(collection)
         return try read { db throws(LarderError) in
             // The row's id is the one asked for (matched as text); the data column is spliced from SQLite's memory.
             try SQLiteStore.withRecordRow(db, collection, id) { row in
@@ -44,7 +44,7 @@ final class SQLitePointReads: PointReads {
         }
     }
 
-    func blobHead(_ id: UUID) throws(LarderError) -> BlobMeta {
+    func blobHead(_ id: UUID) throws(LarderError) -> BlobInfo {
         try read { db throws(LarderError) in try SQLiteStore.getBlobMeta(db, id) }
     }
 

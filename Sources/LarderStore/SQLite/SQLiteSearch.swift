@@ -5,24 +5,12 @@ import LarderWire
 /// Searches, counts and groups: the SQL built from a query and run on a pooled reader (with the trigram
 /// index's snapshot beside it when the query has text).
 extension SQLiteStore {
-    static let damagedCursor = LarderError(
-        .invalidArgument, "the cursor is damaged; pass nextCursor back unchanged, or start again without it",
-        field: "cursor")
-
-    /// What a SEARCH cursor is valid for: the collection, filter, text and sort (not the limit).
-    static func searchScope(_ collection: String, _ query: SearchQuery) -> String {
-        Cursor.scope([
-            .string(collection), query.filter?.json ?? .null, query.text?.json ?? .null,
-            .array(query.sort.map(\.json)),
-        ])
-    }
-
     /// The SQL of a search: the statement, its bound values, and how many sort-key columns follow the record's.
     func searchSQL(_ collection: String, _ query: SearchQuery, plan: TextPlan = .index) throws(LarderError)
         -> (sql: String, values: [SQLValue], keyCount: Int, textIndex: Bool)
     {
-        try SQLiteStore.validateCollection(collection)
-        try SQLiteStore.checkLimit(query.limit)
+        try CollectionName.validate(collection)
+        try StoreRules.checkLimit(query.limit)
         var builder = SQLiteQueryBuilder(collection: collection, core: core, textPlan: plan)
         var clause = builder.whereClause(filter: query.filter, text: query.text)
         let keys = query.sort.map { builder.field($0.field).value }
@@ -138,7 +126,7 @@ extension SQLiteStore {
     }
 
     public func count(_ collection: String, filter: Filter?, text: TextQuery?) throws(LarderError) -> Int {
-        try SQLiteStore.validateCollection(collection)
+        try CollectionName.validate(collection)
         func statement(_ plan: TextPlan) -> (sql: String, values: [SQLValue], textIndex: Bool) {
             var builder = SQLiteQueryBuilder(collection: collection, core: core, textPlan: plan)
             let clause = builder.whereClause(filter: filter, text: text)
@@ -151,12 +139,10 @@ extension SQLiteStore {
         }
     }
 
-    public static let maxGroups = 1000
-
     public func group(_ collection: String, field: FieldPath, filter: Filter?, text: TextQuery?, perGroup: Int)
         throws(LarderError) -> [Group]
     {
-        try SQLiteStore.validateCollection(collection)
+        try CollectionName.validate(collection)
         try ReadLimits.checkPerGroup(perGroup)
         // A section is a kind and a value: `g`, the rank of (value, kind) in the sort order of `field` (§5.2), numbers
         // and booleans by value with a boolean's section before the number's it ties with. Ranking by SQLite's own
@@ -177,11 +163,11 @@ extension SQLiteStore {
             let ranked = "SELECT *, dense_rank() OVER (ORDER BY k, kt = 'number', kt) AS g FROM (\(inner))"
             let groupsSQL =
                 "SELECT g, kt, k, count(*), max(CASE WHEN ki THEN k END) FROM (\(ranked)) GROUP BY g ORDER BY g "
-                + "LIMIT \(SQLiteStore.maxGroups)"
+                + "LIMIT \(StoreRules.maxGroups)"
             let recordsSQL =
                 "SELECT g, \(SQLiteStore.recordColumns) FROM (SELECT *, row_number() OVER "
                 + "(PARTITION BY g ORDER BY seq) AS rn FROM (\(ranked))) "
-                + "WHERE rn <= \(perGroup) AND g <= \(SQLiteStore.maxGroups) ORDER BY g, rn"
+                + "WHERE rn <= \(perGroup) AND g <= \(StoreRules.maxGroups) ORDER BY g, rn"
             return (groupsSQL, recordsSQL, builder.values, builder.usesTextIndex)
         }
         let first = statements(.index)

@@ -18,16 +18,11 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
     /// would stay in the server's resident set (as file pages) long after; read with pread it passes through.
     let chunkReaders: ReaderPool
     /// The trigram index's own file and thread (nil without FTS5's trigram tokenizer: text search then scans).
-    let textIndexer: TextIndexer?
+    package let textIndexer: TextIndexer?
     /// This process's hold on the data directory (one process per directory).
     private let directoryLock: DataDirectoryLock
     /// What the start-up found wrong and could not mend (blobs whose file is missing), for the server to log.
     public let startupWarnings: [String]
-
-    /// The collection name rule: a letter, then up to 63 letters, digits, `_` or `-`.
-    public static func validateCollection(_ name: String, field: String = "collection") throws(LarderError) {
-        try CollectionName.validate(name, field: field)
-    }
 
     /// Opens (creating when needed) the store in `configuration.dataDirectory`.
     public init(configuration: StoreConfiguration = StoreConfiguration()) throws(LarderError) {
@@ -84,6 +79,9 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
 
     public var configuration: StoreConfiguration { core.configuration }
 
+    /// The database file's path (`larder.sqlite` in the data directory).
+    package var databasePath: String { core.databasePath }
+
     var feed: ChangeFeedState { core.feed }
 
     // MARK: Writes
@@ -116,7 +114,7 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
         if !writer.enqueue(job) { completion(.failure(LarderError(.unavailable, "the store is closed"))) }
     }
 
-    var isOnWriterQueue: Bool { writer.isOnQueue }
+    package var isOnWriterQueue: Bool { writer.isOnQueue }
 
     // MARK: Point reads
 
@@ -129,7 +127,7 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
     }
 
     public func get(_ collection: String, id: UUID) throws(LarderError) -> StoredRecord {
-        try SQLiteStore.validateCollection(collection)
+        try CollectionName.validate(collection)
         return try readers.read { db throws(LarderError) in try SQLiteStore.getRecord(db, collection, id) }
     }
 
@@ -146,16 +144,12 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
         defer { statement.reset() }
         try statement.bind(at: 1, .text(collection))
         try statement.bindUUID(id, at: 2)
-        guard try statement.step() else { throw SQLiteStore.notFound(collection, id) }
+        guard try statement.step() else { throw StoreRules.notFound(collection, id) }
         return body(statement)
     }
 
-    static func notFound(_ collection: String, _ id: UUID) -> LarderError {
-        LarderError(.notFound, "no document \(id.wireString) in collection '\(collection)'", field: "id")
-    }
-
     public func getMany(_ collection: String, ids: [UUID]) throws(LarderError) -> (records: [StoredRecord], missing: [UUID]) {
-        try SQLiteStore.validateCollection(collection)
+        try CollectionName.validate(collection)
         let unique = try ReadLimits.uniqueIds(ids)
         let list = JSON.array(unique.map { .string($0.wireString) })
         let rows = try readers.read { db throws(LarderError) in
@@ -178,15 +172,9 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
         return ReadLimits.answer(unique, rows)
     }
 
-    static func checkLimit(_ limit: Int) throws(LarderError) {
-        guard limit >= 1 && limit <= SearchQuery.maxLimit else {
-            throw LarderError(.invalidArgument, "limit must be from 1 to \(SearchQuery.maxLimit)", field: "limit")
-        }
-    }
-
     public func list(_ collection: String, limit: Int, cursor: String?) throws(LarderError) -> Page {
-        try SQLiteStore.validateCollection(collection)
-        try SQLiteStore.checkLimit(limit)
+        try CollectionName.validate(collection)
+        try StoreRules.checkLimit(limit)
         let position = try SeqPosition.list(collection, cursor: cursor)
         let statement = (
             sql: "SELECT \(SQLiteStore.recordColumns), seq FROM documents WHERE collection = ?1 AND seq > ?2 "

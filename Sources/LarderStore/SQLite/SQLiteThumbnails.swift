@@ -3,7 +3,7 @@ import LarderWire
 
 extension SQLiteStore: ThumbnailStore {
     public func thumbnail(_ id: UUID, maxSide: Int) throws(LarderError)
-        -> (meta: BlobMeta, thumbnail: StoredThumbnail?)
+        -> (meta: BlobInfo, thumbnail: StoredThumbnail?)
     {
         try readers.read(transaction: true) { db throws(LarderError) in
             let meta = try SQLiteStore.getBlobMeta(db, id)

@@ -16,7 +16,7 @@ final class SQLiteWriter: @unchecked Sendable {
 
     static let maxBatch = 512
 
-    private let batches = BatchQueue<Job>(label: "larder.store.writer", maxBatch: SQLiteWriter.maxBatch)
+    private let batches = GroupCommitQueue<Job>(label: "larder.store.writer", maxBatch: SQLiteWriter.maxBatch)
     private var queue: DispatchQueue { batches.queue }
     private let core: StoreCore
     private var connection: SQLiteConnection?  // only on `queue`
@@ -121,28 +121,4 @@ final class SQLiteWriter: @unchecked Sendable {
         queue.sync { connection = nil }
         checkpointer.close()
     }
-}
-
-/// A small thread-safe box for handing a result from the writer queue to a waiting thread.
-final class ResultBox<T: Sendable>: @unchecked Sendable {
-    private let lock = Lock()
-    private var value: Result<T, LarderError>?
-    let done = DispatchSemaphore(value: 0)
-
-    func set(_ result: Result<T, LarderError>) {
-        lock.withLock { value = result }
-        done.signal()
-    }
-
-    func wait() throws(LarderError) -> T {
-        done.wait()
-        let result = lock.withLock { value! }
-        return try result.get()
-    }
-}
-
-func nowMillis() -> Int64 {
-    var spec = timespec()
-    clock_gettime(CLOCK_REALTIME, &spec)
-    return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
 }
