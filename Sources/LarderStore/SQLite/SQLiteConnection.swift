@@ -3,7 +3,7 @@ import Foundation
 import LarderWire
 
 /// A value bound to or read from a statement.
-enum SQLValue: Sendable, Equatable {
+package enum SQLValue: Sendable, Equatable {
     case null
     case int(Int64)
     case double(Double)
@@ -13,7 +13,7 @@ enum SQLValue: Sendable, Equatable {
 
 /// One SQLite connection. Not thread-safe: exactly one queue (the writer) or one borrower (a reader) uses it at a time,
 /// which is why it is opened with SQLITE_OPEN_NOMUTEX.
-final class SQLiteConnection {
+package final class SQLiteConnection {
     let handle: OpaquePointer
     private var cache: [String: SQLiteStatement] = [:]
     /// The writer's per-write statements, prepared once and found by number (no hashing of their text per call).
@@ -25,7 +25,7 @@ final class SQLiteConnection {
         _ = larder_sqlite_disable_memstatus()
     }()
 
-    init(path: String, readOnly: Bool) throws(LarderError) {
+    package init(path: String, readOnly: Bool) throws(LarderError) {
         SQLiteConnection.configured
         // SQLite would create the file 0644 (less the umask), and its -wal and -shm files after it.
         if !readOnly { try PrivateFiles.createFile(path) }
@@ -92,7 +92,7 @@ final class SQLiteConnection {
     }
 
     /// A cached prepared statement, reset and with fresh bindings.
-    func statement(_ sql: String) throws(LarderError) -> SQLiteStatement {
+    package func statement(_ sql: String) throws(LarderError) -> SQLiteStatement {
         if let cached = cache[sql] {
             cached.reset()
             return cached

@@ -49,7 +49,7 @@ import Synchronization
 /// between its two snapshots (the index then holds a text newer than the reader's document). A text search takes both
 /// snapshots under `snapshotLock` (microseconds), and a pass holds it only for its COMMIT.
 
-final class TextIndexer: @unchecked Sendable {
+package final class TextIndexer: @unchecked Sendable {
     static let fileName = "larder-text.sqlite"
     /// The most backlog documents one pass takes (a catch-up after an upgrade goes by this many at a time)...
     static let passDocuments = 4_096
@@ -200,7 +200,7 @@ final class TextIndexer: @unchecked Sendable {
 
     /// Runs passes on the index's queue until the backlog is empty (or only holds what concurrent writes keep adding:
     /// at most `rounds` passes). For `integrityCheck`, `close` and tests.
-    func catchUp(rounds: Int = 8) throws(LarderError) {
+    package func catchUp(rounds: Int = 8) throws(LarderError) {
         let result: Result<Void, LarderError> = queue.sync {
             do throws(LarderError) {
                 for _ in 0..<rounds {
