@@ -1,7 +1,7 @@
 import LarderWire
 
-/// The values of an `in` filter as both dialects test them (`SQLiteQueryBuilder` and `PGBuilder`): the numbers as one list, the
-/// strings as another, and the rest (null, booleans, arrays, objects) one by one, each once.
+/// The values of an `in` filter as both dialects test them (`SQLiteQueryBuilder` and `PGBuilder`): the numbers as one
+/// list, the strings as another, and the rest (null, booleans, arrays, objects) one by one, each once.
 struct InListValues {
     private(set) var numbers: [JSON] = []
     private(set) var strings: [String] = []

@@ -97,8 +97,8 @@ import Testing
                     }
                 }
             }
-            // The strings that look like JSON, the arrays and the object alone, ascending: strings, then arrays, then the
-            // object.
+            // The strings that look like JSON, the arrays and the object alone, ascending: strings, then arrays,
+            // then the object.
             let issue: [JSON] = ["1", "[", "a", "{z", [0], [1], ["k": 1]]
             for value in issue { _ = try store.create("issue", id: nil, data: ["v": value]) }
             let answer = try store.search("issue", SearchQuery(sort: [SortKey(field: try FieldPath("v"))], limit: 10))

@@ -4,7 +4,7 @@ import LarderWire
 
 /// The synchronous writes tests make on a store: each one write job through the store's group-commit writer that
 /// returns after its COMMIT (`GroupCommitStore.syncWrite`), with the refusals the `WriteContext` operation answers.
-/// The server writes through `submitWrite` and `submitSingleWrite` and never waits on the writer like this.
+/// Production code makes these writes through `submitWrite` and `submitSingleWrite`.
 extension GroupCommitStore {
     /// `WriteContext.create` in a job of its own.
     package func create(_ collection: String, id: UUID?, data: JSONObject) throws(LarderError) -> StoredRecord {

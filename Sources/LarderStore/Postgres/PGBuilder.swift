@@ -153,7 +153,7 @@ struct PGBuilder {
     }
 
     /// `in` as one test per kind: numbers and strings each as an array parameter, null and booleans as `equals`. The
-    /// dialect twin of `SQLiteQueryBuilder.inList` (SQLiteQueryBuilder.swift): the same parts (`InListValues`), PostgreSQL's tests.
+    /// dialect twin of `SQLiteQueryBuilder.inList`: the same parts (`InListValues`), PostgreSQL's tests.
     private mutating func inList(_ path: FieldPath, _ values: [JSON]) -> String {
         if values.isEmpty { return "false" }
         if path.envelope != nil {

@@ -137,7 +137,8 @@ enum SQLiteSchema {
                 END;
                 """)
         },
-        // 11: thumbnails cached with their blob (SQLiteThumbnails.swift), deleted with it by the trigger whatever deletes it.
+        // 11: thumbnails cached with their blob (SQLiteThumbnails.swift), deleted with it by the trigger whatever
+        // deletes it.
         // IF NOT EXISTS: the tests that replay older migrations run it again.
         """
         CREATE TABLE IF NOT EXISTS thumbnails(
