@@ -9,7 +9,7 @@ import LarderTestSupport
 import LarderWire
 import Testing
 
-/// Blobs larger than a frame against a real `larder-server` process (issue 15): streamed uploads that resume after
+/// Blobs larger than a frame against a real `larder-server` process: streamed uploads that resume after
 /// the server is killed, downloads by ranges, and the server's memory while a 200 MB photo goes through.
 @Suite(.serialized, .timeLimit(.minutes(10))) struct BlobStreamingTests {
     /// Writes a JPEG of `size` bytes to `path` a block at a time: SOI, a 4000x3000 frame header, comment segments of

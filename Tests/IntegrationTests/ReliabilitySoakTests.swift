@@ -16,7 +16,7 @@ struct SoakSample: Sendable {
     var operations: Int
 }
 
-/// Soak (issue 7): mixed load against a real `larder-server` while its RSS and open descriptors are sampled every
+/// Soak: mixed load against a real `larder-server` while its RSS and open descriptors are sampled every
 /// second. `scripts/soak MINUTES` runs it for minutes and fails if either keeps growing; the suite runs a few seconds
 /// and checks that every descriptor is given back once the clients leave.
 @Suite(ReliabilityKnobs.timeLimit(plus: ReliabilityKnobs.int("LARDER_SOAK_MINUTES", default: 0)))

@@ -7,9 +7,9 @@ import Testing
 
 /// Protocol.md §5.2's order of kinds (null and missing, numbers and booleans, strings, then arrays and objects by
 /// their JSON text), checked against an order computed here from the rule, not from SQL: whole answers and small pages,
-/// asc and desc, with and without an index, and GROUP's sections in the same order (issue 12), on both stores.
+/// asc and desc, with and without an index, and GROUP's sections in the same order, on both stores.
 @Suite(.timeLimit(.minutes(20))) struct SortOrderTests {
-    /// The values of issue 12, which came back with strings among arrays and objects, and the kinds around them.
+    /// Strings, arrays and objects mixed in one key, and the kinds around them: each kind keeps its own place.
     static let values: [JSON?] = [
         "1", "[", "a", "{z", [0], [1], ["k": 1], nil, .null, false, true, 0, 1, 1.0, 2.5, -3, "", "北", "{", "[0]",
         [], [:], ["a": []], ["k": 1], "a", 1, [0, "x"],
@@ -197,7 +197,7 @@ import Testing
 
     /// `eq null` selects a field holding null and a missing field alike (as the null section of GROUP and the first
     /// place in a sort hold both), `ne` is exactly its complement for every value, `in` follows `eq`, and `exists`
-    /// tells null from missing; the in-memory filter of WATCH answers the same as SQL (issue 12).
+    /// tells null from missing; the in-memory filter of WATCH answers the same as SQL.
     @Test(arguments: StoreKind.allCases) func eqNullMatchesAMissingFieldAndNeIsExactlyNotEq(_ kind: StoreKind) throws {
         try withStore(kind) { store in
             let documents = [
