@@ -63,6 +63,10 @@ let package = Package(
         .systemLibrary(
             name: "COpenSSL", pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]),
+        // libargon2 (CC0 / Apache-2.0): Argon2id password hashes for the accounts Larder keeps (LarderAuth).
+        .systemLibrary(
+            name: "CArgon2", pkgConfig: "libargon2",
+            providers: [.apt(["libargon2-dev"]), .brew(["argon2"])]),
         // GnuTLS (LGPL 2.1+): TLS for the server's TCP port and the clients on Linux (Network.framework on Apple
         // platforms).
         .systemLibrary(
@@ -92,6 +96,9 @@ let package = Package(
             swiftSettings: strict + portableSettings),
         // Thumbnails: JPEG bytes and a size in, baseline JPEG bytes out (no I/O).
         .target(name: "LarderThumbnails", dependencies: ["LarderWire", "CTurboJPEG"], swiftSettings: strict),
+        // Identity: OpenID Connect ID tokens verified against JWKS files (signatures by libcrypto), Argon2id password
+        // hashes and session tokens. Pure: no I/O but reading a JWKS file.
+        .target(name: "LarderAuth", dependencies: ["LarderWire", "COpenSSL", "CArgon2"], swiftSettings: strict),
         // TLS sessions driven through memory, for the server's event loops and the client alike.
         .target(name: "LarderTLS", dependencies: ["CGnuTLS"], swiftSettings: strict),
         .target(
