@@ -164,6 +164,7 @@ let package = Package(
             dependencies: [
                 "LarderBench", "LarderServer", "LarderStore", "LarderSync", "LarderIO", "LarderTestProcess",
             ]),
+        .testTarget(name: "LarderAuthTests", dependencies: ["LarderAuth", "LarderTestProcess"]),
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
