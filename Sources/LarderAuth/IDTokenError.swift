@@ -4,7 +4,8 @@
 /// (the `alg`, the `iss`, the `kid`), and those only as printable ASCII cut to 64 characters.
 public enum IDTokenError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Not a JWT this verifier can read: not three base64url parts, a header or claims that are not a JSON object, a
-    /// required claim missing or of the wrong type, a `crit` header, or longer than `IDTokenVerifier.maximumTokenBytes`.
+    /// required claim missing or of the wrong type, a `crit` header, a `typ` other than JWT, or longer than
+    /// `IDTokenVerifier.maximumTokenBytes`.
     case malformed(String)
     /// The header's `alg` is not RS256 or ES256 (`none`, HS256, PS256 and every other are refused by name).
     case unsupportedAlgorithm(String)

@@ -5,12 +5,13 @@ import LarderWire
 /// Sign in with Apple, Google, Auth0, Keycloak, Firebase Auth, or any provider that signs with RS256 or ES256.
 ///
 /// A token is accepted when, in this order: it is at most `maximumTokenBytes`; its header's `alg` is RS256 or ES256
-/// (`none`, HS*, PS* and everything else refused by name, so a public key is never used as an HMAC secret); its `iss`
-/// is a configured issuer; that issuer's key set has the key (by `kid`, of the type `alg` needs; without a `kid`, the
-/// set's one key of that type); libcrypto verifies the signature; `exp` plus the leeway is still to come and `nbf`, if
-/// present, minus the leeway is past; `aud` (a string or an array) names one of the issuer's audiences; and `sub` is a
-/// string of 1 to 255 characters. `iat`, `nonce` and `azp` are not checked: a server verifies tokens a client obtained
-/// in its own flow, and Google's tokens name another client in `azp` than in `aud`.
+/// (`none`, HS*, PS* and everything else refused by name, so a public key is never used as an HMAC secret); it has no
+/// `crit` header and a `typ`, if any, of JWT (not an access token's "at+jwt"); its `iss` is a configured issuer; that
+/// issuer's key set has the key (by `kid`, of the type `alg` needs; without a `kid`, the set's one key of that type);
+/// libcrypto verifies the signature; `exp` plus the leeway is still to come and `nbf`, if present, minus the leeway is
+/// past; `aud` (a string or an array) names one of the issuer's audiences; and `sub` is a string of 1 to 255 bytes.
+/// `iat`, `nonce` and `azp` are not checked: a server verifies tokens a client obtained in its own flow, and Google's
+/// tokens name another client in `azp` than in `aud`.
 ///
 /// The verifier is immutable and `Sendable`: many threads verify at once. To reload key sets (on SIGHUP), build a new
 /// verifier from the re-read files and swap it in.
@@ -20,7 +21,8 @@ import LarderWire
 ///     .init(issuer: "https://accounts.google.com", audiences: ["1234.apps.googleusercontent.com"],
 ///           keys: try JWKS(contentsOfFile: "/etc/larder/google.jwks")),
 /// ])
-/// let identity = try verifier.verify(token)  // identity.userId == "https://accounts.google.com|10769150350006150715113"
+/// let identity = try verifier.verify(token)
+/// // identity.userId == "https://accounts.google.com|10769150350006150715113"
 /// ```
 public struct IDTokenVerifier: Sendable {
     /// One trusted identity provider.

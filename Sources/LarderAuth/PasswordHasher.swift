@@ -10,9 +10,9 @@ import Foundation
 /// constant time.
 ///
 /// The default parameters, `Parameters.recommended`, are 19 MiB of memory, 2 passes and 1 lane: OWASP's recommended
-/// Argon2id setting, and about 50 ms per hash on the 2-core machine Larder's tests run on (measured in an optimized
-/// build: see `Parameters.recommended`). One lane, because a server hashes for many clients at once and gains nothing
-/// from spreading one hash over its cores; each hash in progress holds its 19 MiB.
+/// Argon2id setting, and about 50 to 60 ms of CPU per hash on the 2-core machine Larder's tests run on (measured in
+/// an optimized build: see `Parameters.recommended`). One lane, because a server hashes for many clients at once and
+/// gains nothing from spreading one hash over its cores; each hash in progress holds its 19 MiB.
 ///
 /// Passwords are normalized to Unicode NFKC first (NIST SP 800-63B §5.1.1.2), so the same password typed on two
 /// keyboards that compose characters differently matches, and are then 8 to 1024 bytes of UTF-8 (see
@@ -43,8 +43,8 @@ public struct PasswordHasher: Sendable {
         }
 
         /// m=19456 (19 MiB), t=2, p=1: OWASP's recommendation for Argon2id. Measured with libargon2 from Debian 12
-        /// (0~20171227) on this project's 2-core test machine in an optimized build: about 55 ms of CPU per hash
-        /// (the best of 7; 100 ms of wall clock while two other builds shared the cores).
+        /// (0~20171227) on this project's 2-core test machine, this type in an optimized build, 15 hashes: 50 ms of
+        /// CPU at best, 62 ms median (and 90 to 140 ms of wall clock while other builds kept both cores busy).
         public static let recommended = Parameters(iterations: 2, memoryKiB: 19456, parallelism: 1)
 
         /// The largest parameters a stored hash may ask for before it is refused as malformed rather than computed:
@@ -117,8 +117,8 @@ public struct PasswordHasher: Sendable {
     /// not an Argon2id PHC string at all.
     public func needsRehash(_ encoded: String) -> Bool { Self.parameters(of: encoded) != parameters }
 
-    /// The parameters an Argon2id PHC string (`$argon2id$v=19$m=…,t=…,p=…$salt$hash`) records; nil when it is not one
-    /// (another variant, another version than 19, or a damaged string).
+    /// The parameters an Argon2id PHC string (`$argon2id$v=19$m=…,t=…,p=…$salt$hash`) records; nil when it is not
+    /// one (another variant, another version than 19, or a damaged string).
     public static func parameters(of encoded: String) -> Parameters? {
         let fields = encoded.split(separator: "$", omittingEmptySubsequences: false)
         guard fields.count == 6, fields[0].isEmpty, fields[1] == "argon2id", fields[2] == "v=19",
