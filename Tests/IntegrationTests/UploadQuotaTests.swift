@@ -4,6 +4,7 @@ import LarderStore
 import LarderSync
 import LarderWire
 import Testing
+@testable import larder_server
 
 /// Each token's share of the upload quota (Protocol.md sections 5.4 and 8) on a real server: announced in HELLO,
 /// crossed per token whatever the connection, per connection on a server without tokens, and the answers tell a

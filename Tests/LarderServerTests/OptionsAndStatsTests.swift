@@ -1,6 +1,7 @@
 import Foundation
 import LarderWire
 import Testing
+@testable import larder_server
 
 @testable import LarderServer
 import LarderIO
@@ -38,7 +39,7 @@ struct ServerOptionsTests {
     }
 
     @Test func environmentIsOverriddenByTheCommandLine() throws {
-        let env = ["LARDER_PORT": "9000", "LARDER_MAX_IN_FLIGHT": "3", "LARDER_LOG_LEVEL": "warn"]
+        let env = ["LARDER_SERVER_PORT": "9000", "LARDER_SERVER_MAX_IN_FLIGHT": "3", "LARDER_SERVER_LOG_LEVEL": "warn"]
         let (_, c) = try ServerOptions.parse(["--port", "9001"], environment: env)
         #expect(c.port == 9001 && c.limits.maxInFlight == 3 && c.logLevel == .warn)
     }
@@ -68,13 +69,12 @@ struct ServerOptionsTests {
             #expect(ServerOptions.helpText.contains("--\(option.name) "))
             #expect(ServerOptions.helpText.contains(option.env))
         }
-        // No option names a test: the gates of a server process come from its environment, read by the entry point.
+        // No option names a test: the gates of a server process are hooks of a test-only build (larder-server-test).
         #expect(!ServerOptions.options.contains { $0.name.hasPrefix("test") || $0.env.hasPrefix("LARDER_TEST") })
         #expect(!ServerOptions.helpText.contains("test-") && !ServerOptions.helpText.contains("LARDER_TEST"))
         #expect(throws: ServerOptions.UsageError.self) { try ServerOptions.parse(["--test-search-gate", "/tmp/g1"]) }
-        var c = ServerConfiguration()
-        c.applyTestGates(environment: ["LARDER_TEST_SEARCH_GATE": "/tmp/g1", "LARDER_TEST_START_GATE": "/tmp/g2"])
-        #expect(c.searchGate == TestGate(path: "/tmp/g1") && c.startGate == TestGate(path: "/tmp/g2"))
+        // Every variable the server reads is its own, none the CLI's.
+        #expect(ServerOptions.options.allSatisfy { $0.env.hasPrefix("LARDER_SERVER_") })
     }
 }
 

@@ -2,6 +2,7 @@ import Foundation
 import LarderTestSupport
 import LarderWire
 import Testing
+@testable import larder_server
 
 @testable import LarderServer
 
