@@ -148,6 +148,8 @@ let package = Package(
             ],
             path: "Tests/larder-server-test", swiftSettings: strict),
         // In the portable configuration too: LarderIO is the portable layer.
+        // The larder-server command's options (ServerOptions.swift).
+        .testTarget(name: "LarderServerCommandTests", dependencies: ["larder-server", "LarderServer", "LarderWire"]),
         .testTarget(name: "LarderIOTests", dependencies: ["LarderIO"], swiftSettings: portableSettings),
         .testTarget(name: "LarderEventLoopTests", dependencies: ["LarderEventLoop", "LarderIO", "LarderSync"]),
         .testTarget(name: "LarderCLITests", dependencies: ["LarderCLI", "LarderClient"]),

@@ -130,7 +130,7 @@ import Testing
         #expect(quarter.limits.maxUploadBytesPerToken == 100 << 20)
         let (_, set) = try ServerOptions.parse(
             ["--max-uploads-per-token", "5", "--max-upload-bytes", "400MiB"],
-            environment: ["LARDER_MAX_UPLOAD_BYTES_PER_TOKEN": "3MiB"])
+            environment: ["LARDER_SERVER_MAX_UPLOAD_BYTES_PER_TOKEN": "3MiB"])
         #expect(set.limits.maxUploadsPerToken == 5 && set.limits.maxUploadBytesPerToken == 3 << 20)
         #expect(ServerOptions.helpText.contains("--max-upload-bytes-per-token SIZE"))
     }
