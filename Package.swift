@@ -166,9 +166,7 @@ let package = Package(
             resources: [.copy("Fixtures")]),
         .testTarget(
             name: "LarderServerTests",
-            dependencies: [
-                "LarderServer", "larder-server", "LarderSync", "LarderIO", "LarderEventLoop", "LarderTestSupport",
-            ]),
+            dependencies: ["LarderServer", "LarderSync", "LarderIO", "LarderTestSupport"]),
         // In the portable configuration: the suites that need only the client and a server (which the Linux build
         // provides).
         .testTarget(
@@ -212,9 +210,8 @@ if Context.environment["LARDER_SANITIZE_CORE"] != nil {
     let core: Set<String> = [
         "CZlib", "CSQLite", "CLibPQ", "CLibDeflate", "COpenSSL", "CGnuTLS", "CMicroHTTPD", "CTurboJPEG", "CEpoll",
         "LarderSync", "LarderIO", "LarderEventLoop", "LarderWire", "LarderThumbnails", "LarderTLS", "LarderStore",
-        "LarderServer",
-        "LarderClient", "LarderTestSupport", "LarderTestProcess", "CChildProcess", "LarderWireTests",
-        "LarderStoreTests", "LarderServerTests", "LarderEventLoopTests", "larder-sanitizer-canary",
+        "LarderServer", "LarderClient", "LarderTestSupport", "LarderTestProcess", "CChildProcess", "LarderWireTests",
+        "LarderStoreTests", "LarderServerTests", "larder-sanitizer-canary",
     ]
     package.targets.removeAll { !core.contains($0.name) }
     package.products = [.library(name: "LarderClient", targets: ["LarderClient"])]

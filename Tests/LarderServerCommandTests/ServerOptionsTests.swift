@@ -1,7 +1,8 @@
 import Foundation
-import LarderServer
 import LarderWire
 import Testing
+
+@testable import LarderServer
 @testable import larder_server
 
 @Suite(.timeLimit(.minutes(20)))
@@ -73,6 +74,28 @@ struct ServerOptionsTests {
         #expect(throws: ServerOptions.UsageError.self) { try ServerOptions.parse(["--test-search-gate", "/tmp/g1"]) }
         // Every variable the server reads is its own, none the CLI's.
         #expect(ServerOptions.options.allSatisfy { $0.env.hasPrefix("LARDER_SERVER_") })
+    }
+
+    @Test func tokenOptionAndFileTogether() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tokens-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let file = directory.appendingPathComponent("tokens").path
+        _ = FileManager.default.createFile(atPath: file, contents: Data("read r-token notes\n".utf8))
+        let (_, configuration) = try ServerOptions.parse(["--token", "t", "--token-file", file])
+        let table = try #require(try LarderServer.tokenTable(configuration))
+        #expect(table.grant(for: Array("t".utf8)) == .unrestricted)
+        #expect(table.grant(for: Array("r-token".utf8)) == Grant(role: .read, collections: ["notes"]))
+    }
+
+    @Test func optionsAndEnvironment() throws {
+        let (_, c) = try ServerOptions.parse(
+            ["--max-watches", "3", "--max-watch-buffer-bytes=5000", "--change-retention", "10"],
+            environment: ["LARDER_SERVER_CHANGE_RETENTION_MS": "60000"])
+        #expect(c.limits.maxWatches == 3 && c.limits.maxWatchBufferBytes == 5000)
+        #expect(c.changeRetentionEvents == 10 && c.changeRetentionMs == 60_000)
+        #expect(throws: ServerOptions.UsageError.self) { try ServerOptions.parse(["--change-retention", "0"]) }
+        #expect(ServerOptions.helpText.contains("--max-watch-buffer-bytes"))
     }
 }
 
