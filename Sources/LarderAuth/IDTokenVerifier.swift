@@ -90,10 +90,10 @@ public struct IDTokenVerifier: Sendable {
 
     /// The identity `token` proves; throws an `IDTokenError` saying why it proves none.
     public func verify(_ token: String) throws(IDTokenError) -> VerifiedIdentity {
-        let bytes = Array(token.utf8)
-        guard bytes.count <= Self.maximumTokenBytes else {
+        guard token.utf8.count <= Self.maximumTokenBytes else {
             throw .malformed("longer than \(Self.maximumTokenBytes) bytes")
         }
+        let bytes = Array(token.utf8)
         let parts = bytes.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
         guard parts.count == 3 else { throw .malformed("not three parts separated by dots") }
         let header = try Self.object(parts[0], "header")
