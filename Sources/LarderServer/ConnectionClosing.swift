@@ -41,7 +41,7 @@ extension Connection {
             if !senderHasIt { Socket.close(fd) }
             shard.connections[ObjectIdentifier(self)] = nil
         }
-        context.backups?.connectionClosed(id)
+        context.backups.connectionClosed(id)
         performWatch(watches.closed())
         if lingerUntil == nil { context.stats.connectionClosed() }
     }

@@ -1,6 +1,6 @@
 import LarderWire
 
-/// The protocol logic of one connection, without sockets: events in, actions out (STYLE.md #6).
+/// The protocol logic of one connection, without sockets: events in, actions out.
 ///
 /// It owns the inbound buffer, the decoder, the encoder and the unsent output. The `Connection` shell feeds it bytes
 /// and timer ticks, runs the requests it hands out, writes what it buffered, and performs the actions it returns.

@@ -42,8 +42,7 @@ package final class ServerStats: Sendable {
         }
     }
 
-    // Counters as stored properties,
-    // alike in shape only with other plain field lists (larder-bench's WatchBench.Options): nothing to share.
+    /// The counters, under the lock.
     struct State {
         var connectionsOpen = 0
         var connectionsTotal = 0

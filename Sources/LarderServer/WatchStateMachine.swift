@@ -2,7 +2,7 @@ import LarderStore
 import LarderWire
 
 /// The change feed of one connection without sockets, locks or a clock: WATCH and UNWATCH, live delivery bounded by
-/// the subscription buffer, the catch-up from the log and its resync check. Events in, actions out (STYLE.md #6);
+/// the subscription buffer, the catch-up from the log and its resync check. Events in, actions out;
 /// the connection's shell (ConnectionWatch.swift) performs the actions on its event loop.
 struct WatchStateMachine {
     enum Action {
