@@ -9,7 +9,7 @@ extension Histogram {
     static func latencyMicros() -> Histogram { Histogram(precisionBits: 3) }
 }
 
-/// Server-wide counters, shared by every connection queue.
+/// Server-wide counters, shared by every shard.
 package final class ServerStats: Sendable {
     struct Operation {
         var count = 0

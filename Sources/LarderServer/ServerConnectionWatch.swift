@@ -5,7 +5,7 @@ import LarderIO
 
 /// The change feed's side effects on a connection: its `WatchStateMachine` decides, this performs, all on the
 /// connection's loop (the log is read on the work pool).
-extension Connection {
+extension ServerConnection {
     /// The answer to a WATCH or UNWATCH (`RequestPlan.watch`), on the shard's loop: they change this connection's
     /// subscriptions, so the answer is queued before any event of the subscription can be.
     func answerWatch(_ frame: Frame) -> Reply {
@@ -28,7 +28,7 @@ extension Connection {
         .init(canPush: !closing && machine.canPush, bufferedBytes: machine.unsentBytes - bytesWithSender)
     }
 
-    /// Committed changes, on the shard's loop (`IOShard.drain`).
+    /// Committed changes, on the shard's loop (`Shard.drain`).
     func deliver(_ changes: PreparedChanges) {
         guard !closing else { return }
         performWatch(watches.deliver(changes, output: watchOutput))

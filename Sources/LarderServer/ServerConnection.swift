@@ -17,11 +17,11 @@ import LarderIO
 /// run time (a call into the runtime and a thread-local lookup each), which cost about a tenth of a GET's instructions.
 /// Nothing here holds an access across a call that could reach the same property again: a state machine's mutating
 /// call returns its actions before `perform` runs them.
-final class Connection: EventLoopHandler, @unchecked Sendable {
+final class ServerConnection: EventLoopHandler, @unchecked Sendable {
     let fd: Int32
     let id: Int
     let peer: String
-    let shard: IOShard
+    let shard: Shard
     let context: ServerContext
     @exclusivity(unchecked) var machine: ConnectionStateMachine
     /// What the loop watches for.
@@ -54,7 +54,7 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
     }
     /// This connection's writes on its lane and not yet answered (`LaneWrites`).
     private var laneWrites = LaneWrites()
-    /// The change feed's subscriptions (ConnectionWatch.swift performs what it decides).
+    /// The change feed's subscriptions (ServerConnectionWatch.swift performs what it decides).
     @exclusivity(unchecked) var watches: WatchStateMachine
     /// Output of at least this many bytes (a blob) is written by a sender (a job of the work pool) instead of the
     /// loop, which goes on serving its other connections: on loopback the writer of a large send also does most of
@@ -78,7 +78,7 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
     /// counted as sent once encrypted, then close_notify); nil while open and once the descriptor is closed.
     var lingerUntil: UInt64?
 
-    init(fd: Int32, id: Int, peer: String, shard: IOShard, context: ServerContext, tls: TLSTransport? = nil) {
+    init(fd: Int32, id: Int, peer: String, shard: Shard, context: ServerContext, tls: TLSTransport? = nil) {
         self.fd = fd
         self.id = id
         self.peer = peer

@@ -11,7 +11,7 @@ import LarderWire
 import LarderIO
 
 // Closing a connection: at once, after its sender finishes, or after a TLS linger for its last ciphertext.
-extension Connection {
+extension ServerConnection {
     func close(_ reason: CloseReason) {
         guard !closing else { return }
         closing = true
