@@ -53,7 +53,7 @@ final class ServerConnection: EventLoopHandler, @unchecked Sendable {
         return lane
     }
     /// This connection's writes on its lane and not yet answered (`LaneWrites`).
-    private var laneWrites = LaneWrites()
+    @exclusivity(unchecked) private var laneWrites = LaneWrites()
     /// The change feed's subscriptions (ServerConnectionWatch.swift performs what it decides).
     @exclusivity(unchecked) var watches: WatchStateMachine
     /// Output of at least this many bytes (a blob) is written by a sender (a job of the work pool) instead of the
