@@ -53,7 +53,7 @@ extension Router {
                 return completion(reply(to: frame, .failure(error)))
             }
         }
-        let made: (meta: BlobMeta, thumbnail: StoredThumbnail)
+        let made: (meta: BlobInfo, thumbnail: StoredThumbnail)
         do throws(LarderError) {
             let cached = try store.thumbnail(request.id, maxSide: maxSide)
             if let thumbnail = cached.thumbnail {
@@ -83,7 +83,7 @@ extension Router {
         }
     }
 
-    private func thumbnailReply(_ frame: Frame, _ meta: BlobMeta, _ maxSide: Int, _ thumbnail: StoredThumbnail)
+    private func thumbnailReply(_ frame: Frame, _ meta: BlobInfo, _ maxSide: Int, _ thumbnail: StoredThumbnail)
         -> Reply
     {
         var info = meta
@@ -130,7 +130,7 @@ extension Router {
                 .payloadTooLarge, "a range carries at most \(maxReplyBinaryBytes) bytes; ask for less at a time",
                 field: "length", details: ["limit": .int(Int64(maxReplyBinaryBytes))])
         }
-        let (meta, body): (BlobMeta, BlobBody)
+        let (meta, body): (BlobInfo, BlobBody)
         if sendFiles && length >= Int64(ServerConnection.offloadBytes) {
             (meta, body) = try store.blobReadForSending(request.id, offset: offset, length: Int(length))
         } else {

@@ -24,9 +24,9 @@ extension Router {
     /// end, a photo too large for a thumbnail) and no work (a thumbnail made and cached) comes of a blob the token may
     /// not see. A blob's attachment never changes once stored, so what this finds is what the request then reads.
     func visibleBlob(_ id: UUID, _ opcode: Opcode, _ collections: Set<String>, _ reads: (any PointReads)? = nil)
-        throws(LarderError) -> BlobMeta
+        throws(LarderError) -> BlobInfo
     {
-        let meta: BlobMeta
+        let meta: BlobInfo
         do throws(LarderError) {
             meta = if let reads { try reads.blobHead(id) } else { try store.blobHead(id) }
         } catch where error.status == .notFound {

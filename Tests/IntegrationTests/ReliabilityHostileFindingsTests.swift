@@ -1,6 +1,7 @@
 import Foundation
 import LarderServer
 import LarderStore
+import LarderTestSupport
 import LarderWire
 import Testing
 
