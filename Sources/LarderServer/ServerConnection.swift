@@ -8,6 +8,7 @@ import Synchronization
 import LarderStore
 import LarderSync
 import LarderWire
+import LarderEventLoop
 import LarderIO
 
 /// The side-effect shell around one `ConnectionStateMachine`: a non-blocking socket watched by its shard's event

@@ -8,6 +8,7 @@ import Synchronization
 import LarderStore
 import LarderSync
 import LarderWire
+import LarderEventLoop
 import LarderIO
 
 /// A shard: one event loop thread (`loop`) and the connections it serves, with their shared read buffer, timer tick,
