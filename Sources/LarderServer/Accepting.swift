@@ -34,7 +34,7 @@ extension LarderServer {
                 refuse(fd, peer: peer, stopping: stopping)
                 continue
             }
-            let (shard, id) = state.withLock { s -> (IOShard, Int) in
+            let (shard, id) = state.withLock { s -> (Shard, Int) in
                 s.nextShard = (s.nextShard + 1) % shards.count
                 s.nextConnectionID += 1
                 return (shards[s.nextShard], s.nextConnectionID)
@@ -55,7 +55,7 @@ extension LarderServer {
                 tls = TLSTransport(engine: engine, openedAt: monotonicMs())
             }
             context.logger.log(.info, "connection opened", Logger.Context(connection: id, peer: peer))
-            let connection = Connection(fd: fd, id: id, peer: peer, shard: shard, context: context, tls: tls)
+            let connection = ServerConnection(fd: fd, id: id, peer: peer, shard: shard, context: context, tls: tls)
             shard.loop.async { connection.start() }
         }
     }

@@ -7,9 +7,9 @@ import LarderWire
 extension BlobFileRange: FileRegion {}
 
 extension Router {
-    /// BLOB_GET, on the work queue: the blob, or with `thumbnail` a thumbnail of it (Protocol.md §5.4).
+    /// BLOB_GET, on the work pool: the blob, or with `thumbnail` a thumbnail of it (Protocol.md §5.4).
     ///
-    /// A thumbnail comes from the store's cache when it holds one; otherwise it is made here, on the work queue (never
+    /// A thumbnail comes from the store's cache when it holds one; otherwise it is made here, on the work pool (never
     /// on an event loop: decoding a photo takes milliseconds), cached through the writer, and answered after that
     /// commit, so that the next request finds it. A photo that cannot give a thumbnail is answered with the error and
     /// left as it is.
@@ -90,5 +90,56 @@ extension Router {
         info.thumbnail = ThumbnailInfo(
             maxSide: maxSide, width: thumbnail.width, height: thumbnail.height, size: Int64(thumbnail.bytes.count))
         return reply(to: frame, .success((info.json.bytes, thumbnail.bytes)))
+    }
+
+    /// A whole blob, or a range of one; a blob larger than one answer carries is read by ranges.
+    func blobGet(_ request: BlobGetRequest) throws(LarderError) -> ([UInt8], [UInt8]) {
+        guard request.isRange else {
+            let meta = try store.blobHead(request.id)
+            guard meta.size <= Int64(maxReplyBinaryBytes) else {
+                throw LarderError(
+                    .payloadTooLarge, "the blob is \(meta.size) bytes, more than one answer carries "
+                        + "(\(maxReplyBinaryBytes)); read it by ranges: BLOB_GET with offset and length",
+                    details: ["limit": .int(Int64(maxReplyBinaryBytes)), "size": .int(meta.size)])
+            }
+            let (whole, bytes) = try store.blobGet(request.id)
+            return (whole.json.bytes, bytes)
+        }
+        let (json, body) = try blobRange(request, sendFiles: false)
+        return (json, try body.inMemory())
+    }
+
+    /// A range of a blob (`blobGet`), cut at the blob's end (the answer's `length` is what it carries): with
+    /// `sendFiles`, a range of at least `ServerConnection.offloadBytes` kept in a file comes back as the file, open, to
+    /// be sent from it. Only ranges that large: their answers are written by a sender off the event loop, and sendfile
+    /// may wait for the disk while the file's pages are read.
+    func blobRange(_ request: BlobGetRequest, sendFiles: Bool) throws(LarderError) -> (json: [UInt8], body: BlobBody) {
+        let offset = request.offset ?? 0
+        var length = request.length
+        if length == nil {  // to the end
+            let size = try store.blobHead(request.id).size
+            length = max(0, size - offset)
+            if offset >= size {
+                throw LarderError(
+                    .invalidArgument, "offset \(offset) is past the end of the blob, which has \(size) bytes; "
+                        + "start a range below \(size)", field: "offset", details: ["size": .int(size)])
+            }
+        }
+        guard let length, length <= Int64(maxReplyBinaryBytes) else {
+            throw LarderError(
+                .payloadTooLarge, "a range carries at most \(maxReplyBinaryBytes) bytes; ask for less at a time",
+                field: "length", details: ["limit": .int(Int64(maxReplyBinaryBytes))])
+        }
+        let (meta, body): (BlobInfo, BlobBody)
+        if sendFiles && length >= Int64(ServerConnection.offloadBytes) {
+            (meta, body) = try store.blobReadForSending(request.id, offset: offset, length: Int(length))
+        } else {
+            let (read, bytes) = try store.blobRead(request.id, offset: offset, length: Int(length))
+            (meta, body) = (read, .bytes(bytes))
+        }
+        var json = meta.json
+        json["offset"] = .int(offset)
+        json["length"] = .int(Int64(body.count))
+        return (json.bytes, body)
     }
 }

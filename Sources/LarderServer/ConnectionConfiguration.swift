@@ -12,7 +12,7 @@ extension ConnectionStateMachine {
         package var outputHighWaterBytes: Int
         /// Bytes of requests read and not yet answered (JSON parts inflated, plus binary parts) at which reading
         /// pauses; it resumes below half of it. Without it, 128 pipelined frames of 4 KiB that each inflate to
-        /// 4 MiB held half a gigabyte (hostile finding 4, RELIABILITY.md).
+        /// 4 MiB would hold half a gigabyte.
         package var inputHighWaterBytes: Int
         package var serverName: String
 

@@ -22,7 +22,7 @@ struct ConnectionIdentity {
         uploader = "connection:" + UUID().uuidString.lowercased()
     }
 
-    init(_ granted: Handshake.Granted) {
+    init(_ granted: HelloNegotiation.Granted) {
         grant = granted.grant
         token = granted.token
         generation = granted.generation

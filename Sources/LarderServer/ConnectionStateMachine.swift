@@ -1,10 +1,10 @@
 import LarderWire
 
-/// The protocol logic of one connection, without sockets: events in, actions out (STYLE.md #6).
+/// The protocol logic of one connection, without sockets: events in, actions out.
 ///
-/// It owns the inbound buffer, the decoder, the encoder and the unsent output. The `Connection` shell feeds it bytes
-/// and timer ticks, runs the requests it hands out, writes what it buffered, and performs the actions it returns.
-/// Times are milliseconds on a monotonic clock.
+/// It owns the inbound buffer, the decoder, the encoder and the unsent output. The `ServerConnection` shell feeds it
+/// bytes and timer ticks, runs the requests it hands out, writes what it buffered, and performs the actions it
+/// returns. Times are milliseconds on a monotonic clock.
 package struct ConnectionStateMachine {
     let configuration: Configuration
     private(set) var phase: Phase = .handshake
@@ -405,7 +405,7 @@ package struct ConnectionStateMachine {
     }
 
     private mutating func hello(_ frame: Frame, now: UInt64, _ actions: inout [Action]) {
-        switch Handshake.negotiate(frame, configuration: configuration, tls: isTLS) {
+        switch HelloNegotiation.negotiate(frame, configuration: configuration, tls: isTLS) {
         case .accepted(let response, let compression, let granted):
             phase = .ready
             if let granted { identity = ConnectionIdentity(granted) }

@@ -24,7 +24,7 @@ public final class LarderServer: Sendable {
     public let configuration: ServerConfiguration
     let context: ServerContext
     private let store: Router.Store
-    let shards: [IOShard]
+    let shards: [Shard]
     private let hub: WatchHub
     let acceptQueue = DispatchQueue(label: "larder.accept")
     /// The tokens HELLO accepts (nil: none required); replaced on SIGHUP (`reload`).
@@ -170,7 +170,7 @@ public final class LarderServer: Sendable {
         // a write (read-your-writes across servers): no cache there. BENCHMARKS.md measures what it would have saved.
         let readCacheBytes = store.isShared ? 0 : configuration.readCacheBytes
         shards = (0..<max(1, configuration.ioQueues)).map {
-            IOShard(
+            Shard(
                 index: $0, configuration: machine, store: store, stats: stats,
                 readCacheBytes: readCacheBytes / max(1, configuration.ioQueues), publishedSeq: lastChangeSeq,
                 maxInboxChanges: configuration.maxInboxChanges)
@@ -368,7 +368,7 @@ public final class LarderServer: Sendable {
                 shard.stopTimer()
             }
         }
-        // Closed TLS connections write their last ciphertext and close_notify first (Connection.lingerWrite).
+        // Closed TLS connections write their last ciphertext and close_notify first (ServerConnection.lingerWrite).
         let closeDeadline = monotonicMs() + 2_000
         while context.stats.openConnections > 0 && monotonicMs() < closeDeadline { usleep(2_000) }
         for shard in shards {

@@ -133,3 +133,17 @@ extension JSON {
         return String(decoding: bytes, as: UTF8.self)
     }
 }
+
+extension Logger {
+    /// A request that took at least `slowMicros`: its opcode, status and duration, never its content. `requestID` is
+    /// nil for an error the connection sent unprompted, which answers no request.
+    func slowRequest(
+        connection: Int, peer: String, _ opcode: Opcode, _ status: Status, requestID: UInt32?, micros: UInt64
+    ) {
+        guard micros >= slowMicros else { return }
+        var fields: [(String, JSON)] = [("opcode", .string(opcode.name)), ("status", .string(status.name))]
+        if let requestID { fields.append(("requestId", .int(Int64(requestID)))) }
+        fields.append(("durationMs", .double(Double(micros) / 1000)))
+        log(.warn, "slow request", Context(connection: connection, peer: peer, fields: fields))
+    }
+}

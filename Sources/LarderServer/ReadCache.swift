@@ -7,8 +7,8 @@ import Synchronization
 /// document is served without a B-tree lookup: SQLite was a third of the server's CPU time on a GET load
 /// (BENCHMARKS.md). Loop-only, bounded in bytes, first in first out.
 ///
-/// Never stale. Every committed change reaches every loop's inbox on the writer's thread before the writer
-/// acknowledges the write (`IOShard.publish`), and a lookup first applies whatever the inbox holds, so a GET sent after
+/// Never stale. Every committed change reaches every shard's inbox on the writer's thread before the writer
+/// acknowledges the write (`Shard.publish`), and a lookup first applies whatever the inbox holds, so a GET sent after
 /// an acknowledgement never finds the old answer. An answer read from the store is kept only if no change arrived
 /// while it was being read. It assumes this process is the only writer of its data directory (`--read-cache-bytes 0`
 /// turns it off).
@@ -97,10 +97,10 @@ struct ReadCache {
 /// The shard's point reads with its read cache in front (loop-only).
 final class CachedPointReads: PointReads {
     /// The shard owns this object and outlives it (no reference counting on the hot path).
-    private unowned(unsafe) let shard: IOShard
+    private unowned(unsafe) let shard: Shard
     private let reads: any PointReads
 
-    init(shard: IOShard, reads: any PointReads) {
+    init(shard: Shard, reads: any PointReads) {
         self.shard = shard
         self.reads = reads
     }

@@ -51,6 +51,23 @@ struct RequestOrder {
     }
 }
 
+/// A connection's writes handed to its lane of the work pool and not yet answered: the rule that keeps its writes in
+/// the order sent past the two ways to the store's writer. While one is on the lane, later writes take the lane too
+/// (`RequestPlan.writeLane`), so that they reach the writer after it; with none there, a small write may go to the
+/// writer straight from the event loop (`RequestPlan.writer`) without overtaking anything.
+struct LaneWrites {
+    private(set) var count = 0
+
+    /// Whether a write is on the lane: the next write must follow it there.
+    var isBusy: Bool { count > 0 }
+
+    /// A write was handed to the lane.
+    mutating func handedOut() { count += 1 }
+
+    /// A write handed to the lane was answered.
+    mutating func answered() { count -= 1 }
+}
+
 /// The requests a connection admitted and has not answered yet: how many, what they hold, and in what order they
 /// may run.
 struct InFlightRequests {

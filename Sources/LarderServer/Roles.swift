@@ -182,7 +182,7 @@ package struct TokenTable: Sendable {
     /// time taken says neither which token matched nor how much of a guess was right.
     package func grant(for presented: [UInt8]) -> Grant? {
         var found: Grant?
-        for entry in entries where Handshake.constantTimeEqual(presented, entry.token) {
+        for entry in entries where HelloNegotiation.constantTimeEqual(presented, entry.token) {
             found = entry.grant
         }
         return found

@@ -17,7 +17,7 @@ package final class Router: Sendable {
     let maxReplyJSONBytes: Int
     /// The largest binary part an answer carries (`Limits.maxBinaryPartBytes`): a larger blob is read by ranges.
     let maxReplyBinaryBytes: Int
-    /// Whether the store answers point reads locally (SQLite), so the event loops may run them (`handleInline`).
+    /// Whether the store answers point reads locally (SQLite), so the event loops may run them (`RequestPlan.inline`).
     let pointReadsAreLocal: Bool
     /// The thumbnail sizes BLOB_GET makes, and the largest photo it makes them of (HELLO's `limits`).
     let thumbnailSizes: [Int]
@@ -51,38 +51,19 @@ package final class Router: Sendable {
         self.pointReadsAreLocal = store.pointReadsAreLocal
     }
 
-    /// Point reads answered on the connection's event loop, without a hop to the work pool and back: each is one
-    /// indexed lookup (microseconds), cheaper than the two thread switches it would otherwise cost. Everything whose
-    /// time depends on the data (searches, lists, blob bytes) still runs on the work pool, so it never holds up a
-    /// connection's other requests.
-    static func isInline(_ opcode: Opcode) -> Bool { opcode == .get || opcode == .blobHead || opcode == .ping }
-
-    private enum Route {
-        case answered(Reply)
-        case read
-        case write
-    }
-
-    /// The checks every request passes before it reaches the store.
-    private func route(_ frame: Frame) -> Route {
+    /// The answer to a request its plan refused (`RequestPlan.refused`): the checks every request passes before it
+    /// reaches the store.
+    static func refusal(_ frame: Frame) -> Reply {
         let opcode = frame.opcode
-        func fail(_ error: LarderError) -> Route {
-            .answered(Reply(opcode: opcode, requestID: frame.requestID, error: error))
-        }
-        if opcode == .event {
-            return fail(LarderError(.unknownOpcode, "EVENT frames are pushed by the server; a client never sends one"))
-        }
-        if opcode == .watch || opcode == .unwatch {
-            // They change a connection's subscriptions, so the connection answers them itself.
-            return fail(LarderError(.internal, "\(opcode.name) is answered by the connection, not the router"))
-        }
-        guard Opcode.all.contains(opcode) else {
-            return fail(LarderError(.unknownOpcode, "opcode \(opcode.name) is not one this server knows"))
-        }
-        if opcode != .blobPut && opcode != .blobUploadChunk && !frame.binary.isEmpty {
-            return fail(LarderError(.invalidArgument, "\(opcode.name) takes no binary part"))
-        }
-        return opcode.isWrite ? .write : .read
+        let error =
+            if opcode == .event {
+                LarderError(.unknownOpcode, "EVENT frames are pushed by the server; a client never sends one")
+            } else if !Opcode.all.contains(opcode) {
+                LarderError(.unknownOpcode, "opcode \(opcode.name) is not one this server knows")
+            } else {
+                LarderError(.invalidArgument, "\(opcode.name) takes no binary part")
+            }
+        return Reply(opcode: opcode, requestID: frame.requestID, error: error)
     }
 
     /// The reply carrying an answer, or PAYLOAD_TOO_LARGE in its place. The store keeps pages under the limit; this
@@ -110,18 +91,10 @@ package final class Router: Sendable {
         reply(to: frame, Result { () throws(LarderError) in try read(frame, reads, collections) })
     }
 
-    /// Answers `frame` at once when it is a point read (`isInline`), through `reads` (the caller's burst of
-    /// point reads, ended by the caller); nil means: use `handle`. `collections`: as for `handle`.
-    package func handleInline(
-        _ frame: Frame, reads: @autoclosure () -> any PointReads, collections: Set<String>? = nil
-    ) -> Reply? {
-        // A store whose point reads wait on the network (PostgreSQL) must not hold up a loop: only PING stays here.
-        guard Router.isInline(frame.opcode), pointReadsAreLocal || frame.opcode == .ping else { return nil }
-        switch route(frame) {
-        case .answered(let reply): return reply
-        case .read: return readReply(frame, frame.opcode == .ping ? nil : reads(), collections)
-        case .write: return nil
-        }
+    /// Answers a request planned `inline` (PING, or a point read) at once, through `reads` (the caller's burst of point
+    /// reads, ended by the caller). `collections`: as for `submitRead`.
+    func answerInline(_ frame: Frame, reads: @autoclosure () -> any PointReads, collections: Set<String>?) -> Reply {
+        readReply(frame, frame.opcode == .ping ? nil : reads(), collections)
     }
 
     /// A lane of the work pool for one connection's writes: they reach the store's writer in the order the
@@ -139,60 +112,65 @@ package final class Router: Sendable {
                 details: ["limit": .int(Int64(pool.maxWaiting))]))
     }
 
-    /// Handles `frame` and calls `completion` exactly once, on any thread. Writes go through `writes`, a lane from
-    /// `makeWriteLane` that the caller keeps for the connection. `collections`: the only collections the sender's
-    /// token may touch, for the requests whose collection only the store knows (BLOB_GET, BLOB_HEAD, BLOB_DELETE,
-    /// refused before any work by `visibleBlob`). `uploader`: who the sender is for the upload quota (its token's
-    /// digest, or its connection's name). `sendFiles`: the
-    /// connection can send a blob's range straight from its file (sendfile; not through TLS).
-    func handle(
-        _ frame: Frame, writes: @autoclosure () -> WorkPool.Lane, collections: Set<String>? = nil,
-        uploader: String = "", sendFiles: Bool = false, completion: @escaping @Sendable (Reply) -> Void
+    /// Runs a request planned `workPool` there and calls `completion` exactly once, on any thread. `collections`: the
+    /// only collections the sender's token may touch, for the requests whose collection only the store knows
+    /// (BLOB_GET, BLOB_HEAD, refused before any work by `visibleBlob`). `sendFiles`: the connection can send a blob's
+    /// range straight from its file (sendfile; not through TLS).
+    func submitRead(
+        _ frame: Frame, collections: Set<String>?, sendFiles: Bool, completion: @escaping @Sendable (Reply) -> Void
     ) {
-        switch route(frame) {
-        case .answered(let reply):
-            completion(reply)
-        case .read where frame.opcode == .blobGet:
-            // A thumbnail's cache write is answered after its commit, so BLOB_GET has a completion of its own.
-            let accepted = pool.submit { [self] in
-                answerBlobGet(frame, sendFiles: sendFiles, collections: collections, completion: completion)
+        let accepted =
+            if frame.opcode == .blobGet {
+                // A thumbnail's cache write is answered after its commit, so BLOB_GET has a completion of its own.
+                pool.submit { [self] in
+                    answerBlobGet(frame, sendFiles: sendFiles, collections: collections, completion: completion)
+                }
+            } else {
+                pool.submit { [self] in completion(readReply(frame, nil, collections)) }
             }
-            if !accepted { completion(Router.poolFull(frame, pool)) }
-        case .read:
-            if !pool.submit({ [self] in completion(readReply(frame, nil, collections)) }) {
-                completion(Router.poolFull(frame, pool))
-            }
-        case .write where Router.isUpload(frame.opcode):
-            // In the connection's write order (chunks sent back to back arrive in order); each waits for its COMMIT.
-            let accepted = writes().submit { [self] in
-                completion(reply(to: frame, Result { () throws(LarderError) in try upload(frame, uploader: uploader) }))
-            }
-            if !accepted { completion(Router.poolFull(frame, pool)) }
-        case .write:
-            // Parsed off the loop and off the writer (the writer's time is the scarce resource), one write of the
-            // connection after another; writes of different connections are parsed side by side.
-            let accepted = writes().submit { [self] in
-                let body: WriteBody
-                do throws(LarderError) {
-                    if let collections, frame.opcode == .blobDelete {
-                        body = try limitedBlobDelete(frame, collections)
-                    } else {
-                        body = try Router.writeBody(frame)
+        if !accepted { completion(Router.poolFull(frame, pool)) }
+    }
+
+    /// Runs a write planned `writeLane` on `lane`, the connection's lane from `makeWriteLane`, and calls `completion`
+    /// exactly once, on any thread. `collections`: as for `submitRead` (BLOB_DELETE). `uploader`: who the sender is for
+    /// the upload quota (its token's digest, or its connection's name).
+    func submitWrite(
+        _ frame: Frame, on lane: WorkPool.Lane, collections: Set<String>?, uploader: String,
+        completion: @escaping @Sendable (Reply) -> Void
+    ) {
+        let accepted =
+            if Router.isUpload(frame.opcode) {
+                // In the connection's write order (chunks sent back to back arrive in order); each waits for its
+                // COMMIT.
+                lane.submit { [self] in
+                    completion(
+                        reply(to: frame, Result { () throws(LarderError) in try upload(frame, uploader: uploader) }))
+                }
+            } else {
+                // Parsed off the loop and off the writer (the writer's time is the scarce resource), one write of the
+                // connection after another; writes of different connections are parsed side by side.
+                lane.submit { [self] in
+                    let body: WriteBody
+                    do throws(LarderError) {
+                        if let collections, frame.opcode == .blobDelete {
+                            body = try limitedBlobDelete(frame, collections)
+                        } else {
+                            body = try Router.writeBody(frame)
+                        }
+                    } catch {
+                        return completion(reply(to: frame, .failure(error)))
                     }
-                } catch {
-                    return completion(reply(to: frame, .failure(error)))
-                }
-                let done: @Sendable (Result<([UInt8], [UInt8]), LarderError>) -> Void = { [self] result in
-                    completion(reply(to: frame, result))
-                }
-                // A CREATE, REPLACE, PATCH or DELETE is one write that checks before it changes anything.
-                if Router.isSingleWrite(frame.opcode) {
-                    store.submitSingleWrite(body, completion: done)
-                } else {
-                    store.submitWrite(body, completion: done)
+                    let done: @Sendable (Result<([UInt8], [UInt8]), LarderError>) -> Void = { [self] result in
+                        completion(reply(to: frame, result))
+                    }
+                    // A CREATE, REPLACE, PATCH or DELETE is one write that checks before it changes anything.
+                    if Router.isSingleWrite(frame.opcode) {
+                        store.submitSingleWrite(body, completion: done)
+                    } else {
+                        store.submitWrite(body, completion: done)
+                    }
                 }
             }
-            if !accepted { completion(Router.poolFull(frame, pool)) }
-        }
+        if !accepted { completion(Router.poolFull(frame, pool)) }
     }
 }

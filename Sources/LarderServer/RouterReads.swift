@@ -3,8 +3,7 @@ import Foundation
 import LarderStore
 import LarderWire
 
-// The reads, run on the work pool (point reads also inline on the event loop), BLOB_GET, the upload requests
-// (in the connection's write order) and how a page of records is written.
+// The reads, run on the work pool (point reads also inline on the event loop), and how a page of records is written.
 extension Router {
     private func get(_ request: GetRequest, _ reads: (any PointReads)?) throws(LarderError) -> ([UInt8], [UInt8]) {
         if let reads { return (try reads.getJSON(request.collection, id: request.id), []) }
@@ -130,84 +129,6 @@ extension Router {
             return (json.bytes, [])
         default:
             throw LarderError(.internal, "\(frame.opcode.name) has no read handler")
-        }
-    }
-
-    /// A whole blob, or a range of one; a blob larger than one answer carries is read by ranges.
-    func blobGet(_ request: BlobGetRequest) throws(LarderError) -> ([UInt8], [UInt8]) {
-        guard request.isRange else {
-            let meta = try store.blobHead(request.id)
-            guard meta.size <= Int64(maxReplyBinaryBytes) else {
-                throw LarderError(
-                    .payloadTooLarge, "the blob is \(meta.size) bytes, more than one answer carries "
-                        + "(\(maxReplyBinaryBytes)); read it by ranges: BLOB_GET with offset and length",
-                    details: ["limit": .int(Int64(maxReplyBinaryBytes)), "size": .int(meta.size)])
-            }
-            let (whole, bytes) = try store.blobGet(request.id)
-            return (whole.json.bytes, bytes)
-        }
-        let (json, body) = try blobRange(request, sendFiles: false)
-        return (json, try body.inMemory())
-    }
-
-    /// A range of a blob (`blobGet`), cut at the blob's end (the answer's `length` is what it carries): with
-    /// `sendFiles`, a range of at least `Connection.offloadBytes` kept in a file comes back as the file, open, to be
-    /// sent from it. Only ranges that large: their answers are written by a sender off the event loop, and sendfile
-    /// may wait for the disk while the file's pages are read.
-    func blobRange(_ request: BlobGetRequest, sendFiles: Bool) throws(LarderError) -> (json: [UInt8], body: BlobBody) {
-        let offset = request.offset ?? 0
-        var length = request.length
-        if length == nil {  // to the end
-            let size = try store.blobHead(request.id).size
-            length = max(0, size - offset)
-            if offset >= size {
-                throw LarderError(
-                    .invalidArgument, "offset \(offset) is past the end of the blob, which has \(size) bytes; "
-                        + "start a range below \(size)", field: "offset", details: ["size": .int(size)])
-            }
-        }
-        guard let length, length <= Int64(maxReplyBinaryBytes) else {
-            throw LarderError(
-                .payloadTooLarge, "a range carries at most \(maxReplyBinaryBytes) bytes; ask for less at a time",
-                field: "length", details: ["limit": .int(Int64(maxReplyBinaryBytes))])
-        }
-        let (meta, body): (BlobInfo, BlobBody)
-        if sendFiles && length >= Int64(Connection.offloadBytes) {
-            (meta, body) = try store.blobReadForSending(request.id, offset: offset, length: Int(length))
-        } else {
-            let (read, bytes) = try store.blobRead(request.id, offset: offset, length: Int(length))
-            (meta, body) = (read, .bytes(bytes))
-        }
-        var json = meta.json
-        json["offset"] = .int(offset)
-        json["length"] = .int(Int64(body.count))
-        return (json.bytes, body)
-    }
-
-    static func isUpload(_ opcode: Opcode) -> Bool {
-        opcode == .blobUpload || opcode == .blobUploadChunk || opcode == .blobUploadFinish || opcode == .blobUploadAbort
-    }
-
-    /// The writes of a resumable upload: each waits for its COMMIT on the calling thread (a write lane's). `uploader`
-    /// names who begins an upload, for its share of the upload quota (`ConnectionIdentity.uploader`).
-    func upload(_ frame: Frame, uploader: String) throws(LarderError) -> ([UInt8], [UInt8]) {
-        let object = try frame.jsonObject()
-        switch frame.opcode {
-        case .blobUpload:
-            return (try store.uploadBegin(try BlobUploadRequest(json: object), owner: uploader).json.bytes, [])
-        case .blobUploadChunk:
-            let r = try BlobUploadChunkRequest(json: object)
-            let info = try store.uploadChunk(r.upload, offset: r.offset, bytes: frame.binary, crc32: r.crc32)
-            return (info.json.bytes, [])
-        case .blobUploadFinish:
-            let r = try BlobUploadFinishRequest(json: object)
-            return (try store.uploadFinish(r.upload, sha256: r.sha256).json.bytes, [])
-        case .blobUploadAbort:
-            let r = try BlobUploadIDRequest(json: object)
-            try store.uploadAbort(r.upload)
-            return (BlobUploadAbortResponse(upload: r.upload).json.bytes, [])
-        default:
-            throw LarderError(.internal, "\(frame.opcode.name) is no upload request")
         }
     }
 

@@ -22,28 +22,17 @@ extension Router {
         }
     }
 
-    /// The largest request JSON (inflated) of a CREATE, REPLACE, PATCH or DELETE that its event loop parses and hands
-    /// straight to the store's writer (`submitOnLoop`); a larger one is parsed on the work pool, off the loop.
-    static let loopWriteBytes = 4 << 10
-
-    /// Parses a small CREATE, REPLACE, PATCH or DELETE on the calling event loop and hands it straight to the store's
-    /// writer, skipping the hop through the work pool (its lane's lock and queue, and often a worker thread woken for
-    /// the one write). False, with nothing done, for any other request: use `handle`.
-    ///
-    /// The caller keeps its connection's write order: it calls this only while none of the connection's writes is
-    /// still on its lane of the work pool, since one there could otherwise reach the writer after this one.
-    func submitOnLoop(_ frame: Frame, completion: @escaping @Sendable (Reply) -> Void) -> Bool {
-        guard Router.isSingleWrite(frame.opcode), frame.json.count <= Router.loopWriteBytes, frame.binary.isEmpty
-        else { return false }
+    /// Parses a write planned `writer` (a small CREATE, REPLACE, PATCH or DELETE) on the calling event loop and hands
+    /// it straight to the store's writer, skipping the hop through the work pool (its lane's lock and queue, and often
+    /// a worker thread woken for the one write). Calls `completion` exactly once, on any thread.
+    func submitToWriter(_ frame: Frame, completion: @escaping @Sendable (Reply) -> Void) {
         let body: WriteBody
         do throws(LarderError) {
             body = try Router.writeBody(frame)
         } catch {
-            completion(reply(to: frame, .failure(error)))
-            return true
+            return completion(reply(to: frame, .failure(error)))
         }
         store.submitSingleWrite(body) { [self] result in completion(reply(to: frame, result)) }
-        return true
     }
 
     /// BLOB_DELETE by a token limited to `collections`: the blob goes only when it is attached to one of them; any

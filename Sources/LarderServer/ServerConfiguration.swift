@@ -61,8 +61,8 @@ public struct ServerConfiguration: Sendable {
     /// watches, so this is what ends a dead subscriber.
     public var tcpKeepaliveSeconds: Int = 60
     /// Committed changes an event loop may have waiting before it drops them and ends its live subscriptions with a
-    /// gap (`IOShard.maxInboxChanges`); only an overloaded server reaches it. Internal: tests lower it.
-    var maxInboxChanges: Int = IOShard.defaultMaxInboxChanges
+    /// gap (`Shard.maxInboxChanges`); only an overloaded server reaches it. Internal: tests lower it.
+    var maxInboxChanges: Int = Shard.defaultMaxInboxChanges
     /// Event-loop threads that own the connections. Default: half the cores (at least one), since the store's writer,
     /// the work pool (searches, blobs, parsing writes) and often the clients need the rest; with a loop per core on
     /// 2 cores shared with the load generator, GETs without pipelining ran at 0.6x the rate and 6x the p99 of one

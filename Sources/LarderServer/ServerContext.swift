@@ -9,13 +9,12 @@ final class ServerContext: Sendable {
     let machineConfiguration: ConnectionStateMachine.Configuration
     /// Requests in flight on every connection (for shutdown).
     let inFlight = AtomicCounter()
-    /// BACKUP and BACKUP_READ (nil in tests that build a context of their own).
-    let backups: BackupService?
+    /// BACKUP and BACKUP_READ.
+    let backups: BackupService
 
-// A memberwise initializer (its shape recurs wherever one is written).
     init(
         router: Router, stats: ServerStats, logger: Logger, machineConfiguration: ConnectionStateMachine.Configuration,
-        backups: BackupService? = nil
+        backups: BackupService
     ) {
         self.backups = backups
         self.router = router

@@ -9,7 +9,7 @@ extension Histogram {
     static func latencyMicros() -> Histogram { Histogram(precisionBits: 3) }
 }
 
-/// Server-wide counters, shared by every connection queue.
+/// Server-wide counters, shared by every shard.
 package final class ServerStats: Sendable {
     struct Operation {
         var count = 0
@@ -42,8 +42,7 @@ package final class ServerStats: Sendable {
         }
     }
 
-    // Counters as stored properties,
-    // alike in shape only with other plain field lists (larder-bench's WatchBench.Options): nothing to share.
+    /// The counters, under the lock.
     struct State {
         var connectionsOpen = 0
         var connectionsTotal = 0

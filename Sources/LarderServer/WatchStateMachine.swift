@@ -2,8 +2,8 @@ import LarderStore
 import LarderWire
 
 /// The change feed of one connection without sockets, locks or a clock: WATCH and UNWATCH, live delivery bounded by
-/// the subscription buffer, the catch-up from the log and its resync check. Events in, actions out (STYLE.md #6);
-/// the connection's shell (ConnectionWatch.swift) performs the actions on its event loop.
+/// the subscription buffer, the catch-up from the log and its resync check. Events in, actions out;
+/// the connection's shell (ServerConnectionWatch.swift) performs the actions on its event loop.
 struct WatchStateMachine {
     enum Action {
         /// Queue an EVENT frame for `subscription` (a push).
@@ -215,7 +215,7 @@ struct WatchStateMachine {
         return actions + d.counts()
     }
 
-    /// The shard dropped changes its live subscriptions were owed (`IOShard.publish`): each ends with a gap at the
+    /// The shard dropped changes its live subscriptions were owed (`Shard.publish`): each ends with a gap at the
     /// last change it handled. Subscriptions replaying the log go on: they read it up to what the shard has seen.
     mutating func endLiveSubscriptionsWithGap(canPush: Bool) -> [Action] {
         var actions: [Action] = []

@@ -81,7 +81,7 @@ struct ConnectionOrderTests {
         try withServerOnPort0 { _, port in
             let c = try RawClient.tcp(port: port)
             try c.hello()
-            // Over the size parsed on the loop (`Router.loopWriteBytes`, 4 KiB).
+            // Over the size parsed on the loop (`RequestPlan.loopWriteBytes`, 4 KiB).
             let large = String(repeating: "x", count: 6000)
             for _ in 0..<40 {
                 let x = Self.uuid()

@@ -339,20 +339,20 @@ struct ConnectionStateMachineTests {
 }
 
 @Suite(.timeLimit(.minutes(20)))
-struct HandshakeTests {
+struct HelloNegotiationTests {
     static func hello(_ request: HelloRequest) -> Frame {
         Frame(opcode: .hello, requestID: 1, json: request.json.bytes)
     }
 
     @Test func versionIsTheHighestCommonOne() {
-        guard case .accepted(let response, _, _) = Handshake.negotiate(
+        guard case .accepted(let response, _, _) = HelloNegotiation.negotiate(
             Self.hello(HelloRequest(versions: [3, 1, 2], client: "t")), configuration: .init())
         else { Issue.record("rejected"); return }
         #expect(response.version == 1)
     }
 
     @Test func unsupportedVersionListsTheSupportedOnes() {
-        guard case .rejected(let error, let close) = Handshake.negotiate(
+        guard case .rejected(let error, let close) = HelloNegotiation.negotiate(
             Self.hello(HelloRequest(versions: [2], client: "t")), configuration: .init())
         else { Issue.record("accepted"); return }
         #expect(error.status == .unsupportedVersion)
@@ -361,7 +361,7 @@ struct HandshakeTests {
     }
 
     @Test func compressionOnlyWhenOffered() {
-        guard case .accepted(let response, let on, _) = Handshake.negotiate(
+        guard case .accepted(let response, let on, _) = HelloNegotiation.negotiate(
             Self.hello(HelloRequest(compression: [], client: "t")), configuration: .init())
         else { Issue.record("rejected"); return }
         #expect(response.compression == "none" && !on)
@@ -370,7 +370,7 @@ struct HandshakeTests {
     @Test func tokenIsCheckedAndNeverEchoed() {
         let configuration = ConnectionStateMachine.Configuration(token: "correct horse")
         for token in [nil, "wrong", "correct hors", "correct horse!"] as [String?] {
-            guard case .rejected(let error, let close) = Handshake.negotiate(
+            guard case .rejected(let error, let close) = HelloNegotiation.negotiate(
                 Self.hello(HelloRequest(client: "t", token: token)), configuration: configuration)
             else { Issue.record("accepted \(token ?? "nil")"); continue }
             #expect(error.status == .unauthenticated)
@@ -378,23 +378,23 @@ struct HandshakeTests {
             #expect(!error.message.contains("correct"))
             if let token { #expect(!error.message.contains(token)) }
         }
-        guard case .accepted(let response, _, _) = Handshake.negotiate(
+        guard case .accepted(let response, _, _) = HelloNegotiation.negotiate(
             Self.hello(HelloRequest(client: "t", token: "correct horse")), configuration: configuration)
         else { Issue.record("rejected"); return }
         #expect(response.authRequired)
     }
 
     @Test func constantTimeEqual() {
-        #expect(Handshake.constantTimeEqual(Array("abc".utf8), Array("abc".utf8)))
-        #expect(!Handshake.constantTimeEqual(Array("abc".utf8), Array("abd".utf8)))
-        #expect(!Handshake.constantTimeEqual(Array("abc".utf8), Array("abcd".utf8)))
-        #expect(!Handshake.constantTimeEqual([], Array("a".utf8)))
-        #expect(Handshake.constantTimeEqual([], []))
+        #expect(HelloNegotiation.constantTimeEqual(Array("abc".utf8), Array("abc".utf8)))
+        #expect(!HelloNegotiation.constantTimeEqual(Array("abc".utf8), Array("abd".utf8)))
+        #expect(!HelloNegotiation.constantTimeEqual(Array("abc".utf8), Array("abcd".utf8)))
+        #expect(!HelloNegotiation.constantTimeEqual([], Array("a".utf8)))
+        #expect(HelloNegotiation.constantTimeEqual([], []))
     }
 
     @Test func malformedHelloIsInvalidArgument() {
         let frame = Frame(opcode: .hello, requestID: 1, json: Array(#"{"versions":[1],"colour":1}"#.utf8))
-        guard case .rejected(let error, let close) = Handshake.negotiate(frame, configuration: .init())
+        guard case .rejected(let error, let close) = HelloNegotiation.negotiate(frame, configuration: .init())
         else { Issue.record("accepted"); return }
         #expect(error.status == .invalidArgument && !close)
     }

@@ -70,7 +70,7 @@ struct ReadCacheFreshnessTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let store = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory))
         defer { store.close() }
-        let shard = IOShard(
+        let shard = Shard(
             index: 0, configuration: .init(), store: store, stats: ServerStats(now: 0), readCacheBytes: 1 << 20)
         defer { shard.loop.stop() }
         store.addChangeListener { [shard] entries in shard.publish(entries) }

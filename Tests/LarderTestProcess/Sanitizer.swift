@@ -1,17 +1,19 @@
 import Foundation
 
 /// The sanitizer the test processes are built with. `scripts/sanitize` builds the runner and every process it starts
-/// (servers, the CLI) with the same one and exports its options, which is how a test tells.
+/// (servers, the CLI) with the same one, so the runner's own build tells.
 public enum SanitizerBuild: Sendable {
     case none
     case address
     case thread
 
-    /// This run's build, from the options `scripts/sanitize` exports (`ASAN_OPTIONS` or `TSAN_OPTIONS`).
+    /// This run's build: the sanitizer whose runtime is linked into this process (its initialiser is a symbol only a
+    /// sanitized build has; the options in the environment would not tell, as `scripts/sanitize` exports both kinds').
     public static let current: SanitizerBuild = {
-        let environment = ProcessInfo.processInfo.environment
-        if environment["TSAN_OPTIONS"] != nil { return .thread }
-        if environment["ASAN_OPTIONS"] != nil { return .address }
+        let process = dlopen(nil, RTLD_NOW)
+        defer { if let process { dlclose(process) } }
+        if dlsym(process, "__tsan_init") != nil { return .thread }
+        if dlsym(process, "__asan_init") != nil { return .address }
         return .none
     }()
 

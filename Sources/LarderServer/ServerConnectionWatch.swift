@@ -5,11 +5,10 @@ import LarderIO
 
 /// The change feed's side effects on a connection: its `WatchStateMachine` decides, this performs, all on the
 /// connection's loop (the log is read on the work pool).
-extension Connection {
-    /// WATCH and UNWATCH are answered here, on the shard's loop, because they change this connection's subscriptions:
-    /// the answer is queued before any event of the subscription can be.
-    func executeWatch(_ frame: Frame) {
-        let started = monotonicNanos()
+extension ServerConnection {
+    /// The answer to a WATCH or UNWATCH (`RequestPlan.watch`), on the shard's loop: they change this connection's
+    /// subscriptions, so the answer is queued before any event of the subscription can be.
+    func answerWatch(_ frame: Frame) -> Reply {
         let (reply, actions): (Reply, [WatchStateMachine.Action])
         if frame.opcode == .watch, let grant = machine.grant, let denied = grant.check(frame) {
             // Checked again: a WATCH held behind other requests runs after a reload that may have narrowed the token.
@@ -21,14 +20,7 @@ extension Connection {
             (reply, actions) = watches.unwatch(frame)
         }
         performWatch(actions)
-        let micros = (monotonicNanos() &- started) / 1000
-        context.stats.request(reply.opcode, reply.status, latencyMicros: micros)
-        context.logger.slowRequest(connection: id, peer: peer, reply, micros: micros)
-        if reply.status != .ok {
-            context.logger.debug("conn \(id) request \(reply.requestID) \(reply.opcode.name) -> \(reply.status.name)")
-        }
-        performing { machine.requestCompleted(reply, now: shard.loop.now, into: &$0) }
-        continueCatchUps()
+        return reply
     }
 
     /// What counts against a subscription's buffer: the unsent output, less what a sender holds (on its way).
@@ -36,7 +28,7 @@ extension Connection {
         .init(canPush: !closing && machine.canPush, bufferedBytes: machine.unsentBytes - bytesWithSender)
     }
 
-    /// Committed changes, on the shard's loop (`IOShard.drain`).
+    /// Committed changes, on the shard's loop (`Shard.drain`).
     func deliver(_ changes: PreparedChanges) {
         guard !closing else { return }
         performWatch(watches.deliver(changes, output: watchOutput))

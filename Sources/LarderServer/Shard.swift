@@ -11,19 +11,20 @@ import LarderWire
 import LarderEventLoop
 import LarderIO
 
-/// An event loop thread that owns a set of connections, their read buffer and their timer tick. Its loop-only state
-/// on a request's path skips Swift's run-time exclusivity checks, as `Connection`'s does.
-final class IOShard: EventLoopHandler, @unchecked Sendable {
+/// A shard: one event loop thread (`loop`) and the connections it serves, with their shared read buffer, timer tick,
+/// read cache and change inbox. The server has `ServerConfiguration.ioQueues` of them. Its loop-only state on a
+/// request's path skips Swift's run-time exclusivity checks, as `ServerConnection`'s does.
+final class Shard: EventLoopHandler, @unchecked Sendable {
     let loop: EventLoop
     /// Only touched on `loop`.
-    var connections: [ObjectIdentifier: Connection] = [:]
+    var connections: [ObjectIdentifier: ServerConnection] = [:]
     /// One read buffer for every connection of the shard: connections never read at the same time on one loop, and
     /// 10,000 idle connections then cost no buffer memory.
     let readBuffer: UnsafeMutableRawBufferPointer
     /// Only used on `loop`.
     let encoders: SharedEncoders
     /// The connections holding a subscription (only on `loop`).
-    var watchers: [ObjectIdentifier: Connection] = [:]
+    var watchers: [ObjectIdentifier: ServerConnection] = [:]
     /// The newest change published to this shard (only on `loop`). Changes reach a shard in commit order, so every
     /// change up to it has either reached the live subscriptions or is in the log for those catching up.
     var publishedSeq: Int64
@@ -121,7 +122,7 @@ final class IOShard: EventLoopHandler, @unchecked Sendable {
 
     init(
         index: Int, configuration: ConnectionStateMachine.Configuration, store: Router.Store, stats: ServerStats,
-        readCacheBytes: Int = 0, publishedSeq: Int64 = 0, maxInboxChanges: Int = IOShard.defaultMaxInboxChanges
+        readCacheBytes: Int = 0, publishedSeq: Int64 = 0, maxInboxChanges: Int = Shard.defaultMaxInboxChanges
     ) {
         self.maxInboxChanges = max(1, maxInboxChanges)
         inbox = Locked(ChangeInbox(limit: maxInboxChanges))

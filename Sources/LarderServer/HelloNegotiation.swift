@@ -1,7 +1,8 @@
 import LarderWire
 
-/// HELLO negotiation: pure, so it is tested without sockets.
-package enum Handshake {
+/// What a HELLO agrees to (protocol version, compression, the token's grant) or why it is refused: pure, so it is
+/// tested without sockets.
+package enum HelloNegotiation {
     /// The token a HELLO presented, what it may do, and the token table's generation it was checked against.
     package struct Granted {
         package var token: [UInt8]

@@ -12,7 +12,7 @@ import LarderEventLoop
 import LarderIO
 
 // Writing a connection's output: on the loop, or by a sender on the work pool for large output, or over TLS.
-extension Connection {
+extension ServerConnection {
     func writable() {
         if lingerUntil != nil { return lingerWrite(now: shard.loop.now) }
         flush()
@@ -25,7 +25,7 @@ extension Connection {
 
     func flush() {
         guard !sending else { return }  // the sender's completion flushes what queued meanwhile
-        if machine.unsentBytes >= Connection.offloadBytes && !closing && tls == nil && offload() { return }
+        if machine.unsentBytes >= ServerConnection.offloadBytes && !closing && tls == nil && offload() { return }
         var actions: [ConnectionStateMachine.Action] = []
         writeNow(&actions)
         if machine.unsentBytes == 0 && tls?.hasOutput != true { setWriting(false) }
@@ -37,7 +37,7 @@ extension Connection {
 
     /// Writes what the socket takes now; the machine's resulting actions are appended to `actions`, not performed.
     func writeNow(_ actions: inout [ConnectionStateMachine.Action]) {
-        // The answers about to leave are counted first (`IOShard.flushStats`).
+        // The answers about to leave are counted first (`Shard.flushStats`).
         shard.flushStats(answersOnly: true)
         if let tls { return writeEncrypted(tls, &actions) }
         while !closing && !sending && machine.unsentBytes > 0 {

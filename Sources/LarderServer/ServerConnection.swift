@@ -11,8 +11,6 @@ import LarderWire
 import LarderEventLoop
 import LarderIO
 
-// Plain stored properties, alike in shape only with
-// PostgresStore's (and the bench's Phase): each type's own state; there is nothing to share.
 /// The side-effect shell around one `ConnectionStateMachine`: a non-blocking socket watched by its shard's event
 /// loop. Every member is touched only on that loop's thread.
 ///
@@ -20,11 +18,11 @@ import LarderIO
 /// run time (a call into the runtime and a thread-local lookup each), which cost about a tenth of a GET's instructions.
 /// Nothing here holds an access across a call that could reach the same property again: a state machine's mutating
 /// call returns its actions before `perform` runs them.
-final class Connection: EventLoopHandler, @unchecked Sendable {
+final class ServerConnection: EventLoopHandler, @unchecked Sendable {
     let fd: Int32
     let id: Int
     let peer: String
-    let shard: IOShard
+    let shard: Shard
     let context: ServerContext
     @exclusivity(unchecked) var machine: ConnectionStateMachine
     /// What the loop watches for.
@@ -41,8 +39,12 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
     @exclusivity(unchecked) private var readStarted: UInt64 = 0
     /// A flush is asked for at the end of the loop's turn: the answers produced in one turn share a `write(2)`.
     @exclusivity(unchecked) var flushPending = false
-    /// Emptied action buffers kept for reuse (`performing`).
-    @exclusivity(unchecked) private var spareActions: [[ConnectionStateMachine.Action]] = []
+    /// The machine's actions not yet performed, in the order it returned them. `perform` appends to it and runs it;
+    /// what running an action makes the machine return (an inline request's answer, say) is appended and run after the
+    /// actions before it, never re-entrantly, so each action is run in the order the machine returned it.
+    @exclusivity(unchecked) private var pendingActions: [ConnectionStateMachine.Action] = []
+    /// `perform` is running `pendingActions`.
+    @exclusivity(unchecked) private var performingActions = false
     /// Where this connection's writes are parsed and handed to the store, in order (made at the first write).
     private var writeLaneStorage: WorkPool.Lane?
     private var writeLane: WorkPool.Lane {
@@ -51,10 +53,9 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         writeLaneStorage = lane
         return lane
     }
-    /// This connection's writes handed to its lane and not yet answered. While there is one, later writes take the
-    /// lane too (not `Router.submitOnLoop`), so that they reach the store's writer after it, in the order sent.
-    private var writesOnLane = 0
-    /// The change feed's subscriptions (ConnectionWatch.swift performs what it decides).
+    /// This connection's writes on its lane and not yet answered (`LaneWrites`).
+    @exclusivity(unchecked) private var laneWrites = LaneWrites()
+    /// The change feed's subscriptions (ServerConnectionWatch.swift performs what it decides).
     @exclusivity(unchecked) var watches: WatchStateMachine
     /// Output of at least this many bytes (a blob) is written by a sender (a job of the work pool) instead of the
     /// loop, which goes on serving its other connections: on loopback the writer of a large send also does most of
@@ -78,7 +79,7 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
     /// counted as sent once encrypted, then close_notify); nil while open and once the descriptor is closed.
     var lingerUntil: UInt64?
 
-    init(fd: Int32, id: Int, peer: String, shard: IOShard, context: ServerContext, tls: TLSTransport? = nil) {
+    init(fd: Int32, id: Int, peer: String, shard: Shard, context: ServerContext, tls: TLSTransport? = nil) {
         self.fd = fd
         self.id = id
         self.peer = peer
@@ -147,16 +148,11 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         reportTraffic()
     }
 
-    /// Runs `body`, which appends the state machine's actions to a buffer, then performs them. The buffers are kept
-    /// for reuse (one per level of nesting: performing an action may complete a request, which performs again), so a
-    /// request costs no array of actions of its own.
+    /// Runs `body`, which appends the state machine's actions to the connection's pending actions, then performs them
+    /// (`perform`). A request costs no array of actions of its own.
     func performing(_ body: (inout [ConnectionStateMachine.Action]) -> Void) {
-        var actions = spareActions.popLast() ?? []
-        body(&actions)
-        perform(actions)
-        // One or two actions: popping them costs a tenth of `removeAll(keepingCapacity:)`'s generic replaceSubrange.
-        while actions.popLast() != nil {}
-        if actions.capacity <= 256 { spareActions.append(actions) }
+        body(&pendingActions)
+        performPending()
     }
 
     /// `count` bytes of ciphertext in the read buffer: the handshake, then the plaintext to the machine.
@@ -205,59 +201,62 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         shard.loop.setInterest(fd, read: wantsRead, write: wantsWrite)
     }
 
+    /// A request's answer, and when the connection began to run it (its latency is counted from then).
+    struct Answer {
+        var reply: Reply
+        var started: UInt64
+    }
+
+    /// Runs a request the machine handed out, where its plan says; every way ends in `finish`, on the shard's loop.
     private func execute(_ frame: Frame) {
-        if frame.opcode == .watch || frame.opcode == .unwatch { return executeWatch(frame) }
         // Every request is timed, point reads answered from the cache included (STATS and /metrics): an operator
         // reading a latency needs all of them. `monotonicNanos` is `clock_gettime` through the vDSO, tens of
-        // nanoseconds; `DispatchTime.now()` added libdispatch's conversions (~150 instructions per GET).
+        // nanoseconds.
         let started = monotonicNanos()
         context.inFlight.add(1)
         context.logger.debug("conn \(id) request \(frame.requestID) \(frame.opcode.name)")
-        if let reply = context.router.handleInline(
-            frame, reads: shard.pointReads, collections: machine.grant?.collections)
-        {
-            return completed(reply, started: started)
-        }
-        if let backups = context.backups, BackupService.handles(frame.opcode) {
-            return backups.handle(frame, connection: id) { [self] reply in
-                shard.loop.async { [self] in completed(reply, started: started) }
+        let router = context.router
+        switch RequestPlan(for: frame, pointReadsAreLocal: router.pointReadsAreLocal, laneIsBusy: laneWrites.isBusy) {
+        case .inline:
+            let reply = router.answerInline(frame, reads: shard.pointReads, collections: machine.grant?.collections)
+            finish(Answer(reply: reply, started: started))
+        case .refused:
+            finish(Answer(reply: Router.refusal(frame), started: started))
+        case .watch:
+            finish(Answer(reply: answerWatch(frame), started: started))
+            continueCatchUps()
+        case .writer:
+            router.submitToWriter(frame) { [self] reply in
+                shard.loop.async { [self] in finish(Answer(reply: reply, started: started)) }
             }
-        }
-        let isWrite = frame.opcode.isWrite
-        if isWrite && writesOnLane == 0
-            && context.router.submitOnLoop(
-                frame,
-                completion: { [self] reply in shard.loop.async { [self] in completed(reply, started: started) } })
-        {
-            return
-        }
-        if isWrite { writesOnLane += 1 }
-        context.router.handle(
-            frame, writes: writeLane, collections: machine.grant?.collections, uploader: machine.uploader,
-            sendFiles: tls == nil
-        ) { [self] reply in
-            shard.loop.async { [self] in
-                if isWrite { writesOnLane -= 1 }
-                completed(reply, started: started)
+        case .writeLane:
+            laneWrites.handedOut()
+            router.submitWrite(
+                frame, on: writeLane, collections: machine.grant?.collections, uploader: machine.uploader
+            ) { [self] reply in
+                shard.loop.async { [self] in
+                    laneWrites.answered()
+                    finish(Answer(reply: reply, started: started))
+                }
+            }
+        case .workPool:
+            router.submitRead(frame, collections: machine.grant?.collections, sendFiles: tls == nil) { [self] reply in
+                shard.loop.async { [self] in finish(Answer(reply: reply, started: started)) }
+            }
+        case .backup:
+            context.backups.handle(frame, connection: id) { [self] reply in
+                shard.loop.async { [self] in finish(Answer(reply: reply, started: started)) }
             }
         }
     }
 
-    /// A request's answer is ready; on the shard's loop.
-    private func completed(_ reply: Reply, started: UInt64) {
+    /// A request is done, on the shard's loop: its answer is screened for the token, counted and timed (STATS, the
+    /// slow-request log), and handed to the machine to send.
+    private func finish(_ answer: Answer) {
         // Only a token limited to some collections changes an answer; the rest go on as they are, uncopied.
-        if let grant = machine.grant, grant.collections != nil {
-            return answered(grant.screen(reply), started: started)
-        }
-        answered(reply, started: started)
-    }
-
-    private func answered(_ reply: Reply, started: UInt64) {
-        let micros = (monotonicNanos() &- started) / 1000
-        shard.recordRequest(reply.opcode, reply.status, latencyMicros: micros)
-        if micros >= context.logger.slowMicros {
-            context.logger.slowRequest(connection: id, peer: peer, reply, micros: micros)
-        }
+        var reply = answer.reply
+        if let grant = machine.grant, grant.collections != nil { reply = grant.screen(reply) }
+        record(reply.opcode, reply.status, requestID: reply.requestID, started: answer.started)
         context.inFlight.add(-1)
         if reply.status != .ok {
             context.logger.debug("conn \(id) request \(reply.requestID) \(reply.opcode.name) -> \(reply.status.name)")
@@ -265,9 +264,31 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
         performing { machine.requestCompleted(reply, now: shard.loop.now, into: &$0) }
     }
 
-    /// The one place where the state machine's actions become side effects.
+    /// Counts an answer in STATS, and logs it when slow; `started` is when its request began (nil: not timed).
+    private func record(_ opcode: Opcode, _ status: Status, requestID: UInt32?, started: UInt64?) {
+        let micros = started.map { (monotonicNanos() &- $0) / 1000 }
+        shard.recordRequest(opcode, status, latencyMicros: micros)
+        if let micros, micros >= context.logger.slowMicros {
+            context.logger.slowRequest(connection: id, peer: peer, opcode, status, requestID: requestID, micros: micros)
+        }
+    }
+
+    /// Performs the machine's actions, after any still pending, in order (`pendingActions`).
     func perform(_ actions: [ConnectionStateMachine.Action]) {
-        for action in actions {
+        if actions.isEmpty { return }
+        pendingActions += actions
+        performPending()
+    }
+
+    /// The one place where the state machine's actions become side effects: each in the order the machine returned
+    /// it. An action that makes the machine return more appends them; they run after it, in this same loop.
+    private func performPending() {
+        guard !performingActions else { return }
+        performingActions = true
+        var index = 0
+        while index < pendingActions.count {
+            let action = pendingActions[index]
+            index += 1
             switch action {
             case .execute(let frame):
                 execute(frame)
@@ -276,24 +297,27 @@ final class Connection: EventLoopHandler, @unchecked Sendable {
                     flushPending = true
                     shard.loop.flushAtEndOfTurn(self)
                 }
-            case .pauseReading, .resumeReading:
-                // The machine's own flag decides, not the action's order: a nested flush may already have resumed.
-                setReading(!machine.readingPaused)
+            case .pauseReading:
+                setReading(false)
+            case .resumeReading:
+                setReading(true)
                 // Plaintext the TLS session already holds wakes no epoll: read it now.
-                if let tls, !machine.readingPaused, tls.engine.pendingInput > 0 {
+                if let tls, tls.engine.pendingInput > 0 {
                     shard.loop.async { [self] in readPlaintext() }
                 }
             case .record(let opcode, let status, let requestID):
-                let micros = readStarted == 0 ? nil : (monotonicNanos() &- readStarted) / 1000
-                shard.recordRequest(opcode, status, latencyMicros: micros)
-                if let micros {
-                    context.logger.slowRequest(
-                        connection: id, peer: peer, opcode, status, requestID: requestID, micros: micros)
-                }
+                record(opcode, status, requestID: requestID, started: readStarted == 0 ? nil : readStarted)
             case .close(let reason):
                 close(reason)
             }
         }
+        // One or two actions: popping them costs a tenth of `removeAll(keepingCapacity:)`'s generic replaceSubrange.
+        if pendingActions.capacity <= 256 {
+            while pendingActions.popLast() != nil {}
+        } else {
+            pendingActions = []
+        }
+        performingActions = false
     }
 
     /// Adds this connection's traffic since the last report to its shard's count for STATS: once per read and per

@@ -11,7 +11,7 @@ import LarderWire
 import LarderIO
 
 // Closing a connection: at once, after its sender finishes, or after a TLS linger for its last ciphertext.
-extension Connection {
+extension ServerConnection {
     func close(_ reason: CloseReason) {
         guard !closing else { return }
         closing = true
@@ -41,7 +41,7 @@ extension Connection {
             if !senderHasIt { Socket.close(fd) }
             shard.connections[ObjectIdentifier(self)] = nil
         }
-        context.backups?.connectionClosed(id)
+        context.backups.connectionClosed(id)
         performWatch(watches.closed())
         if lingerUntil == nil { context.stats.connectionClosed() }
     }

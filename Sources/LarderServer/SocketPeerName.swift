@@ -45,23 +45,3 @@ extension DefaultStringInterpolation {
         appendLiteral(String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
     }
 }
-
-extension Logger {
-    /// A request that took at least `slowMicros`: its opcode, status and duration, never its content.
-    func slowRequest(connection: Int, peer: String, _ reply: Reply, micros: UInt64) {
-        slowRequest(
-            connection: connection, peer: peer, reply.opcode, reply.status, requestID: reply.requestID, micros: micros)
-    }
-
-    /// The same for an answer the connection made itself (HELLO, a refusal): `requestID` is nil for an error it sent
-    /// unprompted, which answers no request.
-    func slowRequest(
-        connection: Int, peer: String, _ opcode: Opcode, _ status: Status, requestID: UInt32?, micros: UInt64
-    ) {
-        guard micros >= slowMicros else { return }
-        var fields: [(String, JSON)] = [("opcode", .string(opcode.name)), ("status", .string(status.name))]
-        if let requestID { fields.append(("requestId", .int(Int64(requestID)))) }
-        fields.append(("durationMs", .double(Double(micros) / 1000)))
-        log(.warn, "slow request", Context(connection: connection, peer: peer, fields: fields))
-    }
-}
