@@ -290,32 +290,30 @@ private struct KeywordReader {
         return names
     }
 
+    /// The value of `keyword` as `convert` reads it (nil when absent); a value it cannot read is refused as not
+    /// being `what`.
+    func read<T>(_ keyword: String, _ what: String, _ convert: (JSON) -> T?) throws(SchemaError) -> T? {
+        guard let value = object[keyword] else { return nil }
+        guard let converted = convert(value) else { throw wrong(keyword, what) }
+        return converted
+    }
+
     /// An object-valued keyword (`properties`).
     func object(_ keyword: String) throws(SchemaError) -> JSONObject? {
-        guard let value = object[keyword] else { return nil }
-        guard let members = value.objectValue else { throw wrong(keyword, "an object of schemas") }
-        return members
+        try read(keyword, "an object of schemas") { $0.objectValue }
     }
 
     /// A string-valued keyword (`pattern`).
-    func string(_ keyword: String) throws(SchemaError) -> String? {
-        guard let value = object[keyword] else { return nil }
-        guard let text = value.stringValue else { throw wrong(keyword, "a string") }
-        return text
-    }
+    func string(_ keyword: String) throws(SchemaError) -> String? { try read(keyword, "a string") { $0.stringValue } }
 
     /// A boolean-valued keyword (`additionalProperties`, where a schema is not supported).
     func bool(_ keyword: String) throws(SchemaError) -> Bool? {
-        guard let value = object[keyword] else { return nil }
-        guard let flag = value.boolValue else { throw wrong(keyword, "a boolean (a schema there is not supported)") }
-        return flag
+        try read(keyword, "a boolean (a schema there is not supported)") { $0.boolValue }
     }
 
     /// A number-valued keyword (`minimum`, ...).
     func number(_ keyword: String) throws(SchemaError) -> SchemaNumber? {
-        guard let value = object[keyword] else { return nil }
-        guard let number = SchemaNumber(value) else { throw wrong(keyword, "a number") }
-        return number
+        try read(keyword, "a number") { SchemaNumber($0) }
     }
 
     /// A count (`minLength`, `maxItems`, ...): a non-negative integer (`2.0` is one).

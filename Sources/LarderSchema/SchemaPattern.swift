@@ -4,7 +4,7 @@ import CPCRE2
 ///
 /// The regular expression is unanchored, as JSON Schema's are, and read with `PCRE2_UTF | PCRE2_UCP` (code points,
 /// Unicode classes), `PCRE2_DOLLAR_ENDONLY` (`$` is the end, not a final newline, as in ECMA-262) and
-/// ECMA-262's `\u` escapes (`\uFFFF`, `\u{1F600}`).
+/// ECMA-262's `\u` escapes (`\uFFFF`, `\u{1F600}`). `\C` (one byte, which could split a character) is refused.
 ///
 /// Compiled code and the match context are only read once made, which PCRE2 allows from any number of threads at
 /// once; each match brings its own match data (`SchemaPattern.MatchData`). Hence `@unchecked Sendable`.
@@ -38,7 +38,7 @@ final class SchemaPattern: @unchecked Sendable {
         guard let compileContext = pcre2_compile_context_create_8(nil) else { throw PatternError("out of memory", 0) }
         defer { pcre2_compile_context_free_8(compileContext) }
         pcre2_set_compile_extra_options_8(compileContext, UInt32(PCRE2_EXTRA_ALT_BSUX))
-        let options = UInt32(PCRE2_UTF | PCRE2_UCP | PCRE2_ALT_BSUX | PCRE2_DOLLAR_ENDONLY)
+        let options = UInt32(PCRE2_UTF | PCRE2_UCP | PCRE2_ALT_BSUX | PCRE2_DOLLAR_ENDONLY | PCRE2_NEVER_BACKSLASH_C)
         let compiled = source.utf8.withContiguousStorageIfAvailable { utf8 in
             pcre2_compile_8(utf8.baseAddress, utf8.count, options, &errorCode, &errorOffset, compileContext)
         } ?? Array(source.utf8).withUnsafeBufferPointer { utf8 in

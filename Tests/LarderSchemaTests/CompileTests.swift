@@ -58,6 +58,7 @@ struct CompileTests {
             (["maxItems": 1e12], "maxItems", "not 1"),
             (["pattern": 3], "pattern", "a string"),
             (["pattern": "(a"], "pattern", "not a valid regular expression"),
+            (["pattern": #"a\C"#], "pattern", "not a valid regular expression"),
             (["format": "email"], "format", #"the format "email" is not supported"#),
             (["format": 1], "format", "a string"),
             (["items": [["type": "string"]]], "items", "prefixItems"),
