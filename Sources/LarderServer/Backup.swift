@@ -35,7 +35,7 @@ final class BackupService: Sendable {
 
     /// `maxChunkBytes` bounds a `BACKUP_READ` (its answer is a binary part: `Limits.maxBinaryPartBytes`).
     init(store: any DocumentStore & BlobStore, pool: WorkPool, gate: TestGate?, maxChunkBytes: Int) {
-        self.store = store as? any SnapshotStore
+        self.store = store.snapshots
         self.pool = pool
         self.gate = gate
         self.maxChunkBytes = maxChunkBytes

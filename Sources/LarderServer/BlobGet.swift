@@ -53,7 +53,7 @@ extension Router {
                 return completion(reply(to: frame, .failure(error)))
             }
         }
-        let made: (meta: BlobMeta, thumbnail: StoredThumbnail)
+        let made: (meta: BlobInfo, thumbnail: StoredThumbnail)
         do throws(LarderError) {
             let cached = try store.thumbnail(request.id, maxSide: maxSide)
             if let thumbnail = cached.thumbnail {
@@ -83,7 +83,7 @@ extension Router {
         }
     }
 
-    private func thumbnailReply(_ frame: Frame, _ meta: BlobMeta, _ maxSide: Int, _ thumbnail: StoredThumbnail)
+    private func thumbnailReply(_ frame: Frame, _ meta: BlobInfo, _ maxSide: Int, _ thumbnail: StoredThumbnail)
         -> Reply
     {
         var info = meta

@@ -123,8 +123,8 @@ public final class LarderServer: Sendable {
     /// The store in use, for the start-up line: `data DIR`, or `postgres URL` (its password shown as `***`) with the
     /// writer's `synchronous_commit`.
     public var storeDescription: String {
-        guard let postgres = store as? PostgresStore else { return configuration.storeDescription }
-        return configuration.storeDescription + " (synchronous_commit \(postgres.synchronousCommit))"
+        guard let commit = store.commitDescription else { return configuration.storeDescription }
+        return configuration.storeDescription + " (\(commit))"
     }
 
     /// Serves an already open store (tests, embedding).
@@ -254,7 +254,7 @@ public final class LarderServer: Sendable {
         for box in boxes { box.source.activate() }
         startUploadSweeper()
         // Blobs whose file is missing from the data directory: each BLOB_GET of one says so too.
-        for warning in (store as? SQLiteStore)?.startupWarnings ?? [] { context.logger.warn(warning) }
+        for warning in store.startupWarnings { context.logger.warn(warning) }
         context.logger.debug("listening on \(addresses(port: port).joined(separator: ", "))")
         return port
     }

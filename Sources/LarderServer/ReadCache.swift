@@ -125,6 +125,6 @@ final class CachedPointReads: PointReads {
         return json
     }
 
-    func blobHead(_ id: UUID) throws(LarderError) -> BlobMeta { try reads.blobHead(id) }
+    func blobHead(_ id: UUID) throws(LarderError) -> BlobInfo { try reads.blobHead(id) }
     func end() { reads.end() }
 }

@@ -25,9 +25,9 @@ extension Router {
     /// end, a photo too large for a thumbnail) and no work (a thumbnail made and cached) comes of a blob the token may
     /// not see. A blob's attachment never changes once stored, so what this finds is what the request then reads.
     func visibleBlob(_ id: UUID, _ opcode: Opcode, _ collections: Set<String>, _ reads: (any PointReads)? = nil)
-        throws(LarderError) -> BlobMeta
+        throws(LarderError) -> BlobInfo
     {
-        let meta: BlobMeta
+        let meta: BlobInfo
         do throws(LarderError) {
             meta = if let reads { try reads.blobHead(id) } else { try store.blobHead(id) }
         } catch where error.status == .notFound {
@@ -171,7 +171,7 @@ extension Router {
                 .payloadTooLarge, "a range carries at most \(maxReplyBinaryBytes) bytes; ask for less at a time",
                 field: "length", details: ["limit": .int(Int64(maxReplyBinaryBytes))])
         }
-        let (meta, body): (BlobMeta, BlobBody)
+        let (meta, body): (BlobInfo, BlobBody)
         if sendFiles && length >= Int64(Connection.offloadBytes) {
             (meta, body) = try store.blobReadForSending(request.id, offset: offset, length: Int(length))
         } else {

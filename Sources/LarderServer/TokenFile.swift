@@ -39,7 +39,7 @@ extension TokenTable {
                 var names = Set<String>()
                 for name in fields[2].split(separator: ",", omittingEmptySubsequences: false).map(String.init) {
                     do throws(LarderError) {
-                        try SQLiteStore.validateCollection(name)
+                        try CollectionName.validate(name)
                     } catch {
                         throw fail(number, "'\(name)' is not a collection name: \(error.message)")
                     }

@@ -58,7 +58,7 @@ struct WatchStateMachine {
         do throws(LarderError) {
             guard frame.binary.isEmpty else { throw LarderError(.invalidArgument, "WATCH takes no binary part") }
             let request = try WatchRequest(json: frame.jsonObject())
-            if let collection = request.collection { try SQLiteStore.validateCollection(collection) }
+            if let collection = request.collection { try CollectionName.validate(collection) }
             guard subscriptions.count < limits.maxWatches else {
                 throw LarderError(
                     .resourceExhausted, "this connection already holds \(limits.maxWatches) subscriptions; "

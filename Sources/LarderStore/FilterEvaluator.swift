@@ -1,7 +1,7 @@
 import Foundation
 import LarderWire
 
-/// Evaluates a `Filter` on one document in memory, answering exactly what SEARCH's SQL (`SQLBuilder.condition`)
+/// Evaluates a `Filter` on one document in memory, answering exactly what SEARCH's SQL (`SQLiteQueryBuilder.condition`)
 /// answers for the same document, so a WATCH filter selects the same records a SEARCH would.
 ///
 /// The SQL rules it mirrors:
@@ -143,7 +143,7 @@ package enum FilterEvaluator {
         }
     }
 
-    /// How SQLite binds a filter value (SQLBuilder.sqlValue).
+    /// How SQLite binds a filter value (SQLiteQueryBuilder.sqlValue).
     private static func sqlValue(_ json: JSON) -> Value {
         switch json {
         case .null: .null

@@ -81,7 +81,7 @@ struct SeqPosition {
             return
         }
         let position = try Cursor.open(cursor, kind, scope: scope, scopeMessage: scopeMessage)
-        guard case .int(let seq)? = position["seq"] else { throw SQLiteStore.damagedCursor }
+        guard case .int(let seq)? = position["seq"] else { throw StoreRules.damagedCursor }
         after = seq
     }
 
@@ -111,7 +111,7 @@ struct SeqPosition {
 }
 
 /// Where a SEARCH page starts: after the last record of the page before, by its sort values and id. A cursor is valid
-/// only with the same collection, filter, text and sort (`SQLiteStore.searchScope`).
+/// only with the same collection, filter, text and sort (`Cursor.searchScope`).
 struct SearchPosition {
     /// The sort values (one per sort key) and the id of the last record before this page.
     let values: [SQLValue]
@@ -121,15 +121,15 @@ struct SearchPosition {
     static func open(_ collection: String, _ query: SearchQuery) throws(LarderError) -> SearchPosition? {
         guard let cursor = query.cursor else { return nil }
         let object = try Cursor.open(
-            cursor, .search, scope: SQLiteStore.searchScope(collection, query),
+            cursor, .search, scope: Cursor.searchScope(collection, query),
             scopeMessage: "the cursor belongs to another query: a SEARCH cursor is valid only with the same "
                 + "collection, filter, text and sort; start again without it")
         guard case .array(let raw)? = object["v"], raw.count == query.sort.count,
             case .string(let lastId)? = object["id"]
-        else { throw SQLiteStore.damagedCursor }
+        else { throw StoreRules.damagedCursor }
         var values: [SQLValue] = []
         for item in raw {
-            guard let value = Cursor.sqlValue(item) else { throw SQLiteStore.damagedCursor }
+            guard let value = Cursor.sqlValue(item) else { throw StoreRules.damagedCursor }
             values.append(value)
         }
         return SearchPosition(values: values, lastId: lastId)
@@ -142,7 +142,7 @@ struct SearchPosition {
         var next: String?
         if more, let last = items.last {
             next = Cursor.encode(
-                .search, scope: SQLiteStore.searchScope(collection, query),
+                .search, scope: Cursor.searchScope(collection, query),
                 ["v": .array(last.1.map(Cursor.json)), "id": .string(last.0.id.wireString)])
         }
         return Page(records: items.map(\.0), nextCursor: next)

@@ -1,13 +1,13 @@
 import Foundation
 import LarderWire
 
-// The store's public surface. The server codes against `DocumentStore` and `BlobStore` only, so a PostgreSQL backend
-// can be added later without touching it; `SQLiteStore` is the one implementation today.
+// The store's public surface. The server codes against `DocumentStore` and `BlobStore` only; `SQLiteStore`
+// (SQLite/) and `PostgresStore` (Postgres/) implement them, and what one of them lacks (snapshots for BACKUP, blob
+// files) is declared by the protocol rather than found by casting to a store type.
 //
-// Threading: every method is synchronous, thread-safe and callable from any thread. Reads run on a small pool of
-// read-only connections; writes go to one writer connection owned by a serial queue that batches concurrent writes
-// into one transaction (group commit). A synchronous write returns only after its COMMIT succeeded.
-// Never call a synchronous write from inside a `submitWrite` body (that would wait on its own queue).
+// Threading: every method is thread-safe and callable from any thread. Reads run on a small pool of connections;
+// writes go to one writer connection owned by a serial queue that batches concurrent writes into one transaction
+// (group commit), and a write's completion is called only after its COMMIT succeeded.
 
 /// One stored document with its envelope.
 public struct StoredRecord: Sendable, Equatable {
@@ -47,9 +47,6 @@ public struct StoredRecord: Sendable, Equatable {
     /// The decoded `data` object (for tests and tools; the hot path never decodes).
     public func decodedData() throws(LarderError) -> JSONObject { try JSONParser.parseObject(data) }
 }
-
-/// A blob's metadata: the wire model, shared so that the server answers it without conversion.
-public typealias BlobMeta = BlobInfo
 
 /// One page of records; `nextCursor` is nil on the last page.
 public struct Page: Sendable, Equatable {
@@ -151,21 +148,30 @@ public struct PreparedDocument: Sendable, Equatable {
 /// Each body of `submitWrite` runs inside its own SAVEPOINT: when it throws, only its own changes are rolled back. A
 /// body of `submitSingleWrite` makes one document write, which changes nothing when it refuses.
 public protocol WriteContext {
+    /// Creates a document; CONFLICT when `id` exists, PAYLOAD_TOO_LARGE over the document limit.
     func create(_ collection: String, id: UUID?, data: JSONObject) throws(LarderError) -> StoredRecord
     /// `create` with the data prepared beforehand (off the writer thread).
     func create(_ collection: String, id: UUID?, document: PreparedDocument) throws(LarderError) -> StoredRecord
+    /// Replaces `data`; CONFLICT (details `currentRev`) when `expectedRev` differs.
     func replace(_ collection: String, id: UUID, data: JSONObject, expectedRev: Int64?) throws(LarderError)
         -> StoredRecord
     /// `replace` with the data prepared beforehand (off the writer thread).
     func replace(_ collection: String, id: UUID, document: PreparedDocument, expectedRev: Int64?) throws(LarderError)
         -> StoredRecord
+    /// Applies an RFC 7396 merge patch; CONFLICT (details `currentRev`) when `expectedRev` differs.
     func patch(_ collection: String, id: UUID, patch: JSONObject, expectedRev: Int64?) throws(LarderError)
         -> StoredRecord
+    /// Deletes a document and the blobs attached to it. Answers the deleted revision.
     func delete(_ collection: String, id: UUID, expectedRev: Int64?) throws(LarderError) -> (rev: Int64, blobsDeleted: Int)
+    /// Drops a collection, its documents, indexes and attached blobs; NOT_FOUND when absent.
     func dropCollection(_ name: String) throws(LarderError) -> (documents: Int, blobs: Int)
+    /// Declares an expression index on a field path; `created` is false when it existed.
     func createIndex(_ collection: String, field: FieldPath) throws(LarderError) -> (name: String, created: Bool)
+    /// Validates the JPEG (UNSUPPORTED_MEDIA_TYPE), the size (PAYLOAD_TOO_LARGE), the expected SHA-256
+    /// (INVALID_ARGUMENT when different), the attachment (NOT_FOUND when the document is missing), the id (CONFLICT).
     func blobPut(id: UUID?, bytes: [UInt8], expectedSHA256: String?, attachTo: BlobAttachment?) throws(LarderError)
-        -> BlobMeta
+        -> BlobInfo
+    /// Deletes a blob (and its cached thumbnails); NOT_FOUND when absent.
     func blobDelete(_ id: UUID) throws(LarderError)
     /// Caches `thumbnail` (of blob `id` at `maxSide`) while the blob still holds the bytes whose SHA-256 is
     /// `sha256`; false when it no longer does, or the thumbnail was cached already. See `ThumbnailStore`.
@@ -177,8 +183,6 @@ public protocol WriteContext {
 /// Collection names match `^[A-Za-z][A-Za-z0-9_-]{0,63}$` (a letter, then up to 63 letters, digits, `_` or `-`);
 /// anything else is INVALID_ARGUMENT with field `collection`. A collection exists from its first write until dropped.
 public protocol DocumentStore: Sendable {
-    /// Creates a document; CONFLICT when `id` exists, PAYLOAD_TOO_LARGE over the document limit.
-    func create(_ collection: String, id: UUID?, data: JSONObject) throws(LarderError) -> StoredRecord
     /// NOT_FOUND when absent.
     func get(_ collection: String, id: UUID) throws(LarderError) -> StoredRecord
     /// A burst of point reads (documents and blob metadata) for one thread; see `PointReads`.
@@ -191,14 +195,6 @@ public protocol DocumentStore: Sendable {
     var isShared: Bool { get }
     /// Found records in the order of `ids` (duplicates answered once), and the ids that do not exist.
     func getMany(_ collection: String, ids: [UUID]) throws(LarderError) -> (records: [StoredRecord], missing: [UUID])
-    /// Replaces `data`; CONFLICT (details `currentRev`) when `expectedRev` differs.
-    func replace(_ collection: String, id: UUID, data: JSONObject, expectedRev: Int64?) throws(LarderError)
-        -> StoredRecord
-    /// Applies an RFC 7396 merge patch; CONFLICT (details `currentRev`) when `expectedRev` differs.
-    func patch(_ collection: String, id: UUID, patch: JSONObject, expectedRev: Int64?) throws(LarderError)
-        -> StoredRecord
-    /// Deletes a document and the blobs attached to it, in one transaction. Answers the deleted revision.
-    func delete(_ collection: String, id: UUID, expectedRev: Int64?) throws(LarderError) -> (rev: Int64, blobsDeleted: Int)
     /// Records in creation order; `cursor` comes from a previous page's `nextCursor`.
     func list(_ collection: String, limit: Int, cursor: String?) throws(LarderError) -> Page
     /// Filter, text search, sort and keyset paging (see `SearchQuery`).
@@ -210,10 +206,6 @@ public protocol DocumentStore: Sendable {
         throws(LarderError) -> [Group]
     /// Every collection with its document count, by name.
     func collections() throws(LarderError) -> [CollectionInfo]
-    /// Drops a collection, its documents, indexes and attached blobs; NOT_FOUND when absent.
-    func dropCollection(_ name: String) throws(LarderError) -> (documents: Int, blobs: Int)
-    /// Declares an expression index on a field path; `created` is false when it existed.
-    func createIndex(_ collection: String, field: FieldPath) throws(LarderError) -> (name: String, created: Bool)
     func stats() throws(LarderError) -> StoreStats
     /// Moves the WAL into the main file (TRUNCATE); call on shutdown.
     func checkpoint() throws(LarderError)
@@ -234,6 +226,18 @@ public protocol DocumentStore: Sendable {
         _ body: @escaping @Sendable (any WriteContext) throws(LarderError) -> T,
         completion: @escaping @Sendable (Result<T, LarderError>) -> Void)
 
+    // What a store may lack, declared here rather than found by casting to a store type.
+
+    /// The consistent one-file copies BACKUP streams; nil on a store that makes none (PostgreSQL, which pg_dump backs
+    /// up).
+    var snapshots: (any SnapshotStore)? { get }
+    /// What the store's start-up found wrong and could not mend (blobs whose file is missing from the data
+    /// directory), for the server to log; empty on a store that keeps no blob files.
+    var startupWarnings: [String] { get }
+    /// How the store commits, for the server's start-up line (PostgreSQL's `synchronous_commit`); nil when there is
+    /// nothing to say beyond where the data is.
+    var commitDescription: String? { get }
+
     // The change log (WATCH).
 
     /// The sequence number of the last committed change (0 before the first). It moves before the change listeners
@@ -250,6 +254,9 @@ public protocol DocumentStore: Sendable {
 extension DocumentStore {
     public var pointReadsAreLocal: Bool { true }
     public var isShared: Bool { false }
+    public var snapshots: (any SnapshotStore)? { nil }
+    public var startupWarnings: [String] { [] }
+    public var commitDescription: String? { nil }
 
     public func submitSingleWrite<T: Sendable>(
         _ body: @escaping @Sendable (any WriteContext) throws(LarderError) -> T,
@@ -278,25 +285,20 @@ extension BlobStore {
 }
 
 package protocol BlobStore: ThumbnailStore, Sendable {
-    /// Validates the JPEG (UNSUPPORTED_MEDIA_TYPE), the size (PAYLOAD_TOO_LARGE), the expected SHA-256
-    /// (INVALID_ARGUMENT when different), the attachment (NOT_FOUND when the document is missing), the id (CONFLICT).
-    func blobPut(id: UUID?, bytes: [UInt8], expectedSHA256: String?, attachTo: BlobAttachment?) throws(LarderError)
-        -> BlobMeta
-    func blobGet(_ id: UUID) throws(LarderError) -> (meta: BlobMeta, bytes: [UInt8])
-    func blobHead(_ id: UUID) throws(LarderError) -> BlobMeta
-    func blobDelete(_ id: UUID) throws(LarderError)
+    func blobGet(_ id: UUID) throws(LarderError) -> (meta: BlobInfo, bytes: [UInt8])
+    func blobHead(_ id: UUID) throws(LarderError) -> BlobInfo
     /// Blobs in creation order, optionally only those attached to one document.
     func blobList(limit: Int, cursor: String?, attachedTo: BlobAttachment?) throws(LarderError)
-        -> (blobs: [BlobMeta], nextCursor: String?)
+        -> (blobs: [BlobInfo], nextCursor: String?)
 
     /// `length` bytes of the blob from `offset`, fewer when the blob ends first; INVALID_ARGUMENT (field `offset`,
     /// details `size`) when `offset` is at or past its end. Reads only the chunks the range touches, whatever the
     /// blob's size.
-    func blobRead(_ id: UUID, offset: Int64, length: Int) throws(LarderError) -> (meta: BlobMeta, bytes: [UInt8])
+    func blobRead(_ id: UUID, offset: Int64, length: Int) throws(LarderError) -> (meta: BlobInfo, bytes: [UInt8])
     /// `blobRead` for an answer: a range kept in a file comes back as that file, open, to be sent from the page cache
     /// without being read into memory (`BlobBody.file`); otherwise the bytes.
     func blobReadForSending(_ id: UUID, offset: Int64, length: Int) throws(LarderError)
-        -> (meta: BlobMeta, body: BlobBody)
+        -> (meta: BlobInfo, body: BlobBody)
     /// Starts a resumable upload (`Uploads.swift`): checks the size, the id (CONFLICT), the attachment's document
     /// (NOT_FOUND) and the quotas (RESOURCE_EXHAUSTED) at once, so a client learns before sending any byte. `owner`
     /// names who holds the upload (a token's digest, or a connection) for its share of the quota, counted from the
@@ -308,7 +310,7 @@ package protocol BlobStore: ThumbnailStore, Sendable {
         -> BlobUploadInfo
     func uploadStatus(_ upload: UUID) throws(LarderError) -> BlobUploadInfo
     /// Checks the whole SHA-256 and the JPEG structure of a complete upload and makes it a blob.
-    func uploadFinish(_ upload: UUID, sha256: String?) throws(LarderError) -> BlobMeta
+    func uploadFinish(_ upload: UUID, sha256: String?) throws(LarderError) -> BlobInfo
     func uploadAbort(_ upload: UUID) throws(LarderError)
     /// Drops the uploads whose time ran out, with their bytes; answers how many.
     func expireUploads() throws(LarderError) -> Int

@@ -1,20 +1,14 @@
 import Foundation
 import LarderWire
 
-/// An upload as the store keeps it: its `uploads` row (the wire form carries every column).
-package typealias UploadRecord = BlobUploadInfo
-
 /// What each store writes for resumable uploads, inside the writer's transaction (its SQL dialect).
 protocol UploadWriteContext: PreparedWriteContext {
     /// Inserts `upload`, held by `owner`, after dropping the uploads expired at `now`: CONFLICT when a blob has its
     /// id, NOT_FOUND when the document to attach to is missing, RESOURCE_EXHAUSTED when the owner's open uploads or
     /// everyone's would pass `quota` (`WriteRules.checkUploadQuota`). Uploads expired at `now` never count.
-    func uploadInsert(_ upload: UploadRecord, owner: String, quota: UploadQuota, now: Int64) throws(LarderError)
-    /// Appends a chunk at the committed offset and moves the expiry to `expiresAt`; answers the upload after it.
-    func uploadAppend(_ upload: UUID, offset: Int64, bytes: [UInt8], now: Int64, expiresAt: Int64) throws(LarderError)
-        -> UploadRecord
+    func uploadInsert(_ upload: BlobUploadInfo, owner: String, quota: UploadQuota, now: Int64) throws(LarderError)
     /// Makes the complete upload the blob `meta` (its chunks become the blob's) and forgets the upload.
-    func uploadComplete(_ upload: UUID, meta: BlobMeta) throws(LarderError) -> BlobMeta
+    func uploadComplete(_ upload: UUID, meta: BlobInfo) throws(LarderError) -> BlobInfo
     /// Drops an upload and its chunks; false when there was none.
     func uploadDelete(_ upload: UUID) throws(LarderError) -> Bool
     /// Drops every upload whose expiry is at or before `now`, with its chunks; answers how many.
@@ -23,13 +17,10 @@ protocol UploadWriteContext: PreparedWriteContext {
 
 /// What each store reads for uploads and ranges, on its readers.
 protocol UploadReads: GroupCommitStore {
+    /// The store's configuration and shared state (the upload limits and clock).
+    var core: StoreCore { get }
     /// The upload's row, expired or not; nil when there is none.
-    func uploadRecord(_ upload: UUID) throws(LarderError) -> UploadRecord?
-    /// Calls `body` with the chunks of `owner` (an upload id) that overlap `range`, in order: each chunk's start
-    /// offset and bytes, one chunk in memory at a time.
-    func forEachChunk(
-        owner: UUID, overlapping range: Range<Int64>, _ body: (Int64, [UInt8]) throws(LarderError) -> Void
-    ) throws(LarderError)
+    func uploadRecord(_ upload: UUID) throws(LarderError) -> BlobUploadInfo?
 }
 
 /// The limits on unfinished uploads (Protocol.md section 8): everyone's declared bytes together, and each owner's
@@ -79,15 +70,17 @@ enum UploadRules {
             guard from < to, start + Int64(from) == range.lowerBound + Int64(out.count) else { return }
             out.append(contentsOf: bytes[from..<to])
         }
-        guard out.count == range.count else { throw SQLiteStore.blobNotFound(id) }
+        guard out.count == range.count else { throw StoreRules.blobNotFound(id) }
         return out
     }
 }
 
 extension UploadReads {
-    private var now: Int64 { core.configuration.clock() }
+    /// The upload clock's now (`StoreConfiguration.clock`).
+    var now: Int64 { core.configuration.clock() }
 
-    private func write<T: Sendable>(_ body: @escaping @Sendable (any UploadWriteContext) throws(LarderError) -> T)
+    /// Runs `body` in a write job of its own with the store's upload operations, and waits for its COMMIT.
+    func uploadWrite<T: Sendable>(_ body: @escaping @Sendable (any UploadWriteContext) throws(LarderError) -> T)
         throws(LarderError) -> T
     {
         try syncWrite { context throws(LarderError) in try body(context as! any UploadWriteContext) }
@@ -100,7 +93,7 @@ extension UploadReads {
     }
 
     /// The upload `request` asks for, checked against the limits, not yet stored.
-    func newUpload(_ request: BlobUploadRequest) throws(LarderError) -> UploadRecord {
+    func newUpload(_ request: BlobUploadRequest) throws(LarderError) -> BlobUploadInfo {
         let configuration = core.configuration
         guard request.size <= Int64(configuration.maxBlobBytes) else {
             throw LarderError(
@@ -108,22 +101,22 @@ extension UploadReads {
                 field: "size", details: ["limit": .int(Int64(configuration.maxBlobBytes))])
         }
         if let attach = request.attach {
-            try SQLiteStore.validateCollection(attach.collection, field: "attach.collection")
+            try CollectionName.validate(attach.collection, field: "attach.collection")
         }
-        return UploadRecord(
+        return BlobUploadInfo(
             upload: UUID(), id: request.id ?? UUID(), size: request.size, offset: 0,
             chunkBytes: configuration.blobChunkBytes, expiresAt: now + configuration.uploadExpiryMs,
             sha256: request.sha256, attach: request.attach)
     }
 
     /// Commits `upload`'s row, held by `owner` (within the quotas of unfinished uploads).
-    func insertUpload(_ upload: UploadRecord, owner: String) throws(LarderError) {
+    func insertUpload(_ upload: BlobUploadInfo, owner: String) throws(LarderError) {
         let configuration = core.configuration
         let quota = UploadQuota(
             totalBytes: configuration.maxUploadBytes, ownerUploads: configuration.maxUploadsPerOwner,
             ownerBytes: configuration.maxUploadBytesPerOwner)
         let now = self.now
-        try write { context throws(LarderError) in
+        try uploadWrite { context throws(LarderError) in
             try context.uploadInsert(upload, owner: owner, quota: quota, now: now)
         }
     }
@@ -140,65 +133,24 @@ extension UploadReads {
         }
     }
 
-    public func uploadChunk(_ upload: UUID, offset: Int64, bytes: [UInt8], crc32: UInt32) throws(LarderError)
-        -> BlobUploadInfo
-    {
-        try checkChunkCRC(upload, offset: offset, bytes: bytes, crc32: crc32)
-        let now = self.now
-        let expiresAt = now + core.configuration.uploadExpiryMs
-        return try write { context throws(LarderError) in
-            try context.uploadAppend(upload, offset: offset, bytes: bytes, now: now, expiresAt: expiresAt)
-        }
-    }
-
     public func uploadStatus(_ upload: UUID) throws(LarderError) -> BlobUploadInfo {
         guard let record = try uploadRecord(upload), record.expiresAt > now else { throw UploadRules.noUpload(upload) }
         return record
     }
 
     public func uploadAbort(_ upload: UUID) throws(LarderError) {
-        let deleted = try write { context throws(LarderError) in try context.uploadDelete(upload) }
+        let deleted = try uploadWrite { context throws(LarderError) in try context.uploadDelete(upload) }
         guard deleted else { throw UploadRules.noUpload(upload) }
     }
 
     public func expireUploads() throws(LarderError) -> Int {
         let now = self.now
-        return try write { context throws(LarderError) in try context.uploadsExpire(now: now) }
-    }
-
-    /// Reads the whole upload once, a chunk at a time (the SHA-256 of what is stored, not of what was sent), walks
-    /// its JPEG structure, then commits the blob. The reading happens off the writer: other writes go on meanwhile.
-    public func uploadFinish(_ upload: UUID, sha256: String?) throws(LarderError) -> BlobMeta {
-        let record = try finishableUpload(upload)
-        var hasher = SHA256()
-        var head: (start: Int64, bytes: [UInt8]) = (0, [])
-        try forEachChunk(owner: upload, overlapping: 0..<record.size) { (start, bytes) throws(LarderError) in
-            hasher.update(bytes)
-            if start == 0 { head = (start, bytes) }
-        }
-        // The structure walk reads a few hundred bytes, nearly always inside the first chunk; any other byte comes
-        // from the chunk holding it, kept until the walk leaves it.
-        var cached = head
-        return try completeUpload(record, digest: hasher.finalizeHex(), sha256: sha256) {
-            () throws(LarderError) -> JPEGInfo in
-            try JPEG.inspect(count: Int(record.size)) { (index) throws(LarderError) -> UInt8 in
-                let at = Int64(index)
-                if at < cached.start || at >= cached.start + Int64(cached.bytes.count) {
-                    try forEachChunk(owner: upload, overlapping: at..<(at + 1)) { (start, bytes) throws(LarderError) in
-                        cached = (start, bytes)
-                    }
-                }
-                guard at >= cached.start, at < cached.start + Int64(cached.bytes.count) else {
-                    throw UploadRules.noUpload(upload)
-                }
-                return cached.bytes[Int(at - cached.start)]
-            }
-        }
+        return try uploadWrite { context throws(LarderError) in try context.uploadsExpire(now: now) }
     }
 
     /// The row of `upload` when it has all its bytes: NOT_FOUND when there is none, CONFLICT (details `offset`) when
     /// bytes are missing.
-    func finishableUpload(_ upload: UUID) throws(LarderError) -> UploadRecord {
+    func finishableUpload(_ upload: UUID) throws(LarderError) -> BlobUploadInfo {
         let record = try uploadStatus(upload)
         guard record.offset == record.size else {
             throw LarderError(
@@ -211,11 +163,11 @@ extension UploadReads {
     /// Checks a complete upload's SHA-256 (`digest`, of the stored bytes) against the expected ones and its JPEG
     /// structure (`inspect`), then commits its blob. A failed check drops the upload: its bytes will not change.
     func completeUpload(
-        _ record: UploadRecord, digest: String, sha256: String?, inspect: () throws(LarderError) -> JPEGInfo
-    ) throws(LarderError) -> BlobMeta {
+        _ record: BlobUploadInfo, digest: String, sha256: String?, inspect: () throws(LarderError) -> JPEGInfo
+    ) throws(LarderError) -> BlobInfo {
         let upload = record.upload
         func discard(_ error: LarderError) throws(LarderError) -> Never {
-            _ = try? write { context throws(LarderError) in try context.uploadDelete(upload) }
+            _ = try? uploadWrite { context throws(LarderError) in try context.uploadDelete(upload) }
             throw LarderError(
                 error.status, error.message + "; the upload was dropped, start again", field: error.field,
                 details: error.details)
@@ -232,10 +184,10 @@ extension UploadReads {
         } catch where error.status == .unsupportedMediaType {
             try discard(error)
         }
-        let meta = BlobMeta(
+        let meta = BlobInfo(
             id: record.id, size: record.size, sha256: digest, contentType: "image/jpeg", width: info.width,
             height: info.height, createdAtMs: nowMillis(), attachedTo: record.attach)
-        return try write { context throws(LarderError) in try context.uploadComplete(upload, meta: meta) }
+        return try uploadWrite { context throws(LarderError) in try context.uploadComplete(upload, meta: meta) }
     }
 }
 
@@ -277,7 +229,7 @@ extension WriteRules {
 
     /// The checks on a chunk of `count` bytes at `offset` of `upload`: the committed offset (CONFLICT, details
     /// `offset`), the chunk size (PAYLOAD_TOO_LARGE), the declared size (INVALID_ARGUMENT).
-    static func checkChunk(_ upload: UploadRecord, offset: Int64, count: Int) throws(LarderError) {
+    static func checkChunk(_ upload: BlobUploadInfo, offset: Int64, count: Int) throws(LarderError) {
         guard offset == upload.offset else {
             throw LarderError(
                 .conflict, "the upload's committed offset is \(upload.offset), not \(offset); send from "

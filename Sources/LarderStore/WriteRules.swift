@@ -26,40 +26,11 @@ enum WriteRules {
     /// The name INDEX answers for `field` of `collection`, once both are checked: a valid collection name, a data
     /// field (envelope fields need no index).
     static func indexName(_ collection: String, _ field: FieldPath) throws(LarderError) -> String {
-        try SQLiteStore.validateCollection(collection)
+        try CollectionName.validate(collection)
         guard field.envelope == nil else {
             throw LarderError(
                 .invalidArgument, "indexes are declared on data fields; envelope fields need none", field: "field")
         }
         return "ix_\(collection)_" + String(SHA256.hex(Array(field.description.utf8)).prefix(16))
-    }
-}
-
-extension PreparedWriteContext {
-    /// Runs one write job's body as both stores' writers do. A closed store answers why; a body that throws has its
-    /// writes undone (`undo`: to the job's savepoint on SQLite, by the batch's rollback on PostgreSQL) and its log
-    /// entries taken back, for they never happened. The returned delivery is called with the COMMIT's outcome.
-    func runJob<T>(
-        _ body: (any WriteContext) throws(LarderError) -> T, begin: () throws(LarderError) -> Void,
-        end: () throws(LarderError) -> Void = {}, undo: () -> Void,
-        completion: @escaping @Sendable (Result<T, LarderError>) -> Void
-    ) -> (LarderError?) -> Void {
-        let result: Result<T, LarderError>
-        if let closedError {
-            result = .failure(closedError)
-        } else {
-            let logged = changes.count
-            do throws(LarderError) {
-                try begin()
-                let value = try body(self)
-                try end()
-                result = .success(value)
-            } catch {
-                undo()
-                changes.removeSubrange(logged...)
-                result = .failure(error)
-            }
-        }
-        return { commitError in completion(commitError.map { .failure($0) } ?? result) }
     }
 }

@@ -24,7 +24,7 @@ let topHelp = """
       blobs [options]        blob upload and download MB/s through LarderClient over one open connection (compare
                              with tcp-copy of the same --size)
       wire [SECONDS]         the codec in-process: frame encode/decode, typed and tree-free JSON, zlib levels
-      store [options]        the store in-process: create, get, search, blobs (LarderStore's own benchmark)
+      store [options]        the SQLite store in-process: create, get, search, blobs
       watch [options]        change-feed fan-out: one writer, N subscribers (default 1000) of a running server
       thumbnail [FILE...]    thumbnails in-process: TurboJPEG's scaled decoding against a full-size decode
       thumb-server [options] thumbnails through a running server over TCP: cold (made and cached) and cached,

@@ -7,7 +7,7 @@ import LarderServer
 import LarderWire
 import Testing
 
-/// Answers checked against Protocol.md through a real server socket (issue 12): each test names the rule it holds
+/// Answers checked against Protocol.md through a real server socket: each test names the rule it holds
 /// the server to, and fails on the answer the server gave before.
 @Suite(.timeLimit(.minutes(20))) struct ProtocolConformanceTests {
     /// Section 4: PING's JSON part is empty in both directions, before HELLO and after it.
@@ -200,7 +200,7 @@ import Testing
         }
     }
 
-    /// Section 5.2 over the wire: issue 12's values sort strings, then arrays, then objects; `desc` reverses a key's
+    /// Section 5.2 over the wire: values sort strings, then arrays, then objects; `desc` reverses a key's
     /// whole order, so null and missing come last, while the id tie-break stays ascending; GROUP's sections come in
     /// the ascending sort order, 1 and 1.0 sharing one, `true` apart from 1.
     @Test func mixedKindsSortAndGroupAsTheSpecSays() throws {
@@ -509,8 +509,8 @@ import Testing
     }
 
     /// Section 2.1: the first 6 bytes are judged together, the magic first: a bad length with a bad magic gets the
-    /// magic's PROTOCOL_ERROR however the bytes arrive (the length's 4 bytes first, alone, used to get
-    /// PAYLOAD_TOO_LARGE), and a bad length behind a good magic gets PAYLOAD_TOO_LARGE.
+    /// magic's PROTOCOL_ERROR however the bytes arrive (the length's 4 bytes first, alone, too), and a bad length
+    /// behind a good magic gets PAYLOAD_TOO_LARGE.
     @Test func aBadMagicWinsOverABadLength() throws {
         try withServerOnPort0 { _, port in
             let halves = try RawClient.tcp(port: port)

@@ -61,7 +61,7 @@ final class AcknowledgedWrites: Sendable {
     var snapshot: State { state.withLock { $0 } }
 }
 
-/// Crash recovery (issue 7): clients write documents and blobs against a real `larder-server`, which is killed with
+/// Crash recovery: clients write documents and blobs against a real `larder-server`, which is killed with
 /// SIGKILL at a random moment and restarted; every acknowledged write must be there (blobs by SHA-256), every
 /// acknowledged delete gone, and `PRAGMA integrity_check` must say ok. `scripts/crash-test ROUNDS` runs many rounds.
 @Suite(ReliabilityKnobs.timeLimit(plus: ReliabilityKnobs.int("LARDER_CRASH_ROUNDS", default: 3)))  // a minute a round

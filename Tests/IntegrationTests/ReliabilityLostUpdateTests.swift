@@ -3,7 +3,7 @@ import LarderClient
 import LarderWire
 import Testing
 
-/// No lost updates (issue 7): many clients add 1 to one counter with revision-checked writes, retrying on CONFLICT;
+/// No lost updates: many clients add 1 to one counter with revision-checked writes, retrying on CONFLICT;
 /// the final value is exactly the number of increments, and the revision says no write was applied twice.
 @Suite(
     ReliabilityKnobs.timeLimit(

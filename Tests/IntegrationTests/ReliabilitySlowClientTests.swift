@@ -83,7 +83,7 @@ final class Tricklers: @unchecked Sendable {
     }
 }
 
-/// Many slow clients (issue 7): connections that trickle a byte a second are cut at the frame deadline, never before,
+/// Many slow clients: connections that trickle a byte a second are cut at the frame deadline, never before,
 /// while a healthy client is served. `scripts/slow-clients` runs it with 1,000 connections and the default 30-second
 /// deadline, and measures: each is cut within a second of its deadline, and the healthy client's p99 stays within 2x
 /// of its figure without them. In the suite those two are reported, not judged (they are speeds, for a quiet machine).

@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import LarderClient
 import LarderSync
+import LarderTestProcess
 import LarderWire
 import Testing
 
@@ -15,7 +16,7 @@ struct SoakSample: Sendable {
     var operations: Int
 }
 
-/// Soak (issue 7): mixed load against a real `larder-server` while its RSS and open descriptors are sampled every
+/// Soak: mixed load against a real `larder-server` while its RSS and open descriptors are sampled every
 /// second. `scripts/soak MINUTES` runs it for minutes and fails if either keeps growing; the suite runs a few seconds
 /// and checks that every descriptor is given back once the clients leave.
 @Suite(ReliabilityKnobs.timeLimit(plus: ReliabilityKnobs.int("LARDER_SOAK_MINUTES", default: 0)))
@@ -263,7 +264,7 @@ struct ReliabilitySoakTests {
             "\(mostDescriptors) fds, \(opened) connections")
         let peak = server.peakResidentBytes ?? 0
         let allowed = SoakBounds.residentBytes + seconds * SoakBounds.residentBytesPerSecond
-        let memoryBound = (ReliabilityKnobs.sanitized ? 4 : 1) * allowed
+        let memoryBound = SanitizerBuild.current.residentBound(allowed)
         report("soak: peak RSS \(peak >> 20) MB (bound \(memoryBound >> 20) MB), at most \(mostDescriptors) fds")
         #expect(peak > 0 && peak <= memoryBound, "peak RSS \(peak >> 20) MB")
         let after = LarderClient(port: server.port)

@@ -17,9 +17,8 @@ enum ReliabilityKnobs {
 
     static func isSet(_ name: String) -> Bool { ProcessInfo.processInfo.environment[name] != nil }
 
-    /// Under scripts/sanitize (which sets both): memory costs several times more, and the sanitizer's symbolizer
-    /// runs as a child process talking through pipes.
-    static var sanitized: Bool { isSet("ASAN_OPTIONS") || isSet("TSAN_OPTIONS") }
+    /// Under scripts/sanitize the sanitizer's symbolizer runs as a child process talking through pipes.
+    static var sanitized: Bool { SanitizerBuild.current != .none }
 
     /// A reliability test's time limit: twenty minutes for the suite's short run, `extra` more for a script's longer.
     static func timeLimit(plus extra: Int) -> TimeLimitTrait { .timeLimit(.minutes(20 + max(0, extra))) }

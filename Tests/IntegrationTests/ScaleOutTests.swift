@@ -11,7 +11,7 @@ import Testing
 
 @testable import LarderStore
 
-/// Several real larder-server processes on one PostgreSQL (issue 14): read-your-writes across servers, revisions
+/// Several real larder-server processes on one PostgreSQL: read-your-writes across servers, revisions
 /// across servers, one change feed with one order and one numbering on every server (also while a writing
 /// transaction is held open, or holds a number and rolls back), and clients that go on to the next server when one
 /// dies or the database restarts, losing nothing acknowledged.

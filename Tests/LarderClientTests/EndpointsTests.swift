@@ -5,7 +5,7 @@ import Testing
 
 @testable import LarderClient
 
-/// A client that knows several servers (issue 14): host lists, the next endpoint after a refusal or a drop, reads sent
+/// A client that knows several servers: host lists, the next endpoint after a refusal or a drop, reads sent
 /// again, writes never, and errors that say whether a write was sent.
 ///
 /// Twenty minutes, as every suite (RELIABILITY.md section 11): a test's clock runs from the suite's start, and in the

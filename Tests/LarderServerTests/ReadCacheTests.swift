@@ -1,5 +1,6 @@
 import Foundation
 import LarderStore
+import LarderTestSupport
 import LarderWire
 import Testing
 

@@ -8,7 +8,7 @@ import Testing
 /// crash, reported when missing, read from older data directories' chunk rows, and carried by backups.
 @Suite(.timeLimit(.minutes(10))) struct BlobFileTests {
     /// Uploads `bytes` in chunks of 16 KiB and finishes it.
-    static func upload(_ store: SQLiteStore, _ bytes: [UInt8]) throws -> BlobMeta {
+    static func upload(_ store: SQLiteStore, _ bytes: [UInt8]) throws -> BlobInfo {
         let begun = try store.uploadBegin(BlobUploadRequest(size: Int64(bytes.count)))
         _ = try UploadTests.send(store, begun, bytes, chunk: 16 << 10)
         return try store.uploadFinish(begun.upload, sha256: SHA256.hex(bytes))
@@ -66,7 +66,7 @@ import Testing
         let directory = Self.fresh()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let jpeg = syntheticJPEG(size: 60_000)
-        var kept: BlobMeta?
+        var kept: BlobInfo?
         var doomed = ""
         var underWay: BlobUploadInfo?
         try withStore({
@@ -83,7 +83,7 @@ import Testing
         // What a crash leaves: a deletion committed whose file was not yet unlinked, a file whose upload row never
         // committed. A file that is not the store's (not named by an id) is left alone.
         do {
-            let db = try Connection(path: directory + "/larder.sqlite", readOnly: false)
+            let db = try SQLiteConnection(path: directory + "/larder.sqlite", readOnly: false)
             try db.run("DELETE FROM blobs WHERE file = ?1", [.text(doomed)])
         }
         #expect(Self.exists(blobs + doomed))
@@ -140,7 +140,7 @@ import Testing
         let directory = Self.fresh()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let jpeg = syntheticJPEG(size: 40_000)
-        var lost: BlobMeta?
+        var lost: BlobInfo?
         try withStore({ $0.dataDirectory = directory }) { store, _ in
             let blob = try Self.upload(store, jpeg)
             lost = blob
@@ -174,9 +174,9 @@ import Testing
         let upload = UUID()
         do {
             // Migration 11's schema, as its store wrote a finished upload and one under way: chunk rows.
-            let db = try Connection(path: directory + "/larder.sqlite", readOnly: false)
+            let db = try SQLiteConnection(path: directory + "/larder.sqlite", readOnly: false)
             try db.execute("PRAGMA journal_mode=WAL")
-            try Schema.migrate(db, trigram: false, through: 11)
+            try SQLiteSchema.migrate(db, trigram: false, through: 11)
             let owner = UUID().wireString
             try db.run(
                 "INSERT INTO blobs(id, size, sha256, contentType, width, height, createdAt, bytes, chunks) "
@@ -222,7 +222,7 @@ import Testing
         let restored = Self.fresh()
         defer { try? FileManager.default.removeItem(atPath: restored) }
         let (first, second, upload) = try withStore({ $0.blobChunkBytes = 16 << 10 }) {
-            (store, _) throws -> (BlobMeta, BlobMeta, UUID) in
+            (store, _) throws -> (BlobInfo, BlobInfo, UUID) in
             let first = try Self.upload(store, a)
             let second = try Self.upload(store, b)
             let secondFile = store.files.path(try Self.fileName(store, second.id))

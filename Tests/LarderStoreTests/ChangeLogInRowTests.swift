@@ -75,9 +75,9 @@ import Testing
         let patched = UUID()
         do {
             // The schema before create events moved into the rows (migration 8), written as that writer wrote.
-            let db = try Connection(path: directory + "/larder.sqlite", readOnly: false)
+            let db = try SQLiteConnection(path: directory + "/larder.sqlite", readOnly: false)
             try db.execute("PRAGMA journal_mode=WAL")
-            try Schema.migrate(db, trigram: false, through: 8)
+            try SQLiteSchema.migrate(db, trigram: false, through: 8)
             // Written just now: older events would fall to the log's retention by age at the first commit.
             let t = nowMillis()
             try db.run("INSERT INTO collections(name, createdAt) VALUES ('items', ?1)", [.int(t)])

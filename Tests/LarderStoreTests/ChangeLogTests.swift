@@ -168,11 +168,11 @@ import LarderSync
         let id = UUID()
         do {
             // The schema as the first release wrote it.
-            let db = try Connection(path: directory + "/larder.sqlite", readOnly: false)
+            let db = try SQLiteConnection(path: directory + "/larder.sqlite", readOnly: false)
             try db.execute("PRAGMA journal_mode=WAL")
             try db.execute(
                 "CREATE TABLE larder_migrations(version INTEGER PRIMARY KEY, appliedAt INTEGER NOT NULL)")
-            guard case .sql(let first) = Schema.migrations[0] else {
+            guard case .sql(let first) = SQLiteSchema.migrations[0] else {
                 throw LarderError(.internal, "migration 1 is SQL")
             }
             try db.execute(first)

@@ -187,7 +187,7 @@ struct DifferentialRun {
         page.records.map(describe).joined(separator: "\n") + "\n\(page.nextCursor ?? "-")"
     }
 
-    static func describe(_ blob: BlobMeta) -> String {
+    static func describe(_ blob: BlobInfo) -> String {
         var json = blob.json
         json["createdAt"] = nil
         return String(decoding: json.bytes, as: UTF8.self)

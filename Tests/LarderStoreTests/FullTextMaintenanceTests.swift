@@ -87,7 +87,7 @@ import Testing
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-fts-\(UUID().wireString)").path
         defer { try? FileManager.default.removeItem(atPath: directory) }
         func backlogRows() throws -> Int64 {
-            let db = try Connection(path: (directory as NSString).appendingPathComponent("larder.sqlite"), readOnly: true)
+            let db = try SQLiteConnection(path: (directory as NSString).appendingPathComponent("larder.sqlite"), readOnly: true)
             return try db.scalar("SELECT count(*) FROM fts_backlog") ?? -1
         }
         var ids: [UUID] = []
@@ -142,7 +142,7 @@ import Testing
         // What migration 5 and its triggers would have left: the index has all three; then the first document was
         // replaced (a backlog row with the indexed text) and a fourth created, not yet flushed.
         do {
-            let db = try Connection(path: path, readOnly: false)
+            let db = try SQLiteConnection(path: path, readOnly: false)
             let seqs = try db.query("SELECT seq FROM documents ORDER BY seq") { $0.int(0) }
             try db.execute(
                 """
@@ -160,7 +160,7 @@ import Testing
         }
         let store = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory))
         defer { store.close() }
-        let db = try Connection(path: path, readOnly: true)
+        let db = try SQLiteConnection(path: path, readOnly: true)
         #expect(try db.query("SELECT seq, old FROM fts_backlog") { $0.text(1) } == ["old one 台北"])
         func found(_ query: String) throws -> Set<UUID> {
             Set(try store.search("notes", SearchQuery(text: TextQuery(query: query), limit: 100)).records.map(\.id))
@@ -175,11 +175,11 @@ import Testing
     /// The index has no positions: a query asks for all its trigrams (at most 16 of them, first to last), and the
     /// exact test decides, so what is found is what a scan finds, whatever the query holds.
     @Test func trigramQueriesFindWhatAScanFinds() throws {
-        #expect(SQLBuilder.trigramMatch("abcd") == #""abc" AND "bcd""#)
-        #expect(SQLBuilder.trigramMatch("aaaaa") == #""aaa""#)
-        #expect(SQLBuilder.trigramMatch(#"a"bc"#) == #""a""b" AND """bc""#)
-        let long = SQLBuilder.trigramMatch(String(repeating: "abcdefghij", count: 10))
-        #expect(long.components(separatedBy: " AND ").count <= SQLBuilder.maxTrigrams)
+        #expect(SQLiteQueryBuilder.trigramMatch("abcd") == #""abc" AND "bcd""#)
+        #expect(SQLiteQueryBuilder.trigramMatch("aaaaa") == #""aaa""#)
+        #expect(SQLiteQueryBuilder.trigramMatch(#"a"bc"#) == #""a""b" AND """bc""#)
+        let long = SQLiteQueryBuilder.trigramMatch(String(repeating: "abcdefghij", count: 10))
+        #expect(long.components(separatedBy: " AND ").count <= SQLiteQueryBuilder.maxTrigrams)
         #expect(long.hasPrefix(#""abc""#) && long.hasSuffix(#""hij""#))
 
         try withStore { store, directory in
@@ -217,7 +217,7 @@ import Testing
         let (directory, path, ids) = try Self.notesStore(["台北 one", "高雄 two", "台北 three"])
         defer { try? FileManager.default.removeItem(atPath: directory) }
         do {
-            let db = try Connection(path: path, readOnly: false)
+            let db = try SQLiteConnection(path: path, readOnly: false)
             try db.execute(
                 """
                 BEGIN;
@@ -231,7 +231,7 @@ import Testing
         #expect(before.index == before.documents)
         let store = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory, fullTextBacklog: 1))
         defer { store.close() }
-        let db = try Connection(path: path, readOnly: true)
+        let db = try SQLiteConnection(path: path, readOnly: true)
         #expect(try db.scalar("SELECT count(*) FROM sqlite_master WHERE name = 'documents_fts'") == 0)
         let after = try Self.generations(directory)
         #expect(after.index == after.documents && after.index != before.index)  // started over
@@ -243,8 +243,8 @@ import Testing
 
     /// The index file's and the documents' file's generations (`text_meta`, `larder_meta`).
     static func generations(_ directory: String) throws -> (index: Int64?, documents: Int64?) {
-        let index = try Connection(path: (directory as NSString).appendingPathComponent(TextIndexer.fileName), readOnly: true)
-        let documents = try Connection(path: (directory as NSString).appendingPathComponent("larder.sqlite"), readOnly: true)
+        let index = try SQLiteConnection(path: (directory as NSString).appendingPathComponent(TextIndexer.fileName), readOnly: true)
+        let documents = try SQLiteConnection(path: (directory as NSString).appendingPathComponent("larder.sqlite"), readOnly: true)
         return (
             try index.scalar("SELECT value FROM text_meta WHERE key = 'generation'"),
             try documents.scalar("SELECT value FROM larder_meta WHERE key = 'textIndexGeneration'")
@@ -275,7 +275,7 @@ import Testing
             }
             #expect(try search("台北") == [ids[0], ids[2]])
             #expect(try search("something else").isEmpty)
-            let db = try Connection(path: path, readOnly: true)
+            let db = try SQLiteConnection(path: path, readOnly: true)
             #expect(try db.scalar("SELECT count(*) FROM fts_backlog") == 3)
             #expect(try store.integrityCheck() == "ok")
             #expect(try db.scalar("SELECT count(*) FROM fts_backlog") == 0)
@@ -319,7 +319,7 @@ import Testing
             _ = try store.replace("notes", id: ids[0], data: ["text": "fourth 台南"], expectedRev: nil)
             store.close()  // its catch-up fails too: the store closes with the journal unsettled
         }
-        let db = try Connection(path: path, readOnly: true)
+        let db = try SQLiteConnection(path: path, readOnly: true)
         #expect(try db.scalar("SELECT count(*) FROM fts_backlog") == 6)
         for round in 0..<2 {  // the first open starts over, its integrity check indexes everything; the second has none
             let store = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory, fullTextBacklog: 1000))
@@ -346,7 +346,7 @@ import Testing
         let (directory, path, ids) = try Self.notesStore(["台北 one", "高雄 two", "台北 three"])
         defer { try? FileManager.default.removeItem(atPath: directory) }
         do {
-            let db = try Connection(path: path, readOnly: false)
+            let db = try SQLiteConnection(path: path, readOnly: false)
             #expect(try db.scalar("SELECT value FROM larder_meta WHERE key = 'textIndexSettled'") ?? 0 > 0)
             _ = try db.run(lose)
         }
@@ -354,7 +354,7 @@ import Testing
         let store = try SQLiteStore(configuration: StoreConfiguration(dataDirectory: directory, fullTextBacklog: 1000))
         defer { store.close() }
         #expect(try Self.generations(directory).index != before.index)
-        let db = try Connection(path: path, readOnly: true)
+        let db = try SQLiteConnection(path: path, readOnly: true)
         #expect(try db.scalar("SELECT count(*) FROM fts_backlog") == 3)
         let found = Set(try store.search("notes", SearchQuery(text: TextQuery(query: "台北"), limit: 10)).records.map(\.id))
         #expect(found == [ids[0], ids[2]])
@@ -366,7 +366,7 @@ import Testing
     /// it out again, and the next passes remove its documents from the index.
     @Test func aCollectionJoinsTheIndexAtItsFirstSubstringSearch() throws {
         try withStore({ $0.fullTextBacklog = 1 }) { store, directory in
-            let db = try Connection(path: (directory as NSString).appendingPathComponent("larder.sqlite"), readOnly: true)
+            let db = try SQLiteConnection(path: (directory as NSString).appendingPathComponent("larder.sqlite"), readOnly: true)
             func backlog() throws -> Int64 { try db.scalar("SELECT count(*) FROM fts_backlog") ?? -1 }
             func covered() throws -> [String] { try db.query("SELECT name FROM text_collections") { $0.text(0) } }
             func count(_ query: String) throws -> Int {
@@ -408,7 +408,7 @@ import Testing
     /// find every document through the backlog, including ones changed or deleted meanwhile.
     @Test func searchesAreExactWhileACollectionJoins() throws {
         try withStore({ $0.fullTextBacklog = 100_000 }) { store, directory in  // no pass until the catch-up below
-            let db = try Connection(path: (directory as NSString).appendingPathComponent("larder.sqlite"), readOnly: true)
+            let db = try SQLiteConnection(path: (directory as NSString).appendingPathComponent("larder.sqlite"), readOnly: true)
             var ids: [UUID] = []
             for n in 0..<30 { ids.append(try store.create("shop", id: nil, data: ["item": .string("珍珠奶茶 \(n)")]).id) }
             _ = try store.search("shop", SearchQuery(text: TextQuery(query: "珍珠奶茶")))  // asks for the index

@@ -7,9 +7,9 @@ import Testing
 
 /// Protocol.md §5.2's order of kinds (null and missing, numbers and booleans, strings, then arrays and objects by
 /// their JSON text), checked against an order computed here from the rule, not from SQL: whole answers and small pages,
-/// asc and desc, with and without an index, and GROUP's sections in the same order (issue 12), on both stores.
+/// asc and desc, with and without an index, and GROUP's sections in the same order, on both stores.
 @Suite(.timeLimit(.minutes(20))) struct SortOrderTests {
-    /// The values of issue 12, which came back with strings among arrays and objects, and the kinds around them.
+    /// Strings that could sort among arrays and objects (their text starts like JSON's), and the kinds around them.
     static let values: [JSON?] = [
         "1", "[", "a", "{z", [0], [1], ["k": 1], nil, .null, false, true, 0, 1, 1.0, 2.5, -3, "", "北", "{", "[0]",
         [], [:], ["a": []], ["k": 1], "a", 1, [0, "x"],
@@ -97,7 +97,8 @@ import Testing
                     }
                 }
             }
-            // Issue 12's values alone, ascending: strings, then arrays, then the object.
+            // The strings that look like JSON, the arrays and the object alone, ascending: strings, then arrays,
+            // then the object.
             let issue: [JSON] = ["1", "[", "a", "{z", [0], [1], ["k": 1]]
             for value in issue { _ = try store.create("issue", id: nil, data: ["v": value]) }
             let answer = try store.search("issue", SearchQuery(sort: [SortKey(field: try FieldPath("v"))], limit: 10))
@@ -181,7 +182,7 @@ import Testing
         }
         do {
             // The index as the previous release built it, and the migration (and those after it) not yet applied.
-            let db = try Connection(path: directory + "/larder.sqlite", readOnly: false)
+            let db = try SQLiteConnection(path: directory + "/larder.sqlite", readOnly: false)
             try db.execute("DROP INDEX \"\(name)\"")
             try db.execute("CREATE INDEX \"\(name)\" ON documents(collection, json_extract(data, '$.\"v\"'))")
             try db.execute("DELETE FROM larder_migrations WHERE version >= 8")
@@ -197,7 +198,7 @@ import Testing
 
     /// `eq null` selects a field holding null and a missing field alike (as the null section of GROUP and the first
     /// place in a sort hold both), `ne` is exactly its complement for every value, `in` follows `eq`, and `exists`
-    /// tells null from missing; the in-memory filter of WATCH answers the same as SQL (issue 12).
+    /// tells null from missing; the in-memory filter of WATCH answers the same as SQL.
     @Test(arguments: StoreKind.allCases) func eqNullMatchesAMissingFieldAndNeIsExactlyNotEq(_ kind: StoreKind) throws {
         try withStore(kind) { store in
             let documents = [

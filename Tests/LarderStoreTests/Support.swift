@@ -13,7 +13,7 @@ enum StoreKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
     var testDescription: String { rawValue }
 }
 
-typealias AnyStore = any DocumentStore & BlobStore
+typealias AnyStore = any GroupCommitStore
 
 /// A fresh store of `kind` (a temporary directory, or a schema of its own on the tests' PostgreSQL), closed and
 /// removed when `body` returns.

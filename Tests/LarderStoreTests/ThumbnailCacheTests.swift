@@ -14,7 +14,7 @@ import Testing
     }
 
     static func put(
-        _ store: AnyStore, _ meta: BlobMeta, _ size: Int, _ thumbnail: StoredThumbnail, sha256: String? = nil
+        _ store: AnyStore, _ meta: BlobInfo, _ size: Int, _ thumbnail: StoredThumbnail, sha256: String? = nil
     ) async throws -> Bool {
         try await store.write { (c) throws(LarderError) in
             try c.thumbnailPut(meta.id, sha256: sha256 ?? meta.sha256, maxSide: size, thumbnail: thumbnail)

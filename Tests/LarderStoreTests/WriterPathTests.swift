@@ -60,7 +60,7 @@ import Testing
         try withStore { store, directory in
             let data = try object(#"{"name":"Emily CHEN","city":"台北 Xinyi","tags":["VIP"]}"#)
             let record = try store.create("people", id: nil, data: data)
-            let db = try Connection(path: (directory as NSString).appendingPathComponent("larder.sqlite"), readOnly: true)
+            let db = try SQLiteConnection(path: (directory as NSString).appendingPathComponent("larder.sqlite"), readOnly: true)
             let search = try db.query("SELECT search FROM documents WHERE id = ?1", [.text(record.id.wireString)]) {
                 $0.text(0)
             }

@@ -9,18 +9,18 @@ extension PostgresStore {
     static let blobColumns =
         "id, size, sha256, content_type, width, height, created_at, attached_collection, attached_id"
 
-    static func blobMeta(_ result: PGResult, _ row: Int) -> BlobMeta {
+    static func blobMeta(_ result: PGResult, _ row: Int) -> BlobInfo {
         var attachment: BlobAttachment?
         if !result.isNull(row, 7) {
             attachment = BlobAttachment(collection: result.text(row, 7), id: result.uuid(row, 8))
         }
-        return BlobMeta(
+        return BlobInfo(
             id: result.uuid(row, 0), size: result.int(row, 1), sha256: result.text(row, 2),
             contentType: result.text(row, 3), width: Int(result.int(row, 4)), height: Int(result.int(row, 5)),
             createdAtMs: result.int(row, 6), attachedTo: attachment)
     }
 
-    public func blobGet(_ id: UUID) throws(LarderError) -> (meta: BlobMeta, bytes: [UInt8]) {
+    public func blobGet(_ id: UUID) throws(LarderError) -> (meta: BlobInfo, bytes: [UInt8]) {
         let result = try readers.read { db throws(LarderError) in
             try db.run([
                 PGStatement(
@@ -28,7 +28,7 @@ extension PostgresStore {
                     name: "blob_get")
             ])[0]
         }
-        guard result.rows == 1 else { throw SQLiteStore.blobNotFound(id) }
+        guard result.rows == 1 else { throw StoreRules.blobNotFound(id) }
         let meta = PostgresStore.blobMeta(result, 0)
         if !result.isNull(0, 10) {
             let owner = result.uuid(0, 10)
@@ -44,24 +44,24 @@ extension PostgresStore {
         PGStatement("SELECT \(blobColumns) FROM blobs WHERE id = $1", [.uuid(id)], name: "blob_head")
     }
 
-    public func blobHead(_ id: UUID) throws(LarderError) -> BlobMeta {
+    public func blobHead(_ id: UUID) throws(LarderError) -> BlobInfo {
         let result = try readers.read { db throws(LarderError) in
             try db.run([PostgresStore.blobHeadStatement(id)])[0]
         }
-        guard result.rows == 1 else { throw SQLiteStore.blobNotFound(id) }
+        guard result.rows == 1 else { throw StoreRules.blobNotFound(id) }
         return PostgresStore.blobMeta(result, 0)
     }
 
     public func blobList(limit: Int, cursor: String?, attachedTo: BlobAttachment?) throws(LarderError)
-        -> (blobs: [BlobMeta], nextCursor: String?)
+        -> (blobs: [BlobInfo], nextCursor: String?)
     {
-        try SQLiteStore.checkLimit(limit)
+        try StoreRules.checkLimit(limit)
         let position = try SeqPosition.blobList(attachedTo, cursor: cursor)
         // The statement is the dialect twin of `SQLiteStore.blobList`'s: PostgreSQL's column names and parameters.
         var sql = "SELECT \(PostgresStore.blobColumns), seq FROM blobs WHERE seq > $1"
         var values: [PGValue] = [.int(position.after), .int(Int64(limit + 1))]
         if let attachedTo {
-            try SQLiteStore.validateCollection(attachedTo.collection, field: "attachedTo.collection")
+            try CollectionName.validate(attachedTo.collection, field: "attachedTo.collection")
             sql += " AND attached_collection = $3 AND attached_id = $4"
             values += [.text(attachedTo.collection), .uuid(attachedTo.id)]
         }

@@ -2,7 +2,7 @@ import Foundation
 import LarderWire
 
 /// Translates filters, text search and sorts into PostgreSQL conditions with numbered parameters, answering what
-/// `SQLBuilder` answers on SQLite (the rules are spelled out in `FilterEvaluator`).
+/// `SQLiteQueryBuilder` answers on SQLite (the rules are spelled out in `FilterEvaluator`).
 struct PGBuilder {
     let collection: String
     private(set) var values: [PGValue] = []
@@ -153,7 +153,7 @@ struct PGBuilder {
     }
 
     /// `in` as one test per kind: numbers and strings each as an array parameter, null and booleans as `equals`. The
-    /// dialect twin of `SQLBuilder.inList` (QuerySQL.swift): the same parts (`InListValues`), PostgreSQL's tests.
+    /// dialect twin of `SQLiteQueryBuilder.inList`: the same parts (`InListValues`), PostgreSQL's tests.
     private mutating func inList(_ path: FieldPath, _ values: [JSON]) -> String {
         if values.isEmpty { return "false" }
         if path.envelope != nil {
@@ -178,7 +178,7 @@ struct PGBuilder {
 
     /// Substring search: the folded `search` column holds every string value; from three characters on, `LIKE` lets
     /// the pg_trgm GIN index find the candidates, and `strpos` decides (as `instr` does on SQLite).
-// The PostgreSQL dialect of QuerySQL.text (SQLite).
+// The PostgreSQL dialect of SQLiteQueryBuilder.text (SQLite).
     mutating func text(_ query: TextQuery) -> String {
         let folded = TextFold.fold(query.query)
         let q = param(.text(folded))
@@ -261,7 +261,7 @@ struct PGBuilder {
             if let id = UUID(uuidString: lastId), id.wireString == lastId { return "id > \(param(.uuid(id)))" }
             return "id::text COLLATE \"C\" > \(param(.text(lastId)))"
         }
-        func damaged() -> LarderError { SQLiteStore.damagedCursor }
+        func damaged() -> LarderError { StoreRules.damagedCursor }
         var clause = idAfter()
         for i in sort.indices.reversed() {
             let key = sort[i]

@@ -1,7 +1,7 @@
 import Foundation
 import LarderWire
 
-// Searches on PostgreSQL answer exactly what they answer on SQLite (`QuerySQL`, mirrored in Swift by
+// Searches on PostgreSQL answer exactly what they answer on SQLite (`SQLiteQueryBuilder`, mirrored in Swift by
 // `FilterEvaluator`), record for record and cursor for cursor. The record is the compact text in `documents.data`;
 // filters and sorts read `documents.q`, a jsonb copy of it, through expressions that give each value SQLite's view:
 //

@@ -15,7 +15,7 @@ extension PostgresStore {
     }
 
     public func get(_ collection: String, id: UUID) throws(LarderError) -> StoredRecord {
-        try SQLiteStore.validateCollection(collection)
+        try CollectionName.validate(collection)
         return try readers.read { db throws(LarderError) in try PostgresStore.getRecord(db, collection, id) }
     }
 
@@ -27,7 +27,7 @@ extension PostgresStore {
 
     static func getRecord(_ db: PGConnection, _ collection: String, _ id: UUID) throws(LarderError) -> StoredRecord {
         let result = try db.run([getStatement(collection, id)])[0]
-        guard result.rows == 1 else { throw SQLiteStore.notFound(collection, id) }
+        guard result.rows == 1 else { throw StoreRules.notFound(collection, id) }
         return record(result, 0)
     }
 
@@ -36,7 +36,7 @@ extension PostgresStore {
     public func getMany(_ collection: String, ids: [UUID]) throws(LarderError)
         -> (records: [StoredRecord], missing: [UUID])
     {
-        try SQLiteStore.validateCollection(collection)
+        try CollectionName.validate(collection)
         let unique = try ReadLimits.uniqueIds(ids)
         let result = try readers.read { db throws(LarderError) in
             try db.run([
@@ -58,8 +58,8 @@ extension PostgresStore {
     }
 
     public func list(_ collection: String, limit: Int, cursor: String?) throws(LarderError) -> Page {
-        try SQLiteStore.validateCollection(collection)
-        try SQLiteStore.checkLimit(limit)
+        try CollectionName.validate(collection)
+        try StoreRules.checkLimit(limit)
         let position = try SeqPosition.list(collection, cursor: cursor)
         let statement = PGStatement(
             "SELECT \(PostgresStore.recordColumns), seq FROM documents WHERE collection = $1 AND seq > $2 "
@@ -92,8 +92,8 @@ extension PostgresStore {
     }
 
     func searchStatement(_ collection: String, _ query: SearchQuery) throws(LarderError) -> (PGStatement, [Int]) {
-        try SQLiteStore.validateCollection(collection)
-        try SQLiteStore.checkLimit(query.limit)
+        try CollectionName.validate(collection)
+        try StoreRules.checkLimit(query.limit)
         wantsTextIndex(collection, query.text)
         var builder = PGBuilder(collection: collection)
         var clause = builder.whereClause(filter: query.filter, text: query.text)
@@ -137,7 +137,7 @@ extension PostgresStore {
     }
 
     public func count(_ collection: String, filter: Filter?, text: TextQuery?) throws(LarderError) -> Int {
-        try SQLiteStore.validateCollection(collection)
+        try CollectionName.validate(collection)
         wantsTextIndex(collection, text)
         var builder = PGBuilder(collection: collection)
         let clause = builder.whereClause(filter: filter, text: text)
@@ -148,7 +148,7 @@ extension PostgresStore {
     public func group(_ collection: String, field: FieldPath, filter: Filter?, text: TextQuery?, perGroup: Int)
         throws(LarderError) -> [Group]
     {
-        try SQLiteStore.validateCollection(collection)
+        try CollectionName.validate(collection)
         try ReadLimits.checkPerGroup(perGroup)
         wantsTextIndex(collection, text)
         var builder = PGBuilder(collection: collection)
@@ -182,14 +182,14 @@ extension PostgresStore {
             PGStatement(
                 ranked + "SELECT min(kt), min(k1)::int8, min(k2)::text, "
                     + "max(k2) FILTER (WHERE scale(k2) = 0)::text, min(k3), count(*) FROM r "
-                    + "GROUP BY g ORDER BY g LIMIT \(SQLiteStore.maxGroups)", builder.values),
+                    + "GROUP BY g ORDER BY g LIMIT \(StoreRules.maxGroups)", builder.values),
         ]
         if perGroup > 0 {
             statements.append(
                 PGStatement(
                     ranked + "SELECT g, \(PostgresStore.recordColumns) "
                         + "FROM (SELECT r.*, row_number() OVER (PARTITION BY g ORDER BY seq) AS rn FROM r) x "
-                        + "WHERE rn <= \(perGroup) AND g <= \(SQLiteStore.maxGroups) ORDER BY g, rn", builder.values))
+                        + "WHERE rn <= \(perGroup) AND g <= \(StoreRules.maxGroups) ORDER BY g, rn", builder.values))
         }
         statements.append(PGStatement("COMMIT"))
         let results = try readers.read { db throws(LarderError) in try db.run(statements) }
@@ -270,10 +270,10 @@ final class PGPointReads: PointReads {
     func get(_ collection: String, id: UUID) throws(LarderError) -> StoredRecord { try store.get(collection, id: id) }
 
     func getJSON(_ collection: String, id: UUID) throws(LarderError) -> [UInt8] {
-        try SQLiteStore.validateCollection(collection)
+        try CollectionName.validate(collection)
         return try store.readers.read { db throws(LarderError) in
             let result = try db.run([PostgresStore.getStatement(collection, id)])[0]
-            guard result.rows == 1 else { throw SQLiteStore.notFound(collection, id) }
+            guard result.rows == 1 else { throw StoreRules.notFound(collection, id) }
             var out: [UInt8] = []
             result.withBytes(0, 4) { data in
                 RecordWriter.write(
@@ -284,7 +284,7 @@ final class PGPointReads: PointReads {
         }
     }
 
-    func blobHead(_ id: UUID) throws(LarderError) -> BlobMeta { try store.blobHead(id) }
+    func blobHead(_ id: UUID) throws(LarderError) -> BlobInfo { try store.blobHead(id) }
 
     func end() {}
 }

@@ -119,7 +119,7 @@ enum PGSchema {
                 """)
             ),
             (
-                // Thumbnails cached with their blob (Thumbnails.swift), deleted with it by the foreign key whatever
+                // Thumbnails cached with their blob (PGThumbnails.swift), deleted with it by the foreign key whatever
                 // deletes it.
                 "thumbnails",
                 .sql("""

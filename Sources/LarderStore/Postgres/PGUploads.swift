@@ -6,16 +6,16 @@ extension PostgresStore: UploadReads {
     static let uploadColumns = "id, blob_id, size, received, chunk_bytes, expires_at, sha256, attached_collection, "
         + "attached_id"
 
-    static func uploadRecord(_ result: PGResult) -> UploadRecord? {
+    static func uploadRecord(_ result: PGResult) -> BlobUploadInfo? {
         guard result.rows == 1 else { return nil }
-        return UploadRecord(
+        return BlobUploadInfo(
             upload: result.uuid(0, 0), id: result.uuid(0, 1), size: result.int(0, 2), offset: result.int(0, 3),
             chunkBytes: Int(result.int(0, 4)), expiresAt: result.int(0, 5),
             sha256: result.isNull(0, 6) ? nil : result.text(0, 6),
             attach: result.isNull(0, 7) ? nil : BlobAttachment(collection: result.text(0, 7), id: result.uuid(0, 8)))
     }
 
-    func uploadRecord(_ upload: UUID) throws(LarderError) -> UploadRecord? {
+    func uploadRecord(_ upload: UUID) throws(LarderError) -> BlobUploadInfo? {
         let result = try readers.read { db throws(LarderError) in
             try db.run([
                 PGStatement(
@@ -26,7 +26,8 @@ extension PostgresStore: UploadReads {
         return PostgresStore.uploadRecord(result)
     }
 
-    /// The chunks of `owner` overlapping `range`: their starts in one query, then each chunk in its own (one chunk in
+    /// Calls `body` with the chunks of `owner` (an upload id, or a blob's) that overlap `range`, in order, each chunk's
+    /// start offset and bytes. Their starts come in one query, then each chunk in its own (one chunk in
     /// memory at a time, whatever the blob's size).
     func forEachChunk(
         owner: UUID, overlapping range: Range<Int64>, _ body: (Int64, [UInt8]) throws(LarderError) -> Void
@@ -55,7 +56,7 @@ extension PostgresStore: UploadReads {
     }
 
     public func blobRead(_ id: UUID, offset: Int64, length: Int) throws(LarderError)
-        -> (meta: BlobMeta, bytes: [UInt8])
+        -> (meta: BlobInfo, bytes: [UInt8])
     {
         // An inline blob's range comes out of the row with substring (its bytes are stored uncompressed, so
         // PostgreSQL fetches only the TOAST chunks the range needs).
@@ -71,7 +72,7 @@ extension PostgresStore: UploadReads {
                     """, [.uuid(id), .int(offset), .int(Int64(length))], name: "blob_read")
             ])[0]
         }
-        guard result.rows == 1 else { throw SQLiteStore.blobNotFound(id) }
+        guard result.rows == 1 else { throw StoreRules.blobNotFound(id) }
         let meta = PostgresStore.blobMeta(result, 0)
         let range = try UploadRules.range(offset: offset, length: length, size: meta.size)
         if result.isNull(0, 10) { return (meta, result.bytes(0, 9)) }
@@ -80,10 +81,53 @@ extension PostgresStore: UploadReads {
             try forEachChunk(owner: owner, overlapping: range, body)
         })
     }
+
+    /// Checks the chunk's CRC-32, then appends it in a write job of its own (a row of `blob_chunks`).
+    package func uploadChunk(_ upload: UUID, offset: Int64, bytes: [UInt8], crc32: UInt32) throws(LarderError)
+        -> BlobUploadInfo
+    {
+        try checkChunkCRC(upload, offset: offset, bytes: bytes, crc32: crc32)
+        let now = self.now
+        let expiresAt = now + core.configuration.uploadExpiryMs
+        return try uploadWrite { context throws(LarderError) in
+            try (context as! PGWriteContext).uploadAppend(
+                upload, offset: offset, bytes: bytes, now: now, expiresAt: expiresAt)
+        }
+    }
+
+    /// Reads the whole upload once, a chunk at a time (the SHA-256 of what is stored, not of what was sent), walks
+    /// its JPEG structure, then commits the blob. The reading happens off the writer: other writes go on meanwhile.
+    public func uploadFinish(_ upload: UUID, sha256: String?) throws(LarderError) -> BlobInfo {
+        let record = try finishableUpload(upload)
+        var hasher = SHA256()
+        var head: (start: Int64, bytes: [UInt8]) = (0, [])
+        try forEachChunk(owner: upload, overlapping: 0..<record.size) { (start, bytes) throws(LarderError) in
+            hasher.update(bytes)
+            if start == 0 { head = (start, bytes) }
+        }
+        // The structure walk reads a few hundred bytes, nearly always inside the first chunk; any other byte comes
+        // from the chunk holding it, kept until the walk leaves it.
+        var cached = head
+        return try completeUpload(record, digest: hasher.finalizeHex(), sha256: sha256) {
+            () throws(LarderError) -> JPEGInfo in
+            try JPEG.inspect(count: Int(record.size)) { (index) throws(LarderError) -> UInt8 in
+                let at = Int64(index)
+                if at < cached.start || at >= cached.start + Int64(cached.bytes.count) {
+                    try forEachChunk(owner: upload, overlapping: at..<(at + 1)) { (start, bytes) throws(LarderError) in
+                        cached = (start, bytes)
+                    }
+                }
+                guard at >= cached.start, at < cached.start + Int64(cached.bytes.count) else {
+                    throw UploadRules.noUpload(upload)
+                }
+                return cached.bytes[Int(at - cached.start)]
+            }
+        }
+    }
 }
 
 extension PGWriteContext: UploadWriteContext {
-    private func lockedUpload(_ upload: UUID) throws(LarderError) -> UploadRecord? {
+    private func lockedUpload(_ upload: UUID) throws(LarderError) -> BlobUploadInfo? {
         // FOR UPDATE: servers sharing the database append to one upload one at a time.
         PostgresStore.uploadRecord(
             try one(
@@ -109,7 +153,7 @@ extension PGWriteContext: UploadWriteContext {
         return result.bool(0, 0)
     }
 
-    func uploadInsert(_ upload: UploadRecord, owner: String, quota: UploadQuota, now: Int64) throws(LarderError) {
+    func uploadInsert(_ upload: BlobUploadInfo, owner: String, quota: UploadQuota, now: Int64) throws(LarderError) {
         _ = try uploadsExpire(now: now)
         if try blobIdTaken(upload.id) { throw WriteRules.blobIdTaken(upload.id) }
         if let attach = upload.attach, try document(attach) == nil { throw WriteRules.attachMissing(attach) }
@@ -140,8 +184,9 @@ extension PGWriteContext: UploadWriteContext {
                 ], name: "upload_insert"), writes: true)
     }
 
+    /// Appends a chunk at the committed offset and moves the expiry to `expiresAt`; answers the upload after it.
     func uploadAppend(_ upload: UUID, offset: Int64, bytes: [UInt8], now: Int64, expiresAt: Int64)
-        throws(LarderError) -> UploadRecord
+        throws(LarderError) -> BlobUploadInfo
     {
         guard var record = try lockedUpload(upload), record.expiresAt > now else { throw UploadRules.noUpload(upload) }
         try WriteRules.checkChunk(record, offset: offset, count: bytes.count)
@@ -159,7 +204,7 @@ extension PGWriteContext: UploadWriteContext {
         return record
     }
 
-    func uploadComplete(_ upload: UUID, meta: BlobMeta) throws(LarderError) -> BlobMeta {
+    func uploadComplete(_ upload: UUID, meta: BlobInfo) throws(LarderError) -> BlobInfo {
         guard let record = try lockedUpload(upload), record.offset == record.size else {
             throw UploadRules.noUpload(upload)
         }

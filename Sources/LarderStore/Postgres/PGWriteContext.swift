@@ -175,7 +175,7 @@ final class PGWriteContext: PreparedWriteContext {
 
     /// Logs a change of this transaction; its sequence number is given at COMMIT.
     func recordChange(
-        _ kind: ChangeKind, _ collection: String, record: StoredRecord?, blob: BlobMeta? = nil, previous: [UInt8]? = nil
+        _ kind: ChangeKind, _ collection: String, record: StoredRecord?, blob: BlobInfo? = nil, previous: [UInt8]? = nil
     ) {
         changes.append(
             ChangeEntry(

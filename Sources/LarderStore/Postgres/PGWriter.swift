@@ -2,7 +2,7 @@ import Dispatch
 import Foundation
 import LarderWire
 
-/// The PostgreSQL store's single writer, the same shape as SQLite's (`Writer`): one connection touched only on
+/// The PostgreSQL store's single writer, the same shape as SQLite's (`SQLiteWriter`): one connection touched only on
 /// `queue`; writes that arrive while a transaction runs are batched into the next one (group commit), and every
 /// completion is called after that transaction's COMMIT returned.
 ///
@@ -31,7 +31,7 @@ final class PGWriter: @unchecked Sendable {
     /// Times a batch is run again after PostgreSQL reported a deadlock or a serialization failure.
     static let maxRetries = 3
 
-    private let batches = BatchQueue<Job>(label: "larder.store.pg-writer", maxBatch: PGWriter.maxBatch)
+    private let batches = GroupCommitQueue<Job>(label: "larder.store.pg-writer", maxBatch: PGWriter.maxBatch)
     private var queue: DispatchQueue { batches.queue }
 
     private let core: StoreCore
@@ -263,7 +263,7 @@ final class PGWriter: @unchecked Sendable {
         UPDATE larder_seq SET pruned_through = b.bound FROM b WHERE larder_seq.id = 1 AND b.bound > b.pruned_through
         """
 
-    /// Refuses new work, waits for queued work, and closes the connection (the twin of SQLite's `Writer.close`).
+    /// Refuses new work, waits for queued work, and closes the connection (the twin of SQLite's `SQLiteWriter.close`).
     func close() {
         batches.close()
         guard !isOnQueue else { return }

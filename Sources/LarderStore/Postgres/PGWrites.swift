@@ -7,7 +7,7 @@ extension PGWriteContext {
     func replace(_ collection: String, id: UUID, document: PreparedDocument, expectedRev: Int64?) throws(LarderError)
         -> StoredRecord
     {
-        try SQLiteStore.validateCollection(collection)
+        try CollectionName.validate(collection)
         // Checked before the revision, as on SQLite (which reads the row first, then checks the size at its update):
         // a document over the limit is refused whatever the revision, and the refusal writes nothing.
         let limit = core.configuration.maxDocumentBytes
@@ -27,7 +27,7 @@ extension PGWriteContext {
                 [.text(collection), .uuid(id), expectedRev.map { .int($0) } ?? .null, .int(now)]
                     + PGWriteContext.documentValues(document) + [.bool(oversized)],
                 name: "doc_replace"), writes: false)
-        guard result.rows == 1 else { throw SQLiteStore.notFound(collection, id) }
+        guard result.rows == 1 else { throw StoreRules.notFound(collection, id) }
         let current = result.int(0, 0)
         if let expectedRev, expectedRev != current {
             throw WriteRules.revisionConflict(current: current, expected: expectedRev)
@@ -44,12 +44,12 @@ extension PGWriteContext {
     func patch(_ collection: String, id: UUID, patch: JSONObject, expectedRev: Int64?) throws(LarderError)
         -> StoredRecord
     {
-        try SQLiteStore.validateCollection(collection)
+        try CollectionName.validate(collection)
         let current = try one(
             PGStatement(
                 "SELECT seq, rev, created_at, data FROM documents WHERE collection = $1 AND id = $2 FOR UPDATE",
                 [.text(collection), .uuid(id)], name: "doc_current"), writes: false)
-        guard current.rows == 1 else { throw SQLiteStore.notFound(collection, id) }
+        guard current.rows == 1 else { throw StoreRules.notFound(collection, id) }
         let rev = current.int(0, 1)
         if let expectedRev, expectedRev != rev {
             throw WriteRules.revisionConflict(current: rev, expected: expectedRev)
@@ -74,7 +74,7 @@ extension PGWriteContext {
     func delete(_ collection: String, id: UUID, expectedRev: Int64?) throws(LarderError)
         -> (rev: Int64, blobsDeleted: Int)
     {
-        try SQLiteStore.validateCollection(collection)
+        try CollectionName.validate(collection)
         let result = try one(
             PGStatement(
                 """
@@ -88,7 +88,7 @@ extension PGWriteContext {
                     (SELECT count(*) FROM b) FROM cur
                 """, [.text(collection), .uuid(id), expectedRev.map { .int($0) } ?? .null], name: "doc_delete"),
             writes: false)
-        guard result.rows == 1 else { throw SQLiteStore.notFound(collection, id) }
+        guard result.rows == 1 else { throw StoreRules.notFound(collection, id) }
         let rev = result.int(0, 0)
         guard result.bool(0, 4) else { throw WriteRules.revisionConflict(current: rev, expected: expectedRev ?? rev) }
         jobWrote = true
@@ -100,7 +100,7 @@ extension PGWriteContext {
     }
 
     func dropCollection(_ name: String) throws(LarderError) -> (documents: Int, blobs: Int) {
-        try SQLiteStore.validateCollection(name)
+        try CollectionName.validate(name)
         let found = try run(
             [
                 PGStatement("SELECT 1 FROM collections WHERE name = $1 FOR UPDATE", [.text(name)], name: "coll_lock"),
@@ -156,7 +156,7 @@ extension PGWriteContext {
         return (name, true)
     }
 
-    func insertBlob(_ blob: PreparedBlob) throws(LarderError) -> BlobMeta {
+    func insertBlob(_ blob: PreparedBlob) throws(LarderError) -> BlobInfo {
         let meta = blob.meta
         let result = try one(
             PGStatement(
@@ -203,7 +203,7 @@ extension PGWriteContext {
                 SELECT b.*, d.id, d.rev, d.created_at, d.updated_at, d.data
                 FROM b LEFT JOIN documents d ON d.collection = b.attached_collection AND d.id = b.attached_id
                 """, [.uuid(id)], name: "blob_delete"), writes: false)
-        guard result.rows == 1 else { throw SQLiteStore.blobNotFound(id) }
+        guard result.rows == 1 else { throw StoreRules.blobNotFound(id) }
         jobWrote = true
         let meta = PostgresStore.blobMeta(result, 0)
         if let attachment = meta.attachedTo, !result.isNull(0, 9) {

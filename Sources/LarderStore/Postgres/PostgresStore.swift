@@ -27,6 +27,9 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
     /// The writer's `synchronous_commit` (`--synchronous full` makes it `on`), for the start-up line.
     public let synchronousCommit: String
 
+    /// The writer's `synchronous_commit`, for the start-up line.
+    public var commitDescription: String? { "synchronous_commit \(synchronousCommit)" }
+
     /// Connects, migrates the schema (under an advisory lock) and loads what the writer needs. Throws UNAVAILABLE
     /// when the database cannot be reached (wrong password, unreachable host), INTERNAL when it cannot be used (a
     /// newer schema, no pg_trgm and no right to create it).
@@ -82,7 +85,7 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
         if !writer.enqueue(job) { completion(.failure(LarderError(.unavailable, "the store is closed"))) }
     }
 
-    var isOnWriterQueue: Bool { writer.isOnQueue }
+    package var isOnWriterQueue: Bool { writer.isOnQueue }
 
     /// Nothing to do: PostgreSQL checkpoints itself. Answers whether the writer's connection works.
     public func checkpoint() throws(LarderError) {}
@@ -105,7 +108,7 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
     public func changes(after seq: Int64, collection: String?, limit: Int, maxBytes: Int) throws(LarderError)
         -> ChangePage
     {
-        if let collection { try SQLiteStore.validateCollection(collection) }
+        if let collection { try CollectionName.validate(collection) }
         return try readers.read { db throws(LarderError) in
             try PostgresStore.changesPage(db, after: seq, collection: collection, limit: limit, maxBytes: maxBytes)
         }
@@ -144,8 +147,8 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
                     id: result.uuid(row, 6), rev: result.int(row, 7), createdAt: result.int(row, 8),
                     updatedAt: result.int(row, 9), data: result.bytes(row, 10))
             }
-            var blob: BlobMeta?
-            if !result.isNull(row, 11) { blob = try? BlobMeta(json: JSONParser.parseObject(result.bytes(row, 11))) }
+            var blob: BlobInfo?
+            if !result.isNull(row, 11) { blob = try? BlobInfo(json: JSONParser.parseObject(result.bytes(row, 11))) }
             let entry = ChangeEntry(
                 seq: result.int(row, 2), kind: ChangeKind(rawValue: result.text(row, 4)),
                 collection: result.text(row, 3), time: result.int(row, 5), record: record, blob: blob,

@@ -12,22 +12,17 @@ import LarderWire
 /// becomes its blob's (`BlobFiles` gives the rules that keep files and rows in step).
 public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
     let core: StoreCore
-    let writer: Writer
+    let writer: SQLiteWriter
     let readers: ReaderPool
     /// Readers of large blobs by chunks and ranges, which do not map the file: a 200 MB blob read through a mapping
     /// would stay in the server's resident set (as file pages) long after; read with pread it passes through.
     let chunkReaders: ReaderPool
     /// The trigram index's own file and thread (nil without FTS5's trigram tokenizer: text search then scans).
-    let textIndexer: TextIndexer?
+    package let textIndexer: TextIndexer?
     /// This process's hold on the data directory (one process per directory).
     private let directoryLock: DataDirectoryLock
     /// What the start-up found wrong and could not mend (blobs whose file is missing), for the server to log.
     public let startupWarnings: [String]
-
-    /// The collection name rule: a letter, then up to 63 letters, digits, `_` or `-`.
-    public static func validateCollection(_ name: String, field: String = "collection") throws(LarderError) {
-        try CollectionName.validate(name, field: field)
-    }
 
     /// Opens (creating when needed) the store in `configuration.dataDirectory`.
     public init(configuration: StoreConfiguration = StoreConfiguration()) throws(LarderError) {
@@ -47,14 +42,14 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
         let directoryLock = try DataDirectoryLock(directory: directory)
         self.directoryLock = directoryLock
         let path = (directory as NSString).appendingPathComponent("larder.sqlite")
-        let connection = try Connection(path: path, readOnly: false)
+        let connection = try SQLiteConnection(path: path, readOnly: false)
         try connection.execute("PRAGMA journal_mode=WAL")
         try connection.execute("PRAGMA synchronous=\(configuration.synchronous.rawValue)")
         let hasTrigram = (try? connection.execute(
             "CREATE VIRTUAL TABLE temp.larder_probe USING fts5(x, tokenize='trigram'); DROP TABLE temp.larder_probe"))
             != nil
-        try Schema.migrate(connection, trigram: hasTrigram)
-        if hasTrigram { try connection.execute(Schema.backlogTriggers) }
+        try SQLiteSchema.migrate(connection, trigram: hasTrigram)
+        if hasTrigram { try connection.execute(SQLiteSchema.backlogTriggers) }
         let files = try BlobFiles(directory: directory, syncEachChunk: configuration.synchronous == .full)
         startupWarnings = (exposure.map { [$0] } ?? []) + (try SQLiteStore.recoverFiles(files, connection))
         let lastChangeSeq = try connection.scalar("SELECT seq FROM sqlite_sequence WHERE name = 'changes'") ?? 0
@@ -63,7 +58,7 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
             blobFiles: files)
         core.loadIndexes(try connection.query("SELECT collection, path FROM field_indexes") { ($0.text(0), $0.text(1)) })
         self.core = core
-        let writer = Writer(connection: connection, core: core)
+        let writer = SQLiteWriter(connection: connection, core: core)
         // A store that does not use the index (tests' and benchmarks' scans) leaves it alone; the backlog triggers run
         // either way.
         let textIndexer =
@@ -84,6 +79,9 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
 
     public var configuration: StoreConfiguration { core.configuration }
 
+    /// The database file's path (`larder.sqlite` in the data directory).
+    package var databasePath: String { core.databasePath }
+
     var feed: ChangeFeedState { core.feed }
 
     // MARK: Writes
@@ -92,7 +90,7 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
         _ body: @escaping @Sendable (any WriteContext) throws(LarderError) -> T,
         completion: @escaping @Sendable (Result<T, LarderError>) -> Void
     ) {
-        let job = Writer.Job { context in
+        let job = SQLiteWriter.Job { context in
             context.runJob(
                 body, begin: { () throws(LarderError) in try context.connection!.run(.savepoint) },
                 end: { () throws(LarderError) in try context.connection!.run(.release) },
@@ -108,7 +106,7 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
         _ body: @escaping @Sendable (any WriteContext) throws(LarderError) -> T,
         completion: @escaping @Sendable (Result<T, LarderError>) -> Void
     ) {
-        let job = Writer.Job { context in
+        let job = SQLiteWriter.Job { context in
             let before = context.totalChanges
             return context.runJob(
                 body, begin: {}, undo: { context.unguardedFailed(changesBefore: before) }, completion: completion)
@@ -116,46 +114,42 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
         if !writer.enqueue(job) { completion(.failure(LarderError(.unavailable, "the store is closed"))) }
     }
 
-    var isOnWriterQueue: Bool { writer.isOnQueue }
+    package var isOnWriterQueue: Bool { writer.isOnQueue }
 
     // MARK: Point reads
 
     static let recordColumns = "id, rev, createdAt, updatedAt, data"
 
-    static func record(_ row: Statement, at offset: Int32 = 0) -> StoredRecord {
+    static func record(_ row: SQLiteStatement, at offset: Int32 = 0) -> StoredRecord {
         StoredRecord(
             id: row.uuid(offset), rev: row.int(offset + 1), createdAt: row.int(offset + 2),
             updatedAt: row.int(offset + 3), data: row.bytes(offset + 4))
     }
 
     public func get(_ collection: String, id: UUID) throws(LarderError) -> StoredRecord {
-        try SQLiteStore.validateCollection(collection)
+        try CollectionName.validate(collection)
         return try readers.read { db throws(LarderError) in try SQLiteStore.getRecord(db, collection, id) }
     }
 
     /// The document `id` of `collection` read with `db` (validated collection name), or NOT_FOUND.
-    static func getRecord(_ db: Connection, _ collection: String, _ id: UUID) throws(LarderError) -> StoredRecord {
+    static func getRecord(_ db: SQLiteConnection, _ collection: String, _ id: UUID) throws(LarderError) -> StoredRecord {
         try withRecordRow(db, collection, id) { SQLiteStore.record($0) }
     }
 
     /// Calls `body` with the row of document `id` (columns `recordColumns`), or throws NOT_FOUND.
     static func withRecordRow<R>(
-        _ db: Connection, _ collection: String, _ id: UUID, _ body: (Statement) -> R
+        _ db: SQLiteConnection, _ collection: String, _ id: UUID, _ body: (SQLiteStatement) -> R
     ) throws(LarderError) -> R {
         let statement = try db.statement(.selectRecord)
         defer { statement.reset() }
         try statement.bind(at: 1, .text(collection))
         try statement.bindUUID(id, at: 2)
-        guard try statement.step() else { throw SQLiteStore.notFound(collection, id) }
+        guard try statement.step() else { throw StoreRules.notFound(collection, id) }
         return body(statement)
     }
 
-    static func notFound(_ collection: String, _ id: UUID) -> LarderError {
-        LarderError(.notFound, "no document \(id.wireString) in collection '\(collection)'", field: "id")
-    }
-
     public func getMany(_ collection: String, ids: [UUID]) throws(LarderError) -> (records: [StoredRecord], missing: [UUID]) {
-        try SQLiteStore.validateCollection(collection)
+        try CollectionName.validate(collection)
         let unique = try ReadLimits.uniqueIds(ids)
         let list = JSON.array(unique.map { .string($0.wireString) })
         let rows = try readers.read { db throws(LarderError) in
@@ -178,15 +172,9 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
         return ReadLimits.answer(unique, rows)
     }
 
-    static func checkLimit(_ limit: Int) throws(LarderError) {
-        guard limit >= 1 && limit <= SearchQuery.maxLimit else {
-            throw LarderError(.invalidArgument, "limit must be from 1 to \(SearchQuery.maxLimit)", field: "limit")
-        }
-    }
-
     public func list(_ collection: String, limit: Int, cursor: String?) throws(LarderError) -> Page {
-        try SQLiteStore.validateCollection(collection)
-        try SQLiteStore.checkLimit(limit)
+        try CollectionName.validate(collection)
+        try StoreRules.checkLimit(limit)
         let position = try SeqPosition.list(collection, cursor: cursor)
         let statement = (
             sql: "SELECT \(SQLiteStore.recordColumns), seq FROM documents WHERE collection = ?1 AND seq > ?2 "

@@ -4,7 +4,7 @@ import LarderWire
 
 /// The write operations on the writer connection, inside the open group-commit transaction.
 final class SQLiteWriteContext: PreparedWriteContext {
-    let connection: Connection?
+    let connection: SQLiteConnection?
     let core: StoreCore
     let closedError: LarderError?
     /// Side effects on in-memory state that may happen only once the transaction committed.
@@ -25,7 +25,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
     /// The collections known to have their row (the writer's, used only on its queue).
     let collections: KnownCollections
 
-    init(connection: Connection, core: StoreCore, uuids: TimeOrderedUUIDs, collections: KnownCollections) {
+    init(connection: SQLiteConnection, core: StoreCore, uuids: TimeOrderedUUIDs, collections: KnownCollections) {
         self.connection = connection
         self.core = core
         self.closedError = nil
@@ -47,7 +47,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
         SQLiteWriteContext(core: core, error: LarderError(.unavailable, "the store is closed"))
     }
 
-    private var db: Connection { connection! }
+    private var db: SQLiteConnection { connection! }
 
     func rollbackSavepoint() {
         try? db.run(.rollbackToSavepoint)
@@ -120,7 +120,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
         defer { statement.reset() }
         try statement.bind(at: 1, .text(collection))
         try statement.bindUUID(id, at: 2)
-        guard try statement.step() else { throw SQLiteStore.notFound(collection, id) }
+        guard try statement.step() else { throw StoreRules.notFound(collection, id) }
         let row = Current(
             seq: statement.int(0), rev: statement.int(1), createdAt: statement.int(2), updatedAt: statement.int(3),
             data: statement.bytes(4), createSeq: statement.isNull(5) ? nil : statement.int(5))
@@ -175,7 +175,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
     func replace(_ collection: String, id: UUID, document: PreparedDocument, expectedRev: Int64?) throws(LarderError)
         -> StoredRecord
     {
-        try SQLiteStore.validateCollection(collection)
+        try CollectionName.validate(collection)
         // The data it had goes into the change log with the new one (a filter can then tell it stopped matching).
         let row = try current(collection, id, expectedRev: expectedRev)
         return try update(collection, id, row, document, kind: .replace)
@@ -184,14 +184,14 @@ final class SQLiteWriteContext: PreparedWriteContext {
     func patch(_ collection: String, id: UUID, patch: JSONObject, expectedRev: Int64?) throws(LarderError)
         -> StoredRecord
     {
-        try SQLiteStore.validateCollection(collection)
+        try CollectionName.validate(collection)
         let row = try current(collection, id, expectedRev: expectedRev)
         let stored = try JSONParser.parseObject(row.data)
         return try update(collection, id, row, PreparedDocument(MergePatch.apply(patch, to: stored)), kind: .patch)
     }
 
     func delete(_ collection: String, id: UUID, expectedRev: Int64?) throws(LarderError) -> (rev: Int64, blobsDeleted: Int) {
-        try SQLiteStore.validateCollection(collection)
+        try CollectionName.validate(collection)
         // The data goes into the change log, so a subscriber's filter can tell whether the deletion concerns it.
         let row = try current(collection, id, expectedRev: expectedRev)
         try moveCreateToLog(row)
@@ -207,7 +207,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
     }
 
     func dropCollection(_ name: String) throws(LarderError) -> (documents: Int, blobs: Int) {
-        try SQLiteStore.validateCollection(name)
+        try CollectionName.validate(name)
         guard try db.scalar("SELECT 1 FROM collections WHERE name = ?1", [.text(name)]) != nil else {
             throw LarderError(.notFound, "no collection '\(name)'", field: "collection")
         }
@@ -257,7 +257,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
         return (name, true)
     }
 
-    func insertBlob(_ blob: PreparedBlob) throws(LarderError) -> BlobMeta {
+    func insertBlob(_ blob: PreparedBlob) throws(LarderError) -> BlobInfo {
         let meta = blob.meta
         var document: StoredRecord?
         if let attachment = meta.attachedTo {
@@ -281,7 +281,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
 
     /// The row of blob `meta`: its bytes in the row, or (with empty `bytes`) in its upload's chunks (`chunks`, blobs
     /// stored before migration 12) or its upload's file (`file`, `BlobFiles`).
-    func insertBlobRow(_ meta: BlobMeta, bytes: SQLValue, chunks: SQLValue, file: SQLValue, in connection: Connection)
+    func insertBlobRow(_ meta: BlobInfo, bytes: SQLValue, chunks: SQLValue, file: SQLValue, in connection: SQLiteConnection)
         throws(LarderError)
     {
         try connection.run(
@@ -296,7 +296,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
     }
 
     /// The document a blob is (to be) attached to, when it exists (read with `connection`: by default the writer's).
-    func document(_ attachment: BlobAttachment, in connection: Connection? = nil) throws(LarderError) -> StoredRecord? {
+    func document(_ attachment: BlobAttachment, in connection: SQLiteConnection? = nil) throws(LarderError) -> StoredRecord? {
         try (connection ?? db).query(
             "SELECT \(SQLiteStore.recordColumns) FROM documents WHERE collection = ?1 AND id = ?2",
             [.text(attachment.collection), .text(attachment.id.wireString)]
@@ -307,7 +307,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
         let metas = try db.query("SELECT \(SQLiteStore.blobColumns) FROM blobs WHERE id = ?1", [.text(id.wireString)]) {
             SQLiteStore.blobMeta($0)
         }
-        guard let meta = metas.first else { throw SQLiteStore.blobNotFound(id) }
+        guard let meta = metas.first else { throw StoreRules.blobNotFound(id) }
         try db.run("DELETE FROM blobs WHERE id = ?1", [.text(id.wireString)])
         collectBlobFilesAfterCommit()
         if let attachment = meta.attachedTo, let document = try document(attachment) {

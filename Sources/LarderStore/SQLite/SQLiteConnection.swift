@@ -3,7 +3,7 @@ import Foundation
 import LarderWire
 
 /// A value bound to or read from a statement.
-enum SQLValue: Sendable, Equatable {
+package enum SQLValue: Sendable, Equatable {
     case null
     case int(Int64)
     case double(Double)
@@ -13,11 +13,11 @@ enum SQLValue: Sendable, Equatable {
 
 /// One SQLite connection. Not thread-safe: exactly one queue (the writer) or one borrower (a reader) uses it at a time,
 /// which is why it is opened with SQLITE_OPEN_NOMUTEX.
-final class Connection {
+package final class SQLiteConnection {
     let handle: OpaquePointer
-    private var cache: [String: Statement] = [:]
+    private var cache: [String: SQLiteStatement] = [:]
     /// The writer's per-write statements, prepared once and found by number (no hashing of their text per call).
-    private var fixed: [Statement?] = Array(repeating: nil, count: FixedSQL.allCases.count)
+    private var fixed: [SQLiteStatement?] = Array(repeating: nil, count: FixedSQL.allCases.count)
 
     /// Process-wide settings, applied once before the first connection opens.
     private static let configured: Void = {
@@ -25,8 +25,8 @@ final class Connection {
         _ = larder_sqlite_disable_memstatus()
     }()
 
-    init(path: String, readOnly: Bool) throws(LarderError) {
-        Connection.configured
+    package init(path: String, readOnly: Bool) throws(LarderError) {
+        SQLiteConnection.configured
         // SQLite would create the file 0644 (less the umask), and its -wal and -shm files after it.
         if !readOnly { try PrivateFiles.createFile(path) }
         var db: OpaquePointer?
@@ -92,7 +92,7 @@ final class Connection {
     }
 
     /// A cached prepared statement, reset and with fresh bindings.
-    func statement(_ sql: String) throws(LarderError) -> Statement {
+    package func statement(_ sql: String) throws(LarderError) -> SQLiteStatement {
         if let cached = cache[sql] {
             cached.reset()
             return cached
@@ -100,14 +100,14 @@ final class Connection {
         var raw: OpaquePointer?
         let rc = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &raw, nil)
         guard rc == SQLITE_OK, let raw else { throw error(rc, "prepare a statement") }
-        let statement = Statement(raw, connection: self)
+        let statement = SQLiteStatement(raw, connection: self)
         if cache.count > 256 { cache.removeAll() }
         cache[sql] = statement
         return statement
     }
 
     /// One of the writer's fixed statements, prepared on first use and kept; reset and with fresh bindings.
-    func statement(_ key: FixedSQL) throws(LarderError) -> Statement {
+    func statement(_ key: FixedSQL) throws(LarderError) -> SQLiteStatement {
         if let statement = fixed[key.rawValue] {
             statement.reset()
             return statement
@@ -115,7 +115,7 @@ final class Connection {
         var raw: OpaquePointer?
         let rc = sqlite3_prepare_v3(handle, key.sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &raw, nil)
         guard rc == SQLITE_OK, let raw else { throw error(rc, "prepare a statement") }
-        let statement = Statement(raw, connection: self)
+        let statement = SQLiteStatement(raw, connection: self)
         fixed[key.rawValue] = statement
         return statement
     }
@@ -172,7 +172,7 @@ final class Connection {
     }
 
     /// Runs a query and maps each row.
-    func query<T>(_ sql: String, _ values: [SQLValue] = [], _ row: (Statement) throws(LarderError) -> T)
+    func query<T>(_ sql: String, _ values: [SQLValue] = [], _ row: (SQLiteStatement) throws(LarderError) -> T)
         throws(LarderError) -> [T]
     {
         let statement = try self.statement(sql)
@@ -184,7 +184,7 @@ final class Connection {
     }
 
     /// Steps through the rows of `sql`, calling `row` for each until it returns false.
-    func forEachRow(_ sql: String, _ values: [SQLValue] = [], _ row: (Statement) throws(LarderError) -> Bool)
+    func forEachRow(_ sql: String, _ values: [SQLValue] = [], _ row: (SQLiteStatement) throws(LarderError) -> Bool)
         throws(LarderError)
     {
         let statement = try self.statement(sql)

@@ -3,23 +3,23 @@ import Foundation
 import LarderWire
 
 /// A prepared statement, finalized in `deinit`.
-final class Statement {
+package final class SQLiteStatement {
     let handle: OpaquePointer
-    unowned let connection: Connection
+    unowned let connection: SQLiteConnection
 
-    init(_ handle: OpaquePointer, connection: Connection) {
+    init(_ handle: OpaquePointer, connection: SQLiteConnection) {
         self.handle = handle
         self.connection = connection
     }
 
     deinit { sqlite3_finalize(handle) }
 
-    func reset() {
+    package func reset() {
         sqlite3_reset(handle)
         sqlite3_clear_bindings(handle)
     }
 
-    func bind(_ values: [SQLValue]) throws(LarderError) {
+    package func bind(_ values: [SQLValue]) throws(LarderError) {
         for (n, value) in values.enumerated() { try bind(at: Int32(n + 1), value) }
     }
 
@@ -66,7 +66,7 @@ final class Statement {
     }
 
     /// Steps once: true when a row is ready, false when done.
-    func step() throws(LarderError) -> Bool {
+    package func step() throws(LarderError) -> Bool {
         let rc = sqlite3_step(handle)
         if rc == SQLITE_ROW { return true }
         if rc == SQLITE_DONE { return false }
@@ -98,7 +98,7 @@ final class Statement {
         return body(UnsafeRawBufferPointer(start: pointer, count: count))
     }
 
-    func bytes(_ column: Int32) -> [UInt8] {
+    package func bytes(_ column: Int32) -> [UInt8] {
         let type = sqlite3_column_type(handle, column)
         if type == SQLITE_TEXT {
             guard let pointer = sqlite3_column_text(handle, column) else { return [] }

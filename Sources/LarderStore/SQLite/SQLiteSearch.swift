@@ -5,25 +5,13 @@ import LarderWire
 /// Searches, counts and groups: the SQL built from a query and run on a pooled reader (with the trigram
 /// index's snapshot beside it when the query has text).
 extension SQLiteStore {
-    static let damagedCursor = LarderError(
-        .invalidArgument, "the cursor is damaged; pass nextCursor back unchanged, or start again without it",
-        field: "cursor")
-
-    /// What a SEARCH cursor is valid for: the collection, filter, text and sort (not the limit).
-    static func searchScope(_ collection: String, _ query: SearchQuery) -> String {
-        Cursor.scope([
-            .string(collection), query.filter?.json ?? .null, query.text?.json ?? .null,
-            .array(query.sort.map(\.json)),
-        ])
-    }
-
     /// The SQL of a search: the statement, its bound values, and how many sort-key columns follow the record's.
     func searchSQL(_ collection: String, _ query: SearchQuery, plan: TextPlan = .index) throws(LarderError)
         -> (sql: String, values: [SQLValue], keyCount: Int, textIndex: Bool)
     {
-        try SQLiteStore.validateCollection(collection)
-        try SQLiteStore.checkLimit(query.limit)
-        var builder = SQLBuilder(collection: collection, core: core, textPlan: plan)
+        try CollectionName.validate(collection)
+        try StoreRules.checkLimit(query.limit)
+        var builder = SQLiteQueryBuilder(collection: collection, core: core, textPlan: plan)
         var clause = builder.whereClause(filter: query.filter, text: query.text)
         let keys = query.sort.map { builder.field($0.field).value }
         if let position = try SearchPosition.open(collection, query) {
@@ -62,7 +50,7 @@ extension SQLiteStore {
     /// in. Without the index `body` gets `.index` (the statement as first built).
     func read<T>(
         _ collection: String, textIndex: Bool, text: TextQuery? = nil, transaction: Bool = false,
-        _ body: (Connection, TextPlan) throws(LarderError) -> T
+        _ body: (SQLiteConnection, TextPlan) throws(LarderError) -> T
     ) throws(LarderError) -> T {
         guard textIndex, let text, let textIndexer else {
             return try readers.read(transaction: transaction) { db throws(LarderError) in try body(db, .index) }
@@ -86,9 +74,9 @@ extension SQLiteStore {
 
     /// The plan for a covered collection: the trigram index's vocabulary says how many documents hold each of the
     /// query's trigrams (one B-tree lookup each); the rarest bounds the candidates.
-    static func textPlan(_ db: Connection, _ text: TextQuery) throws(LarderError) -> TextPlan {
+    static func textPlan(_ db: SQLiteConnection, _ text: TextQuery) throws(LarderError) -> TextPlan {
         var fewest = Int64.max
-        for trigram in SQLBuilder.trigrams(TextFold.fold(text.query)) where fewest > 0 {
+        for trigram in SQLiteQueryBuilder.trigrams(TextFold.fold(text.query)) where fewest > 0 {
             fewest = min(fewest, try db.scalar("SELECT doc FROM ix.text_vocab WHERE term = ?1", [.text(trigram)]) ?? 0)
         }
         let backlog =
@@ -127,7 +115,7 @@ extension SQLiteStore {
     func readPage<T>(
         _ collection: String, textIndex: Bool, text: TextQuery?,
         _ statement: (TextPlan) throws(LarderError) -> (sql: String, values: [SQLValue]), limit: Int,
-        _ row: (Statement) -> (StoredRecord, T)
+        _ row: (SQLiteStatement) -> (StoredRecord, T)
     ) throws(LarderError) -> (page: [(StoredRecord, T)], more: Bool) {
         try read(collection, textIndex: textIndex, text: text) { db, plan throws(LarderError) in
             let (sql, values) = try statement(plan)
@@ -138,9 +126,9 @@ extension SQLiteStore {
     }
 
     public func count(_ collection: String, filter: Filter?, text: TextQuery?) throws(LarderError) -> Int {
-        try SQLiteStore.validateCollection(collection)
+        try CollectionName.validate(collection)
         func statement(_ plan: TextPlan) -> (sql: String, values: [SQLValue], textIndex: Bool) {
-            var builder = SQLBuilder(collection: collection, core: core, textPlan: plan)
+            var builder = SQLiteQueryBuilder(collection: collection, core: core, textPlan: plan)
             let clause = builder.whereClause(filter: filter, text: text)
             return ("SELECT count(*) FROM documents WHERE \(clause)", builder.values, builder.usesTextIndex)
         }
@@ -151,19 +139,17 @@ extension SQLiteStore {
         }
     }
 
-    public static let maxGroups = 1000
-
     public func group(_ collection: String, field: FieldPath, filter: Filter?, text: TextQuery?, perGroup: Int)
         throws(LarderError) -> [Group]
     {
-        try SQLiteStore.validateCollection(collection)
+        try CollectionName.validate(collection)
         try ReadLimits.checkPerGroup(perGroup)
         // A section is a kind and a value: `g`, the rank of (value, kind) in the sort order of `field` (§5.2), numbers
         // and booleans by value with a boolean's section before the number's it ties with. Ranking by SQLite's own
         // comparison puts 1 and 1.0 in one section, as `eq` matches them, while `true` and 1 stay apart, as `eq` keeps
         // them.
         func statements(_ plan: TextPlan) -> (groups: String, records: String, values: [SQLValue], textIndex: Bool) {
-            var builder = SQLBuilder(collection: collection, core: core, textPlan: plan)
+            var builder = SQLiteQueryBuilder(collection: collection, core: core, textPlan: plan)
             let clause = builder.whereClause(filter: filter, text: text)
             let (x, t) = builder.field(field)
             let typeExpr = t ?? "'integer'"
@@ -177,11 +163,11 @@ extension SQLiteStore {
             let ranked = "SELECT *, dense_rank() OVER (ORDER BY k, kt = 'number', kt) AS g FROM (\(inner))"
             let groupsSQL =
                 "SELECT g, kt, k, count(*), max(CASE WHEN ki THEN k END) FROM (\(ranked)) GROUP BY g ORDER BY g "
-                + "LIMIT \(SQLiteStore.maxGroups)"
+                + "LIMIT \(StoreRules.maxGroups)"
             let recordsSQL =
                 "SELECT g, \(SQLiteStore.recordColumns) FROM (SELECT *, row_number() OVER "
                 + "(PARTITION BY g ORDER BY seq) AS rn FROM (\(ranked))) "
-                + "WHERE rn <= \(perGroup) AND g <= \(SQLiteStore.maxGroups) ORDER BY g, rn"
+                + "WHERE rn <= \(perGroup) AND g <= \(StoreRules.maxGroups) ORDER BY g, rn"
             return (groupsSQL, recordsSQL, builder.values, builder.usesTextIndex)
         }
         let first = statements(.index)

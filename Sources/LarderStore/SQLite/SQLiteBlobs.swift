@@ -6,19 +6,15 @@ import LarderWire
 extension SQLiteStore {
     static let blobColumns = "id, size, sha256, contentType, width, height, createdAt, attachedCollection, attachedId"
 
-    static func blobMeta(_ row: Statement) -> BlobMeta {
+    static func blobMeta(_ row: SQLiteStatement) -> BlobInfo {
         var attachment: BlobAttachment?
         if !row.isNull(7) { attachment = BlobAttachment(collection: row.text(7), id: row.uuid(8)) }
-        return BlobMeta(
+        return BlobInfo(
             id: row.uuid(0), size: row.int(1), sha256: row.text(2), contentType: row.text(3), width: Int(row.int(4)),
             height: Int(row.int(5)), createdAtMs: row.int(6), attachedTo: attachment)
     }
 
-    static func blobNotFound(_ id: UUID) -> LarderError {
-        LarderError(.notFound, "no blob \(id.wireString)", field: "id")
-    }
-
-    public func blobGet(_ id: UUID) throws(LarderError) -> (meta: BlobMeta, bytes: [UInt8]) {
+    public func blobGet(_ id: UUID) throws(LarderError) -> (meta: BlobInfo, bytes: [UInt8]) {
         // One transaction: the metadata and the bytes come from the same snapshot.
         let (meta, stored) = try readers.read(transaction: true) { db throws(LarderError) in
             try SQLiteStore.readBlob(db, id) { (_) throws(LarderError) -> Range<Int64>? in nil }
@@ -50,12 +46,12 @@ extension SQLiteStore {
     /// row, from its upload's chunks (read with `db`, inside the caller's transaction, so from one snapshot), or from
     /// its file.
     static func readBlob(
-        _ db: Connection, _ id: UUID, range: (BlobMeta) throws(LarderError) -> Range<Int64>?
-    ) throws(LarderError) -> (meta: BlobMeta, bytes: StoredBytes) {
+        _ db: SQLiteConnection, _ id: UUID, range: (BlobInfo) throws(LarderError) -> Range<Int64>?
+    ) throws(LarderError) -> (meta: BlobInfo, bytes: StoredBytes) {
         let statement = try db.statement(.selectBlobMetaAndSeq)
         defer { statement.reset() }
         try statement.bind([.text(id.wireString)])
-        guard try statement.step() else { throw SQLiteStore.blobNotFound(id) }
+        guard try statement.step() else { throw StoreRules.blobNotFound(id) }
         let meta = SQLiteStore.blobMeta(statement)
         let wanted = try range(meta)
         if !statement.isNull(11) { return (meta, .file(statement.text(11), wanted ?? 0..<meta.size)) }
@@ -75,28 +71,28 @@ extension SQLiteStore {
         }))
     }
 
-    public func blobHead(_ id: UUID) throws(LarderError) -> BlobMeta {
+    public func blobHead(_ id: UUID) throws(LarderError) -> BlobInfo {
         try readers.read { db throws(LarderError) in try SQLiteStore.getBlobMeta(db, id) }
     }
 
     /// The metadata of blob `id` read with `db`, or NOT_FOUND.
-    static func getBlobMeta(_ db: Connection, _ id: UUID) throws(LarderError) -> BlobMeta {
+    static func getBlobMeta(_ db: SQLiteConnection, _ id: UUID) throws(LarderError) -> BlobInfo {
         let statement = try db.statement(.selectBlobMeta)
         defer { statement.reset() }
         try statement.bind([.text(id.wireString)])
-        guard try statement.step() else { throw SQLiteStore.blobNotFound(id) }
+        guard try statement.step() else { throw StoreRules.blobNotFound(id) }
         return SQLiteStore.blobMeta(statement)
     }
 
     public func blobList(limit: Int, cursor: String?, attachedTo: BlobAttachment?) throws(LarderError)
-        -> (blobs: [BlobMeta], nextCursor: String?)
+        -> (blobs: [BlobInfo], nextCursor: String?)
     {
-        try SQLiteStore.checkLimit(limit)
+        try StoreRules.checkLimit(limit)
         let position = try SeqPosition.blobList(attachedTo, cursor: cursor)
         var sql = "SELECT \(SQLiteStore.blobColumns), seq FROM blobs WHERE seq > ?1"
         var values: [SQLValue] = [.int(position.after), .int(Int64(limit + 1))]
         if let attachedTo {
-            try SQLiteStore.validateCollection(attachedTo.collection, field: "attachedTo.collection")
+            try CollectionName.validate(attachedTo.collection, field: "attachedTo.collection")
             sql += " AND attachedCollection = ?3 AND attachedId = ?4"
             values += [.text(attachedTo.collection), .text(attachedTo.id.wireString)]
         }
@@ -111,7 +107,7 @@ extension SQLiteStore {
 
 /// A blob validated and hashed before it reaches the writer.
 struct PreparedBlob: Sendable {
-    var meta: BlobMeta
+    var meta: BlobInfo
     var bytes: [UInt8]
 
     init(id: UUID?, bytes: [UInt8], expectedSHA256: String?, attachTo: BlobAttachment?, core: StoreCore)
@@ -131,8 +127,8 @@ struct PreparedBlob: Sendable {
                 .invalidArgument, "the blob's SHA-256 differs from the expected one; it was damaged in transit, resend it",
                 field: "sha256", details: ["actualSHA256": .string(digest)])
         }
-        if let attachTo { try SQLiteStore.validateCollection(attachTo.collection, field: "attach.collection") }
-        meta = BlobMeta(
+        if let attachTo { try CollectionName.validate(attachTo.collection, field: "attach.collection") }
+        meta = BlobInfo(
             id: id ?? UUID(), size: Int64(bytes.count), sha256: digest, contentType: "image/jpeg", width: info.width,
             height: info.height, createdAtMs: nowMillis(), attachedTo: attachTo)
         self.bytes = bytes

@@ -21,7 +21,7 @@ extension TextIndexer {
     }
 
     /// `requestIndex`, waiting for the commit (tests, and callers that want the index at once).
-    func indexCollection(_ collection: String) throws(LarderError) {
+    package func indexCollection(_ collection: String) throws(LarderError) {
         _ = lock.withLock { requested.insert(collection) }
         let box = ResultBox<Void>()
         cover(collection) { [self] error, _ in

@@ -32,7 +32,7 @@ extension SQLiteStore {
 
     /// Unlinks the files named in `blob_files_deleted` (their rows' deletion committed), then forgets the names; on
     /// the writer's connection, between transactions. Nothing while a backup holds the files: it runs again after.
-    static func collectFiles(_ files: BlobFiles, _ db: Connection) {
+    static func collectFiles(_ files: BlobFiles, _ db: SQLiteConnection) {
         guard !files.isHeld, let names = try? db.query("SELECT name FROM blob_files_deleted", [], { $0.text(0) }),
             !names.isEmpty
         else { return }
@@ -91,7 +91,7 @@ extension SQLiteStore {
             try files.writeChunk(upload, offset: offset, bytes: bytes)
             let expiresAt = now + core.configuration.uploadExpiryMs
             let count = bytes.count
-            let after = try syncWrite { (context) throws(LarderError) -> UploadRecord in
+            let after = try syncWrite { (context) throws(LarderError) -> BlobUploadInfo in
                 try (context as! SQLiteWriteContext).advanceUpload(
                     upload, offset: offset, count: count, now: now, expiresAt: expiresAt)
             }
@@ -108,16 +108,16 @@ extension SQLiteStore {
     /// Checks and commits a complete upload: its SHA-256 kept as the chunks came (or, for an upload begun before this
     /// process, read once from its file), its JPEG structure read from the file's header segments and last bytes,
     /// and the file synced before the blob's row commits.
-    public func uploadFinish(_ upload: UUID, sha256: String?) throws(LarderError) -> BlobMeta {
+    public func uploadFinish(_ upload: UUID, sha256: String?) throws(LarderError) -> BlobInfo {
         let files = self.files
         let name = upload.wireString
         // Finished, dropped, or never there: this process keeps nothing of it.
         defer { if (try? uploadRecord(upload)) == nil { files.forget(name) } }
-        let meta = try files.hash(upload).state.withLock { (state) throws(LarderError) -> BlobMeta in
+        let meta = try files.hash(upload).state.withLock { (state) throws(LarderError) -> BlobInfo in
             let record = try finishableUpload(upload)
             let path = files.path(name)
             return try files.withFile(name, writing: false, missing: { UploadRules.noUpload(upload) }) {
-                (fd) throws(LarderError) -> BlobMeta in
+                (fd) throws(LarderError) -> BlobInfo in
                 var hasher = state.hasher
                 if !state.valid || state.hashed != record.size {
                     hasher = SHA256()
@@ -182,7 +182,7 @@ extension SQLiteStore {
 
     /// `readFile`'s missing file, told apart: the blob deleted since the caller read its row, or a file lost.
     func explainMissing(_ id: UUID, _ name: String) -> LarderError {
-        guard (try? blobHead(id)) != nil else { return SQLiteStore.blobNotFound(id) }
+        guard (try? blobHead(id)) != nil else { return StoreRules.blobNotFound(id) }
         return SQLiteStore.missingFile(id, files.path(name))
     }
 
@@ -193,7 +193,7 @@ extension SQLiteStore {
     /// unlinked; files no row names (a crash between a file and its row) are removed; an upload's offset is cut back
     /// to its file's length (bytes lost with the page cache in a power loss). Answers the warnings to log: blobs whose
     /// file is missing.
-    static func recoverFiles(_ files: BlobFiles, _ db: Connection) throws(LarderError) -> [String] {
+    static func recoverFiles(_ files: BlobFiles, _ db: SQLiteConnection) throws(LarderError) -> [String] {
         try moveUploadChunksToFiles(files, db)
         collectFiles(files, db)
         try removeOrphans(files, db, olderThan: nil)
@@ -219,7 +219,7 @@ extension SQLiteStore {
     /// directory is listed, so a file listed is named by a row the read sees unless it has none: an upload's file is
     /// made just before its row commits (a running store passes a time well in the past for that), and a finishing
     /// upload's row and its blob's are swapped in one transaction.
-    static func removeOrphans(_ files: BlobFiles, _ db: Connection, olderThan: Int?) throws(LarderError) {
+    static func removeOrphans(_ files: BlobFiles, _ db: SQLiteConnection, olderThan: Int?) throws(LarderError) {
         let listed = files.names().filter { UUID(uuidString: $0) != nil }
         guard !listed.isEmpty else { return }
         let named = Set(
@@ -254,7 +254,7 @@ extension SQLiteStore {
 
     /// The uploads begun before migration 12 keep their chunks in `blob_chunks`: written to their files (synced),
     /// then the rows go, in one transaction; run again after a crash, it writes the same files again.
-    private static func moveUploadChunksToFiles(_ files: BlobFiles, _ db: Connection) throws(LarderError) {
+    private static func moveUploadChunksToFiles(_ files: BlobFiles, _ db: SQLiteConnection) throws(LarderError) {
         let owners = try db.query(
             "SELECT id FROM uploads WHERE EXISTS (SELECT 1 FROM blob_chunks WHERE owner = uploads.id)", [],
             { $0.text(0) })

@@ -33,9 +33,9 @@ extension TextIndexer {
     /// A writer job that runs `body` in a savepoint of the batch's transaction and reports, on the writer thread, its
     /// own failure or else the COMMIT's outcome.
     static func savepointJob(
-        _ body: @escaping (Connection) throws(LarderError) -> Void, completion: @escaping (LarderError?) -> Void
-    ) -> Writer.Job {
-        Writer.Job { context in
+        _ body: @escaping (SQLiteConnection) throws(LarderError) -> Void, completion: @escaping (LarderError?) -> Void
+    ) -> SQLiteWriter.Job {
+        SQLiteWriter.Job { context in
             var failure: LarderError?
             if let closedError = context.closedError {
                 failure = closedError
@@ -62,7 +62,7 @@ extension TextIndexer {
     /// one indexed (or both are absent), else it stays with `old` = the text indexed.
     /// `FixedSQL.settleBacklogDelete` / `.settleBacklogKeep`.
     static func applyToBacklog(
-        _ number: Int64, _ journal: [(Int64, String?)], generation: Int64, _ db: Connection
+        _ number: Int64, _ journal: [(Int64, String?)], generation: Int64, _ db: SQLiteConnection
     ) throws(LarderError) {
         let settled = try db.scalar("SELECT value FROM larder_meta WHERE key = 'textIndexSettled'")
         let paired = try db.scalar("SELECT value FROM larder_meta WHERE key = 'textIndexGeneration'")

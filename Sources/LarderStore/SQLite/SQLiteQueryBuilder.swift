@@ -5,7 +5,7 @@ extension FieldPath {
     /// The SQLite JSON path with every segment quoted: `$."address"."city"`. Segments never contain `"` (FieldPath
     /// rejects it), so the quoting is unambiguous. SQLite compares a quoted label with a member name as it is written
     /// in the stored JSON, where a backslash is escaped (`\\`): so is it here, or such a member could not be found
-    /// (found by the hostile-names test; the other characters the compact form escapes are refused in paths).
+    /// (the other characters the compact form escapes are refused in paths).
     var jsonPath: String {
         var path = "$"
         for segment in segments { path += ".\"" + segment.replacingOccurrences(of: "\\", with: "\\\\") + "\"" }
@@ -30,7 +30,7 @@ extension FieldPath {
 
 /// Translates filters, text search and sorts into an SQL condition with numbered parameters. Field paths are bound as
 /// parameters, except on indexed paths where the literal (built from the validated path) must match the index.
-struct SQLBuilder {
+struct SQLiteQueryBuilder {
     let collection: String
     let core: StoreCore
     private(set) var values: [SQLValue] = []
@@ -84,14 +84,14 @@ struct SQLBuilder {
         if path.envelope == .id, case .string(let s) = value { return "\(x) = \(param(.text(s.lowercased())))" }
         guard let t else {
             switch value {
-            case .int, .double, .string: return "\(x) = \(param(SQLBuilder.sqlValue(value)))"
+            case .int, .double, .string: return "\(x) = \(param(SQLiteQueryBuilder.sqlValue(value)))"
             default: return "0"
             }
         }
         switch value {
         case .null: return "(\(t) IS NULL OR \(t) = 'null')"  // a missing field equals null (Protocol.md §5.2)
         case .bool(let b): return "\(t) = '\(b ? "true" : "false")'"
-        case .int, .double: return "(\(t) IN ('integer','real') AND \(x) = \(param(SQLBuilder.sqlValue(value))))"
+        case .int, .double: return "(\(t) IN ('integer','real') AND \(x) = \(param(SQLiteQueryBuilder.sqlValue(value))))"
         case .string(let s): return "(\(t) = 'text' AND \(x) = \(param(.text(s))))"
         case .array, .object: return "0"
         }
@@ -107,7 +107,7 @@ struct SQLBuilder {
         case .compare(let path, let op, let value):
             let symbol = [Filter.Comparison.lt: "<", .lte: "<=", .gt: ">", .gte: ">="][op]!
             let (x, t) = field(path)
-            var bound = SQLBuilder.sqlValue(value)
+            var bound = SQLiteQueryBuilder.sqlValue(value)
             if path.envelope == .id, case .text(let s) = bound { bound = .text(s.lowercased()) }
             let comparison = "\(x) \(symbol) \(param(bound))"
             guard let t else { return comparison }
@@ -136,7 +136,7 @@ struct SQLBuilder {
 
     /// `in` as at most five tests whatever the number of values: numbers and strings each as one bound JSON array
     /// (`x IN (SELECT value FROM json_each(?))`), null and booleans as `equals`. One `equals` per value joined by OR
-    /// nested a level per value, and SQLite refuses expressions deeper than 1,000 (found by the hostile table). The
+    /// nested a level per value, and SQLite refuses expressions deeper than 1,000. The
     /// dialect twin of `PGBuilder.inList`: the same parts (`InListValues`), SQLite's tests.
     private mutating func inList(_ path: FieldPath, _ values: [JSON]) -> String {
         let (x, t) = field(path)
@@ -166,7 +166,7 @@ struct SQLBuilder {
         let q = param(.text(folded))
         var parts: [String] = []
         if textPlan != .scan && core.hasTrigram && core.configuration.useTextIndex && folded.unicodeScalars.count >= 3 {
-            let match = SQLBuilder.trigramMatch(folded)
+            let match = SQLiteQueryBuilder.trigramMatch(folded)
             // The index's matches, and the documents written since it last saw them (`fts_backlog`).
             usesTextIndex = true
             parts.append(
@@ -224,34 +224,6 @@ struct SQLBuilder {
     }
 }
 
-/// The values of an `in` filter as both dialects test them (`SQLBuilder` and `PGBuilder`): the numbers as one list, the
-/// strings as another, and the rest (null, booleans, arrays, objects) one by one, each once.
-struct InListValues {
-    private(set) var numbers: [JSON] = []
-    private(set) var strings: [String] = []
-    private(set) var others: [JSON] = []
-
-    init(_ values: [JSON]) {
-        for value in values {
-            switch value {
-            case .int, .double: numbers.append(value)
-            case .string(let s): strings.append(s)
-            default: if !others.contains(value) { others.append(value) }
-            }
-        }
-    }
-
-    /// The filter's test: any of the numbers' test, the strings' test (each made when there are any) and each other
-    /// value's. Called in that order, so the dialects bind their parameters in it.
-    func anyOf(numbers: ([JSON]) -> String, strings: ([String]) -> String, other: (JSON) -> String) -> String {
-        var tests: [String] = []
-        if !self.numbers.isEmpty { tests.append(numbers(self.numbers)) }
-        if !self.strings.isEmpty { tests.append(strings(self.strings)) }
-        for value in others { tests.append(other(value)) }
-        return "(" + tests.joined(separator: " OR ") + ")"
-    }
-}
-
 /// How a substring search of 3+ characters finds its documents.
 enum TextPlan: Sendable {
     /// Every document of the collection is tested (the collection is not covered by the trigram index).
@@ -262,92 +234,4 @@ enum TextPlan: Sendable {
     /// The index's candidates are looked up one by one and the rest filtered and sorted: for queries that few
     /// documents can match (a rare word, a name, an id).
     case indexDriving
-}
-
-/// Opaque page cursors: base64url of a small JSON object. Every cursor names its kind (`k`: the request that issued
-/// it) and its scope (`q`: a digest of what the page is of: the collection for LIST; the collection, filter, text and
-/// sort for SEARCH; the attachment for BLOB_LIST), so a cursor given to another request or another query is refused
-/// rather than answered with a page of something else. Search cursors then carry the last record's sort values and
-/// id; list cursors a sequence number.
-enum Cursor {
-    /// The requests that issue cursors, as their kind is written in one.
-    enum Kind: String {
-        case list = "LIST"
-        case search = "SEARCH"
-        case blobList = "BLOB_LIST"
-    }
-
-    /// A cursor of `kind` for `scope` (see `scope(_:)`), carrying `position`.
-    static func encode(_ kind: Kind, scope: String, _ position: JSONObject) -> String {
-        var object: JSONObject = ["k": .string(kind.rawValue), "q": .string(scope)]
-        for (key, value) in position { object[key] = value }
-        return encode(object)
-    }
-
-    static func encode(_ object: JSONObject) -> String {
-        Data(object.bytes).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
-
-    /// The digest that ties a cursor to what its pages are of: 16 hex digits of the SHA-256 of `parts` as JSON.
-    static func scope(_ parts: [JSON]) -> String { String(SHA256.hex(JSON.array(parts).bytes).prefix(16)) }
-
-    /// The position a cursor of `kind` for `scope` carries; INVALID_ARGUMENT (field `cursor`) for a cursor of another
-    /// request, of another query (`scopeMessage` says which), or not one this store issued.
-    static func open(_ string: String, _ kind: Kind, scope: String, scopeMessage: String) throws(LarderError)
-        -> JSONObject
-    {
-        let object = try decode(string)
-        guard case .string(let issuer)? = object["k"], let issued = Kind(rawValue: issuer) else {
-            throw LarderError(
-                .invalidArgument, "the cursor is not one this server issued; pass nextCursor back unchanged",
-                field: "cursor")
-        }
-        guard issued == kind else {
-            let message = "this is a \(issued.rawValue) cursor; \(kind.rawValue) takes only the nextCursor of a "
-                + "\(kind.rawValue) answer"
-            throw LarderError(.invalidArgument, message, field: "cursor")
-        }
-        guard case .string(scope)? = object["q"] else {
-            throw LarderError(.invalidArgument, scopeMessage, field: "cursor")
-        }
-        return object
-    }
-
-    static func decode(_ string: String) throws(LarderError) -> JSONObject {
-        var base64 = string.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base64.count % 4 != 0 { base64 += "=" }
-        guard let data = Data(base64Encoded: base64), let object = try? JSONParser.parseObject(Array(data)) else {
-            throw LarderError(
-                .invalidArgument, "the cursor is not one this server issued; pass nextCursor back unchanged",
-                field: "cursor")
-        }
-        return object
-    }
-
-    /// A sort value as the cursor keeps it: a real as `{"d": …}` and an array's or object's JSON text (a BLOB in the
-    /// sort, `FieldPath.sortKeySQL`) as `{"b": "…"}`, so that each comes back with the kind it sorted as.
-    static func json(_ value: SQLValue) -> JSON {
-        switch value {
-        case .null: .null
-        case .int(let i): .int(i)
-        case .double(let d): .object(["d": .double(d)])
-        case .text(let s): .string(s)
-        case .blob(let bytes): .object(["b": .string(String(decoding: bytes, as: UTF8.self))])
-        }
-    }
-
-    static func sqlValue(_ json: JSON) -> SQLValue? {
-        switch json {
-        case .null: return .null
-        case .int(let i): return .int(i)
-        case .string(let s): return .text(s)
-        case .object(let o) where o.count == 1:
-            if let d = o["d"]?.doubleValue { return .double(d) }
-            if case .string(let b)? = o["b"] { return .blob(Array(b.utf8)) }
-            return nil
-        default: return nil
-        }
-    }
 }

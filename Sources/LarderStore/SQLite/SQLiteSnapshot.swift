@@ -2,24 +2,6 @@ import CSQLite
 import Foundation
 import LarderWire
 
-/// A store that copies itself, consistently and while writers go on, into one file: what `larder backup` streams.
-///
-/// The PostgreSQL store has no such copy (pg_dump is the way to back PostgreSQL up), so this is a protocol of its
-/// own rather than a requirement of `DocumentStore`.
-public protocol SnapshotStore: Sendable {
-    /// What a snapshot file is, as `BACKUP` answers it (`"sqlite"`: a SQLite database a server can be started on).
-    var snapshotFormat: String { get }
-
-    /// Writes a consistent copy of the store to a new file beside the store's own and answers its path; the caller
-    /// removes it. The copy holds every write committed before the call and none committed after its read
-    /// transaction began. `whileReading` runs once, inside that read transaction (tests hold it there to show that
-    /// writers go on meanwhile).
-    func snapshot(whileReading: (@Sendable () -> Void)?) throws(LarderError) -> String
-
-    /// Removes the snapshot files a server that stopped abruptly left behind.
-    func removeStaleSnapshots()
-}
-
 /// Called by SQLite's progress handler while `VACUUM INTO` runs: the first call made inside the read transaction runs
 /// the hook, once.
 private final class SnapshotHook {
@@ -32,6 +14,9 @@ private final class SnapshotHook {
 }
 
 extension SQLiteStore: SnapshotStore {
+    /// The SQLite store makes snapshots itself.
+    public var snapshots: (any SnapshotStore)? { self }
+
     static let snapshotPrefix = ".larder-backup-"
 
     public var snapshotFormat: String { "sqlite" }
@@ -62,7 +47,7 @@ extension SQLiteStore: SnapshotStore {
     /// Writes the bytes of every blob whose bytes are a file into the copy at `path` as chunk rows of the file's
     /// name, in one transaction.
     private func inlineBlobFiles(into path: String) throws(LarderError) {
-        let copy = try Connection(path: path, readOnly: false)
+        let copy = try SQLiteConnection(path: path, readOnly: false)
         try copy.execute("BEGIN IMMEDIATE")
         do throws(LarderError) {
             let blobs = try copy.query(
@@ -90,7 +75,7 @@ extension SQLiteStore: SnapshotStore {
         let directory = configuration.dataDirectory
         let name = "\(SQLiteStore.snapshotPrefix)\(getpid())-\(UUID().wireString).sqlite"
         let path = (directory as NSString).appendingPathComponent(name)
-        let connection = try Connection(path: core.databasePath, readOnly: true)
+        let connection = try SQLiteConnection(path: core.databasePath, readOnly: true)
         let hook = SnapshotHook(handle: connection.handle, hook: whileReading)
         if whileReading != nil {
             // The schema is read now, in a read transaction of its own, so that the hook's first call inside a read

@@ -12,7 +12,7 @@ import Synchronization
 /// The rule that keeps searches exact: a document whose `seq` is not in `fts_backlog` is in the index with its current
 /// text; a `seq` in `fts_backlog` has exactly one row there, whose `old` is the text the index holds for it (NULL when
 /// it holds none). Text search therefore reads the index's matches plus every backlog document, and the exact `instr`
-/// test decides (QuerySQL `text`).
+/// test decides (SQLiteQueryBuilder `text`).
 ///
 /// A pass (on `queue`), in one transaction of this connection, which reads the documents' file (`docs`) at one
 /// snapshot and writes only the index's file:
@@ -49,7 +49,7 @@ import Synchronization
 /// between its two snapshots (the index then holds a text newer than the reader's document). A text search takes both
 /// snapshots under `snapshotLock` (microseconds), and a pass holds it only for its COMMIT.
 
-final class TextIndexer: @unchecked Sendable {
+package final class TextIndexer: @unchecked Sendable {
     static let fileName = "larder-text.sqlite"
     /// The most backlog documents one pass takes (a catch-up after an upgrade goes by this many at a time)...
     static let passDocuments = 4_096
@@ -68,8 +68,8 @@ final class TextIndexer: @unchecked Sendable {
     let snapshotLock = Lock()
     private let core: StoreCore
     let queue = DispatchQueue(label: "larder.store.text-index", qos: .utility)
-    let connection: Connection  // only on `queue` (and in `init`)
-    unowned let writer: Writer
+    let connection: SQLiteConnection  // only on `queue` (and in `init`)
+    unowned let writer: SQLiteWriter
     /// The index generation this store opened (fixed: a start-over happens only at open).
     let generation: Int64
     let lock = Lock()
@@ -104,15 +104,15 @@ final class TextIndexer: @unchecked Sendable {
 
     /// Opens (or creates) the index file next to the documents' and pairs it with them. `documents` is the writer's
     /// connection, before the writer starts: a start-over empties and refills the backlog through it.
-    init(directory: String, documents: Connection, core: StoreCore, writer: Writer) throws(LarderError) {
+    init(directory: String, documents: SQLiteConnection, core: StoreCore, writer: SQLiteWriter) throws(LarderError) {
         self.core = core
         self.writer = writer
         path = (directory as NSString).appendingPathComponent(TextIndexer.fileName)
-        connection = try Connection(path: path, readOnly: false)
+        connection = try SQLiteConnection(path: path, readOnly: false)
         try connection.execute("PRAGMA journal_mode=WAL")
         try connection.execute("PRAGMA synchronous=NORMAL")
         try connection.execute(TextIndexer.indexSchema)
-        let meta = { (db: Connection, sql: String) throws(LarderError) -> Int64? in try db.scalar(sql) }
+        let meta = { (db: SQLiteConnection, sql: String) throws(LarderError) -> Int64? in try db.scalar(sql) }
         let indexGeneration = try meta(connection, "SELECT value FROM text_meta WHERE key = 'generation'")
         let indexPass = try meta(connection, "SELECT value FROM text_meta WHERE key = 'pass'")
         let documentsGeneration = try meta(documents, "SELECT value FROM larder_meta WHERE key = 'textIndexGeneration'")
@@ -128,7 +128,7 @@ final class TextIndexer: @unchecked Sendable {
 
     /// An empty index with a new generation, then every document in the backlog with nothing indexed, in that order:
     /// a crash in between leaves the generations different, so the next open starts over again.
-    private static func startOver(index: Connection, documents: Connection) throws(LarderError) -> Int64 {
+    private static func startOver(index: SQLiteConnection, documents: SQLiteConnection) throws(LarderError) -> Int64 {
         let generation = Int64.random(in: 1...Int64.max)
         try index.execute(
             "BEGIN IMMEDIATE; DROP TABLE IF EXISTS text_index; DELETE FROM text_meta; \(indexSchema) "
@@ -200,7 +200,7 @@ final class TextIndexer: @unchecked Sendable {
 
     /// Runs passes on the index's queue until the backlog is empty (or only holds what concurrent writes keep adding:
     /// at most `rounds` passes). For `integrityCheck`, `close` and tests.
-    func catchUp(rounds: Int = 8) throws(LarderError) {
+    package func catchUp(rounds: Int = 8) throws(LarderError) {
         let result: Result<Void, LarderError> = queue.sync {
             do throws(LarderError) {
                 for _ in 0..<rounds {

@@ -4,13 +4,13 @@ import LarderWire
 /// One schema step: SQL, or code for a step that depends on what the database holds.
 enum Migration: Sendable, ExpressibleByStringLiteral {
     case sql(String)
-    case code(@Sendable (Connection) throws(LarderError) -> Void)
+    case code(@Sendable (SQLiteConnection) throws(LarderError) -> Void)
 
     init(stringLiteral value: String) { self = .sql(value) }
 }
 
 /// The schema and its migrations, recorded in `larder_migrations`.
-enum Schema {
+enum SQLiteSchema {
     static let migrations: [Migration] = [
         """
         CREATE TABLE collections(name TEXT PRIMARY KEY, createdAt INTEGER NOT NULL) WITHOUT ROWID;
@@ -100,7 +100,7 @@ enum Schema {
             }
         },
         // 9: a document's create event is its own row (`createSeq`, the change's number), not a second row in
-        // `changes` with a copy of the document; it moves to `changes` when the row first changes or goes (issue 16).
+        // `changes` with a copy of the document; it moves to `changes` when the row first changes or goes.
         // The creates logged before stay in `changes`: their rows get no number, and nothing else needs converting.
         // The index carries the collection so that a replay of one collection reads no row it skips.
         // (The column may be there already in a directory whose recorded version was set back by hand.)
@@ -137,7 +137,8 @@ enum Schema {
                 END;
                 """)
         },
-        // 11: thumbnails cached with their blob (Thumbnails.swift), deleted with it by the trigger whatever deletes it.
+        // 11: thumbnails cached with their blob (SQLiteThumbnails.swift), deleted with it by the trigger whatever
+        // deletes it.
         // IF NOT EXISTS: the tests that replay older migrations run it again.
         """
         CREATE TABLE IF NOT EXISTS thumbnails(
@@ -206,7 +207,7 @@ enum Schema {
         """
 
     /// Brings `db` to the newest schema (to version `through`, for tests that make an older data directory).
-    static func migrate(_ db: Connection, trigram: Bool, through: Int = migrations.count) throws(LarderError) {
+    static func migrate(_ db: SQLiteConnection, trigram: Bool, through: Int = migrations.count) throws(LarderError) {
         try db.execute(
             "CREATE TABLE IF NOT EXISTS larder_migrations(version INTEGER PRIMARY KEY, appliedAt INTEGER NOT NULL)")
         let applied = try db.scalar("SELECT coalesce(max(version), 0) FROM larder_migrations") ?? 0

@@ -8,7 +8,7 @@ import Synchronization
 /// The single writer: one connection, touched only on `queue`. Concurrent submissions that arrive while a transaction
 /// runs are batched into the next one (group commit); each runs in its own SAVEPOINT, and every completion is called
 /// only after that transaction's COMMIT returned.
-final class Writer: @unchecked Sendable {
+final class SQLiteWriter: @unchecked Sendable {
     struct Job {
         /// Runs the body inside the open transaction and returns what to deliver once the COMMIT outcome is known.
         let execute: (SQLiteWriteContext) -> (LarderError?) -> Void
@@ -16,10 +16,10 @@ final class Writer: @unchecked Sendable {
 
     static let maxBatch = 512
 
-    private let batches = BatchQueue<Job>(label: "larder.store.writer", maxBatch: Writer.maxBatch)
+    private let batches = GroupCommitQueue<Job>(label: "larder.store.writer", maxBatch: SQLiteWriter.maxBatch)
     private var queue: DispatchQueue { batches.queue }
     private let core: StoreCore
-    private var connection: Connection?  // only on `queue`
+    private var connection: SQLiteConnection?  // only on `queue`
     private var prune = PruneSchedule()  // only on `queue`
     private let uuids = TimeOrderedUUIDs()  // only on `queue`
     private let collections = KnownCollections()  // only on `queue`
@@ -28,7 +28,7 @@ final class Writer: @unchecked Sendable {
     var textIndexer: TextIndexer?
     private var unindexedWrites = 0  // only on `queue`
 
-    init(connection: Connection, core: StoreCore) {
+    init(connection: SQLiteConnection, core: StoreCore) {
         self.connection = connection
         self.core = core
         self.checkpointer = Checkpointer(path: core.databasePath)
@@ -91,7 +91,7 @@ final class Writer: @unchecked Sendable {
 
     /// Prunes the change log inside the batch's transaction, in a savepoint of its own so that a failure leaves the
     /// log and its `changesPrunedThrough` mark as they were (and the batch's writes untouched).
-    private func pruneChangesIfDue(_ context: SQLiteWriteContext, _ connection: Connection) {
+    private func pruneChangesIfDue(_ context: SQLiteWriteContext, _ connection: SQLiteConnection) {
         prune.changesSincePrune += context.changes.count
         let now = nowMillis()
         let configuration = core.configuration
@@ -109,7 +109,7 @@ final class Writer: @unchecked Sendable {
     }
 
     /// Runs `body` on the writer queue outside any batch (checkpoint, close).
-    func exclusive<T>(_ body: (Connection?) -> T) -> T {
+    func exclusive<T>(_ body: (SQLiteConnection?) -> T) -> T {
         if isOnQueue { return body(connection) }
         return queue.sync { body(connection) }
     }
@@ -121,28 +121,4 @@ final class Writer: @unchecked Sendable {
         queue.sync { connection = nil }
         checkpointer.close()
     }
-}
-
-/// A small thread-safe box for handing a result from the writer queue to a waiting thread.
-final class ResultBox<T: Sendable>: @unchecked Sendable {
-    private let lock = Lock()
-    private var value: Result<T, LarderError>?
-    let done = DispatchSemaphore(value: 0)
-
-    func set(_ result: Result<T, LarderError>) {
-        lock.withLock { value = result }
-        done.signal()
-    }
-
-    func wait() throws(LarderError) -> T {
-        done.wait()
-        let result = lock.withLock { value! }
-        return try result.get()
-    }
-}
-
-func nowMillis() -> Int64 {
-    var spec = timespec()
-    clock_gettime(CLOCK_REALTIME, &spec)
-    return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
 }

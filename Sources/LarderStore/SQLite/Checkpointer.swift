@@ -36,13 +36,13 @@ final class Checkpointer: @unchecked Sendable {
     /// The WAL's size when the last background checkpoint was asked for (only on the writer's thread, in the hook).
     private var scheduledAt: Int32 = 0
     /// The background checkpoints' connection (only on `queue`).
-    private var connection: Connection?
+    private var connection: SQLiteConnection?
 
     init(path: String) { self.path = path }
 
     /// Replaces the connection's automatic checkpoint with `committed(frames:)`. The connection must not outlive
     /// this object (the writer owns both).
-    func install(on connection: Connection) {
+    func install(on connection: SQLiteConnection) {
         sqlite3_wal_hook(
             connection.handle,
             { context, db, name, frames in
@@ -90,9 +90,9 @@ final class Checkpointer: @unchecked Sendable {
     }
 
     /// The kept connection, opened now if there is none; on `queue`.
-    private func openConnection() -> Connection? {
+    private func openConnection() -> SQLiteConnection? {
         if let connection { return connection }
-        guard let opened = try? Connection(path: path, readOnly: false),
+        guard let opened = try? SQLiteConnection(path: path, readOnly: false),
             // A new connection learns that the database is in WAL mode from its first read of it.
             (try? opened.execute("PRAGMA schema_version")) != nil
         else { return nil }

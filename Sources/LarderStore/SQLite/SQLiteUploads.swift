@@ -6,9 +6,9 @@ extension SQLiteStore: UploadReads {
     static let uploadColumns =
         "id, blobId, size, received, chunkBytes, expiresAt, sha256, attachedCollection, attachedId"
 
-    static func uploadRecord(_ db: Connection, _ upload: UUID) throws(LarderError) -> UploadRecord? {
+    static func uploadRecord(_ db: SQLiteConnection, _ upload: UUID) throws(LarderError) -> BlobUploadInfo? {
         try db.query("SELECT \(uploadColumns) FROM uploads WHERE id = ?1", [.text(upload.wireString)]) { row in
-            UploadRecord(
+            BlobUploadInfo(
                 upload: row.uuid(0), id: row.uuid(1), size: row.int(2), offset: row.int(3),
                 chunkBytes: Int(row.int(4)), expiresAt: row.int(5), sha256: row.isNull(6) ? nil : row.text(6),
                 attach: row.isNull(7) ? nil : BlobAttachment(collection: row.text(7), id: row.uuid(8)))
@@ -17,7 +17,7 @@ extension SQLiteStore: UploadReads {
 
     /// The chunks of `owner` overlapping `range`, in order, each read with incremental blob I/O.
     static func forEachChunk(
-        _ db: Connection, owner: String, overlapping range: Range<Int64>,
+        _ db: SQLiteConnection, owner: String, overlapping range: Range<Int64>,
         _ body: (Int64, [UInt8]) throws(LarderError) -> Void
     ) throws(LarderError) {
         // The first chunk is the one starting at or before the range; the rest start inside it.
@@ -32,20 +32,12 @@ extension SQLiteStore: UploadReads {
         }
     }
 
-    func uploadRecord(_ upload: UUID) throws(LarderError) -> UploadRecord? {
+    func uploadRecord(_ upload: UUID) throws(LarderError) -> BlobUploadInfo? {
         try readers.read { db throws(LarderError) in try SQLiteStore.uploadRecord(db, upload) }
     }
 
-    func forEachChunk(
-        owner: UUID, overlapping range: Range<Int64>, _ body: (Int64, [UInt8]) throws(LarderError) -> Void
-    ) throws(LarderError) {
-        try chunkReaders.read { db throws(LarderError) in
-            try SQLiteStore.forEachChunk(db, owner: owner.wireString, overlapping: range, body)
-        }
-    }
-
     public func blobRead(_ id: UUID, offset: Int64, length: Int) throws(LarderError)
-        -> (meta: BlobMeta, bytes: [UInt8])
+        -> (meta: BlobInfo, bytes: [UInt8])
     {
         let (meta, stored) = try storedRange(id, offset: offset, length: length)
         return (meta, try bytes(id, stored))
@@ -53,7 +45,7 @@ extension SQLiteStore: UploadReads {
 }
 
 extension SQLiteWriteContext: UploadWriteContext {
-    private var writer: Connection {
+    private var writer: SQLiteConnection {
         get throws(LarderError) {
             guard let connection else { throw closedError ?? LarderError(.unavailable, "the store is closed") }
             return connection
@@ -64,7 +56,7 @@ extension SQLiteWriteContext: UploadWriteContext {
         try writer.scalar("SELECT 1 FROM blobs WHERE id = ?1", [.text(id.wireString)]) != nil
     }
 
-    func uploadInsert(_ upload: UploadRecord, owner: String, quota: UploadQuota, now: Int64) throws(LarderError) {
+    func uploadInsert(_ upload: BlobUploadInfo, owner: String, quota: UploadQuota, now: Int64) throws(LarderError) {
         let db = try writer
         _ = try uploadsExpire(now: now)
         let taken = try db.scalar(
@@ -90,24 +82,10 @@ extension SQLiteWriteContext: UploadWriteContext {
             ])
     }
 
-    /// Appends a chunk through the writer: its bytes go to the upload's file on the writer's queue. The store's own
-    /// `uploadChunk` writes them before it comes to the writer (`advanceUpload`), so the writer only moves the offset.
-    func uploadAppend(_ upload: UUID, offset: Int64, bytes: [UInt8], now: Int64, expiresAt: Int64)
-        throws(LarderError) -> UploadRecord
-    {
-        guard let files = core.blobFiles else { throw LarderError(.internal, "the store keeps no blob files") }
-        guard let record = try SQLiteStore.uploadRecord(try writer, upload), record.expiresAt > now else {
-            throw UploadRules.noUpload(upload)
-        }
-        try WriteRules.checkChunk(record, offset: offset, count: bytes.count)
-        try files.writeChunk(upload, offset: offset, bytes: bytes)
-        return try advanceUpload(upload, offset: offset, count: bytes.count, now: now, expiresAt: expiresAt)
-    }
-
     /// Records that the `count` bytes at `offset` of `upload`'s file are written: the committed offset moves past
     /// them and the expiry to `expiresAt`. Checked again here, on the writer: the upload may have gone meanwhile.
     func advanceUpload(_ upload: UUID, offset: Int64, count: Int, now: Int64, expiresAt: Int64)
-        throws(LarderError) -> UploadRecord
+        throws(LarderError) -> BlobUploadInfo
     {
         let db = try writer
         guard var record = try SQLiteStore.uploadRecord(db, upload), record.expiresAt > now else {
@@ -122,7 +100,7 @@ extension SQLiteWriteContext: UploadWriteContext {
         return record
     }
 
-    func uploadComplete(_ upload: UUID, meta: BlobMeta) throws(LarderError) -> BlobMeta {
+    func uploadComplete(_ upload: UUID, meta: BlobInfo) throws(LarderError) -> BlobInfo {
         let db = try writer
         guard let record = try SQLiteStore.uploadRecord(db, upload), record.offset == record.size else {
             throw UploadRules.noUpload(upload)

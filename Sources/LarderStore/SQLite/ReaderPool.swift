@@ -10,7 +10,7 @@ import Synchronization
 /// own a connection each: `SQLitePointReads`), so a burst of slow searches cannot hold up a loop.
 final class ReaderPool: @unchecked Sendable {
     private let lock = Lock()
-    private var idle: [Connection]
+    private var idle: [SQLiteConnection]
     private var closed = false
     private let semaphore: DispatchSemaphore
     private let path: String
@@ -29,7 +29,7 @@ final class ReaderPool: @unchecked Sendable {
         self.mapped = mapped
         self.path = path
         self.hook = hook
-        var connections: [Connection] = []
+        var connections: [SQLiteConnection] = []
         for _ in 0..<max(1, count) {
             let connection = try ReaderPool.open(path, mapped: mapped)
             if let textIndexPath { try connection.execute("ATTACH DATABASE \(SQL.literal(textIndexPath)) AS ix") }
@@ -40,8 +40,8 @@ final class ReaderPool: @unchecked Sendable {
     }
 
     /// A read-only connection to the documents' file.
-    static func open(_ path: String, mapped: Bool = true) throws(LarderError) -> Connection {
-        let connection = try Connection(path: path, readOnly: true)
+    static func open(_ path: String, mapped: Bool = true) throws(LarderError) -> SQLiteConnection {
+        let connection = try SQLiteConnection(path: path, readOnly: true)
         guard mapped else { return connection }
         // Reads of the main file become copies out of a shared mapping instead of one pread(2) per page: a 1 MiB
         // blob is ~256 overflow pages. Pages still in the WAL are read as before.
@@ -51,7 +51,7 @@ final class ReaderPool: @unchecked Sendable {
 
     /// A read-only connection outside the pool, for one owner (an event loop's point reads); UNAVAILABLE once the
     /// store is closed.
-    func openOwn() throws(LarderError) -> Connection {
+    func openOwn() throws(LarderError) -> SQLiteConnection {
         guard !isClosed else { throw LarderError(.unavailable, "the store is closed") }
         return try ReaderPool.open(path)
     }
@@ -59,7 +59,7 @@ final class ReaderPool: @unchecked Sendable {
     var isClosed: Bool { lock.withLock { closed } }
 
     /// Borrows a connection; `transaction` wraps the body in one read transaction (one consistent snapshot).
-    func read<T>(transaction: Bool = false, _ body: (Connection) throws(LarderError) -> T) throws(LarderError) -> T {
+    func read<T>(transaction: Bool = false, _ body: (SQLiteConnection) throws(LarderError) -> T) throws(LarderError) -> T {
         let connection = try borrow()
         defer { giveBack(connection) }
         hook?()
@@ -69,7 +69,7 @@ final class ReaderPool: @unchecked Sendable {
     }
 
     /// Takes a connection out of the pool (waiting while all are in use); `giveBack` returns it.
-    private func borrow() throws(LarderError) -> Connection {
+    private func borrow() throws(LarderError) -> SQLiteConnection {
         semaphore.wait()
         guard let connection = lock.withLock({ closed ? nil : idle.popLast() }) else {
             semaphore.signal()
@@ -78,7 +78,7 @@ final class ReaderPool: @unchecked Sendable {
         return connection
     }
 
-    private func giveBack(_ connection: Connection) {
+    private func giveBack(_ connection: SQLiteConnection) {
         lock.withLock { if !closed { idle.append(connection) } }
         semaphore.signal()
     }

@@ -9,7 +9,7 @@ import Synchronization
 extension TextIndexer {
     /// Runs `body` in a read transaction of `db` (a reader with the index attached as `ix`) whose two snapshots were
     /// taken together (see the type's comment).
-    func withSnapshots<T>(_ db: Connection, _ body: (Connection) throws(LarderError) -> T) throws(LarderError) -> T {
+    func withSnapshots<T>(_ db: SQLiteConnection, _ body: (SQLiteConnection) throws(LarderError) -> T) throws(LarderError) -> T {
         try db.run(.beginRead)
         defer { try? db.run(.endRead) }
         try takeSnapshots(db)
@@ -17,7 +17,7 @@ extension TextIndexer {
     }
 
     /// Starts the read transaction's snapshots: the documents' first, then the index's, both under `snapshotLock`.
-    private func takeSnapshots(_ db: Connection) throws(LarderError) {
+    private func takeSnapshots(_ db: SQLiteConnection) throws(LarderError) {
         snapshotLock.lock()
         defer { snapshotLock.unlock() }
         _ = try db.scalar("SELECT count(*) FROM main.larder_meta")
