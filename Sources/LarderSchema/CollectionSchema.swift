@@ -97,7 +97,8 @@ struct SchemaCompiler {
         for key in object.keys where !Self.keywords.contains(key) {
             throw SchemaError(
                 pointer: pointer + "/" + pointerToken(key), keyword: key,
-                message: "the keyword \(key) is not supported (supported: \(Self.keywords.sorted().joined(separator: ", ")))")
+                message: "the keyword \(key) is not supported (supported: "
+                    + Self.keywords.sorted().joined(separator: ", ") + ")")
         }
         let reader = KeywordReader(object: object, pointer: pointer)
         let (types, typeExpected) = try reader.types()
@@ -123,7 +124,8 @@ struct SchemaCompiler {
             if case .array = value {
                 throw SchemaError(
                     pointer: pointer + "/items", keyword: "items",
-                    message: "items must be one schema for every element (an array of schemas is prefixItems, which is not supported)")
+                    message: "items must be one schema for every element "
+                        + "(an array of schemas is prefixItems, which is not supported)")
             }
             try checkDepth(depth, pointer + "/items", "items")
             let child = try node(value, at: pointer + "/items", depth: depth + 1)
@@ -323,7 +325,8 @@ private struct KeywordReader {
         guard SchemaNumber(value) == nil else {
             throw SchemaError(
                 pointer: pointer + "/" + keyword, keyword: keyword,
-                message: "\(keyword) must be a non-negative integer of at most \(Int32.max), not \(Rendering.value(value))")
+                message: "\(keyword) must be a non-negative integer of at most \(Int32.max), "
+                    + "not \(Rendering.value(value))")
         }
         throw wrong(keyword, "a non-negative integer")
     }

@@ -111,9 +111,15 @@ private struct Validator {
         if node.enumValues != nil || node.constValue != nil {
             skipValue()
             if stopped { return }
-            let value = try? JSONParser.parse(UnsafeBufferPointer(start: base + start, count: index - start), maxDepth: 1 << 16)
+            // Parsed only when some value could equal it, and to a bounded depth (a record from the parser nests far
+            // less; deeper bytes equal no value).
+            let value: JSON? =
+                node.enumValues?.containers.isEmpty == false || node.constValue?.containers.isEmpty == false
+                ? try? JSONParser.parse(UnsafeBufferPointer(start: base + start, count: index - start), maxDepth: 1_000)
+                : nil
             if let set = node.enumValues, !(value.map(set.contains(container:)) ?? false) {
                 report("enum", set.expected, foundText)
+                if stopped { return }
             }
             if let set = node.constValue, !(value.map(set.contains(container:)) ?? false) {
                 report("const", set.expected, foundText)

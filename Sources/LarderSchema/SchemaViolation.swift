@@ -36,7 +36,9 @@ public struct SchemaViolation: Sendable, Hashable, CustomStringConvertible {
     /// The violation as a member of a refusal's `violations` array:
     /// `{"pointer": …, "keyword": …, "expected": …, "found": …}` (`found` only when there is one).
     public var json: JSON {
-        var object: JSONObject = ["pointer": .string(pointer), "keyword": .string(keyword), "expected": .string(expected)]
+        var object: JSONObject = [
+            "pointer": .string(pointer), "keyword": .string(keyword), "expected": .string(expected),
+        ]
         if let found { object["found"] = .string(found) }
         return .object(object)
     }
