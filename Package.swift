@@ -87,11 +87,16 @@ let package = Package(
         .systemLibrary(name: "CEpoll"),
         // The one lock (a pthread mutex, which ThreadSanitizer sees) and its condition variable.
         .target(name: "LarderSync", swiftSettings: strict),
-        // What every part that does I/O shares (package access): the socket and system-call layer, the event loop
-        // (Linux only: epoll), the histogram and SplitMix64. No Linux-only call outside `#if os(Linux)`.
+        // What every part that does I/O shares (package access), portable: the system-call and socket layer,
+        // connecting, the monotonic clock, the histogram, SplitMix64 and the argument scanner. No Linux-only call outside
+        // `#if os(Linux)` (CEpoll's shim holds Linux's writeback hint).
         .target(
             name: "LarderIO", dependencies: ["LarderSync"] + linuxOnly("CEpoll"),
             swiftSettings: strict + portableSettings),
+        // What the server and the benchmark add to it, Linux only: the epoll event loop, and the sockets only a server
+        // opens (listening, accepting, sendfile).
+        .target(
+            name: "LarderEventLoop", dependencies: ["LarderIO", "LarderSync", "CEpoll"], swiftSettings: strict),
         // CRC-32 from libdeflate and SHA-256 from libcrypto on Linux; Apple platforms use zlib's and CommonCrypto's
         // (UploadMessages.swift, Digest.swift).
         .target(
@@ -107,7 +112,8 @@ let package = Package(
         .target(
             name: "LarderServer",
             dependencies: [
-                "LarderWire", "LarderStore", "LarderSync", "LarderIO", "LarderTLS", "CMicroHTTPD", "LarderThumbnails",
+                "LarderWire", "LarderStore", "LarderSync", "LarderIO", "LarderEventLoop", "LarderTLS", "CMicroHTTPD",
+                "LarderThumbnails",
             ],
             swiftSettings: strict),
         // TLS through GnuTLS on Linux, Network.framework on Apple platforms (NetworkTLS.swift).
@@ -118,9 +124,14 @@ let package = Package(
             name: "LarderCLI", dependencies: ["LarderClient", "LarderSync", "LarderIO", "CLibEdit"],
             swiftSettings: strict),
         .target(
-            name: "LarderBench", dependencies: ["LarderWire", "LarderSync", "LarderIO", "LarderTLS", "CEpoll"],
+            name: "LarderBench",
+            dependencies: ["LarderWire", "LarderSync", "LarderIO", "LarderEventLoop", "LarderTLS", "CEpoll"],
             swiftSettings: strict),
-        .executableTarget(name: "larder-server", dependencies: ["LarderServer", "LarderWire"], swiftSettings: strict),
+        // The server's command: its options (ServerOptions.swift) are its own; the library takes a configuration value.
+        .executableTarget(
+            name: "larder-server",
+            dependencies: ["LarderServer", "LarderStore", "LarderWire", "LarderIO", "LarderEventLoop"],
+            swiftSettings: strict),
         .executableTarget(name: "larder", dependencies: ["LarderCLI"], swiftSettings: strict),
         .executableTarget(
             name: "larder-bench", dependencies: [
@@ -135,6 +146,20 @@ let package = Package(
         .systemLibrary(name: "CChildProcess", path: "Tests/CChildProcess"),
         .target(
             name: "LarderTestProcess", dependencies: ["LarderSync", "CChildProcess"], path: "Tests/LarderTestProcess"),
+        // `larder-server` for the tests of a server process: the same command with test hooks read from its environment
+        // (Tests/larder-server-test links the server's own ServerCommand.swift and ServerOptions.swift). Not a product.
+        .executableTarget(
+            name: "larder-server-test",
+            dependencies: [
+                "LarderServer", "LarderStore", "LarderWire", "LarderIO", "LarderEventLoop", "LarderTestProcess",
+            ],
+            path: "Tests/larder-server-test", swiftSettings: strict),
+        // In the portable configuration too: LarderIO is the portable layer.
+        // The larder-server command's options (ServerOptions.swift).
+        .testTarget(name: "LarderServerCommandTests", dependencies: ["larder-server", "LarderServer", "LarderWire"]),
+        .testTarget(name: "LarderIOTests", dependencies: ["LarderIO"], swiftSettings: portableSettings),
+        .testTarget(name: "LarderEventLoopTests", dependencies: ["LarderEventLoop", "LarderIO", "LarderSync"]),
+        .testTarget(name: "LarderCLITests", dependencies: ["LarderCLI", "LarderClient"]),
         // In the portable configuration: the suites of what differs there (CRC-32 and SHA-256).
         .testTarget(
             name: "LarderWireTests", dependencies: ["LarderWire", "LarderIO"],
@@ -147,7 +172,8 @@ let package = Package(
             ],
             resources: [.copy("Fixtures")]),
         .testTarget(
-            name: "LarderServerTests", dependencies: ["LarderServer", "LarderSync", "LarderIO", "LarderTestSupport"]),
+            name: "LarderServerTests",
+            dependencies: ["LarderServer", "LarderSync", "LarderIO", "LarderTestSupport"]),
         // In the portable configuration: the suites that need only the client and a server (which the Linux build
         // provides).
         .testTarget(
@@ -168,7 +194,8 @@ let package = Package(
             name: "IntegrationTests",
             dependencies: [
                 "LarderServer", "LarderClient", "LarderStore", "LarderBench", "LarderSync", "LarderIO",
-                "LarderTestSupport", "LarderTestProcess", "LarderTLS", "LarderThumbnails",
+                "LarderEventLoop", "LarderTestSupport", "LarderTestProcess", "LarderTLS", "LarderThumbnails",
+                "larder-server", "larder-server-test",
             ],
             resources: [.copy("Fixtures")]),
     ],
@@ -189,8 +216,8 @@ if Context.environment["LARDER_SANITIZER_CANARY"] != nil {
 if Context.environment["LARDER_SANITIZE_CORE"] != nil {
     let core: Set<String> = [
         "CZlib", "CSQLite", "CLibPQ", "CLibDeflate", "COpenSSL", "CGnuTLS", "CMicroHTTPD", "CTurboJPEG", "CEpoll",
-        "LarderSync", "LarderIO", "LarderWire", "LarderThumbnails", "LarderTLS", "LarderStore", "LarderServer",
-        "LarderClient", "LarderTestSupport", "LarderTestProcess", "CChildProcess", "LarderWireTests",
+        "LarderSync", "LarderIO", "LarderEventLoop", "LarderWire", "LarderThumbnails", "LarderTLS", "LarderStore",
+        "LarderServer", "LarderClient", "LarderTestSupport", "LarderTestProcess", "CChildProcess", "LarderWireTests",
         "LarderStoreTests", "LarderServerTests", "larder-sanitizer-canary",
     ]
     package.targets.removeAll { !core.contains($0.name) }
@@ -211,8 +238,8 @@ if Context.environment["LARDER_SANITIZE_CORE"] != nil {
 // The portable configuration (above): the client's modules and their tests alone.
 if portable {
     let modules: Set = [
-        "CZlib", "LarderSync", "LarderIO", "LarderWire", "LarderClient", "LarderWireTests", "LarderClientTests",
-        "CChildProcess", "LarderTestProcess",
+        "CZlib", "LarderSync", "LarderIO", "LarderWire", "LarderClient", "LarderIOTests", "LarderWireTests",
+        "LarderClientTests", "CChildProcess", "LarderTestProcess",
     ]
     package.products = package.products.filter { modules.contains($0.name) }
     package.targets = package.targets.filter { modules.contains($0.name) }

@@ -56,9 +56,43 @@ protocol Driver {
     ) throws(BenchError) -> Int
 }
 
+/// A driver whose answers are a header it reads and then a body it skips as it streams in, across as many reads as
+/// the body spans: `consume` is shared, and each protocol reads only its own headers.
+protocol SkippingDriver: Driver {
+    /// Body bytes of the current answer still to skip.
+    var skip: Int { get set }
+    /// The answer whose body was skipped to its end: appends its completion, if it has one.
+    func bodyEnded(into completions: inout [(UInt32, UInt16)])
+    /// Reads one header at `offset` of `bytes` and returns the offset past it, or nil when the header is not all there
+    /// yet. It appends the completion of an answer without a body and sets `skip` for one with a body.
+    mutating func readHeader(
+        _ bytes: UnsafeRawBufferPointer, at offset: Int, into completions: inout [(UInt32, UInt16)]
+    ) throws(BenchError) -> Int?
+}
+
+extension SkippingDriver {
+    mutating func consume(
+        _ bytes: UnsafeRawBufferPointer, into completions: inout [(UInt32, UInt16)]
+    ) throws(BenchError) -> Int {
+        var offset = 0
+        while true {
+            if skip > 0 {
+                let n = min(skip, bytes.count - offset)
+                skip -= n
+                offset += n
+                if skip > 0 { return offset }
+                bodyEnded(into: &completions)
+                continue
+            }
+            guard let next = try readHeader(bytes, at: offset, into: &completions) else { return offset }
+            offset = next
+        }
+    }
+}
+
 /// The Larder protocol: frames encoded by LarderWire's `FrameEncoder`; answers read by their `FrameHeader` and the
 /// rest of each frame skipped as it streams in, so a 1 MiB blob is never buffered.
-struct LarderDriver: Driver {
+struct LarderDriver: SkippingDriver {
     static let inOrder = false
     let payloads: Payloads
     let worker: Int
@@ -66,7 +100,7 @@ struct LarderDriver: Driver {
     private let collectionPrefix: [UInt8]
     private var json: [UInt8] = []
     /// Body bytes of the current answer still to skip, and its id and status.
-    private var skip = 0
+    var skip = 0
     private var pendingID: UInt32 = 0
     private var pendingStatus: UInt16 = 0
     private var pendingIsAnswer = true
@@ -169,46 +203,38 @@ struct LarderDriver: Driver {
         }
     }
 
-    mutating func consume(
-        _ bytes: UnsafeRawBufferPointer, into completions: inout [(UInt32, UInt16)]
-    ) throws(BenchError) -> Int {
-        var offset = 0
-        while true {
-            if skip > 0 {
-                let n = min(skip, bytes.count - offset)
-                skip -= n
-                offset += n
-                if skip > 0 { return offset }
-                if pendingIsAnswer { completions.append((pendingID, pendingStatus)) }
-                continue
-            }
-            guard bytes.count - offset >= Frame.prefixSize else { return offset }
-            let header = FrameHeader(UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + Frame.prefixSize)]))
-            guard header.magic == Frame.magic, header.version == Frame.version,
-                Int(header.length) >= Frame.headerSize
-            else {
-                throw BenchError("the server sent a malformed frame header (magic, version or length)")
-            }
-            offset += Frame.prefixSize
-            let body = Int(header.length) - Frame.headerSize
-            // A pushed frame (the change feed) was not asked for: skipped, it answers nothing.
-            pendingIsAnswer = !header.flags.contains(.push)
-            pendingID = header.requestID
-            pendingStatus = header.status.rawValue
-            skip = body
-            if skip == 0 && pendingIsAnswer { completions.append((pendingID, pendingStatus)) }
+    /// The answer whose body was skipped to its end: complete unless it was a pushed frame.
+    func bodyEnded(into completions: inout [(UInt32, UInt16)]) {
+        if pendingIsAnswer { completions.append((pendingID, pendingStatus)) }
+    }
+
+    mutating func readHeader(
+        _ bytes: UnsafeRawBufferPointer, at offset: Int, into completions: inout [(UInt32, UInt16)]
+    ) throws(BenchError) -> Int? {
+        guard bytes.count - offset >= Frame.prefixSize else { return nil }
+        let header = FrameHeader(UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + Frame.prefixSize)]))
+        guard header.magic == Frame.magic, header.version == Frame.version,
+            Int(header.length) >= Frame.headerSize
+        else {
+            throw BenchError("the server sent a malformed frame header (magic, version or length)")
         }
+        // A pushed frame (the change feed) was not asked for: skipped, it answers nothing.
+        pendingIsAnswer = !header.flags.contains(.push)
+        pendingID = header.requestID
+        pendingStatus = header.status.rawValue
+        skip = Int(header.length) - Frame.headerSize
+        if skip == 0 && pendingIsAnswer { completions.append((pendingID, pendingStatus)) }
+        return offset + Frame.prefixSize
     }
 }
 
 /// RESP, for `--target redis`: GET and SET of the same value sizes, in the same engine.
-// Each driver decodes its own protocol's answers; the way a body
-// already judged is skipped across reads is the same in LarderDriver.consume and RedisDriver.consume.
-struct RedisDriver: Driver {
+struct RedisDriver: SkippingDriver {
     static let inOrder = true
     let payloads: Payloads
     let worker: Int
-    private var skip = 0
+    /// Body bytes of the current bulk reply still to skip.
+    var skip = 0
     private var pendingStatus: UInt16 = 0
 
     init(payloads: Payloads, worker: Int) {
@@ -252,46 +278,40 @@ struct RedisDriver: Driver {
         out.append(contentsOf: RedisDriver.crlf)
     }
 
-    mutating func consume(
-        _ bytes: UnsafeRawBufferPointer, into completions: inout [(UInt32, UInt16)]
-    ) throws(BenchError) -> Int {
-        var offset = 0
-        while true {
-            if skip > 0 {
-                let n = min(skip, bytes.count - offset)
-                skip -= n
-                offset += n
-                if skip > 0 { return offset }
-                completions.append((0, pendingStatus))
-                continue
-            }
-            // A reply starts with a line ending in CRLF.
-            var end = offset
-            while end + 1 < bytes.count && !(bytes[end] == 0x0D && bytes[end + 1] == 0x0A) { end += 1 }
-            guard end + 1 < bytes.count else {
-                if bytes.count - offset > 65_536 { throw BenchError("the Redis server sent a reply line over 64 KiB") }
-                return offset
-            }
-            let kind = bytes[offset]
-            let line = UnsafeRawBufferPointer(rebasing: bytes[(offset + 1)..<end])
-            offset = end + 2
-            switch kind {
-            case UInt8(ascii: "+"), UInt8(ascii: ":"): completions.append((0, ResultCode.ok))
-            case UInt8(ascii: "-"): completions.append((0, ResultCode.redisError))
-            case UInt8(ascii: "$"):
-                guard let length = RedisDriver.parseInt(line) else {
-                    throw BenchError("the Redis server sent a malformed bulk length")
-                }
-                if length < 0 {
-                    completions.append((0, ResultCode.redisNil))
-                } else {
-                    pendingStatus = ResultCode.ok
-                    skip = length + 2
-                }
-            default:
-                throw BenchError("the Redis server sent an unexpected reply type (byte \(kind))")
-            }
+    /// The bulk reply whose body was skipped to its end: complete.
+    func bodyEnded(into completions: inout [(UInt32, UInt16)]) {
+        completions.append((0, pendingStatus))
+    }
+
+    mutating func readHeader(
+        _ bytes: UnsafeRawBufferPointer, at offset: Int, into completions: inout [(UInt32, UInt16)]
+    ) throws(BenchError) -> Int? {
+        // A reply starts with a line ending in CRLF.
+        var end = offset
+        while end + 1 < bytes.count && !(bytes[end] == 0x0D && bytes[end + 1] == 0x0A) { end += 1 }
+        guard end + 1 < bytes.count else {
+            if bytes.count - offset > 65_536 { throw BenchError("the Redis server sent a reply line over 64 KiB") }
+            return nil
         }
+        let kind = bytes[offset]
+        let line = UnsafeRawBufferPointer(rebasing: bytes[(offset + 1)..<end])
+        switch kind {
+        case UInt8(ascii: "+"), UInt8(ascii: ":"): completions.append((0, ResultCode.ok))
+        case UInt8(ascii: "-"): completions.append((0, ResultCode.redisError))
+        case UInt8(ascii: "$"):
+            guard let length = RedisDriver.parseInt(line) else {
+                throw BenchError("the Redis server sent a malformed bulk length")
+            }
+            if length < 0 {
+                completions.append((0, ResultCode.redisNil))
+            } else {
+                pendingStatus = ResultCode.ok
+                skip = length + 2
+            }
+        default:
+            throw BenchError("the Redis server sent an unexpected reply type (byte \(kind))")
+        }
+        return end + 2
     }
 
     static func parseInt(_ bytes: UnsafeRawBufferPointer) -> Int? {

@@ -9,6 +9,7 @@ import LarderStore
 import LarderSync
 import LarderTLS
 import LarderWire
+import LarderEventLoop
 import LarderIO
 
 // Accepting connections: onto a shard, or refused with one error frame; and closing the listeners.

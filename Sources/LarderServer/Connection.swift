@@ -8,6 +8,7 @@ import Synchronization
 import LarderStore
 import LarderSync
 import LarderWire
+import LarderEventLoop
 import LarderIO
 
 // Plain stored properties, alike in shape only with

@@ -8,6 +8,7 @@ import Synchronization
 import LarderStore
 import LarderSync
 import LarderWire
+import LarderEventLoop
 import LarderIO
 
 // Writing a connection's output: on the loop, or by a sender on the work pool for large output, or over TLS.

@@ -8,6 +8,7 @@ import Synchronization
 import LarderStore
 import LarderSync
 import LarderWire
+import LarderEventLoop
 import LarderIO
 
 /// An event loop thread that owns a set of connections, their read buffer and their timer tick. Its loop-only state

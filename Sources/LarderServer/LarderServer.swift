@@ -9,6 +9,7 @@ import LarderStore
 import LarderSync
 import LarderTLS
 import LarderWire
+import LarderEventLoop
 import LarderIO
 
 /// The Larder server: listens on TCP (and optionally a Unix socket), speaks the Larder protocol, and serves a store.
@@ -80,6 +81,12 @@ public final class LarderServer: Sendable {
     /// Opens the store: the PostgreSQL database of `configuration.postgresURL` when set, else SQLite in
     /// `configuration.dataDirectory` (created if missing).
     public convenience init(configuration: ServerConfiguration) throws(LarderError) {
+        try self.init(configuration: configuration, hooks: ServerHooks())
+    }
+
+    /// As `init(configuration:)`, with a test's `hooks`; it waits at `hooks.start` before it opens the store.
+    package convenience init(configuration: ServerConfiguration, hooks: ServerHooks) throws(LarderError) {
+        hooks.start?.pass()
         var storeConfiguration = StoreConfiguration(
             dataDirectory: configuration.dataDirectory, synchronous: configuration.synchronous,
             maxDocumentBytes: configuration.limits.maxDocumentBytes, maxBlobBytes: configuration.limits.maxBlobBytes,
@@ -94,7 +101,7 @@ public final class LarderServer: Sendable {
         if let url = configuration.postgresURL {
             let store = try PostgresStore(
                 url: url, configuration: storeConfiguration, timeoutMs: configuration.postgresTimeoutMs)
-            self.init(configuration: configuration, store: store)
+            self.init(configuration: configuration, store: store, hooks: hooks)
             return
         }
         do throws(LarderError) {
@@ -104,7 +111,7 @@ public final class LarderServer: Sendable {
                 .unavailable, "cannot create the data directory \(configuration.dataDirectory): "
                     + LarderServer.whyNotCreatable(configuration.dataDirectory) + "; choose another --data-dir")
         }
-        do throws(ServerOptions.UsageError) {
+        do throws(ConfigurationError) {
             _ = try LarderServer.tokenTable(configuration)
         } catch {
             throw LarderError(.invalidArgument, error.message)
@@ -117,7 +124,8 @@ public final class LarderServer: Sendable {
         guard access(configuration.dataDirectory, W_OK) == 0 else {
             throw LarderError(.unavailable, "the data directory \(configuration.dataDirectory) is not writable")
         }
-        self.init(configuration: configuration, store: try SQLiteStore(configuration: storeConfiguration))
+        let store = try SQLiteStore(configuration: storeConfiguration)
+        self.init(configuration: configuration, store: store, hooks: hooks)
     }
 
     /// The store in use, for the start-up line: `data DIR`, or `postgres URL` (its password shown as `***`) with the
@@ -127,15 +135,17 @@ public final class LarderServer: Sendable {
         return configuration.storeDescription + " (\(commit))"
     }
 
-    /// Serves an already open store (tests, embedding).
-    package init(configuration: ServerConfiguration, store: any DocumentStore & BlobStore) {
+    /// Serves an already open store (tests, embedding), holding work at the gates of `hooks`.
+    package init(
+        configuration: ServerConfiguration, store: any DocumentStore & BlobStore, hooks: ServerHooks = ServerHooks()
+    ) {
         self.configuration = configuration
         self.store = store
         let now = DispatchTime.now().uptimeNanoseconds
         let stats = ServerStats(now: now)
         let pool = WorkPool(threads: configuration.workThreads, maxWaiting: configuration.maxQueuedWork)
         let router = Router(
-            store: store, stats: stats, pool: pool, searchGate: configuration.searchGate,
+            store: store, stats: stats, pool: pool, searchGate: hooks.search,
             serverName: LarderServer.serverName, maxReplyJSONBytes: configuration.limits.maxJSONBytes,
             maxReplyBinaryBytes: configuration.limits.maxBinaryPartBytes,
             thumbnailSizes: configuration.limits.thumbnailSizes,
@@ -151,7 +161,7 @@ public final class LarderServer: Sendable {
             zlibLevel: configuration.zlibLevel, outputHighWaterBytes: configuration.outputHighWaterBytes,
             serverName: LarderServer.serverName, tokens: tokens)
         let backups = BackupService(
-            store: store, pool: pool, gate: configuration.backupGate,
+            store: store, pool: pool, gate: hooks.backup,
             maxChunkBytes: configuration.limits.maxBinaryPartBytes)
         context = ServerContext(
             router: router, stats: stats, logger: logger, machineConfiguration: machine, backups: backups)

@@ -115,7 +115,7 @@ public enum LogLine {
     /// The log format `arguments` and `environment` ask for, read without parsing the rest: how to word an error
     /// in the options themselves.
     public static func requestedFormat(_ arguments: [String], environment: [String: String]) -> LogFormat {
-        var format = LogFormat(rawValue: environment["LARDER_LOG_FORMAT"]?.lowercased() ?? "") ?? .text
+        var format = LogFormat(rawValue: environment["LARDER_SERVER_LOG_FORMAT"]?.lowercased() ?? "") ?? .text
         for (n, argument) in arguments.enumerated() {
             var value: String?
             if argument == "--log-format", n + 1 < arguments.count { value = arguments[n + 1] }

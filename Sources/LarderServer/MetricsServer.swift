@@ -5,6 +5,7 @@ import Darwin
 #endif
 import CMicroHTTPD
 import Dispatch
+import LarderEventLoop
 import LarderIO
 import LarderWire
 import Synchronization

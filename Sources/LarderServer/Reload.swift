@@ -5,7 +5,7 @@ import LarderWire
 /// What SIGHUP reads again without dropping a connection: the token file, and the TLS certificate and key.
 extension LarderServer {
     /// The tokens `configuration` asks for: `--token` as one admin token, then the lines of `--token-file`.
-    static func tokenTable(_ configuration: ServerConfiguration) throws(ServerOptions.UsageError) -> TokenTable? {
+    static func tokenTable(_ configuration: ServerConfiguration) throws(ConfigurationError) -> TokenTable? {
         var table = configuration.token.map { TokenTable(adminToken: $0) }
         if let path = configuration.tokenFile {
             let file = try TokenTable.load(path: path)
@@ -17,7 +17,7 @@ extension LarderServer {
     /// The token table at start-up. A token file that cannot be read leaves a server that accepts no token (the
     /// throwing initializer refuses to start instead; this one serves a store it was handed, and fails closed).
     static func initialTokens(_ configuration: ServerConfiguration, logger: Logger) -> Tokens? {
-        do throws(ServerOptions.UsageError) {
+        do throws(ConfigurationError) {
             return try tokenTable(configuration).map(Tokens.init)
         } catch {
             logger.error("\(error.message); no token is accepted until it is fixed and the server reloaded (SIGHUP)")
@@ -57,7 +57,7 @@ extension LarderServer {
             }
         }
         guard let tokens, configuration.tokenFile != nil else { return }
-        do throws(ServerOptions.UsageError) {
+        do throws(ConfigurationError) {
             guard let table = try LarderServer.tokenTable(configuration) else { return }
             tokens.replace(with: table)
             context.logger.info("token file reloaded: \(table.entries.count) token(s)")

@@ -4,7 +4,6 @@ import Glibc
 import Darwin
 #endif
 import LarderIO
-import LarderIO
 
 /// Testing only: a point where the server waits until a test lets it go on, so that a test acts while work is surely
 /// in flight (kill the server during a SEARCH, signal it while it starts) instead of racing a delay.
@@ -33,20 +32,5 @@ package struct TestGate: Sendable, Equatable {
         guard connected == 0 else { return }
         var byte: UInt8 = 0
         while read(fd, &byte, 1) < 0 && errno == EINTR {}
-    }
-}
-
-extension ServerConfiguration {
-    /// The variables a test sets to hold a `larder-server` process at its gates.
-    package static let testGateVariables = (search: "LARDER_TEST_SEARCH_GATE", start: "LARDER_TEST_START_GATE")
-
-    /// Sets `searchGate` and `startGate` from the environment of a process that a test started. A test of a server
-    /// process cannot reach its configuration the way an in-process test does, and a command-line option would put
-    /// test scaffolding in `--help`; so `larder-server`'s entry point, and nothing else, reads these two variables.
-    /// They name a Unix socket path only: a gate whose socket nobody listens on is passed at once, so a stray
-    /// variable can never hold a production server.
-    package mutating func applyTestGates(environment: [String: String]) {
-        if let path = environment[Self.testGateVariables.search], !path.isEmpty { searchGate = TestGate(path: path) }
-        if let path = environment[Self.testGateVariables.start], !path.isEmpty { startGate = TestGate(path: path) }
     }
 }

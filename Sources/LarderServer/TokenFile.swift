@@ -8,9 +8,9 @@ import Synchronization
 extension TokenTable {
     /// Parses a token file: one `ROLE TOKEN [COLLECTION,...]` per line; blank lines and lines starting with `#` are
     /// skipped. Errors name the line and what is wrong, never the token.
-    package static func parse(_ text: String, path: String) throws(ServerOptions.UsageError) -> TokenTable {
-        func fail(_ line: Int, _ message: String) -> ServerOptions.UsageError {
-            ServerOptions.UsageError(message: "the token file \(path), line \(line): \(message)")
+    package static func parse(_ text: String, path: String) throws(ConfigurationError) -> TokenTable {
+        func fail(_ line: Int, _ message: String) -> ConfigurationError {
+            ConfigurationError(message: "the token file \(path), line \(line): \(message)")
         }
         var table = TokenTable()
         var lineNumbers: [Int] = []
@@ -50,14 +50,14 @@ extension TokenTable {
             table.entries.append(Entry(token: token, grant: Grant(role: role, collections: collections)))
             lineNumbers.append(number)
         }
-        guard !table.isEmpty else { throw ServerOptions.UsageError(message: "the token file \(path) holds no token") }
+        guard !table.isEmpty else { throw ConfigurationError(message: "the token file \(path) holds no token") }
         return table
     }
 
     /// Reads and parses the token file at `path`.
-    package static func load(path: String) throws(ServerOptions.UsageError) -> TokenTable {
+    package static func load(path: String) throws(ConfigurationError) -> TokenTable {
         guard let data = FileManager.default.contents(atPath: path) else {
-            throw ServerOptions.UsageError(message: "cannot read the token file \(path)")
+            throw ConfigurationError(message: "cannot read the token file \(path)")
         }
         return try parse(String(decoding: data, as: UTF8.self), path: path)
     }

@@ -9,9 +9,32 @@ struct BenchUsage: Error {
 
 /// A subcommand's options: parsed from its arguments (nil when help was asked for), with its usage line and help.
 protocol SubcommandOptions {
+    /// The usage line, printed after a usage error.
     static var usage: String { get }
+    /// The `--help` text.
     static var help: String { get }
-    static func parse(_ arguments: [String]) throws(BenchUsage) -> Self?
+    /// The defaults.
+    init()
+    /// Takes `argument` if it is one of the subcommand's own options, reading its value from `scanner`; false when it
+    /// is none of them.
+    mutating func take(
+        _ argument: ArgumentScanner.Argument, from scanner: inout ArgumentScanner
+    ) throws(BenchUsage) -> Bool
+}
+
+extension SubcommandOptions {
+    /// The options of `arguments` over the defaults; nil when help was asked for.
+    static func parse(_ arguments: [String]) throws(BenchUsage) -> Self? {
+        var options = Self()
+        var scanner = ArgumentScanner(arguments)
+        while let argument = scanner.next() {
+            if argument.name == "-h" || argument.name == "--help" { return nil }
+            guard try options.take(argument, from: &scanner) else {
+                throw BenchUsage("unexpected argument '\(argument.text)'")
+            }
+        }
+        return options
+    }
 }
 
 // The option readers those subcommands share, each naming the option in its error.

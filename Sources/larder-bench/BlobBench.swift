@@ -47,9 +47,10 @@ enum BlobBench {
 
             """
 
-        static func parse(_ arguments: [String]) throws(BenchUsage) -> Options? {
-            var o = Options()
-            var scanner = ArgumentScanner(arguments)
+        /// Takes `argument` if it is one of this subcommand's own options, reading its value from `scanner`.
+        mutating func take(
+            _ argument: ArgumentScanner.Argument, from scanner: inout ArgumentScanner
+        ) throws(BenchUsage) -> Bool {
             /// A size of at least 1 KiB, as `--size` and `--range` take it.
             func size(_ argument: ArgumentScanner.Argument, example: String) throws(BenchUsage) -> Int {
                 let text = try scanner.string(argument)
@@ -58,20 +59,17 @@ enum BlobBench {
                 }
                 return size
             }
-            while let argument = scanner.next() {
-                switch argument.name {
-                case "-h", "--help": return nil
-                case "--host": o.host = try scanner.string(argument)
-                case "--port": o.port = try scanner.int(argument)
-                case "--rounds": o.rounds = try scanner.int(argument)
-                case "--server-pid": o.serverPID = Int32(try scanner.int(argument))
-                case "--window": o.window = try scanner.int(argument)
-                case "--range": o.rangeBytes = try size(argument, example: "4MiB")
-                case "--size": o.size = try size(argument, example: "1MiB, 100MiB")
-                default: throw BenchUsage("unexpected argument '\(argument.text)'")
-                }
+            switch argument.name {
+            case "--host": self.host = try scanner.string(argument)
+            case "--port": self.port = try scanner.int(argument)
+            case "--rounds": self.rounds = try scanner.int(argument)
+            case "--server-pid": self.serverPID = Int32(try scanner.int(argument))
+            case "--window": self.window = try scanner.int(argument)
+            case "--range": self.rangeBytes = try size(argument, example: "4MiB")
+            case "--size": self.size = try size(argument, example: "1MiB, 100MiB")
+            default: return false
             }
-            return o
+            return true
         }
     }
 

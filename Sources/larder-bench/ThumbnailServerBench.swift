@@ -50,33 +50,31 @@ enum ThumbnailServerBench {
 
             """
 
-        static func parse(_ arguments: [String]) throws(BenchUsage) -> Options? {
-            var o = Options()
-            var scanner = ArgumentScanner(arguments)
-            while let argument = scanner.next() {
-                switch argument.name {
-                case "-h", "--help": return nil
-                case "--host": o.host = try scanner.string(argument)
-                case "--port": o.port = try scanner.int(argument)
-                case "--token": o.token = try scanner.string(argument)
-                case "--photos": o.photos = try scanner.int(argument)
-                case "--cached-rounds": o.cachedRounds = try scanner.int(argument)
-                case "--sizes":
-                    let text = try scanner.string(argument)
-                    let sizes = text.split(separator: ",").compactMap { Int($0) }
-                    guard !sizes.isEmpty, sizes.count == text.split(separator: ",").count, sizes.allSatisfy({ $0 > 0 })
-                    else { throw BenchUsage("--sizes needs thumbnail sizes separated by commas, e.g. 256,1024") }
-                    o.sizes = sizes
-                case "--server-pid": o.serverPID = Int32(try scanner.int(argument))
-                case "--photo": o.photoFile = try scanner.string(argument)
-                case "--save-photo": o.savePhoto = try scanner.string(argument)
-                case "--json":
-                    try scanner.flag(argument)
-                    o.json = true
-                default: throw BenchUsage("unexpected argument '\(argument.text)'")
-                }
+        /// Takes `argument` if it is one of this subcommand's own options, reading its value from `scanner`.
+        mutating func take(
+            _ argument: ArgumentScanner.Argument, from scanner: inout ArgumentScanner
+        ) throws(BenchUsage) -> Bool {
+            switch argument.name {
+            case "--host": self.host = try scanner.string(argument)
+            case "--port": self.port = try scanner.int(argument)
+            case "--token": self.token = try scanner.string(argument)
+            case "--photos": self.photos = try scanner.int(argument)
+            case "--cached-rounds": self.cachedRounds = try scanner.int(argument)
+            case "--sizes":
+                let text = try scanner.string(argument)
+                let sizes = text.split(separator: ",").compactMap { Int($0) }
+                guard !sizes.isEmpty, sizes.count == text.split(separator: ",").count, sizes.allSatisfy({ $0 > 0 })
+                else { throw BenchUsage("--sizes needs thumbnail sizes separated by commas, e.g. 256,1024") }
+                self.sizes = sizes
+            case "--server-pid": self.serverPID = Int32(try scanner.int(argument))
+            case "--photo": self.photoFile = try scanner.string(argument)
+            case "--save-photo": self.savePhoto = try scanner.string(argument)
+            case "--json":
+                try scanner.flag(argument)
+                self.json = true
+            default: return false
             }
-            return o
+            return true
         }
     }
 

@@ -50,47 +50,45 @@ enum WatchBench {
 
             """
 
-        static func parse(_ arguments: [String]) throws(BenchUsage) -> Options? {
-            var o = Options()
-            var scanner = ArgumentScanner(arguments)
-            while let argument = scanner.next() {
-                switch argument.name {
-                case "-h", "--help": return nil
-                case "--host":
-                    o.host = try scanner.string(argument)
-                    do throws(LarderError) {
-                        _ = try HostList.parse(o.host, defaultPort: o.port)
-                    } catch {
-                        throw BenchUsage("--host: \(error.message)")
-                    }
-                case "--writer":
-                    let text = try scanner.string(argument)
-                    do throws(LarderError) {
-                        let parsed = try HostList.parse(text, defaultPort: 7411)
-                        guard parsed.count == 1 else { throw LarderError(.invalidArgument, "one server") }
-                        o.writer = parsed[0]
-                    } catch {
-                        throw BenchUsage("--writer takes one host:port: \(error.message)")
-                    }
-                case "--port": o.port = try scanner.int(argument)
-                case "--subscribers": o.subscribers = try scanner.int(argument)
-                case "--writes": o.writes = try scanner.int(argument)
-                case "--window": o.window = try scanner.int(argument)
-                case "--pad":
-                    let text = try scanner.string(argument)
-                    guard let bytes = ByteSize.parse(text) else {
-                        throw BenchUsage("--pad needs a size: \(ByteSize.grammar), not '\(text)'")
-                    }
-                    o.padBytes = bytes
-                case "--threads": o.threads = try scanner.int(argument)
-                case "--collection": o.collection = try scanner.string(argument)
-                case "--ids-only":
-                    try scanner.flag(argument)
-                    o.idsOnly = true
-                default: throw BenchUsage("unexpected argument '\(argument.text)'")
+        /// Takes `argument` if it is one of this subcommand's own options, reading its value from `scanner`.
+        mutating func take(
+            _ argument: ArgumentScanner.Argument, from scanner: inout ArgumentScanner
+        ) throws(BenchUsage) -> Bool {
+            switch argument.name {
+            case "--host":
+                self.host = try scanner.string(argument)
+                do throws(LarderError) {
+                    _ = try HostList.parse(self.host, defaultPort: self.port)
+                } catch {
+                    throw BenchUsage("--host: \(error.message)")
                 }
+            case "--writer":
+                let text = try scanner.string(argument)
+                do throws(LarderError) {
+                    let parsed = try HostList.parse(text, defaultPort: 7411)
+                    guard parsed.count == 1 else { throw LarderError(.invalidArgument, "one server") }
+                    self.writer = parsed[0]
+                } catch {
+                    throw BenchUsage("--writer takes one host:port: \(error.message)")
+                }
+            case "--port": self.port = try scanner.int(argument)
+            case "--subscribers": self.subscribers = try scanner.int(argument)
+            case "--writes": self.writes = try scanner.int(argument)
+            case "--window": self.window = try scanner.int(argument)
+            case "--pad":
+                let text = try scanner.string(argument)
+                guard let bytes = ByteSize.parse(text) else {
+                    throw BenchUsage("--pad needs a size: \(ByteSize.grammar), not '\(text)'")
+                }
+                self.padBytes = bytes
+            case "--threads": self.threads = try scanner.int(argument)
+            case "--collection": self.collection = try scanner.string(argument)
+            case "--ids-only":
+                try scanner.flag(argument)
+                self.idsOnly = true
+            default: return false
             }
-            return o
+            return true
         }
     }
 

@@ -27,7 +27,7 @@ func offThePool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async t
     /// the store's integrity check.
     @Test func backupUnderWriteLoadHoldsEveryAcknowledgedWrite() async throws {
         let gate = try ServerGate()
-        let server = try ClientTestServer { $0.backupGate = gate.gate }
+        let server = try ClientTestServer(hooks: ServerHooks(backup: gate.gate))
         defer { server.stop() }
         let client = server.client(connections: 4)
         defer { client.close() }

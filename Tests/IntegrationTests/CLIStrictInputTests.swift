@@ -2,6 +2,7 @@ import Foundation
 import LarderClient
 import LarderServer
 import Testing
+@testable import larder_server
 
 /// Input that does not parse is refused (exit 64) with the offending text shown and a caret under the mistake, the
 /// way a compiler points at an error, instead of quietly matching nothing.

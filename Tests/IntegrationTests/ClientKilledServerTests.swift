@@ -1,6 +1,7 @@
 import Foundation
 import LarderClient
 import LarderServer
+import LarderTestProcess
 import Testing
 
 /// The library against a `larder-server` process killed with SIGKILL in the middle of a request.
@@ -12,7 +13,7 @@ import Testing
         let gate = try ServerGate()
         defer { gate.open() }
         let first = try ServerChild(
-            dataDirectory: directory, gates: [ServerConfiguration.testGateVariables.search: gate.path])
+            dataDirectory: directory, gates: [TestGateVariable.search: gate.path])
         let client = LarderClient(port: first.port)
         defer { client.close() }
         let created = try await client.create("todos", ["title": "Buy milk 買牛奶", "isFinish": false])

@@ -1,5 +1,6 @@
 import Foundation
 import LarderClient
+import LarderServer
 import Testing
 
 /// The client library against a real server: every operation, typed round trips, concurrency, a dying server.
@@ -131,9 +132,7 @@ import Testing
     @Test func aServerKilledMidRequestGivesAClearErrorThenReconnects() async throws {
         let gate = try ServerGate()
         defer { gate.open() }
-        let searchGate = gate.gate
-        let server = try ClientTestServer { configuration in
-            configuration.searchGate = searchGate
+        let server = try ClientTestServer(hooks: ServerHooks(search: gate.gate)) { configuration in
             configuration.shutdownGraceMs = 100
         }
         defer { server.stop() }

@@ -24,12 +24,16 @@ final class ClientTestServer: @unchecked Sendable {
     private(set) var server: LarderServer
     let port: Int
     private let configure: @Sendable (inout ServerConfiguration) -> Void
+    /// The test's hooks, given to every server it starts.
+    private let hooks: ServerHooks
     /// The PostgreSQL schema when the server runs on PostgreSQL.
     let schema: TestSchema?
 
-    init(_ store: ServerStore = .sqlite, _ configure: @escaping @Sendable (inout ServerConfiguration) -> Void = { _ in })
-        throws
-    {
+    init(
+        _ store: ServerStore = .sqlite, hooks: ServerHooks = ServerHooks(),
+        _ configure: @escaping @Sendable (inout ServerConfiguration) -> Void = { _ in }
+    ) throws {
+        self.hooks = hooks
         directory = NSTemporaryDirectory() + "larder-client-\(UUID().uuidString)"
         schema = store == .postgres ? try TestPostgres.newSchema() : nil
         let url = schema?.url
@@ -43,7 +47,7 @@ final class ClientTestServer: @unchecked Sendable {
         configuration.logLevel = .error
         configuration.ioQueues = 1
         self.configure(&configuration)
-        server = try LarderServer(configuration: configuration)
+        server = try LarderServer(configuration: configuration, hooks: hooks)
         port = try server.start()
     }
 
@@ -58,7 +62,7 @@ final class ClientTestServer: @unchecked Sendable {
         configuration.logLevel = .error
         configuration.ioQueues = 1
         configure(&configuration)
-        server = try LarderServer(configuration: configuration)
+        server = try LarderServer(configuration: configuration, hooks: hooks)
         let deadline = Date().addingTimeInterval(120)
         while true {
             // A bind that failed changed nothing: start can be called again.

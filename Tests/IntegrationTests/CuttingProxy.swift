@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import LarderEventLoop
 import LarderIO
 import LarderSync
 import LarderWire

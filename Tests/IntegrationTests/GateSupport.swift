@@ -5,9 +5,9 @@ import Foundation
 import LarderServer
 import LarderSync
 
-/// The test's side of a server's `TestGate` (`ServerConfiguration.searchGate`, or LARDER_TEST_SEARCH_GATE for a
-/// process): a Unix socket the server connects to each time it reaches the gate, and then waits on until the test lets
-/// it through.
+/// The test's side of a server's `TestGate` (a hook of `ServerHooks`, or `TestGateVariable` for a process of
+/// `larder-server-test`): a Unix socket the server connects to each time it reaches the gate, and then waits on until
+/// the test lets it through.
 /// The test knows when work is held (`waitForHeld`) and decides when it goes on (`release`, `open`), so nothing races
 /// a delay: a slow machine makes the test slower, never wrong.
 final class ServerGate: @unchecked Sendable {

@@ -130,8 +130,7 @@ import Testing
         defer { try? FileManager.default.removeItem(at: directory) }
         var configuration = ServerConfiguration.forTests(in: directory)
         configuration.metricsPort = 0
-        configuration.searchGate = gate.gate
-        let server = try LarderServer(configuration: configuration)
+        let server = try LarderServer(configuration: configuration, hooks: ServerHooks(search: gate.gate))
         let port = try server.start()
         let metricsPort = try #require(server.metricsPort)
         #expect(try Self.http(port: metricsPort, "/healthz").status == 200)

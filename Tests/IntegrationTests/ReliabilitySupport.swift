@@ -32,13 +32,13 @@ final class ServerChild: @unchecked Sendable {
     let logPath: String
 
     /// Starts the built binary (next to the test bundle) and waits for its "listening on" line.
-    /// `gates` adds test gates to its environment (`ServerConfiguration.applyTestGates`).
+    /// With `gates` (`TestGateVariable`), it starts the test-only build with them in its environment.
     init(dataDirectory: String, arguments: [String] = [], gates: [String: String] = [:]) throws {
         self.dataDirectory = dataDirectory
         logPath = dataDirectory + ".server.log"
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         let process = ChildProcess()
-        process.executableURL = try ServerProcessTests.binary()
+        process.executableURL = try ServerProcessTests.binary(gates.isEmpty ? "larder-server" : "larder-server-test")
         process.arguments = ["--port", "0", "--data-dir", dataDirectory, "--log-level", "warn"] + arguments
         if !gates.isEmpty {
             process.environment = ProcessInfo.processInfo.environment.merging(gates) { $1 }

@@ -181,7 +181,7 @@ struct ServerEndToEndTests {
     @Test func aSlowSearchDoesNotHoldBackAGet() throws {
         let gate = try ServerGate()
         defer { gate.open() }
-        try withServerOnPort0({ $0.searchGate = gate.gate }) { _, port in
+        try withServerOnPort0(hooks: ServerHooks(search: gate.gate)) { _, port in
             let c = try RawClient.tcp(port: port)
             try c.hello()
             let id = try Record(json: c.call(.create, ["collection": "s", "data": ["a": 1]]).jsonObject()).id

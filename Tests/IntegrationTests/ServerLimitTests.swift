@@ -90,10 +90,9 @@ struct ServerLimitTests {
     @Test func requestsOverTheInFlightLimitAreResourceExhausted() throws {
         let gate = try ServerGate()
         defer { gate.open() }
-        try withServerOnPort0({
+        try withServerOnPort0(hooks: ServerHooks(search: gate.gate)) {
             $0.limits.maxInFlight = 2
-            $0.searchGate = gate.gate
-        }) { _, port in
+        } _: { _, port in
             let c = try RawClient.tcp(port: port)
             try c.hello()
             var batch: [UInt8] = []
@@ -122,11 +121,10 @@ struct ServerLimitTests {
     @Test func requestsPastTheWorkPoolBoundAreResourceExhausted() throws {
         let gate = try ServerGate()
         defer { gate.open() }
-        try withServerOnPort0({
+        try withServerOnPort0(hooks: ServerHooks(search: gate.gate)) {
             $0.workThreads = 1
             $0.maxQueuedWork = 1
-            $0.searchGate = gate.gate
-        }) { _, port in
+        } _: { _, port in
             let c = try RawClient.tcp(port: port)
             // Announced like every limit, though it counts the requests of all connections together.
             #expect(try c.hello().limits.maxQueuedWork == 1)

@@ -43,6 +43,51 @@ import Testing
         }
     }
 
+    /// The CLI's variables do not reach the server: started in a shell that exports LARDER_HOST as a list of servers
+    /// (as OPERATING.md's scale-out section suggests), LARDER_PORT and LARDER_TOKEN for the CLI, it listens where its
+    /// own options say and asks for no token.
+    @Test func theCLIsVariablesDoNotReachTheServer() throws {
+        try Self.withDirectory { root in
+            let run = try ServerProcessTests.launch(
+                ["--port", "0", "--data-dir", root + "/data", "--log-level", "error"],
+                environment: ["LARDER_HOST": "a:7411,b:7412", "LARDER_PORT": "7412", "LARDER_TOKEN": "for-the-cli"])
+            let line = try ServerProcessTests.firstLine(run.stdout, of: run.process)
+            #expect(line.contains("listening on tcp://127.0.0.1:"), "\(line)")
+            guard let portText = line.split(separator: ":").dropFirst(2).first?.prefix(while: \.isNumber),
+                let port = Int(portText)
+            else {
+                run.process.terminate()
+                throw ServerTestError("no port in \(line)")
+            }
+            #expect(port != 7412)
+            let c = try RawClient.tcp(port: port)
+            #expect(!(try c.hello().authRequired))
+            #expect(ServerProcessTests.terminated(run.process) == 0)
+        }
+    }
+
+    /// A `--host` (or LARDER_SERVER_HOST) that is no address to listen on is a usage error, found before anything is
+    /// created: exit 64, a message naming the option (or the variable) and what it expects, and no data directory.
+    @Test(arguments: [
+        (["--host", "not-an-address"], [:], "--host"),
+        ([], ["LARDER_SERVER_HOST": "a:7411,b:7412"], "LARDER_SERVER_HOST"),
+    ] as [([String], [String: String], String)])
+    func aHostThatIsNoAddressExits64AndCreatesNothing(
+        arguments: [String], environment: [String: String], named: String
+    ) throws {
+        try Self.withDirectory { root in
+            let data = root + "/data"
+            let run = try ServerProcessTests.launch(
+                ["--port", "0", "--data-dir", data] + arguments, environment: environment)
+            run.process.waitUntilExit()
+            let message = String(decoding: run.stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            #expect(run.process.terminationStatus == 64, "\(message)")
+            #expect(message.hasPrefix("Error: ") && message.contains(named), "\(message)")
+            #expect(message.contains("needs an IPv4 or IPv6 address"), "\(message)")
+            #expect(!FileManager.default.fileExists(atPath: data), "the data directory was created")
+        }
+    }
+
     /// `--synchronous full` makes every commit wait for the disk: with it, each acknowledged CREATE (one at a time, so
     /// each is its own group commit) flushed the write-ahead log; with `normal`, only checkpoints flush it. Seen from
     /// the system calls, with strace(1).

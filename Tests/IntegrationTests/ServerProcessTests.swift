@@ -10,11 +10,12 @@ import Testing
 /// The built `larder-server` binary as a subprocess: start-up line, exit codes, SIGTERM with requests in flight.
 @Suite(.timeLimit(.minutes(20)))
 struct ServerProcessTests {
-    /// The binary sits next to the test bundle in the build products directory.
-    static func binary() throws -> URL {
-        let url = Bundle.module.bundleURL.deletingLastPathComponent().appendingPathComponent("larder-server")
+    /// The binary `name` sits next to the test bundle in the build products directory: `larder-server`, or
+    /// `larder-server-test`, the same server with test hooks read from its environment.
+    static func binary(_ name: String = "larder-server") throws -> URL {
+        let url = Bundle.module.bundleURL.deletingLastPathComponent().appendingPathComponent(name)
         guard FileManager.default.isExecutableFile(atPath: url.path) else {
-            throw ServerTestError("larder-server not built at \(url.path); run swift build first")
+            throw ServerTestError("\(name) not built at \(url.path); run swift build first")
         }
         return url
     }
@@ -25,13 +26,17 @@ struct ServerProcessTests {
         let stderr: Pipe
     }
 
-    /// Starts `larder-server` with `arguments`; `gates` adds test gates to its environment (`applyTestGates`).
-    static func launch(_ arguments: [String], gates: [String: String] = [:]) throws -> Run {
+    /// Starts `larder-server` with `arguments`, and `environment` added to the test's own; with `gates`
+    /// (`TestGateVariable`), its test-only build with them in its environment too.
+    static func launch(
+        _ arguments: [String], environment: [String: String] = [:], gates: [String: String] = [:]
+    ) throws -> Run {
         let process = ChildProcess()
-        process.executableURL = try binary()
+        process.executableURL = try binary(gates.isEmpty ? "larder-server" : "larder-server-test")
         process.arguments = arguments
-        if !gates.isEmpty {
-            process.environment = ProcessInfo.processInfo.environment.merging(gates) { $1 }
+        let added = environment.merging(gates) { $1 }
+        if !added.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(added) { $1 }
         }
         let out = Pipe()
         let err = Pipe()
@@ -62,7 +67,7 @@ struct ServerProcessTests {
         let run = try Self.launch([
             "--port", "0", "--data-dir", data, "--shutdown-grace-ms", "600000", "--log-level", "error",
             "--io-threads", "1",
-        ], gates: [ServerConfiguration.testGateVariables.search: gate.path])
+        ], gates: [TestGateVariable.search: gate.path])
         let line = try Self.firstLine(run.stdout, of: run.process)
         #expect(line.hasPrefix("larder-server \(LarderServer.version) listening on tcp://127.0.0.1:"))
         #expect(line.contains("data \(data)"))
@@ -175,7 +180,7 @@ struct ServerProcessTests {
         let text = String(decoding: run.stdout.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         run.process.waitUntilExit()
         #expect(run.process.terminationStatus == 0)
-        #expect(text.contains("--max-in-flight") && text.contains("LARDER_TOKEN"))
+        #expect(text.contains("--max-in-flight") && text.contains("LARDER_SERVER_TOKEN"))
     }
 
     @Test func portTakenExits1AndSaysSo() throws {
@@ -246,7 +251,7 @@ struct ServerProcessTests {
         let launched = Result {
             try Self.launch(
                 ["--port", "0", "--data-dir", directory.path],
-                gates: [ServerConfiguration.testGateVariables.start: gate.path])
+                gates: [TestGateVariable.start: gate.path])
         }
         pthread_sigmask(SIG_SETMASK, &runnerMask, nil)
         let starting = try launched.get()

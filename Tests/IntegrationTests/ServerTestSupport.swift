@@ -154,8 +154,9 @@ func temporaryTestDirectory(_ prefix: String) -> URL {
     FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
 }
 
-/// A server on port 0 in a fresh temporary data directory, shut down when `body` returns.
+/// A server on port 0 in a fresh temporary data directory, with the test's `hooks`, shut down when `body` returns.
 func withServerOnPort0(
+    hooks: ServerHooks = ServerHooks(),
     _ configure: (inout ServerConfiguration) -> Void = { _ in },
     _ body: (LarderServer, Int) throws -> Void
 ) throws {
@@ -164,7 +165,7 @@ func withServerOnPort0(
     var configuration = ServerConfiguration.forTests(in: directory)
     configuration.ioQueues = 2
     configure(&configuration)
-    let server = try LarderServer(configuration: configuration)
+    let server = try LarderServer(configuration: configuration, hooks: hooks)
     let port = try server.start()
     defer { server.shutdown() }
     try body(server, port)

@@ -4,6 +4,7 @@ import LarderStore
 import LarderSync
 import LarderWire
 import Testing
+@testable import larder_server
 
 /// Each token's share of the upload quota (Protocol.md sections 5.4 and 8) on a real server: announced in HELLO,
 /// crossed per token whatever the connection, per connection on a server without tokens, and the answers tell a
@@ -129,7 +130,7 @@ import Testing
         #expect(quarter.limits.maxUploadBytesPerToken == 100 << 20)
         let (_, set) = try ServerOptions.parse(
             ["--max-uploads-per-token", "5", "--max-upload-bytes", "400MiB"],
-            environment: ["LARDER_MAX_UPLOAD_BYTES_PER_TOKEN": "3MiB"])
+            environment: ["LARDER_SERVER_MAX_UPLOAD_BYTES_PER_TOKEN": "3MiB"])
         #expect(set.limits.maxUploadsPerToken == 5 && set.limits.maxUploadBytesPerToken == 3 << 20)
         #expect(ServerOptions.helpText.contains("--max-upload-bytes-per-token SIZE"))
     }

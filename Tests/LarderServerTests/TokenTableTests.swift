@@ -39,18 +39,6 @@ struct TokenTableTests {
         }
     }
 
-    @Test func tokenOptionAndFileTogether() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tokens-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: directory) }
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let file = directory.appendingPathComponent("tokens").path
-        _ = FileManager.default.createFile(atPath: file, contents: Data("read r-token notes\n".utf8))
-        let (_, configuration) = try ServerOptions.parse(["--token", "t", "--token-file", file])
-        let table = try #require(try LarderServer.tokenTable(configuration))
-        #expect(table.grant(for: Array("t".utf8)) == .unrestricted)
-        #expect(table.grant(for: Array("r-token".utf8)) == Grant(role: .read, collections: ["notes"]))
-    }
-
     static func frame(_ opcode: Opcode, _ json: JSONObject = [:]) -> Frame {
         Frame(opcode: opcode, requestID: 9, json: json.bytes)
     }

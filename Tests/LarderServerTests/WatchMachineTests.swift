@@ -79,13 +79,4 @@ struct WatchMachineTests {
         #expect(gap == ChangeEvent(subscription: 3, seq: 8, kind: .gap))
     }
 
-    @Test func optionsAndEnvironment() throws {
-        let (_, c) = try ServerOptions.parse(
-            ["--max-watches", "3", "--max-watch-buffer-bytes=5000", "--change-retention", "10"],
-            environment: ["LARDER_CHANGE_RETENTION_MS": "60000"])
-        #expect(c.limits.maxWatches == 3 && c.limits.maxWatchBufferBytes == 5000)
-        #expect(c.changeRetentionEvents == 10 && c.changeRetentionMs == 60_000)
-        #expect(throws: ServerOptions.UsageError.self) { try ServerOptions.parse(["--change-retention", "0"]) }
-        #expect(ServerOptions.helpText.contains("--max-watch-buffer-bytes"))
-    }
 }

@@ -1,9 +1,8 @@
 import Foundation
-import Testing
-
-@testable import LarderServer
-import LarderSync
+import LarderEventLoop
 import LarderIO
+import LarderSync
+import Testing
 
 /// A handler that counts its calls and reads what arrives.
 private final class Probe: EventLoopHandler, @unchecked Sendable {

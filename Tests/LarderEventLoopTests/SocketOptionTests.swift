@@ -1,9 +1,8 @@
 import Foundation
 import Glibc
-import Testing
-
-@testable import LarderServer
+import LarderEventLoop
 import LarderIO
+import Testing
 
 /// Accepted TCP connections carry the keepalive `--tcp-keepalive-s` asks for, so a peer that vanished without closing
 /// (its subscriptions are never closed by the idle timeout) is found out by the kernel.

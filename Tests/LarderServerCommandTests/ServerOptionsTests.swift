@@ -3,7 +3,7 @@ import LarderWire
 import Testing
 
 @testable import LarderServer
-import LarderIO
+@testable import larder_server
 
 @Suite(.timeLimit(.minutes(20)))
 struct ServerOptionsTests {
@@ -38,7 +38,7 @@ struct ServerOptionsTests {
     }
 
     @Test func environmentIsOverriddenByTheCommandLine() throws {
-        let env = ["LARDER_PORT": "9000", "LARDER_MAX_IN_FLIGHT": "3", "LARDER_LOG_LEVEL": "warn"]
+        let env = ["LARDER_SERVER_PORT": "9000", "LARDER_SERVER_MAX_IN_FLIGHT": "3", "LARDER_SERVER_LOG_LEVEL": "warn"]
         let (_, c) = try ServerOptions.parse(["--port", "9001"], environment: env)
         #expect(c.port == 9001 && c.limits.maxInFlight == 3 && c.logLevel == .warn)
     }
@@ -68,62 +68,34 @@ struct ServerOptionsTests {
             #expect(ServerOptions.helpText.contains("--\(option.name) "))
             #expect(ServerOptions.helpText.contains(option.env))
         }
-        // No option names a test: the gates of a server process come from its environment, read by the entry point.
+        // No option names a test: the gates of a server process are hooks of a test-only build (larder-server-test).
         #expect(!ServerOptions.options.contains { $0.name.hasPrefix("test") || $0.env.hasPrefix("LARDER_TEST") })
         #expect(!ServerOptions.helpText.contains("test-") && !ServerOptions.helpText.contains("LARDER_TEST"))
         #expect(throws: ServerOptions.UsageError.self) { try ServerOptions.parse(["--test-search-gate", "/tmp/g1"]) }
-        var c = ServerConfiguration()
-        c.applyTestGates(environment: ["LARDER_TEST_SEARCH_GATE": "/tmp/g1", "LARDER_TEST_START_GATE": "/tmp/g2"])
-        #expect(c.searchGate == TestGate(path: "/tmp/g1") && c.startGate == TestGate(path: "/tmp/g2"))
-    }
-}
-
-@Suite(.timeLimit(.minutes(20)))
-struct LatencyHistogramTests {
-    /// The server's latencies: LarderIO's `Histogram` at 3 bits of precision.
-    @Test func bucketsCoverEveryValueInOrder() {
-        let bits = Histogram.latencyMicros().precisionBits
-        let bucketCount = Histogram.latencyMicros().bucketCount
-        var previous = -1
-        for value: UInt64 in [0, 1, 7, 8, 9, 15, 16, 18, 100, 1000, 65_535, 1 << 39, Histogram.highestTrackable] {
-            let index = Histogram.index(of: value, bits: bits)
-            #expect(index > previous && index < bucketCount)
-            #expect(Histogram.lowestEquivalent(index, bits: bits) <= value)
-            #expect(Histogram.highestEquivalent(index, bits: bits) >= value)
-            if index + 1 < bucketCount { #expect(Histogram.lowestEquivalent(index + 1, bits: bits) > value) }
-            previous = index
-        }
-        #expect(bucketCount < 400)
+        // Every variable the server reads is its own, none the CLI's.
+        #expect(ServerOptions.options.allSatisfy { $0.env.hasPrefix("LARDER_SERVER_") })
     }
 
-    @Test func percentilesWithinOneBucket() {
-        var h = Histogram.latencyMicros()
-        for v in 1...1000 { h.record(UInt64(v)) }
-        for (p, exact) in [(50.0, 500.0), (90.0, 900.0), (99.0, 990.0)] {
-            let reported = Double(h.value(atPercentile: p))
-            #expect(reported >= exact && reported <= exact * 1.125, "p\(p) = \(reported)")
-        }
-        #expect(h.value(atPercentile: 100) == 1000 && h.max == 1000 && h.count == 1000)
-        #expect(Histogram.latencyMicros().value(atPercentile: 50) == 0)
-        // Values past the tracked range are counted in the top bucket, and the maximum stays exact.
-        h.record(.max)
-        #expect(h.value(atPercentile: 100) == .max && h.max == .max)
+    @Test func tokenOptionAndFileTogether() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tokens-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let file = directory.appendingPathComponent("tokens").path
+        _ = FileManager.default.createFile(atPath: file, contents: Data("read r-token notes\n".utf8))
+        let (_, configuration) = try ServerOptions.parse(["--token", "t", "--token-file", file])
+        let table = try #require(try LarderServer.tokenTable(configuration))
+        #expect(table.grant(for: Array("t".utf8)) == .unrestricted)
+        #expect(table.grant(for: Array("r-token".utf8)) == Grant(role: .read, collections: ["notes"]))
     }
 
-    @Test func statsJSONShape() {
-        let stats = ServerStats(now: 0)
-        stats.connectionOpened()
-        stats.connectionRefused()
-        stats.request(.get, .ok, latencyMicros: 120)
-        stats.request(.get, .notFound, latencyMicros: 80)
-        stats.traffic(wireIn: 100, wireOut: 50, uncompressedIn: 100, uncompressedOut: 200, peakUnsent: 10)
-        let json = JSON.object(stats.json(now: 2_000_000_000, server: "s"))
-        #expect(json["uptimeMs"] == 2000)
-        #expect(json["connections"]?["open"] == 1 && json["connections"]?["refused"] == 1)
-        #expect(json["requests"]?["total"] == 2 && json["requests"]?["errors"] == 1)
-        #expect(json["requests"]?["byStatus"]?["NOT_FOUND"] == 1)
-        #expect(json["requests"]?["byOpcode"]?["GET"]?["latencyMicros"]?["max"] == 120)
-        #expect(json["bytes"]?["compressionRatio"] == 4.0)
+    @Test func optionsAndEnvironment() throws {
+        let (_, c) = try ServerOptions.parse(
+            ["--max-watches", "3", "--max-watch-buffer-bytes=5000", "--change-retention", "10"],
+            environment: ["LARDER_SERVER_CHANGE_RETENTION_MS": "60000"])
+        #expect(c.limits.maxWatches == 3 && c.limits.maxWatchBufferBytes == 5000)
+        #expect(c.changeRetentionEvents == 10 && c.changeRetentionMs == 60_000)
+        #expect(throws: ServerOptions.UsageError.self) { try ServerOptions.parse(["--change-retention", "0"]) }
+        #expect(ServerOptions.helpText.contains("--max-watch-buffer-bytes"))
     }
 }
 
@@ -143,24 +115,6 @@ struct LatencyHistogramTests {
             _ = try ServerOptions.parse(["--max-json-bytes", "100"], environment: [:])
         } throws: { error in
             "\(error)".contains("--max-json-bytes must be at least twice --max-document-bytes")
-        }
-    }
-}
-
-@Suite(.timeLimit(.minutes(20))) struct DataDirectoryMessageTests {
-    @Test func aFileInTheWayIsNamed() throws {
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("larder-file-\(UUID().uuidString)").path
-        _ = FileManager.default.createFile(atPath: file, contents: Data("x".utf8))
-        defer { try? FileManager.default.removeItem(atPath: file) }
-        #expect(LarderServer.whyNotCreatable(file + "/data/deeper") == "\(file) is a file, not a directory")
-        var configuration = ServerConfiguration()
-        configuration.dataDirectory = file + "/data"
-        configuration.port = 0
-        #expect {
-            _ = try LarderServer(configuration: configuration)
-        } throws: { error in
-            let message = (error as? LarderError)?.message ?? ""
-            return message.contains("is a file, not a directory") && message.contains("--data-dir")
         }
     }
 }

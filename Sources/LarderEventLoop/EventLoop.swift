@@ -1,7 +1,8 @@
-#if os(Linux) && !LARDER_PORTABLE
+#if os(Linux)
 import CEpoll
 import Dispatch
 import Foundation
+import LarderIO
 import LarderSync
 import Synchronization
 

@@ -3,14 +3,8 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import LarderEventLoop
 import LarderIO
-
-/// A failed system call or network exchange; the run cannot go on (exit status 2).
-public struct BenchError: Error, Sendable, Equatable, CustomStringConvertible {
-    public var message: String
-    public init(_ message: String) { self.message = message }
-    public var description: String { message }
-}
 
 /// The benchmark's words for LarderIO's socket layer: each failure a `BenchError` naming the call and errno.
 enum Sys {

@@ -1,8 +1,6 @@
 import Foundation
-import Testing
-
-@testable import LarderBench
 import LarderIO
+import Testing
 
 /// The histogram against distributions whose percentiles are known exactly: every reported percentile must be the
 /// true one or above it by less than the stated precision (1/1024 of the value, three significant digits).

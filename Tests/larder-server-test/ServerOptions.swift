@@ -1,0 +1,1 @@
+../../Sources/larder-server/ServerOptions.swift
