@@ -80,6 +80,13 @@ let package = Package(
         .systemLibrary(
             name: "CTurboJPEG", pkgConfig: "libturbojpeg",
             providers: [.apt(["libturbojpeg0-dev"]), .brew(["jpeg-turbo"])]),
+        // Collection schemas: PCRE2 (BSD), the regular expressions of `pattern`, and the schema compiler and validator
+        // (a pure module: no I/O). Not in the portable configuration.
+        .systemLibrary(
+            name: "CPCRE2", pkgConfig: "libpcre2-8",
+            providers: [.apt(["libpcre2-dev"]), .brew(["pcre2"])]),
+        .target(name: "LarderSchema", dependencies: ["LarderWire", "CPCRE2"], swiftSettings: strict),
+        .testTarget(name: "LarderSchemaTests", dependencies: ["LarderSchema", "LarderWire"]),
         // epoll and eventfd (part of the C library: no package, nothing to link).
         .systemLibrary(name: "CEpoll"),
         // The one lock (a pthread mutex, which ThreadSanitizer sees) and its condition variable.
