@@ -6,8 +6,6 @@ import Darwin
 import CEpoll
 import LarderIO
 
-// Plain stored properties, alike in shape only with other types'
-// field lists (LarderServer's Connection, PostgresStore): each holds its own state; there is nothing to share.
 /// One phase of load (the preloads, then the measured run): read-only, shared by its workers.
 struct Phase: Sendable {
     enum Kind: Sendable { case measure, preloadDocuments, preloadBlobs }

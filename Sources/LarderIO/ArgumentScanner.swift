@@ -1,7 +1,6 @@
 /// The arguments of a command line in swift-argument-parser's shape, one at a time: `--name value` and `--name=value`
 /// alike. What a name means, how its value is checked and how a mistake is worded stay with each tool (their messages
-/// are pinned by their tests); this is only the walk that every tool did by hand before (the server, the CLI, and
-/// larder-bench's run, tcp-copy, watch and store).
+/// are pinned by their tests); this is only the walk they share (the server, the CLI, and larder-bench's subcommands).
 package struct ArgumentScanner {
     /// One argument as written, with `--name=value` split at its first `=`.
     package struct Argument {

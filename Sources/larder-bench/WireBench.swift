@@ -73,9 +73,7 @@ enum WireBench {
         }
     }
 
-    // A plain list of stored
-    // properties, alike in shape only with other field lists (LarderServer's Connection, PostgresStore, the bench's
-    // Phase): a sample record, nothing to share.
+    /// A sample record of the shop diary app.
     struct Purchase: Codable, Sendable {
         var store: String
         var item: String
