@@ -34,9 +34,10 @@ import Testing
 
     static func client(_ ports: [Int], maxInFlight: Int? = nil) -> LarderClient {
         // What these tests wait for is a drop or a refusal, which comes however busy the machine is: the request
-        // deadline is a generous one (a drop can go unnoticed for many seconds in a whole-suite run), there only so
-        // that a drop never noticed fails the test (DEADLINE_EXCEEDED) instead of hanging it.
-        var configuration = LarderClient.Configuration(requestTimeout: .seconds(120))
+        // and connect deadlines are generous ones (in a whole-suite run a fake server's thread can take many seconds
+        // to accept and answer HELLO, and a drop can go unnoticed as long), there only so that a drop never noticed
+        // fails the test (DEADLINE_EXCEEDED) instead of hanging it.
+        var configuration = LarderClient.Configuration(requestTimeout: .seconds(120), connectTimeout: .seconds(120))
         configuration.endpoints = ports.map { .tcp(host: "127.0.0.1", port: $0) }
         return LarderClient(configuration: configuration)
     }
@@ -87,8 +88,18 @@ import Testing
         let server = FakeServer(limits: Limits(maxInFlight: 1)) { _, _ in .hold }
         defer { server.stop() }
         let client = Self.client([server.port])
-        let read = Task { try await client.get("c", id: UUID()) }
-        try await Self.waitFor("the GET to reach the server") { server.requests.contains { $0.opcode == .get } }
+        // A GET that fails before it reaches the server ends the wait below with its own error, not a timeout.
+        let readFailure = Locked<(any Error)?>(nil)
+        let read = Task {
+            do { return try await client.get("c", id: UUID()) } catch {
+                readFailure.withLock { $0 = error }
+                throw error
+            }
+        }
+        try await Self.waitFor("the GET to reach the server") {
+            if let failure = readFailure.withLock({ $0 }) { throw failure }
+            return server.requests.contains { $0.opcode == .get }
+        }
         let write = Task { try await client.patch("c", id: UUID(), patch: ["n": 2]) }
         // The PATCH waits in the client for the slot once its connection carries two requests.
         try await Self.waitFor("the PATCH to wait on the connection") { try await client.connection().load >= 2 }
