@@ -115,6 +115,7 @@ struct LarderDriver: SkippingDriver {
 
     private static let idOpen = Array(#","id":""#.utf8)
     private static let dataOpen = Array(#"","data":"#.utf8)
+    private static let dataWithoutID = Array(#","data":"#.utf8)
     private static let patchOpen = Array(#"","patch":{"name":"patched "#.utf8)
     private static let patchClose = Array(#""}}"#.utf8)
     private static let patchRevMiddle = Array(#""},"rev":"#.utf8)
@@ -143,6 +144,12 @@ struct LarderDriver: SkippingDriver {
             json.append(contentsOf: LarderDriver.idOpen)
             appendID(request, into: &json)
             json.append(contentsOf: LarderDriver.quoteClose)
+        case .create where request.idKind == .created && payloads.ids == .server:
+            opcode = .create
+            json.append(contentsOf: collectionPrefix)
+            json.append(contentsOf: LarderDriver.dataWithoutID)
+            payloads.appendDocument(request.key, into: &json)
+            json.append(UInt8(ascii: "}"))
         case .create, .replace:
             opcode = request.op == .create ? .create : .replace
             json.append(contentsOf: collectionPrefix)
@@ -183,6 +190,10 @@ struct LarderDriver: SkippingDriver {
             json.append(contentsOf: LarderDriver.countOpen)
             appendDecimal(request.key % 100, into: &json)
             json.append(contentsOf: Array("}}".utf8))
+        case .blobPut where request.idKind == .created && payloads.ids == .server:
+            opcode = .blobPut
+            json.append(contentsOf: Array("{}".utf8))
+            binary = payloads.blobs[Int(request.key % UInt64(payloads.blobs.count))]
         case .blobPut, .blobGet:
             opcode = request.op == .blobPut ? .blobPut : .blobGet
             json.append(contentsOf: LarderDriver.blobIDOpen)

@@ -106,6 +106,18 @@ public enum KeyDistribution: String, Sendable, CaseIterable {
     case uniform, zipf, sequential
 }
 
+/// Where the ids of the documents and blobs a run creates come from (`--ids`).
+public enum IDSource: String, Sendable, CaseIterable {
+    /// The request names no id: the server makes one (time-ordered, version 7), as LarderClient's creates do.
+    /// Against Redis, whose SET must name a key, the keys are those of `streams`.
+    case server
+    /// Random version 4 UUIDs, as apps make with `UUID()` on the device: every create lands at a random place in
+    /// the id index.
+    case random
+    /// One ordered stream per worker (`nnnnnnnn-wwww-4000-a000-cccccccccccc`): as many insertion points as workers.
+    case streams
+}
+
 /// The Zipfian generator of Gray et al. ("Quickly generating billion-record synthetic databases"), as YCSB uses it:
 /// rank r is chosen with probability proportional to 1 / (r+1)^theta. The O(n) zeta sum is computed once per run.
 /// Ranks are scrambled into keys by a bijection, so the hot keys are spread over the key space rather than being the
