@@ -99,6 +99,8 @@ struct LarderDriver: SkippingDriver {
     let encoder: FrameEncoder
     private let collectionPrefix: [UInt8]
     private var json: [UInt8] = []
+    /// Writes sent so far with a `requestKey` (`--request-keys`): each key is a hash of the run, the worker and this.
+    private var keyedWrites: UInt64 = 0
     /// Body bytes of the current answer still to skip, and its id and status.
     var skip = 0
     private var pendingID: UInt32 = 0
@@ -116,6 +118,7 @@ struct LarderDriver: SkippingDriver {
     private static let idOpen = Array(#","id":""#.utf8)
     private static let dataOpen = Array(#"","data":"#.utf8)
     private static let dataWithoutID = Array(#","data":"#.utf8)
+    private static let requestKeyOpen = Array(#","requestKey":""#.utf8)
     private static let patchOpen = Array(#"","patch":{"name":"patched "#.utf8)
     private static let patchClose = Array(#""}}"#.utf8)
     private static let patchRevMiddle = Array(#""},"rev":"#.utf8)
@@ -203,6 +206,14 @@ struct LarderDriver: SkippingDriver {
             }
             json.append(contentsOf: LarderDriver.quoteClose)
             if request.op == .blobPut { binary = payloads.blobs[Int(request.key % UInt64(payloads.blobs.count))] }
+        }
+        if payloads.requestKeys && request.op.writes {
+            // `…}` becomes `…,"requestKey":"<uuid>"}`: a fresh key for every write.
+            json.removeLast()
+            json.append(contentsOf: LarderDriver.requestKeyOpen)
+            keyedWrites &+= 1
+            payloads.appendRandomID(worker: worker, counter: keyedWrites | 1 << 63, into: &json)
+            json.append(contentsOf: LarderDriver.quoteClose)
         }
         json.withUnsafeBytes { jsonBytes in
             if let binary {

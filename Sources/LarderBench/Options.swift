@@ -53,6 +53,8 @@ public struct BenchOptions: Sendable, Equatable {
     public var keys: KeyDistribution = .uniform
     /// Where created documents' and blobs' ids come from.
     public var ids: IDSource = .streams
+    /// Every write carries a fresh `requestKey`, to measure what the server's exactly-once bookkeeping costs.
+    public var requestKeys = false
     public var zipfTheta = 0.99
     public var seed: UInt64 = 1
     /// Open loop: total requests per second across all connections, sent on schedule.
@@ -111,6 +113,7 @@ public struct BenchOptions: Sendable, Equatable {
             }
             if jpegDirectory != nil { throw UsageError("--jpeg-dir has no meaning with --target redis") }
         }
+        if requestKeys && target != .larder { throw UsageError("--request-keys needs --target larder") }
         if ids == .server && target == .larder {
             let readdressing = mix.operations.filter { $0 == .delete || $0 == .patchRev }
             if !readdressing.isEmpty {
@@ -212,6 +215,9 @@ public enum BenchArguments {
                     throw UsageError("--keys must be uniform, zipf or sequential, not '\(text)'")
                 }
                 options.keys = keys
+            case "--request-keys":
+                try flag()
+                options.requestKeys = true
             case "--ids":
                 let text = try value(name, inline)
                 guard let ids = IDSource(rawValue: text) else {
@@ -364,6 +370,7 @@ public enum BenchArguments {
                                   the ids of created documents and blobs: made by the server (time-ordered; not
                                   with delete or patch-rev), random v4 UUIDs as apps make them, or one ordered
                                   stream per worker (default streams)
+          --request-keys          every write carries a fresh requestKey (what exactly-once writes cost the server)
           --seed N                seed of every random choice (default 1)
 
         Results (stdout; progress lines every second on stderr unless --quiet):

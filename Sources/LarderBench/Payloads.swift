@@ -19,11 +19,17 @@ public struct Payloads: Sendable {
     let runNonce: UInt32
     /// Where created documents' and blobs' ids come from.
     public let ids: IDSource
+    /// Every write carries a fresh `requestKey` (Protocol.md section 5.9).
+    public let requestKeys: Bool
     /// Filler for padding documents and Redis values.
     let filler: [UInt8]
 
-    public init(docSize: Int, docSizeMax: Int? = nil, blobs: [[UInt8]], runNonce: UInt32, ids: IDSource = .streams) {
+    public init(
+        docSize: Int, docSizeMax: Int? = nil, blobs: [[UInt8]], runNonce: UInt32, ids: IDSource = .streams,
+        requestKeys: Bool = false
+    ) {
         self.ids = ids
+        self.requestKeys = requestKeys
         self.docSize = docSize
         self.docSizeMax = max(docSize, docSizeMax ?? docSize)
         self.blobs = blobs.isEmpty ? [Payloads.syntheticJPEG(size: 1024)] : blobs

@@ -190,6 +190,7 @@ extension BenchResults {
         c["jpegDir"] = o.jpegDirectory.map { .string($0) } ?? .null
         c["keys"] = .string(o.keys.rawValue)
         c["ids"] = .string(o.ids.rawValue)
+        c["requestKeys"] = .bool(o.requestKeys)
         if o.keys == .zipf { c["zipfTheta"] = .double(o.zipfTheta) }
         c["seed"] = .int(Int64(bitPattern: o.seed))
         c["compression"] = .bool(o.compression)

@@ -42,6 +42,14 @@ public enum BenchOperation: Int, CaseIterable, Sendable, Hashable, CustomStringC
         }
     }
 
+    /// Operations that change the store: the requests that take a `requestKey`.
+    var writes: Bool {
+        switch self {
+        case .create, .replace, .patch, .patchRev, .delete, .blobPut: true
+        case .get, .search, .count, .blobGet: false
+        }
+    }
+
     /// Operations a Redis target can express (GET and SET).
     static let redisOperations: [BenchOperation] = [.get, .create, .replace]
 }

@@ -78,3 +78,33 @@ import Testing
         #expect(throws: UsageError.self) { try BenchArguments.parse(["--ids", "sequential"]) }
     }
 }
+
+/// `--request-keys`: every write carries a fresh key, and only writes do.
+@Suite struct RequestKeyOptionTests {
+    /// The JSON parts of the requests one driver encodes for `requests`, in order.
+    static func encoded(_ requests: [Request], requestKeys: Bool) throws -> [JSONObject] {
+        let payloads = Payloads(docSize: 250, blobs: [], runNonce: 7, requestKeys: requestKeys)
+        var driver = LarderDriver(payloads: payloads, worker: 1, collection: "bench", encoder: FrameEncoder())
+        var out: [UInt8] = []
+        for (index, request) in requests.enumerated() { driver.encode(request, requestID: UInt32(index), into: &out) }
+        var buffer = ByteBuffer()
+        buffer.append(out[...])
+        var decoder = FrameDecoder()
+        var objects: [JSONObject] = []
+        while let frame = try decoder.next(&buffer) { objects.append(try frame.jsonObject()) }
+        return objects
+    }
+
+    @Test func everyWriteCarriesAFreshKeyAndReadsNone() throws {
+        let writes = [BenchOperation.create, .replace, .patch, .delete, .patchRev, .create].map {
+            Request(op: $0, key: 3, idKind: .created, rev: 1)
+        }
+        let keys = try Self.encoded(writes, requestKeys: true).map { $0["requestKey"]?.stringValue }
+        #expect(keys.allSatisfy { $0.flatMap(UUID.init(uuidString:)) != nil }, "\(keys)")
+        #expect(Set(keys).count == writes.count, "a key was sent twice: \(keys)")
+        #expect(try Self.encoded(writes, requestKeys: false).allSatisfy { $0["requestKey"] == nil })
+        let reads = [BenchOperation.get, .search, .count].map { Request(op: $0, key: 3, idKind: .preloaded) }
+        #expect(try Self.encoded(reads, requestKeys: true).allSatisfy { $0["requestKey"] == nil })
+        #expect(throws: UsageError.self) { try BenchArguments.parse(["--request-keys", "--target", "redis"]) }
+    }
+}
