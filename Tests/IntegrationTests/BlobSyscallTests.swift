@@ -11,7 +11,7 @@ import Testing
 /// What the server asks of the kernel for a blob kept in a file, seen in its system calls (strace(1)): a large range
 /// leaves over plain TCP by sendfile, carrying the range's bytes; over TLS it never does (the kernel would send the
 /// file's plaintext into the encrypted stream); and FINISH fdatasyncs the upload's file before it answers.
-@Suite(.serialized, .timeLimit(.minutes(10))) struct BlobSyscallTests {
+@Suite(.serialized, .timeLimit(.minutes(20))) struct BlobSyscallTests {
     /// One system call of a traced server: when it began and ended (seconds since 1970), its name, its arguments as
     /// strace shows them (descriptors with what they are: `12</path>`, `7<TCP:[127.0.0.1:a->127.0.0.1:b]>`), and the
     /// number it returned.

@@ -3,7 +3,7 @@ import LarderBench
 import Testing
 
 /// `larder blob get ID -o FILE --range START-END` (both ends included, as HTTP) on a blob stored in chunks.
-@Suite(.timeLimit(.minutes(5))) struct CLIBlobRangeTests {
+@Suite(.timeLimit(.minutes(20))) struct CLIBlobRangeTests {
     @Test func rangesOfAChunkedBlob() throws {
         let server = try ClientTestServer()
         defer { server.stop() }

@@ -109,7 +109,7 @@ final class FakeServer: @unchecked Sendable {
 
     /// Waits, without holding a thread, until the requests received so far (HELLOs included) satisfy `condition`;
     /// false if they still do not after `seconds` (generous: it runs out only when the client never sends them).
-    func waitForRequests(seconds: Double = 60, until condition: @escaping @Sendable ([Frame]) -> Bool) async -> Bool {
+    func waitForRequests(seconds: Double = 120, until condition: @escaping @Sendable ([Frame]) -> Bool) async -> Bool {
         let key = UUID()
         return await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
             let satisfied = lock.withLock {

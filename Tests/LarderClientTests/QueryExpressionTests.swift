@@ -6,7 +6,7 @@ import Testing
 
 /// The Swift query expressions: the JSON filters they build (Protocol.md §5.2), the same as the CLI's `--where`
 /// syntax builds, and their mistakes as errors rather than traps.
-@Suite(.timeLimit(.minutes(10))) struct QueryExpressionTests {
+@Suite(.timeLimit(.minutes(20))) struct QueryExpressionTests {
     /// The compact JSON text of a filter, members in the order they are sent.
     static func text(_ filter: Filter) -> String { String(decoding: filter.json.bytes, as: UTF8.self) }
 

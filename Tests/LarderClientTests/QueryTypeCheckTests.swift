@@ -4,7 +4,7 @@ import Testing
 
 /// The Swift query API is type-checked: code an app writes against the built LarderClient module compiles where the
 /// wire form allows the comparison and is refused by the compiler where it does not (`Field("x") < [1, 2]`).
-@Suite(.timeLimit(.minutes(10))) struct QueryTypeCheckTests {
+@Suite(.timeLimit(.minutes(20))) struct QueryTypeCheckTests {
     static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
 

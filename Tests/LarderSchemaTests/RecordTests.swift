@@ -4,7 +4,7 @@ import LarderWire
 import Testing
 
 /// Records as the write path has them (bytes in any JSON spelling), pointers, and the seed apps' shapes.
-@Suite("Schema validation of records", .timeLimit(.minutes(5)))
+@Suite("Schema validation of records", .timeLimit(.minutes(20)))
 struct RecordTests {
     /// The repository's sample records of `collection` (samples/<collection>.json): each element's `data`.
     static func samples(_ collection: String) throws -> [JSON] {

@@ -6,7 +6,7 @@ import Testing
 
 /// The SQLite store's blob files (`BlobFiles`): removed only after the deleting commit, mended at start-up after a
 /// crash, reported when missing, read from older data directories' chunk rows, and carried by backups.
-@Suite(.timeLimit(.minutes(10))) struct BlobFileTests {
+@Suite(.timeLimit(.minutes(20))) struct BlobFileTests {
     /// Uploads `bytes` in chunks of 16 KiB and finishes it.
     static func upload(_ store: SQLiteStore, _ bytes: [UInt8]) throws -> BlobInfo {
         let begun = try store.uploadBegin(BlobUploadRequest(size: Int64(bytes.count)))

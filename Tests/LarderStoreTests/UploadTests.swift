@@ -38,7 +38,7 @@ func syntheticJPEG(size: Int, width: Int = 4000, height: Int = 3000, seed: UInt6
     return out
 }
 
-@Suite(.timeLimit(.minutes(10))) struct UploadTests {
+@Suite(.timeLimit(.minutes(20))) struct UploadTests {
     /// Sends `bytes` as an upload in chunks of `chunk` bytes.
     static func send(_ store: AnyStore, _ upload: BlobUploadInfo, _ bytes: [UInt8], from: Int = 0, chunk: Int)
         throws -> BlobUploadInfo
