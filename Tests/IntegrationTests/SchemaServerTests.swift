@@ -163,6 +163,12 @@ import Testing
         let fixed = try client.call(.patch, ["collection": "todos", "id": invalid[0], "patch": ["title": "fixed"]])
         #expect(fixed.status == .ok, "\(fixed.replyText)")
         #expect(fixed.replyJSON["rev"] == 2)
+        // A REPLACE is checked before the document is read: its refusal comes before NOT_FOUND and CONFLICT.
+        let missing = try client.call(
+            .replace, ["collection": "todos", "id": .string(UUID().uuidString), "data": ["title": 1]])
+        #expect(missing.status == .invalidArgument && missing.replyJSON["field"] == "data")
+        let stale = try client.call(.replace, ["collection": "todos", "id": validID, "rev": 9, "data": ["title": 1]])
+        #expect(stale.status == .invalidArgument)
         // A PATCH that leaves an invalid record invalid is refused.
         let still = try client.call(.patch, ["collection": "todos", "id": invalid[1], "patch": ["done": true]])
         #expect(Self.violations(still) == [Self.v("/title", "type", "string", "1")])
@@ -188,6 +194,11 @@ import Testing
         #expect(removed["version"] == 3 && removed["nonMatching"] == ["count": 0, "ids": []])
         #expect(try client.call(.create, ["collection": "notes", "data": [:]]).status == .ok)
         #expect(try client.call(.schemaGet, ["collection": "notes"]).replyJSON["schema"] == .null)
+        // A schema stays when its collection is dropped: the collection made again under the name is checked.
+        try Self.setSchema(client, "notes", ["required": ["text"]])
+        #expect(try client.call(.dropCollection, ["collection": "notes"]).status == .ok)
+        #expect(try client.call(.schemaGet, ["collection": "notes"]).replyJSON["version"] == 4)
+        #expect(try client.call(.create, ["collection": "notes", "data": [:]]).status == .invalidArgument)
     }
 
     @Test(arguments: ServerStore.allCases)
