@@ -50,13 +50,22 @@ import Testing
         #expect(try await todos.schema().schema == nil)
     }
 
-    @Test func theSchemaCommands() throws {
+    /// Runs `body` with a server's `--port` arguments and a file holding the todo schema.
+    static func withSchemaFile(_ body: (_ port: [String], _ file: String) throws -> Void) throws {
         let server = try ClientTestServer()
         defer { server.stop() }
         let port = ["--port", String(server.port)]
         let file = NSTemporaryDirectory() + "todo-schema-\(UUID().uuidString).json"
         defer { try? FileManager.default.removeItem(atPath: file) }
         try Data(JSON.object(Self.todoSchema).bytes).write(to: URL(fileURLWithPath: file))
+        try body(port, file)
+    }
+
+    @Test func theSchemaCommands() throws {
+        try Self.withSchemaFile { port, file in try Self.schemaCommands(port, file) }
+    }
+
+    static func schemaCommands(_ port: [String], _ file: String) throws {
         #expect(try CLITests.run(["create", "todos", #"{"title":"x"}"#] + port).status == 0)
 
         // Stdout is not a terminal here: the answers come as JSON lines.
@@ -94,12 +103,10 @@ import Testing
     }
 
     @Test func importNamesARefusedLineWithItsViolationsAndGoesOn() throws {
-        let server = try ClientTestServer()
-        defer { server.stop() }
-        let port = ["--port", String(server.port)]
-        let file = NSTemporaryDirectory() + "todo-schema-\(UUID().uuidString).json"
-        defer { try? FileManager.default.removeItem(atPath: file) }
-        try Data(JSON.object(Self.todoSchema).bytes).write(to: URL(fileURLWithPath: file))
+        try Self.withSchemaFile { port, file in try Self.importRefusals(port, file) }
+    }
+
+    static func importRefusals(_ port: [String], _ file: String) throws {
         #expect(try CLITests.run(["schema", "set", "todos", file] + port).status == 0)
         let input = """
             {"title": "one", "isFinish": false}
