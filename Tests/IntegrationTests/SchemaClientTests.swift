@@ -133,4 +133,45 @@ import Testing
             ])
         }
     }
+
+    /// On a terminal, `schema set`, `schema get` and `schema remove` print lines for a person.
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script")))
+    func theSchemaCommandsOnATerminal() throws {
+        try Self.withSchemaFile { port, file in
+            #expect(try CLITests.run(["create", "todos", #"{"title":"x"}"#] + port).status == 0)
+            let set = try CLITerminalTests.onTerminal(["schema", "set", "todos", file] + port)
+                .replacingOccurrences(of: "\r\n", with: "\n")
+            let lines = set.split(separator: "\n").map(String.init)
+            #expect(lines.prefix(2) == ["schema of todos: version 1, error", "1 stored record does not match:"], "\(set)")
+            #expect(lines.count == 3 && lines.last?.hasPrefix("  ") == true && lines.last?.count == 38, "\(set)")
+            let get = try CLITerminalTests.onTerminal(["schema", "get", "todos"] + port)
+                .replacingOccurrences(of: "\r\n", with: "\n")
+            #expect(get.hasSuffix("\nversion 1, error\n"), "\(get)")
+            #expect(try JSONParser.parse(Array(get.split(separator: "\n")[0].utf8)) == .object(Self.todoSchema))
+            let removed = try CLITerminalTests.onTerminal(["schema", "remove", "todos"] + port)
+            #expect(removed.replacingOccurrences(of: "\r\n", with: "\n") == "schema of todos: version 2, error\n")
+            let none = try CLITerminalTests.onTerminal(["schema", "get", "todos"] + port)
+            #expect(none.replacingOccurrences(of: "\r\n", with: "\n") == "todos has no schema\n")
+        }
+    }
+
+    /// A write accepted in warn mode logs one line: the collection, the id, the first violation's pointer and
+    /// keyword, and nothing of the record.
+    @Test func aWarnModeWriteLogsOneLineWithoutTheRecord() async throws {
+        let id = UUID()
+        let lines = try await LoggingTests.serverLog(["--log-format", "json"]) { port in
+            let client = LarderClient(port: port)
+            defer { client.close() }
+            try await client.setSchema("drafts", ["required": ["text"]], validationAction: .warn)
+            _ = try await client.create("drafts", ["note": "SECRET-DRAFT-CONTENT"], id: id)
+        }
+        let warnings = lines.filter { $0.contains("schema warning") }
+        #expect(warnings.count == 1, "\(lines)")
+        let object = try #require(try JSONParser.parse(Array((warnings.first ?? "").utf8)).objectValue)
+        #expect(object["level"] == "warn")
+        #expect(
+            object["message"]
+                == .string("schema warning: drafts \(id.wireString) does not match its schema at /text (required)"))
+        #expect(!lines.contains { $0.contains("SECRET-DRAFT-CONTENT") })
+    }
 }
