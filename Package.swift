@@ -198,6 +198,7 @@ let package = Package(
             name: "LarderBenchTests",
             dependencies: [
                 "LarderBench", "LarderServer", "LarderStore", "LarderSync", "LarderIO", "LarderTestProcess",
+                "LarderTestSupport",
             ]),
         .testTarget(name: "LarderAuthTests", dependencies: ["LarderAuth", "LarderTestProcess"]),
         .testTarget(
