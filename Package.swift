@@ -114,13 +114,13 @@ let package = Package(
         // TLS sessions driven through memory, for the server's event loops and the client alike.
         .target(name: "LarderTLS", dependencies: ["CGnuTLS"], swiftSettings: strict),
         .target(
-            name: "LarderStore", dependencies: ["LarderWire", "LarderSync", "LarderIO", "CSQLite", "CLibPQ"],
+            name: "LarderStore", dependencies: ["LarderWire", "LarderSchema", "LarderSync", "LarderIO", "CSQLite", "CLibPQ"],
             swiftSettings: strict),
         .target(
             name: "LarderServer",
             dependencies: [
                 "LarderWire", "LarderStore", "LarderSync", "LarderIO", "LarderEventLoop", "LarderTLS", "CMicroHTTPD",
-                "LarderThumbnails",
+                "LarderThumbnails", "LarderSchema",
             ],
             swiftSettings: strict),
         // TLS through GnuTLS on Linux, Network.framework on Apple platforms (NetworkTLS.swift).

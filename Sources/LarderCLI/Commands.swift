@@ -89,6 +89,19 @@ enum Commands {
         CommandSpec(["drop"], arguments: "COLLECTION", arity: 1...1, summary: "delete a collection with its blobs"),
         CommandSpec(["index"], arguments: "COLLECTION FIELD", arity: 2...2, summary: "declare an index on a field"),
         CommandSpec(
+            ["schema", "set"], arguments: "COLLECTION FILE", arity: 2...2,
+            summary: "set a collection's schema from a JSON file (- for stdin)",
+            details: """
+                The schema is a JSON Schema 2020-12 subset (Protocol.md section 5.9). From then on every create,
+                replace and patch of the collection must match it; a write that does not is refused with its
+                violations, one per line. Prints how many stored records do not match, and the first ids.
+                Example: larder schema set todos todo.schema.json
+                """,
+            options: [OptionSpec("warn", help: "store records that do not match; the server logs and counts them")]),
+        CommandSpec(["schema", "get"], arguments: "COLLECTION", arity: 1...1, summary: "print a collection's schema"),
+        CommandSpec(
+            ["schema", "remove"], arguments: "COLLECTION", arity: 1...1, summary: "remove a collection's schema"),
+        CommandSpec(
             ["blob", "put"], arguments: "FILE", arity: 1...1, summary: "store a JPEG (FILE or - for stdin)",
             details: "A FILE larger than one chunk goes up in chunks and resumes where it stopped after a broken "
                 + "connection. stdin (-) of any size up to the server's maxBlobBytes is read to its end first (an "
@@ -154,7 +167,8 @@ enum Commands {
                 creates the records whose id is new and leaves the others. Both need ids (the samples and
                 larder export have them), so running the same import twice leaves the same documents.
                 Requests are pipelined; ends with a count of each outcome ('created: N, errors: M') and exits 1 if
-                any failed.
+                any failed. A failed element does not stop the import, in every mode: its line number and error
+                are printed (a record the collection's schema refuses, with its violations one per line).
                 Examples:
                   larder import students samples/students.json --mode upsert
                   larder export items | larder import items_copy --mode skip-existing
@@ -289,6 +303,23 @@ enum Commands {
             } else {
                 out.line("\(response.name) \(response.created ? "created" : "already existed")")
             }
+        case "schema set":
+            let schema = try c.object(
+                String(decoding: try Transfer.read(c.arguments[1]), as: UTF8.self), "the schema file")
+            let response = try await client.setSchema(
+                c.collection(), schema, validationAction: c.invocation.flag("warn") ? .warn : .error)
+            schemaSet(out, response)
+        case "schema get":
+            let response = try await client.schema(c.collection())
+            if out.json {
+                out.json(.object(response.json))
+            } else if let schema = response.schema {
+                out.line(String(decoding: JSON.object(schema).bytes, as: UTF8.self))
+                out.line(out.dim("version \(response.version), \(response.validationAction.rawValue)"))
+            } else {
+                out.line("\(response.collection) has no schema")
+            }
+        case "schema remove": schemaSet(out, try await client.removeSchema(c.collection()))
         case "blob put": return try await blobPut(c)
         case "blob get": return try await blobGet(c)
         case "blob info": blobInfo(out, try await client.blobHead(try c.uuid(c.arguments[0])))
@@ -340,6 +371,17 @@ enum Commands {
             throw UsageError("'\(command.name)' is not implemented")
         }
         return 0
+    }
+
+    /// SCHEMA_SET's answer: the version and action, and the stored records that do not match.
+    static func schemaSet(_ out: Output, _ response: SchemaSetResponse) {
+        if out.json { return out.json(.object(response.json)) }
+        out.line("schema of \(response.collection): version \(response.version), \(response.validationAction.rawValue)")
+        let count = response.nonMatchingCount
+        guard count > 0 else { return }
+        out.line("\(count) stored record\(count == 1 ? " does" : "s do") not match:")
+        for id in response.nonMatchingIDs { out.line("  \(id.wireString)") }
+        if count > response.nonMatchingIDs.count { out.line("  ... and \(count - response.nonMatchingIDs.count) more") }
     }
 
     static func ping(_ c: Context) async throws -> Int32 {

@@ -116,6 +116,8 @@ final class Session: @unchecked Sendable {
                 return CLI.connectStatus
             }
             var text = "Error: \(error.description)"
+            // A schema's refusal: each violation on a line of its own.
+            for violation in error.violations { text += "\n  \(violation)" }
             if error.status == .unauthenticated {
                 text += invocation.value("token") != nil || ProcessInfo.processInfo.environment["LARDER_TOKEN"] != nil
                     ? "\nCheck the token given with --token or LARDER_TOKEN: the server refused it."

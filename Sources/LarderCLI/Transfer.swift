@@ -106,7 +106,9 @@ enum Transfer {
             }
             return .failed("the record kept being created and deleted by someone else; try it again")
         } catch {
-            return .failed("\(error.status.name): \(error.message)")
+            // A schema's refusal lists its violations after the message, one per line.
+            return .failed(
+                ([error.status.name + ": " + error.message] + error.violations.map { "  \($0)" }).joined(separator: "\n"))
         }
     }
 

@@ -21,6 +21,9 @@ import LarderWire
 /// - `format`: `uuid` (RFC 9562's text form) or `date-time` (RFC 3339). Unlike JSON Schema's default, where a
 ///   format is only an annotation, here it is an assertion: a value not of its format is a violation.
 ///
+/// Annotations, kept in `json` and never checked against a record: `title`, `description` and `$comment` (strings),
+/// and `$schema`, which may only name the 2020-12 dialect (`CollectionSchema.dialect`), in any subschema.
+///
 /// A keyword that concerns one type (`minLength`, `properties`, ...) ignores values of other types, as in JSON
 /// Schema; `type` is what refuses them.
 ///
@@ -50,6 +53,8 @@ public struct CollectionSchema: Sendable {
     public static let maxRequired = 1_000
     /// The most violations `validate` reports; it stops at the last.
     public static let maxViolations = 20
+    /// The one dialect `$schema` may name: JSON Schema 2020-12.
+    public static let dialect = "https://json-schema.org/draft/2020-12/schema"
 
     /// Compiles `json`; throws `SchemaError` naming the first keyword refused (unsupported, of the wrong type, or
     /// past a limit) and where it is in the schema.
@@ -76,6 +81,9 @@ struct SchemaCompiler {
         "format",
     ]
 
+    /// The annotations a schema object may have: kept, not checked against records.
+    static let annotations: Set<String> = ["$schema", "title", "description", "$comment"]
+
     /// The node of the subschema `json`, found at `pointer` in the schema, `depth` subschemas down.
     mutating func node(_ json: JSON, at pointer: String, depth: Int) throws(SchemaError) -> SchemaNode {
         nodes += 1
@@ -94,7 +102,10 @@ struct SchemaCompiler {
                 message: "a schema must be an object or a boolean, not \(json.typeNameWithArticle)")
         }
         let object = json.objectValue!
-        for key in object.keys where !Self.keywords.contains(key) {
+        for key in object.keys where Self.annotations.contains(key) {
+            try checkAnnotation(key, object[key]!, at: pointer + "/" + key)
+        }
+        for key in object.keys where !Self.keywords.contains(key) && !Self.annotations.contains(key) {
             throw SchemaError(
                 pointer: pointer + "/" + pointerToken(key), keyword: key,
                 message: "the keyword \(key) is not supported (supported: "
@@ -146,6 +157,20 @@ struct SchemaCompiler {
             minLength: try reader.count("minLength"), maxLength: try reader.count("maxLength"), pattern: pattern,
             format: try reader.format(), items: items, minItems: try reader.count("minItems"),
             maxItems: try reader.count("maxItems"))
+    }
+
+    /// Checks an annotation's value: a string, and for `$schema` the 2020-12 dialect's URI.
+    private func checkAnnotation(_ key: String, _ value: JSON, at pointer: String) throws(SchemaError) {
+        guard let text = value.stringValue else {
+            throw SchemaError(
+                pointer: pointer, keyword: key, message: "\(key) must be a string, not \(value.typeNameWithArticle)")
+        }
+        guard key != "$schema" || text == CollectionSchema.dialect else {
+            throw SchemaError(
+                pointer: pointer, keyword: key,
+                message: "$schema names \(Rendering.string(text)); the only dialect supported is "
+                    + "\(CollectionSchema.dialect) (or leave $schema out)")
+        }
     }
 
     /// Throws when a subschema under `keyword` at `pointer` would pass `maxDepth`.

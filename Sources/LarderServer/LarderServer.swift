@@ -280,11 +280,17 @@ public final class LarderServer: Sendable {
         for shard in shards { shard.startTimer(intervalMs: tickMs) }
     }
 
-    /// The upload sweeper, and the store's start-up warnings logged.
+    /// The upload sweeper, the store's start-up warnings logged, and the log line of each schema warning.
     private func startHousekeeping() {
         startUploadSweeper()
         // Blobs whose file is missing from the data directory: each BLOB_GET of one says so too.
         for warning in store.startupWarnings { context.logger.warn(warning) }
+        // One line per write accepted in `warn` mode whose record did not match: where and which keyword, no content.
+        store.setSchemaWarningListener { [logger = context.logger] collection, id, violation in
+            let place = violation.pointer.isEmpty ? "(the record)" : violation.pointer
+            logger.warn(
+                "schema warning: \(collection) \(id.wireString) does not match its schema at \(place) (\(violation.keyword))")
+        }
     }
 
     /// Drops abandoned uploads with their bytes, every minute (or every `uploadExpiryMs` when shorter); a
@@ -332,7 +338,8 @@ public final class LarderServer: Sendable {
                 let lag = shards.reduce(0) { $0 + $1.pendingChanges }
                 return context.stats.prometheus(
                     now: DispatchTime.now().uptimeNanoseconds, store: storeStats, watchLagChanges: lag,
-                    pool: context.router.pool.snapshot, version: LarderServer.version)
+                    pool: context.router.pool.snapshot, version: LarderServer.version,
+                    schemaWarnings: store.schemaWarnings)
             },
             unhealthy: { [weak self] in
                 guard let self else { return "the server has stopped" }

@@ -70,7 +70,8 @@ extension ServerStats {
 // One family and its samples per counter of STATS, in the order of
 // Protocol.md's STATS answer.
     func prometheus(
-        now: UInt64, store: StoreStats?, watchLagChanges: Int, pool: WorkPool.Snapshot, version: String
+        now: UInt64, store: StoreStats?, watchLagChanges: Int, pool: WorkPool.Snapshot, version: String,
+        schemaWarnings: [String: Int] = [:]
     ) -> String {
         let (s, hits, misses) = current
         var m = MetricsText()
@@ -141,6 +142,13 @@ extension ServerStats {
         m.sample("larder_work_pool_queued", pool.waiting)
         m.family("larder_work_pool_refused_total", "counter", "Requests refused RESOURCE_EXHAUSTED because it was full.")
         m.sample("larder_work_pool_refused_total", pool.refused)
+
+        m.family(
+            "larder_schema_warnings_total", "counter",
+            "Writes accepted in warn mode whose record did not match its collection's schema, by collection.")
+        for (collection, count) in schemaWarnings.sorted(by: { $0.key < $1.key }) {
+            m.sample("larder_schema_warnings_total", [("collection", collection)], count)
+        }
 
         m.family("larder_store_up", "gauge", "1 when the store answered this scrape, else 0.")
         m.sample("larder_store_up", store == nil ? 0 : 1)

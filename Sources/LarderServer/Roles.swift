@@ -38,7 +38,7 @@ package enum Role: Int, Sendable, Comparable, CaseIterable, CustomStringConverti
             .read
         case .create, .replace, .patch, .delete, .blobPut, .blobDelete: .write
         case .blobUpload, .blobUploadChunk, .blobUploadStatus, .blobUploadFinish, .blobUploadAbort: .write
-        case .index, .dropCollection, .stats, .backup, .backupRead: .admin
+        case .index, .schemaSet, .schemaGet, .dropCollection, .stats, .backup, .backupRead: .admin
         // An opcode added later is an administrator's until the table says otherwise.
         default: Opcode.all.contains(opcode) ? .admin : nil
         }

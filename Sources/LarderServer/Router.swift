@@ -139,7 +139,10 @@ package final class Router: Sendable {
         completion: @escaping @Sendable (Reply) -> Void
     ) {
         let accepted =
-            if Router.isUpload(frame.opcode) {
+            if frame.opcode == .schemaSet {
+                // Waits on the lane for its COMMIT, then reads the collection's records in pages (`schemaSet`).
+                lane.submit { [self] in completion(reply(to: frame, Result { () throws(LarderError) in try schemaSet(frame) })) }
+            } else if Router.isUpload(frame.opcode) {
                 // In the connection's write order (chunks sent back to back arrive in order); each waits for its
                 // COMMIT.
                 lane.submit { [self] in
@@ -155,7 +158,8 @@ package final class Router: Sendable {
                         if let collections, frame.opcode == .blobDelete {
                             body = try limitedBlobDelete(frame, collections)
                         } else {
-                            body = try Router.writeBody(frame)
+                            // On the work pool: a record's schema is checked here, off the writer.
+                            body = try Router.writeBody(frame, schemas: store)
                         }
                     } catch {
                         return completion(reply(to: frame, .failure(error)))

@@ -126,7 +126,20 @@ extension Router {
                 ]),
             ])
             json["thumbnails"] = .object(stats.thumbnailsJSON(stored: try store.thumbnailCount()))
+            var warnings = JSONObject()
+            for (collection, count) in store.schemaWarnings.sorted(by: { $0.key < $1.key }) {
+                warnings[collection] = .int(Int64(count))
+            }
+            json["schemaWarnings"] = .object(warnings)
             return (json.bytes, [])
+        case .schemaGet:
+            let request = try SchemaGetRequest(json: object)
+            let stored = try store.schema(request.collection)
+            let response = SchemaGetResponse(
+                collection: request.collection, schema: stored?.schema,
+                validationAction: stored?.schema == nil ? .error : stored?.action ?? .error,
+                version: stored?.version ?? 0)
+            return (response.json.bytes, [])
         default:
             throw LarderError(.internal, "\(frame.opcode.name) has no read handler")
         }

@@ -9,9 +9,13 @@ extension Router {
 
     /// CREATE and REPLACE in their usual form, read from the request's bytes straight to the stored ones without a
     /// tree (`DocumentWrite.fast`); nil for every other request.
-    static func fastWriteBody(_ frame: Frame) -> WriteBody? {
+    /// `schemas`: the store, when the record is to be checked against its collection's schema here rather than on the
+    /// writer (`DocumentStore.checkSchemaAhead`; on the work pool, never on an event loop).
+    static func fastWriteBody(_ frame: Frame, schemas: Store? = nil) -> WriteBody? {
         guard let write = DocumentWrite.fast(frame.json, opcode: frame.opcode) else { return nil }
-        let document = PreparedDocument(write.data)
+        var prepared = PreparedDocument(write.data)
+        schemas?.checkSchemaAhead(write.collection, &prepared)
+        let document = prepared
         if let id = write.id, frame.opcode == .replace {
             return { (c) throws(LarderError) in
                 (try c.replace(write.collection, id: id, document: document, expectedRev: write.rev).bytes, [])
@@ -56,18 +60,23 @@ extension Router {
     }
 
     /// Parses a write request and returns what to run inside the group-commit transaction.
-    static func writeBody(_ frame: Frame) throws(LarderError) -> WriteBody {
-        if let body = fastWriteBody(frame) { return body }
+    /// `schemas`: as for `fastWriteBody`.
+    static func writeBody(_ frame: Frame, schemas: Store? = nil) throws(LarderError) -> WriteBody {
+        if let body = fastWriteBody(frame, schemas: schemas) { return body }
         let object = try frame.jsonObject()
         switch frame.opcode {
         case .create:
             let r = try CreateRequest(json: object)
             // Encoded and folded here, on the work pool: the writer's time is the scarce resource.
-            let document = PreparedDocument(r.data)
+            var prepared = PreparedDocument(r.data)
+            schemas?.checkSchemaAhead(r.collection, &prepared)
+            let document = prepared
             return { (c) throws(LarderError) in (try c.create(r.collection, id: r.id, document: document).bytes, []) }
         case .replace:
             let r = try ReplaceRequest(json: object)
-            let document = PreparedDocument(r.data)
+            var prepared = PreparedDocument(r.data)
+            schemas?.checkSchemaAhead(r.collection, &prepared)
+            let document = prepared
             return { (c) throws(LarderError) in
                 (try c.replace(r.collection, id: r.id, document: document, expectedRev: r.rev).bytes, [])
             }

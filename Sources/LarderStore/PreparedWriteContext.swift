@@ -1,4 +1,5 @@
 import Foundation
+import LarderSchema
 import LarderWire
 
 /// A write context that takes documents and blobs prepared off the writer's thread (both stores' contexts).
@@ -12,6 +13,11 @@ protocol PreparedWriteContext: WriteContext, AnyObject {
     func insert(_ collection: String, id: UUID?, document: PreparedDocument) throws(LarderError) -> StoredRecord
     /// Inserts a blob validated and hashed beforehand.
     func insertBlob(_ blob: PreparedBlob) throws(LarderError) -> BlobInfo
+    /// Side effects on in-memory state that may happen only once the transaction committed.
+    var afterCommit: [() -> Void] { get set }
+    /// The schema writes to `collection` are checked against in this transaction (a SCHEMA_SET earlier in it
+    /// included); nil when it has none.
+    func schemaEntry(_ collection: String) -> SchemaEntry?
 }
 
 extension PreparedWriteContext {
@@ -27,7 +33,10 @@ extension PreparedWriteContext {
     func create(_ collection: String, id: UUID?, document: PreparedDocument) throws(LarderError) -> StoredRecord {
         try CollectionName.validate(collection)
         try checkSize(document)
-        return try insert(collection, id: id, document: document)
+        let warning = try checkSchema(collection, document, field: "data")
+        let record = try insert(collection, id: id, document: document)
+        warned(collection, record.id, warning)
+        return record
     }
 
     func replace(_ collection: String, id: UUID, data: JSONObject, expectedRev: Int64?) throws(LarderError)

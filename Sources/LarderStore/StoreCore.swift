@@ -18,6 +18,8 @@ final class StoreCore: @unchecked Sendable {
     let commits = Atomic<UInt64>(0)
     /// The SQLite store's upload and blob files (`BlobFiles`); nil on PostgreSQL, which keeps its chunks in rows.
     let blobFiles: BlobFiles?
+    /// The collections' compiled schemas.
+    let schemas = SchemaCatalog()
     private let lock = Lock()
     private var indexed: Set<String> = []
 

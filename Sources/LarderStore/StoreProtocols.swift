@@ -1,4 +1,5 @@
 import Foundation
+import LarderSchema
 import LarderWire
 
 // The store's public surface. The server codes against `DocumentStore` and `BlobStore` only; `SQLiteStore`
@@ -120,6 +121,13 @@ public struct PreparedDocument: Sendable, Equatable {
     public let data: [UInt8]
     /// `TextFold.searchText` of the object, as UTF-8.
     let search: [UInt8]
+    /// The record checked against its collection's schema before it reached the writer (`checkSchemaAhead`): the
+    /// writer uses the outcome when the schema's version is still this one.
+    var checked: (version: Int64, violations: [SchemaViolation])?
+
+    public static func == (lhs: PreparedDocument, rhs: PreparedDocument) -> Bool {
+        lhs.data == rhs.data && lhs.search == rhs.search
+    }
 
     public init(_ object: JSONObject) {
         data = object.bytes
@@ -165,6 +173,11 @@ public protocol WriteContext {
     func delete(_ collection: String, id: UUID, expectedRev: Int64?) throws(LarderError) -> (rev: Int64, blobsDeleted: Int)
     /// Drops a collection, its documents, indexes and attached blobs; NOT_FOUND when absent.
     func dropCollection(_ name: String) throws(LarderError) -> (documents: Int, blobs: Int)
+    /// Sets `collection`'s schema (nil removes it) and what a record that does not match it does; answers the
+    /// schema's new version. Writes later in the same transaction, and every write after its COMMIT, are checked
+    /// against it.
+    func setSchema(_ collection: String, schema: CollectionSchema?, action: SchemaValidationAction)
+        throws(LarderError) -> Int64
     /// Declares an expression index on a field path; `created` is false when it existed.
     func createIndex(_ collection: String, field: FieldPath) throws(LarderError) -> (name: String, created: Bool)
     /// Validates the JPEG (UNSUPPORTED_MEDIA_TYPE), the size (PAYLOAD_TOO_LARGE), the expected SHA-256
@@ -206,6 +219,19 @@ public protocol DocumentStore: Sendable {
         throws(LarderError) -> [Group]
     /// Every collection with its document count, by name.
     func collections() throws(LarderError) -> [CollectionInfo]
+    /// `collection`'s schema as the store holds it now (read from the database, so a PostgreSQL store shared with
+    /// other servers answers what any of them set); nil when none was ever set.
+    func schema(_ collection: String) throws(LarderError) -> StoredSchema?
+    /// The writes accepted in `warn` mode whose record did not match its collection's schema, by collection, since
+    /// the store opened.
+    var schemaWarnings: [String: Int] { get }
+    /// Calls `listener` after the COMMIT of each write accepted in `warn` mode whose record did not match, with its
+    /// collection, its id and its first violation (the server logs it).
+    func setSchemaWarningListener(_ listener: @escaping @Sendable (String, UUID, SchemaViolation) -> Void)
+    /// Checks `document` against `collection`'s schema as this server knows it, on the caller's thread (a work-pool
+    /// thread, so that a slow `pattern` holds up neither the writer nor an event loop); the writer then only confirms
+    /// the schema's version. Nothing to do for a collection without a schema.
+    func checkSchemaAhead(_ collection: String, _ document: inout PreparedDocument)
     func stats() throws(LarderError) -> StoreStats
     /// Moves the WAL into the main file (TRUNCATE); call on shutdown.
     func checkpoint() throws(LarderError)

@@ -39,6 +39,10 @@ public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConverti
     public static let dropCollection = Opcode(rawValue: 0x0021)
     /// Declares an index on a field path.
     public static let index = Opcode(rawValue: 0x0022)
+    /// Sets or removes a collection's schema.
+    public static let schemaSet = Opcode(rawValue: 0x0023)
+    /// Reads a collection's schema.
+    public static let schemaGet = Opcode(rawValue: 0x0024)
 
     /// Stores a photo (JPEG) sent in one frame.
     public static let blobPut = Opcode(rawValue: 0x0030)
@@ -81,6 +85,7 @@ public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConverti
         .collections, .dropCollection, .index, .blobPut, .blobGet, .blobHead, .blobDelete, .blobList, .stats,
         .backup, .backupRead, .watch, .unwatch, .event,
         .blobUpload, .blobUploadChunk, .blobUploadStatus, .blobUploadFinish, .blobUploadAbort,
+        .schemaSet, .schemaGet,
     ]
 
     /// The upper-snake-case name used in Protocol.md, logs and STATS.
@@ -101,6 +106,8 @@ public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConverti
         case .collections: "COLLECTIONS"
         case .dropCollection: "DROP_COLLECTION"
         case .index: "INDEX"
+        case .schemaSet: "SCHEMA_SET"
+        case .schemaGet: "SCHEMA_GET"
         case .blobPut: "BLOB_PUT"
         case .blobGet: "BLOB_GET"
         case .blobHead: "BLOB_HEAD"
@@ -124,7 +131,7 @@ public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConverti
     /// True for operations that change stored state (they go through the store's single writer).
     package var isWrite: Bool {
         switch self {
-        case .create, .replace, .patch, .delete, .dropCollection, .index, .blobPut, .blobDelete, .blobUpload,
+        case .create, .replace, .patch, .delete, .dropCollection, .index, .schemaSet, .blobPut, .blobDelete, .blobUpload,
             .blobUploadChunk, .blobUploadFinish, .blobUploadAbort:
             true
         default: false

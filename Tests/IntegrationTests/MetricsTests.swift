@@ -90,6 +90,11 @@ import Testing
             let missing = UUID().wireString
             #expect(try c.call(.get, ["collection": "notes", "id": .string(missing)]).status == .notFound)
             #expect(try c.call(.search, ["collection": "notes"]).status == .ok)
+            // A write accepted in warn mode that does not match its collection's schema, counted by collection.
+            let set = try c.call(
+                .schemaSet, ["collection": "drafts", "schema": ["required": ["text"]], "validationAction": "warn"])
+            #expect(set.status == .ok)
+            #expect(try c.call(.create, ["collection": "drafts", "data": [:]]).status == .ok)
 
             let answer = try Self.http(port: metricsPort, "/metrics")
             #expect(answer.status == 200)
@@ -106,7 +111,8 @@ import Testing
             #expect(Self.value(text, #"larder_request_duration_seconds_count{opcode="PING"}"#) == 1)
             #expect((Self.value(text, "larder_read_cache_hits_total") ?? 0) >= 19)
             #expect(Self.value(text, "larder_connections_open") == 1)
-            #expect(Self.value(text, "larder_store_documents") == 1)
+            #expect(Self.value(text, "larder_store_documents") == 2)
+            #expect(Self.value(text, #"larder_schema_warnings_total{collection="drafts"}"#) == 1)
             #expect(Self.value(text, "larder_store_up") == 1)
             #expect((Self.value(text, #"larder_received_bytes_total{form="wire"}"#) ?? 0) > 0)
             #expect(Self.value(text, "larder_watch_subscriptions") == 0)

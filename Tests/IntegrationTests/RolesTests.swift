@@ -34,7 +34,9 @@ import Testing
         .create, .replace, .patch, .delete, .blobPut, .blobDelete, .blobUpload, .blobUploadChunk, .blobUploadStatus,
         .blobUploadFinish, .blobUploadAbort,
     ]
-    static let adminOpcodes: Set<Opcode> = [.index, .dropCollection, .stats, .backup, .backupRead]
+    static let adminOpcodes: Set<Opcode> = [
+        .index, .schemaSet, .schemaGet, .dropCollection, .stats, .backup, .backupRead,
+    ]
     static let everyoneOpcodes: Set<Opcode> = [.ping, .unwatch]
 
     static func withRolesServer(_ body: (LarderServer, Int) throws -> Void) throws {
@@ -70,6 +72,8 @@ import Testing
         case .group: return (["collection": .string(collection), "field": "n"], [])
         case .dropCollection: return (["collection": "nothing"], [])
         case .index: return (["collection": .string(collection), "field": "n"], [])
+        case .schemaSet: return (["collection": "unchecked", "schema": nil], [])
+        case .schemaGet: return (["collection": .string(collection)], [])
         case .blobPut:
             return (["attach": ["collection": .string(collection), "id": id]], tinyJPEG)
         case .blobGet, .blobHead: return (["id": .string(blob)], [])

@@ -24,16 +24,32 @@ struct CompileTests {
             pointer: "/properties/address/patternProperties", keyword: "patternProperties",
             mentioning: "patternProperties is not supported")
         Self.expectRefusal(["items": ["$ref": "#"]], pointer: "/items/$ref", keyword: "$ref", mentioning: "$ref")
-        Self.expectRefusal(["$schema": "https://json-schema.org/draft/2020-12/schema"], pointer: "/$schema", keyword: "$schema", mentioning: "$schema")
+        Self.expectRefusal(["$schema": "http://json-schema.org/draft-07/schema#"], pointer: "/$schema", keyword: "$schema", mentioning: "the only dialect supported is https://json-schema.org/draft/2020-12/schema")
+        Self.expectRefusal(["title": 1], pointer: "/title", keyword: "title", mentioning: "title must be a string, not a number")
+        Self.expectRefusal(["properties": ["a": ["$comment": nil]]], pointer: "/properties/a/$comment", keyword: "$comment", mentioning: "must be a string")
         // A member name with `/` or `~` is escaped in the pointer (RFC 6901).
         Self.expectRefusal(
             ["properties": ["a/b~c": ["oneOf": []]]], pointer: "/properties/a~1b~0c/oneOf", keyword: "oneOf",
             mentioning: "oneOf")
-        for keyword in ["allOf", "anyOf", "not", "if", "multipleOf", "uniqueItems", "contains", "prefixItems", "dependentRequired", "default", "title"] {
+        for keyword in ["allOf", "anyOf", "not", "if", "multipleOf", "uniqueItems", "contains", "prefixItems", "dependentRequired", "default", "$id", "$defs", "examples"] {
             var schema = JSONObject()
             schema[keyword] = 1
             Self.expectRefusal(.object(schema), pointer: "/\(keyword)", keyword: keyword, mentioning: keyword)
         }
+    }
+
+    @Test("$schema (2020-12 only), title, description and $comment are kept as annotations and check nothing")
+    func annotations() throws {
+        let schema: JSON = [
+            "$schema": "https://json-schema.org/draft/2020-12/schema", "title": "Todo", "description": "a todo",
+            "$comment": "kept", "type": "object",
+            "properties": ["title": ["type": "string", "description": "what to do", "$comment": "c"]],
+        ]
+        let compiled = try CollectionSchema(json: schema)
+        #expect(compiled.json == schema)
+        #expect(compiled.validate(["title": "x"] as JSON) == [])
+        #expect(compiled.validate(["title": 1] as JSON).map(\.keyword) == ["type"])
+        #expect(try CollectionSchema(json: ["title": "only annotations"]).validate(JSON.int(3)) == [])
     }
 
     @Test("each keyword's value of the wrong type is refused")

@@ -52,7 +52,8 @@ import Testing
         "error-response", "search-response-compressed", "event-push", "conflict-response", "bad-magic-response",
         "permission-denied-response", "backup-read-request", "backup-read-response", "blob-get-range-request",
         "blob-get-range-response", "blob-upload-chunk-request", "blob-upload-status-response",
-        "blob-get-thumbnail-request", "blob-get-range-past-end-request",
+        "blob-get-thumbnail-request", "blob-get-range-past-end-request", "schema-set-request",
+        "schema-violation-response",
     ]
 
     /// The ranged BLOB_GET: the request's members, and an answer carrying exactly those bytes with `offset` and
@@ -192,6 +193,30 @@ import Testing
             .conflict, "the document is at revision 3, not 2; read it again and retry", field: "rev",
             details: ["currentRev": 3])
         #expect(frame.json == expected.json.bytes)
+    }
+
+    /// SCHEMA_SET's request as the client encodes it, and a write's refusal with its `violations` as the server
+    /// writes it (details first) and the client reads it.
+    @Test func schemaSetAndViolationResponse() throws {
+        let request = try Self.vector("schema-set-request")
+        #expect(request.opcode == .schemaSet && request.opcode.rawValue == 0x0023 && !request.isResponse)
+        let set = try SchemaSetRequest(json: try request.jsonObject())
+        #expect(set.collection == "todos" && set.validationAction == .error)
+        #expect(set.schema == ["type": "object", "required": ["title"], "properties": ["title": ["type": "string"]]])
+        #expect(set.json.bytes == request.json)
+        let frame = try Self.vector("schema-violation-response")
+        #expect(frame.status == .invalidArgument && frame.isResponse && frame.opcode == .create && frame.requestID == 12)
+        let violation = SchemaViolation(pointer: "/title", keyword: "type", expected: "string", found: "3")
+        let error = LarderError(status: frame.status, json: .object(try frame.jsonObject()))
+        #expect(error.violations == [violation] && error.field == "data")
+        let expected = LarderError(
+            .invalidArgument,
+            "the record does not match the schema of 'todos': /title: type: expected string, found 3; "
+                + "change the record, or the schema with SCHEMA_SET",
+            field: "data", details: ["violations": [violation.json]])
+        #expect(frame.json == expected.json.bytes)
+        // Any other error has none.
+        #expect(LarderError(.invalidArgument, "x").violations.isEmpty)
     }
 
     @Test func permissionDeniedResponse() throws {

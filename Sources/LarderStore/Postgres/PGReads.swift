@@ -240,6 +240,31 @@ extension PostgresStore {
         return (0..<result.rows).map { CollectionInfo(name: result.text($0, 0), count: Int(result.int($0, 1))) }
     }
 
+    public func schema(_ collection: String) throws(LarderError) -> StoredSchema? {
+        try CollectionName.validate(collection)
+        let result = try readers.read { db throws(LarderError) in
+            try db.run([
+                PGStatement(
+                    "SELECT version, schema, action FROM larder_schemas WHERE collection = $1", [.text(collection)],
+                    name: "schema_get")
+            ])[0]
+        }
+        guard result.rows == 1 else { return nil }
+        return StoredSchema(
+            version: result.int(0, 0), schema: result.isNull(0, 1) ? nil : try JSONParser.parseObject(result.bytes(0, 1)),
+            action: SchemaValidationAction(rawValue: result.text(0, 2)) ?? .error)
+    }
+
+    public var schemaWarnings: [String: Int] { core.schemas.warningCounts }
+
+    public func setSchemaWarningListener(_ listener: @escaping @Sendable (String, UUID, SchemaViolation) -> Void) {
+        core.schemas.setWarningListener(listener)
+    }
+
+    public func checkSchemaAhead(_ collection: String, _ document: inout PreparedDocument) {
+        core.checkSchemaAhead(collection, &document)
+    }
+
     public func stats() throws(LarderError) -> StoreStats {
         let result = try readers.read { db throws(LarderError) in
             try db.run([

@@ -144,6 +144,29 @@ enum PGSchema {
                 CREATE INDEX IF NOT EXISTS uploads_owner ON uploads(owner, expires_at);
                 """)
             ),
+            (
+                // Collections' schemas (SCHEMA_SET): the schema's JSON as set (NULL once removed, the row kept so
+                // that versions only grow), its version and what a record that does not match it does. Every write
+                // batch calls larder_schema_check with the versions it checked its records against just before its
+                // COMMIT (`PGWriter`): a version that moved since fails the batch with SQLSTATE LS001, and the
+                // writer runs it again with the schemas loaded afresh.
+                "collection schemas",
+                .sql("""
+                CREATE TABLE IF NOT EXISTS larder_schemas(
+                    collection text PRIMARY KEY, version bigint NOT NULL, schema text, action text NOT NULL);
+                CREATE OR REPLACE FUNCTION larder_schema_check(names text[], versions int8[]) RETURNS void
+                LANGUAGE plpgsql AS $f$
+                BEGIN
+                    IF EXISTS (SELECT 1 FROM unnest(names, versions) AS u(name, version)
+                        WHERE coalesce((SELECT s.version FROM larder_schemas s WHERE s.collection = u.name), 0)
+                            <> u.version)
+                    THEN
+                        RAISE EXCEPTION 'a collection''s schema changed while the batch ran' USING ERRCODE = 'LS001';
+                    END IF;
+                END
+                $f$;
+                """)
+            ),
         ]
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import LarderSchema
 import LarderWire
 
 /// The write operations on the writer's connection, inside the open batch transaction.
@@ -20,6 +21,11 @@ final class PGWriteContext: PreparedWriteContext {
     private(set) var failure: LarderError?
     private let uuids: TimeOrderedUUIDs
     let textIndexer: PGTextIndexer?
+    /// Schemas set in this transaction, before its COMMIT puts them in the store's catalog.
+    private var pendingSchemas: [String: SchemaEntry] = [:]
+    /// The schema version each collection written in this transaction was checked against (0: none), which the
+    /// batch confirms just before its COMMIT (`PGWriter.schemaCheck`).
+    private(set) var schemaVersions: [String: Int64] = [:]
 
     // Creates are deferred: a job's create that is its first write goes out with the next statement of the batch (or
     // at its end), so a batch of N creates costs one round trip rather than N. Its record is answered from what was
@@ -171,6 +177,34 @@ final class PGWriteContext: PreparedWriteContext {
         jobWrote = true
         recordChange(.create, collection, record: record)
         return record
+    }
+
+    func schemaEntry(_ collection: String) -> SchemaEntry? {
+        let entry = pendingSchemas[collection] ?? core.schemas.entry(collection)
+        schemaVersions[collection] = entry?.version ?? 0
+        return entry
+    }
+
+    func setSchema(_ collection: String, schema: CollectionSchema?, action: SchemaValidationAction)
+        throws(LarderError) -> Int64
+    {
+        try CollectionName.validate(collection)
+        // The row lock the upsert takes orders concurrent SCHEMA_SETs of the collection on every server.
+        let result = try one(
+            PGStatement(
+                """
+                INSERT INTO larder_schemas(collection, version, schema, action) VALUES ($1, 1, $2, $3)
+                ON CONFLICT (collection) DO UPDATE SET version = larder_schemas.version + 1, schema = excluded.schema,
+                    action = excluded.action
+                RETURNING version
+                """,
+                [.text(collection), Self.schemaText(schema).map { .textBytes($0) } ?? .null, .text(action.rawValue)],
+                name: "schema_set"), writes: true)
+        let entry = SchemaEntry(version: result.int(0, 0), schema: schema, action: action)
+        pendingSchemas[collection] = entry
+        let schemas = core.schemas
+        afterCommit.append { schemas.set(collection, entry) }
+        return entry.version
     }
 
     /// Logs a change of this transaction; its sequence number is given at COMMIT.

@@ -137,17 +137,74 @@ final class PGWriter: @unchecked Sendable {
                 pending.remove(at: failed)
                 continue
             }
-            commit(context, connection, deliveries)
+            guard commit(context, connection, deliveries) else {
+                // A schema this batch checked records against changed on another server: check them again.
+                _ = try? connection.run([PGStatement("ROLLBACK")])
+                let reloaded = (try? PGWriter.loadSchemas(core, connection)) != nil
+                if reloaded && retries < PGWriter.maxRetries {
+                    retries += 1
+                    continue
+                }
+                let error = LarderError(
+                    .unavailable, "the collection's schema changed while the write ran (set on another server); retry")
+                for delivery in deliveries { delivery(error) }
+                return
+            }
             return
         }
     }
 
-    /// COMMIT with the batch's change log, then the listeners, then the completions.
-    private func commit(_ context: PGWriteContext, _ connection: PGConnection, _ deliveries: [(LarderError?) -> Void]) {
+    /// Loads every collection's schema into the store's catalog from the database.
+    static func loadSchemas(_ core: StoreCore, _ connection: PGConnection) throws {
+        let rows = try connection.pipeline([PGStatement(SchemaCatalog.selectAll, name: "schemas_all")])[0]
+        core.schemas.replaceAll(
+            SchemaCatalog.entries(
+                (0..<rows.rows).map {
+                    (rows.text($0, 0), rows.int($0, 1), rows.isNull($0, 2) ? nil : rows.bytes($0, 2), rows.text($0, 3))
+                }))
+    }
+
+    /// The statement that fails the batch (SQLSTATE `LS001`, before its COMMIT) when a schema version it checked
+    /// records against is no longer the collection's: nil when it wrote to no collection.
+    ///
+    /// Why this keeps the rule that a schema set through one server is enforced by every server from the moment its
+    /// answer is sent: the answer goes out after SCHEMA_SET's COMMIT, so a write sent after it reaches this check
+    /// later, and the check's statement (READ COMMITTED: a snapshot taken when it starts) sees that commit. It reads
+    /// without a row lock, so no batch waits for another and none leaves a lock behind.
+    static func schemaCheck(_ versions: [String: Int64]) -> PGStatement? {
+        guard !versions.isEmpty else { return nil }
+        var names = PGArray(.text)
+        var numbers = PGArray(.int8)
+        for (name, version) in versions {
+            names.append(.text(name))
+            numbers.append(.int(version))
+        }
+        return PGStatement(
+            "SELECT larder_schema_check($1::text[], $2::int8[])", [.array(names), .array(numbers)],
+            name: "schema_check")
+    }
+
+    /// The SQLSTATE `larder_schema_check` fails with.
+    static let schemaChanged = "LS001"
+
+    /// COMMIT with the batch's change log, then the listeners, then the completions; false, having delivered
+    /// nothing, when a schema the batch checked records against changed (`schemaCheck`).
+    private func commit(_ context: PGWriteContext, _ connection: PGConnection, _ deliveries: [(LarderError?) -> Void])
+        -> Bool
+    {
+        let check = PGWriter.schemaCheck(context.schemaVersions)
         guard context.begun else {
-            // Nothing reached the database (every write was refused before its statement).
+            // Nothing reached the database (every write was refused before its statement): a refusal by a schema
+            // still needs its version confirmed.
+            if let check {
+                do {
+                    _ = try connection.pipeline([check])
+                } catch let failure as PGFailure where failure.sqlState == PGWriter.schemaChanged {
+                    return false
+                } catch {}
+            }
             for delivery in deliveries { delivery(nil) }
-            return
+            return true
         }
         // The log entries of creates that were refused never happened.
         var changes = context.changes
@@ -155,6 +212,8 @@ final class PGWriter: @unchecked Sendable {
             changes = changes.indices.filter { !context.droppedChanges.contains($0) }.map { changes[$0] }
         }
         var statements: [PGStatement] = []
+        if let check { statements.append(check) }
+        let first = statements.count
         if !changes.isEmpty { statements.append(PGWriter.changeInsert(changes)) }
         prune.changesSincePrune += changes.count
         let now = nowMillis()
@@ -172,7 +231,7 @@ final class PGWriter: @unchecked Sendable {
         do {
             let results = try connection.pipeline(statements)
             if !changes.isEmpty {
-                let base = results[0].int(0, 0)
+                let base = results[first].int(0, 0)
                 for index in changes.indices { changes[index].seq = base + Int64(index) + 1 }
             }
             for action in context.afterCommit { action() }
@@ -185,6 +244,8 @@ final class PGWriter: @unchecked Sendable {
                 }
                 follower.announce(newest)
             }
+        } catch let failure as PGFailure where failure.sqlState == PGWriter.schemaChanged {
+            return false
         } catch {
             if connection.isUsable {
                 _ = try? connection.run([PGStatement("ROLLBACK")])
@@ -200,6 +261,7 @@ final class PGWriter: @unchecked Sendable {
             }
         }
         for (index, deliver) in deliveries.enumerated() { deliver(commitError ?? context.refused[index]) }
+        return true
     }
 
     /// Publishes the changes committed past the last one this store published (after a COMMIT whose outcome was

@@ -12,6 +12,9 @@ extension PGWriteContext {
         // a document over the limit is refused whatever the revision, and the refusal writes nothing.
         let limit = core.configuration.maxDocumentBytes
         let oversized = document.data.count > limit
+        // Checked before the statement, which writes: a record that does not match is refused whatever the row,
+        // as on SQLite.
+        let warning = try checkSchema(collection, document, field: "data")
         let now = nowMillis()
         let result = try one(
             PGStatement(
@@ -38,6 +41,7 @@ extension PGWriteContext {
         let record = StoredRecord(
             id: id, rev: result.int(0, 3), createdAt: result.int(0, 1), updatedAt: now, data: document.data)
         recordChange(.replace, collection, record: record, previous: result.bytes(0, 2))
+        warned(collection, id, warning)
         return record
     }
 
@@ -57,6 +61,8 @@ extension PGWriteContext {
         let previous = current.bytes(0, 3)
         let document = PreparedDocument(MergePatch.apply(patch, to: try JSONParser.parseObject(previous)))
         try checkSize(document, field: "patch")
+        // The merged record is what must match.
+        let warning = try checkSchema(collection, document, field: "patch")
         let now = nowMillis()
         try one(
             PGStatement(
@@ -68,6 +74,7 @@ extension PGWriteContext {
         let record = StoredRecord(
             id: id, rev: rev + 1, createdAt: current.int(0, 2), updatedAt: now, data: document.data)
         recordChange(.patch, collection, record: record, previous: previous)
+        warned(collection, id, warning)
         return record
     }
 

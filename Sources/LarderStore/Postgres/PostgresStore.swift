@@ -49,6 +49,11 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
         let core = StoreCore(
             configuration: configuration, databasePath: "", hasTrigram: true, lastChangeSeq: last.int(0, 0))
         self.core = core
+        do {
+            try PGWriter.loadSchemas(core, connection)
+        } catch {
+            throw LarderError(.unavailable, "\(connection.label): the collections' schemas could not be read: \(error)")
+        }
         textIndexer = try PGTextIndexer(connector: connector, connection: connection)
         follower = try PGChangeFollower(core: core, connector: connector)
         writer = PGWriter(

@@ -178,6 +178,12 @@ enum SQLiteSchema {
             }
             try db.execute("CREATE INDEX IF NOT EXISTS uploads_owner ON uploads(owner, expiresAt)")
         },
+        // Collections' schemas (SCHEMA_SET): the schema's JSON as set (NULL once removed, the row kept so that
+        // versions only grow), its version and what a record that does not match it does ('error' or 'warn').
+        """
+        CREATE TABLE IF NOT EXISTS larder_schemas(
+            collection TEXT PRIMARY KEY, version INTEGER NOT NULL, schema TEXT, action TEXT NOT NULL) WITHOUT ROWID;
+        """,
     ]
 
     /// The backlog of the trigram index (`TextIndexer`, which also states the rule that keeps searches exact): the

@@ -57,6 +57,11 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
             configuration: configuration, databasePath: path, hasTrigram: hasTrigram, lastChangeSeq: lastChangeSeq,
             blobFiles: files)
         core.loadIndexes(try connection.query("SELECT collection, path FROM field_indexes") { ($0.text(0), $0.text(1)) })
+        core.schemas.replaceAll(
+            SchemaCatalog.entries(
+                try connection.query(SchemaCatalog.selectAll) {
+                    ($0.text(0), $0.int(1), $0.isNull(2) ? nil : $0.bytes(2), $0.text(3))
+                }))
         self.core = core
         let writer = SQLiteWriter(connection: connection, core: core)
         // A store that does not use the index (tests' and benchmarks' scans) leaves it alone; the backlog triggers run
@@ -194,6 +199,29 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
                     + "ORDER BY name"
             ) { CollectionInfo(name: $0.text(0), count: Int($0.int(1))) }
         }
+    }
+
+    public func schema(_ collection: String) throws(LarderError) -> StoredSchema? {
+        try CollectionName.validate(collection)
+        let rows = try readers.read { db throws(LarderError) in
+            try db.query(
+                "SELECT version, schema, action FROM larder_schemas WHERE collection = ?1", [.text(collection)]
+            ) { ($0.int(0), $0.isNull(1) ? nil : $0.bytes(1), $0.text(2)) }
+        }
+        guard let (version, text, action) = rows.first else { return nil }
+        return StoredSchema(
+            version: version, schema: try text.map { bytes throws(LarderError) in try JSONParser.parseObject(bytes) },
+            action: SchemaValidationAction(rawValue: action) ?? .error)
+    }
+
+    public var schemaWarnings: [String: Int] { core.schemas.warningCounts }
+
+    public func setSchemaWarningListener(_ listener: @escaping @Sendable (String, UUID, SchemaViolation) -> Void) {
+        core.schemas.setWarningListener(listener)
+    }
+
+    public func checkSchemaAhead(_ collection: String, _ document: inout PreparedDocument) {
+        core.checkSchemaAhead(collection, &document)
     }
 
     public func stats() throws(LarderError) -> StoreStats {

@@ -1,5 +1,6 @@
 import CSQLite
 import Foundation
+import LarderSchema
 import LarderWire
 
 /// The write operations on the writer connection, inside the open group-commit transaction.
@@ -24,6 +25,8 @@ final class SQLiteWriteContext: PreparedWriteContext {
     private let uuids: TimeOrderedUUIDs
     /// The collections known to have their row (the writer's, used only on its queue).
     let collections: KnownCollections
+    /// Schemas set in this transaction, before its COMMIT puts them in the store's catalog.
+    private var pendingSchemas: [String: SchemaEntry] = [:]
 
     init(connection: SQLiteConnection, core: StoreCore, uuids: TimeOrderedUUIDs, collections: KnownCollections) {
         self.connection = connection
@@ -177,8 +180,12 @@ final class SQLiteWriteContext: PreparedWriteContext {
     {
         try CollectionName.validate(collection)
         // The data it had goes into the change log with the new one (a filter can then tell it stopped matching).
+        // Before the row is read, as on PostgreSQL: a record that does not match is refused whatever the row.
+        let warning = try checkSchema(collection, document, field: "data")
         let row = try current(collection, id, expectedRev: expectedRev)
-        return try update(collection, id, row, document, kind: .replace)
+        let record = try update(collection, id, row, document, kind: .replace)
+        warned(collection, id, warning)
+        return record
     }
 
     func patch(_ collection: String, id: UUID, patch: JSONObject, expectedRev: Int64?) throws(LarderError)
@@ -187,7 +194,36 @@ final class SQLiteWriteContext: PreparedWriteContext {
         try CollectionName.validate(collection)
         let row = try current(collection, id, expectedRev: expectedRev)
         let stored = try JSONParser.parseObject(row.data)
-        return try update(collection, id, row, PreparedDocument(MergePatch.apply(patch, to: stored)), kind: .patch)
+        let document = PreparedDocument(MergePatch.apply(patch, to: stored))
+        // The merged record is what must match.
+        let warning = try checkSchema(collection, document, field: "patch")
+        let record = try update(collection, id, row, document, kind: .patch)
+        warned(collection, id, warning)
+        return record
+    }
+
+    func schemaEntry(_ collection: String) -> SchemaEntry? { pendingSchemas[collection] ?? core.schemas.entry(collection) }
+
+    func setSchema(_ collection: String, schema: CollectionSchema?, action: SchemaValidationAction)
+        throws(LarderError) -> Int64
+    {
+        try CollectionName.validate(collection)
+        let version =
+            (try db.scalar("SELECT version FROM larder_schemas WHERE collection = ?1", [.text(collection)]) ?? 0) + 1
+        try db.run(
+            "INSERT INTO larder_schemas(collection, version, schema, action) VALUES (?1, ?2, ?3, ?4) "
+                + "ON CONFLICT(collection) DO UPDATE SET version = excluded.version, schema = excluded.schema, "
+                + "action = excluded.action",
+            [
+                .text(collection), .int(version),
+                Self.schemaText(schema).map { .text(String(decoding: $0, as: UTF8.self)) } ?? .null,
+                .text(action.rawValue),
+            ])
+        let entry = SchemaEntry(version: version, schema: schema, action: action)
+        pendingSchemas[collection] = entry
+        let schemas = core.schemas
+        afterCommit.append { schemas.set(collection, entry) }
+        return version
     }
 
     func delete(_ collection: String, id: UUID, expectedRev: Int64?) throws(LarderError) -> (rev: Int64, blobsDeleted: Int) {
