@@ -144,6 +144,21 @@ enum PGSchema {
                 CREATE INDEX IF NOT EXISTS uploads_owner ON uploads(owner, expires_at);
                 """)
             ),
+            (
+                // Request keys (`RequestKey`): each committed keyed write's answer, under its key, so that the same
+                // key again answers it without writing. The primary key is what makes two servers that get one key
+                // at once apply it once: the second's insert waits for the first's transaction.
+                "request keys",
+                .sql("""
+                CREATE TABLE IF NOT EXISTS request_keys(
+                    key uuid PRIMARY KEY,
+                    request text NOT NULL,
+                    digest text NOT NULL,
+                    answer bytea,
+                    created_at bigint NOT NULL);
+                CREATE INDEX IF NOT EXISTS request_keys_created ON request_keys(created_at);
+                """)
+            ),
         ]
     }
 
