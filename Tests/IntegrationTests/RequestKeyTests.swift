@@ -286,4 +286,47 @@ import Testing
             }
         }
     }
+
+    /// On PostgreSQL a keyed write waits for a transaction that holds its key (another server's write under way): when
+    /// that transaction commits, the write answers the answer it stored and applies nothing; when it rolls back, the
+    /// write applies. The other server is a test session holding the key's row in an open transaction.
+    @Test func aKeyHeldByAnotherTransactionIsWaitedFor() async throws {
+        let schema = try TestPostgres.newSchema()
+        defer { schema.drop() }
+        try await Self.withServer(.postgres, { $0.postgresURL = schema.url }) { port in
+            let client = try Self.connect(port)
+            let session = try PGConnection(settings: try PGSettings(url: schema.url), timeoutMs: 120_000)
+            defer { session.close() }
+            let elsewhere = Array(#"{"answered":"elsewhere"}"#.utf8)
+            for commits in [true, false] {
+                let key = UUID()
+                let fingerprint = RequestKey.document(
+                    key, .create, collection: "notes", id: nil, rev: nil, data: Array(#"{"n":1}"#.utf8))
+                try session.execute("BEGIN")
+                _ = try session.run([
+                    PGStatement(
+                        "INSERT INTO request_keys(key, request, digest, answer, created_at) VALUES ($1, $2, $3, $4, $5)",
+                        [
+                            .uuid(key), .text(fingerprint.request), .text(fingerprint.digest), .bytes(elsewhere),
+                            .int(nowMillis()),
+                        ])
+                ])
+                let id = try client.send(.create, Self.keyed(["collection": "notes", "data": ["n": 1]], key))
+                let waiting = try await waitUntil(120) {
+                    try ScaleOutTests.lockWaiters(schema.url, "request_keys", atLeast: 1)
+                }
+                #expect(waiting, "the server's claim of the key waits for the open transaction")
+                try session.execute(commits ? "COMMIT" : "ROLLBACK")
+                let answer = try #require(try client.receive())
+                #expect(answer.requestID == id && answer.status == .ok, "\(answer.replyText)")
+                if commits {
+                    #expect(answer.json == elsewhere, "the answer the other transaction stored")
+                    #expect(try Self.count(client, "notes") == 0, "nothing applied")
+                } else {
+                    #expect(answer.replyJSON["rev"]?.intValue == 1, "the key was free again: the write applied")
+                    #expect(try Self.count(client, "notes") == 1)
+                }
+            }
+        }
+    }
 }
