@@ -145,10 +145,12 @@ let package = Package(
                 "LarderBench", "LarderClient", "LarderStore", "LarderWire", "LarderIO", "LarderThumbnails",
             ],
             swiftSettings: strict),
-        // What the test targets share: the throwaway PostgreSQL they start (Tests/LarderTestSupport), and the child
-        // processes they launch (Tests/LarderTestProcess, which the portable configuration's tests use too).
+        // What the test targets share: the throwaway PostgreSQL they start and the raw client and listener-free server
+        // their server tests drive (Tests/LarderTestSupport), and the child processes they launch
+        // (Tests/LarderTestProcess, which the portable configuration's tests use too).
         .target(
-            name: "LarderTestSupport", dependencies: ["LarderStore", "LarderSync", "LarderWire"],
+            name: "LarderTestSupport",
+            dependencies: ["LarderServer", "LarderStore", "LarderSync", "LarderWire", "LarderIO"],
             path: "Tests/LarderTestSupport"),
         .systemLibrary(name: "CChildProcess", path: "Tests/CChildProcess"),
         .target(
@@ -196,6 +198,7 @@ let package = Package(
             name: "LarderBenchTests",
             dependencies: [
                 "LarderBench", "LarderServer", "LarderStore", "LarderSync", "LarderIO", "LarderTestProcess",
+                "LarderTestSupport",
             ]),
         .testTarget(name: "LarderAuthTests", dependencies: ["LarderAuth", "LarderTestProcess"]),
         .testTarget(
@@ -238,7 +241,7 @@ if Context.environment["LARDER_SANITIZE_CORE"] != nil {
     package.targets.append(
         .testTarget(
             name: "ServerEndToEndTests",
-            dependencies: ["LarderServer", "LarderClient", "LarderIO", "LarderSync", "LarderWire"],
+            dependencies: ["LarderServer", "LarderClient", "LarderIO", "LarderSync", "LarderWire", "LarderTestSupport"],
             path: "Tests/IntegrationTests",
             exclude: others, sources: endToEnd, resources: [.copy("Fixtures")]))
 }
