@@ -80,7 +80,7 @@ import Testing
 }
 
 /// `--request-keys`: every write carries a fresh key, and only writes do.
-@Suite struct RequestKeyOptionTests {
+@Suite(.timeLimit(.minutes(20))) struct RequestKeyOptionTests {
     /// The JSON parts of the requests one driver encodes for `requests`, in order.
     static func encoded(_ requests: [Request], requestKeys: Bool) throws -> [JSONObject] {
         let payloads = Payloads(docSize: 250, blobs: [], runNonce: 7, requestKeys: requestKeys)
