@@ -19,7 +19,7 @@ public struct Payloads: Sendable {
     let runNonce: UInt32
     /// Where created documents' and blobs' ids come from.
     public let ids: IDSource
-    /// Every write carries a fresh `requestKey` (Protocol.md section 5.9).
+    /// Every write carries a fresh `requestKey` (Protocol.md section 5.10).
     public let requestKeys: Bool
     /// Filler for padding documents and Redis values.
     let filler: [UInt8]

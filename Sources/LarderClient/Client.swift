@@ -10,8 +10,12 @@ import LarderWire
 /// Connections open lazily on first use, each at the next of `endpoints` in turn (so a pool spreads over the servers),
 /// going on to the next endpoint when one refuses. A connection that breaks fails its requests in flight with
 /// `UNAVAILABLE`, and the next request opens a new one at the next endpoint. Reads and PING that the break failed are
-/// sent again on a new connection; a write never is (it may have been applied): its error says whether it was sent
-/// (details `sent`).
+/// sent again on a new connection. So is a write, when the server announces `requestKeyRetentionMs` in HELLO: every
+/// write (create, replace, patch, delete, blob put, blob delete, an upload's finish) then carries a request key made
+/// for it and kept across its tries, and the server applies it once however many tries reach it (Protocol.md section
+/// 5.10), so a write whose answer was lost is applied exactly once. A server that announces no keys gets none, and a
+/// write it was sending when the connection broke is never sent again (it may have been applied): its error says
+/// whether it was sent (details `sent`).
 ///
 /// ```swift
 /// let client = LarderClient(host: "127.0.0.1", port: 7411)
@@ -280,19 +284,58 @@ public final class LarderClient: Sendable {
         _ opcode: Opcode, jsonBytes: [UInt8], binary: [UInt8] = [], timeout: Duration? = nil,
         progress: (@Sendable (Int, Int) -> Void)? = nil, enqueued: (@Sendable () -> Void)? = nil
     ) async throws(LarderError) -> Frame {
-        // A read the lost connection failed goes once more to each other endpoint (a new connection moves on).
-        var attempts = LarderClient.isRetryable(opcode) ? configuration.endpoints.count : 1
+        // A read the lost connection failed goes once more to each other endpoint (a new connection moves on). So does
+        // a write sent with a request key (one key for all its tries), which the server applies once however often it
+        // arrives; a write to a server that takes no keys is never sent again.
+        let key = LarderClient.takesRequestKey(opcode) ? UUID() : nil
+        var attempts: Int?
+        var wasKeyed = false
         while true {
-            attempts -= 1
             let connection = try await connection()
+            var json = jsonBytes
+            if let key, connection.hello?.limits.requestKeyRetentionMs != nil {
+                json = LarderClient.keyed(jsonBytes, key)
+                wasKeyed = true
+            } else if wasKeyed, let key {
+                // The new connection's server takes no keys: sent without one, the write might apply twice.
+                throw LarderError(
+                    .unavailable, "\(opcode.name) was sent with requestKey \(key.wireString) and its answer was lost, "
+                        + "and the server now reached takes no request keys; read it back before retrying")
+            }
+            let endpoints = configuration.endpoints.count
+            if attempts == nil {
+                attempts = wasKeyed ? max(2, endpoints) : LarderClient.isRetryable(opcode) ? endpoints : 1
+            }
+            attempts! -= 1
             do throws(LarderError) {
                 return try await connection.call(
-                    opcode, json: jsonBytes, binary: binary, timeout: timeout ?? configuration.requestTimeout,
+                    opcode, json: json, binary: binary, timeout: timeout ?? configuration.requestTimeout,
                     progress: progress, enqueued: enqueued)
             } catch {
-                guard attempts > 0, error.status == .unavailable, error.details["sent"] != nil else { throw error }
+                guard attempts! > 0, error.status == .unavailable, error.details["sent"] != nil else { throw error }
             }
         }
+    }
+
+    /// The writes that carry a request key (Protocol.md section 5.10) when the server announces
+    /// `requestKeyRetentionMs`.
+    static func takesRequestKey(_ opcode: Opcode) -> Bool {
+        switch opcode {
+        case .create, .replace, .patch, .delete, .blobPut, .blobDelete, .blobUploadFinish: true
+        default: false
+        }
+    }
+
+    /// A request's compact JSON object with `"requestKey": key` added as its last member.
+    static func keyed(_ json: [UInt8], _ key: UUID) -> [UInt8] {
+        guard let end = json.lastIndex(of: UInt8(ascii: "}")) else { return json }
+        var out = Array(json[..<end])
+        out.reserveCapacity(json.count + 52)
+        let isEmpty = out.last == UInt8(ascii: "{")
+        out.append(contentsOf: (isEmpty ? #""requestKey":""# : #","requestKey":""#).utf8)
+        out.append(contentsOf: key.wireString.utf8)
+        out.append(contentsOf: #""}"#.utf8)
+        return out
     }
 
     func message<M: WireMessage>(

@@ -95,6 +95,7 @@ public final class LarderServer: Sendable {
             changeRetentionMs: configuration.changeRetentionMs)
         storeConfiguration.blobChunkBytes = configuration.limits.blobChunkBytes
         storeConfiguration.uploadExpiryMs = Int64(configuration.limits.uploadExpiryMs)
+        storeConfiguration.requestKeyRetentionMs = Int64(configuration.limits.requestKeyRetentionMs ?? 86_400_000)
         storeConfiguration.maxUploadBytes = Int64(configuration.limits.maxUploadBytes)
         storeConfiguration.maxUploadsPerOwner = Int64(configuration.limits.maxUploadsPerToken)
         storeConfiguration.maxUploadBytesPerOwner = Int64(configuration.limits.maxUploadBytesPerToken)

@@ -20,8 +20,19 @@ extension Router {
             let info = try store.uploadChunk(r.upload, offset: r.offset, bytes: frame.binary, crc32: r.crc32)
             return (info.json.bytes, [])
         case .blobUploadFinish:
+            var object = object
+            let requestKey = try RequestKey.take(from: &object)
             let r = try BlobUploadFinishRequest(json: object)
-            return (try store.uploadFinish(r.upload, sha256: r.sha256).json.bytes, [])
+            guard let requestKey else { return (try store.uploadFinish(r.upload, sha256: r.sha256).json.bytes, []) }
+            let key = RequestKey.request(requestKey, frame.opcode, object)
+            // A FINISH that committed made its upload a blob: its retry finds the upload gone, and the key's answer.
+            if let stored = try store.requestKeyAnswer(key) { return (stored, []) }
+            do {
+                return (try store.uploadFinish(r.upload, sha256: r.sha256, requestKey: key).json.bytes, [])
+            } catch where error.status == .notFound {
+                if let stored = try store.requestKeyAnswer(key) { return (stored, []) }
+                throw error
+            }
         case .blobUploadAbort:
             let r = try BlobUploadIDRequest(json: object)
             try store.uploadAbort(r.upload)

@@ -16,14 +16,20 @@ extension Router {
         var prepared = PreparedDocument(write.data)
         schemas?.checkSchemaAhead(write.collection, &prepared)
         let document = prepared
+        let body: WriteBody
         if let id = write.id, frame.opcode == .replace {
-            return { (c) throws(LarderError) in
+            body = { (c) throws(LarderError) in
                 (try c.replace(write.collection, id: id, document: document, expectedRev: write.rev).bytes, [])
             }
+        } else {
+            body = { (c) throws(LarderError) in
+                (try c.create(write.collection, id: write.id, document: document).bytes, [])
+            }
         }
-        return { (c) throws(LarderError) in
-            (try c.create(write.collection, id: write.id, document: document).bytes, [])
-        }
+        guard let key = write.requestKey else { return body }
+        return RequestKey.document(
+            key, frame.opcode, collection: write.collection, id: write.id, rev: write.rev, data: document.data
+        ).wrap(body)
     }
 
     /// Parses a write planned `writer` (a small CREATE, REPLACE, PATCH or DELETE) on the calling event loop and hands
@@ -45,12 +51,21 @@ extension Router {
     /// in use is CONFLICT), so what it checks is what it deletes, unless the blob was deleted and stored again under
     /// the same id, elsewhere, earlier in the same group commit.
     func limitedBlobDelete(_ frame: Frame, _ collections: Set<String>) throws(LarderError) -> WriteBody {
-        let r = try BlobIDRequest(json: try frame.jsonObject())
-        return { [self] (c) throws(LarderError) in
+        var object = try frame.jsonObject()
+        let key = try RequestKey.take(from: &object)
+        let r = try BlobIDRequest(json: object)
+        let body: WriteBody = { [self] (c) throws(LarderError) in
             _ = try visibleBlob(r.id, .blobDelete, collections)
             try c.blobDelete(r.id)
             return (BlobDeleteResponse(id: r.id).json.bytes, [])
         }
+        return key.map { RequestKey.request($0, frame.opcode, object).wrap(body) } ?? body
+    }
+
+    /// The writes that take a `requestKey` (Protocol.md section 5.10); BLOB_UPLOAD_FINISH takes one too
+    /// (`RouterUploads`).
+    static func takesRequestKey(_ opcode: Opcode) -> Bool {
+        isSingleWrite(opcode) || opcode == .blobPut || opcode == .blobDelete || opcode == .blobUploadFinish
     }
 
     /// The writes whose body is one call to `WriteContext.create`, `replace`, `patch` or `delete`
@@ -59,11 +74,21 @@ extension Router {
         opcode == .create || opcode == .replace || opcode == .patch || opcode == .delete
     }
 
-    /// Parses a write request and returns what to run inside the group-commit transaction.
+    /// Parses a write request and returns what to run inside the group-commit transaction. A request carrying a
+    /// `requestKey` runs keyed (`RequestKey.wrap`); a write without one pays nothing for keys (the tree-free reader
+    /// looks for the member only among names it does not know, the general one with one lookup).
     /// `schemas`: as for `fastWriteBody`.
     static func writeBody(_ frame: Frame, schemas: Store? = nil) throws(LarderError) -> WriteBody {
         if let body = fastWriteBody(frame, schemas: schemas) { return body }
-        let object = try frame.jsonObject()
+        var object = try frame.jsonObject()
+        let key = takesRequestKey(frame.opcode) ? try RequestKey.take(from: &object) : nil
+        return try writeBody(frame, object, key: key, schemas: schemas)
+    }
+
+    /// The body of a write request parsed into `object`, its request key (if any) taken out, keyed with it.
+    private static func writeBody(_ frame: Frame, _ object: JSONObject, key: UUID?, schemas: Store?)
+        throws(LarderError) -> WriteBody
+    {
         switch frame.opcode {
         case .create:
             let r = try CreateRequest(json: object)
@@ -71,15 +96,32 @@ extension Router {
             var prepared = PreparedDocument(r.data)
             schemas?.checkSchemaAhead(r.collection, &prepared)
             let document = prepared
-            return { (c) throws(LarderError) in (try c.create(r.collection, id: r.id, document: document).bytes, []) }
+            let body: WriteBody = { (c) throws(LarderError) in
+                (try c.create(r.collection, id: r.id, document: document).bytes, [])
+            }
+            guard let key else { return body }
+            return RequestKey.document(key, .create, collection: r.collection, id: r.id, rev: nil, data: document.data)
+                .wrap(body)
         case .replace:
             let r = try ReplaceRequest(json: object)
             var prepared = PreparedDocument(r.data)
             schemas?.checkSchemaAhead(r.collection, &prepared)
             let document = prepared
-            return { (c) throws(LarderError) in
+            let body: WriteBody = { (c) throws(LarderError) in
                 (try c.replace(r.collection, id: r.id, document: document, expectedRev: r.rev).bytes, [])
             }
+            guard let key else { return body }
+            return RequestKey.document(key, .replace, collection: r.collection, id: r.id, rev: r.rev, data: document.data)
+                .wrap(body)
+        default:
+            let body = try otherWriteBody(frame, object)
+            return key.map { RequestKey.request($0, frame.opcode, object).wrap(body) } ?? body
+        }
+    }
+
+    /// The body of a write other than CREATE and REPLACE, parsed into `object`.
+    private static func otherWriteBody(_ frame: Frame, _ object: JSONObject) throws(LarderError) -> WriteBody {
+        switch frame.opcode {
         case .patch:
             let r = try PatchRequest(json: object)
             return { (c) throws(LarderError) in

@@ -189,6 +189,14 @@ public protocol WriteContext {
     /// Caches `thumbnail` (of blob `id` at `maxSide`) while the blob still holds the bytes whose SHA-256 is
     /// `sha256`; false when it no longer does, or the thumbnail was cached already. See `ThumbnailStore`.
     func thumbnailPut(_ id: UUID, sha256: String, maxSide: Int, thumbnail: StoredThumbnail) throws(LarderError) -> Bool
+    /// The answer stored under `key` by a write that committed with it and has not expired
+    /// (`StoreConfiguration.requestKeyRetentionMs`): then nothing is written. INVALID_ARGUMENT (field `requestKey`)
+    /// when the key went with another request. Nil when the key is new: this transaction then holds it (on PostgreSQL
+    /// a concurrent transaction claiming the same key waits for this one), and the write stores its answer with
+    /// `storeRequestKey`; if the write throws instead, the key goes with it.
+    func claimRequestKey(_ key: RequestKey) throws(LarderError) -> [UInt8]?
+    /// Stores `answer` under a key `claimRequestKey` found new, in this transaction.
+    func storeRequestKey(_ key: RequestKey, answer: [UInt8]) throws(LarderError)
 }
 
 /// Documents: create, read, search and write JSON records in named collections.
@@ -308,6 +316,11 @@ extension BlobStore {
     package func uploadBegin(_ request: BlobUploadRequest) throws(LarderError) -> BlobUploadInfo {
         try uploadBegin(request, owner: "")
     }
+
+    /// `uploadFinish` without a request key.
+    package func uploadFinish(_ upload: UUID, sha256: String?) throws(LarderError) -> BlobInfo {
+        try uploadFinish(upload, sha256: sha256, requestKey: nil)
+    }
 }
 
 package protocol BlobStore: ThumbnailStore, Sendable {
@@ -336,7 +349,12 @@ package protocol BlobStore: ThumbnailStore, Sendable {
         -> BlobUploadInfo
     func uploadStatus(_ upload: UUID) throws(LarderError) -> BlobUploadInfo
     /// Checks the whole SHA-256 and the JPEG structure of a complete upload and makes it a blob.
-    func uploadFinish(_ upload: UUID, sha256: String?) throws(LarderError) -> BlobInfo
+    /// With `requestKey`, the blob's answer is stored under the key in the transaction that makes the blob, or, when
+    /// a FINISH with that key committed meanwhile, its stored answer is what this one answers.
+    func uploadFinish(_ upload: UUID, sha256: String?, requestKey: RequestKey?) throws(LarderError) -> BlobInfo
+    /// The answer a write stored under `key` when it committed and the key has not expired; nil when none did (this
+    /// claims nothing). INVALID_ARGUMENT (field `requestKey`) when the key went with another request.
+    func requestKeyAnswer(_ key: RequestKey) throws(LarderError) -> [UInt8]?
     func uploadAbort(_ upload: UUID) throws(LarderError)
     /// Drops the uploads whose time ran out, with their bytes; answers how many.
     func expireUploads() throws(LarderError) -> Int
@@ -405,6 +423,9 @@ public struct StoreConfiguration: Sendable {
     public var changeRetentionEvents: Int
     /// ...none older than this many milliseconds. The writer prunes as it commits.
     public var changeRetentionMs: Int64
+    /// A write's request key is kept this many milliseconds after its commit (`RequestKey`); an older one is a new
+    /// key. The writer prunes them with the change log.
+    public var requestKeyRetentionMs: Int64 = 86_400_000
     /// The trigram index is brought up to date once this many documents were written since it last was (and when
     /// the store closes); until then text search also checks those documents one by one. Larger: cheaper writes,
     /// text searches that check more documents. 1 brings it up to date at every commit. Results are identical either

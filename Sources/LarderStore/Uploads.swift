@@ -163,7 +163,8 @@ extension UploadReads {
     /// Checks a complete upload's SHA-256 (`digest`, of the stored bytes) against the expected ones and its JPEG
     /// structure (`inspect`), then commits its blob. A failed check drops the upload: its bytes will not change.
     func completeUpload(
-        _ record: BlobUploadInfo, digest: String, sha256: String?, inspect: () throws(LarderError) -> JPEGInfo
+        _ record: BlobUploadInfo, digest: String, sha256: String?, requestKey: RequestKey? = nil,
+        inspect: () throws(LarderError) -> JPEGInfo
     ) throws(LarderError) -> BlobInfo {
         let upload = record.upload
         func discard(_ error: LarderError) throws(LarderError) -> Never {
@@ -187,7 +188,14 @@ extension UploadReads {
         let meta = BlobInfo(
             id: record.id, size: record.size, sha256: digest, contentType: "image/jpeg", width: info.width,
             height: info.height, createdAtMs: nowMillis(), attachedTo: record.attach)
-        return try uploadWrite { context throws(LarderError) in try context.uploadComplete(upload, meta: meta) }
+        return try uploadWrite { context throws(LarderError) in
+            if let requestKey, let stored = try context.claimRequestKey(requestKey) {
+                return try BlobInfo(json: JSONParser.parseObject(stored))
+            }
+            let info = try context.uploadComplete(upload, meta: meta)
+            if let requestKey { try context.storeRequestKey(requestKey, answer: info.json.bytes) }
+            return info
+        }
     }
 }
 

@@ -13,11 +13,13 @@ package struct DocumentWrite: Sendable, Equatable {
     package var id: UUID?
     package var data: CompactDocument
     package var rev: Int64?
+    /// The request's `requestKey` (Protocol.md section 5.10), when it carries one.
+    package var requestKey: UUID?
 
     /// `{"collection": "…", "id": "…", "data": {…}}` (CREATE: `id` optional; REPLACE: `id` required and `rev`
     /// allowed): member names and the collection and id without escapes, each member once, the id in its strict
-    /// form, `rev` a positive integer, `data` as `CompactJSON` reads it; an optional member (CREATE's `id`, `rev`) may
-    /// be `null`, which is its absence. Anything else is nil: then use `CreateRequest(json:)` or
+    /// form, `rev` a positive integer, `data` as `CompactJSON` reads it, `requestKey` a UUID in its strict form; an
+    /// optional member (CREATE's `id`, `rev`, `requestKey`) may be `null`, which is its absence. Anything else is nil: then use `CreateRequest(json:)` or
     /// `ReplaceRequest(json:)`, which give the same request or the error.
     package static func fast(_ json: [UInt8], opcode: Opcode) -> DocumentWrite? {
         guard opcode == .create || opcode == .replace else { return nil }
@@ -27,7 +29,9 @@ package struct DocumentWrite: Sendable, Equatable {
             var id: UUID?
             var data: CompactDocument?
             var rev: Int64?
-            var optionalNull = (id: false, rev: false)  // `"id": null` (CREATE), `"rev": null`: absent, once each
+            var requestKey: UUID?
+            // `"id": null` (CREATE), `"rev": null`, `"requestKey": null`: absent, once each.
+            var optionalNull = (id: false, rev: false, requestKey: false)
             guard input.take(UInt8(ascii: "{")) else { return nil }
             repeat {
                 guard let name = input.plainString(), input.take(UInt8(ascii: ":")) else { return nil }
@@ -54,6 +58,15 @@ package struct DocumentWrite: Sendable, Equatable {
                 } else if input.equal(name, "rev") && rev == nil && !optionalNull.rev && opcode == .replace {
                     guard let value = input.smallInteger(minimum: 1) else { return nil }
                     rev = value
+                } else if input.equal(name, "requestKey") && requestKey == nil && !optionalNull.requestKey {
+                    if input.takeLiteral("null") {
+                        optionalNull.requestKey = true
+                    } else {
+                        guard let value = input.plainString(),
+                            let key = FieldReader.strictUUID(utf8: input.bytes(value))
+                        else { return nil }
+                        requestKey = key
+                    }
                 } else {
                     return nil
                 }
@@ -61,7 +74,7 @@ package struct DocumentWrite: Sendable, Equatable {
             guard input.take(UInt8(ascii: "}")) else { return nil }
             input.skipWhitespace()
             guard input.atEnd, let collection, let data, opcode == .create || id != nil else { return nil }
-            return DocumentWrite(collection: collection, id: id, data: data, rev: rev)
+            return DocumentWrite(collection: collection, id: id, data: data, rev: rev, requestKey: requestKey)
         }
     }
 }

@@ -43,6 +43,9 @@ public struct Limits: Sendable, Equatable {
     /// The most pixels (width × height, as the frame header declares them) of a photo a thumbnail is made of; larger
     /// ones are refused from the header, before anything is decoded.
     public var maxThumbnailSourcePixels: Int
+    /// Milliseconds a server keeps a write's `requestKey` with its answer (Protocol.md section 5.10): a retry within it
+    /// with the same key answers the first write's answer and applies nothing. Nil when the server takes no keys.
+    public var requestKeyRetentionMs: Int? = 86_400_000
 
     /// The largest thumbnail size a server may offer.
     public static let maxThumbnailSize = 4096
@@ -77,7 +80,7 @@ public struct Limits: Sendable, Equatable {
 
     /// The names and values as announced in HELLO.
     package var json: JSONObject {
-        [
+        var object: JSONObject = [
             "maxFrameBytes": .int(Int64(maxFrameBytes)), "maxJSONBytes": .int(Int64(maxJSONBytes)),
             "maxDocumentBytes": .int(Int64(maxDocumentBytes)), "maxBlobBytes": .int(Int64(maxBlobBytes)),
             "maxInFlight": .int(Int64(maxInFlight)), "maxConnections": .int(Int64(maxConnections)),
@@ -90,6 +93,8 @@ public struct Limits: Sendable, Equatable {
             "maxThumbnailSourcePixels": .int(Int64(maxThumbnailSourcePixels)),
             "thumbnailSizes": .array(thumbnailSizes.map { .int(Int64($0)) }),
         ]
+        if let requestKeyRetentionMs { object["requestKeyRetentionMs"] = .int(Int64(requestKeyRetentionMs)) }
+        return object
     }
 
     /// Reads announced limits; a missing member keeps its default.
@@ -118,6 +123,9 @@ public struct Limits: Sendable, Equatable {
         try read("maxUploadBytesPerToken", &maxUploadBytesPerToken)
         try read("maxQueuedWork", &maxQueuedWork)
         try read("maxThumbnailSourcePixels", &maxThumbnailSourcePixels)
+        // Absent: the server takes no request keys.
+        requestKeyRetentionMs = try reader.optionalInt("requestKeyRetentionMs", range: 1...Int64.max)
+            .map { Int(clamping: $0) }
         if let sizes = try reader.optionalArray("thumbnailSizes", maxCount: Limits.maxThumbnailSizeCount) {
             thumbnailSizes = []
             for (n, size) in sizes.enumerated() {
@@ -142,7 +150,7 @@ public struct Limits: Sendable, Equatable {
             ("uploadExpiryMs", uploadExpiryMs), ("maxUploadBytes", maxUploadBytes),
             ("maxUploadsPerToken", maxUploadsPerToken), ("maxUploadBytesPerToken", maxUploadBytesPerToken),
             ("maxQueuedWork", maxQueuedWork),
-            ("maxThumbnailSourcePixels", maxThumbnailSourcePixels),
+            ("maxThumbnailSourcePixels", maxThumbnailSourcePixels), ("requestKeyRetentionMs", requestKeyRetentionMs ?? 1),
         ]
         for (name, value) in positive where value <= 0 {
             throw LarderError(.invalidArgument, "\(name) must be greater than 0", field: name)

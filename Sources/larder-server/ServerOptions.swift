@@ -152,6 +152,13 @@ enum ServerOptions {
             limit(
                 "upload-expiry-ms", "drop an upload this long after its last chunk", l.uploadExpiryMs,
                 \.uploadExpiryMs),
+            Option(
+                name: "request-key-retention-ms", env: envName("request-key-retention-ms"), valueName: "N",
+                help: "keep a write's requestKey with its answer this long, in ms (default "
+                    + "\(l.requestKeyRetentionMs ?? 0))",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.limits.requestKeyRetentionMs = try integer("request-key-retention-ms", v, min: 1, max: Int.max)
+                }),
             limit(
                 "max-upload-bytes", "declared bytes of all unfinished uploads together", l.maxUploadBytes,
                 \.maxUploadBytes),

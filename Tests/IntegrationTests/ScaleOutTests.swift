@@ -323,7 +323,8 @@ import Testing
                             _ = try await client.create("load", ["w": .int(Int64(worker))], id: id)
                             acked.withLock { $0.append(id) }
                         } catch let error as LarderError where error.status == .unavailable {
-                            // In flight on the killed server: it says whether it was sent; nothing is replayed.
+                            // A create in flight on the killed server goes again, with its request key, to the
+                            // next server; one that still fails says whether it was sent.
                             failures.withLock { $0.append(error.message) }
                         }
                     }

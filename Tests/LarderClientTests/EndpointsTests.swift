@@ -42,6 +42,15 @@ import Testing
         return LarderClient(configuration: configuration)
     }
 
+    /// A server that drops each connection at its first request after HELLO, and one that answers every request with
+    /// a record (`ClientTests.record(for:)`), each announcing request keys or not; the caller stops both.
+    static func dyingAndHealthy(dyingKeys: Bool = false, healthyKeys: Bool = false) -> (FakeServer, FakeServer) {
+        (
+            FakeServer(requestKeys: dyingKeys) { _, _ in .die },
+            FakeServer(requestKeys: healthyKeys) { request, _ in .reply(ClientTests.record(for: request)) }
+        )
+    }
+
     @Test func aRefusingEndpointIsPassedOver() async throws {
         let closed = FakeServer { _, _ in .hold }
         let refusing = closed.port
@@ -54,9 +63,8 @@ import Testing
     }
 
     @Test func aReadTheDropFailedIsSentAgainToTheNextServer() async throws {
-        let dying = FakeServer { _, _ in .die }
+        let (dying, healthy) = Self.dyingAndHealthy()
         defer { dying.stop() }
-        let healthy = FakeServer { request, _ in .reply(ClientTests.record(for: request)) }
         defer { healthy.stop() }
         let client = Self.client([dying.port, healthy.port])
         let id = UUID()
@@ -67,9 +75,8 @@ import Testing
     }
 
     @Test func aWriteTheDropFailedIsNeverSentAgainAndSaysItWasSent() async throws {
-        let dying = FakeServer { _, _ in .die }
+        let (dying, healthy) = Self.dyingAndHealthy()
         defer { dying.stop() }
-        let healthy = FakeServer { request, _ in .reply(ClientTests.record(for: request)) }
         defer { healthy.stop() }
         let client = Self.client([dying.port, healthy.port])
         let error = await #expect(throws: LarderError.self) { _ = try await client.create("c", ["n": 1]) }
@@ -110,5 +117,62 @@ import Testing
         #expect(!server.requests.contains { $0.opcode == .patch })
         let readError = await #expect(throws: LarderError.self) { _ = try await read.value }
         #expect(readError?.details["sent"] == .bool(true))
+    }
+
+    /// The `requestKey` member of a request frame, when it has one.
+    static func requestKey(_ frame: Frame) -> String? { (try? frame.jsonObject())?["requestKey"]?.stringValue }
+
+    /// A server announcing request keys gets one with every write; a write its drop failed goes to the next server
+    /// with the same key (the server applies it once), and the call succeeds.
+    @Test func aKeyedWriteTheDropFailedIsSentAgainWithItsKey() async throws {
+        let (dying, healthy) = Self.dyingAndHealthy(dyingKeys: true, healthyKeys: true)
+        defer { dying.stop() }
+        defer { healthy.stop() }
+        let client = Self.client([dying.port, healthy.port])
+        _ = try await client.create("c", ["n": 1])
+        let first = try #require(dying.requests.first { $0.opcode == .create })
+        let retry = try #require(healthy.requests.first { $0.opcode == .create })
+        let key = try #require(Self.requestKey(first))
+        #expect(UUID(uuidString: key) != nil)
+        #expect(Self.requestKey(retry) == key, "one key for every try of one write")
+        #expect(try retry.jsonObject()["data"] == ["n": 1])
+        // Another write gets a key of its own.
+        _ = try await client.patch("c", id: UUID(), patch: ["n": 2])
+        let patch = try #require(healthy.requests.first { $0.opcode == .patch })
+        #expect(Self.requestKey(patch) != nil && Self.requestKey(patch) != key)
+        // Reads carry none.
+        _ = try await client.get("c", id: UUID())
+        #expect(healthy.requests.filter { $0.opcode == .get }.allSatisfy { Self.requestKey($0) == nil })
+    }
+
+    /// With one endpoint, a keyed write whose connection broke goes again on a new connection to the same server.
+    @Test func aKeyedWriteIsSentAgainOnANewConnectionToTheSameServer() async throws {
+        let drops = Locked(1)
+        let server = FakeServer(requestKeys: true) { request, _ in
+            drops.withLock { count in
+                guard request.opcode == .delete, count > 0 else { return .reply(ClientTests.record(for: request)) }
+                count -= 1
+                return .die
+            }
+        }
+        defer { server.stop() }
+        let client = Self.client([server.port])
+        let id = UUID()
+        _ = try? await client.delete("c", id: id)
+        let deletes = server.requests.filter { $0.opcode == .delete }
+        #expect(deletes.count == 2)
+        #expect(Set(deletes.compactMap(Self.requestKey)).count == 1, "both tries carry the one key")
+    }
+
+    /// A write sent with a key whose answer was lost is not sent, keyless, to a server that takes no keys.
+    @Test func aKeyedWriteIsNotSentAgainToAServerWithoutKeys() async throws {
+        let (dying, keyless) = Self.dyingAndHealthy(dyingKeys: true)
+        defer { dying.stop() }
+        defer { keyless.stop() }
+        let client = Self.client([dying.port, keyless.port])
+        let error = await #expect(throws: LarderError.self) { _ = try await client.create("c", ["n": 1]) }
+        #expect(error?.status == .unavailable)
+        #expect(error?.message.contains("takes no request keys") == true, "\(error!)")
+        #expect(!keyless.requests.contains { $0.opcode == .create })
     }
 }

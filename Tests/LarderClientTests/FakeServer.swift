@@ -44,7 +44,11 @@ final class FakeServer: @unchecked Sendable {
     /// The requests received so far (read under the lock: the serving threads append).
     var requests: [Frame] { lock.withLock { received } }
 
-    init(limits: Limits = Limits(maxInFlight: 128), handler: @escaping Handler) {
+    /// A server announcing `limits`; without `requestKeys` it announces no `requestKeyRetentionMs`, as a server that
+    /// takes no request keys, so that its client sends none and never sends a write again.
+    init(limits: Limits = Limits(maxInFlight: 128), requestKeys: Bool = false, handler: @escaping Handler) {
+        var limits = limits
+        if !requestKeys { limits.requestKeyRetentionMs = nil }
         self.limits = limits
         self.handler = handler
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

@@ -53,7 +53,7 @@ import Testing
         "permission-denied-response", "backup-read-request", "backup-read-response", "blob-get-range-request",
         "blob-get-range-response", "blob-upload-chunk-request", "blob-upload-status-response",
         "blob-get-thumbnail-request", "blob-get-range-past-end-request", "schema-set-request",
-        "schema-violation-response",
+        "schema-violation-response", "create-keyed-request",
     ]
 
     /// The ranged BLOB_GET: the request's members, and an answer carrying exactly those bytes with `offset` and
@@ -154,6 +154,17 @@ import Testing
         let create = try CreateRequest(json: frame.jsonObject())
         #expect(frame.opcode == .create && frame.requestID == 3)
         #expect(create == CreateRequest(collection: "todos", data: ["title": "Buy milk 買牛奶", "isFinish": false]))
+    }
+
+    /// A CREATE carrying a `requestKey` (section 5.10): the member beside the request's own, a UUID string.
+    @Test func createWithARequestKey() throws {
+        let frame = try Self.vector("create-keyed-request")
+        #expect(frame.opcode == .create && frame.requestID == 11 && !frame.isResponse)
+        var object = try frame.jsonObject()
+        #expect(object["requestKey"] == .string("0b7e5f1c-2d3a-4e8b-9c6d-1a2b3c4d5e6f"))
+        object["requestKey"] = nil
+        #expect(try CreateRequest(json: object) == CreateRequest(collection: "todos", data: ["title": "Buy milk"]))
+        #expect(FrameEncoder().encode(frame) == Self.vectors.first { $0.name == "create-keyed-request" }!.bytes)
     }
 
     @Test func blobPut() throws {

@@ -145,6 +145,21 @@ enum PGSchema {
                 """)
             ),
             (
+                // Request keys (`RequestKey`): each committed keyed write's answer, under its key, so that the same
+                // key again answers it without writing. The primary key is what makes two servers that get one key
+                // at once apply it once: the second's insert waits for the first's transaction.
+                "request keys",
+                .sql("""
+                CREATE TABLE IF NOT EXISTS request_keys(
+                    key uuid PRIMARY KEY,
+                    request text NOT NULL,
+                    digest text NOT NULL,
+                    answer bytea,
+                    created_at bigint NOT NULL);
+                CREATE INDEX IF NOT EXISTS request_keys_created ON request_keys(created_at);
+                """)
+            ),
+            (
                 // Collections' schemas (SCHEMA_SET): the schema's JSON as set (NULL once removed, the row kept so
                 // that versions only grow), its version and what a record that does not match it does. Every write
                 // batch calls larder_schema_check with the versions it checked its records against just before its

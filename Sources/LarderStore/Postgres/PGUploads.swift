@@ -97,7 +97,9 @@ extension PostgresStore: UploadReads {
 
     /// Reads the whole upload once, a chunk at a time (the SHA-256 of what is stored, not of what was sent), walks
     /// its JPEG structure, then commits the blob. The reading happens off the writer: other writes go on meanwhile.
-    public func uploadFinish(_ upload: UUID, sha256: String?) throws(LarderError) -> BlobInfo {
+    public func uploadFinish(_ upload: UUID, sha256: String?, requestKey: RequestKey?) throws(LarderError)
+        -> BlobInfo
+    {
         let record = try finishableUpload(upload)
         var hasher = SHA256()
         var head: (start: Int64, bytes: [UInt8]) = (0, [])
@@ -108,7 +110,7 @@ extension PostgresStore: UploadReads {
         // The structure walk reads a few hundred bytes, nearly always inside the first chunk; any other byte comes
         // from the chunk holding it, kept until the walk leaves it.
         var cached = head
-        return try completeUpload(record, digest: hasher.finalizeHex(), sha256: sha256) {
+        return try completeUpload(record, digest: hasher.finalizeHex(), sha256: sha256, requestKey: requestKey) {
             () throws(LarderError) -> JPEGInfo in
             try JPEG.inspect(count: Int(record.size)) { (index) throws(LarderError) -> UInt8 in
                 let at = Int64(index)

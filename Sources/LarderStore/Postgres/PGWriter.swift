@@ -224,6 +224,10 @@ final class PGWriter: @unchecked Sendable {
                     PGWriter.pruneSQL,
                     [.int(Int64(configuration.changeRetentionEvents)), .int(now - configuration.changeRetentionMs)],
                     name: "prune"))
+            statements.append(
+                PGStatement(
+                    "DELETE FROM request_keys WHERE created_at < $1", [.int(now - configuration.requestKeyRetentionMs)],
+                    name: "prune_request_keys"))
             prune.pruned(now: now)
         }
         statements.append(PGStatement("COMMIT"))

@@ -108,7 +108,9 @@ extension SQLiteStore {
     /// Checks and commits a complete upload: its SHA-256 kept as the chunks came (or, for an upload begun before this
     /// process, read once from its file), its JPEG structure read from the file's header segments and last bytes,
     /// and the file synced before the blob's row commits.
-    public func uploadFinish(_ upload: UUID, sha256: String?) throws(LarderError) -> BlobInfo {
+    public func uploadFinish(_ upload: UUID, sha256: String?, requestKey: RequestKey?) throws(LarderError)
+        -> BlobInfo
+    {
         let files = self.files
         let name = upload.wireString
         // Finished, dropped, or never there: this process keeps nothing of it.
@@ -130,7 +132,7 @@ extension SQLiteStore {
                     }
                 }
                 try BlobFiles.sync(fd, path: path)
-                return try completeUpload(record, digest: hasher.finalizeHex(), sha256: sha256) {
+                return try completeUpload(record, digest: hasher.finalizeHex(), sha256: sha256, requestKey: requestKey) {
                     () throws(LarderError) -> JPEGInfo in
                     try SQLiteStore.inspectJPEG(fd, size: record.size, path: path)
                 }

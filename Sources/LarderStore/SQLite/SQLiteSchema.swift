@@ -178,6 +178,17 @@ enum SQLiteSchema {
             }
             try db.execute("CREATE INDEX IF NOT EXISTS uploads_owner ON uploads(owner, expiresAt)")
         },
+        // Request keys (`RequestKey`): each committed keyed write's answer, under its key, so that the same key again
+        // answers it without writing; pruned by age with the change log.
+        """
+        CREATE TABLE IF NOT EXISTS request_keys(
+            key TEXT PRIMARY KEY,
+            request TEXT NOT NULL,
+            digest TEXT NOT NULL,
+            answer BLOB NOT NULL,
+            createdAt INTEGER NOT NULL) WITHOUT ROWID;
+        CREATE INDEX IF NOT EXISTS request_keys_created ON request_keys(createdAt);
+        """,
         // Collections' schemas (SCHEMA_SET): the schema's JSON as set (NULL once removed, the row kept so that
         // versions only grow), its version and what a record that does not match it does ('error' or 'warn').
         """

@@ -89,8 +89,9 @@ final class SQLiteWriter: @unchecked Sendable {
         for deliver in deliveries { deliver(commitError) }
     }
 
-    /// Prunes the change log inside the batch's transaction, in a savepoint of its own so that a failure leaves the
-    /// log and its `changesPrunedThrough` mark as they were (and the batch's writes untouched).
+    /// Prunes the change log and the expired request keys inside the batch's transaction, in a savepoint of its own
+    /// so that a failure leaves the log and its `changesPrunedThrough` mark as they were (and the batch's writes
+    /// untouched).
     private func pruneChangesIfDue(_ context: SQLiteWriteContext, _ connection: SQLiteConnection) {
         prune.changesSincePrune += context.changes.count
         let now = nowMillis()
@@ -100,6 +101,7 @@ final class SQLiteWriter: @unchecked Sendable {
             try connection.execute("SAVEPOINT prune")
             try context.pruneChanges(
                 retainEvents: configuration.changeRetentionEvents, retainMs: configuration.changeRetentionMs, now: now)
+            try context.pruneRequestKeys(now: now)
             try connection.execute("RELEASE prune")
         } catch {
             try? connection.execute("ROLLBACK TO prune")

@@ -1,0 +1,99 @@
+import Foundation
+import LarderWire
+
+/// A write's request key (Protocol.md section 5.10): a UUID the client makes for one logical write and sends again with
+/// each retry of it. The store keeps the key with the write's answer, in the write's transaction, so that the same key
+/// again answers that answer and writes nothing; a key sent with another request is refused.
+public struct RequestKey: Sendable, Equatable {
+    /// The key the client sent.
+    public var key: UUID
+    /// What the request was, for the refusal of a key reused for another: the opcode's name, and its collection and
+    /// id when it names them (`CREATE todos 3f25…`).
+    public var request: String
+    /// A SHA-256 (hex) of the opcode and of the request without its key: two requests with one key are the same
+    /// request when their `request` and `digest` are equal.
+    public var digest: String
+
+    public init(key: UUID, request: String, digest: String) {
+        self.key = key
+        self.request = request
+        self.digest = digest
+    }
+
+    /// The key of a parsed request, taken out of it (the request's own parser then sees the members it knows); nil
+    /// when it carries none. INVALID_ARGUMENT (field `requestKey`) when the member is not a UUID string.
+    package static func take(from object: inout JSONObject) throws(LarderError) -> UUID? {
+        guard let value = object["requestKey"] else { return nil }
+        object["requestKey"] = nil
+        if value == .null { return nil }
+        guard let text = value.stringValue, let key = try? FieldReader.uuid(text, field: "requestKey") else {
+            throw LarderError(
+                .invalidArgument, "requestKey must be a UUID string (36 characters), made anew for each write",
+                field: "requestKey")
+        }
+        return key
+    }
+
+    /// `key` for a request of `opcode` naming `collection` and `id` (when it does), whose other members are hashed
+    /// by `content`.
+    private init(
+        _ key: UUID, _ opcode: Opcode, collection: String?, id: String?, content: (inout SHA256) -> Void
+    ) {
+        var request = opcode.name
+        var hasher = SHA256()
+        hasher.update([UInt8(truncatingIfNeeded: opcode.rawValue >> 8), UInt8(truncatingIfNeeded: opcode.rawValue)])
+        for part in [collection, id] {
+            hasher.update(Array((part ?? "").utf8) + [0])
+            if let part { request += " " + part }
+        }
+        content(&hasher)
+        self.init(key: key, request: request, digest: hasher.finalizeHex())
+    }
+
+    /// A CREATE's or REPLACE's key: the request is its collection, id and expected revision, and the document as
+    /// stored (so the tree-free reader and the general one, which read one request alike, fingerprint it alike).
+    package static func document(
+        _ key: UUID, _ opcode: Opcode, collection: String, id: UUID?, rev: Int64?, data: [UInt8]
+    ) -> RequestKey {
+        RequestKey(key, opcode, collection: collection, id: id?.wireString) { hasher in
+            hasher.update(Array((rev.map(String.init) ?? "").utf8) + [0])
+            hasher.update(data)
+        }
+    }
+
+    /// Any other write's key: the request is its JSON without the key, in compact form (member order kept).
+    package static func request(_ key: UUID, _ opcode: Opcode, _ object: JSONObject) -> RequestKey {
+        let collection = object["collection"]?.stringValue
+        let id = (object["id"] ?? object["upload"])?.stringValue.map { $0.lowercased() }
+        return RequestKey(key, opcode, collection: collection, id: id) { hasher in hasher.update(object.bytes) }
+    }
+
+    /// INVALID_ARGUMENT for a key that went with another request.
+    func reused(for stored: String) -> LarderError {
+        LarderError(
+            .invalidArgument, "requestKey \(key.wireString) was used for another request (\(stored)); a key names one "
+                + "write: make a new key for a new write", field: "requestKey")
+    }
+
+    /// The answer stored under this key, when `stored` (request, digest, answer) is the same request; the refusal
+    /// when it is another.
+    func answer(_ stored: (request: String, digest: String, answer: [UInt8])) throws(LarderError) -> [UInt8] {
+        guard stored.request == request, stored.digest == digest else { throw reused(for: stored.request) }
+        return stored.answer
+    }
+
+    /// `body` keyed: the answer stored under the key when the same request committed with it before (nothing is
+    /// written), else the body's answer, stored under the key in the same transaction. A body that throws stores
+    /// nothing: its retry runs again.
+    package func wrap(_ body: @escaping @Sendable (any WriteContext) throws(LarderError) -> ([UInt8], [UInt8]))
+        -> @Sendable (any WriteContext) throws(LarderError) -> ([UInt8], [UInt8])
+    {
+        let key = self
+        return { (context) throws(LarderError) in
+            if let stored = try context.claimRequestKey(key) { return (stored, []) }
+            let answer = try body(context)
+            try context.storeRequestKey(key, answer: answer.0)
+            return answer
+        }
+    }
+}
