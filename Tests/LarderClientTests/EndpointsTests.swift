@@ -89,7 +89,18 @@ import Testing
         #expect(try await client.get("c", id: id).id == id)
     }
 
+    /// In two whole-suite runs on the busy 2-core machine a first GET to a fresh fake server did not reach it within
+    /// 120 s, without failing in the client (not yet explained; run alone it arrives in milliseconds): each attempt
+    /// waits 60 s for it, and a stalled one is abandoned for a fresh server and client, three times at most.
     @Test func aWriteThatNeverLeftTheClientSaysItWasNotSent() async throws {
+        for attempt in 1...3 {
+            if try await Self.writeThatNeverLeftTheClient(lastAttempt: attempt == 3) { return }
+        }
+    }
+
+    /// One attempt of `aWriteThatNeverLeftTheClientSaysItWasNotSent`; false when the GET did not reach the server in
+    /// time (before `lastAttempt`, which fails instead).
+    static func writeThatNeverLeftTheClient(lastAttempt: Bool) async throws -> Bool {
         // One request in flight at a time: the GET holds the only slot, the PATCH waits in the client for it, and the
         // server then closes the connection.
         let server = FakeServer(limits: Limits(maxInFlight: 1)) { _, _ in .hold }
@@ -103,9 +114,14 @@ import Testing
                 throw error
             }
         }
-        try await Self.waitFor("the GET to reach the server") {
+        let arrived = try await waitUntil(lastAttempt ? 120 : 60) {
             if let failure = readFailure.withLock({ $0 }) { throw failure }
             return server.requests.contains { $0.opcode == .get }
+        }
+        guard arrived else {
+            if lastAttempt { throw LarderError(.deadlineExceeded, "waited 120 s for the GET to reach the server") }
+            read.cancel()
+            return false
         }
         let write = Task { try await client.patch("c", id: UUID(), patch: ["n": 2]) }
         // The PATCH waits in the client for the slot once its connection carries two requests.
@@ -117,6 +133,7 @@ import Testing
         #expect(!server.requests.contains { $0.opcode == .patch })
         let readError = await #expect(throws: LarderError.self) { _ = try await read.value }
         #expect(readError?.details["sent"] == .bool(true))
+        return true
     }
 
     /// The `requestKey` member of a request frame, when it has one.
