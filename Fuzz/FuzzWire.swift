@@ -173,9 +173,13 @@ enum FuzzJSON {
         }
         for opcode in [Opcode.create, .replace] {
             guard let write = DocumentWrite.fast(bytes, opcode: opcode) else { continue }
-            guard let object = try? JSONParser.parseObject(bytes) else {
+            guard var object = try? JSONParser.parseObject(bytes) else {
                 return check(false, "DocumentWrite read a request the parser refuses")
             }
+            // The general path takes the request key out before it reads the request (the server's RequestKey.take).
+            let key = object["requestKey"]
+            object["requestKey"] = nil
+            check(write.requestKey?.wireString == key?.stringValue?.lowercased(), "the request key differs")
             if opcode == .create {
                 let request = try? CreateRequest(json: object)
                 check(request?.collection == write.collection && request?.id == write.id, "CREATE fast path differs")
