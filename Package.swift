@@ -227,9 +227,9 @@ if Context.environment["LARDER_SANITIZER_CANARY"] != nil {
 if Context.environment["LARDER_SANITIZE_CORE"] != nil {
     let core: Set<String> = [
         "CZlib", "CSQLite", "CLibPQ", "CLibDeflate", "COpenSSL", "CGnuTLS", "CMicroHTTPD", "CTurboJPEG", "CEpoll",
-        "LarderSync", "LarderIO", "LarderEventLoop", "LarderWire", "LarderThumbnails", "LarderTLS", "LarderStore",
-        "LarderServer", "LarderClient", "LarderTestSupport", "LarderTestProcess", "CChildProcess", "LarderWireTests",
-        "LarderStoreTests", "LarderServerTests", "larder-sanitizer-canary",
+        "CPCRE2", "LarderSync", "LarderIO", "LarderEventLoop", "LarderWire", "LarderSchema", "LarderThumbnails",
+        "LarderTLS", "LarderStore", "LarderServer", "LarderClient", "LarderTestSupport", "LarderTestProcess",
+        "CChildProcess", "LarderWireTests", "LarderStoreTests", "LarderServerTests", "larder-sanitizer-canary",
     ]
     package.targets.removeAll { !core.contains($0.name) }
     package.products = [.library(name: "LarderClient", targets: ["LarderClient"])]
