@@ -120,7 +120,7 @@ let package = Package(
             name: "LarderServer",
             dependencies: [
                 "LarderWire", "LarderStore", "LarderSync", "LarderIO", "LarderEventLoop", "LarderTLS", "CMicroHTTPD",
-                "LarderThumbnails",
+                "LarderThumbnails", "LarderAuth",
             ],
             swiftSettings: strict),
         // TLS through GnuTLS on Linux, Network.framework on Apple platforms (NetworkTLS.swift).
@@ -145,10 +145,11 @@ let package = Package(
                 "LarderBench", "LarderClient", "LarderStore", "LarderWire", "LarderIO", "LarderThumbnails",
             ],
             swiftSettings: strict),
-        // What the test targets share: the throwaway PostgreSQL they start (Tests/LarderTestSupport), and the child
+        // What the test targets share: the throwaway PostgreSQL they start and the keys and ID tokens they sign
+        // (Tests/LarderTestSupport), and the child
         // processes they launch (Tests/LarderTestProcess, which the portable configuration's tests use too).
         .target(
-            name: "LarderTestSupport", dependencies: ["LarderStore", "LarderSync", "LarderWire"],
+            name: "LarderTestSupport", dependencies: ["LarderStore", "LarderSync", "LarderWire", "LarderTestProcess"],
             path: "Tests/LarderTestSupport"),
         .systemLibrary(name: "CChildProcess", path: "Tests/CChildProcess"),
         .target(
@@ -197,7 +198,7 @@ let package = Package(
             dependencies: [
                 "LarderBench", "LarderServer", "LarderStore", "LarderSync", "LarderIO", "LarderTestProcess",
             ]),
-        .testTarget(name: "LarderAuthTests", dependencies: ["LarderAuth", "LarderTestProcess"]),
+        .testTarget(name: "LarderAuthTests", dependencies: ["LarderAuth", "LarderTestProcess", "LarderTestSupport"]),
         .testTarget(
             name: "IntegrationTests",
             dependencies: [

@@ -97,6 +97,10 @@ extension Router {
             _ = try EmptyMessage(json: object)
             let entries = try store.collections().map { CollectionsResponse.Entry(name: $0.name, count: $0.count) }
             return (CollectionsResponse(collections: entries).json.bytes, [])
+        case .rulesGet:
+            let request = try RulesGetRequest(json: object)
+            let rules = try store.collectionRules(request.collection)
+            return (RulesResponse(collection: request.collection, rules: rules).json.bytes, [])
         case .blobUploadStatus:
             return (try store.uploadStatus(try BlobUploadIDRequest(json: object).upload).json.bytes, [])
         case .blobHead:

@@ -43,6 +43,9 @@ public struct Limits: Sendable, Equatable {
     /// The most pixels (width × height, as the frame header declares them) of a photo a thumbnail is made of; larger
     /// ones are refused from the header, before anything is decoded.
     public var maxThumbnailSourcePixels: Int
+    /// On a server that accepts ID tokens: the milliseconds of clock difference tolerated on a token's `exp` and
+    /// `nbf`. Absent (nil) on a server that accepts none.
+    public var oidcLeewayMs: Int?
 
     /// The largest thumbnail size a server may offer.
     public static let maxThumbnailSize = 4096
@@ -77,7 +80,7 @@ public struct Limits: Sendable, Equatable {
 
     /// The names and values as announced in HELLO.
     package var json: JSONObject {
-        [
+        var object: JSONObject = [
             "maxFrameBytes": .int(Int64(maxFrameBytes)), "maxJSONBytes": .int(Int64(maxJSONBytes)),
             "maxDocumentBytes": .int(Int64(maxDocumentBytes)), "maxBlobBytes": .int(Int64(maxBlobBytes)),
             "maxInFlight": .int(Int64(maxInFlight)), "maxConnections": .int(Int64(maxConnections)),
@@ -90,6 +93,8 @@ public struct Limits: Sendable, Equatable {
             "maxThumbnailSourcePixels": .int(Int64(maxThumbnailSourcePixels)),
             "thumbnailSizes": .array(thumbnailSizes.map { .int(Int64($0)) }),
         ]
+        if let oidcLeewayMs { object["oidcLeewayMs"] = .int(Int64(oidcLeewayMs)) }
+        return object
     }
 
     /// Reads announced limits; a missing member keeps its default.
@@ -118,6 +123,7 @@ public struct Limits: Sendable, Equatable {
         try read("maxUploadBytesPerToken", &maxUploadBytesPerToken)
         try read("maxQueuedWork", &maxQueuedWork)
         try read("maxThumbnailSourcePixels", &maxThumbnailSourcePixels)
+        oidcLeewayMs = try reader.optionalInt("oidcLeewayMs", range: 0...Int64.max).map { Int(clamping: $0) }
         if let sizes = try reader.optionalArray("thumbnailSizes", maxCount: Limits.maxThumbnailSizeCount) {
             thumbnailSizes = []
             for (n, size) in sizes.enumerated() {

@@ -39,6 +39,10 @@ public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConverti
     public static let dropCollection = Opcode(rawValue: 0x0021)
     /// Declares an index on a field path.
     public static let index = Opcode(rawValue: 0x0022)
+    /// Sets a collection's rules for signed-in users (an admin's request).
+    public static let rulesSet = Opcode(rawValue: 0x0025)
+    /// Reads a collection's rules for signed-in users.
+    public static let rulesGet = Opcode(rawValue: 0x0026)
 
     /// Stores a photo (JPEG) sent in one frame.
     public static let blobPut = Opcode(rawValue: 0x0030)
@@ -80,7 +84,7 @@ public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConverti
         .hello, .ping, .create, .get, .getMany, .replace, .patch, .delete, .list, .search, .count, .group,
         .collections, .dropCollection, .index, .blobPut, .blobGet, .blobHead, .blobDelete, .blobList, .stats,
         .backup, .backupRead, .watch, .unwatch, .event,
-        .blobUpload, .blobUploadChunk, .blobUploadStatus, .blobUploadFinish, .blobUploadAbort,
+        .blobUpload, .blobUploadChunk, .blobUploadStatus, .blobUploadFinish, .blobUploadAbort, .rulesSet, .rulesGet,
     ]
 
     /// The upper-snake-case name used in Protocol.md, logs and STATS.
@@ -101,6 +105,8 @@ public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConverti
         case .collections: "COLLECTIONS"
         case .dropCollection: "DROP_COLLECTION"
         case .index: "INDEX"
+        case .rulesSet: "RULES_SET"
+        case .rulesGet: "RULES_GET"
         case .blobPut: "BLOB_PUT"
         case .blobGet: "BLOB_GET"
         case .blobHead: "BLOB_HEAD"
@@ -124,7 +130,7 @@ public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConverti
     /// True for operations that change stored state (they go through the store's single writer).
     package var isWrite: Bool {
         switch self {
-        case .create, .replace, .patch, .delete, .dropCollection, .index, .blobPut, .blobDelete, .blobUpload,
+        case .create, .replace, .patch, .delete, .dropCollection, .index, .rulesSet, .blobPut, .blobDelete, .blobUpload,
             .blobUploadChunk, .blobUploadFinish, .blobUploadAbort:
             true
         default: false

@@ -28,12 +28,13 @@ import Testing
     /// The rights the issue gives each role, written out here rather than taken from the server's table.
     static let readOpcodes: Set<Opcode> = [
         .get, .getMany, .list, .search, .count, .group, .collections, .blobGet, .blobHead, .blobList, .watch,
+        .rulesGet,
     ]
     static let writeOpcodes: Set<Opcode> = [
         .create, .replace, .patch, .delete, .blobPut, .blobDelete, .blobUpload, .blobUploadChunk, .blobUploadStatus,
         .blobUploadFinish, .blobUploadAbort,
     ]
-    static let adminOpcodes: Set<Opcode> = [.index, .dropCollection, .stats, .backup, .backupRead]
+    static let adminOpcodes: Set<Opcode> = [.index, .rulesSet, .dropCollection, .stats, .backup, .backupRead]
     static let everyoneOpcodes: Set<Opcode> = [.ping, .unwatch]
 
     static func withRolesServer(_ body: (LarderServer, Int) throws -> Void) throws {
@@ -69,6 +70,10 @@ import Testing
         case .group: return (["collection": .string(collection), "field": "n"], [])
         case .dropCollection: return (["collection": "nothing"], [])
         case .index: return (["collection": .string(collection), "field": "n"], [])
+        case .rulesGet: return (["collection": .string(collection)], [])
+        case .rulesSet:
+            let rules: JSONObject = ["read": "signedIn", "create": "admin", "update": "admin", "delete": "admin"]
+            return (["collection": .string(collection), "rules": .object(rules)], [])
         case .blobPut:
             return (["attach": ["collection": .string(collection), "id": id]], tinyJPEG)
         case .blobGet, .blobHead: return (["id": .string(blob)], [])

@@ -144,6 +144,13 @@ enum PGSchema {
                 CREATE INDEX IF NOT EXISTS uploads_owner ON uploads(owner, expires_at);
                 """)
             ),
+            (
+                // Each collection's rules for signed-in users (RULES_SET), as their JSON text.
+                "collection rules",
+                .sql("""
+                CREATE TABLE IF NOT EXISTS collection_rules(collection text COLLATE "C" PRIMARY KEY, rules text NOT NULL);
+                """)
+            ),
         ]
     }
 

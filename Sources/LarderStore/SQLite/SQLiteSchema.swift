@@ -178,6 +178,8 @@ enum SQLiteSchema {
             }
             try db.execute("CREATE INDEX IF NOT EXISTS uploads_owner ON uploads(owner, expiresAt)")
         },
+        // Each collection's rules for signed-in users (RULES_SET), as their JSON text.
+        "CREATE TABLE IF NOT EXISTS collection_rules(collection TEXT PRIMARY KEY, rules TEXT NOT NULL) WITHOUT ROWID",
     ]
 
     /// The backlog of the trigram index (`TextIndexer`, which also states the rule that keeps searches exact): the
