@@ -51,21 +51,12 @@ package enum HelloNegotiation {
         }
         var caller: Caller?
         if let idToken = request.idToken {
-            guard let providers = configuration.identityProviders else {
-                return .rejected(
-                    LarderError(
-                        .unauthenticated,
-                        "this server accepts no ID tokens (it trusts no identity provider); sign in with a token",
-                        field: "idToken"),
-                    close: true)
-            }
-            guard let verifier = providers.current else {
-                return .rejected(
-                    LarderError(
-                        .unauthenticated,
-                        "this server could not load its identity providers' keys (JWKS); try again later",
-                        field: "idToken"),
-                    close: true)
+            guard let providers = configuration.identityProviders, let verifier = providers.current else {
+                let why =
+                    configuration.identityProviders == nil
+                    ? "this server accepts no ID tokens (it trusts no identity provider); sign in with a token"
+                    : "this server could not load its identity providers' keys (JWKS); try again later"
+                return .rejected(LarderError(.unauthenticated, why, field: "idToken"), close: true)
             }
             do throws(IDTokenError) {
                 caller = .user(try verifier.verify(idToken).userId)

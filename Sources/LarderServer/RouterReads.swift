@@ -57,12 +57,7 @@ extension Router {
         case .getMany:
             let request = try GetManyRequest(json: object)
             let (records, missing) = try store.getMany(request.collection, ids: request.ids)
-            var out = Array(#"{"records":"#.utf8)
-            Router.writeRecords(records, into: &out)
-            out.append(contentsOf: #","missing":"#.utf8)
-            JSON.array(missing.map { .string($0.wireString) }).write(into: &out)
-            out.append(UInt8(ascii: "}"))
-            return (out, [])
+            return (Router.getManyBytes(records, missing), [])
         case .list:
             let request = try ListRequest(json: object)
             let page = try store.list(request.collection, limit: request.limit, cursor: request.cursor)
@@ -134,6 +129,16 @@ extension Router {
         default:
             throw LarderError(.internal, "\(frame.opcode.name) has no read handler")
         }
+    }
+
+    /// GET_MANY's answer: `{"records":[...],"missing":[...]}` with each record's stored bytes spliced in.
+    static func getManyBytes(_ records: [StoredRecord], _ missing: [UUID]) -> [UInt8] {
+        var out = Array(#"{"records":"#.utf8)
+        writeRecords(records, into: &out)
+        out.append(contentsOf: #","missing":"#.utf8)
+        JSON.array(missing.map { .string($0.wireString) }).write(into: &out)
+        out.append(UInt8(ascii: "}"))
+        return out
     }
 
     static func writeRecords(_ records: [StoredRecord], into out: inout [UInt8]) {

@@ -128,12 +128,7 @@ extension Router {
             let seen = Set(records.map(\.id))
             var missing: [UUID] = []
             for id in request.ids where !seen.contains(id) && !missing.contains(id) { missing.append(id) }
-            var out = Array(#"{"records":"#.utf8)
-            Router.writeRecords(records, into: &out)
-            out.append(contentsOf: #","missing":"#.utf8)
-            JSON.array(missing.map { .string($0.wireString) }).write(into: &out)
-            out.append(UInt8(ascii: "}"))
-            return (out, [])
+            return (Router.getManyBytes(records, missing), [])
         case .list:
             let request = try ListRequest(json: object)
             guard let owner else {
