@@ -145,11 +145,12 @@ let package = Package(
                 "LarderBench", "LarderClient", "LarderStore", "LarderWire", "LarderIO", "LarderThumbnails",
             ],
             swiftSettings: strict),
-        // What the test targets share: the throwaway PostgreSQL they start and the keys and ID tokens they sign
-        // (Tests/LarderTestSupport), and the child
+        // What the test targets share: the throwaway PostgreSQL they start, the raw client and listener-free server
+        // their server tests drive, and the keys and ID tokens they sign (Tests/LarderTestSupport), and the child
         // processes they launch (Tests/LarderTestProcess, which the portable configuration's tests use too).
         .target(
-            name: "LarderTestSupport", dependencies: ["LarderStore", "LarderSync", "LarderWire", "LarderTestProcess"],
+            name: "LarderTestSupport",
+            dependencies: ["LarderServer", "LarderStore", "LarderSync", "LarderWire", "LarderIO", "LarderTestProcess"],
             path: "Tests/LarderTestSupport"),
         .systemLibrary(name: "CChildProcess", path: "Tests/CChildProcess"),
         .target(
@@ -197,6 +198,7 @@ let package = Package(
             name: "LarderBenchTests",
             dependencies: [
                 "LarderBench", "LarderServer", "LarderStore", "LarderSync", "LarderIO", "LarderTestProcess",
+                "LarderTestSupport",
             ]),
         .testTarget(name: "LarderAuthTests", dependencies: ["LarderAuth", "LarderTestProcess", "LarderTestSupport"]),
         .testTarget(
@@ -239,7 +241,7 @@ if Context.environment["LARDER_SANITIZE_CORE"] != nil {
     package.targets.append(
         .testTarget(
             name: "ServerEndToEndTests",
-            dependencies: ["LarderServer", "LarderClient", "LarderIO", "LarderSync", "LarderWire"],
+            dependencies: ["LarderServer", "LarderClient", "LarderIO", "LarderSync", "LarderWire", "LarderTestSupport"],
             path: "Tests/IntegrationTests",
             exclude: others, sources: endToEnd, resources: [.copy("Fixtures")]))
 }

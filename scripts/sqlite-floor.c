@@ -1,21 +1,22 @@
 /*
- * scripts/sqlite-floor.c: the floor under Larder's writer (issue 16): the creates of `larder-bench --mix create` done
+ * scripts/sqlite-floor.c: the floor under Larder's writer: the creates of `larder-bench --mix create` done
  * by a plain SQLite program, with no Larder code. scripts/bench-vs-redis builds it with the system's sqlite3 headers
  * and library and sets Larder's writer CPU per create beside this program's.
  *
- * Usage: sqlite-floor SCHEMA_DB OUT_DB COUNT GROUP SYNCHRONOUS DOC_BYTES
+ * Usage: sqlite-floor SCHEMA_DB OUT_DB COUNT GROUP SYNCHRONOUS DOC_BYTES [IDS]
  *   SCHEMA_DB    a Larder database (larder.sqlite) whose tables and indexes OUT_DB gets, so the schema is Larder's own
  *   OUT_DB       a new database file (WAL mode, as Larder's)
  *   COUNT        creates to run
  *   GROUP        creates per transaction (Larder's mean group-commit size in the same run)
  *   SYNCHRONOUS  off, normal or full (Larder's default is normal)
  *   DOC_BYTES    the document's size (larder-bench --doc-size)
+ *   IDS          streams (default), random or server: the ids of larder-bench --ids (50 streams of sequential ids,
+ *                random version 4 UUIDs, or time-ordered version 7 UUIDs as the server makes them)
  *
  * Per create it writes what the schema asks of a create and nothing else, each a prepared statement bound afresh: the
  * document row, and a change-log row with a copy of the document when the schema keeps create events in `changes`;
  * when they live in the document's row (a `createSeq` column, schema 9) it numbers the row from a counter kept in
- * memory and raises the log's durable number (`sqlite_sequence`) once per transaction, as Larder's writer does. Ids
- * are larder-bench's: 50 streams of sequential ids.
+ * memory and raises the log's durable number (`sqlite_sequence`) once per transaction, as Larder's writer does.
  * The SQLite defaults stand otherwise (WAL auto-checkpoint at 1000 pages, on the committing thread).
  * Prints one JSON object: {"creates", "group", "cpuMicrosPerCreate", "wallSeconds"}.
  */
@@ -31,6 +32,14 @@ static void check(int rc, sqlite3 *db, const char *what) {
         fprintf(stderr, "Error: %s: %s\n", what, sqlite3_errmsg(db));
         exit(1);
     }
+}
+
+/* SplitMix64: the random bits of random and server-made ids. */
+static unsigned long long splitmix(unsigned long long *state) {
+    unsigned long long z = (*state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
 }
 
 static void exec(sqlite3 *db, const char *sql) { check(sqlite3_exec(db, sql, NULL, NULL, NULL), db, sql); }
@@ -63,8 +72,14 @@ static int has_column(sqlite3 *db, const char *table, const char *column) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 7) {
-        fprintf(stderr, "Usage: sqlite-floor SCHEMA_DB OUT_DB COUNT GROUP SYNCHRONOUS DOC_BYTES\n");
+    if (argc != 7 && argc != 8) {
+        fprintf(stderr, "Usage: sqlite-floor SCHEMA_DB OUT_DB COUNT GROUP SYNCHRONOUS DOC_BYTES [IDS]\n");
+        return 64;
+    }
+    const char *ids = argc == 8 ? argv[7] : "streams";
+    int random_ids = strcmp(ids, "random") == 0, server_ids = strcmp(ids, "server") == 0;
+    if (!random_ids && !server_ids && strcmp(ids, "streams") != 0) {
+        fprintf(stderr, "Error: IDS must be streams, random or server, not '%s'\n", ids);
         return 64;
     }
     const char *schema = argv[1], *out = argv[2], *synchronous = argv[5];
@@ -119,6 +134,7 @@ int main(int argc, char **argv) {
     srand(42);
     for (long i = 0; i < doc_bytes + 64; i++) filler[i] = 'a' + rand() % 26;
     unsigned nonce = (unsigned)rand();
+    unsigned long long id_state = nonce, last_ms = 0, in_ms = 0;
     long long seq = 0;
 
     double cpu0 = cpu_seconds(), wall0 = wall_seconds();
@@ -134,7 +150,20 @@ int main(int argc, char **argv) {
         memcpy(search + slen, filler + n % 64, pad);
         slen += pad;
         char id[48];
-        snprintf(id, sizeof id, "%08x-%04lx-4000-a000-%012lx", nonce, n % 50, n / 50);
+        if (random_ids) {
+            unsigned long long a = splitmix(&id_state), b = splitmix(&id_state);
+            snprintf(id, sizeof id, "%08llx-%04llx-4%03llx-%04llx-%012llx", a >> 32, (a >> 16) & 0xFFFF, a & 0xFFF,
+                     0x8000 | ((b >> 48) & 0x3FFF), b & 0xFFFFFFFFFFFFULL);
+        } else if (server_ids) {
+            /* Version 7: 48 bits of milliseconds, then a counter within the millisecond, then random bits. */
+            unsigned long long ms = (unsigned long long)(wall_seconds() * 1000), b = splitmix(&id_state);
+            in_ms = ms == last_ms ? in_ms + 1 : 0;
+            last_ms = ms;
+            snprintf(id, sizeof id, "%08llx-%04llx-7%03llx-%04llx-%012llx", ms >> 16, ms & 0xFFFF, in_ms & 0xFFF,
+                     0x8000 | ((b >> 48) & 0x3FFF), b & 0xFFFFFFFFFFFFULL);
+        } else {
+            snprintf(id, sizeof id, "%08x-%04lx-4000-a000-%012lx", nonce, n % 50, n / 50);
+        }
         long long now = (long long)(wall_seconds() * 1000);
         sqlite3_bind_text(insert, 1, "bench", 5, SQLITE_STATIC);
         sqlite3_bind_text(insert, 2, id, 36, SQLITE_TRANSIENT);

@@ -99,6 +99,8 @@ struct LarderDriver: SkippingDriver {
     let encoder: FrameEncoder
     private let collectionPrefix: [UInt8]
     private var json: [UInt8] = []
+    /// Writes sent so far with a `requestKey` (`--request-keys`): each key is a hash of the run, the worker and this.
+    private var keyedWrites: UInt64 = 0
     /// Body bytes of the current answer still to skip, and its id and status.
     var skip = 0
     private var pendingID: UInt32 = 0
@@ -115,6 +117,8 @@ struct LarderDriver: SkippingDriver {
 
     private static let idOpen = Array(#","id":""#.utf8)
     private static let dataOpen = Array(#"","data":"#.utf8)
+    private static let dataWithoutID = Array(#","data":"#.utf8)
+    private static let requestKeyOpen = Array(#","requestKey":""#.utf8)
     private static let patchOpen = Array(#"","patch":{"name":"patched "#.utf8)
     private static let patchClose = Array(#""}}"#.utf8)
     private static let patchRevMiddle = Array(#""},"rev":"#.utf8)
@@ -143,6 +147,12 @@ struct LarderDriver: SkippingDriver {
             json.append(contentsOf: LarderDriver.idOpen)
             appendID(request, into: &json)
             json.append(contentsOf: LarderDriver.quoteClose)
+        case .create where request.idKind == .created && payloads.ids == .server:
+            opcode = .create
+            json.append(contentsOf: collectionPrefix)
+            json.append(contentsOf: LarderDriver.dataWithoutID)
+            payloads.appendDocument(request.key, into: &json)
+            json.append(UInt8(ascii: "}"))
         case .create, .replace:
             opcode = request.op == .create ? .create : .replace
             json.append(contentsOf: collectionPrefix)
@@ -183,6 +193,10 @@ struct LarderDriver: SkippingDriver {
             json.append(contentsOf: LarderDriver.countOpen)
             appendDecimal(request.key % 100, into: &json)
             json.append(contentsOf: Array("}}".utf8))
+        case .blobPut where request.idKind == .created && payloads.ids == .server:
+            opcode = .blobPut
+            json.append(contentsOf: Array("{}".utf8))
+            binary = payloads.blobs[Int(request.key % UInt64(payloads.blobs.count))]
         case .blobPut, .blobGet:
             opcode = request.op == .blobPut ? .blobPut : .blobGet
             json.append(contentsOf: LarderDriver.blobIDOpen)
@@ -192,6 +206,14 @@ struct LarderDriver: SkippingDriver {
             }
             json.append(contentsOf: LarderDriver.quoteClose)
             if request.op == .blobPut { binary = payloads.blobs[Int(request.key % UInt64(payloads.blobs.count))] }
+        }
+        if payloads.requestKeys && request.op.writes {
+            // `…}` becomes `…,"requestKey":"<uuid>"}`: a fresh key for every write.
+            json.removeLast()
+            json.append(contentsOf: LarderDriver.requestKeyOpen)
+            keyedWrites &+= 1
+            payloads.appendRandomID(worker: worker, counter: keyedWrites | 1 << 63, into: &json)
+            json.append(contentsOf: LarderDriver.quoteClose)
         }
         json.withUnsafeBytes { jsonBytes in
             if let binary {

@@ -51,6 +51,10 @@ public struct BenchOptions: Sendable, Equatable {
     public var blobSize = 1 << 20
     public var jpegDirectory: String?
     public var keys: KeyDistribution = .uniform
+    /// Where created documents' and blobs' ids come from.
+    public var ids: IDSource = .streams
+    /// Every write carries a fresh `requestKey`, to measure what the server's exactly-once bookkeeping costs.
+    public var requestKeys = false
     public var zipfTheta = 0.99
     public var seed: UInt64 = 1
     /// Open loop: total requests per second across all connections, sent on schedule.
@@ -108,6 +112,15 @@ public struct BenchOptions: Sendable, Equatable {
                         + "existing key), not \(unsupported.map(\.name).joined(separator: ", "))")
             }
             if jpegDirectory != nil { throw UsageError("--jpeg-dir has no meaning with --target redis") }
+        }
+        if requestKeys && target != .larder { throw UsageError("--request-keys needs --target larder") }
+        if ids == .server && target == .larder {
+            let readdressing = mix.operations.filter { $0 == .delete || $0 == .patchRev }
+            if !readdressing.isEmpty {
+                throw UsageError(
+                    "--ids server: \(readdressing.map(\.name).joined(separator: " and ")) address the documents the "
+                        + "run creates, whose server-made ids the bench does not read back; use --ids random or streams")
+            }
         }
         if mixReadsDocuments && resolvedKeyspace == 0 {
             let readers = mix.operations.filter(\.readsPreloadedDocuments).map(\.name).joined(separator: ", ")
@@ -202,6 +215,15 @@ public enum BenchArguments {
                     throw UsageError("--keys must be uniform, zipf or sequential, not '\(text)'")
                 }
                 options.keys = keys
+            case "--request-keys":
+                try flag()
+                options.requestKeys = true
+            case "--ids":
+                let text = try value(name, inline)
+                guard let ids = IDSource(rawValue: text) else {
+                    throw UsageError("--ids must be server, random or streams, not '\(text)'")
+                }
+                options.ids = ids
             case "--zipf-theta":
                 let text = try value(name, inline)
                 guard let theta = Double(text), theta > 0, theta < 1 else {
@@ -344,6 +366,11 @@ public enum BenchArguments {
           --jpeg-dir DIR          upload the *.jpg files of DIR instead of synthetic blobs
           --keys uniform|zipf|sequential
                                   how reads choose a key (default uniform; zipf uses --zipf-theta, default 0.99)
+          --ids server|random|streams
+                                  the ids of created documents and blobs: made by the server (time-ordered; not
+                                  with delete or patch-rev), random v4 UUIDs as apps make them, or one ordered
+                                  stream per worker (default streams)
+          --request-keys          every write carries a fresh requestKey (what exactly-once writes cost the server)
           --seed N                seed of every random choice (default 1)
 
         Results (stdout; progress lines every second on stderr unless --quiet):

@@ -17,10 +17,19 @@ public struct Payloads: Sendable {
     let datasetTag: UInt32
     /// Random per run: the ids of documents and blobs created during the run.
     let runNonce: UInt32
+    /// Where created documents' and blobs' ids come from.
+    public let ids: IDSource
+    /// Every write carries a fresh `requestKey` (Protocol.md section 5.9).
+    public let requestKeys: Bool
     /// Filler for padding documents and Redis values.
     let filler: [UInt8]
 
-    public init(docSize: Int, docSizeMax: Int? = nil, blobs: [[UInt8]], runNonce: UInt32) {
+    public init(
+        docSize: Int, docSizeMax: Int? = nil, blobs: [[UInt8]], runNonce: UInt32, ids: IDSource = .streams,
+        requestKeys: Bool = false
+    ) {
+        self.ids = ids
+        self.requestKeys = requestKeys
         self.docSize = docSize
         self.docSizeMax = max(docSize, docSizeMax ?? docSize)
         self.blobs = blobs.isEmpty ? [Payloads.syntheticJPEG(size: 1024)] : blobs
@@ -81,14 +90,36 @@ public struct Payloads: Sendable {
         Payloads.appendHex(key, digits: 12, into: &out)
     }
 
-    /// `nnnnnnnn-wwww-4000-a000-cccccccccccc`: the `counter`th object created by worker `worker` in this run.
+    /// The id of the `counter`th object created by worker `worker` in this run: with `.random` ids a version 4 UUID
+    /// whose 122 bits are a hash of the three (so a later patch or delete of the object finds the same id without a
+    /// table), otherwise `nnnnnnnn-wwww-4000-a000-cccccccccccc`.
     @inline(__always)
     func appendCreatedID(worker: Int, counter: UInt64, into out: inout [UInt8]) {
+        if ids == .random { return appendRandomID(worker: worker, counter: counter, into: &out) }
         Payloads.appendHex(UInt64(runNonce), digits: 8, into: &out)
         out.append(UInt8(ascii: "-"))
         Payloads.appendHex(UInt64(worker), digits: 4, into: &out)
         out.append(contentsOf: Payloads.createdMiddle)
         Payloads.appendHex(counter, digits: 12, into: &out)
+    }
+
+    /// `xxxxxxxx-xxxx-4xxx-Vxxx-xxxxxxxxxxxx` (V one of 8, 9, a, b) from two SplitMix64 steps over the run, the
+    /// worker and the counter.
+    @inline(__always)
+    func appendRandomID(worker: Int, counter: UInt64, into out: inout [UInt8]) {
+        let seed = (UInt64(runNonce) << 32 | UInt64(UInt32(truncatingIfNeeded: worker))) ^ (counter &* 0xD6E8_FEB8_6659_FD93)
+        var mixer = SplitMix64(seed: seed)
+        let high = mixer.next()
+        let low = mixer.next()
+        Payloads.appendHex(high >> 32, digits: 8, into: &out)
+        out.append(UInt8(ascii: "-"))
+        Payloads.appendHex((high >> 16) & 0xFFFF, digits: 4, into: &out)
+        out.append(UInt8(ascii: "-"))
+        Payloads.appendHex(0x4000 | (high & 0x0FFF), digits: 4, into: &out)
+        out.append(UInt8(ascii: "-"))
+        Payloads.appendHex(0x8000 | (low >> 48) & 0x3FFF, digits: 4, into: &out)
+        out.append(UInt8(ascii: "-"))
+        Payloads.appendHex(low & 0xFFFF_FFFF_FFFF, digits: 12, into: &out)
     }
 
     static let documentMiddle = Array("-0000-4000-8000-".utf8)

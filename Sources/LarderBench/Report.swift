@@ -42,7 +42,7 @@ extension BenchResults {
         if o.warmup > 0 { bound += String(format: " after %.1f s of warmup", o.warmup) }
         if let requests = o.requests { bound += ", \(requests) requests" }
         var workload = "\(bound); mix \(o.mix)"
-        if o.target != .raw { workload += "; keys \(o.keys.rawValue)" }
+        if o.target != .raw { workload += "; keys \(o.keys.rawValue); ids \(o.ids.rawValue)" }
         if o.mixHasDocuments {
             workload += "; documents of \(o.docSize) B" + (o.docSizeMax.map { "-\($0) B" } ?? "")
         }
@@ -189,6 +189,8 @@ extension BenchResults {
         c["blobSize"] = .int(Int64(o.blobSize))
         c["jpegDir"] = o.jpegDirectory.map { .string($0) } ?? .null
         c["keys"] = .string(o.keys.rawValue)
+        c["ids"] = .string(o.ids.rawValue)
+        c["requestKeys"] = .bool(o.requestKeys)
         if o.keys == .zipf { c["zipfTheta"] = .double(o.zipfTheta) }
         c["seed"] = .int(Int64(bitPattern: o.seed))
         c["compression"] = .bool(o.compression)

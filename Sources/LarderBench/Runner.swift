@@ -81,7 +81,7 @@ public func runBenchmark(
     }
     let payloads = Payloads(
         docSize: options.docSize, docSizeMax: options.docSizeMax, blobs: blobs,
-        runNonce: UInt32.random(in: 0...UInt32.max))
+        runNonce: UInt32.random(in: 0...UInt32.max), ids: options.ids, requestKeys: options.requestKeys)
 
     // The first connection checks the server and prepares it; it stays open (idle) for the run.
     let (control, info) = try Handshake.open(options, port: port)

@@ -42,6 +42,14 @@ public enum BenchOperation: Int, CaseIterable, Sendable, Hashable, CustomStringC
         }
     }
 
+    /// Operations that change the store: the requests that take a `requestKey`.
+    var writes: Bool {
+        switch self {
+        case .create, .replace, .patch, .patchRev, .delete, .blobPut: true
+        case .get, .search, .count, .blobGet: false
+        }
+    }
+
     /// Operations a Redis target can express (GET and SET).
     static let redisOperations: [BenchOperation] = [.get, .create, .replace]
 }
@@ -104,6 +112,18 @@ extension String {
 /// How keys are chosen among `0..<keyspace`.
 public enum KeyDistribution: String, Sendable, CaseIterable {
     case uniform, zipf, sequential
+}
+
+/// Where the ids of the documents and blobs a run creates come from (`--ids`).
+public enum IDSource: String, Sendable, CaseIterable {
+    /// The request names no id: the server makes one (time-ordered, version 7), as LarderClient's creates do.
+    /// Against Redis, whose SET must name a key, the keys are those of `streams`.
+    case server
+    /// Random version 4 UUIDs, as apps make with `UUID()` on the device: every create lands at a random place in
+    /// the id index.
+    case random
+    /// One ordered stream per worker (`nnnnnnnn-wwww-4000-a000-cccccccccccc`): as many insertion points as workers.
+    case streams
 }
 
 /// The Zipfian generator of Gray et al. ("Quickly generating billion-record synthetic databases"), as YCSB uses it:

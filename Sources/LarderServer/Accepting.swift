@@ -29,35 +29,48 @@ extension LarderServer {
                 return
             }
             let peer = listener.unixPath.map { "unix:\($0)" } ?? Socket.peerName(fd)
-            let stopping = state.withLock { $0.stopped }
-            if stopping || context.stats.openConnections >= configuration.limits.maxConnections {
-                refuse(fd, peer: peer, stopping: stopping)
-                continue
-            }
-            let (shard, id) = state.withLock { s -> (Shard, Int) in
-                s.nextShard = (s.nextShard + 1) % shards.count
-                s.nextConnectionID += 1
-                return (shards[s.nextShard], s.nextConnectionID)
-            }
-            context.stats.connectionOpened()
-            var tls: TLSTransport?
-            if listener.tls {
-                guard
-                    let engine = try? tlsContexts.map({ (contexts) throws(TLSError) in
-                        try TLSEngine(context: contexts.context)
-                    })
-                else {
-                    context.logger.error("conn \(id): no TLS session could be made (see the TLS error at start-up)")
-                    context.stats.connectionClosed()
-                    Socket.close(fd)
-                    continue
-                }
-                tls = TLSTransport(engine: engine, openedAt: monotonicMs())
-            }
-            context.logger.log(.info, "connection opened", Logger.Context(connection: id, peer: peer))
-            let connection = ServerConnection(fd: fd, id: id, peer: peer, shard: shard, context: context, tls: tls)
-            shard.loop.async { connection.start() }
+            admit(fd, peer: peer, tls: listener.tls)
         }
+    }
+
+    /// Serves `fd`, a connected non-blocking socket, on the next shard (or refuses it with one error frame when the
+    /// server is stopping or at its connection limit), over TLS when `tls`.
+    func admit(_ fd: Int32, peer: String, tls: Bool) {
+        let stopping = state.withLock { $0.stopped }
+        if stopping || context.stats.openConnections >= configuration.limits.maxConnections {
+            return refuse(fd, peer: peer, stopping: stopping)
+        }
+        let (shard, id) = state.withLock { s -> (Shard, Int) in
+            s.nextShard = (s.nextShard + 1) % shards.count
+            s.nextConnectionID += 1
+            return (shards[s.nextShard], s.nextConnectionID)
+        }
+        context.stats.connectionOpened()
+        var transport: TLSTransport?
+        if tls {
+            guard
+                let engine = try? tlsContexts.map({ (contexts) throws(TLSError) in
+                    try TLSEngine(context: contexts.context)
+                })
+            else {
+                context.logger.error("conn \(id): no TLS session could be made (see the TLS error at start-up)")
+                context.stats.connectionClosed()
+                Socket.close(fd)
+                return
+            }
+            transport = TLSTransport(engine: engine, openedAt: monotonicMs())
+        }
+        context.logger.log(.info, "connection opened", Logger.Context(connection: id, peer: peer))
+        let connection = ServerConnection(fd: fd, id: id, peer: peer, shard: shard, context: context, tls: transport)
+        shard.loop.async { connection.start() }
+    }
+
+    /// Serves one end of a connected socket the caller made (a `socketpair`, say) as it serves an accepted
+    /// connection: what a test harness drives the real connection code through without a listener. Call
+    /// `startWithoutListening()` first.
+    package func serve(connected fd: Int32, peer: String) throws(IOError) {
+        try Socket.setNonBlocking(fd)
+        admit(fd, peer: peer, tls: false)
     }
 
     /// Over the connection limit (or shutting down): one error frame, written best-effort, then close.

@@ -247,9 +247,7 @@ public final class LarderServer: Sendable {
                 throw error
             }
         }
-        let limits = configuration.limits
-        let tickMs = max(10, min(1000, min(limits.idleTimeoutMs, limits.frameTimeoutMs) / 4))
-        for shard in shards { shard.startTimer(intervalMs: tickMs) }
+        startTimers()
         var boxes: [ListenerBox] = []
         for (fd, path, tls) in fds {
             let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: acceptQueue)
@@ -269,11 +267,31 @@ public final class LarderServer: Sendable {
             $0.boundTLSPort = tlsPort
         }
         for box in boxes { box.source.activate() }
+        startHousekeeping()
+        context.logger.debug("listening on \(addresses(port: port).joined(separator: ", "))")
+        return port
+    }
+
+    /// Starts what `start()` starts besides its listeners (the connections' timers, the upload sweeper): a server
+    /// that serves only the connections handed to `serve(connected:peer:)`.
+    package func startWithoutListening() {
+        startTimers()
+        state.withLock { $0.started = true }
+        startHousekeeping()
+    }
+
+    /// The shards' timers, which enforce the idle and frame deadlines.
+    private func startTimers() {
+        let limits = configuration.limits
+        let tickMs = max(10, min(1000, min(limits.idleTimeoutMs, limits.frameTimeoutMs) / 4))
+        for shard in shards { shard.startTimer(intervalMs: tickMs) }
+    }
+
+    /// The upload sweeper, and the store's start-up warnings logged.
+    private func startHousekeeping() {
         startUploadSweeper()
         // Blobs whose file is missing from the data directory: each BLOB_GET of one says so too.
         for warning in store.startupWarnings { context.logger.warn(warning) }
-        context.logger.debug("listening on \(addresses(port: port).joined(separator: ", "))")
-        return port
     }
 
     /// Drops abandoned uploads with their bytes, every minute (or every `uploadExpiryMs` when shorter); a

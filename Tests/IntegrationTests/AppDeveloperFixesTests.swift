@@ -1,5 +1,6 @@
 import Foundation
 import LarderClient
+import LarderTestSupport
 import Testing
 
 /// What a new app developer runs into first: errors that read well, `Identifiable` values, `Date` times, `Data`

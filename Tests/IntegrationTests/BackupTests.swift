@@ -4,6 +4,7 @@ import LarderServer
 import LarderStore
 import LarderSync
 import LarderTestProcess
+import LarderTestSupport
 import LarderWire
 import Testing
 

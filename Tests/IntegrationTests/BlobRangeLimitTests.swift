@@ -1,6 +1,7 @@
 import Foundation
 import LarderBench
 import LarderServer
+import LarderTestSupport
 import LarderWire
 import Testing
 
@@ -25,8 +26,8 @@ import Testing
 
     @Test func rangesAnswerTheirBytesCutAtTheEndAndAStartPastTheEndNamesTheSize() throws {
         let bytes = Self.jpeg(200_000)
-        try withServerOnPort0({ $0.limits.blobChunkBytes = 32 << 10 }) { _, port in
-            let c = try RawClient.tcp(port: port)
+        try withServerWithoutListener({ $0.limits.blobChunkBytes = 32 << 10 }) { server in
+            let c = try RawClient.connected(to: server)
             let hello = try c.hello()
             #expect(hello.limits.blobChunkBytes == 32 << 10 && hello.limits.maxBlobBytes == 256 << 20)
             let finished = try Self.upload(c, bytes, chunk: 32 << 10)
@@ -87,8 +88,8 @@ import Testing
     }
 
     @Test func aChunkOverBlobChunkBytesIsRefusedAndTheConnectionStaysOpen() throws {
-        try withServerOnPort0({ $0.limits.blobChunkBytes = 16 << 10 }) { _, port in
-            let c = try RawClient.tcp(port: port)
+        try withServerWithoutListener({ $0.limits.blobChunkBytes = 16 << 10 }) { server in
+            let c = try RawClient.connected(to: server)
             try c.hello()
             let begin = try c.call(.blobUpload, BlobUploadRequest(size: 100_000).json)
             let info = try BlobUploadInfo(json: try begin.jsonObject())
@@ -107,8 +108,8 @@ import Testing
     /// is committed, and the upload goes on from where it was.
     @Test func aChunkPastTheDeclaredSizeIsRefusedNamingTheSize() throws {
         let bytes = Self.jpeg(10_000)
-        try withServerOnPort0 { _, port in
-            let c = try RawClient.tcp(port: port)
+        try withServerWithoutListener { server in
+            let c = try RawClient.connected(to: server)
             try c.hello()
             let begin = try c.call(.blobUpload, BlobUploadRequest(size: Int64(bytes.count)).json)
             let info = try BlobUploadInfo(json: try begin.jsonObject())
@@ -144,8 +145,8 @@ import Testing
     /// intact goes on from there.
     @Test func aDamagedChunkNamesTheCRCOfWhatArrivedAndWritesNothing() throws {
         let bytes = Self.jpeg(10_000)
-        try withServerOnPort0 { _, port in
-            let c = try RawClient.tcp(port: port)
+        try withServerWithoutListener { server in
+            let c = try RawClient.connected(to: server)
             try c.hello()
             let begin = try c.call(.blobUpload, BlobUploadRequest(size: Int64(bytes.count)).json)
             let info = try BlobUploadInfo(json: try begin.jsonObject())
@@ -203,8 +204,8 @@ import Testing
         defer { try? FileManager.default.removeItem(at: directory) }
         let tokens = directory.appendingPathComponent("tokens").path
         try "write w-token items\nadmin a-token\n".write(toFile: tokens, atomically: true, encoding: .utf8)
-        try withServerOnPort0({ $0.tokenFile = tokens }) { _, port in
-            let c = try RawClient.tcp(port: port)
+        try withServerWithoutListener({ $0.tokenFile = tokens }) { server in
+            let c = try RawClient.connected(to: server)
             try c.hello(token: "w-token")
             let bare = try c.call(.blobUpload, BlobUploadRequest(size: 1000).json)
             #expect(bare.status == .permissionDenied)

@@ -5,6 +5,7 @@ import Foundation
 import LarderClient
 import LarderIO
 import LarderTestProcess
+import LarderTestSupport
 import LarderWire
 import Testing
 

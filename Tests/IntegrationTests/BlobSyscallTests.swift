@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import LarderClient
 import LarderTestProcess
+import LarderTestSupport
 import LarderWire
 import Testing
 

@@ -5,6 +5,7 @@ import Darwin
 #endif
 import Foundation
 import LarderClient
+import LarderTestSupport
 import Testing
 
 /// What `larder` prints for people: full ids, tables that fit the terminal (vertical when a record cannot), a page

@@ -1,6 +1,7 @@
 import Foundation
 import LarderClient
 import LarderTestProcess
+import LarderTestSupport
 import Testing
 
 /// The `larder` prompt on a real pseudo-terminal, typed at as a person types: editing keys, ↑ for history, Tab,

@@ -6,6 +6,7 @@ import Darwin
 import Foundation
 import LarderClient
 import LarderTestProcess
+import LarderTestSupport
 import Testing
 
 /// `larder watch` across server restarts: one line on stderr each time, a reconnection, and the events after the last

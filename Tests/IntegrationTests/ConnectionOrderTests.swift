@@ -5,6 +5,7 @@ import LarderServer
 import LarderWire
 import Testing
 import LarderIO
+import LarderTestSupport
 
 /// One connection's order through a real server (Protocol.md section 2.3): its requests take effect as if run one at
 /// a time in the order sent, however they are pipelined; only their answers may come in another order.
@@ -14,8 +15,8 @@ struct ConnectionOrderTests {
 
     /// CREATE X {"v":0}, PATCH X {"v":1}, PATCH X {"v":2}, GET X, sent in one write: the GET sees {"v":2} at rev 3.
     @Test func aGetPipelinedAfterWritesSeesThem() throws {
-        try withServerOnPort0 { _, port in
-            let c = try RawClient.tcp(port: port)
+        try withServerWithoutListener { server in
+            let c = try RawClient.connected(to: server)
             try c.hello()
             for _ in 0..<50 {
                 let x = Self.uuid()
@@ -47,8 +48,8 @@ struct ConnectionOrderTests {
 
     /// 40 PATCHes of one document sent at once commit in send order: the i-th is answered with revision i + 1.
     @Test func pipelinedPatchesCommitInSendOrder() throws {
-        try withServerOnPort0 { _, port in
-            let c = try RawClient.tcp(port: port)
+        try withServerWithoutListener { server in
+            let c = try RawClient.connected(to: server)
             try c.hello()
             for _ in 0..<5 {
                 let x = Self.uuid()
@@ -78,8 +79,8 @@ struct ConnectionOrderTests {
     /// small write sent after a large one still commits after it. A large CREATE X, a small PATCH X, a large REPLACE
     /// X, a small PATCH X, sent in one write, answer revisions 1 to 4, and X ends as the last PATCH left it.
     @Test func smallWritesSentAfterALargeOneCommitAfterIt() throws {
-        try withServerOnPort0 { _, port in
-            let c = try RawClient.tcp(port: port)
+        try withServerWithoutListener { server in
+            let c = try RawClient.connected(to: server)
             try c.hello()
             // Over the size parsed on the loop (`RequestPlan.loopWriteBytes`, 4 KiB).
             let large = String(repeating: "x", count: 6000)
@@ -112,8 +113,8 @@ struct ConnectionOrderTests {
     /// attached to does not.
     @Test func blobReadsObserveEarlierWrites() throws {
         let jpeg = try ServerFixtures.data("rocket.jpg")
-        try withServerOnPort0 { _, port in
-            let c = try RawClient.tcp(port: port)
+        try withServerWithoutListener { server in
+            let c = try RawClient.connected(to: server)
             try c.hello()
             for _ in 0..<20 {
                 let x = Self.uuid()
@@ -140,8 +141,8 @@ struct ConnectionOrderTests {
 
     /// A WATCH sent after a write starts after it: its `seq` covers the write, so the write is not sent as an event.
     @Test func aWatchAfterAWriteStartsPastIt() throws {
-        try withServerOnPort0 { _, port in
-            let c = try RawClient.tcp(port: port)
+        try withServerWithoutListener { server in
+            let c = try RawClient.connected(to: server)
             try c.hello()
             for round in 0..<30 {
                 let create: JSONObject = ["collection": "todos", "data": ["round": .int(Int64(round))]]
@@ -163,8 +164,8 @@ struct ConnectionOrderTests {
     /// Random mixes of writes and reads of a few documents, pipelined on one raw connection, against a sequential
     /// model: every answer is exactly what the model gives after the requests sent before it.
     @Test func randomPipelinesMatchASequentialModelOverTheWire() throws {
-        try withServerOnPort0 { _, port in
-            let c = try RawClient.tcp(port: port)
+        try withServerWithoutListener { server in
+            let c = try RawClient.connected(to: server)
             try c.hello()
             var rng = SplitMix64(seed: 0x5EED_0012)
             for round in 0..<1000 {

@@ -5,6 +5,7 @@ import Foundation
 import LarderEventLoop
 import LarderIO
 import LarderSync
+import LarderTestSupport
 import LarderWire
 
 /// A Unix-socket proxy between a client and a server that cuts the first connection once `cutAfter` bytes of upload

@@ -1,5 +1,6 @@
 import Foundation
 import LarderServer
+import LarderTestSupport
 import LarderWire
 import Testing
 
@@ -15,8 +16,8 @@ struct DocumentWritePathTests {
     }
 
     @Test func usualAndUnusualFormsStoreTheSameDocument() throws {
-        try withServerOnPort0({ $0.limits.maxDocumentBytes = 200 }) { _, port in
-            let c = try RawClient.tcp(port: port)
+        try withServerWithoutListener({ $0.limits.maxDocumentBytes = 200 }) { server in
+            let c = try RawClient.connected(to: server)
             try c.hello()
             let stored = #"{"title":"買 \"牛奶\"\n2 瓶","price":35.5,"tags":["Dairy","早餐"],"n":-0}"#
             let written = #"{"title":"買 \"牛奶\"\n2 瓶","price":35.5,"tags":["Dairy","早餐"],"n":0}"#

@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import LarderServer
 import LarderSync
+import LarderTestSupport
 
 /// The test's side of a server's `TestGate` (a hook of `ServerHooks`, or `TestGateVariable` for a process of
 /// `larder-server-test`): a Unix socket the server connects to each time it reaches the gate, and then waits on until

@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import LarderServer
 import LarderStore
+import LarderTestSupport
 import LarderWire
 import Testing
 
@@ -154,13 +155,13 @@ struct StoreSnapshot: Equatable {
     static func run(
         _ cases: [HostileCase], configure: @escaping (inout ServerConfiguration) -> Void = { _ in }
     ) throws {
-        try withServerOnPort0(configure) { _, port in
-            let healthy = try RawClient.tcp(port: port)
+        try withServerWithoutListener(configure) { server in
+            let healthy = try RawClient.connected(to: server)
             try healthy.hello()
             try seed(healthy)
             let before = try StoreSnapshot.take(healthy)
             for row in cases {
-                let hostile = try RawClient.tcp(port: port)
+                let hostile = try RawClient.connected(to: server)
                 if row.hello { try hostile.hello(compression: row.zlib ? ["zlib"] : []) }
                 try hostile.writeAll(row.bytes)
                 if row.endStream { hostile.shutdownWrite() }

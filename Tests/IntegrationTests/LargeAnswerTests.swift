@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import LarderServer
+import LarderTestSupport
 import LarderWire
 import Testing
 
@@ -32,8 +33,8 @@ import Testing
     }
 
     @Test func largeAnswersBetweenSmallOnesArriveWholeAndOnce() throws {
-        try withServerOnPort0 { _, port in
-            let c = try RawClient.tcp(port: port)
+        try withServerWithoutListener { server in
+            let c = try RawClient.connected(to: server)
             try c.hello()
             let photos = [try Self.largeJPEG(300_000), try Self.largeJPEG(1_200_000)]
             let ids = try photos.map { try Self.put(c, $0) }
@@ -62,14 +63,14 @@ import Testing
     }
 
     @Test func aReaderThatPausesGetsEveryAnswerWhenItReadsAgain() throws {
-        try withServerOnPort0({ $0.ioQueues = 1 }) { _, port in
-            let c = try RawClient.tcp(port: port)
+        try withServerWithoutListener({ $0.ioQueues = 1 }) { server in
+            let c = try RawClient.connected(to: server)
             try c.hello()
             let photo = try Self.largeJPEG(1_500_000)
             let id = try Self.put(c, photo)
             let sent = try (0..<12).map { _ in try c.send(.blobGet, ["id": .string(id)]) }
             usleep(400_000)  // 18 MB asked for, nothing read: the socket fills and the sender hands back to the loop
-            let other = try RawClient.tcp(port: port)  // meanwhile the (only) loop serves others
+            let other = try RawClient.connected(to: server)  // meanwhile the (only) loop serves others
             try other.hello()
             #expect(try other.call(.ping).status == .ok)
             var received: [UInt32] = []
@@ -147,8 +148,8 @@ import Testing
     /// behind it: the stream stays whole, the events arrive in order, and what the sender holds does not count
     /// against the subscription's buffer.
     @Test func eventsDuringLargeAnswersArriveWholeAfterThem() throws {
-        try withServerOnPort0({ $0.ioQueues = 1 }) { _, port in
-            let c = try RawClient.tcp(port: port)
+        try withServerWithoutListener({ $0.ioQueues = 1 }) { server in
+            let c = try RawClient.connected(to: server)
             try c.hello()
             let photo = try Self.largeJPEG(3_000_000)
             let id = try Self.put(c, photo)
@@ -158,7 +159,7 @@ import Testing
             let writerDone = DispatchSemaphore(value: 0)
             let writer = Thread {
                 defer { writerDone.signal() }
-                guard let w = try? RawClient.tcp(port: port), (try? w.hello()) != nil else { return }
+                guard let w = try? RawClient.connected(to: server), (try? w.hello()) != nil else { return }
                 for n in 0..<writes {
                     _ = try? w.call(.create, ["collection": "items", "data": ["n": .int(Int64(n))]])
                 }

@@ -2,6 +2,7 @@ import Foundation
 import LarderServer
 import LarderStore
 import LarderSync
+import LarderTestSupport
 import LarderWire
 import Testing
 

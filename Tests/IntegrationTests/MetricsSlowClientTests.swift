@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import LarderServer
 import LarderTestProcess
+import LarderTestSupport
 import Testing
 
 /// Slow clients of `--metrics-port`: one trickling a request in a byte at a time is cut at

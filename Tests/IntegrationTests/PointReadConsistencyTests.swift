@@ -1,6 +1,7 @@
 import Foundation
 import LarderServer
 import LarderSync
+import LarderTestSupport
 import LarderWire
 import Synchronization
 import Testing
@@ -13,7 +14,7 @@ import Testing
 struct PointReadConsistencyTests {
     @Test("a GET sent after a PATCH was acknowledged on another connection sees that PATCH, every time")
     func readYourAcknowledgedWrites() throws {
-        try withServerOnPort0({ $0.ioQueues = 2 }) { _, port in
+        try withServerWithoutListener({ $0.ioQueues = 2 }) { server in
             // Connections go to the loops in turn: noise -> loop 1, writer -> loop 0, reader -> loop 1. The noisy
             // client lives on its own thread; it connects first.
             let stop = Atomic<Bool>(false)
@@ -21,7 +22,7 @@ struct PointReadConsistencyTests {
             let target = Locked<String?>(nil)
             let connected = DispatchSemaphore(value: 0)
             let noiseThread = Thread {
-                guard let noise = try? RawClient.tcp(port: port), (try? noise.hello(compression: [])) != nil else {
+                guard let noise = try? RawClient.connected(to: server), (try? noise.hello(compression: [])) != nil else {
                     noiseErrors.add(1, ordering: .relaxed)
                     connected.signal()
                     return
@@ -52,9 +53,9 @@ struct PointReadConsistencyTests {
                 while !noiseThread.isFinished { usleep(1_000) }
             }
             connected.wait()
-            let writer = try RawClient.tcp(port: port)
+            let writer = try RawClient.connected(to: server)
             try writer.hello(compression: [])
-            let reader = try RawClient.tcp(port: port)
+            let reader = try RawClient.connected(to: server)
             try reader.hello(compression: [])
 
             let created = try writer.call(.create, ["collection": "counters", "data": ["n": 0]])

@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import LarderClient
 import LarderServer
+import LarderTestSupport
 import LarderWire
 import Testing
 
@@ -12,8 +13,8 @@ import Testing
 @Suite(.timeLimit(.minutes(20))) struct ProtocolConformanceTests {
     /// Section 4: PING's JSON part is empty in both directions, before HELLO and after it.
     @Test func pingAnswersAnEmptyJSONPart() throws {
-        try withServerOnPort0 { _, port in
-            let c = try RawClient.tcp(port: port)
+        try withServerWithoutListener { server in
+            let c = try RawClient.connected(to: server)
             let before = try c.call(.ping)
             #expect(before.status == .ok && before.json.isEmpty, "\(before.replyText)")
             try c.hello(compression: [])
@@ -35,8 +36,8 @@ import Testing
     /// Section 5.5: `field` is the request member at fault, so a stale revision names `rev` (it named `expectedRev`,
     /// which no request has) on every write that takes one, through the tree-free CREATE/REPLACE reader as well.
     @Test func aStaleRevisionNamesRev() throws {
-        try withServerOnPort0 { _, port in
-            let c = try RawClient.tcp(port: port)
+        try withServerWithoutListener { server in
+            let c = try RawClient.connected(to: server)
             try c.hello(compression: [])
             let created = try c.call(.create, ["collection": "items", "data": ["n": 1]])
             let id = try Record(json: created.jsonObject()).id
@@ -64,8 +65,8 @@ import Testing
             $0.limits.maxBlobBytes = 4096
             $0.limits.maxJSONBytes = 9216  // answers carry 1 KiB of records (8 KiB kept for what wraps them)
         }
-        try withServerOnPort0(limits) { _, port in
-            let c = try RawClient.tcp(port: port)
+        try withServerWithoutListener(limits) { server in
+            let c = try RawClient.connected(to: server)
             try c.hello(compression: [])
             let half = String(repeating: "h", count: 600)
             let first = try c.call(.create, ["collection": "items", "data": ["a": .string(half)]])
@@ -95,7 +96,7 @@ import Testing
             #expect(many.status == .payloadTooLarge, "\(many.replyText)")
             #expect(Self.error(many)["field"] == "ids" && Self.error(many)["limit"]?.intValue ?? 0 > 0)
 
-            let blob = try RawClient.tcp(port: port)
+            let blob = try RawClient.connected(to: server)
             try blob.hello(compression: [])
             try blob.writeAll(HostileFrames.request(.blobPut, "{}", binary: Array(repeating: 0xFF, count: 5000)))
             let frames = try blob.framesUntilClosed()
@@ -107,8 +108,8 @@ import Testing
     /// Section 5.4: errors about `attach` name its members as `attach.…` (a bad collection named
     /// `attachTo.collection`, a missing document `attachTo`).
     @Test func blobPutErrorsNameAttach() throws {
-        try withServerOnPort0 { _, port in
-            let c = try RawClient.tcp(port: port)
+        try withServerWithoutListener { server in
+            let c = try RawClient.connected(to: server)
             try c.hello(compression: [])
             let jpeg = try ServerFixtures.data("rocket.jpg")
             let badName = try c.call(.blobPut, ["attach": ["collection": "9 bad", "id": .string(UUID().wireString)]],
@@ -139,8 +140,8 @@ import Testing
     /// of something else (a LIST cursor of another collection skipped this one's documents; a SEARCH cursor of
     /// another filter was taken). A different `limit` is the same query.
     @Test func aCursorContinuesOnlyTheQueryThatIssuedIt() throws {
-        try withServerOnPort0 { _, port in
-            let c = try RawClient.tcp(port: port)
+        try withServerWithoutListener { server in
+            let c = try RawClient.connected(to: server)
             try c.hello(compression: [])
             var first: UUID?
             for collection in ["a", "b"] {
@@ -298,8 +299,8 @@ import Testing
     /// Section 2: a lone surrogate escape is invalid JSON wherever it appears (both CREATE readers, a member name, a
     /// PATCH, a filter value, HELLO); an escaped pair is stored as the character's UTF-8.
     @Test func loneSurrogateEscapesAreInvalidJSON() throws {
-        try withServerOnPort0 { _, port in
-            let c = try RawClient.tcp(port: port)
+        try withServerWithoutListener { server in
+            let c = try RawClient.connected(to: server)
             let hello = try Self.raw(c, .hello, #"{"versions":[1],"client":"x\ud800"}"#)
             #expect(hello.status == .invalidArgument, "\(hello.replyText)")
             try c.hello(compression: [])
@@ -336,8 +337,8 @@ import Testing
     /// unsigned range beyond 2^63 - 1 included) is read as the nearest double and stored in that double's compact
     /// form; past the double range it is INVALID_ARGUMENT. Both CREATE readers, and filters compare exactly.
     @Test func integersBeyondSixtyFourBits() throws {
-        try withServerOnPort0 { _, port in
-            let c = try RawClient.tcp(port: port)
+        try withServerWithoutListener { server in
+            let c = try RawClient.connected(to: server)
             try c.hello(compression: [])
             let members = #""max":9223372036854775807,"min":-9223372036854775808,"over":9223372036854775808,"#
                 + #""u64":18446744073709551615,"under":-9223372036854775809,"big":100000000000000000000"#
@@ -366,8 +367,8 @@ import Testing
     /// negative sizes as well as those above the largest it could make.
     @Test(arguments: [0, -64, 200, 5000])
     func everyRefusedThumbnailSizeNamesTheSizes(_ size: Int) throws {
-        try withServerOnPort0 { _, port in
-            let c = try RawClient.tcp(port: port)
+        try withServerWithoutListener { server in
+            let c = try RawClient.connected(to: server)
             try c.hello(compression: [])
             let photo = try c.call(.blobPut, [:], binary: RolesTests.tinyJPEG)
             let id = try #require(photo.replyJSON["id"])
@@ -382,8 +383,8 @@ import Testing
     /// both CREATE/REPLACE readers; a client may pass a page's `nextCursor: null` back (the first page again). `null`
     /// for a required member is that member missing; where null is a value (a filter's `value`) it stays one.
     @Test func nullForAnOptionalMemberIsItsAbsence() throws {
-        try withServerOnPort0 { _, port in
-            let c = try RawClient.tcp(port: port)
+        try withServerWithoutListener { server in
+            let c = try RawClient.connected(to: server)
             let hello = try Self.raw(c, .hello, #"{"versions":[1],"compression":null,"client":null,"token":null}"#)
             #expect(hello.status == .ok, "\(hello.replyText)")
             func ok(_ opcode: Opcode, _ json: String) throws -> Frame {
@@ -453,13 +454,13 @@ import Testing
     /// Section 4: `maxHandshakeFrameBytes` is compared with `length`, as `maxFrameBytes` is: a HELLO whose `length` is
     /// the cap is answered, one byte more is PAYLOAD_TOO_LARGE (details `limit`) and the connection ends.
     @Test func theHandshakeCapIsComparedWithLength() throws {
-        try withServerOnPort0 { _, port in
+        try withServerWithoutListener { server in
             let cap = Limits.default.maxHandshakeFrameBytes
             func hello(length: Int) -> [UInt8] {
                 let json = #"{"versions":[1]}"#
                 return HostileFrames.request(.hello, json + String(repeating: " ", count: length - 24 - json.utf8.count))
             }
-            let atCap = try RawClient.tcp(port: port)
+            let atCap = try RawClient.connected(to: server)
             let frame = hello(length: cap)
             #expect(frame.count == 4 + cap)
             try atCap.writeAll(frame)
@@ -467,7 +468,7 @@ import Testing
             #expect(answer.status == .ok, "\(answer.replyText)")
             #expect(try atCap.call(.ping).status == .ok)
 
-            let over = try RawClient.tcp(port: port)
+            let over = try RawClient.connected(to: server)
             try over.writeAll(hello(length: cap + 1))
             let frames = try over.framesUntilClosed()
             #expect(frames.map(\.status) == [.payloadTooLarge])
@@ -478,13 +479,13 @@ import Testing
     /// Section 4: compression names are case-sensitive and the server ignores those it does not know, choosing
     /// `zlib` when it is among them and `none` otherwise.
     @Test func unknownCompressionNamesAreIgnored() throws {
-        try withServerOnPort0 { _, port in
+        try withServerWithoutListener { server in
             let offers: [([String], String)] = [
                 (["gzip"], "none"), (["zstd", "zlib"], "zlib"), (["ZLIB"], "none"), ([], "none"),
                 (["zlib", "zlib"], "zlib"),
             ]
             for (offer, chosen) in offers {
-                let c = try RawClient.tcp(port: port)
+                let c = try RawClient.connected(to: server)
                 #expect(try c.hello(compression: offer).compression == chosen, "\(offer)")
                 #expect(try c.call(.ping).status == .ok)
             }
@@ -494,14 +495,14 @@ import Testing
     /// Section 4: a token sent to a server that requires none is ignored (so clients can be given one before the
     /// server starts to require it); a server that requires one still refuses a wrong one.
     @Test func aTokenIsIgnoredWhereNoneIsRequired() throws {
-        try withServerOnPort0 { _, port in
-            let c = try RawClient.tcp(port: port)
+        try withServerWithoutListener { server in
+            let c = try RawClient.connected(to: server)
             let hello = try c.hello(token: "secret-the-server-does-not-ask-for")
             #expect(hello.authRequired == false)
             #expect(try c.call(.create, ["collection": "t", "data": [:]]).status == .ok)
         }
-        try withServerOnPort0({ $0.token = "right" }) { _, port in
-            let c = try RawClient.tcp(port: port)
+        try withServerWithoutListener({ $0.token = "right" }) { server in
+            let c = try RawClient.connected(to: server)
             try c.writeAll(c.encode(.hello, HelloRequest(client: "t", token: "wrong").json, id: 1))
             let frames = try c.framesUntilClosed()
             #expect(frames.map(\.status) == [.unauthenticated])
@@ -512,21 +513,21 @@ import Testing
     /// magic's PROTOCOL_ERROR however the bytes arrive (the length's 4 bytes first, alone, too), and a bad length
     /// behind a good magic gets PAYLOAD_TOO_LARGE.
     @Test func aBadMagicWinsOverABadLength() throws {
-        try withServerOnPort0 { _, port in
-            let halves = try RawClient.tcp(port: port)
+        try withServerWithoutListener { server in
+            let halves = try RawClient.connected(to: server)
             try halves.writeAll([0xFF, 0xFF, 0xFF, 0xFF])
             try halves.writeAll([0x48, 0x54])
             let answer = try halves.framesUntilClosed()
             #expect(answer.map(\.status) == [.protocolError], "\(answer.map(\.replyText))")
             #expect(answer.first.map { $0.replyText.contains("bad magic") } == true)
 
-            let http = try RawClient.tcp(port: port)
+            let http = try RawClient.connected(to: server)
             try http.writeAll(Array("GET / HTTP/1.1\r\nHost: larder\r\n\r\n".utf8))
             let frames = try http.framesUntilClosed()
             #expect(frames.map(\.status) == [.protocolError])
             #expect(frames.first.map { $0.requestID == 0 && $0.opcode.rawValue == 0 } == true)
 
-            let length = try RawClient.tcp(port: port)
+            let length = try RawClient.connected(to: server)
             try length.writeAll([0xFF, 0xFF, 0xFF, 0xFF])
             try length.writeAll([0x4C, 0x52])
             #expect(try length.framesUntilClosed().map(\.status) == [.payloadTooLarge])

@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import Foundation
+import LarderTestSupport
 
 /// A program on a real pseudo-terminal of a chosen size, driven as a person drives it: keys in (text, escape sequences,
 /// Tab, Ctrl-C), the terminal's output read back. The program is the session leader with the terminal as its

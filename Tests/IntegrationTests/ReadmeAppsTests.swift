@@ -2,6 +2,7 @@ import Foundation
 import LarderClient
 import LarderSync
 import LarderTestProcess
+import LarderTestSupport
 import LarderWire
 import Testing
 

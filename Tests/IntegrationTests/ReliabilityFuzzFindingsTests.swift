@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestSupport
 import LarderWire
 import Testing
 
@@ -90,8 +91,8 @@ import Testing
 /// oversized `rev` is now INVALID_ARGUMENT from the general path, and the server answers the next request.
 @Suite(.timeLimit(.minutes(20))) struct ReliabilityRevisionFindingTests {
     @Test func aRevisionOfTwentyDigitsIsRefusedAndTheServerServesOn() throws {
-        try withServerOnPort0 { _, port in
-            let c = try RawClient.tcp(port: port)
+        try withServerWithoutListener { server in
+            let c = try RawClient.connected(to: server)
             try c.hello()
             let created = try c.call(.create, ["collection": "todos", "data": ["title": "milk"]])
             let id = try #require(created.replyJSON.objectValue?["id"]?.stringValue)

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import LarderTestSupport
 import LarderWire
 import Testing
 

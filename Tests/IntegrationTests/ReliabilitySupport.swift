@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import LarderSync
 import LarderTestProcess
+import LarderTestSupport
 import LarderWire
 import Synchronization
 import Testing

@@ -5,6 +5,7 @@ import Foundation
 import LarderServer
 import LarderWire
 import LarderTestProcess
+import LarderTestSupport
 import Testing
 
 /// Per-token roles (`--token-file`, Protocol.md section 10.2), on a real server over real sockets.

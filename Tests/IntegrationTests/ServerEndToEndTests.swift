@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import LarderClient
 import LarderServer
+import LarderTestSupport
 import LarderWire
 import Testing
 

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Foundation
 import LarderServer
+import LarderTestSupport
 import LarderWire
 import Testing
 
@@ -30,8 +31,8 @@ private func rawFrame(
 @Suite(.timeLimit(.minutes(20)))
 struct ServerLimitTests {
     @Test func frameOverTheLimitIsRejectedBeforeItsBody() throws {
-        try withServerOnPort0(smallLimits) { server, port in
-            let c = try RawClient.tcp(port: port)
+        try withServerWithoutListener(smallLimits) { server in
+            let c = try RawClient.connected(to: server)
             try c.hello()
             var bytes = c.encode(.ping, id: 9)
             let huge = server.configuration.limits.maxFrameBytes + 1
@@ -44,8 +45,8 @@ struct ServerLimitTests {
     }
 
     @Test func jsonPartOverTheLimitClosesTheConnection() throws {
-        try withServerOnPort0(smallLimits) { _, port in
-            let c = try RawClient.tcp(port: port)
+        try withServerWithoutListener(smallLimits) { server in
+            let c = try RawClient.connected(to: server)
             try c.hello()
             try c.send(.create, ["collection": "a", "data": ["pad": .string(String(repeating: "x", count: 70_000))]])
             #expect(try c.framesUntilClosed().map(\.status) == [.payloadTooLarge])
@@ -53,8 +54,8 @@ struct ServerLimitTests {
     }
 
     @Test func documentOverTheLimitIsAnErrorButTheConnectionStays() throws {
-        try withServerOnPort0(smallLimits) { _, port in
-            let c = try RawClient.tcp(port: port)
+        try withServerWithoutListener(smallLimits) { server in
+            let c = try RawClient.connected(to: server)
             try c.hello()
             let big = try c.call(.create, ["collection": "a", "data": ["pad": .string(String(repeating: "x", count: 20_000))]])
             #expect(big.status == .payloadTooLarge)
@@ -62,6 +63,7 @@ struct ServerLimitTests {
         }
     }
 
+    /// Over TCP: the client's 300 KiB fits the loopback socket's buffers, so its write completes before the close.
     @Test func blobOverTheLimitClosesTheConnection() throws {
         try withServerOnPort0(smallLimits) { _, port in
             let c = try RawClient.tcp(port: port)
@@ -72,15 +74,15 @@ struct ServerLimitTests {
     }
 
     @Test func connectionsOverTheLimitAreRefused() throws {
-        try withServerOnPort0({ $0.limits.maxConnections = 3 }) { server, port in
-            var clients = try (0..<3).map { _ in try RawClient.tcp(port: port) }
+        try withServerWithoutListener({ $0.limits.maxConnections = 3 }) { server in
+            var clients = try (0..<3).map { _ in try RawClient.connected(to: server) }
             for c in clients { try c.hello() }
-            let extra = try RawClient.tcp(port: port)
+            let extra = try RawClient.connected(to: server)
             #expect(try extra.framesUntilClosed().map(\.status) == [.resourceExhausted])
             clients.removeLast()
             let deadline = Date().addingTimeInterval(120)
             while server.openConnections > 2 && Date() < deadline { usleep(10_000) }
-            let again = try RawClient.tcp(port: port)
+            let again = try RawClient.connected(to: server)
             try again.hello()
             #expect(try again.call(.stats).replyJSON["connections"]?["refused"] == 1)
         }
@@ -150,11 +152,11 @@ struct ServerLimitTests {
     }
 
     @Test func idleConnectionsAreClosed() throws {
-        try withServerOnPort0({ $0.limits.idleTimeoutMs = 300 }) { _, port in
+        try withServerWithoutListener({ $0.limits.idleTimeoutMs = 300 }) { server in
             // Before connecting: the server's idle clock starts at the HELLO (or the accept), never earlier, whereas
             // a busy machine can hold this thread back for a while after HELLO's answer.
             let started = Date()
-            let c = try RawClient.tcp(port: port)
+            let c = try RawClient.connected(to: server)
             // Not waited for: a machine slow to send it may find the connection closed as idle before its HELLO,
             // which is as idle as after it.
             let hello = try c.send(.hello, HelloRequest(client: "server-tests").json)
@@ -169,8 +171,8 @@ struct ServerLimitTests {
     }
 
     @Test func aFrameThatStartsMustFinish() throws {
-        try withServerOnPort0({ $0.limits.frameTimeoutMs = 300 }) { _, port in
-            let c = try RawClient.tcp(port: port)
+        try withServerWithoutListener({ $0.limits.frameTimeoutMs = 300 }) { server in
+            let c = try RawClient.connected(to: server)
             try c.hello()
             let frame = c.encode(.get, ["collection": "a", "id": .string(UUID().wireString)], id: 3)
             try c.writeAll(Array(frame.prefix(10)))
@@ -180,8 +182,8 @@ struct ServerLimitTests {
 
     /// Each broken stream gets its status (and a close where the stream cannot go on) while another client works.
     @Test func malformedInputIsContained() throws {
-        try withServerOnPort0 { _, port in
-            let observer = try RawClient.tcp(port: port)
+        try withServerWithoutListener { server in
+            let observer = try RawClient.connected(to: server)
             try observer.hello()
             let id = try Record(json: observer.call(.create, ["collection": "o", "data": ["k": 1]]).jsonObject()).id
             func observerWorks() throws {
@@ -190,27 +192,27 @@ struct ServerLimitTests {
             }
             let ping = rawFrame(opcode: .ping, id: 4, json: Array("{}".utf8))
 
-            let badMagic = try RawClient.tcp(port: port)
+            let badMagic = try RawClient.connected(to: server)
             try badMagic.hello()
             try badMagic.writeAll(rawFrame(opcode: .ping, id: 4, magic: 0x4854, json: Array("{}".utf8)))
             #expect(try badMagic.framesUntilClosed().map(\.status) == [.protocolError])
             try observerWorks()
 
-            let wrongVersion = try RawClient.tcp(port: port)
+            let wrongVersion = try RawClient.connected(to: server)
             try wrongVersion.writeAll(rawFrame(opcode: .hello, id: 1, version: 9, json: Array("{}".utf8)))
             let versionFrames = try wrongVersion.framesUntilClosed()
             #expect(versionFrames.map(\.status) == [.unsupportedVersion])
             #expect(versionFrames.first?.requestID == 1)
             try observerWorks()
 
-            let truncated = try RawClient.tcp(port: port)
+            let truncated = try RawClient.connected(to: server)
             try truncated.hello()
             try truncated.writeAll(Array(ping.prefix(ping.count - 1)))
             truncated.shutdownWrite()
             #expect(try truncated.framesUntilClosed().map(\.status) == [.protocolError])
             try observerWorks()
 
-            let bomb = try RawClient.tcp(port: port)
+            let bomb = try RawClient.connected(to: server)
             try bomb.hello()
             let inflated = Array(("{\"pad\":\"" + String(repeating: " ", count: 3_000_000) + "\"}").utf8)
             let compressed = Deflater(level: 9).compress(inflated)
@@ -222,7 +224,7 @@ struct ServerLimitTests {
             #expect(bombFrames.first.map { $0.status == .protocolError || $0.status == .payloadTooLarge } == true)
             try observerWorks()
 
-            let invalidJSON = try RawClient.tcp(port: port)
+            let invalidJSON = try RawClient.connected(to: server)
             try invalidJSON.hello()
             try invalidJSON.writeAll(rawFrame(opcode: .create, id: 7, json: Array("{\"collection\": nope".utf8)))
             let invalid = try #require(try invalidJSON.receive())
@@ -230,7 +232,7 @@ struct ServerLimitTests {
             #expect(try invalidJSON.call(.ping).status == .ok)
             try observerWorks()
 
-            let unknown = try RawClient.tcp(port: port)
+            let unknown = try RawClient.connected(to: server)
             try unknown.hello()
             #expect(try unknown.call(Opcode(rawValue: 0x0EEE)).status == .unknownOpcode)
             #expect(try unknown.call(.ping).status == .ok)
@@ -242,13 +244,13 @@ struct ServerLimitTests {
     /// passes the high-water mark, so what it buffers stays bounded.
     @Test func aClientThatNeverReadsCannotGrowServerMemory() throws {
         let highWater = 64 << 10
-        try withServerOnPort0({ $0.outputHighWaterBytes = highWater }) { server, port in
-            let setup = try RawClient.tcp(port: port)
+        try withServerWithoutListener({ $0.outputHighWaterBytes = highWater }) { server in
+            let setup = try RawClient.connected(to: server)
             try setup.hello()
             let doc = try setup.call(.create, ["collection": "b", "data": ["pad": .string(String(repeating: "y", count: 2000))]])
             let id = try Record(json: doc.jsonObject()).id
 
-            let greedy = try RawClient.tcp(port: port)
+            let greedy = try RawClient.connected(to: server)
             try greedy.hello()
             var one = 32 << 10
             setsockopt(greedy.fd, SOL_SOCKET, SO_RCVBUF, &one, socklen_t(MemoryLayout<Int32>.size))

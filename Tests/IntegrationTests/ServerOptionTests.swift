@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import LarderServer
 import LarderTestProcess
+import LarderTestSupport
 import LarderWire
 import Testing
 

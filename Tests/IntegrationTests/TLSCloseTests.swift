@@ -5,6 +5,7 @@ import Foundation
 import LarderClient
 import LarderServer
 import LarderTLS
+import LarderTestSupport
 import LarderWire
 import Testing
 

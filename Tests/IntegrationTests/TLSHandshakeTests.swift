@@ -7,6 +7,7 @@ import LarderServer
 import LarderSync
 import LarderTLS
 import LarderTestProcess
+import LarderTestSupport
 import LarderWire
 import Testing
 

@@ -6,6 +6,7 @@ import LarderClient
 import LarderServer
 import LarderTLS
 import LarderTestProcess
+import LarderTestSupport
 import LarderWire
 import Testing
 

@@ -1,6 +1,7 @@
 import Foundation
 import LarderServer
 import LarderTestProcess
+import LarderTestSupport
 
 /// Certificates made for one test run with the `openssl` command: a CA, a server certificate for localhost and
 /// 127.0.0.1, the same server's certificate already expired, a client certificate, and a second CA with a server

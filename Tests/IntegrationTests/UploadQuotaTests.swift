@@ -2,6 +2,7 @@ import Foundation
 import LarderServer
 import LarderStore
 import LarderSync
+import LarderTestSupport
 import LarderWire
 import Testing
 @testable import larder_server
@@ -63,13 +64,13 @@ import Testing
 
     /// Without tokens each connection has its own share.
     @Test func eachConnectionHasItsShareWithoutTokens() throws {
-        try withServerOnPort0({ $0.limits.maxUploadsPerToken = 1 }) { _, port in
-            let first = try RawClient.tcp(port: port)
+        try withServerWithoutListener({ $0.limits.maxUploadsPerToken = 1 }) { server in
+            let first = try RawClient.connected(to: server)
             try first.hello()
             #expect(try Self.upload(first, 10).status == .ok)
             let refused = try Self.upload(first, 10)
             #expect(refused.status == .resourceExhausted && refused.replyJSON["uploads"] == 1, "\(refused.replyText)")
-            let second = try RawClient.tcp(port: port)
+            let second = try RawClient.connected(to: server)
             try second.hello()
             #expect(try Self.upload(second, 10).status == .ok)
         }

@@ -5,6 +5,7 @@ import Foundation
 import LarderClient
 import LarderServer
 import LarderTestProcess
+import LarderTestSupport
 import Testing
 
 /// The change feed through the client library (`LarderSubscription`) and the `larder watch` command.

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Foundation
 import LarderServer
+import LarderTestSupport
 import LarderWire
 import Testing
 

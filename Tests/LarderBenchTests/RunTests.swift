@@ -114,31 +114,38 @@ import Testing
     /// the uncorrected p50 plus the median lateness of a peer thread waking on the same schedule in the same run: on
     /// a quiet machine that is tens of microseconds, and the old rounding fails it (0.897 ms against 0.226 ms); on a
     /// starved one the peer is as late as the generator, and a slow machine cannot break the bound.
+    /// A burst of other work on the machine can make one run late as a whole (the peer sleeping through it on
+    /// schedule while the generator's sends wait): up to three runs, and the first within the bound passes. A
+    /// generator that rounds its waits up is late in every run, on any machine.
     @Test func openLoopSendsOnTimeWellBelowCapacity() throws {
         try withLarderServer { port in
             let o = try options([
                 "--port", "\(port)", "--connections", "2", "--rate", "200", "--duration", "2", "--preload", "100",
             ])
-            // The peer runs beside the whole run (a short preload, then the 2 s measured).
-            let peer = Locked<[UInt64]>([])
-            let peerDone = DispatchSemaphore(value: 0)
-            Thread.detachNewThread {
-                let lateness = RunTests.wakeUpLateness(every: 5_000_000, for: 2_000_000_000)
-                peer.withLock { $0 = lateness }
-                peerDone.signal()
+            var attempts: [String] = []
+            for _ in 0..<3 {
+                // The peer runs beside the whole run (a short preload, then the 2 s measured).
+                let peer = Locked<[UInt64]>([])
+                let peerDone = DispatchSemaphore(value: 0)
+                Thread.detachNewThread {
+                    let lateness = RunTests.wakeUpLateness(every: 5_000_000, for: 2_000_000_000)
+                    peer.withLock { $0 = lateness }
+                    peerDone.signal()
+                }
+                let results = try runBenchmark(o)
+                peerDone.wait()
+                let get = results.stats(for: .get)
+                #expect(get.count >= 100 && results.total.errors == 0)
+                let corrected = get.latency.value(atPercentile: 50)
+                let uncorrected = get.uncorrected.value(atPercentile: 50)
+                let lateness = peer.withLock { $0 }.sorted()
+                try #require(lateness.count > 10, "the peer thread did not run beside the measurement")
+                let peerLate = lateness[lateness.count / 2]
+                if Double(corrected) <= 1.5 * Double(uncorrected) + Double(peerLate) { return }
+                attempts.append(
+                    "corrected p50 \(corrected) ns, uncorrected p50 \(uncorrected) ns; a peer woke \(peerLate) ns late")
             }
-            let results = try runBenchmark(o)
-            peerDone.wait()
-            let get = results.stats(for: .get)
-            #expect(get.count >= 100 && results.total.errors == 0)
-            let corrected = get.latency.value(atPercentile: 50)
-            let uncorrected = get.uncorrected.value(atPercentile: 50)
-            let lateness = peer.withLock { $0 }.sorted()
-            try #require(lateness.count > 10, "the peer thread did not run beside the measurement")
-            let peerLate = lateness[lateness.count / 2]
-            #expect(
-                Double(corrected) <= 1.5 * Double(uncorrected) + Double(peerLate),
-                "corrected p50 \(corrected) ns, uncorrected p50 \(uncorrected) ns; a peer woke \(peerLate) ns late")
+            Issue.record("every run sent late: \(attempts.joined(separator: " | "))")
         }
     }
 
