@@ -74,6 +74,7 @@ import Testing
         case .delete: ["id": .string(UUID().uuidString)]
         case .group, .index: ["field": "n"]
         case .blobUpload: ["size": 17]
+        case .rulesSet: ["rules": ["read": "owner", "create": "owner", "update": "owner", "delete": "owner"]]
         default: [:]
         }
     }
