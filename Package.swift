@@ -120,7 +120,7 @@ let package = Package(
             name: "LarderServer",
             dependencies: [
                 "LarderWire", "LarderStore", "LarderSync", "LarderIO", "LarderEventLoop", "LarderTLS", "CMicroHTTPD",
-                "LarderThumbnails", "LarderSchema",
+                "LarderThumbnails", "LarderSchema", "LarderAuth",
             ],
             swiftSettings: strict),
         // TLS through GnuTLS on Linux, Network.framework on Apple platforms (NetworkTLS.swift).
@@ -145,12 +145,12 @@ let package = Package(
                 "LarderBench", "LarderClient", "LarderStore", "LarderWire", "LarderIO", "LarderThumbnails",
             ],
             swiftSettings: strict),
-        // What the test targets share: the throwaway PostgreSQL they start and the raw client and listener-free server
-        // their server tests drive (Tests/LarderTestSupport), and the child processes they launch
-        // (Tests/LarderTestProcess, which the portable configuration's tests use too).
+        // What the test targets share: the throwaway PostgreSQL they start, the raw client and listener-free server
+        // their server tests drive, and the keys and ID tokens they sign (Tests/LarderTestSupport), and the child
+        // processes they launch (Tests/LarderTestProcess, which the portable configuration's tests use too).
         .target(
             name: "LarderTestSupport",
-            dependencies: ["LarderServer", "LarderStore", "LarderSync", "LarderWire", "LarderIO"],
+            dependencies: ["LarderServer", "LarderStore", "LarderSync", "LarderWire", "LarderIO", "LarderTestProcess"],
             path: "Tests/LarderTestSupport"),
         .systemLibrary(name: "CChildProcess", path: "Tests/CChildProcess"),
         .target(
@@ -200,7 +200,7 @@ let package = Package(
                 "LarderBench", "LarderServer", "LarderStore", "LarderSync", "LarderIO", "LarderTestProcess",
                 "LarderTestSupport",
             ]),
-        .testTarget(name: "LarderAuthTests", dependencies: ["LarderAuth", "LarderTestProcess"]),
+        .testTarget(name: "LarderAuthTests", dependencies: ["LarderAuth", "LarderTestProcess", "LarderTestSupport"]),
         .testTarget(
             name: "IntegrationTests",
             dependencies: [

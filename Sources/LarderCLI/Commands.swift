@@ -102,6 +102,16 @@ enum Commands {
         CommandSpec(
             ["schema", "remove"], arguments: "COLLECTION", arity: 1...1, summary: "remove a collection's schema"),
         CommandSpec(
+            ["rules", "set"], arguments: "COLLECTION", arity: 1...1,
+            summary: "set who among signed-in users may use a collection (admin)",
+            details: "Each of --read, --create, --update, --delete (all four required) is owner (each user their own "
+                + "records), signedIn, public or admin.\nExample: larder rules set todos --read owner --create owner "
+                + "--update owner --delete owner",
+            options: ["read", "create", "update", "delete"].map {
+                OptionSpec($0, value: "ACCESS", help: "who may \($0): owner, signedIn, public or admin")
+            }),
+        CommandSpec(["rules", "get"], arguments: "COLLECTION", arity: 1...1, summary: "a collection's rules for users"),
+        CommandSpec(
             ["blob", "put"], arguments: "FILE", arity: 1...1, summary: "store a JPEG (FILE or - for stdin)",
             details: "A FILE larger than one chunk goes up in chunks and resumes where it stopped after a broken "
                 + "connection. stdin (-) of any size up to the server's maxBlobBytes is read to its end first (an "
@@ -320,6 +330,24 @@ enum Commands {
                 out.line("\(response.collection) has no schema")
             }
         case "schema remove": schemaSet(out, try await client.removeSchema(c.collection()))
+        case "rules set":
+            var accesses: [CollectionRules.Access] = []
+            for name in ["read", "create", "update", "delete"] {
+                guard let text = c.invocation.value(name) else {
+                    throw UsageError("--\(name) is required: owner, signedIn, public or admin")
+                }
+                guard let access = CollectionRules.Access(rawValue: text) else {
+                    throw UsageError(
+                        "--\(name) must be owner, signedIn, public or admin", excerpt: .option(name, text))
+                }
+                accesses.append(access)
+            }
+            let rules = try await client.setRules(
+                CollectionRules(read: accesses[0], create: accesses[1], update: accesses[2], delete: accesses[3]),
+                for: c.collection())
+            rulesOutput(out, c.collection(), rules)
+        case "rules get":
+            rulesOutput(out, c.collection(), try await client.rules(for: c.collection()))
         case "blob put": return try await blobPut(c)
         case "blob get": return try await blobGet(c)
         case "blob info": blobInfo(out, try await client.blobHead(try c.uuid(c.arguments[0])))

@@ -62,6 +62,11 @@ public final class LarderClient: Sendable {
         public var compression: Bool
         /// TLS to a TCP endpoint (nil: plain).
         public var tls: TLSSettings?
+        /// Signs the client in as a user: called at each connect for a fresh OpenID Connect ID token (from Sign in
+        /// with Apple, Google, Auth0...), which HELLO sends in place of `token`. A connection stays signed in until it
+        /// ends, so an expired token is replaced by connecting again; an error it throws fails the connect with
+        /// `UNAUTHENTICATED`.
+        public var idTokenProvider: (@Sendable () async throws -> String)?
 
         /// A configuration with the defaults: one connection, 30-second requests, 5-second connects, zlib offered.
         public init(

@@ -99,9 +99,20 @@ final class Connection: @unchecked Sendable {
                 received: connection.readerStep(), ended: { connection.ended($0) })
         }
         if let connected { throw connected }
+        var idToken: String?
+        if let provider = configuration.idTokenProvider {
+            do {
+                idToken = try await provider()
+            } catch {
+                let failure = LarderError(
+                    .unauthenticated, "the ID token provider failed: \(error.localizedDescription)", field: "idToken")
+                connection.close(failure)
+                throw failure
+            }
+        }
         let hello = HelloRequest(
             compression: configuration.compression ? [zlibCompression] : [], client: configuration.clientName,
-            token: configuration.token)
+            token: idToken == nil ? configuration.token : nil, idToken: idToken)
         let reply: Frame
         do {
             reply = try await connection.call(

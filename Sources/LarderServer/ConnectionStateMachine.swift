@@ -39,6 +39,11 @@ package struct ConnectionStateMachine {
     private var identity = ConnectionIdentity()
     /// What the token presented in HELLO may do (nil: the server requires no token).
     package var grant: Grant? { identity.grant }
+    /// The user a valid ID token signed this connection in as (`issuer|subject`); nil otherwise.
+    package var user: String? { identity.user }
+    /// Whether the collections' rules decide what this connection may do (a user, or an anonymous connection on a
+    /// server that accepts ID tokens), rather than a role token's grant.
+    package var followsRules: Bool { identity.followsRules }
     /// Who this connection's uploads count against (`ConnectionIdentity.uploader`).
     package var uploader: String { identity.uploader }
     /// The connection runs over TLS (set by the shell before any byte arrives); HELLO says so.
@@ -342,6 +347,10 @@ package struct ConnectionStateMachine {
             reply(Reply(opcode: frame.opcode, requestID: frame.requestID, error: denied), &actions)
             return
         }
+        if identity.followsRules, let denied = UserAccess.precheck(frame, user: identity.user) {
+            reply(Reply(opcode: frame.opcode, requestID: frame.requestID, error: denied), &actions)
+            return
+        }
         if shuttingDown {
             let error = LarderError(.unavailable, "the server is shutting down; retry on another server or later")
             reply(Reply(opcode: frame.opcode, requestID: frame.requestID, error: error), &actions)
@@ -406,9 +415,9 @@ package struct ConnectionStateMachine {
 
     private mutating func hello(_ frame: Frame, now: UInt64, _ actions: inout [Action]) {
         switch HelloNegotiation.negotiate(frame, configuration: configuration, tls: isTLS) {
-        case .accepted(let response, let compression, let granted):
+        case .accepted(let response, let compression, let caller):
             phase = .ready
-            if let granted { identity = ConnectionIdentity(granted) }
+            if caller != nil { identity = ConnectionIdentity(caller) }
             let limits = configuration.limits
             decoder.maxFrameBytes = limits.maxFrameBytes
             decoder.maxJSONBytes = limits.maxJSONBytes

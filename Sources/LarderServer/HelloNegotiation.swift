@@ -1,3 +1,4 @@
+import LarderAuth
 import LarderWire
 
 /// What a HELLO agrees to (protocol version, compression, the token's grant) or why it is refused: pure, so it is
@@ -10,9 +11,20 @@ package enum HelloNegotiation {
         package var generation: Int
     }
 
+    /// Who a HELLO signed the connection in as.
+    package enum Caller {
+        /// A role token and what it may do (Protocol.md section 10.2).
+        case token(Granted)
+        /// A user, by the id a valid ID token proves (`issuer|subject`).
+        case user(String)
+        /// No token on a server that accepts ID tokens and requires no role token: the collections whose rules say
+        /// `public` only.
+        case anonymous
+    }
+
     package enum Outcome {
-        /// `granted` is nil when the server requires no token.
-        case accepted(HelloResponse, compression: Bool, granted: Granted?)
+        /// `caller` is nil when the server requires no token and accepts no ID token: the connection may do anything.
+        case accepted(HelloResponse, compression: Bool, caller: Caller?)
         /// `close`: the connection ends after the error (a wrong token).
         case rejected(LarderError, close: Bool)
     }
@@ -37,30 +49,57 @@ package enum HelloNegotiation {
                     details: ["supported": .array(ProtocolVersions.supported.map { .int(Int64($0)) })]),
                 close: false)
         }
-        var granted: Granted?
-        if let tokens = configuration.tokens {
-            guard let presented = request.token else {
+        var caller: Caller?
+        if let idToken = request.idToken {
+            guard let providers = configuration.identityProviders, let verifier = providers.current else {
+                let why =
+                    configuration.identityProviders == nil
+                    ? "this server accepts no ID tokens (it trusts no identity provider); sign in with a token"
+                    : "this server could not load its identity providers' keys (JWKS); try again later"
+                return .rejected(LarderError(.unauthenticated, why, field: "idToken"), close: true)
+            }
+            do throws(IDTokenError) {
+                caller = .user(try verifier.verify(idToken).userId)
+            } catch {
+                // The error names the check that failed and at most the token's `iss`, `alg` or `kid`, never the token.
                 return .rejected(
-                    LarderError(.unauthenticated, "this server requires a token in HELLO", field: "token"), close: true)
+                    LarderError(
+                        .unauthenticated, "\(error.description); sign in again for a fresh ID token", field: "idToken",
+                        details: ["reason": .string(error.code)]),
+                    close: true)
+            }
+        } else if let tokens = configuration.tokens {
+            guard let presented = request.token else {
+                let wanted = configuration.identityProviders == nil ? "a token" : "a token or a user's idToken"
+                return .rejected(
+                    LarderError(.unauthenticated, "this server requires \(wanted) in HELLO", field: "token"),
+                    close: true)
             }
             let (table, generation) = tokens.current
             let token = Array(presented.utf8)
             guard let grant = table.grant(for: token) else {
                 return .rejected(LarderError(.unauthenticated, "the token is not valid", field: "token"), close: true)
             }
-            granted = Granted(token: token, grant: grant, generation: generation)
+            caller = .token(Granted(token: token, grant: grant, generation: generation))
+        } else if configuration.identityProviders != nil {
+            caller = .anonymous
         }
         let compression = request.compression.contains(zlibCompression)
         var response = HelloResponse(
             version: version, compression: compression ? zlibCompression : "none",
             compressionThreshold: configuration.compressionThreshold, limits: configuration.limits,
             server: configuration.serverName, authRequired: configuration.tokens != nil)
-        if let granted {
+        switch caller {
+        case .token(let granted):
             response.role = granted.grant.role.description
             response.collections = granted.grant.collections?.sorted()
+        case .user(let id):
+            response.user = SignedInUser(id: id)
+        case .anonymous, nil:
+            break
         }
         if tls { response.tls = true }
-        return .accepted(response, compression: compression, granted: granted)
+        return .accepted(response, compression: compression, caller: caller)
     }
 
     /// Compares without an early exit, so the time taken does not reveal how much of a guess was right.

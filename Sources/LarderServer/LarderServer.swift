@@ -29,6 +29,8 @@ public final class LarderServer: Sendable {
     let acceptQueue = DispatchQueue(label: "larder.accept")
     /// The tokens HELLO accepts (nil: none required); replaced on SIGHUP (`reload`).
     let tokens: Tokens?
+    /// The identity providers whose ID tokens HELLO accepts (nil: none); their keys are read again on SIGHUP.
+    let identityProviders: IdentityProviders?
     /// The TLS context for new connections (nil without TLS, or when it failed to load); replaced on SIGHUP.
     let tlsContexts: TLSContexts?
     let state = Locked(State())
@@ -114,6 +116,7 @@ public final class LarderServer: Sendable {
         }
         do throws(ConfigurationError) {
             _ = try LarderServer.tokenTable(configuration)
+            _ = try LarderServer.identityProviders(configuration)
         } catch {
             throw LarderError(.invalidArgument, error.message)
         }
@@ -157,10 +160,14 @@ public final class LarderServer: Sendable {
             slowMicros: UInt64(configuration.slowMs) * 1000)
         tokens = LarderServer.initialTokens(configuration, logger: logger)
         tlsContexts = LarderServer.initialTLS(configuration, logger: logger)
-        let machine = ConnectionStateMachine.Configuration(
-            limits: configuration.limits, compressionThreshold: configuration.compressionThreshold,
+        identityProviders = LarderServer.initialIdentityProviders(configuration, logger: logger)
+        var limits = configuration.limits
+        if !configuration.oidcIssuers.isEmpty { limits.oidcLeewayMs = configuration.oidcLeewayMs }
+        var machine = ConnectionStateMachine.Configuration(
+            limits: limits, compressionThreshold: configuration.compressionThreshold,
             zlibLevel: configuration.zlibLevel, outputHighWaterBytes: configuration.outputHighWaterBytes,
             serverName: LarderServer.serverName, tokens: tokens)
+        machine.identityProviders = identityProviders
         let backups = BackupService(
             store: store, pool: pool, gate: hooks.backup,
             maxChunkBytes: configuration.limits.maxBinaryPartBytes)

@@ -25,6 +25,30 @@ extension LarderServer {
         }
     }
 
+    /// The identity providers `configuration` trusts, their keys read from their JWKS files; nil without
+    /// `--oidc-issuer`.
+    static func identityProviders(_ configuration: ServerConfiguration) throws(ConfigurationError)
+        -> IdentityProviders?
+    {
+        guard !configuration.oidcIssuers.isEmpty else { return nil }
+        let providers = IdentityProviders(issuers: configuration.oidcIssuers, leewayMs: configuration.oidcLeewayMs)
+        _ = try providers.reload()
+        return providers
+    }
+
+    /// The identity providers at start-up. When a JWKS file cannot be read, the server accepts no ID token until it
+    /// is fixed and reloaded (the throwing initializer refuses to start instead; this one fails closed).
+    static func initialIdentityProviders(_ configuration: ServerConfiguration, logger: Logger) -> IdentityProviders? {
+        guard !configuration.oidcIssuers.isEmpty else { return nil }
+        let providers = IdentityProviders(issuers: configuration.oidcIssuers, leewayMs: configuration.oidcLeewayMs)
+        do throws(ConfigurationError) {
+            for line in try providers.reload() { logger.warn("JWKS: \(line)") }
+        } catch {
+            logger.error("\(error.message); no ID token is accepted until it is fixed and the server reloaded (SIGHUP)")
+        }
+        return providers
+    }
+
     /// The TLS context `configuration` asks for, or nil without `--tls-cert`.
     static func tlsContexts(_ configuration: ServerConfiguration) throws(TLSError) -> TLSContexts? {
         guard let certificate = configuration.tlsCertificate, let key = configuration.tlsKey else { return nil }
@@ -54,6 +78,15 @@ extension LarderServer {
                 context.logger.info("TLS certificate \(tlsContexts.certificate) reloaded")
             } catch {
                 context.logger.error("TLS: \(error.message); the certificate in force is kept")
+            }
+        }
+        if let identityProviders {
+            do throws(ConfigurationError) {
+                let skipped = try identityProviders.reload()
+                for line in skipped { context.logger.warn("JWKS: \(line)") }
+                context.logger.info("JWKS reloaded for \(configuration.oidcIssuers.count) identity provider(s)")
+            } catch {
+                context.logger.error("\(error.message); the keys in force are kept")
             }
         }
         guard let tokens, configuration.tokenFile != nil else { return }

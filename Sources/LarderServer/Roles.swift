@@ -34,11 +34,12 @@ package enum Role: Int, Sendable, Comparable, CaseIterable, CustomStringConverti
     package static func required(for opcode: Opcode) -> Role? {
         switch opcode {
         case .hello, .ping, .unwatch, .event: nil
-        case .get, .getMany, .list, .search, .count, .group, .collections, .blobGet, .blobHead, .blobList, .watch:
+        case .get, .getMany, .list, .search, .count, .group, .collections, .blobGet, .blobHead, .blobList, .watch,
+            .rulesGet:
             .read
         case .create, .replace, .patch, .delete, .blobPut, .blobDelete: .write
         case .blobUpload, .blobUploadChunk, .blobUploadStatus, .blobUploadFinish, .blobUploadAbort: .write
-        case .index, .schemaSet, .schemaGet, .dropCollection, .stats, .backup, .backupRead: .admin
+        case .index, .schemaSet, .schemaGet, .rulesSet, .dropCollection, .stats, .backup, .backupRead: .admin
         // An opcode added later is an administrator's until the table says otherwise.
         default: Opcode.all.contains(opcode) ? .admin : nil
         }

@@ -57,12 +57,7 @@ extension Router {
         case .getMany:
             let request = try GetManyRequest(json: object)
             let (records, missing) = try store.getMany(request.collection, ids: request.ids)
-            var out = Array(#"{"records":"#.utf8)
-            Router.writeRecords(records, into: &out)
-            out.append(contentsOf: #","missing":"#.utf8)
-            JSON.array(missing.map { .string($0.wireString) }).write(into: &out)
-            out.append(UInt8(ascii: "}"))
-            return (out, [])
+            return (Router.getManyBytes(records, missing), [])
         case .list:
             let request = try ListRequest(json: object)
             let page = try store.list(request.collection, limit: request.limit, cursor: request.cursor)
@@ -97,6 +92,10 @@ extension Router {
             _ = try EmptyMessage(json: object)
             let entries = try store.collections().map { CollectionsResponse.Entry(name: $0.name, count: $0.count) }
             return (CollectionsResponse(collections: entries).json.bytes, [])
+        case .rulesGet:
+            let request = try RulesGetRequest(json: object)
+            let rules = try store.collectionRules(request.collection)
+            return (RulesResponse(collection: request.collection, rules: rules).json.bytes, [])
         case .blobUploadStatus:
             return (try store.uploadStatus(try BlobUploadIDRequest(json: object).upload).json.bytes, [])
         case .blobHead:
@@ -143,6 +142,16 @@ extension Router {
         default:
             throw LarderError(.internal, "\(frame.opcode.name) has no read handler")
         }
+    }
+
+    /// GET_MANY's answer: `{"records":[...],"missing":[...]}` with each record's stored bytes spliced in.
+    static func getManyBytes(_ records: [StoredRecord], _ missing: [UUID]) -> [UInt8] {
+        var out = Array(#"{"records":"#.utf8)
+        writeRecords(records, into: &out)
+        out.append(contentsOf: #","missing":"#.utf8)
+        JSON.array(missing.map { .string($0.wireString) }).write(into: &out)
+        out.append(UInt8(ascii: "}"))
+        return out
     }
 
     static func writeRecords(_ records: [StoredRecord], into out: inout [UInt8]) {

@@ -146,6 +146,12 @@ extension Router {
                 let (name, created) = try c.createIndex(r.collection, field: r.field)
                 return (IndexResponse(name: name, created: created).json.bytes, [])
             }
+        case .rulesSet:
+            let r = try RulesSetRequest(json: object)
+            return { (c) throws(LarderError) in
+                try c.setCollectionRules(r.collection, r.rules)
+                return (RulesResponse(collection: r.collection, rules: r.rules).json.bytes, [])
+            }
         case .blobPut:
             let r = try BlobPutRequest(json: object)
             let bytes = frame.binary

@@ -31,6 +31,11 @@ public struct ServerConfiguration: Sendable {
     public var tlsPort: Int?
     /// A file of `ROLE TOKEN [COLLECTION,...]` lines (`TokenTable.parse`), read again on SIGHUP.
     public var tokenFile: String?
+    /// The identity providers whose ID tokens sign a connection in as a user (HELLO's `idToken`); none by default.
+    /// Their JWKS files are read again on SIGHUP.
+    public var oidcIssuers: [OIDCIssuer] = []
+    /// The clock difference tolerated on an ID token's `exp` and `nbf`, in milliseconds (at most 600,000).
+    public var oidcLeewayMs: Int = 60_000
     public var limits: Limits = .default
     public var zlibLevel: Int32 = FrameEncoder.defaultLevel
     public var compressionThreshold: Int = FrameEncoder.defaultThreshold

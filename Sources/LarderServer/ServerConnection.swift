@@ -216,6 +216,24 @@ final class ServerConnection: EventLoopHandler, @unchecked Sendable {
         context.inFlight.add(1)
         context.logger.debug("conn \(id) request \(frame.requestID) \(frame.opcode.name)")
         let router = context.router
+        if machine.followsRules, frame.opcode != .ping, frame.opcode != .watch, frame.opcode != .unwatch {
+            // Held to the collections' rules: read from the store for each request, off the loop.
+            let caller = RuledCaller(user: machine.user)
+            if frame.opcode.isWrite {
+                laneWrites.handedOut()
+                router.submitRuledWrite(frame, caller: caller, on: writeLane) { [self] reply in
+                    shard.loop.async { [self] in
+                        laneWrites.answered()
+                        finish(Answer(reply: reply, started: started))
+                    }
+                }
+            } else {
+                router.submitRuledRead(frame, caller: caller) { [self] reply in
+                    shard.loop.async { [self] in finish(Answer(reply: reply, started: started)) }
+                }
+            }
+            return
+        }
         switch RequestPlan(for: frame, pointReadsAreLocal: router.pointReadsAreLocal, laneIsBusy: laneWrites.isBusy) {
         case .inline:
             let reply = router.answerInline(frame, reads: shard.pointReads, collections: machine.grant?.collections)

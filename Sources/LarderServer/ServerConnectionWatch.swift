@@ -13,6 +13,14 @@ extension ServerConnection {
         if frame.opcode == .watch, let grant = machine.grant, let denied = grant.check(frame) {
             // Checked again: a WATCH held behind other requests runs after a reload that may have narrowed the token.
             (reply, actions) = (Reply(opcode: .watch, requestID: frame.requestID, error: denied), [])
+        } else if frame.opcode == .watch, machine.followsRules {
+            do throws(LarderError) {
+                let narrowed = try context.router.ruledWatch(frame, caller: RuledCaller(user: machine.user))
+                (reply, actions) = watches.watch(
+                    narrowed, lastChangeSeq: context.router.store.lastChangeSeq, allowed: nil)
+            } catch {
+                (reply, actions) = (Reply(opcode: .watch, requestID: frame.requestID, error: error), [])
+            }
         } else if frame.opcode == .watch {
             (reply, actions) = watches.watch(
                 frame, lastChangeSeq: context.router.store.lastChangeSeq, allowed: machine.grant?.collections)

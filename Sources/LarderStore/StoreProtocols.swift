@@ -180,6 +180,8 @@ public protocol WriteContext {
         throws(LarderError) -> Int64
     /// Declares an expression index on a field path; `created` is false when it existed.
     func createIndex(_ collection: String, field: FieldPath) throws(LarderError) -> (name: String, created: Bool)
+    /// Sets `collection`'s rules for users (RULES_SET); rules with an `owner` access also index `$owner`.
+    func setCollectionRules(_ collection: String, _ rules: CollectionRules) throws(LarderError)
     /// Validates the JPEG (UNSUPPORTED_MEDIA_TYPE), the size (PAYLOAD_TOO_LARGE), the expected SHA-256
     /// (INVALID_ARGUMENT when different), the attachment (NOT_FOUND when the document is missing), the id (CONFLICT).
     func blobPut(id: UUID?, bytes: [UInt8], expectedSHA256: String?, attachTo: BlobAttachment?) throws(LarderError)
@@ -240,6 +242,8 @@ public protocol DocumentStore: Sendable {
     /// thread, so that a slow `pattern` holds up neither the writer nor an event loop); the writer then only confirms
     /// the schema's version. Nothing to do for a collection without a schema.
     func checkSchemaAhead(_ collection: String, _ document: inout PreparedDocument)
+    /// `collection`'s rules for users, as last committed; nil when it has none.
+    func collectionRules(_ collection: String) throws(LarderError) -> CollectionRules?
     func stats() throws(LarderError) -> StoreStats
     /// Moves the WAL into the main file (TRUNCATE); call on shutdown.
     func checkpoint() throws(LarderError)

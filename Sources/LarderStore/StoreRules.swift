@@ -3,7 +3,7 @@ import LarderWire
 
 /// The checks and refusals both stores' reads and writes answer alike (SQLite's and PostgreSQL's), so that a client
 /// cannot tell the stores apart by them. The write-only ones are `WriteRules`.
-enum StoreRules {
+package enum StoreRules {
     /// The most sections GROUP answers.
     static let maxGroups = 1000
 
@@ -15,8 +15,17 @@ enum StoreRules {
     }
 
     /// NOT_FOUND for document `id` of `collection`.
-    static func notFound(_ collection: String, _ id: UUID) -> LarderError {
+    package static func notFound(_ collection: String, _ id: UUID) -> LarderError {
         LarderError(.notFound, "no document \(id.wireString) in collection '\(collection)'", field: "id")
+    }
+
+    /// A collection's rules as stored (their JSON text).
+    static func rules(from text: String) throws(LarderError) -> CollectionRules {
+        do throws(LarderError) {
+            return try CollectionRules(json: try JSONParser.parseObject(Array(text.utf8)))
+        } catch {
+            throw LarderError(.internal, "the stored rules are damaged: \(error.message); set them again with RULES_SET")
+        }
     }
 
     /// NOT_FOUND for blob `id`.

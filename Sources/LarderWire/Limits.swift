@@ -46,6 +46,9 @@ public struct Limits: Sendable, Equatable {
     /// Milliseconds a server keeps a write's `requestKey` with its answer (Protocol.md section 5.10): a retry within it
     /// with the same key answers the first write's answer and applies nothing. Nil when the server takes no keys.
     public var requestKeyRetentionMs: Int? = 86_400_000
+    /// On a server that accepts ID tokens: the milliseconds of clock difference tolerated on a token's `exp` and
+    /// `nbf`. Absent (nil) on a server that accepts none.
+    public var oidcLeewayMs: Int?
 
     /// The largest thumbnail size a server may offer.
     public static let maxThumbnailSize = 4096
@@ -94,6 +97,7 @@ public struct Limits: Sendable, Equatable {
             "thumbnailSizes": .array(thumbnailSizes.map { .int(Int64($0)) }),
         ]
         if let requestKeyRetentionMs { object["requestKeyRetentionMs"] = .int(Int64(requestKeyRetentionMs)) }
+        if let oidcLeewayMs { object["oidcLeewayMs"] = .int(Int64(oidcLeewayMs)) }
         return object
     }
 
@@ -126,6 +130,7 @@ public struct Limits: Sendable, Equatable {
         // Absent: the server takes no request keys.
         requestKeyRetentionMs = try reader.optionalInt("requestKeyRetentionMs", range: 1...Int64.max)
             .map { Int(clamping: $0) }
+        oidcLeewayMs = try reader.optionalInt("oidcLeewayMs", range: 0...Int64.max).map { Int(clamping: $0) }
         if let sizes = try reader.optionalArray("thumbnailSizes", maxCount: Limits.maxThumbnailSizeCount) {
             thumbnailSizes = []
             for (n, size) in sizes.enumerated() {

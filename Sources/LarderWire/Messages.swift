@@ -34,13 +34,19 @@ package struct HelloRequest: WireMessage, Equatable {
     package var compression: [String]
     package var client: String
     package var token: String?
+    /// An OpenID Connect ID token (a JWT) that signs the connection in as a user, in place of `token`.
+    package var idToken: String?
+
+    /// The longest `idToken` read, in bytes (a provider's ID token is one or two kilobytes).
+    package static let maxIDTokenBytes = 16 * 1024
 
     package init(versions: [Int] = ProtocolVersions.supported, compression: [String] = [zlibCompression],
-                client: String, token: String? = nil) {
+                client: String, token: String? = nil, idToken: String? = nil) {
         self.versions = versions
         self.compression = compression
         self.client = client
         self.token = token
+        self.idToken = idToken
     }
 
     package init(json: JSONObject) throws(LarderError) {
@@ -64,6 +70,10 @@ package struct HelloRequest: WireMessage, Equatable {
         }
         client = try r.optionalString("client", maxLength: 256) ?? ""
         token = try r.optionalString("token", maxLength: 4096)
+        idToken = try r.optionalString("idToken", maxLength: HelloRequest.maxIDTokenBytes)
+        if token != nil, idToken != nil {
+            throw .invalid("idToken", "give either token (a role token) or idToken (a user's ID token), not both")
+        }
         try r.finish()
     }
 
@@ -74,6 +84,7 @@ package struct HelloRequest: WireMessage, Equatable {
             "client": .string(client),
         ]
         if let token { o["token"] = .string(token) }
+        if let idToken { o["idToken"] = .string(idToken) }
         return o
     }
 }
@@ -98,6 +109,8 @@ public struct HelloResponse: WireMessage, Equatable {
     public var collections: [String]?
     /// True when the connection runs over TLS (absent otherwise).
     public var tls: Bool?
+    /// The user the connection is signed in as, when HELLO carried a valid ID token (absent otherwise).
+    public var user: SignedInUser?
 
     /// A HELLO answer with these members; `role`, `collections` and `tls` start nil.
     public init(version: Int, compression: String, compressionThreshold: Int, limits: Limits, server: String,
@@ -121,6 +134,10 @@ public struct HelloResponse: WireMessage, Equatable {
         role = try r.optionalString("role")
         collections = try r.optionalArray("collections", maxCount: 1 << 16)?.compactMap(\.stringValue)
         tls = try r.optionalBool("tls")
+        if let user = try r.optionalObject("user") {
+            var u = FieldReader(user, path: "user")
+            self.user = SignedInUser(id: try u.string("id", maxLength: 4096))
+        }
     }
 
     package var json: JSONObject {
@@ -132,8 +149,18 @@ public struct HelloResponse: WireMessage, Equatable {
         if let role { object["role"] = .string(role) }
         if let collections { object["collections"] = .array(collections.map { .string($0) }) }
         if let tls { object["tls"] = .bool(tls) }
+        if let user { object["user"] = ["id": .string(user.id)] }
         return object
     }
+}
+
+/// Who a connection is signed in as: HELLO's `user` member.
+public struct SignedInUser: Sendable, Equatable {
+    /// The user's id, the ID token's issuer, "|", then its subject: "https://accounts.google.com|1076915035000".
+    public var id: String
+
+    /// The user with the id `id`.
+    public init(id: String) { self.id = id }
 }
 
 /// A request or response with no fields (`PING`, `COLLECTIONS`, `STATS` requests).

@@ -43,6 +43,10 @@ public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConverti
     public static let schemaSet = Opcode(rawValue: 0x0023)
     /// Reads a collection's schema.
     public static let schemaGet = Opcode(rawValue: 0x0024)
+    /// Sets a collection's rules for signed-in users (an admin's request).
+    public static let rulesSet = Opcode(rawValue: 0x0025)
+    /// Reads a collection's rules for signed-in users.
+    public static let rulesGet = Opcode(rawValue: 0x0026)
 
     /// Stores a photo (JPEG) sent in one frame.
     public static let blobPut = Opcode(rawValue: 0x0030)
@@ -85,7 +89,7 @@ public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConverti
         .collections, .dropCollection, .index, .blobPut, .blobGet, .blobHead, .blobDelete, .blobList, .stats,
         .backup, .backupRead, .watch, .unwatch, .event,
         .blobUpload, .blobUploadChunk, .blobUploadStatus, .blobUploadFinish, .blobUploadAbort,
-        .schemaSet, .schemaGet,
+        .schemaSet, .schemaGet, .rulesSet, .rulesGet,
     ]
 
     /// The upper-snake-case name used in Protocol.md, logs and STATS.
@@ -108,6 +112,8 @@ public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConverti
         case .index: "INDEX"
         case .schemaSet: "SCHEMA_SET"
         case .schemaGet: "SCHEMA_GET"
+        case .rulesSet: "RULES_SET"
+        case .rulesGet: "RULES_GET"
         case .blobPut: "BLOB_PUT"
         case .blobGet: "BLOB_GET"
         case .blobHead: "BLOB_HEAD"
@@ -131,7 +137,8 @@ public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConverti
     /// True for operations that change stored state (they go through the store's single writer).
     package var isWrite: Bool {
         switch self {
-        case .create, .replace, .patch, .delete, .dropCollection, .index, .schemaSet, .blobPut, .blobDelete, .blobUpload,
+        case .create, .replace, .patch, .delete, .dropCollection, .index, .schemaSet, .rulesSet, .blobPut, .blobDelete,
+            .blobUpload,
             .blobUploadChunk, .blobUploadFinish, .blobUploadAbort:
             true
         default: false

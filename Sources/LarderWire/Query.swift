@@ -1,8 +1,9 @@
 /// A field addressed by a search: a dot path into a document's `data` (`address.city`), or an envelope field.
 ///
 /// Rules: at most 512 bytes and 32 segments; every segment non-empty, without control characters or `"`.
-/// A path starting with `$` must be one of `$id`, `$rev`, `$createdAt`, `$updatedAt` (the envelope); data keys that
-/// start with `$` cannot be addressed as the first segment.
+/// A path starting with `$` must be one of `$id`, `$rev`, `$createdAt`, `$updatedAt` (the envelope), or `$owner`, the
+/// data member the server sets to the user who created a record; other data keys that start with `$` cannot be
+/// addressed as the first segment.
 public struct FieldPath: Sendable, Hashable, CustomStringConvertible {
     /// The envelope fields a path can name instead of a `data` member.
     public enum Envelope: String, Sendable, Hashable, CaseIterable {
@@ -32,10 +33,15 @@ public struct FieldPath: Sendable, Hashable, CustomStringConvertible {
         guard string.utf8.count <= FieldPath.maxBytes else {
             throw .invalid(field, "a field path is at most \(FieldPath.maxBytes) bytes")
         }
+        if string == ownerMember {
+            self.segments = [ownerMember]
+            self.envelope = nil
+            return
+        }
         if string.hasPrefix("$") {
             guard let envelope = Envelope(rawValue: string) else {
                 throw .invalid(
-                    field, "unknown envelope field '\(string)'; use $id, $rev, $createdAt or $updatedAt")
+                    field, "unknown envelope field '\(string)'; use $id, $rev, $createdAt, $updatedAt or $owner")
             }
             self.envelope = envelope
             self.segments = []
@@ -61,6 +67,15 @@ public struct FieldPath: Sendable, Hashable, CustomStringConvertible {
     public init(segments: [String]) throws(LarderError) {
         try self.init(segments.joined(separator: "."))
     }
+
+    /// `$owner`: the user who created a record (a data member the server sets).
+    package static let owner: FieldPath = {
+        do {
+            return try FieldPath(ownerMember)
+        } catch {
+            fatalError("$owner is a field path")
+        }
+    }()
 
     /// The dot form, as written in requests.
     public var description: String { envelope?.rawValue ?? segments.joined(separator: ".") }

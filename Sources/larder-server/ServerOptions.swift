@@ -128,6 +128,42 @@ enum ServerOptions {
                     c.tokenFile = v
                 }),
             Option(
+                name: "oidc-issuer", env: "LARDER_SERVER_OIDC_ISSUER", valueName: "URL",
+                help: "accept ID tokens (HELLO idToken) from this identity provider's iss; follow it with its "
+                    + "--oidc-audience and --oidc-jwks; repeat the three for each provider",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    guard !v.isEmpty else { throw UsageError(message: "--oidc-issuer must not be empty") }
+                    c.oidcIssuers.append(OIDCIssuer(issuer: v, audiences: [], jwksFile: ""))
+                }),
+            Option(
+                name: "oidc-audience", env: "LARDER_SERVER_OIDC_AUDIENCE", valueName: "ID",
+                help: "a client id (aud) the last --oidc-issuer's tokens may be for; repeatable",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    guard !c.oidcIssuers.isEmpty else {
+                        throw UsageError(message: "--oidc-audience must follow the --oidc-issuer it belongs to")
+                    }
+                    guard !v.isEmpty else { throw UsageError(message: "--oidc-audience must not be empty") }
+                    c.oidcIssuers[c.oidcIssuers.count - 1].audiences.append(v)
+                }),
+            Option(
+                name: "oidc-jwks", env: "LARDER_SERVER_OIDC_JWKS", valueName: "FILE",
+                help: "the last --oidc-issuer's signing keys, a JWKS file; SIGHUP reads it again",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    guard !c.oidcIssuers.isEmpty else {
+                        throw UsageError(message: "--oidc-jwks must follow the --oidc-issuer it belongs to")
+                    }
+                    guard c.oidcIssuers[c.oidcIssuers.count - 1].jwksFile.isEmpty else {
+                        throw UsageError(message: "--oidc-jwks is given twice for one --oidc-issuer")
+                    }
+                    c.oidcIssuers[c.oidcIssuers.count - 1].jwksFile = v
+                }),
+            Option(
+                name: "oidc-leeway-ms", env: "LARDER_SERVER_OIDC_LEEWAY_MS", valueName: "MS",
+                help: "clock difference tolerated on an ID token's exp and nbf, 0 to 600000 (default \(d.oidcLeewayMs))",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.oidcLeewayMs = try integer("oidc-leeway-ms", v, max: 600_000)
+                }),
+            Option(
                 name: "tls-cert", env: "LARDER_SERVER_TLS_CERT", valueName: "FILE",
                 help: "speak TLS on TCP with this certificate chain (PEM); SIGHUP reads it again",
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in c.tlsCertificate = v }),
@@ -402,6 +438,16 @@ enum ServerOptions {
             throw UsageError(
                 message: "--\(configuration.tlsPort != nil ? "tls-port" : "tls-client-ca") needs TLS: give --tls-cert "
                     + "and --tls-key")
+        }
+        for issuer in configuration.oidcIssuers {
+            if issuer.audiences.isEmpty || issuer.jwksFile.isEmpty {
+                throw UsageError(
+                    message: "--oidc-issuer \(issuer.issuer) needs --oidc-audience ID and --oidc-jwks FILE after it")
+            }
+        }
+        if !configuration.oidcIssuers.isEmpty {
+            // Refused now, with the file and the reason, rather than at the first ID token.
+            _ = try IdentityProviders.verifier(configuration.oidcIssuers, leewayMs: configuration.oidcLeewayMs)
         }
         do throws(LarderError) {
             try configuration.limits.validate()

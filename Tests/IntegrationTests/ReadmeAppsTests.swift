@@ -215,35 +215,10 @@ import Testing
         }
         let section = readme[start.upperBound...]
         let end = section.range(of: "\n## ")?.lowerBound ?? section.endIndex
-        var blocks: [String] = []
-        var current: [Substring]?
         let lines = readme[..<quickStart.lowerBound].split(separator: "\n", omittingEmptySubsequences: false)
             + section[..<end].split(separator: "\n", omittingEmptySubsequences: false)
-        for line in lines {
-            if current == nil, line == "```swift" {
-                current = []
-            } else if current != nil, line == "```" {
-                blocks.append(current!.joined(separator: "\n"))
-                current = nil
-            } else {
-                current?.append(line)
-            }
-        }
-        let source = try String(contentsOfFile: #filePath, encoding: .utf8)
-        var regions: [String] = []
-        var region: [Substring]?
-        for line in source.split(separator: "\n", omittingEmptySubsequences: false) {
-            let trimmed = line.trimmingCharacters(in: .whitespaces)
-            if trimmed.hasPrefix("// README: ") {
-                region = []
-            } else if trimmed == "// README end", let lines = region {
-                let indent = lines.filter { !$0.isEmpty }.map { $0.prefix { $0 == " " }.count }.min() ?? 0
-                regions.append(lines.map { String($0.dropFirst(min(indent, $0.count))) }.joined(separator: "\n"))
-                region = nil
-            } else {
-                region?.append(line)
-            }
-        }
+        let blocks = ReadmeText.swiftBlocks(lines)
+        let regions = try ReadmeText.regions(ofFile: #filePath)
         #expect(blocks.count == 6, "README's first screen and Apps section have \(blocks.count) Swift blocks")
         #expect(regions.count == 6)
         for block in blocks {

@@ -75,6 +75,7 @@ import Testing
         case .group, .index: ["field": "n"]
         case .blobUpload: ["size": 17]
         case .schemaSet: ["schema": nil]
+        case .rulesSet: ["rules": ["read": "owner", "create": "owner", "update": "owner", "delete": "owner"]]
         default: [:]
         }
     }

@@ -29,13 +29,14 @@ import Testing
     /// The rights the issue gives each role, written out here rather than taken from the server's table.
     static let readOpcodes: Set<Opcode> = [
         .get, .getMany, .list, .search, .count, .group, .collections, .blobGet, .blobHead, .blobList, .watch,
+        .rulesGet,
     ]
     static let writeOpcodes: Set<Opcode> = [
         .create, .replace, .patch, .delete, .blobPut, .blobDelete, .blobUpload, .blobUploadChunk, .blobUploadStatus,
         .blobUploadFinish, .blobUploadAbort,
     ]
     static let adminOpcodes: Set<Opcode> = [
-        .index, .schemaSet, .schemaGet, .dropCollection, .stats, .backup, .backupRead,
+        .index, .schemaSet, .schemaGet, .rulesSet, .dropCollection, .stats, .backup, .backupRead,
     ]
     static let everyoneOpcodes: Set<Opcode> = [.ping, .unwatch]
 
@@ -74,6 +75,10 @@ import Testing
         case .index: return (["collection": .string(collection), "field": "n"], [])
         case .schemaSet: return (["collection": "unchecked", "schema": nil], [])
         case .schemaGet: return (["collection": .string(collection)], [])
+        case .rulesGet: return (["collection": .string(collection)], [])
+        case .rulesSet:
+            let rules: JSONObject = ["read": "signedIn", "create": "admin", "update": "admin", "delete": "admin"]
+            return (["collection": .string(collection), "rules": .object(rules)], [])
         case .blobPut:
             return (["attach": ["collection": .string(collection), "id": id]], tinyJPEG)
         case .blobGet, .blobHead: return (["id": .string(blob)], [])

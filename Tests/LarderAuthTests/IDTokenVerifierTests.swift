@@ -1,5 +1,6 @@
 import Foundation
 import LarderAuth
+import LarderTestSupport
 import LarderWire
 import Synchronization
 import Testing

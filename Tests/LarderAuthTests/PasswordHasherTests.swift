@@ -1,4 +1,5 @@
 import LarderAuth
+import LarderTestSupport
 import Testing
 
 /// Argon2id password hashes: their form, checking right and wrong passwords, rehashing, and bounds.

@@ -1,4 +1,5 @@
 import LarderAuth
+import LarderTestSupport
 import LarderWire
 import Testing
 

@@ -8,7 +8,7 @@ public enum CollectionMembers {
     /// `attachedTo` (`member`); every other opcode with a role is named by id, lists, or is refused whole.
     public static let collectionOpcodes: [Opcode] = [
         .get, .getMany, .list, .search, .count, .group, .watch, .create, .replace, .patch, .delete, .index,
-        .dropCollection, .schemaSet, .schemaGet,
+        .dropCollection, .schemaSet, .schemaGet, .rulesSet, .rulesGet,
     ]
     public static let attachOpcodes: [Opcode] = [.blobPut, .blobUpload, .blobList]
     public static func member(_ opcode: Opcode) -> String { opcode == .blobList ? "attachedTo" : "attach" }

@@ -54,6 +54,7 @@ import Testing
         "blob-get-range-response", "blob-upload-chunk-request", "blob-upload-status-response",
         "blob-get-thumbnail-request", "blob-get-range-past-end-request", "schema-set-request",
         "schema-violation-response", "create-keyed-request",
+        "hello-id-token-request", "hello-id-token-expired-response",
     ]
 
     /// The ranged BLOB_GET: the request's members, and an answer carrying exactly those bytes with `offset` and
@@ -192,6 +193,24 @@ import Testing
         let error = LarderError(status: frame.status, json: .object(try frame.jsonObject()))
         #expect(error.field == "id")
         #expect(error.message.hasPrefix("no document"))
+    }
+
+    /// HELLO with an ID token in place of a role token, and the answer to one that has expired: UNAUTHENTICATED
+    /// naming the field and the reason, without the token.
+    @Test func helloWithAnIDToken() throws {
+        let request = try Self.vector("hello-id-token-request")
+        #expect(request.opcode == .hello && !request.isResponse && request.requestID == 1)
+        let hello = try HelloRequest(json: try request.jsonObject())
+        let token = try #require(hello.idToken)
+        #expect(hello.token == nil && token.split(separator: ".").count == 3)
+        #expect(hello.json.bytes == request.json)
+        let response = try Self.vector("hello-id-token-expired-response")
+        #expect(response.status == .unauthenticated && response.isResponse && response.requestID == 1)
+        let expected = LarderError(
+            .unauthenticated, "ID token expired (exp 1800000000); sign in again for a fresh ID token",
+            field: "idToken", details: ["reason": "expired"])
+        #expect(response.json == expected.json.bytes)
+        #expect(!String(decoding: response.json, as: UTF8.self).contains(token))
     }
 
     @Test func conflictResponse() throws {

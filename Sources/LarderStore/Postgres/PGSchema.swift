@@ -182,6 +182,13 @@ enum PGSchema {
                 $f$;
                 """)
             ),
+            (
+                // Each collection's rules for signed-in users (RULES_SET), as their JSON text.
+                "collection rules",
+                .sql("""
+                CREATE TABLE IF NOT EXISTS collection_rules(collection text COLLATE "C" PRIMARY KEY, rules text NOT NULL);
+                """)
+            ),
         ]
     }
 

@@ -195,6 +195,8 @@ enum SQLiteSchema {
         CREATE TABLE IF NOT EXISTS larder_schemas(
             collection TEXT PRIMARY KEY, version INTEGER NOT NULL, schema TEXT, action TEXT NOT NULL) WITHOUT ROWID;
         """,
+        // Each collection's rules for signed-in users (RULES_SET), as their JSON text.
+        "CREATE TABLE IF NOT EXISTS collection_rules(collection TEXT PRIMARY KEY, rules TEXT NOT NULL) WITHOUT ROWID",
     ]
 
     /// The backlog of the trigram index (`TextIndexer`, which also states the rule that keeps searches exact): the

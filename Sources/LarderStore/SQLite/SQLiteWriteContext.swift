@@ -293,6 +293,16 @@ final class SQLiteWriteContext: PreparedWriteContext {
         return (name, true)
     }
 
+    func setCollectionRules(_ collection: String, _ rules: CollectionRules) throws(LarderError) {
+        try CollectionName.validate(collection)
+        let text = String(decoding: JSON.object(rules.json).bytes, as: UTF8.self)
+        _ = try db.run(
+            "INSERT INTO collection_rules(collection, rules) VALUES (?1, ?2) "
+                + "ON CONFLICT(collection) DO UPDATE SET rules = excluded.rules",
+            [SQLValue.text(collection), SQLValue.text(text)])
+        if rules.usesOwner { _ = try createIndex(collection, field: FieldPath.owner) }
+    }
+
     func insertBlob(_ blob: PreparedBlob) throws(LarderError) -> BlobInfo {
         let meta = blob.meta
         var document: StoredRecord?

@@ -1,26 +1,25 @@
 import Foundation
-import LarderAuth
 import LarderTestProcess
 import LarderWire
 
 /// Keys made for one test run with the `openssl` command (two RSA 2048 keys, a P-256 key, a 1024-bit RSA key and a
 /// P-384 key, the last two for the JWKS's refusals), and tokens signed with them by `openssl dgst`, so the verifier
 /// is checked against signatures it had no part in making.
-final class TestKeys: Sendable {
+public final class TestKeys: Sendable {
     /// The temporary directory holding the keys.
-    let directory: String
+    public let directory: String
     /// The JWK members (`kty`, `n`/`e` or `crv`/`x`/`y`) of each key, by name.
-    let publicMembers: [String: JSONObject]
+    public let publicMembers: [String: JSONObject]
 
     /// The moment the tests' verifiers take as now (seconds since 1970).
-    static let now: Int64 = 1_800_000_000
+    public static let now: Int64 = 1_800_000_000
     /// The issuer the tests' tokens come from.
-    static let issuer = "https://issuer.example"
+    public static let issuer = "https://issuer.example"
     /// The client id the tests' tokens are for.
-    static let audience = "larder-client"
+    public static let audience = "larder-client"
 
     /// Made once per test process (a second or so of `openssl`), shared by the suites.
-    static let shared: TestKeys = {
+    public static let shared: TestKeys = {
         do {
             return try TestKeys()
         } catch {
@@ -61,7 +60,7 @@ final class TestKeys: Sendable {
     }
 
     /// The JWK of the key `name` with the `kid` `id` (none when nil) and extra members.
-    func jwk(_ name: String, id: String?, extra: JSONObject = [:]) -> JSON {
+    public func jwk(_ name: String, id: String?, extra: JSONObject = [:]) -> JSON {
         var object = publicMembers[name]!
         if let id { object["kid"] = .string(id) }
         for (key, value) in extra { object[key] = value }
@@ -69,25 +68,11 @@ final class TestKeys: Sendable {
     }
 
     /// The JWKS text of `keys`.
-    static func jwksText(_ keys: [JSON]) -> [UInt8] { JSON.object(["keys": .array(keys)]).bytes }
-
-    /// The standard set: "rsa-1" (key rsa) and "ec-1" (key ec).
-    func standardSet() throws -> JWKS {
-        try JWKS(json: Self.jwksText([jwk("rsa", id: "rsa-1"), jwk("ec", id: "ec-1")]))
-    }
-
-    /// A verifier of the tests' issuer and audience with `keys` (the standard set when nil), its clock at `now`.
-    func verifier(keys: JWKS? = nil, leeway: Duration = .seconds(60), now: Int64 = TestKeys.now) throws
-        -> IDTokenVerifier
-    {
-        try IDTokenVerifier(
-            issuers: [.init(issuer: Self.issuer, audiences: [Self.audience], keys: try keys ?? standardSet())],
-            leeway: leeway, now: { Double(now) })
-    }
+    public static func jwksText(_ keys: [JSON]) -> [UInt8] { JSON.object(["keys": .array(keys)]).bytes }
 
     /// The claims of a valid token at `now`: issuer, audience, subject, email, issued a minute ago, expiring in an
     /// hour.
-    static func claims(_ changes: JSONObject = [:]) -> JSONObject {
+    public static func claims(_ changes: JSONObject = [:]) -> JSONObject {
         var claims: JSONObject = [
             "iss": .string(issuer), "aud": .string(audience), "sub": "user-42", "email": "ada@example.com",
             "email_verified": true, "iat": .int(now - 60), "exp": .int(now + 3600),
@@ -97,7 +82,7 @@ final class TestKeys: Sendable {
     }
 
     /// How a test token is signed.
-    enum Signer {
+    public enum Signer {
         /// RSASSA-PKCS1-v1_5 with SHA-256 by the key `name` (what RS256 is).
         case rsa(String)
         /// ECDSA with SHA-256 by the key `name`, in JOSE's raw r||s form (what ES256 is).
@@ -109,7 +94,7 @@ final class TestKeys: Sendable {
     }
 
     /// A compact JWT of `header` and `claims` signed by `signer`.
-    func token(header: JSONObject, claims: JSONObject, signer: Signer) throws -> String {
+    public func token(header: JSONObject, claims: JSONObject, signer: Signer) throws -> String {
         let input = Self.base64url(JSON.object(header).bytes) + "." + Self.base64url(JSON.object(claims).bytes)
         let name = "input-\(UUID().uuidString)"
         try Data(input.utf8).write(to: URL(fileURLWithPath: directory + "/" + name))
@@ -133,7 +118,7 @@ final class TestKeys: Sendable {
 
     /// A valid token signed by the key `key` (RSA unless it starts with "ec") with the `kid` `id`, its claims changed
     /// by `changes`.
-    func token(key: String = "rsa", id: String? = "rsa-1", _ changes: JSONObject = [:]) throws -> String {
+    public func token(key: String = "rsa", id: String? = "rsa-1", _ changes: JSONObject = [:]) throws -> String {
         let ec = key.hasPrefix("ec")
         var header: JSONObject = ["alg": ec ? "ES256" : "RS256", "typ": "JWT"]
         if let id { header["kid"] = .string(id) }
@@ -157,7 +142,7 @@ final class TestKeys: Sendable {
 
     /// Runs openssl with `arguments` in `directory`; its standard output.
     @discardableResult
-    static func openssl(in directory: String, _ arguments: String...) throws -> [UInt8] {
+    public static func openssl(in directory: String, _ arguments: String...) throws -> [UInt8] {
         let output = directory + "/openssl-\(UUID().uuidString).out"
         let errors = directory + "/openssl.log"
         for file in [output, errors] where !FileManager.default.fileExists(atPath: file) {
@@ -187,16 +172,16 @@ final class TestKeys: Sendable {
     }
 
     /// Unpadded base64url of `bytes`, made with Foundation's base64 (not the module's own encoder).
-    static func base64url(_ bytes: [UInt8]) -> String {
+    public static func base64url(_ bytes: [UInt8]) -> String {
         Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
             .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
     }
 
     /// Unpadded base64url of `text`'s UTF-8.
-    static func base64url(_ text: String) -> String { base64url(Array(text.utf8)) }
+    public static func base64url(_ text: String) -> String { base64url(Array(text.utf8)) }
 
     /// The bytes of the hexadecimal `hex`; nil when it is not.
-    static func bytes(hex: String) -> [UInt8]? {
+    public static func bytes(hex: String) -> [UInt8]? {
         let digits = Array(hex.utf8)
         guard digits.count % 2 == 0 else { return nil }
         var out: [UInt8] = []
@@ -210,5 +195,5 @@ final class TestKeys: Sendable {
     }
 
     /// Lowercase hexadecimal of `bytes`.
-    static func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
+    public static func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
 }
