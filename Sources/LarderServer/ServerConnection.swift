@@ -240,6 +240,21 @@ final class ServerConnection: EventLoopHandler, @unchecked Sendable {
             finish(Answer(reply: reply, started: started))
         case .refused:
             finish(Answer(reply: Router.refusal(frame), started: started))
+        case .watch where frame.opcode == .watch && machine.followsRules:
+            // The collection's rules are read from the store (a round trip on PostgreSQL): on the work pool.
+            router.submitRuledWatch(frame, caller: RuledCaller(user: machine.user)) { [self] ruled in
+                shard.loop.async { [self] in
+                    // A connection that began to close meanwhile takes no new subscription.
+                    let reply =
+                        closing
+                        ? Reply(
+                            opcode: .watch, requestID: frame.requestID,
+                            error: LarderError(.unavailable, "the connection is closing; WATCH again on a new one"))
+                        : answerWatch(frame, ruled: ruled)
+                    finish(Answer(reply: reply, started: started))
+                    continueCatchUps()
+                }
+            }
         case .watch:
             finish(Answer(reply: answerWatch(frame), started: started))
             continueCatchUps()
