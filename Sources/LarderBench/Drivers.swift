@@ -1,3 +1,4 @@
+import LarderIO
 import LarderWire
 
 /// Result codes of one request: a Larder status (0 to 999), or one of these for the other targets and for failures
@@ -99,8 +100,8 @@ struct LarderDriver: SkippingDriver {
     let encoder: FrameEncoder
     private let collectionPrefix: [UInt8]
     private var json: [UInt8] = []
-    /// Writes sent so far with a `requestKey` (`--request-keys`): each key is a hash of the run, the worker and this.
-    private var keyedWrites: UInt64 = 0
+    /// The `requestKey`s of writes (`--request-keys`): time-ordered, as LarderClient makes them.
+    private var requestKeys = TimeOrderedUUIDGenerator()
     /// Body bytes of the current answer still to skip, and its id and status.
     var skip = 0
     private var pendingID: UInt32 = 0
@@ -211,8 +212,7 @@ struct LarderDriver: SkippingDriver {
             // `…}` becomes `…,"requestKey":"<uuid>"}`: a fresh key for every write.
             json.removeLast()
             json.append(contentsOf: LarderDriver.requestKeyOpen)
-            keyedWrites &+= 1
-            payloads.appendRandomID(worker: worker, counter: keyedWrites | 1 << 63, into: &json)
+            json.append(contentsOf: requestKeys.next().uuidString.lowercased().utf8)
             json.append(contentsOf: LarderDriver.quoteClose)
         }
         json.withUnsafeBytes { jsonBytes in

@@ -1,4 +1,5 @@
 import Foundation
+import LarderIO
 import LarderSync
 import LarderWire
 
@@ -102,6 +103,9 @@ public final class LarderClient: Sendable {
     package var tlsHandshakes: (full: Int, resumed: Int) { tlsShared?.handshakes ?? (0, 0) }
     /// The endpoint the next connection tries first.
     private let nextEndpoint = Locked(0)
+    /// The keys of this client's writes: time-ordered, so that the server stores each at the end of its index of keys
+    /// rather than on a random page.
+    private let requestKeys = Locked(TimeOrderedUUIDGenerator())
 
     /// A client for the server described by `configuration`; nothing connects until the first request.
     public init(configuration: Configuration) {
@@ -292,7 +296,7 @@ public final class LarderClient: Sendable {
         // A read the lost connection failed goes once more to each other endpoint (a new connection moves on). So does
         // a write sent with a request key (one key for all its tries), which the server applies once however often it
         // arrives; a write to a server that takes no keys is never sent again.
-        let key = LarderClient.takesRequestKey(opcode) ? UUID() : nil
+        let key = LarderClient.takesRequestKey(opcode) ? requestKeys.withLock { $0.next() } : nil
         var attempts: Int?
         var wasKeyed = false
         while true {

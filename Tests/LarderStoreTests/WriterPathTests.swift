@@ -1,4 +1,5 @@
 import Foundation
+import LarderIO
 import LarderWire
 import Testing
 

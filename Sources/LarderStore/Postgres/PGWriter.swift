@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import LarderIO
 import LarderWire
 
 /// The PostgreSQL store's single writer, the same shape as SQLite's (`SQLiteWriter`): one connection touched only on

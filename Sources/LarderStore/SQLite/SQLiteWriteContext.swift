@@ -1,5 +1,6 @@
 import CSQLite
 import Foundation
+import LarderIO
 import LarderSchema
 import LarderWire
 

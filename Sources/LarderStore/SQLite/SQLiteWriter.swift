@@ -1,6 +1,7 @@
 import CSQLite
 import Dispatch
 import Foundation
+import LarderIO
 import LarderSync
 import LarderWire
 import Synchronization

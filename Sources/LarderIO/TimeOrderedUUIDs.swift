@@ -1,24 +1,32 @@
 import Foundation
 
-/// Time-ordered (version 7, RFC 9562) UUIDs for the documents the writer creates without a client id: 48 bits of Unix
-/// milliseconds, then a 12-bit counter that orders the ids of one millisecond (RFC 9562's method 1; it starts each
-/// millisecond at a random value below 2048, and a millisecond that runs out borrows the next), then 62 random bits.
-/// Their text sorts in creation order, so a new document's `(collection, id)` index entry lands at the end of the
-/// index instead of on a random page: a commit of 50 creates dirties a page or two of it rather than ~50 (each one a
-/// 4 KiB WAL frame), and records without a sort come back in creation order. Random bytes come from a buffer of system
-/// random bytes refilled 4 KiB at a time. Not thread-safe: one owner (the writer queue).
-final class TimeOrderedUUIDs {
+/// Time-ordered (version 7, RFC 9562) UUIDs, for the documents the store's writer creates without a client id and for
+/// the request keys clients make: 48 bits of Unix milliseconds, then a 12-bit counter that orders the ids of one
+/// millisecond (RFC 9562's method 1; it starts each millisecond at a random value below 2048, and a millisecond that
+/// runs out borrows the next), then 62 random bits. Their text sorts in creation order, so a new document's
+/// `(collection, id)` index entry, or a new request key's, lands at the end of its index instead of on a random page: a
+/// commit of 50 creates dirties a page or two of it rather than ~50 (each one a 4 KiB WAL frame), and records without
+/// a sort come back in creation order. Random bytes come from a buffer of system random bytes refilled 4 KiB at a
+/// time. A value: one owner mutates it (behind a lock where threads share it; `TimeOrderedUUIDs` to share it by
+/// reference).
+package struct TimeOrderedUUIDGenerator: Sendable {
     private var buffer: [UInt8] = []  // allocated at the first id
     private var offset = 0
     private var lastMillis: Int64 = 0
     private var counter = 0
 
-    func next() -> UUID { next(now: nowMillis()) }
+    package init() {}
 
-    func next(now: Int64) -> UUID {
+    package mutating func next() -> UUID {
+        var spec = timespec()
+        clock_gettime(CLOCK_REALTIME, &spec)
+        return next(now: Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000)
+    }
+
+    package mutating func next(now: Int64) -> UUID {
         if offset + 10 > buffer.count {
             if buffer.isEmpty { buffer = [UInt8](repeating: 0, count: 4096) }
-            buffer.withUnsafeMutableBytes { TimeOrderedUUIDs.fill($0) }
+            buffer.withUnsafeMutableBytes { TimeOrderedUUIDGenerator.fill($0) }
             offset = 0
         }
         if now > lastMillis {
@@ -66,4 +74,16 @@ final class TimeOrderedUUIDs {
         var generator = SystemRandomNumberGenerator()
         for i in done..<bytes.count { bytes[i] = generator.next() }
     }
+}
+
+/// A `TimeOrderedUUIDGenerator` shared by reference, so that every writer context of one store draws from one sequence.
+/// Not thread-safe: one owner (the writer queue).
+package final class TimeOrderedUUIDs {
+    private var generator = TimeOrderedUUIDGenerator()
+
+    package init() {}
+
+    package func next() -> UUID { generator.next() }
+
+    package func next(now: Int64) -> UUID { generator.next(now: now) }
 }
