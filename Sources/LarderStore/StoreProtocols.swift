@@ -446,6 +446,9 @@ public struct StoreConfiguration: Sendable {
     /// pool) each time one is borrowed, before it reads. For tests (package access, not API): holding it here keeps
     /// that reader busy, which is how a test shows that the event loops' point reads never wait for one.
     package var readerHook: (@Sendable () -> Void)?
+    /// The bounds of collection schemas (`Limits.schema`): the step bound of `pattern` matches applies to the schemas
+    /// the store reads back from its database.
+    public var schemaLimits = SchemaLimits.default
     /// The most bytes one chunk of a resumable upload carries (`Limits.blobChunkBytes`).
     public var blobChunkBytes: Int = 1 << 20
     /// An upload is dropped, with its bytes, this many milliseconds after its last chunk.
