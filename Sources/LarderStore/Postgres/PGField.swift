@@ -70,6 +70,14 @@ struct PGField {
             + "WHEN 'array' THEN \(composite) END) COLLATE \"C\")"
     }
 
+    /// Under the collation of the canonical tag `tag` (`Collation`): a string's first `Collation.prefixCharacters`
+    /// characters, and the whole string; NULL for other kinds, which `k1`, `k2` and `k3` order.
+    func k3Collated(_ tag: String) -> (prefix: String, whole: String) {
+        let name = PGSQL.identifier(Collation.postgresName(tag))
+        let string = "(CASE \(type) WHEN 'string' THEN (\(value) #>> '{}') END)"
+        return ("(left(\(string), \(Collation.prefixCharacters)) COLLATE \(name))", "(\(string) COLLATE \(name))")
+    }
+
     /// The indexed prefix of `k3`.
     var k3Prefix: String { "left(\(k3), \(PGSQL.indexedTextChars))" }
 
