@@ -27,6 +27,30 @@ enum Collation {
         return String(decoding: out[..<Int(length)].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
+    /// The canonical tag of an INDEX's collation (nil without one); INVALID_ARGUMENT naming `collation` as `tag`
+    /// does for a sort key.
+    static func indexTag(_ field: FieldPath, _ collation: String?, _ strength: Int?) throws(LarderError) -> String? {
+        do {
+            return try tag(SortKey(field: field, collation: collation, strength: strength), at: 0)
+        } catch {
+            throw LarderError(
+                error.status, error.message.replacingOccurrences(of: "sort.0.collation", with: "collation"),
+                field: "collation")
+        }
+    }
+
+    /// How an index is recorded in `field_indexes.path`: the field's path, and after a `"` (which no path holds)
+    /// the canonical tag of its collation.
+    static func indexPath(_ field: FieldPath, _ tag: String?) -> String {
+        tag.map { field.description + "\"" + $0 } ?? field.description
+    }
+
+    /// The field path of an index recorded as `path` (`indexPath`), and whether it has a collation.
+    static func indexedField(_ path: String) -> (path: String, collated: Bool) {
+        guard let quote = path.firstIndex(of: "\"") else { return (path, false) }
+        return (String(path[..<quote]), true)
+    }
+
     /// The canonical tags of a query's sort keys, nil for a key without a collation.
     static func tags(_ sort: [SortKey]) throws(LarderError) -> [String?] {
         var tags: [String?] = []
@@ -59,6 +83,17 @@ enum Collation {
     static func postgresName(_ tag: String) -> String { "larder-icu-" + tag }
 }
 
+extension PGCollations {
+    /// The statement that makes the collation of `tag` in the database unless it is there; every server on the
+    /// database may run it at once (the loser's duplicate is ignored). Tags hold only letters, digits and '-': safe in
+    /// the literal and the quoted name.
+    static func createSQL(_ tag: String) -> String {
+        "DO $$BEGIN CREATE COLLATION IF NOT EXISTS \(PGSQL.identifier(Collation.postgresName(tag))) "
+            + "(provider = icu, locale = '\(tag)'); "
+            + "EXCEPTION WHEN unique_violation OR duplicate_object THEN NULL; END$$"
+    }
+}
+
 /// The ICU collations a PostgreSQL store has made in its database (`Collation.postgresName`), each made once, by the
 /// first search that sorts under it: `CREATE COLLATION` of its canonical tag, which every server on the database may
 /// run at once (the loser's duplicate is ignored).
@@ -71,13 +106,7 @@ final class PGCollations: Sendable {
         let missing = made.withLock { made in tags.filter { !made.contains($0) } }
         guard !missing.isEmpty else { return }
         try pool.read { db throws(LarderError) in
-            for tag in Set(missing) {
-                // Tags hold only letters, digits and '-': safe in the literal and the quoted name.
-                try db.execute(
-                    "DO $$BEGIN CREATE COLLATION IF NOT EXISTS \(PGSQL.identifier(Collation.postgresName(tag))) "
-                        + "(provider = icu, locale = '\(tag)'); "
-                        + "EXCEPTION WHEN unique_violation OR duplicate_object THEN NULL; END$$")
-            }
+            for tag in Set(missing) { try db.execute(PGCollations.createSQL(tag)) }
         }
         made.withLock { $0.formUnion(missing) }
     }

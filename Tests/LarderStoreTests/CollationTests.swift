@@ -155,4 +155,35 @@ import Testing
             #expect(seen.filter { firstSet.contains($0) } == firstThousand)
         }
     }
+
+    /// An INDEX under a collation serves the sort under it (EXPLAIN names the index) on both stores, answers the same
+    /// records as without it, and is another index than the field's plain one; a bad locale is refused naming it.
+    @Test(arguments: StoreKind.allCases) func aCollatedIndexServesTheSortUnderItsCollation(_ kind: StoreKind) throws {
+        try withStore(kind) { store in
+            let stems = ["apple", "Äpfel", "Apfel", "Straße", "strasse", "zebra", "Öl", "ofen", "Walk"]
+            for n in 0..<3_000 {
+                _ = try store.create("books", id: nil, data: ["title": .string(stems[n % stems.count] + " \(n)")])
+            }
+            let title = try FieldPath("title")
+            let query = SearchQuery(sort: [SortKey(field: title, collation: "de", strength: 2)], limit: 20)
+            let before = try store.search("books", query).records.map(\.id)
+            let plain = try store.createIndex("books", field: title)
+            let collated = try store.createIndex("books", field: title, collation: "de", strength: 2)
+            #expect(collated.created && collated.name != plain.name)
+            #expect(try store.createIndex("books", field: title, collation: "de", strength: 2).created == false)
+            let plan: String
+            if let postgres = store as? PostgresStore {
+                try PGAdmin.execute(url: postgres.settings.url, "ANALYZE documents")
+                plan = try postgres.explain("books", query)
+                #expect(plan.contains("Index") && plan.contains("lx_"), "\(plan)")
+            } else {
+                let sqlite = try #require(store as? SQLiteStore)
+                plan = try sqlite.explain("books", query)
+                #expect(plan.contains(collated.name) && plan.contains("INDEX"), "\(plan)")
+            }
+            print("\(kind) plan of a sort under de/2 with its index:\n\(plan)")
+            #expect(try store.search("books", query).records.map(\.id) == before)
+            #expect(throws: LarderError.self) { try store.createIndex("books", field: title, collation: "xx") }
+        }
+    }
 }

@@ -92,6 +92,13 @@ struct PGField {
     /// The column list of a field index: what searches on the field sort and filter by.
     var indexColumns: String { "\(k1), \(k2), \(k3Prefix), id" }
 
+    /// The statement that builds the field index `name` (a quoted identifier) of `collection` under the collation of
+    /// `tag`: what sorts under it order by first (`PGBuilder.orderTerms`).
+    func createCollatedIndex(_ name: String, collection: String, tag: String) -> String {
+        "CREATE INDEX IF NOT EXISTS \(name) ON documents (\(k1), \(k2), \(k3Collated(tag).prefix), id) "
+            + "WHERE \(PGBuilder(collection: collection).collectionTest)"
+    }
+
     /// The statement that builds the field index `name` (a quoted identifier) of `collection` (a validated name): a
     /// partial index over one collection's rows.
     func createIndex(_ name: String, collection: String) -> String {
