@@ -86,6 +86,11 @@ let package = Package(
             name: "CPCRE2", pkgConfig: "libpcre2-8",
             providers: [.apt(["libpcre2-dev"]), .brew(["pcre2"])]),
         .target(name: "LarderSchema", dependencies: ["LarderWire", "CPCRE2"], swiftSettings: strict),
+        // ICU (Unicode licence): the collators of sorts under a collation, registered with SQLite (PostgreSQL uses its
+        // own ICU collations).
+        .systemLibrary(
+            name: "CICU", pkgConfig: "icu-i18n",
+            providers: [.apt(["libicu-dev"]), .brew(["icu4c"])]),
         .testTarget(name: "LarderSchemaTests", dependencies: ["LarderSchema", "LarderWire"]),
         // epoll and eventfd (part of the C library: no package, nothing to link).
         .systemLibrary(name: "CEpoll"),
@@ -114,7 +119,9 @@ let package = Package(
         // TLS sessions driven through memory, for the server's event loops and the client alike.
         .target(name: "LarderTLS", dependencies: ["CGnuTLS"], swiftSettings: strict),
         .target(
-            name: "LarderStore", dependencies: ["LarderWire", "LarderSchema", "LarderSync", "LarderIO", "CSQLite", "CLibPQ"],
+            name: "LarderStore", dependencies: [
+                "LarderWire", "LarderSchema", "LarderSync", "LarderIO", "CSQLite", "CLibPQ", "CICU",
+            ],
             swiftSettings: strict),
         .target(
             name: "LarderServer",
@@ -227,7 +234,7 @@ if Context.environment["LARDER_SANITIZER_CANARY"] != nil {
 if Context.environment["LARDER_SANITIZE_CORE"] != nil {
     let core: Set<String> = [
         "CZlib", "CSQLite", "CLibPQ", "CLibDeflate", "COpenSSL", "CGnuTLS", "CMicroHTTPD", "CTurboJPEG", "CEpoll",
-        "CPCRE2", "LarderSync", "LarderIO", "LarderEventLoop", "LarderWire", "LarderSchema", "LarderThumbnails",
+        "CPCRE2", "CICU", "LarderSync", "LarderIO", "LarderEventLoop", "LarderWire", "LarderSchema", "LarderThumbnails",
         "LarderTLS", "LarderStore", "LarderServer", "LarderClient", "LarderTestSupport", "LarderTestProcess",
         "CChildProcess", "LarderWireTests", "LarderStoreTests", "LarderServerTests", "larder-sanitizer-canary",
     ]

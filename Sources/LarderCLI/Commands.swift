@@ -28,6 +28,7 @@ enum Commands {
           larder search students --contains 张                               # any field (All scope)
           larder search pokemon_items --where category=Ball --sort name
           larder search items --sort price:desc --limit 3
+          larder search recipes --sort title@en
         """
 
     static let watchExamples = """

@@ -201,8 +201,28 @@ public enum FilterSyntax {
         }
     }
 
-    /// One `--sort` key: `FIELD`, `FIELD:asc` or `FIELD:desc`. Anything after the last `:` must be a direction.
+    /// One `--sort` key: `FIELD`, `FIELD:asc` or `FIELD:desc`, then optionally `@LOCALE` or `@LOCALE/STRENGTH` for
+    /// strings in a collation's order (`title@en`, `title:desc@de/2`). Anything after the last `:` must be a
+    /// direction.
     public static func sortKey(_ text: String) throws(UsageError) -> SortKey {
+        var collation: String?
+        var strength: Int?
+        var text = text
+        if let at = text.lastIndex(of: "@") {
+            let spec = text[text.index(after: at)...]
+            let parts = spec.split(separator: "/", omittingEmptySubsequences: false)
+            let offset = text.distance(from: text.startIndex, to: at) + 1
+            guard (1...2).contains(parts.count), !parts[0].isEmpty,
+                parts.count == 1 || Int(parts[1]).map({ (1...5).contains($0) }) == true
+            else {
+                throw UsageError(
+                    "--sort: expected a locale after '@', like title@en or title:desc@de/2 (strength 1 to 5)",
+                    excerpt: UsageError.Excerpt(text, offset: offset, length: max(1, spec.count)))
+            }
+            collation = String(parts[0])
+            strength = parts.count == 2 ? Int(parts[1]) : nil
+            text = String(text[..<at])
+        }
         var name = Substring(text)
         var descending = false
         if let colon = text.lastIndex(of: ":") {
@@ -217,7 +237,10 @@ public enum FilterSyntax {
             name = text[..<colon]
         }
         do throws(LarderError) {
-            return SortKey(field: try FieldPath(String(name)), descending: descending)
+            let key = SortKey(
+                field: try FieldPath(String(name)), descending: descending, collation: collation, strength: strength)
+            // The wire form's own checks of the collation (its characters, a data field).
+            return try SortKey(json: key.json, path: "sort")
         } catch {
             throw UsageError(
                 "--sort: \(error.message)", excerpt: UsageError.Excerpt(text, offset: 0, length: max(1, name.count)))

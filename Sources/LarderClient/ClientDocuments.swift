@@ -153,14 +153,20 @@ extension LarderClient {
             DropCollectionResponse.self, .dropCollection, DropCollectionRequest(collection: collection).json)
     }
 
-    /// Declares an index on a field path (idempotent); `created` is false when it already existed.
+    /// Declares an index on a field path (idempotent); `created` is false when it already existed. With `collation`
+    /// (and `strength`) the index orders the field's strings under that ICU collation, so searches sorted by
+    /// `Field(field).ascending.collated(collation, strength: strength)` use it; it is another index than the one
+    /// without.
     ///
-    /// - Throws: `INVALID_ARGUMENT` for an invalid field path (before anything is sent) or a bad collection name;
-    ///   `PERMISSION_DENIED` for a token that is not `admin` or not given the collection; and `UNAVAILABLE` or
-    ///   `DEADLINE_EXCEEDED` as any request.
+    /// - Throws: `INVALID_ARGUMENT` for an invalid field path (before anything is sent), a bad collection name or a
+    ///   collation the server's ICU cannot collate by (field `collation`); `PERMISSION_DENIED` for a token that is not
+    ///   `admin` or not given the collection; and `UNAVAILABLE` or `DEADLINE_EXCEEDED` as any request.
     @discardableResult
-    public func index(_ collection: String, field: String) async throws(LarderError) -> IndexResponse {
-        try await message(
-            IndexResponse.self, .index, IndexRequest(collection: collection, field: try FieldPath(field)).json)
+    public func index(_ collection: String, field: String, collation: String? = nil, strength: Int? = nil)
+        async throws(LarderError) -> IndexResponse
+    {
+        let request = IndexRequest(
+            collection: collection, field: try FieldPath(field), collation: collation, strength: strength)
+        return try await message(IndexResponse.self, .index, request.json)
     }
 }

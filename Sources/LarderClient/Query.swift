@@ -317,21 +317,47 @@ public struct FilterExpression: Sendable {
     }
 }
 
-/// One sort key of a search, made by `Field.ascending` or `Field.descending`.
+/// One sort key of a search, made by `Field.ascending` or `Field.descending`, optionally under a collation
+/// (`collated(_:strength:)`) so strings come in the order people of a language read them.
 ///
 /// ```swift
 /// items.search(Field("category") == "Ball", sortedBy: [Field("price").descending, Field("name").ascending])
+/// recipes.search(sortedBy: [Field("title").ascending.collated("en")])  // "apple pie" before "Walk the dog"
 /// ```
 public struct Ordering: Sendable {
     /// The field sorted by.
     public let field: Field
     /// True for largest first.
     public let descending: Bool
+    /// The ICU collation strings are ordered by, as a BCP 47 language tag (`"en"`, `"de"`, `"zh-u-co-pinyin"`,
+    /// `"ja"`); nil orders them by their UTF-8 bytes.
+    public var collation: String?
+    /// The collation's strength, 1 (base letters only) to 5 (identical); nil is the locale's own (3: accents and
+    /// case count).
+    public var strength: Int?
+
+    /// A sort key on `field`, largest first when `descending`, by bytes.
+    public init(field: Field, descending: Bool) {
+        self.field = field
+        self.descending = descending
+    }
+
+    /// This key with strings ordered under the ICU collation of `locale` (a BCP 47 tag such as `"de"`), at
+    /// `strength` (1 to 5) when given. A locale the server's ICU cannot collate by is `INVALID_ARGUMENT` naming
+    /// `sort.N.collation` when the search runs.
+    public func collated(_ locale: String, strength: Int? = nil) -> Ordering {
+        var ordering = self
+        ordering.collation = locale
+        ordering.strength = strength
+        return ordering
+    }
 
     /// The wire sort key.
     ///
     /// - Throws: `INVALID_ARGUMENT` when the field's path is not valid.
     public func sortKey() throws(LarderError) -> SortKey {
-        SortKey(field: try field.fieldPath(request: "sort"), descending: descending)
+        SortKey(
+            field: try field.fieldPath(request: "sort"), descending: descending, collation: collation,
+            strength: strength)
     }
 }

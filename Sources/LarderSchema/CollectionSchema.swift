@@ -27,52 +27,60 @@ import LarderWire
 /// A keyword that concerns one type (`minLength`, `properties`, ...) ignores values of other types, as in JSON
 /// Schema; `type` is what refuses them.
 ///
-/// Hostile schemas are refused when compiled: subschemas nested deeper than `maxDepth`, more than `maxNodes`
-/// subschemas, an `enum` of more than `maxEnumValues` values, more than `maxConstantValues` JSON values in all of
-/// the `enum`s and `const`s, a `pattern` longer than `maxPatternBytes` or more than `maxPatterns` patterns, a
-/// `required` of more than `maxRequired` names.
+/// Hostile schemas are refused when compiled, past the bounds of `SchemaLimits` (defaults below): subschemas nested
+/// deeper than `maxDepth`, more than `maxNodes` subschemas, an `enum` of more than `maxEnumValues` values, more than
+/// `maxConstantValues` JSON values in all of the `enum`s and `const`s, a `pattern` longer than `maxPatternBytes` or
+/// more than `maxPatterns` patterns, a `required` of more than `maxRequired` names.
 public struct CollectionSchema: Sendable {
     /// The schema as it was given.
     public let json: JSON
     /// The compiled root.
     let root: SchemaNode
 
-    /// The deepest nesting of subschemas (through `properties` and `items`); the root is level 0.
-    public static let maxDepth = 32
-    /// The most subschemas in one schema, the root included.
-    public static let maxNodes = 2_000
-    /// The most values in one `enum`.
-    public static let maxEnumValues = 1_000
-    /// The most JSON values (each element and member counted) in all the `enum` and `const` values of a schema.
-    public static let maxConstantValues = 10_000
-    /// The longest `pattern`, in UTF-8 bytes.
-    public static let maxPatternBytes = 1_000
-    /// The most `pattern`s in one schema.
-    public static let maxPatterns = 100
-    /// The most names in one `required`.
-    public static let maxRequired = 1_000
+    /// The bounds this schema was compiled under (`SchemaLimits`; a server's are configurable).
+    public let limits: SchemaLimits
+    /// The default deepest nesting of subschemas (through `properties` and `items`); the root is level 0.
+    public static let maxDepth = SchemaLimits.default.maxDepth
+    /// The default most subschemas in one schema, the root included.
+    public static let maxNodes = SchemaLimits.default.maxNodes
+    /// The default most values in one `enum`.
+    public static let maxEnumValues = SchemaLimits.default.maxEnumValues
+    /// The default most JSON values (each element and member counted) in all the `enum` and `const` values.
+    public static let maxConstantValues = SchemaLimits.default.maxConstantValues
+    /// The default longest `pattern`, in UTF-8 bytes.
+    public static let maxPatternBytes = SchemaLimits.default.maxPatternBytes
+    /// The default most `pattern`s in one schema.
+    public static let maxPatterns = SchemaLimits.default.maxPatterns
+    /// The default most names in one `required`.
+    public static let maxRequired = SchemaLimits.default.maxRequired
     /// The most violations `validate` reports; it stops at the last.
     public static let maxViolations = 20
     /// The one dialect `$schema` may name: JSON Schema 2020-12.
     public static let dialect = "https://json-schema.org/draft/2020-12/schema"
 
-    /// Compiles `json`; throws `SchemaError` naming the first keyword refused (unsupported, of the wrong type, or
-    /// past a limit) and where it is in the schema.
-    public init(json: JSON) throws(SchemaError) {
-        var compiler = SchemaCompiler()
+    /// Compiles `json` within `limits`; throws `SchemaError` naming the first keyword refused (unsupported, of the
+    /// wrong type, or past a limit) and where it is in the schema.
+    public init(json: JSON, limits: SchemaLimits = .default) throws(SchemaError) {
+        var compiler = SchemaCompiler(limits: limits)
         root = try compiler.node(json, at: "", depth: 0)
         self.json = json
+        self.limits = limits
     }
 }
 
 /// Reads a schema's JSON into `SchemaNode`s, counting what the limits bound.
 struct SchemaCompiler {
+    /// The bounds.
+    let limits: SchemaLimits
     /// Subschemas read so far.
     private var nodes = 0
     /// JSON values in `enum` and `const` values so far.
     private var constants = 0
     /// Patterns compiled so far.
     private var patterns = 0
+
+    /// A compiler of one schema within `limits`.
+    init(limits: SchemaLimits) { self.limits = limits }
 
     /// The keywords a schema object may have.
     static let keywords: Set<String> = [
@@ -87,10 +95,10 @@ struct SchemaCompiler {
     /// The node of the subschema `json`, found at `pointer` in the schema, `depth` subschemas down.
     mutating func node(_ json: JSON, at pointer: String, depth: Int) throws(SchemaError) -> SchemaNode {
         nodes += 1
-        guard nodes <= CollectionSchema.maxNodes else {
+        guard nodes <= limits.maxNodes else {
             throw SchemaError(
                 pointer: pointer, keyword: nil,
-                message: "the schema has more than \(CollectionSchema.maxNodes) subschemas")
+                message: "the schema has more than \(limits.maxNodes) subschemas")
         }
         switch json {
         case .bool(true): return SchemaNode()
@@ -113,7 +121,7 @@ struct SchemaCompiler {
         }
         let reader = KeywordReader(object: object, pointer: pointer)
         let (types, typeExpected) = try reader.types()
-        let required = try reader.required()
+        let required = try reader.required(maxNames: limits.maxRequired)
         var members: [NamedMember] = []
         var declared = Set<String>()
         if let properties = try reader.object("properties") {
@@ -175,28 +183,28 @@ struct SchemaCompiler {
 
     /// Throws when a subschema under `keyword` at `pointer` would pass `maxDepth`.
     private func checkDepth(_ depth: Int, _ pointer: String, _ keyword: String) throws(SchemaError) {
-        guard depth < CollectionSchema.maxDepth else {
+        guard depth < limits.maxDepth else {
             throw SchemaError(
                 pointer: pointer, keyword: keyword,
-                message: "subschemas are nested more than \(CollectionSchema.maxDepth) levels deep")
+                message: "subschemas are nested more than \(limits.maxDepth) levels deep")
         }
     }
 
     /// `pattern`, compiled.
     private mutating func compilePattern(_ source: String, at pointer: String) throws(SchemaError) -> SchemaPattern {
         patterns += 1
-        guard patterns <= CollectionSchema.maxPatterns else {
+        guard patterns <= limits.maxPatterns else {
             throw SchemaError(
                 pointer: pointer, keyword: "pattern",
-                message: "the schema has more than \(CollectionSchema.maxPatterns) patterns")
+                message: "the schema has more than \(limits.maxPatterns) patterns")
         }
-        guard source.utf8.count <= CollectionSchema.maxPatternBytes else {
+        guard source.utf8.count <= limits.maxPatternBytes else {
             throw SchemaError(
                 pointer: pointer, keyword: "pattern",
-                message: "pattern is \(source.utf8.count) bytes long; the limit is \(CollectionSchema.maxPatternBytes)")
+                message: "pattern is \(source.utf8.count) bytes long; the limit is \(limits.maxPatternBytes)")
         }
         do {
-            return try SchemaPattern(source)
+            return try SchemaPattern(source, matchSteps: limits.patternMatchSteps)
         } catch {
             throw SchemaError(
                 pointer: pointer, keyword: "pattern",
@@ -210,10 +218,10 @@ struct SchemaCompiler {
         guard case .array(let values) = value, !values.isEmpty else {
             throw SchemaError(pointer: pointer, keyword: "enum", message: "enum must be a non-empty array of values")
         }
-        guard values.count <= CollectionSchema.maxEnumValues else {
+        guard values.count <= limits.maxEnumValues else {
             throw SchemaError(
                 pointer: pointer, keyword: "enum",
-                message: "enum has \(values.count) values; the limit is \(CollectionSchema.maxEnumValues)")
+                message: "enum has \(values.count) values; the limit is \(limits.maxEnumValues)")
         }
         for element in values { try countConstant(element, at: pointer, keyword: "enum", depth: 0) }
         let listed = Rendering.value(value, limit: Int.max)
@@ -233,11 +241,11 @@ struct SchemaCompiler {
         throws(SchemaError)
     {
         constants += 1
-        guard constants <= CollectionSchema.maxConstantValues, depth <= CollectionSchema.maxDepth else {
+        guard constants <= limits.maxConstantValues, depth <= limits.maxDepth else {
             throw SchemaError(
                 pointer: pointer, keyword: keyword,
-                message: "the enum and const values hold more than \(CollectionSchema.maxConstantValues) JSON values "
-                    + "or nest more than \(CollectionSchema.maxDepth) levels deep")
+                message: "the enum and const values hold more than \(limits.maxConstantValues) JSON values "
+                    + "or nest more than \(limits.maxDepth) levels deep")
         }
         switch value {
         case .array(let elements):
@@ -290,14 +298,14 @@ private struct KeywordReader {
         return (types, listed.joined(separator: " or "))
     }
 
-    /// `required`: an array of distinct strings.
-    func required() throws(SchemaError) -> [String] {
+    /// `required`: an array of at most `maxNames` distinct strings.
+    func required(maxNames: Int) throws(SchemaError) -> [String] {
         guard let value = object["required"] else { return [] }
         guard case .array(let list) = value else { throw wrong("required", "an array of member names") }
-        guard list.count <= CollectionSchema.maxRequired else {
+        guard list.count <= maxNames else {
             throw SchemaError(
                 pointer: pointer + "/required", keyword: "required",
-                message: "required has \(list.count) names; the limit is \(CollectionSchema.maxRequired)")
+                message: "required has \(list.count) names; the limit is \(maxNames)")
         }
         var names: [String] = []
         var seen = Set<String>()

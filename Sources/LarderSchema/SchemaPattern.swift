@@ -16,9 +16,6 @@ final class SchemaPattern: @unchecked Sendable {
     /// The match context: the limits.
     private let context: OpaquePointer
 
-    /// The most backtracking steps one match may take (PCRE2's match limit) before it gives up: a catastrophic
-    /// pattern on a long string ends as a violation after a few milliseconds instead of running for ages.
-    static let matchLimit: UInt32 = 1_000_000
     /// The most memory (KiB) one match's backtracking may use (PCRE2's heap limit; the interpreter's).
     static let heapLimitKiB: UInt32 = 16 << 10
 
@@ -30,8 +27,11 @@ final class SchemaPattern: @unchecked Sendable {
         case gaveUp
     }
 
-    /// Compiles `source`; throws PCRE2's message and the offset of the error in the pattern.
-    init(_ source: String) throws(PatternError) {
+    /// Compiles `source`, whose matches take at most `matchSteps` backtracking steps (PCRE2's match limit) before
+    /// they give up: a catastrophic pattern on a long string ends as a violation after a few milliseconds instead of
+    /// running for ages. Throws PCRE2's message and the offset of the error in the pattern.
+    init(_ source: String, matchSteps: Int) throws(PatternError) {
+        let matchLimit = UInt32(clamping: matchSteps)
         self.source = source
         var errorCode: Int32 = 0
         var errorOffset = 0
@@ -49,8 +49,8 @@ final class SchemaPattern: @unchecked Sendable {
             pcre2_code_free_8(compiled)
             throw PatternError("out of memory", 0)
         }
-        pcre2_set_match_limit_8(matchContext, Self.matchLimit)
-        pcre2_set_depth_limit_8(matchContext, Self.matchLimit)
+        pcre2_set_match_limit_8(matchContext, matchLimit)
+        pcre2_set_depth_limit_8(matchContext, matchLimit)
         pcre2_set_heap_limit_8(matchContext, Self.heapLimitKiB)
         // Without JIT support (or memory for it) the interpreter matches instead, under the same limits.
         _ = pcre2_jit_compile_8(compiled, UInt32(PCRE2_JIT_COMPLETE))

@@ -101,6 +101,7 @@ public final class LarderServer: Sendable {
         storeConfiguration.maxUploadBytes = Int64(configuration.limits.maxUploadBytes)
         storeConfiguration.maxUploadsPerOwner = Int64(configuration.limits.maxUploadsPerToken)
         storeConfiguration.maxUploadBytesPerOwner = Int64(configuration.limits.maxUploadBytesPerToken)
+        storeConfiguration.schemaLimits = configuration.limits.schema
         if let url = configuration.postgresURL {
             let store = try PostgresStore(
                 url: url, configuration: storeConfiguration, timeoutMs: configuration.postgresTimeoutMs)
@@ -154,7 +155,7 @@ public final class LarderServer: Sendable {
             maxReplyBinaryBytes: configuration.limits.maxBinaryPartBytes,
             thumbnailSizes: configuration.limits.thumbnailSizes,
             maxThumbnailSourcePixels: configuration.limits.maxThumbnailSourcePixels,
-            thumbnailThreads: configuration.thumbnailThreads)
+            thumbnailThreads: configuration.thumbnailThreads, schemaLimits: configuration.limits.schema)
         let logger = Logger(
             level: configuration.logLevel, format: configuration.logFormat,
             slowMicros: UInt64(configuration.slowMs) * 1000)

@@ -25,6 +25,8 @@ package final class Router: Sendable {
     /// Slots for the thumbnails being made: a BLOB_GET that must make one waits here, on its work-pool thread, before
     /// it reads the photo's bytes, so at most `thumbnailThreads` photos and their decodes are in memory at once.
     let thumbnailSlots: DispatchSemaphore
+    /// The bounds SCHEMA_SET compiles schemas within (HELLO's `limits`).
+    let schemaLimits: SchemaLimits
 
     /// The record bytes a page may carry under a JSON limit, leaving room for what wraps the records (member names,
     /// the cursor, group keys).
@@ -36,8 +38,10 @@ package final class Router: Sendable {
         maxReplyBinaryBytes: Int = Limits.default.maxBinaryPartBytes,
         thumbnailSizes: [Int] = Limits.default.thumbnailSizes,
         maxThumbnailSourcePixels: Int = Limits.default.maxThumbnailSourcePixels,
-        thumbnailThreads: Int = ProcessInfo.processInfo.activeProcessorCount
+        thumbnailThreads: Int = ProcessInfo.processInfo.activeProcessorCount,
+        schemaLimits: SchemaLimits = .default
     ) {
+        self.schemaLimits = schemaLimits
         self.thumbnailSizes = thumbnailSizes
         self.thumbnailSlots = DispatchSemaphore(value: thumbnailThreads)
         self.maxThumbnailSourcePixels = maxThumbnailSourcePixels

@@ -16,7 +16,7 @@ extension Router {
     func schemaSet(_ frame: Frame) throws(LarderError) -> ([UInt8], [UInt8]) {
         let request = try SchemaSetRequest(json: try frame.jsonObject())
         try CollectionName.validate(request.collection)
-        let compiled = try request.schema.map { (object) throws(LarderError) in try Router.compile(.object(object)) }
+        let compiled = try request.schema.map { (object) throws(LarderError) in try Router.compile(.object(object), limits: schemaLimits) }
         let action = request.validationAction
         let version = try Router.waitForWrite(store) { (c) throws(LarderError) in
             try c.setSchema(request.collection, schema: compiled, action: action)
@@ -41,10 +41,10 @@ extension Router {
     }
 
     /// `schema` compiled, or INVALID_ARGUMENT (field `schema`) with the offending keyword and its JSON Pointer in the
-    /// schema (details `pointer`, `keyword`).
-    static func compile(_ schema: JSON) throws(LarderError) -> CollectionSchema {
+    /// schema (details `pointer`, `keyword`); a bound of `limits` passed is named in the message.
+    static func compile(_ schema: JSON, limits: SchemaLimits) throws(LarderError) -> CollectionSchema {
         do {
-            return try CollectionSchema(json: schema)
+            return try CollectionSchema(json: schema, limits: limits)
         } catch {
             var details: JSONObject = ["pointer": .string(error.pointer)]
             if let keyword = error.keyword { details["keyword"] = .string(keyword) }

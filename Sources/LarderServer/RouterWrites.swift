@@ -138,7 +138,8 @@ extension Router {
         case .index:
             let r = try IndexRequest(json: object)
             return { (c) throws(LarderError) in
-                let (name, created) = try c.createIndex(r.collection, field: r.field)
+                let (name, created) = try c.createIndex(
+                    r.collection, field: r.field, collation: r.collation, strength: r.strength)
                 return (IndexResponse(name: name, created: created).json.bytes, [])
             }
         case .rulesSet:

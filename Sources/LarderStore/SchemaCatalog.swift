@@ -64,12 +64,13 @@ final class SchemaCatalog: @unchecked Sendable {
     }
 
     /// The entries of rows read from a `larder_schemas` table: (collection, version, schema JSON text or nil,
-    /// action). A stored schema is one this store compiled when it was set; one that no longer compiles (set by a
-    /// newer server) checks nothing here rather than stopping the store.
-    static func entries(_ rows: [(String, Int64, [UInt8]?, String)]) -> [String: SchemaEntry] {
+    /// action). A stored schema is one this store compiled when it was set, so it is compiled again with the bounds
+    /// of `limits` lifted (`SchemaLimits.lifted`) and its matching step bound kept; one that no longer compiles (set
+    /// by a newer server) checks nothing here rather than stopping the store.
+    static func entries(_ rows: [(String, Int64, [UInt8]?, String)], limits: SchemaLimits) -> [String: SchemaEntry] {
         var entries: [String: SchemaEntry] = [:]
         for (collection, version, text, action) in rows {
-            let schema = text.flatMap { try? JSONParser.parse($0) }.flatMap { try? CollectionSchema(json: $0) }
+            let schema = text.flatMap { try? JSONParser.parse($0) }.flatMap { try? CollectionSchema(json: $0, limits: limits.lifted) }
             entries[collection] = SchemaEntry(
                 version: version, schema: schema, action: SchemaValidationAction(rawValue: action) ?? .error)
         }

@@ -49,7 +49,9 @@ final class StoreCore: @unchecked Sendable {
 
     func loadIndexes(_ pairs: [(String, String)]) {
         lock.withLock {
-            for (collection, path) in pairs { indexed.insert(collection + "\u{0}" + path) }
+            // A collated index (`Collation.indexPath`) makes its field's path indexed too: searches then write the
+            // path as the literal its expression holds.
+            for (collection, path) in pairs { indexed.insert(collection + "\u{0}" + Collation.indexedField(path).path) }
         }
     }
 

@@ -151,6 +151,13 @@ public struct PreparedDocument: Sendable, Equatable {
     }
 }
 
+extension WriteContext {
+    /// Declares an expression index on a field path, its strings in byte order; `created` is false when it existed.
+    public func createIndex(_ collection: String, field: FieldPath) throws(LarderError) -> (name: String, created: Bool) {
+        try createIndex(collection, field: field, collation: nil, strength: nil)
+    }
+}
+
 /// The write operations, available inside one group-commit transaction (see `DocumentStore.submitWrite`).
 ///
 /// Each body of `submitWrite` runs inside its own SAVEPOINT: when it throws, only its own changes are rolled back. A
@@ -178,8 +185,11 @@ public protocol WriteContext {
     /// against it.
     func setSchema(_ collection: String, schema: CollectionSchema?, action: SchemaValidationAction)
         throws(LarderError) -> Int64
-    /// Declares an expression index on a field path; `created` is false when it existed.
-    func createIndex(_ collection: String, field: FieldPath) throws(LarderError) -> (name: String, created: Bool)
+    /// Declares an expression index on a field path, its strings ordered under the ICU collation `collation` at
+    /// `strength` when given (INVALID_ARGUMENT naming `collation` for a locale ICU cannot collate by), so sorts
+    /// under that collation use it; `created` is false when it existed.
+    func createIndex(_ collection: String, field: FieldPath, collation: String?, strength: Int?) throws(LarderError)
+        -> (name: String, created: Bool)
     /// Sets `collection`'s rules for users (RULES_SET); rules with an `owner` access also index `$owner`.
     func setCollectionRules(_ collection: String, _ rules: CollectionRules) throws(LarderError)
     /// Validates the JPEG (UNSUPPORTED_MEDIA_TYPE), the size (PAYLOAD_TOO_LARGE), the expected SHA-256
@@ -446,6 +456,9 @@ public struct StoreConfiguration: Sendable {
     /// pool) each time one is borrowed, before it reads. For tests (package access, not API): holding it here keeps
     /// that reader busy, which is how a test shows that the event loops' point reads never wait for one.
     package var readerHook: (@Sendable () -> Void)?
+    /// The bounds of collection schemas (`Limits.schema`): the step bound of `pattern` matches applies to the schemas
+    /// the store reads back from its database.
+    public var schemaLimits = SchemaLimits.default
     /// The most bytes one chunk of a resumable upload carries (`Limits.blobChunkBytes`).
     public var blobChunkBytes: Int = 1 << 20
     /// An upload is dropped, with its bytes, this many milliseconds after its last chunk.

@@ -24,13 +24,14 @@ package enum WriteRules {
     }
 
     /// The name INDEX answers for `field` of `collection`, once both are checked: a valid collection name, a data
-    /// field (envelope fields need no index).
-    static func indexName(_ collection: String, _ field: FieldPath) throws(LarderError) -> String {
+    /// field (envelope fields need no index). `tag`: the canonical tag of the index's collation, which the name then
+    /// also covers.
+    static func indexName(_ collection: String, _ field: FieldPath, tag: String? = nil) throws(LarderError) -> String {
         try CollectionName.validate(collection)
         guard field.envelope == nil else {
             throw LarderError(
                 .invalidArgument, "indexes are declared on data fields; envelope fields need none", field: "field")
         }
-        return "ix_\(collection)_" + String(SHA256.hex(Array(field.description.utf8)).prefix(16))
+        return "ix_\(collection)_" + String(SHA256.hex(Array(Collation.indexPath(field, tag).utf8)).prefix(16))
     }
 }

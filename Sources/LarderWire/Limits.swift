@@ -49,6 +49,8 @@ public struct Limits: Sendable, Equatable {
     /// On a server that accepts ID tokens: the milliseconds of clock difference tolerated on a token's `exp` and
     /// `nbf`. Absent (nil) on a server that accepts none.
     public var oidcLeewayMs: Int?
+    /// The bounds a collection schema must stay within (SCHEMA_SET), announced under their own names.
+    public var schema = SchemaLimits()
 
     /// The largest thumbnail size a server may offer.
     public static let maxThumbnailSize = 4096
@@ -98,6 +100,7 @@ public struct Limits: Sendable, Equatable {
         ]
         if let requestKeyRetentionMs { object["requestKeyRetentionMs"] = .int(Int64(requestKeyRetentionMs)) }
         if let oidcLeewayMs { object["oidcLeewayMs"] = .int(Int64(oidcLeewayMs)) }
+        for (name, value) in schema.named { object[name] = .int(Int64(value)) }
         return object
     }
 
@@ -127,6 +130,9 @@ public struct Limits: Sendable, Equatable {
         try read("maxUploadBytesPerToken", &maxUploadBytesPerToken)
         try read("maxQueuedWork", &maxQueuedWork)
         try read("maxThumbnailSourcePixels", &maxThumbnailSourcePixels)
+        for (name, _) in SchemaLimits.default.named {
+            if let v = try reader.optionalInt(name, range: 0...Int64.max) { _ = schema.set(name, Int(clamping: v)) }
+        }
         // Absent: the server takes no request keys.
         requestKeyRetentionMs = try reader.optionalInt("requestKeyRetentionMs", range: 1...Int64.max)
             .map { Int(clamping: $0) }
@@ -156,7 +162,7 @@ public struct Limits: Sendable, Equatable {
             ("maxUploadsPerToken", maxUploadsPerToken), ("maxUploadBytesPerToken", maxUploadBytesPerToken),
             ("maxQueuedWork", maxQueuedWork),
             ("maxThumbnailSourcePixels", maxThumbnailSourcePixels), ("requestKeyRetentionMs", requestKeyRetentionMs ?? 1),
-        ]
+        ] + schema.named
         for (name, value) in positive where value <= 0 {
             throw LarderError(.invalidArgument, "\(name) must be greater than 0", field: name)
         }
@@ -167,6 +173,11 @@ public struct Limits: Sendable, Equatable {
             throw LarderError(
                 .invalidArgument, "thumbnailSizes must be at most \(Limits.maxThumbnailSizeCount) different sizes, "
                     + "each from 1 to \(Limits.maxThumbnailSize), in ascending order", field: "thumbnailSizes")
+        }
+        if schema.patternMatchSteps > SchemaLimits.maxPatternMatchSteps {
+            throw LarderError(
+                .invalidArgument, "schemaPatternMatchSteps must be at most \(SchemaLimits.maxPatternMatchSteps)",
+                field: "schemaPatternMatchSteps")
         }
         if maxFrameBytes > Int(UInt32.max) - 4 {
             throw LarderError(.invalidArgument, "maxFrameBytes must be below 4 GiB", field: "maxFrameBytes")

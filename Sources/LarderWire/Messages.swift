@@ -1074,20 +1074,43 @@ public struct GroupResponse: WireMessage, Equatable {
 package struct IndexRequest: WireMessage, Equatable {
     package var collection: String
     package var field: FieldPath
+    /// The ICU collation the index orders the field's strings by (`SortKey.collation`), to serve sorts under it.
+    package var collation: String?
+    /// The collation's strength (`SortKey.strength`).
+    package var strength: Int?
 
-    package init(collection: String, field: FieldPath) {
+    package init(collection: String, field: FieldPath, collation: String? = nil, strength: Int? = nil) {
         self.collection = collection
         self.field = field
+        self.collation = collation
+        self.strength = strength
     }
 
     package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         collection = try collectionName(&r)
         field = try FieldPath(try r.string("field", maxLength: FieldPath.maxBytes), field: "field")
+        collation = try r.optionalString("collation", maxLength: SortKey.maxCollationBytes)
+        strength = try r.optionalInt("strength", range: 1...5).map { Int($0) }
         try r.finish()
+        if collation != nil || strength != nil {
+            // The sort key's own checks, naming this request's members.
+            do {
+                _ = try SortKey(
+                    json: SortKey(field: field, collation: collation, strength: strength).json, path: "index")
+            } catch {
+                throw LarderError(
+                    error.status, error.message, field: error.field.map { String($0.dropFirst("index.".count)) })
+            }
+        }
     }
 
-    package var json: JSONObject { ["collection": .string(collection), "field": .string(field.description)] }
+    package var json: JSONObject {
+        var object: JSONObject = ["collection": .string(collection), "field": .string(field.description)]
+        if let collation { object["collation"] = .string(collation) }
+        if let strength { object["strength"] = .int(Int64(strength)) }
+        return object
+    }
 }
 
 /// `INDEX` response: the index's name and whether this call created it.

@@ -292,30 +292,44 @@ public struct TextQuery: Sendable, Equatable {
     }
 }
 
-/// One sort key: `{"field": "price", "order": "desc"}` (order defaults to "asc").
+/// One sort key: `{"field": "price", "order": "desc"}` (order defaults to "asc"), and for strings read by people a
+/// collation: `{"field": "title", "collation": "de", "strength": 2}`.
 ///
 /// Order across kinds (Protocol.md §5.2): missing and null first, then numbers (booleans as 0 and 1, integers and reals
-/// compared exactly), then strings (UTF-8 byte order), then arrays and objects (by their compact JSON text, so arrays
-/// first); descending reverses it. The record id, ascending, breaks ties last.
+/// compared exactly), then strings (UTF-8 byte order, or the collation's), then arrays and objects (by their compact
+/// JSON text, so arrays first); descending reverses it. The record id, ascending, breaks ties last.
 public struct SortKey: Sendable, Equatable {
     /// The field sorted on.
     public var field: FieldPath
     /// True for descending order.
     public var descending: Bool
+    /// The ICU collation strings are ordered by, as a BCP 47 language tag (`"en"`, `"de"`, `"zh-u-co-pinyin"`,
+    /// `"ja"`); nil orders them by their UTF-8 bytes. Strings the collation finds equal are ordered by their bytes.
+    public var collation: String?
+    /// The collation's strength: 1 (base letters only) to 5 (identical); nil is the locale's own (3, tertiary:
+    /// accents and case count). Only with `collation`.
+    public var strength: Int?
 
-    /// A sort on `field`: `SortKey(field: try FieldPath("price"), descending: true)`.
-    public init(field: FieldPath, descending: Bool = false) {
+    /// The longest `collation` tag taken.
+    public static let maxCollationBytes = 64
+
+    /// A sort on `field`: `SortKey(field: try FieldPath("price"), descending: true)`, or with a collation:
+    /// `SortKey(field: try FieldPath("title"), collation: "de")`.
+    public init(field: FieldPath, descending: Bool = false, collation: String? = nil, strength: Int? = nil) {
         self.field = field
         self.descending = descending
+        self.collation = collation
+        self.strength = strength
     }
 
-    /// Parses the wire form; throws INVALID_ARGUMENT naming the member at fault under `path`.
+    /// Parses the wire form; throws INVALID_ARGUMENT naming the member at fault under `path`. Whether ICU knows the
+    /// collation's locale is the server's to say (INVALID_ARGUMENT naming `path.collation`).
     public init(json: JSON, path: String) throws(LarderError) {
         guard case .object(let object) = json else {
             throw .invalid(path, "a sort key must be an object like {\"field\":\"price\",\"order\":\"desc\"}")
         }
-        for key in object.keys where key != "field" && key != "order" {
-            throw .invalid("\(path).\(key)", "unknown sort member '\(key)'; use field and order")
+        for key in object.keys where !["field", "order", "collation", "strength"].contains(key) {
+            throw .invalid("\(path).\(key)", "unknown sort member '\(key)'; use field, order, collation and strength")
         }
         guard case .string(let string)? = object["field"] else {
             throw .invalid("\(path).field", "a sort key needs 'field', a string dot path")
@@ -326,11 +340,36 @@ public struct SortKey: Sendable, Equatable {
         case .string("desc")?: descending = true
         default: throw .invalid("\(path).order", "'order' is \"asc\" or \"desc\"")
         }
+        switch object["collation"] {
+        case nil, .null?: collation = nil
+        case .string(let tag)?
+        where (1...SortKey.maxCollationBytes).contains(tag.utf8.count)
+            && tag.utf8.allSatisfy({ $0 == UInt8(ascii: "-") || (0x30...0x39).contains($0)
+                || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }):
+            collation = tag
+        default:
+            throw .invalid(
+                "\(path).collation",
+                "'collation' is a BCP 47 language tag of letters, digits and '-' (at most "
+                    + "\(SortKey.maxCollationBytes) bytes), like \"en\", \"de\" or \"zh-u-co-pinyin\"")
+        }
+        switch object["strength"] {
+        case nil, .null?: strength = nil
+        case .int(let level)? where (1...5).contains(level) && collation != nil: strength = Int(level)
+        default:
+            throw .invalid("\(path).strength", "'strength' is an integer from 1 to 5, given with 'collation'")
+        }
+        if collation != nil, field.envelope != nil {
+            throw .invalid("\(path).collation", "a collation orders strings; \(field) is not a data field")
+        }
     }
 
-    /// The wire form, `{"field": ..., "order": "asc" | "desc"}`.
+    /// The wire form, `{"field": ..., "order": "asc" | "desc"}`, with `collation` and `strength` when set.
     public var json: JSON {
-        ["field": .string(field.description), "order": .string(descending ? "desc" : "asc")]
+        var object: JSONObject = ["field": .string(field.description), "order": .string(descending ? "desc" : "asc")]
+        if let collation { object["collation"] = .string(collation) }
+        if let strength { object["strength"] = .int(Int64(strength)) }
+        return .object(object)
     }
 }
 

@@ -223,6 +223,25 @@ enum ServerOptions {
             limit(
                 "max-thumbnail-source-pixels", "largest photo (width × height) BLOB_GET makes a thumbnail of",
                 l.maxThumbnailSourcePixels, \.maxThumbnailSourcePixels),
+            limit("max-schema-depth", "nesting of a collection schema's subschemas", l.schema.maxDepth, \.schema.maxDepth),
+            limit("max-schema-nodes", "subschemas in one collection schema", l.schema.maxNodes, \.schema.maxNodes),
+            limit(
+                "max-schema-enum-values", "values in one enum of a collection schema", l.schema.maxEnumValues,
+                \.schema.maxEnumValues),
+            limit(
+                "max-schema-constant-values", "JSON values in all the enum and const values of a collection schema",
+                l.schema.maxConstantValues, \.schema.maxConstantValues),
+            limit(
+                "max-schema-pattern-bytes", "longest pattern in a collection schema", l.schema.maxPatternBytes,
+                \.schema.maxPatternBytes),
+            limit(
+                "max-schema-patterns", "patterns in one collection schema", l.schema.maxPatterns, \.schema.maxPatterns),
+            limit(
+                "max-schema-required", "names in one required of a collection schema", l.schema.maxRequired,
+                \.schema.maxRequired),
+            limit(
+                "schema-pattern-match-steps", "backtracking steps one pattern match may take before it gives up",
+                l.schema.patternMatchSteps, \.schema.patternMatchSteps),
             Option(
                 name: "thumbnail-sizes", env: "LARDER_SERVER_THUMBNAIL_SIZES", valueName: "N,N,...",
                 help: "the thumbnail sizes (longer side, pixels) BLOB_GET makes; no other is accepted (default "

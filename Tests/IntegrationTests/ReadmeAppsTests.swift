@@ -158,6 +158,29 @@ import Testing
     }
 
     @Test(arguments: [ServerStore.sqlite, .postgres])
+    func todosSortedByTitleUnderACollation(_ store: ServerStore) async throws {
+        let server = try Self.loaded(store)
+        defer { server.stop() }
+        let client = LarderClient(host: "127.0.0.1", port: server.port)
+        defer { client.close() }
+        let todos = client.collection("todos", of: Todo.self)
+
+        // README: sorted todos
+        for title in ["Walk the dog", "apple pie"] { _ = try await todos.create(Todo(title: title, isFinish: false)) }
+        let byTitle = try await todos.search(sortedBy: [Field("title").ascending.collated("en")]).collect()
+        // "apple pie", "Buy milk 買牛奶", ..., "Walk the dog", "預約牙醫"
+        // README end
+
+        #expect(
+            byTitle.map(\.value.title) == [
+                "apple pie", "Buy milk 買牛奶", "Finish SwiftUI chapter 13", "Return library books 還書", "Walk the dog",
+                "預約牙醫",
+            ])
+        let bytes = try await todos.search(sortedBy: [Field("title").ascending]).collect()
+        #expect(bytes.first?.value.title == "Buy milk 買牛奶" && bytes.map(\.value.title).last == "預約牙醫")
+    }
+
+    @Test(arguments: [ServerStore.sqlite, .postgres])
     func studentSearch(_ store: ServerStore) async throws {
         let server = try Self.loaded(store)
         defer { server.stop() }
@@ -219,8 +242,8 @@ import Testing
             + section[..<end].split(separator: "\n", omittingEmptySubsequences: false)
         let blocks = ReadmeText.swiftBlocks(lines)
         let regions = try ReadmeText.regions(ofFile: #filePath)
-        #expect(blocks.count == 6, "README's first screen and Apps section have \(blocks.count) Swift blocks")
-        #expect(regions.count == 6)
+        #expect(blocks.count == 7, "README's first screen and Apps section have \(blocks.count) Swift blocks")
+        #expect(regions.count == 7)
         for block in blocks {
             #expect(regions.contains(block), "README's Apps block is not this file's code:\n\(block)")
         }

@@ -32,6 +32,15 @@ import Testing
         #expect(try FilterSyntax.sortKey("a:b:desc") == SortKey(field: try FieldPath("a:b"), descending: true))
         let error = #expect(throws: UsageError.self) { try FilterSyntax.sortKey("nope:up") }
         #expect(error?.excerpt?.lines == ["  nope:up", "       ^~"])
+        // A collation after '@', with a strength after '/'.
+        #expect(try FilterSyntax.sortKey("title@en") == SortKey(field: try FieldPath("title"), collation: "en"))
+        #expect(
+            try FilterSyntax.sortKey("name:desc@de/1")
+                == SortKey(field: try FieldPath("name"), descending: true, collation: "de", strength: 1))
+        #expect(try FilterSyntax.sortKey("t@zh-u-co-pinyin").collation == "zh-u-co-pinyin")
+        for bad in ["title@", "title@en/9", "title@e n", "$id@en"] {
+            #expect(throws: UsageError.self, "\(bad)") { try FilterSyntax.sortKey(bad) }
+        }
     }
 
     @Test func tablesNarrowTheirWidestColumnsFirstOrGiveUp() {

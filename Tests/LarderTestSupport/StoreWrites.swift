@@ -46,10 +46,12 @@ extension GroupCommitStore {
     }
 
     /// `WriteContext.createIndex` in a job of its own: the index's name, and whether it is new.
-    package func createIndex(_ collection: String, field: FieldPath) throws(LarderError)
-        -> (name: String, created: Bool)
-    {
-        try syncWrite { context throws(LarderError) in try context.createIndex(collection, field: field) }
+    package func createIndex(
+        _ collection: String, field: FieldPath, collation: String? = nil, strength: Int? = nil
+    ) throws(LarderError) -> (name: String, created: Bool) {
+        try syncWrite { context throws(LarderError) in
+            try context.createIndex(collection, field: field, collation: collation, strength: strength)
+        }
     }
 
     /// `WriteContext.blobPut` in a job of its own.

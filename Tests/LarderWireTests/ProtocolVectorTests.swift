@@ -54,7 +54,7 @@ import Testing
         "blob-get-range-response", "blob-upload-chunk-request", "blob-upload-status-response",
         "blob-get-thumbnail-request", "blob-get-range-past-end-request", "schema-set-request",
         "schema-violation-response", "create-keyed-request",
-        "hello-id-token-request", "hello-id-token-expired-response",
+        "hello-id-token-request", "hello-id-token-expired-response", "search-collation-request",
     ]
 
     /// The ranged BLOB_GET: the request's members, and an answer carrying exactly those bytes with `offset` and
@@ -166,6 +166,18 @@ import Testing
         object["requestKey"] = nil
         #expect(try CreateRequest(json: object) == CreateRequest(collection: "todos", data: ["title": "Buy milk"]))
         #expect(FrameEncoder().encode(frame) == Self.vectors.first { $0.name == "create-keyed-request" }!.bytes)
+    }
+
+    /// A SEARCH whose sort key names a collation and its strength (section 5.2).
+    @Test func searchUnderACollation() throws {
+        let frame = try Self.vector("search-collation-request")
+        #expect(frame.opcode == .search && frame.requestID == 9 && !frame.isResponse)
+        var object = try frame.jsonObject()
+        #expect(object["collection"] == "todos")
+        object["collection"] = nil
+        let query = try SearchQuery(json: object)
+        #expect(query.sort == [SortKey(field: try FieldPath("title"), collation: "en", strength: 2)] && query.limit == 20)
+        #expect(FrameEncoder().encode(frame) == Self.vectors.first { $0.name == "search-collation-request" }!.bytes)
     }
 
     @Test func blobPut() throws {

@@ -206,11 +206,14 @@ struct PGBuilder {
     // MARK: Sorting
 
     /// The ORDER BY terms of one sort key.
-    static func orderTerms(_ key: SortKey) -> [String] {
+    /// `tag`: the canonical tag of the key's collation (`Collation.tag`), nil for byte order.
+    static func orderTerms(_ key: SortKey, tag: String?) -> [String] {
         let direction = key.descending ? " DESC" : " ASC"
         if let envelope = key.field.envelope { return [envelopeColumn(envelope) + direction] }
         let field = PGField(path: key.field)
-        return [field.k1, field.k2, field.k3Prefix, field.k3].map { $0 + direction }
+        guard let tag else { return [field.k1, field.k2, field.k3Prefix, field.k3].map { $0 + direction } }
+        let collated = field.k3Collated(tag)
+        return [field.k1, field.k2, collated.prefix, collated.whole, field.k3].map { $0 + direction }
     }
 
     /// The columns a page query returns per sort key, from which the cursor's value is made (`sortValue`).
@@ -255,8 +258,26 @@ struct PGBuilder {
         return (strict, "(\(field.k1) = \(kind) AND \(field.k3) = \(s))")
     }
 
+    /// The keyset tests of a string under the collation of `tag`: rows after it, rows equal to it (the same bytes).
+    private mutating func collatedTextAfter(_ field: PGField, _ tag: String, _ text: String, descending: Bool)
+        -> (strict: String, equal: String)
+    {
+        let collated = field.k3Collated(tag)
+        let (prefix, whole) = (param(.text(Collation.prefix(text))), param(.text(text)))
+        let symbol = descending ? "<" : ">"
+        let later =
+            "(\(collated.prefix) \(symbol) \(prefix) OR (\(collated.prefix) = \(prefix) AND \(collated.whole) \(symbol) \(whole)))"
+        let strict =
+            descending
+            ? "(\(field.k1) < 2 OR (\(field.k1) = 2 AND \(later)))" : "(\(field.k1) > 2 OR (\(field.k1) = 2 AND \(later)))"
+        return (strict, "(\(field.k1) = 2 AND \(field.k3) = \(whole))")
+    }
+
     /// Keyset: rows strictly after the cursor's values in (keys..., id) order.
-    mutating func after(_ sort: [SortKey], _ values: [SQLValue], lastId: String) throws(LarderError) -> String {
+    /// `tags`: the canonical tags of the keys' collations, nil for byte order.
+    mutating func after(_ sort: [SortKey], tags: [String?], _ values: [SQLValue], lastId: String) throws(LarderError)
+        -> String
+    {
         func idAfter() -> String {
             if let id = UUID(uuidString: lastId), id.wireString == lastId { return "id > \(param(.uuid(id)))" }
             return "id::text COLLATE \"C\" > \(param(.text(lastId)))"
@@ -297,7 +318,12 @@ struct PGBuilder {
                         : "(\(field.k1) > 1 OR (\(field.k1) = 1 AND \(field.k2) > \(n)))"
                     equal = "(\(field.k1) = 1 AND \(field.k2) = \(n))"
                 case .text(let text):
-                    let tests = textAfter(field, kind: 2, text, descending: key.descending)
+                    let tests =
+                        if let tag = tags[i] {
+                            collatedTextAfter(field, tag, text, descending: key.descending)
+                        } else {
+                            textAfter(field, kind: 2, text, descending: key.descending)
+                        }
                     (strict, equal) = (tests.strict, tests.equal)
                 case .blob(let bytes):
                     // An array's or object's JSON text: kind 3, after every string.

@@ -70,6 +70,14 @@ struct PGField {
             + "WHEN 'array' THEN \(composite) END) COLLATE \"C\")"
     }
 
+    /// Under the collation of the canonical tag `tag` (`Collation`): a string's first `Collation.prefixCharacters`
+    /// characters, and the whole string; NULL for other kinds, which `k1`, `k2` and `k3` order.
+    func k3Collated(_ tag: String) -> (prefix: String, whole: String) {
+        let name = PGSQL.identifier(Collation.postgresName(tag))
+        let string = "(CASE \(type) WHEN 'string' THEN (\(value) #>> '{}') END)"
+        return ("(left(\(string), \(Collation.prefixCharacters)) COLLATE \(name))", "(\(string) COLLATE \(name))")
+    }
+
     /// The indexed prefix of `k3`.
     var k3Prefix: String { "left(\(k3), \(PGSQL.indexedTextChars))" }
 
@@ -83,6 +91,13 @@ struct PGField {
 
     /// The column list of a field index: what searches on the field sort and filter by.
     var indexColumns: String { "\(k1), \(k2), \(k3Prefix), id" }
+
+    /// The statement that builds the field index `name` (a quoted identifier) of `collection` under the collation of
+    /// `tag`: what sorts under it order by first (`PGBuilder.orderTerms`).
+    func createCollatedIndex(_ name: String, collection: String, tag: String) -> String {
+        "CREATE INDEX IF NOT EXISTS \(name) ON documents (\(k1), \(k2), \(k3Collated(tag).prefix), id) "
+            + "WHERE \(PGBuilder(collection: collection).collectionTest)"
+    }
 
     /// The statement that builds the field index `name` (a quoted identifier) of `collection` (a validated name): a
     /// partial index over one collection's rows.

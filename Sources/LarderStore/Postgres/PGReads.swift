@@ -97,10 +97,12 @@ extension PostgresStore {
         wantsTextIndex(collection, query.text)
         var builder = PGBuilder(collection: collection)
         var clause = builder.whereClause(filter: query.filter, text: query.text)
+        let tags = try Collation.tags(query.sort)
+        try collations.ensure(tags.compactMap { $0 }, readers)
         if let position = try SearchPosition.open(collection, query) {
-            clause += " AND " + (try builder.after(query.sort, position.values, lastId: position.lastId))
+            clause += " AND " + (try builder.after(query.sort, tags: tags, position.values, lastId: position.lastId))
         }
-        var order = query.sort.flatMap(PGBuilder.orderTerms)
+        var order = query.sort.indices.flatMap { PGBuilder.orderTerms(query.sort[$0], tag: tags[$0]) }
         order.append("id ASC")
         var columns = [PostgresStore.recordColumns]
         var starts: [Int] = []

@@ -199,6 +199,8 @@ enum PGSchema {
         ])[0]
         for row in 0..<indexes.rows {
             let collection = indexes.text(row, 0)
+            // Indexes under a collation came after the expressions this rebuilds changed.
+            guard !Collation.indexedField(indexes.text(row, 1)).collated else { continue }
             let field = try FieldPath(indexes.text(row, 1))
             let name = PGSQL.identifier(indexes.text(row, 2))
             try connection.execute("DROP INDEX IF EXISTS \(name)")

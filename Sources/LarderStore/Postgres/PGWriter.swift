@@ -162,7 +162,7 @@ final class PGWriter: @unchecked Sendable {
             SchemaCatalog.entries(
                 (0..<rows.rows).map {
                     (rows.text($0, 0), rows.int($0, 1), rows.isNull($0, 2) ? nil : rows.bytes($0, 2), rows.text($0, 3))
-                }))
+                }, limits: core.configuration.schemaLimits))
     }
 
     /// The statement that fails the batch (SQLSTATE `LS001`, before its COMMIT) when a schema version it checked

@@ -134,11 +134,15 @@ extension PGWriteContext {
         return (results[first + 3].affected, results[first + 2].affected)
     }
 
-    func createIndex(_ collection: String, field: FieldPath) throws(LarderError) -> (name: String, created: Bool) {
+    func createIndex(_ collection: String, field: FieldPath, collation: String?, strength: Int?) throws(LarderError)
+        -> (name: String, created: Bool)
+    {
         // The name answered is the one SQLite answers; PostgreSQL's own (at most 63 bytes, unique per database) is a
         // hash of both, so no collection name reaches the index's identifier.
-        let name = try WriteRules.indexName(collection, field)
-        let pgName = "lx_" + String(SHA256.hex(Array((collection + "\u{0}" + field.description).utf8)).prefix(32))
+        let tag = try Collation.indexTag(field, collation, strength)
+        let name = try WriteRules.indexName(collection, field, tag: tag)
+        let path = Collation.indexPath(field, tag)
+        let pgName = "lx_" + String(SHA256.hex(Array((collection + "\u{0}" + path).utf8)).prefix(32))
         // Servers declaring the same index at once take turns (two CREATE INDEX of one name would collide): the
         // lock lasts until this batch commits, and the second then finds the index declared.
         let exists = try run(
@@ -146,19 +150,26 @@ extension PGWriteContext {
                 PGStatement("SELECT pg_advisory_xact_lock(hashtext($1))", [.text(pgName)], name: "ix_lock"),
                 PGStatement(
                     "SELECT 1 FROM field_indexes WHERE collection = $1 AND path = $2",
-                    [.text(collection), .text(field.description)], name: "ix_exists"),
+                    [.text(collection), .text(path)], name: "ix_exists"),
             ], writes: false)[1]
         if exists.rows > 0 { return (name, false) }
         let pgField = PGField(path: field)
+        var build = [PGStatement(pgField.createIndex(PGSQL.identifier(pgName), collection: collection))]
+        if let tag {
+            build = [
+                PGStatement(PGCollations.createSQL(tag)),
+                PGStatement(pgField.createCollatedIndex(PGSQL.identifier(pgName), collection: collection, tag: tag)),
+            ]
+        }
         try run(
             [
                 PGStatement(
                     "INSERT INTO collections(name, created_at) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
-                    [.text(collection), .int(nowMillis())], name: "coll_ensure"),
-                PGStatement(pgField.createIndex(PGSQL.identifier(pgName), collection: collection)),
+                    [.text(collection), .int(nowMillis())], name: "coll_ensure")
+            ] + build + [
                 PGStatement(
                     "INSERT INTO field_indexes(collection, path, name, pg_name) VALUES ($1, $2, $3, $4)",
-                    [.text(collection), .text(field.description), .text(name), .text(pgName)], name: "ix_insert"),
+                    [.text(collection), .text(path), .text(name), .text(pgName)], name: "ix_insert")
             ], writes: true)
         return (name, true)
     }

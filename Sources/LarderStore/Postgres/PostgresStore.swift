@@ -23,6 +23,8 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
     let readers: PGPool
     let textIndexer: PGTextIndexer
     let follower: PGChangeFollower
+    /// The ICU collations searches have made in the database.
+    let collations = PGCollations()
     public let settings: PGSettings
     /// The writer's `synchronous_commit` (`--synchronous full` makes it `on`), for the start-up line.
     public let synchronousCommit: String

@@ -1,3 +1,4 @@
+import CICU
 import CSQLite
 import Foundation
 import LarderWire
@@ -42,6 +43,7 @@ package final class SQLiteConnection {
         sqlite3_extended_result_codes(db, 1)
         sqlite3_busy_timeout(db, 10_000)
         registerFunctions()
+        registerCollations()
     }
 
     deinit {
@@ -71,6 +73,23 @@ package final class SQLiteConnection {
                         Int32(utf8.count), larder_sqlite_transient())
                 }
             }, nil, nil, nil)
+    }
+
+    /// Makes the collation a statement names (`Collation.sqliteClause`) when it first meets it: ICU's collator of the
+    /// canonical tag after `Collation.sqlitePrefix`, then bytes (`larder_icu_compare`). Every connection does, so an
+    /// index built under a collation is kept by the writer and read by the readers alike.
+    private func registerCollations() {
+        sqlite3_collation_needed(handle, nil) { _, db, _, name in
+            guard let db, let name else { return }
+            let text = String(cString: name)
+            guard text.hasPrefix(Collation.sqlitePrefix),
+                let collator = larder_icu_open(String(text.dropFirst(Collation.sqlitePrefix.count)))
+            else { return }
+            sqlite3_create_collation_v2(
+                db, name, SQLITE_UTF8, collator,
+                { collator, aLength, a, bLength, b in larder_icu_compare(collator, a, aLength, b, bLength) },
+                { collator in larder_icu_close(collator) })
+        }
     }
 
     var errorMessage: String { String(cString: sqlite3_errmsg(handle)) }

@@ -13,7 +13,19 @@ extension SQLiteStore {
         try StoreRules.checkLimit(query.limit)
         var builder = SQLiteQueryBuilder(collection: collection, core: core, textPlan: plan)
         var clause = builder.whereClause(filter: query.filter, text: query.text)
-        let keys = query.sort.map { builder.field($0.field).value }
+        let fields = query.sort.map { builder.field($0.field) }
+        let keys = fields.map(\.value)
+        // Under a collation a key's strings compare by it on their first characters, then whole (`Collation`); its
+        // numbers and BLOBs as before.
+        let tags = try Collation.tags(query.sort)
+        let collated = keys.indices.map { i in
+            tags[i].map { tag in
+                (
+                    prefix: Collation.sqlitePrefixed(keys[i], type: fields[i].type ?? "NULL") + Collation.sqliteClause(tag),
+                    whole: "(\(keys[i]))" + Collation.sqliteClause(tag)
+                )
+            }
+        }
         if let position = try SearchPosition.open(collection, query) {
             let (values, lastId) = (position.values, position.lastId)
             // Keyset: rows strictly after the last one in (keys..., id) order, NULLs first ascending / last descending.
@@ -26,6 +38,12 @@ extension SQLiteStore {
                 if values[i] == .null {
                     strict = descending ? "0" : "\(x) IS NOT NULL"
                     equal = "\(x) IS NULL"
+                } else if let terms = collated[i], case .text(let text) = values[i] {
+                    let (vp, v) = (builder.param(.text(Collation.prefix(text))), builder.param(values[i]))
+                    let symbol = descending ? "<" : ">"
+                    let null = descending ? " OR \(x) IS NULL" : ""
+                    strict = "(\(terms.prefix) \(symbol) \(vp) OR (\(terms.prefix) = \(vp) AND \(terms.whole) \(symbol) \(v))\(null))"
+                    equal = "\(x) = \(v)"
                 } else {
                     let v = builder.param(values[i])
                     strict = descending ? "(\(x) < \(v) OR \(x) IS NULL)" : "\(x) > \(v)"
@@ -35,7 +53,15 @@ extension SQLiteStore {
             }
             clause += " AND " + after(0)
         }
-        var order = query.sort.enumerated().map { "\(keys[$0.offset]) \($0.element.descending ? "DESC" : "ASC")" }
+        var order: [String] = []
+        for (i, key) in query.sort.enumerated() {
+            let direction = key.descending ? " DESC" : " ASC"
+            if let terms = collated[i] {
+                order += [terms.prefix + direction, terms.whole + direction]
+            } else {
+                order.append(keys[i] + direction)
+            }
+        }
         order.append("id ASC")
         let keyColumns = keys.isEmpty ? "" : ", " + keys.joined(separator: ", ")
         let sql = "SELECT \(SQLiteStore.recordColumns)\(keyColumns) FROM documents WHERE \(clause) ORDER BY "

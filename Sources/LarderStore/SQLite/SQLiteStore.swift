@@ -61,7 +61,7 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
             SchemaCatalog.entries(
                 try connection.query(SchemaCatalog.selectAll) {
                     ($0.text(0), $0.int(1), $0.isNull(2) ? nil : $0.bytes(2), $0.text(3))
-                }))
+                }, limits: core.configuration.schemaLimits))
         self.core = core
         let writer = SQLiteWriter(connection: connection, core: core)
         // A store that does not use the index (tests' and benchmarks' scans) leaves it alone; the backlog triggers run

@@ -275,20 +275,27 @@ final class SQLiteWriteContext: PreparedWriteContext {
         return (documents, blobs)
     }
 
-    func createIndex(_ collection: String, field: FieldPath) throws(LarderError) -> (name: String, created: Bool) {
-        let name = try WriteRules.indexName(collection, field)
-        if try db.scalar(
-            "SELECT 1 FROM field_indexes WHERE collection = ?1 AND path = ?2", [.text(collection), .text(field.description)])
+    func createIndex(_ collection: String, field: FieldPath, collation: String?, strength: Int?) throws(LarderError)
+        -> (name: String, created: Bool)
+    {
+        let tag = try Collation.indexTag(field, collation, strength)
+        let name = try WriteRules.indexName(collection, field, tag: tag)
+        let path = Collation.indexPath(field, tag)
+        if try db.scalar("SELECT 1 FROM field_indexes WHERE collection = ?1 AND path = ?2", [.text(collection), .text(path)])
             != nil
         {
             return (name, false)
         }
         try ensureCollection(collection)
-        let key = FieldPath.sortKeySQL(field.sqlLiteral)
+        var key = FieldPath.sortKeySQL(field.sqlLiteral)
+        if let tag {
+            // The first term of a sort under the collation, as `searchSQL` writes it on an indexed path.
+            key = Collation.sqlitePrefixed(key, type: "json_type(data, \(field.sqlLiteral))") + Collation.sqliteClause(tag)
+        }
         try db.execute("CREATE INDEX IF NOT EXISTS \"\(name)\" ON documents(collection, \(key))")
         try db.run(
             "INSERT INTO field_indexes(collection, path, name) VALUES (?1, ?2, ?3)",
-            [.text(collection), .text(field.description), .text(name)])
+            [.text(collection), .text(path), .text(name)])
         let core = self.core
         afterCommit.append { core.setIndexed(collection, field) }
         return (name, true)
