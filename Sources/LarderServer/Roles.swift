@@ -34,6 +34,8 @@ package enum Role: Int, Sendable, Comparable, CaseIterable, CustomStringConverti
     package static func required(for opcode: Opcode) -> Role? {
         switch opcode {
         case .hello, .ping, .unwatch, .event: nil
+        // Account requests decide for themselves who may send them (`PasswordAccounts`).
+        case .signUp, .signIn, .signOut, .passwordChange: nil
         case .get, .getMany, .list, .search, .count, .group, .collections, .blobGet, .blobHead, .blobList, .watch,
             .rulesGet:
             .read

@@ -216,9 +216,18 @@ final class ServerConnection: EventLoopHandler, @unchecked Sendable {
         context.inFlight.add(1)
         context.logger.debug("conn \(id) request \(frame.requestID) \(frame.opcode.name)")
         let router = context.router
+        if PasswordAccounts.opcodes.contains(frame.opcode) {
+            let caller = AccountCaller(
+                user: machine.user, session: machine.session,
+                isAdmin: !machine.followsRules && (machine.grant?.role ?? .admin) == .admin, peer: peer)
+            router.submitAccount(frame, accounts: context.machineConfiguration.accounts, caller: caller) { [self] reply in
+                shard.loop.async { [self] in finish(Answer(reply: reply, started: started)) }
+            }
+            return
+        }
         if machine.followsRules, frame.opcode != .ping, frame.opcode != .watch, frame.opcode != .unwatch {
             // Held to the collections' rules: read from the store for each request, off the loop.
-            let caller = RuledCaller(user: machine.user)
+            let caller = RuledCaller(user: machine.user, session: machine.session)
             if frame.opcode.isWrite {
                 laneWrites.handedOut()
                 router.submitRuledWrite(frame, caller: caller, on: writeLane) { [self] reply in

@@ -15,7 +15,8 @@ extension ServerConnection {
             (reply, actions) = (Reply(opcode: .watch, requestID: frame.requestID, error: denied), [])
         } else if frame.opcode == .watch, machine.followsRules {
             do throws(LarderError) {
-                let narrowed = try context.router.ruledWatch(frame, caller: RuledCaller(user: machine.user))
+                let caller = RuledCaller(user: machine.user, session: machine.session)
+                let narrowed = try context.router.ruledWatch(frame, caller: caller)
                 (reply, actions) = watches.watch(
                     narrowed, lastChangeSeq: context.router.store.lastChangeSeq, allowed: nil)
             } catch {

@@ -49,6 +49,8 @@ public struct Limits: Sendable, Equatable {
     /// On a server that accepts ID tokens: the milliseconds of clock difference tolerated on a token's `exp` and
     /// `nbf`. Absent (nil) on a server that accepts none.
     public var oidcLeewayMs: Int?
+    /// On a server with password accounts (`--users`): their limits. Absent (nil) on a server without them.
+    public var accounts: AccountLimits?
 
     /// The largest thumbnail size a server may offer.
     public static let maxThumbnailSize = 4096
@@ -98,6 +100,7 @@ public struct Limits: Sendable, Equatable {
         ]
         if let requestKeyRetentionMs { object["requestKeyRetentionMs"] = .int(Int64(requestKeyRetentionMs)) }
         if let oidcLeewayMs { object["oidcLeewayMs"] = .int(Int64(oidcLeewayMs)) }
+        if let accounts { for (name, value) in accounts.json { object[name] = value } }
         return object
     }
 
@@ -131,6 +134,7 @@ public struct Limits: Sendable, Equatable {
         requestKeyRetentionMs = try reader.optionalInt("requestKeyRetentionMs", range: 1...Int64.max)
             .map { Int(clamping: $0) }
         oidcLeewayMs = try reader.optionalInt("oidcLeewayMs", range: 0...Int64.max).map { Int(clamping: $0) }
+        accounts = try AccountLimits(limits: &reader)
         if let sizes = try reader.optionalArray("thumbnailSizes", maxCount: Limits.maxThumbnailSizeCount) {
             thumbnailSizes = []
             for (n, size) in sizes.enumerated() {

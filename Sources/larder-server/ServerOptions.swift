@@ -69,6 +69,18 @@ enum ServerOptions {
                     c.limits[keyPath: key] = bytes ? try size(name, v, min: 1) : try integer(name, v, min: 1)
                 })
         }
+        /// An option of password accounts (`--users`), in `AccountLimits`.
+        func account(_ name: String, _ help: String, _ key: any WritableKeyPath<AccountLimits, Int> & Sendable)
+            -> Option
+        {
+            Option(
+                name: name, env: envName(name), valueName: name.hasSuffix("-ms") ? "MS" : "N",
+                help: "\(help) (default \(AccountLimits()[keyPath: key]))",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.passwordAccounts = c.passwordAccounts ?? PasswordAccountSettings()
+                    c.passwordAccounts?.limits[keyPath: key] = try integer(name, v, min: 1)
+                })
+        }
         return [
             Option(
                 name: "host", env: "LARDER_SERVER_HOST", valueName: "ADDR",
@@ -162,6 +174,34 @@ enum ServerOptions {
                 help: "clock difference tolerated on an ID token's exp and nbf, 0 to 600000 (default \(d.oidcLeewayMs))",
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
                     c.oidcLeewayMs = try integer("oidc-leeway-ms", v, max: 600_000)
+                }),
+            account("session-ttl-ms", "with --users: how long a session lives from sign-in", \.sessionTtlMs),
+            account("min-password-bytes", "with --users: the shortest password, 8 or more", \.minPasswordBytes),
+            account("max-password-bytes", "with --users: the longest password, up to 1024", \.maxPasswordBytes),
+            account(
+                "sign-in-attempts-per-account", "with --users: failed sign-ins of one email per window",
+                \.signInAttemptsPerAccount),
+            account(
+                "sign-in-attempts-per-address", "with --users: failed sign-ins from one address per window",
+                \.signInAttemptsPerAddress),
+            account("sign-in-window-ms", "with --users: the window failed sign-ins are counted over", \.signInWindowMs),
+            Option(
+                name: "password-memory-kib", env: "LARDER_SERVER_PASSWORD_MEMORY_KIB", valueName: "KIB",
+                help: "with --users: Argon2id memory per new password hash "
+                    + "(default \(PasswordAccountSettings().hashParameters.memoryKiB))",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.passwordAccounts = c.passwordAccounts ?? PasswordAccountSettings()
+                    c.passwordAccounts?.hashParameters.memoryKiB = UInt32(
+                        try integer("password-memory-kib", v, min: 8, max: 1 << 20))
+                }),
+            Option(
+                name: "password-iterations", env: "LARDER_SERVER_PASSWORD_ITERATIONS", valueName: "N",
+                help: "with --users: Argon2id passes per new password hash "
+                    + "(default \(PasswordAccountSettings().hashParameters.iterations))",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.passwordAccounts = c.passwordAccounts ?? PasswordAccountSettings()
+                    c.passwordAccounts?.hashParameters.iterations = UInt32(
+                        try integer("password-iterations", v, min: 1, max: 64))
                 }),
             Option(
                 name: "tls-cert", env: "LARDER_SERVER_TLS_CERT", valueName: "FILE",
@@ -415,9 +455,16 @@ enum ServerOptions {
             }
         }
         var scanner = ArgumentScanner(arguments)
+        var users = environment["LARDER_SERVER_USERS"] == "1"
+        var allowSignUp = environment["LARDER_SERVER_ALLOW_SIGN_UP"] == "1"
         while let argument = scanner.next() {
             if argument.text == "--help" || argument.text == "-h" { return (.help, configuration) }
             if argument.text == "--version" { return (.version, configuration) }
+            if argument.text == "--users" || argument.text == "--allow-sign-up" {
+                users = true
+                if argument.text == "--allow-sign-up" { allowSignUp = true }
+                continue
+            }
             guard argument.name.hasPrefix("--") else {
                 throw UsageError(message: "unexpected argument '\(argument.text)'")
             }
@@ -449,6 +496,19 @@ enum ServerOptions {
             // Refused now, with the file and the reason, rather than at the first ID token.
             _ = try IdentityProviders.verifier(configuration.oidcIssuers, leewayMs: configuration.oidcLeewayMs)
         }
+        if users {
+            var settings = configuration.passwordAccounts ?? PasswordAccountSettings()
+            settings.limits.signUpAllowed = allowSignUp
+            do throws(ConfigurationError) {
+                try settings.validate()
+            } catch {
+                throw UsageError(message: error.message)
+            }
+            configuration.passwordAccounts = settings
+        } else if configuration.passwordAccounts != nil {
+            throw UsageError(
+                message: "the options of accounts (--session-ttl-ms, --min-password-bytes, --sign-in-...) need --users")
+        }
         do throws(LarderError) {
             try configuration.limits.validate()
         } catch {
@@ -477,6 +537,10 @@ enum ServerOptions {
             let padded = left.padding(toLength: max(left.count + 1, 36), withPad: " ", startingAt: 0)
             text += "\(padded)\(option.help) [\(option.env)]\n"
         }
+        text += "  --users".padding(toLength: 36, withPad: " ", startingAt: 0)
+            + "keep accounts with email and password (SIGN_UP, SIGN_IN) [LARDER_SERVER_USERS=1]\n"
+        text += "  --allow-sign-up".padding(toLength: 36, withPad: " ", startingAt: 0)
+            + "with --users: anyone may sign up, not only an admin [LARDER_SERVER_ALLOW_SIGN_UP=1]\n"
         text += "  --version".padding(toLength: 36, withPad: " ", startingAt: 0) + "print the version and exit\n"
         text += "  --help".padding(toLength: 36, withPad: " ", startingAt: 0) + "show this help\n"
         return text
