@@ -350,4 +350,32 @@ import Testing
             #expect(!line.contains("NEVER-LOGGED"))
         }
     }
+
+    /// `larder users create|list|disable|enable|delete`: the admin's commands, the password read from stdin and never
+    /// printed.
+    @Test func theAdminsUsersCommands() throws {
+        let server = try ClientTestServer { Self.configure(&$0) }
+        defer { server.stop() }
+        let admin = ["--port", String(server.port), "--token", "admin-secret"]
+        var r = try CLITests.run(["users", "create", "kim@example.com"] + admin, stdin: Array("kim's password\n".utf8))
+        // Not a terminal: the answers as JSON.
+        #expect(r.status == 0 && r.stdout.contains(#""email":"kim@example.com""#), "\(r.stderr)")
+        #expect(r.stdout.contains(#""id":"larder|"#))
+        #expect(!r.stdout.contains("kim's password") && !r.stderr.contains("kim's password"))
+        _ = try Self.session(server.port, .signIn, "kim@example.com", "kim's password")
+        r = try CLITests.run(["users", "disable", "kim@example.com"] + admin)
+        #expect(r.status == 0 && r.stdout.contains(#""disabled":true"#), "\(r.stderr)")
+        #expect(
+            try Self.credentials(server.port, .signIn, "kim@example.com", "kim's password").status == .permissionDenied)
+        r = try CLITests.run(["users", "list", "--json"] + admin)
+        let page = try UsersPage(
+            json: try #require(try JSONParser.parse(Array(r.stdout.trimmingCharacters(in: .newlines).utf8)).objectValue))
+        #expect(page.users.map(\.email) == ["kim@example.com"] && page.users[0].disabled)
+        r = try CLITests.run(["users", "enable", "kim@example.com"] + admin)
+        #expect(r.status == 0 && r.stdout.contains(#""disabled":false"#))
+        r = try CLITests.run(["users", "delete", "kim@example.com"] + admin)
+        #expect(r.status == 0 && r.stdout.contains(#""sessionsDeleted":0"#), "\(r.stderr)")
+        r = try CLITests.run(["users", "list"] + admin)
+        #expect(r.status == 0 && !r.stdout.contains("kim@example.com"))
+    }
 }
