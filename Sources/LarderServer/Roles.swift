@@ -89,6 +89,8 @@ package struct Grant: Sendable, Equatable {
             return nil
         case .backup, .backupRead:
             return denied(opcode, "take a backup while it is limited to collections: a backup holds every collection")
+        case .usersList, .userSet, .userDelete:
+            return denied(opcode, "manage users while it is limited to collections: a user belongs to none")
         case .blobGet, .blobHead, .blobDelete:
             // Named by id: the router looks the blob up and refuses it before any other work (`Router.blobAccess`).
             return nil

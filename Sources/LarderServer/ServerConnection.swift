@@ -219,7 +219,7 @@ final class ServerConnection: EventLoopHandler, @unchecked Sendable {
         if PasswordAccounts.opcodes.contains(frame.opcode) {
             let caller = AccountCaller(
                 user: machine.user, session: machine.session,
-                isAdmin: !machine.followsRules && (machine.grant?.role ?? .admin) == .admin, peer: peer)
+                isAdmin: !machine.followsRules && (machine.grant ?? .unrestricted) == .unrestricted, peer: peer)
             router.submitAccount(frame, accounts: context.machineConfiguration.accounts, caller: caller) { [self] reply in
                 shard.loop.async { [self] in finish(Answer(reply: reply, started: started)) }
             }
