@@ -84,7 +84,8 @@ package final class PasswordAccounts: Sendable {
         "the session is not valid: it expired, was signed out or revoked, or its user was disabled; sign in again",
         field: "session", details: ["reason": .string("sessionEnded")])
 
-    /// The user whose session `text` is (HELLO's `session`), or UNAUTHENTICATED.
+    /// The user whose session `text` is (HELLO's `session`), or UNAUTHENTICATED. One indexed read of the store, on
+    /// the event loop that runs the HELLO (as a point read is on SQLite; a round trip on PostgreSQL).
     func user(ofSession text: String) throws(LarderError) -> (user: String, key: [UInt8]) {
         guard let token = SessionToken(text: text) else { throw Self.sessionEnded }
         let key = token.storageKey

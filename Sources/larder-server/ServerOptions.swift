@@ -69,18 +69,22 @@ enum ServerOptions {
                     c.limits[keyPath: key] = bytes ? try size(name, v, min: 1) : try integer(name, v, min: 1)
                 })
         }
-        /// An option of password accounts (`--users`), in `AccountLimits`.
-        func account(_ name: String, _ help: String, _ key: any WritableKeyPath<AccountLimits, Int> & Sendable)
-            -> Option
-        {
-            Option(
-                name: name, env: envName(name), valueName: name.hasSuffix("-ms") ? "MS" : "N",
-                help: "\(help) (default \(AccountLimits()[keyPath: key]))",
+        /// An option of password accounts (`--users`): an integer from `min` to `max`, handed to `set`.
+        func account(
+            _ name: String, _ help: String, _ defaultValue: Int, min: Int = 1, max: Int = Int(Int32.max),
+            _ set: @escaping @Sendable (inout PasswordAccountSettings, Int) -> Void
+        ) -> Option {
+            let unit = name.hasSuffix("-ms") ? "MS" : name.hasSuffix("-kib") ? "KIB" : "N"
+            return Option(
+                name: name, env: envName(name), valueName: unit, help: "\(help) (default \(defaultValue))",
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
-                    c.passwordAccounts = c.passwordAccounts ?? PasswordAccountSettings()
-                    c.passwordAccounts?.limits[keyPath: key] = try integer(name, v, min: 1)
+                    var settings = c.passwordAccounts ?? PasswordAccountSettings()
+                    set(&settings, try integer(name, v, min: min, max: max))
+                    c.passwordAccounts = settings
                 })
         }
+        let a = PasswordAccountSettings().limits
+        let h = PasswordAccountSettings().hashParameters
         return [
             Option(
                 name: "host", env: "LARDER_SERVER_HOST", valueName: "ADDR",
@@ -175,34 +179,34 @@ enum ServerOptions {
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
                     c.oidcLeewayMs = try integer("oidc-leeway-ms", v, max: 600_000)
                 }),
-            account("session-ttl-ms", "with --users: how long a session lives from sign-in", \.sessionTtlMs),
-            account("min-password-bytes", "with --users: the shortest password, 8 or more", \.minPasswordBytes),
-            account("max-password-bytes", "with --users: the longest password, up to 1024", \.maxPasswordBytes),
+            account("session-ttl-ms", "with --users: how long a session lives from sign-in", a.sessionTtlMs) {
+                $0.limits.sessionTtlMs = $1
+            },
+            account("min-password-bytes", "with --users: the shortest password, 8 or more", a.minPasswordBytes) {
+                $0.limits.minPasswordBytes = $1
+            },
+            account("max-password-bytes", "with --users: the longest password, up to 1024", a.maxPasswordBytes) {
+                $0.limits.maxPasswordBytes = $1
+            },
             account(
                 "sign-in-attempts-per-account", "with --users: failed sign-ins of one email per window",
-                \.signInAttemptsPerAccount),
+                a.signInAttemptsPerAccount
+            ) { $0.limits.signInAttemptsPerAccount = $1 },
             account(
                 "sign-in-attempts-per-address", "with --users: failed sign-ins from one address per window",
-                \.signInAttemptsPerAddress),
-            account("sign-in-window-ms", "with --users: the window failed sign-ins are counted over", \.signInWindowMs),
-            Option(
-                name: "password-memory-kib", env: "LARDER_SERVER_PASSWORD_MEMORY_KIB", valueName: "KIB",
-                help: "with --users: Argon2id memory per new password hash "
-                    + "(default \(PasswordAccountSettings().hashParameters.memoryKiB))",
-                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
-                    c.passwordAccounts = c.passwordAccounts ?? PasswordAccountSettings()
-                    c.passwordAccounts?.hashParameters.memoryKiB = UInt32(
-                        try integer("password-memory-kib", v, min: 8, max: 1 << 20))
-                }),
-            Option(
-                name: "password-iterations", env: "LARDER_SERVER_PASSWORD_ITERATIONS", valueName: "N",
-                help: "with --users: Argon2id passes per new password hash "
-                    + "(default \(PasswordAccountSettings().hashParameters.iterations))",
-                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
-                    c.passwordAccounts = c.passwordAccounts ?? PasswordAccountSettings()
-                    c.passwordAccounts?.hashParameters.iterations = UInt32(
-                        try integer("password-iterations", v, min: 1, max: 64))
-                }),
+                a.signInAttemptsPerAddress
+            ) { $0.limits.signInAttemptsPerAddress = $1 },
+            account("sign-in-window-ms", "with --users: the window failed sign-ins are counted over", a.signInWindowMs) {
+                $0.limits.signInWindowMs = $1
+            },
+            account(
+                "password-memory-kib", "with --users: Argon2id memory per new password hash",
+                Int(h.memoryKiB), min: 8, max: 1 << 20
+            ) { $0.hashParameters.memoryKiB = UInt32($1) },
+            account(
+                "password-iterations", "with --users: Argon2id passes per new password hash", Int(h.iterations),
+                max: 64
+            ) { $0.hashParameters.iterations = UInt32($1) },
             Option(
                 name: "tls-cert", env: "LARDER_SERVER_TLS_CERT", valueName: "FILE",
                 help: "speak TLS on TCP with this certificate chain (PEM); SIGHUP reads it again",
