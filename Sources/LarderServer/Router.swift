@@ -103,13 +103,16 @@ package final class Router: Sendable {
 
     /// The answer to a request the work pool had no room for: the server is overloaded, not the request wrong.
     static func poolFull(_ frame: Frame, _ pool: WorkPool) -> Reply {
-        Reply(
-            opcode: frame.opcode, requestID: frame.requestID,
-            error: LarderError(
-                .resourceExhausted,
-                "the server is overloaded: \(pool.maxWaiting) requests already wait for its \(pool.threads) worker "
-                    + "threads (--max-queued-work, --work-threads); retry after a moment",
-                details: ["limit": .int(Int64(pool.maxWaiting))]))
+        Reply(opcode: frame.opcode, requestID: frame.requestID, error: poolFullError(pool))
+    }
+
+    /// RESOURCE_EXHAUSTED for a request the work pool has no room for.
+    static func poolFullError(_ pool: WorkPool) -> LarderError {
+        LarderError(
+            .resourceExhausted,
+            "the server is overloaded: \(pool.maxWaiting) requests already wait for its \(pool.threads) worker "
+                + "threads (--max-queued-work, --work-threads); retry after a moment",
+            details: ["limit": .int(Int64(pool.maxWaiting))])
     }
 
     /// Runs a request planned `workPool` there and calls `completion` exactly once, on any thread. `collections`: the

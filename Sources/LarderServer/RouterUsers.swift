@@ -109,6 +109,17 @@ extension Router {
         if !accepted { completion(Router.poolFull(frame, pool)) }
     }
 
+    /// Narrows a WATCH of a caller held to the rules (`ruledWatch`) on the work pool, and calls `completion` exactly once
+    /// with the WATCH the watch machine is to run, or its refusal.
+    func submitRuledWatch(
+        _ frame: Frame, caller: RuledCaller, completion: @escaping @Sendable (Result<Frame, LarderError>) -> Void
+    ) {
+        let accepted = pool.submit { [self] in
+            completion(Result { () throws(LarderError) in try ruledWatch(frame, caller: caller) })
+        }
+        if !accepted { completion(.failure(Router.poolFullError(pool))) }
+    }
+
     /// The rules of `collection` for `caller`'s `opcode`: the owner the request is narrowed to, or the refusal.
     private func admit(_ opcode: Opcode, _ collection: String, _ caller: RuledCaller) throws(LarderError) -> String? {
         try caller.checkSession(store)
@@ -289,8 +300,9 @@ extension Router {
 extension Router {
     /// A WATCH of a caller held to the rules, as the watch machine is to run it: on one collection the rules let the
     /// caller read, its filter narrowed to the caller's records under an `owner` rule (deletes included: a deleted
-    /// record's event carries the record as it was). Reads the rules on the calling event loop.
-    func ruledWatch(_ frame: Frame, caller: RuledCaller) throws(LarderError) -> Frame {
+    /// record's event carries the record as it was). Reads the rules from the store: on the work pool
+    /// (`submitRuledWatch`), never on an event loop.
+    private func ruledWatch(_ frame: Frame, caller: RuledCaller) throws(LarderError) -> Frame {
         var object = try frame.jsonObject()
         guard let collection = Grant.wellFormedCollection(object["collection"]) else {
             if object["collection"] != nil, !(object["collection"]?.isNull ?? true) { return frame }

@@ -13,23 +13,32 @@ extension Router {
     /// writer (`DocumentStore.checkSchemaAhead`; on the work pool, never on an event loop).
     static func fastWriteBody(_ frame: Frame, schemas: Store? = nil) -> WriteBody? {
         guard let write = DocumentWrite.fast(frame.json, opcode: frame.opcode) else { return nil }
-        var prepared = PreparedDocument(write.data)
-        schemas?.checkSchemaAhead(write.collection, &prepared)
+        return documentWriteBody(
+            frame.opcode, write.collection, id: write.id, rev: write.rev, PreparedDocument(write.data),
+            key: write.requestKey, schemas: schemas)
+    }
+
+    /// The body of a CREATE (`opcode` .create) or REPLACE of `document`, checked against its collection's schema here
+    /// when `schemas` is given, keyed with `key` when the request carried one; the one shape both readers of a
+    /// CREATE or REPLACE end in, so that they store, check and fingerprint a request alike.
+    private static func documentWriteBody(
+        _ opcode: Opcode, _ collection: String, id: UUID?, rev: Int64?, _ document: PreparedDocument, key: UUID?,
+        schemas: Store?
+    ) -> WriteBody {
+        var prepared = document
+        schemas?.checkSchemaAhead(collection, &prepared)
         let document = prepared
         let body: WriteBody
-        if let id = write.id, frame.opcode == .replace {
+        if opcode == .replace, let id {
             body = { (c) throws(LarderError) in
-                (try c.replace(write.collection, id: id, document: document, expectedRev: write.rev).bytes, [])
+                (try c.replace(collection, id: id, document: document, expectedRev: rev).bytes, [])
             }
         } else {
-            body = { (c) throws(LarderError) in
-                (try c.create(write.collection, id: write.id, document: document).bytes, [])
-            }
+            body = { (c) throws(LarderError) in (try c.create(collection, id: id, document: document).bytes, []) }
         }
-        guard let key = write.requestKey else { return body }
-        return RequestKey.document(
-            key, frame.opcode, collection: write.collection, id: write.id, rev: write.rev, data: document.data
-        ).wrap(body)
+        guard let key else { return body }
+        return RequestKey.document(key, opcode, collection: collection, id: id, rev: rev, data: document.data)
+            .wrap(body)
     }
 
     /// Parses a write planned `writer` (a small CREATE, REPLACE, PATCH or DELETE) on the calling event loop and hands
@@ -93,26 +102,12 @@ extension Router {
         case .create:
             let r = try CreateRequest(json: object)
             // Encoded and folded here, on the work pool: the writer's time is the scarce resource.
-            var prepared = PreparedDocument(r.data)
-            schemas?.checkSchemaAhead(r.collection, &prepared)
-            let document = prepared
-            let body: WriteBody = { (c) throws(LarderError) in
-                (try c.create(r.collection, id: r.id, document: document).bytes, [])
-            }
-            guard let key else { return body }
-            return RequestKey.document(key, .create, collection: r.collection, id: r.id, rev: nil, data: document.data)
-                .wrap(body)
+            return documentWriteBody(
+                .create, r.collection, id: r.id, rev: nil, PreparedDocument(r.data), key: key, schemas: schemas)
         case .replace:
             let r = try ReplaceRequest(json: object)
-            var prepared = PreparedDocument(r.data)
-            schemas?.checkSchemaAhead(r.collection, &prepared)
-            let document = prepared
-            let body: WriteBody = { (c) throws(LarderError) in
-                (try c.replace(r.collection, id: r.id, document: document, expectedRev: r.rev).bytes, [])
-            }
-            guard let key else { return body }
-            return RequestKey.document(key, .replace, collection: r.collection, id: r.id, rev: r.rev, data: document.data)
-                .wrap(body)
+            return documentWriteBody(
+                .replace, r.collection, id: r.id, rev: r.rev, PreparedDocument(r.data), key: key, schemas: schemas)
         default:
             let body = try otherWriteBody(frame, object)
             return key.map { RequestKey.request($0, frame.opcode, object).wrap(body) } ?? body

@@ -225,6 +225,26 @@ final class ServerConnection: EventLoopHandler, @unchecked Sendable {
             }
             return
         }
+        if machine.followsRules, RuledBlobGate.opcodes.contains(frame.opcode) {
+            guard RuledBlobGate.checked.contains(frame.opcode) else { return run(frame, started: started) }
+            // A photo follows its record's rules, checked on the work pool; then the request runs as any other.
+            let caller = RuledCaller(user: machine.user, session: machine.session)
+            router.submitRuledBlobGate(frame, caller: caller) { [self] outcome in
+                shard.loop.async { [self] in
+                    switch outcome {
+                    case .proceed:
+                        run(frame, started: started)
+                    case .refused(let error):
+                        let reply = Reply(opcode: frame.opcode, requestID: frame.requestID, error: error)
+                        finish(Answer(reply: reply, started: started))
+                    case .answered(let json):
+                        let reply = Reply(opcode: frame.opcode, requestID: frame.requestID, json: json)
+                        finish(Answer(reply: reply, started: started))
+                    }
+                }
+            }
+            return
+        }
         if machine.followsRules, frame.opcode != .ping, frame.opcode != .watch, frame.opcode != .unwatch {
             // Held to the collections' rules: read from the store for each request, off the loop.
             let caller = RuledCaller(user: machine.user, session: machine.session)
@@ -243,12 +263,33 @@ final class ServerConnection: EventLoopHandler, @unchecked Sendable {
             }
             return
         }
+        run(frame, started: started)
+    }
+
+    /// Runs `frame` where its plan says; every way ends in `finish`.
+    private func run(_ frame: Frame, started: UInt64) {
+        let router = context.router
         switch RequestPlan(for: frame, pointReadsAreLocal: router.pointReadsAreLocal, laneIsBusy: laneWrites.isBusy) {
         case .inline:
             let reply = router.answerInline(frame, reads: shard.pointReads, collections: machine.grant?.collections)
             finish(Answer(reply: reply, started: started))
         case .refused:
             finish(Answer(reply: Router.refusal(frame), started: started))
+        case .watch where frame.opcode == .watch && machine.followsRules:
+            // The collection's rules are read from the store (a round trip on PostgreSQL): on the work pool.
+            router.submitRuledWatch(frame, caller: RuledCaller(user: machine.user, session: machine.session)) { [self] ruled in
+                shard.loop.async { [self] in
+                    // A connection that began to close meanwhile takes no new subscription.
+                    let reply =
+                        closing
+                        ? Reply(
+                            opcode: .watch, requestID: frame.requestID,
+                            error: LarderError(.unavailable, "the connection is closing; WATCH again on a new one"))
+                        : answerWatch(frame, ruled: ruled)
+                    finish(Answer(reply: reply, started: started))
+                    continueCatchUps()
+                }
+            }
         case .watch:
             finish(Answer(reply: answerWatch(frame), started: started))
             continueCatchUps()

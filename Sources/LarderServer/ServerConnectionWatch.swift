@@ -7,19 +7,20 @@ import LarderIO
 /// connection's loop (the log is read on the work pool).
 extension ServerConnection {
     /// The answer to a WATCH or UNWATCH (`RequestPlan.watch`), on the shard's loop: they change this connection's
-    /// subscriptions, so the answer is queued before any event of the subscription can be.
-    func answerWatch(_ frame: Frame) -> Reply {
+    /// subscriptions, so the answer is queued before any event of the subscription can be. `ruled`: for a connection
+    /// held to the collections' rules, the WATCH as the rules narrowed it on the work pool (`Router.submitRuledWatch`),
+    /// or their refusal.
+    func answerWatch(_ frame: Frame, ruled: Result<Frame, LarderError>? = nil) -> Reply {
         let (reply, actions): (Reply, [WatchStateMachine.Action])
         if frame.opcode == .watch, let grant = machine.grant, let denied = grant.check(frame) {
             // Checked again: a WATCH held behind other requests runs after a reload that may have narrowed the token.
             (reply, actions) = (Reply(opcode: .watch, requestID: frame.requestID, error: denied), [])
-        } else if frame.opcode == .watch, machine.followsRules {
-            do throws(LarderError) {
-                let caller = RuledCaller(user: machine.user, session: machine.session)
-                let narrowed = try context.router.ruledWatch(frame, caller: caller)
+        } else if let ruled {
+            switch ruled {
+            case .success(let narrowed):
                 (reply, actions) = watches.watch(
                     narrowed, lastChangeSeq: context.router.store.lastChangeSeq, allowed: nil)
-            } catch {
+            case .failure(let error):
                 (reply, actions) = (Reply(opcode: .watch, requestID: frame.requestID, error: error), [])
             }
         } else if frame.opcode == .watch {

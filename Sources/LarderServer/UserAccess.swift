@@ -11,10 +11,11 @@ enum UserAccess {
         return noRules(opcode, collection: nil, user: user)
     }
 
-    /// The requests the collections' rules decide (`RulesGate`); every other one that needs a role is refused.
-    static let ruled: Set<Opcode> = [
+    /// The requests the collections' rules decide (`RulesGate`, and for photos `RuledBlobGate`); every other one
+    /// that needs a role is refused.
+    static let ruled: Set<Opcode> = Set<Opcode>([
         .get, .getMany, .list, .search, .count, .group, .watch, .create, .replace, .patch, .delete, .rulesGet,
-    ]
+    ]).union(RuledBlobGate.opcodes)
 
     /// The answer to a request on `collection` (nil: the request names none) that has no rules for users.
     static func noRules(_ opcode: Opcode, collection: String?, user: String?) -> LarderError {

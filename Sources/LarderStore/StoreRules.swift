@@ -29,7 +29,7 @@ package enum StoreRules {
     }
 
     /// NOT_FOUND for blob `id`.
-    static func blobNotFound(_ id: UUID) -> LarderError {
+    package static func blobNotFound(_ id: UUID) -> LarderError {
         LarderError(.notFound, "no blob \(id.wireString)", field: "id")
     }
 

@@ -201,7 +201,7 @@ extension UploadReads {
 
 extension WriteRules {
     /// NOT_FOUND for a blob to attach to a document that does not exist.
-    static func attachMissing(_ attach: BlobAttachment) -> LarderError {
+    package static func attachMissing(_ attach: BlobAttachment) -> LarderError {
         LarderError(
             .notFound, "cannot attach the blob: no document \(attach.id.wireString) in '\(attach.collection)'",
             field: "attach.id")

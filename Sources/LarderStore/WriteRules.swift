@@ -3,7 +3,7 @@ import LarderWire
 
 /// The refusals and names both stores' writes answer the same (SQLite's `SQLiteWriteContext`, PostgreSQL's
 /// `PGWriteContext`), so that a client cannot tell the stores apart by them.
-enum WriteRules {
+package enum WriteRules {
     /// CONFLICT for a create whose id the collection already holds.
     static func idTaken(_ id: UUID, in collection: String) -> LarderError {
         LarderError(

@@ -645,7 +645,7 @@ public struct BlobAttachment: Sendable, Hashable {
         self.id = id
     }
 
-    init(json: JSONObject, path: String) throws(LarderError) {
+    package init(json: JSONObject, path: String) throws(LarderError) {
         var r = FieldReader(json, path: path)
         collection = try r.string("collection", maxLength: 256)
         id = try r.uuid("id")

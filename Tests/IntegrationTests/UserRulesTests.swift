@@ -1,4 +1,5 @@
 import Foundation
+import LarderBench
 import LarderServer
 import LarderTestProcess
 import LarderTestSupport
@@ -283,6 +284,86 @@ import Testing
             let deleted = try Self.ok(alice.call(.delete, delete), "DELETE")
             #expect(try Self.ok(alice.call(.delete, delete), "DELETE again") == deleted)
             #expect(try Self.ok(admin.call(.count, ["collection": "todos"]), "COUNT")["count"] == 0)
+        }
+    }
+
+    /// A photo follows its record's rules: Alice attaches photos to her diary entries (at once and by a resumable
+    /// upload), reads, lists and deletes them; Bob's every request about them answers as for a missing photo or
+    /// record and changes nothing; a photo must name its record; a catalogue's photos are read by every user and
+    /// attached only by an admin.
+    @Test func photosFollowTheirRecordsRules() throws {
+        let directory = temporaryTestDirectory("larder-rules-photos")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let jwks = try Self.jwksFile(in: directory)
+        try withServerOnPort0({ Self.configure(&$0, jwks: jwks) }) { _, port in
+            let admin = try RawClient.tcp(port: port)
+            _ = try admin.hello(token: "admin-secret")
+            for (collection, rules) in [("diary", Self.todoRules), ("catalogue", Self.catalogueRules)] {
+                _ = try Self.ok(
+                    admin.call(.rulesSet, ["collection": .string(collection), "rules": .object(rules)]), "RULES_SET")
+            }
+            let (alice, bob) = (try Self.signIn(port, "alice"), try Self.signIn(port, "bob"))
+            let entry = try Self.create(alice, "diary", ["item": "teapot"])
+            let bobsEntry = try Self.create(bob, "diary", ["item": "kettle"])
+            let attach: JSON = ["collection": "diary", "id": .string(entry.id)]
+            let jpeg = Payloads.syntheticJPEG(size: 4096)
+            let photo = try Self.ok(alice.call(.blobPut, ["attach": attach], binary: jpeg), "BLOB_PUT")["id"]!
+
+            // Alice's own photo, by every read.
+            let got = try alice.call(.blobGet, ["id": photo])
+            #expect(got.status == .ok && got.binary == jpeg)
+            #expect(try alice.call(.blobHead, ["id": photo]).status == .ok)
+            let listed = try Self.ok(alice.call(.blobList, ["attachedTo": attach]), "BLOB_LIST")
+            #expect(listed["blobs"]?.arrayValue?.map { $0["id"] } == [photo])
+
+            // For Bob it is as missing as an id nobody used, and his requests change nothing.
+            let unknown = JSON.string(UUID().uuidString.lowercased())
+            for opcode in [Opcode.blobGet, .blobHead, .blobDelete] {
+                let hidden = try bob.call(opcode, ["id": photo])
+                let missing = try bob.call(opcode, ["id": unknown])
+                #expect(hidden.status == .notFound && missing.status == .notFound, "\(opcode.name): \(hidden.replyText)")
+                #expect(
+                    Self.shape(hidden, photo.stringValue!) == Self.shape(missing, unknown.stringValue!),
+                    "the answers tell a hidden photo from a missing one")
+            }
+            let bobsList = try Self.ok(bob.call(.blobList, ["attachedTo": attach]), "BLOB_LIST")
+            #expect(bobsList["blobs"] == [])
+            let intrude = try bob.call(.blobPut, ["attach": attach], binary: jpeg)
+            let nowhere = try bob.call(
+                .blobPut, ["attach": ["collection": "diary", "id": unknown]], binary: jpeg)
+            #expect(intrude.status == .notFound && intrude.replyJSON["field"] == "attach.id")
+            #expect(Self.shape(intrude, entry.id) == Self.shape(nowhere, unknown.stringValue!))
+            let upload = try bob.call(.blobUpload, BlobUploadRequest(
+                size: Int64(jpeg.count), attach: BlobAttachment(collection: "diary", id: UUID(uuidString: entry.id)!)).json)
+            #expect(upload.status == .notFound)
+            #expect(try alice.call(.blobGet, ["id": photo]).status == .ok, "Bob's BLOB_DELETE deleted Alice's photo")
+
+            // A photo names its record.
+            let loose = try bob.call(.blobPut, [:], binary: jpeg)
+            #expect(loose.status == .permissionDenied && loose.replyText.contains("attach"), "\(loose.replyText)")
+
+            // A resumable upload to Bob's own entry.
+            let bobsAttach = BlobAttachment(collection: "diary", id: UUID(uuidString: bobsEntry.id)!)
+            let begun = try Self.ok(
+                bob.call(.blobUpload, BlobUploadRequest(size: Int64(jpeg.count), attach: bobsAttach).json), "UPLOAD")
+            let info = try BlobUploadInfo(json: begun.objectValue!)
+            let chunk = BlobUploadChunkRequest(upload: info.upload, offset: 0, crc32: CRC32.checksum(jpeg))
+            _ = try Self.ok(bob.call(.blobUploadChunk, chunk.json, binary: jpeg), "CHUNK")
+            let finished = try Self.ok(
+                bob.call(.blobUploadFinish, BlobUploadFinishRequest(upload: info.upload).json), "FINISH")
+            #expect(finished["attachedTo"]?["id"]?.stringValue == bobsEntry.id)
+
+            // Alice deletes her photo.
+            _ = try Self.ok(alice.call(.blobDelete, ["id": photo]), "BLOB_DELETE")
+            #expect(try alice.call(.blobGet, ["id": photo]).status == .notFound)
+
+            // The catalogue: the admin's photo is every user's to see, and no user's to attach to.
+            let item = try Self.create(admin, "catalogue", ["title": "Tea"])
+            let itemAttach: JSON = ["collection": "catalogue", "id": .string(item.id)]
+            let itemPhoto = try Self.ok(admin.call(.blobPut, ["attach": itemAttach], binary: jpeg), "BLOB_PUT")["id"]!
+            #expect(try alice.call(.blobGet, ["id": itemPhoto]).binary == jpeg)
+            let attachToItem = try alice.call(.blobPut, ["attach": itemAttach], binary: jpeg)
+            #expect(attachToItem.status == .permissionDenied && attachToItem.replyText.contains("only an admin"))
         }
     }
 }

@@ -308,11 +308,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
         var document: StoredRecord?
         if let attachment = meta.attachedTo {
             document = try self.document(attachment)
-            guard document != nil else {
-                throw LarderError(
-                    .notFound, "cannot attach the blob: no document \(attachment.id.wireString) in '\(attachment.collection)'",
-                    field: "attach.id")
-            }
+            guard document != nil else { throw WriteRules.attachMissing(attachment) }
         }
         do throws(LarderError) {
             try insertBlobRow(meta, bytes: .blob(blob.bytes), chunks: .null, file: .null, in: db)
