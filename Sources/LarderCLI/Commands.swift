@@ -113,6 +113,23 @@ enum Commands {
             }),
         CommandSpec(["rules", "get"], arguments: "COLLECTION", arity: 1...1, summary: "a collection's rules for users"),
         CommandSpec(
+            ["users", "list"], summary: "list the accounts the server keeps (admin, --users)",
+            options: [
+                OptionSpec("limit", value: "N", help: "accounts per page (default 100)"),
+                OptionSpec("cursor", value: "CURSOR", help: "continue after the page that printed it"),
+            ]),
+        CommandSpec(
+            ["users", "create"], arguments: "EMAIL", arity: 1...1, summary: "create an account (admin, --users)",
+            details: "The password is read from stdin (its first line), never from the command line.\nExample: "
+                + "printf '%s\\n' \"$PASSWORD\" | larder users create ann@example.com"),
+        CommandSpec(
+            ["users", "disable"], arguments: "USER", arity: 1...1,
+            summary: "stop an account signing in and end its sessions (admin; USER is an email or larder|id)"),
+        CommandSpec(
+            ["users", "enable"], arguments: "USER", arity: 1...1, summary: "let a disabled account sign in again (admin)"),
+        CommandSpec(
+            ["users", "delete"], arguments: "USER", arity: 1...1, summary: "delete an account and its sessions (admin)"),
+        CommandSpec(
             ["blob", "put"], arguments: "FILE", arity: 1...1, summary: "store a JPEG (FILE or - for stdin)",
             details: "A FILE larger than one chunk goes up in chunks and resumes where it stopped after a broken "
                 + "connection. stdin (-) of any size up to the server's maxBlobBytes is read to its end first (an "
@@ -349,6 +366,24 @@ enum Commands {
             rulesOutput(out, c.collection(), rules)
         case "rules get":
             rulesOutput(out, c.collection(), try await client.rules(for: c.collection()))
+        case "users list":
+            let page = try await client.users(
+                limit: try c.int("limit", range: 1...maxPageLimit) ?? defaultPageLimit,
+                cursor: c.invocation.value("cursor"))
+            usersOutput(out, page)
+        case "users create":
+            let password = String(decoding: try Transfer.read("-"), as: UTF8.self)
+                .split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
+            userOutput(out, try await client.createUser(email: c.arguments[0], password: password), "created")
+        case "users disable": userOutput(out, try await client.setUserDisabled(c.arguments[0], true), "disabled")
+        case "users enable": userOutput(out, try await client.setUserDisabled(c.arguments[0], false), "enabled")
+        case "users delete":
+            let sessions = try await client.deleteUser(c.arguments[0])
+            if out.json {
+                out.json(.object(["user": .string(c.arguments[0]), "sessionsDeleted": .int(Int64(sessions))]))
+            } else {
+                out.line("deleted \(c.arguments[0]) and \(sessions) sessions")
+            }
         case "blob put": return try await blobPut(c)
         case "blob get": return try await blobGet(c)
         case "blob info": blobInfo(out, try await client.blobHead(try c.uuid(c.arguments[0])))

@@ -15,3 +15,21 @@ extension Commands {
         }
     }
 }
+
+// The `users` commands: the accounts a server started with `--users` keeps.
+extension Commands {
+    /// A page of accounts: a table on a terminal (and the cursor of the next page), the USERS_LIST answer as JSON
+    /// otherwise.
+    static func usersOutput(_ out: Output, _ page: UsersPage) {
+        if out.json { return out.json(.object(page.json)) }
+        out.table(
+            ["id", "email", "disabled"], page.users.map { [$0.id, $0.email, $0.disabled ? "yes" : "no"] })
+        if let next = page.nextCursor { out.line(out.dim("more: larder users list --cursor '\(next)'")) }
+    }
+
+    /// One account after a change (`what`: created, disabled, enabled).
+    static func userOutput(_ out: Output, _ user: AccountUser, _ what: String) {
+        if out.json { return out.json(.object(user.json)) }
+        out.line("\(what) \(user.email) (\(user.id))")
+    }
+}

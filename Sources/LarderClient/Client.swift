@@ -68,6 +68,10 @@ public final class LarderClient: Sendable {
         /// ends, so an expired token is replaced by connecting again; an error it throws fails the connect with
         /// `UNAUTHENTICATED`.
         public var idTokenProvider: (@Sendable () async throws -> String)?
+        /// Signs the client in as a user of an account the server keeps (email and password, on a server with
+        /// `--users`): a session from `signIn(email:password:)` or `signUp(email:password:)`, saved by the app from an
+        /// earlier launch, which every HELLO presents. `signIn`, `signUp` and `signOut` replace it.
+        public var session: String?
 
         /// A configuration with the defaults: one connection, 30-second requests, 5-second connects, zlib offered.
         public init(
@@ -96,6 +100,8 @@ public final class LarderClient: Sendable {
     }
 
     private let slots: Locked<[Slot]>
+    /// The session every new connection presents in HELLO (`Configuration.session`, then `signIn`'s).
+    let currentSession: Locked<String?>
     /// What the TLS connections share: the context made from the certificate files, and sessions to resume.
     private let tlsShared: ClientTLSShared?
 
@@ -112,6 +118,7 @@ public final class LarderClient: Sendable {
         self.configuration = configuration
         tlsShared = configuration.tls.map(ClientTLSShared.init)
         slots = Locked(Array(repeating: .empty, count: max(1, configuration.connections)))
+        currentSession = Locked(configuration.session)
     }
 
     /// A client for a TCP server.
@@ -167,7 +174,9 @@ public final class LarderClient: Sendable {
             case ready(Connection)
             case wait(Task<Result<Connection, LarderError>, Never>, Int)
         }
-        let configuration = configuration
+        var presenting = configuration
+        presenting.session = currentSession.withLock { $0 }
+        let configuration = presenting
         let tls = tlsShared
         let pick: Pick = slots.withLock { slots in
             var best: (Connection, Int)?

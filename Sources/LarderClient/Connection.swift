@@ -112,7 +112,8 @@ final class Connection: @unchecked Sendable {
         }
         let hello = HelloRequest(
             compression: configuration.compression ? [zlibCompression] : [], client: configuration.clientName,
-            token: idToken == nil ? configuration.token : nil, idToken: idToken)
+            token: idToken == nil && configuration.session == nil ? configuration.token : nil, idToken: idToken,
+            session: idToken == nil ? configuration.session : nil)
         let reply: Frame
         do {
             reply = try await connection.call(

@@ -8,6 +8,8 @@ extension ConnectionStateMachine {
         package var tokens: (any TokenSource)?
         /// The identity providers whose ID tokens HELLO accepts (`idToken`); nil: none.
         package var identityProviders: IdentityProviders?
+        /// The accounts Larder keeps, whose sessions HELLO accepts (`session`); nil: none (no `--users`).
+        package var accounts: PasswordAccounts?
         package var compressionThreshold: Int
         package var zlibLevel: Int32
         /// Unsent output at which reading pauses; it resumes below half of it.

@@ -12,6 +12,8 @@ struct ConnectionIdentity {
     private(set) var revoked = false
     /// The user a valid ID token signed the connection in as (`issuer|subject`); nil for a role token or none.
     private(set) var user: String?
+    /// The storage key of the session HELLO signed the connection in with; checked again at each request.
+    private(set) var session: [UInt8]?
     /// No token on a server that accepts ID tokens: only what the collections' rules make `public`.
     private(set) var isAnonymous = false
     /// Held to the collections' rules (a user or an anonymous connection), not to a role token's grant.
@@ -44,6 +46,9 @@ struct ConnectionIdentity {
             self.init()
             user = id
             uploader = "user:" + SHA256.hex(Array("larder upload owner\u{0}".utf8) + Array(id.utf8))
+        case .account(let id, let key)?:
+            self.init(.user(id))
+            session = key
         case .anonymous?:
             self.init()
             isAnonymous = true

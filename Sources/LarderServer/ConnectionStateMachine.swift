@@ -41,6 +41,8 @@ package struct ConnectionStateMachine {
     package var grant: Grant? { identity.grant }
     /// The user a valid ID token signed this connection in as (`issuer|subject`); nil otherwise.
     package var user: String? { identity.user }
+    /// The storage key of the session HELLO presented (`session`); nil otherwise.
+    package var session: [UInt8]? { identity.session }
     /// Whether the collections' rules decide what this connection may do (a user, or an anonymous connection on a
     /// server that accepts ID tokens), rather than a role token's grant.
     package var followsRules: Bool { identity.followsRules }

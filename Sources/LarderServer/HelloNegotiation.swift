@@ -17,6 +17,8 @@ package enum HelloNegotiation {
         case token(Granted)
         /// A user, by the id a valid ID token proves (`issuer|subject`).
         case user(String)
+        /// An account Larder keeps (`larder|<uuid>`), by a session in force, and that session's storage key.
+        case account(String, session: [UInt8])
         /// No token on a server that accepts ID tokens and requires no role token: the collections whose rules say
         /// `public` only.
         case anonymous
@@ -50,7 +52,21 @@ package enum HelloNegotiation {
                 close: false)
         }
         var caller: Caller?
-        if let idToken = request.idToken {
+        if let session = request.session {
+            guard let accounts = configuration.accounts else {
+                return .rejected(
+                    LarderError(
+                        .unauthenticated, "this server keeps no accounts (it runs without --users); sign in with a token",
+                        field: "session"),
+                    close: true)
+            }
+            do throws(LarderError) {
+                let (user, key) = try accounts.user(ofSession: session)
+                caller = .account(user, session: key)
+            } catch {
+                return .rejected(error, close: true)
+            }
+        } else if let idToken = request.idToken {
             guard let providers = configuration.identityProviders, let verifier = providers.current else {
                 let why =
                     configuration.identityProviders == nil
@@ -68,6 +84,9 @@ package enum HelloNegotiation {
                         details: ["reason": .string(error.code)]),
                     close: true)
             }
+        } else if request.token == nil, configuration.accounts != nil {
+            // A server that keeps accounts lets a connection without credentials in, to sign up or sign in.
+            caller = .anonymous
         } else if let tokens = configuration.tokens {
             guard let presented = request.token else {
                 let wanted = configuration.identityProviders == nil ? "a token" : "a token or a user's idToken"
@@ -93,7 +112,7 @@ package enum HelloNegotiation {
         case .token(let granted):
             response.role = granted.grant.role.description
             response.collections = granted.grant.collections?.sorted()
-        case .user(let id):
+        case .user(let id), .account(let id, _):
             response.user = SignedInUser(id: id)
         case .anonymous, nil:
             break

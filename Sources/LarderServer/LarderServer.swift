@@ -118,6 +118,7 @@ public final class LarderServer: Sendable {
         do throws(ConfigurationError) {
             _ = try LarderServer.tokenTable(configuration)
             _ = try LarderServer.identityProviders(configuration)
+            try configuration.passwordAccounts?.validate()
         } catch {
             throw LarderError(.invalidArgument, error.message)
         }
@@ -164,11 +165,13 @@ public final class LarderServer: Sendable {
         identityProviders = LarderServer.initialIdentityProviders(configuration, logger: logger)
         var limits = configuration.limits
         if !configuration.oidcIssuers.isEmpty { limits.oidcLeewayMs = configuration.oidcLeewayMs }
+        limits.accounts = configuration.passwordAccounts?.limits
         var machine = ConnectionStateMachine.Configuration(
             limits: limits, compressionThreshold: configuration.compressionThreshold,
             zlibLevel: configuration.zlibLevel, outputHighWaterBytes: configuration.outputHighWaterBytes,
             serverName: LarderServer.serverName, tokens: tokens)
         machine.identityProviders = identityProviders
+        machine.accounts = configuration.passwordAccounts.map { PasswordAccounts(store: store, settings: $0) }
         let backups = BackupService(
             store: store, pool: pool, gate: hooks.backup,
             maxChunkBytes: configuration.limits.maxBinaryPartBytes)

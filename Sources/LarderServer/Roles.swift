@@ -34,6 +34,8 @@ package enum Role: Int, Sendable, Comparable, CaseIterable, CustomStringConverti
     package static func required(for opcode: Opcode) -> Role? {
         switch opcode {
         case .hello, .ping, .unwatch, .event: nil
+        // Account requests decide for themselves who may send them (`PasswordAccounts`).
+        case .signUp, .signIn, .signOut, .passwordChange: nil
         case .get, .getMany, .list, .search, .count, .group, .collections, .blobGet, .blobHead, .blobList, .watch,
             .rulesGet:
             .read
@@ -87,6 +89,8 @@ package struct Grant: Sendable, Equatable {
             return nil
         case .backup, .backupRead:
             return denied(opcode, "take a backup while it is limited to collections: a backup holds every collection")
+        case .usersList, .userSet, .userDelete:
+            return denied(opcode, "manage users while it is limited to collections: a user belongs to none")
         case .blobGet, .blobHead, .blobDelete:
             // Named by id: the router looks the blob up and refuses it before any other work (`Router.blobAccess`).
             return nil

@@ -6,6 +6,14 @@ import LarderWire
 /// token on a server that accepts ID tokens (`user` nil).
 struct RuledCaller: Sendable {
     var user: String?
+    /// The storage key of the session the connection signed in with (an account Larder keeps): checked at each
+    /// request, so that a session signed out or revoked, or a disabled user's, stops at the next one.
+    var session: [UInt8]? = nil
+
+    /// UNAUTHENTICATED when the caller's session is no longer in force.
+    func checkSession(_ store: any DocumentStore) throws(LarderError) {
+        if let session { try PasswordAccounts.checkSession(session, of: user, in: store) }
+    }
 }
 
 /// The rules of a collection applied to one request of a user (Protocol.md section 10.4): whether it may run at all,
@@ -114,13 +122,15 @@ extension Router {
 
     /// The rules of `collection` for `caller`'s `opcode`: the owner the request is narrowed to, or the refusal.
     private func admit(_ opcode: Opcode, _ collection: String, _ caller: RuledCaller) throws(LarderError) -> String? {
-        try RulesGate.admit(try store.collectionRules(collection), opcode, collection: collection, caller: caller)
+        try caller.checkSession(store)
+        return try RulesGate.admit(try store.collectionRules(collection), opcode, collection: collection, caller: caller)
     }
 
     private func ruledRead(_ frame: Frame, _ caller: RuledCaller) throws(LarderError) -> ([UInt8], [UInt8]) {
         let object = try frame.jsonObject()
         let collection = try Router.collection(object)
         if frame.opcode == .rulesGet {
+            try caller.checkSession(store)
             let request = try RulesGetRequest(json: object)
             return (RulesResponse(collection: collection, rules: try store.collectionRules(request.collection))
                 .json.bytes, [])

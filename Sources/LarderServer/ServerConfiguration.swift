@@ -36,6 +36,8 @@ public struct ServerConfiguration: Sendable {
     public var oidcIssuers: [OIDCIssuer] = []
     /// The clock difference tolerated on an ID token's `exp` and `nbf`, in milliseconds (at most 600,000).
     public var oidcLeewayMs: Int = 60_000
+    /// Accounts Larder keeps, with email and password (`--users`); nil (the default) for none.
+    public var passwordAccounts: PasswordAccountSettings?
     public var limits: Limits = .default
     public var zlibLevel: Int32 = FrameEncoder.defaultLevel
     public var compressionThreshold: Int = FrameEncoder.defaultThreshold

@@ -216,10 +216,20 @@ final class ServerConnection: EventLoopHandler, @unchecked Sendable {
         context.inFlight.add(1)
         context.logger.debug("conn \(id) request \(frame.requestID) \(frame.opcode.name)")
         let router = context.router
+        if PasswordAccounts.opcodes.contains(frame.opcode) {
+            let caller = AccountCaller(
+                user: machine.user, session: machine.session,
+                isAdmin: !machine.followsRules && (machine.grant ?? .unrestricted) == .unrestricted, peer: peer)
+            router.submitAccount(frame, accounts: context.machineConfiguration.accounts, caller: caller) { [self] reply in
+                shard.loop.async { [self] in finish(Answer(reply: reply, started: started)) }
+            }
+            return
+        }
         if machine.followsRules, RuledBlobGate.opcodes.contains(frame.opcode) {
             guard RuledBlobGate.checked.contains(frame.opcode) else { return run(frame, started: started) }
             // A photo follows its record's rules, checked on the work pool; then the request runs as any other.
-            router.submitRuledBlobGate(frame, caller: RuledCaller(user: machine.user)) { [self] outcome in
+            let caller = RuledCaller(user: machine.user, session: machine.session)
+            router.submitRuledBlobGate(frame, caller: caller) { [self] outcome in
                 shard.loop.async { [self] in
                     switch outcome {
                     case .proceed:
@@ -237,7 +247,7 @@ final class ServerConnection: EventLoopHandler, @unchecked Sendable {
         }
         if machine.followsRules, frame.opcode != .ping, frame.opcode != .watch, frame.opcode != .unwatch {
             // Held to the collections' rules: read from the store for each request, off the loop.
-            let caller = RuledCaller(user: machine.user)
+            let caller = RuledCaller(user: machine.user, session: machine.session)
             if frame.opcode.isWrite {
                 laneWrites.handedOut()
                 router.submitRuledWrite(frame, caller: caller, on: writeLane) { [self] reply in
@@ -267,7 +277,7 @@ final class ServerConnection: EventLoopHandler, @unchecked Sendable {
             finish(Answer(reply: Router.refusal(frame), started: started))
         case .watch where frame.opcode == .watch && machine.followsRules:
             // The collection's rules are read from the store (a round trip on PostgreSQL): on the work pool.
-            router.submitRuledWatch(frame, caller: RuledCaller(user: machine.user)) { [self] ruled in
+            router.submitRuledWatch(frame, caller: RuledCaller(user: machine.user, session: machine.session)) { [self] ruled in
                 shard.loop.async { [self] in
                     // A connection that began to close meanwhile takes no new subscription.
                     let reply =

@@ -209,6 +209,24 @@ public protocol WriteContext {
     func claimRequestKey(_ key: RequestKey) throws(LarderError) -> [UInt8]?
     /// Stores `answer` under a key `claimRequestKey` found new, in this transaction.
     func storeRequestKey(_ key: RequestKey, answer: [UInt8]) throws(LarderError)
+
+    // Accounts Larder keeps (`StoredAccount`) and their sessions.
+
+    /// Adds `account`; CONFLICT when its email is taken.
+    func createAccount(_ account: StoredAccount) throws(LarderError)
+    /// Replaces the password hash of account `id`; NOT_FOUND when it does not exist.
+    func setPasswordHash(account id: String, _ hash: String) throws(LarderError)
+    /// Disables or enables account `id`, deleting its sessions when disabling; NOT_FOUND when it does not exist.
+    func setAccountDisabled(_ id: String, _ disabled: Bool) throws(LarderError) -> StoredAccount
+    /// Deletes account `id` and its sessions, answering how many sessions went; NOT_FOUND when it does not exist.
+    func deleteAccount(_ id: String) throws(LarderError) -> Int
+    /// Adds a session of account `id`, known by `key` (the SHA-256 of its token), until `expiresAt` (milliseconds
+    /// since 1970); the account's sessions that expired before `now` go.
+    func createSession(key: [UInt8], account id: String, expiresAt: Int64, now: Int64) throws(LarderError)
+    /// Deletes the session `key`; false when there was none.
+    func deleteSession(key: [UInt8]) throws(LarderError) -> Bool
+    /// Deletes every session of account `id` but `keeping`, answering how many went.
+    func deleteSessions(account id: String, keeping: [UInt8]?) throws(LarderError) -> Int
 }
 
 /// Documents: create, read, search and write JSON records in named collections.
@@ -254,6 +272,13 @@ public protocol DocumentStore: Sendable {
     func checkSchemaAhead(_ collection: String, _ document: inout PreparedDocument)
     /// `collection`'s rules for users, as last committed; nil when it has none.
     func collectionRules(_ collection: String) throws(LarderError) -> CollectionRules?
+    /// The account Larder keeps with `email` (lowercased) or, for a `larder|` id, that id; nil when none.
+    func account(_ emailOrId: String) throws(LarderError) -> StoredAccount?
+    /// Up to `limit` accounts by id, after the id `after`.
+    func accounts(after: String?, limit: Int) throws(LarderError) -> [StoredAccount]
+    /// The account whose session `key` (the SHA-256 of its token) is in force at `now` (milliseconds since 1970): the
+    /// session exists, has not expired, and its account is not disabled. Nil otherwise.
+    func sessionAccount(key: [UInt8], now: Int64) throws(LarderError) -> String?
     func stats() throws(LarderError) -> StoreStats
     /// Moves the WAL into the main file (TRUNCATE); call on shutdown.
     func checkpoint() throws(LarderError)

@@ -51,6 +51,8 @@ public struct Limits: Sendable, Equatable {
     public var oidcLeewayMs: Int?
     /// The bounds a collection schema must stay within (SCHEMA_SET), announced under their own names.
     public var schema = SchemaLimits()
+    /// On a server with password accounts (`--users`): their limits. Absent (nil) on a server without them.
+    public var accounts: AccountLimits?
 
     /// The largest thumbnail size a server may offer.
     public static let maxThumbnailSize = 4096
@@ -101,6 +103,7 @@ public struct Limits: Sendable, Equatable {
         if let requestKeyRetentionMs { object["requestKeyRetentionMs"] = .int(Int64(requestKeyRetentionMs)) }
         if let oidcLeewayMs { object["oidcLeewayMs"] = .int(Int64(oidcLeewayMs)) }
         for (name, value) in schema.named { object[name] = .int(Int64(value)) }
+        if let accounts { for (name, value) in accounts.json { object[name] = value } }
         return object
     }
 
@@ -137,6 +140,7 @@ public struct Limits: Sendable, Equatable {
         requestKeyRetentionMs = try reader.optionalInt("requestKeyRetentionMs", range: 1...Int64.max)
             .map { Int(clamping: $0) }
         oidcLeewayMs = try reader.optionalInt("oidcLeewayMs", range: 0...Int64.max).map { Int(clamping: $0) }
+        accounts = try AccountLimits(limits: &reader)
         if let sizes = try reader.optionalArray("thumbnailSizes", maxCount: Limits.maxThumbnailSizeCount) {
             thumbnailSizes = []
             for (n, size) in sizes.enumerated() {

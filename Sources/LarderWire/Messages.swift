@@ -36,17 +36,21 @@ package struct HelloRequest: WireMessage, Equatable {
     package var token: String?
     /// An OpenID Connect ID token (a JWT) that signs the connection in as a user, in place of `token`.
     package var idToken: String?
+    /// A session of an account Larder keeps (SIGN_IN's answer) that signs the connection in as its user, in place of
+    /// `token` and `idToken`.
+    package var session: String?
 
     /// The longest `idToken` read, in bytes (a provider's ID token is one or two kilobytes).
     package static let maxIDTokenBytes = 16 * 1024
 
     package init(versions: [Int] = ProtocolVersions.supported, compression: [String] = [zlibCompression],
-                client: String, token: String? = nil, idToken: String? = nil) {
+                client: String, token: String? = nil, idToken: String? = nil, session: String? = nil) {
         self.versions = versions
         self.compression = compression
         self.client = client
         self.token = token
         self.idToken = idToken
+        self.session = session
     }
 
     package init(json: JSONObject) throws(LarderError) {
@@ -71,8 +75,11 @@ package struct HelloRequest: WireMessage, Equatable {
         client = try r.optionalString("client", maxLength: 256) ?? ""
         token = try r.optionalString("token", maxLength: 4096)
         idToken = try r.optionalString("idToken", maxLength: HelloRequest.maxIDTokenBytes)
-        if token != nil, idToken != nil {
-            throw .invalid("idToken", "give either token (a role token) or idToken (a user's ID token), not both")
+        session = try r.optionalString("session", maxLength: 256)
+        if [token, idToken, session].compactMap({ $0 }).count > 1 {
+            throw .invalid(
+                session == nil ? "idToken" : "session",
+                "give one of token (a role token), idToken (a user's ID token) or session (a user's session), not more")
         }
         try r.finish()
     }
@@ -85,6 +92,7 @@ package struct HelloRequest: WireMessage, Equatable {
         ]
         if let token { o["token"] = .string(token) }
         if let idToken { o["idToken"] = .string(idToken) }
+        if let session { o["session"] = .string(session) }
         return o
     }
 }

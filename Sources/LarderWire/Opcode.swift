@@ -47,6 +47,20 @@ public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConverti
     public static let rulesSet = Opcode(rawValue: 0x0025)
     /// Reads a collection's rules for signed-in users.
     public static let rulesGet = Opcode(rawValue: 0x0026)
+    /// Creates an account Larder keeps (email and password) on a server with `--users`.
+    public static let signUp = Opcode(rawValue: 0x0027)
+    /// Checks an account's email and password and answers a new session.
+    public static let signIn = Opcode(rawValue: 0x0028)
+    /// Revokes a session: the connection's, or the one named.
+    public static let signOut = Opcode(rawValue: 0x0029)
+    /// Changes the signed-in account's password and revokes its other sessions.
+    public static let passwordChange = Opcode(rawValue: 0x002A)
+    /// A page of the accounts Larder keeps (an admin's request).
+    public static let usersList = Opcode(rawValue: 0x002B)
+    /// Disables or enables an account (an admin's request).
+    public static let userSet = Opcode(rawValue: 0x002C)
+    /// Deletes an account and its sessions (an admin's request).
+    public static let userDelete = Opcode(rawValue: 0x002D)
 
     /// Stores a photo (JPEG) sent in one frame.
     public static let blobPut = Opcode(rawValue: 0x0030)
@@ -90,6 +104,7 @@ public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConverti
         .backup, .backupRead, .watch, .unwatch, .event,
         .blobUpload, .blobUploadChunk, .blobUploadStatus, .blobUploadFinish, .blobUploadAbort,
         .schemaSet, .schemaGet, .rulesSet, .rulesGet,
+        .signUp, .signIn, .signOut, .passwordChange, .usersList, .userSet, .userDelete,
     ]
 
     /// The upper-snake-case name used in Protocol.md, logs and STATS.
@@ -114,6 +129,13 @@ public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConverti
         case .schemaGet: "SCHEMA_GET"
         case .rulesSet: "RULES_SET"
         case .rulesGet: "RULES_GET"
+        case .signUp: "SIGN_UP"
+        case .signIn: "SIGN_IN"
+        case .signOut: "SIGN_OUT"
+        case .passwordChange: "PASSWORD_CHANGE"
+        case .usersList: "USERS_LIST"
+        case .userSet: "USER_SET"
+        case .userDelete: "USER_DELETE"
         case .blobPut: "BLOB_PUT"
         case .blobGet: "BLOB_GET"
         case .blobHead: "BLOB_HEAD"

@@ -69,6 +69,22 @@ enum ServerOptions {
                     c.limits[keyPath: key] = bytes ? try size(name, v, min: 1) : try integer(name, v, min: 1)
                 })
         }
+        /// An option of password accounts (`--users`): an integer from `min` to `max`, handed to `set`.
+        func account(
+            _ name: String, _ help: String, _ defaultValue: Int, min: Int = 1, max: Int = Int(Int32.max),
+            _ set: @escaping @Sendable (inout PasswordAccountSettings, Int) -> Void
+        ) -> Option {
+            let unit = name.hasSuffix("-ms") ? "MS" : name.hasSuffix("-kib") ? "KIB" : "N"
+            return Option(
+                name: name, env: envName(name), valueName: unit, help: "\(help) (default \(defaultValue))",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    var settings = c.passwordAccounts ?? PasswordAccountSettings()
+                    set(&settings, try integer(name, v, min: min, max: max))
+                    c.passwordAccounts = settings
+                })
+        }
+        let a = PasswordAccountSettings().limits
+        let h = PasswordAccountSettings().hashParameters
         return [
             Option(
                 name: "host", env: "LARDER_SERVER_HOST", valueName: "ADDR",
@@ -163,6 +179,34 @@ enum ServerOptions {
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
                     c.oidcLeewayMs = try integer("oidc-leeway-ms", v, max: 600_000)
                 }),
+            account("session-ttl-ms", "with --users: how long a session lives from sign-in", a.sessionTtlMs) {
+                $0.limits.sessionTtlMs = $1
+            },
+            account("min-password-bytes", "with --users: the shortest password, 8 or more", a.minPasswordBytes) {
+                $0.limits.minPasswordBytes = $1
+            },
+            account("max-password-bytes", "with --users: the longest password, up to 1024", a.maxPasswordBytes) {
+                $0.limits.maxPasswordBytes = $1
+            },
+            account(
+                "sign-in-attempts-per-account", "with --users: failed sign-ins of one email per window",
+                a.signInAttemptsPerAccount
+            ) { $0.limits.signInAttemptsPerAccount = $1 },
+            account(
+                "sign-in-attempts-per-address", "with --users: failed sign-ins from one address per window",
+                a.signInAttemptsPerAddress
+            ) { $0.limits.signInAttemptsPerAddress = $1 },
+            account("sign-in-window-ms", "with --users: the window failed sign-ins are counted over", a.signInWindowMs) {
+                $0.limits.signInWindowMs = $1
+            },
+            account(
+                "password-memory-kib", "with --users: Argon2id memory per new password hash",
+                Int(h.memoryKiB), min: 8, max: 1 << 20
+            ) { $0.hashParameters.memoryKiB = UInt32($1) },
+            account(
+                "password-iterations", "with --users: Argon2id passes per new password hash", Int(h.iterations),
+                max: 64
+            ) { $0.hashParameters.iterations = UInt32($1) },
             Option(
                 name: "tls-cert", env: "LARDER_SERVER_TLS_CERT", valueName: "FILE",
                 help: "speak TLS on TCP with this certificate chain (PEM); SIGHUP reads it again",
@@ -434,9 +478,16 @@ enum ServerOptions {
             }
         }
         var scanner = ArgumentScanner(arguments)
+        var users = environment["LARDER_SERVER_USERS"] == "1"
+        var allowSignUp = environment["LARDER_SERVER_ALLOW_SIGN_UP"] == "1"
         while let argument = scanner.next() {
             if argument.text == "--help" || argument.text == "-h" { return (.help, configuration) }
             if argument.text == "--version" { return (.version, configuration) }
+            if argument.text == "--users" || argument.text == "--allow-sign-up" {
+                users = true
+                if argument.text == "--allow-sign-up" { allowSignUp = true }
+                continue
+            }
             guard argument.name.hasPrefix("--") else {
                 throw UsageError(message: "unexpected argument '\(argument.text)'")
             }
@@ -468,6 +519,19 @@ enum ServerOptions {
             // Refused now, with the file and the reason, rather than at the first ID token.
             _ = try IdentityProviders.verifier(configuration.oidcIssuers, leewayMs: configuration.oidcLeewayMs)
         }
+        if users {
+            var settings = configuration.passwordAccounts ?? PasswordAccountSettings()
+            settings.limits.signUpAllowed = allowSignUp
+            do throws(ConfigurationError) {
+                try settings.validate()
+            } catch {
+                throw UsageError(message: error.message)
+            }
+            configuration.passwordAccounts = settings
+        } else if configuration.passwordAccounts != nil {
+            throw UsageError(
+                message: "the options of accounts (--session-ttl-ms, --min-password-bytes, --sign-in-...) need --users")
+        }
         do throws(LarderError) {
             try configuration.limits.validate()
         } catch {
@@ -496,6 +560,10 @@ enum ServerOptions {
             let padded = left.padding(toLength: max(left.count + 1, 36), withPad: " ", startingAt: 0)
             text += "\(padded)\(option.help) [\(option.env)]\n"
         }
+        text += "  --users".padding(toLength: 36, withPad: " ", startingAt: 0)
+            + "keep accounts with email and password (SIGN_UP, SIGN_IN) [LARDER_SERVER_USERS=1]\n"
+        text += "  --allow-sign-up".padding(toLength: 36, withPad: " ", startingAt: 0)
+            + "with --users: anyone may sign up, not only an admin [LARDER_SERVER_ALLOW_SIGN_UP=1]\n"
         text += "  --version".padding(toLength: 36, withPad: " ", startingAt: 0) + "print the version and exit\n"
         text += "  --help".padding(toLength: 36, withPad: " ", startingAt: 0) + "show this help\n"
         return text

@@ -63,6 +63,43 @@ import Testing
         admin.close()
     }
 
+    /// Where the README's sign-up puts the session: the app's own store.
+    final class Keychain: @unchecked Sendable {
+        var saved: String?
+        func save(_ session: String?) { saved = session }
+    }
+
+    @Test func theReadmePasswordSignUpWorks() async throws {
+        let server = try ClientTestServer {
+            var settings = PasswordAccountSettings()
+            settings.hashParameters = .init(iterations: 1, memoryKiB: 64, parallelism: 1)
+            settings.limits.signUpAllowed = true
+            $0.passwordAccounts = settings
+            $0.token = "admin-secret"
+        }
+        defer { server.stop() }
+        let endpoint = LarderClient.Endpoint.tcp(host: "127.0.0.1", port: server.port)
+        let admin = LarderClient(configuration: .init(endpoint: endpoint, token: "admin-secret"))
+        defer { admin.close() }
+        try await admin.setRules(CollectionRules(read: .owner, create: .owner, update: .owner, delete: .owner), for: "todos")
+        let password = "ann's long password"
+        let keychain = Keychain()
+
+        // README: password sign-up
+        let client = LarderClient(configuration: LarderClient.Configuration(endpoint: endpoint))
+        let signedIn = try await client.signUp(email: "ann@example.com", password: password)  // or signIn(email:password:)
+        let todos = client.collection("todos", of: Todo.self)
+        let vet = try await todos.create(Todo(title: "Call the vet", isFinish: false))  // "$owner": signedIn.user.id
+        keychain.save(signedIn.session)
+        try await client.signOut()  // the session is revoked on every server
+        // README end
+
+        defer { client.close() }
+        #expect(keychain.saved != nil && client.session == nil)
+        let stored = try await admin.get("todos", id: vet.id)
+        #expect(stored.data["$owner"]?.stringValue == signedIn.user.id)
+    }
+
     /// Each Swift block of README's "Users and rules" section is one of this file's `// README:` regions.
     @Test func theReadmeShowsThisCode() throws {
         let readme = try String(contentsOf: Self.repository.appendingPathComponent("README.md"), encoding: .utf8)
@@ -74,7 +111,7 @@ import Testing
         let end = section.range(of: "\n## ")?.lowerBound ?? section.endIndex
         let blocks = ReadmeText.swiftBlocks(section[..<end].split(separator: "\n", omittingEmptySubsequences: false))
         let regions = try ReadmeText.regions(ofFile: #filePath)
-        #expect(blocks.count == 2, "README's Users and rules section has \(blocks.count) Swift blocks")
+        #expect(blocks.count == 3, "README's Users and rules section has \(blocks.count) Swift blocks")
         for block in blocks {
             #expect(regions.contains(block), "README's Users and rules block is not this file's code:\n\(block)")
         }

@@ -62,6 +62,25 @@ struct ServerOptionsTests {
         #expect(throws: ServerOptions.UsageError.self) { try ServerOptions.parse(["--max-document-bytes", "4000000"]) }
     }
 
+    /// `--users` turns accounts on with their options; those options without it are a usage error.
+    @Test func passwordAccounts() throws {
+        #expect(try ServerOptions.parse([]).1.passwordAccounts == nil)
+        let (_, on) = try ServerOptions.parse([
+            "--users", "--allow-sign-up", "--session-ttl-ms", "60000", "--sign-in-attempts-per-account", "3",
+            "--password-memory-kib", "65536",
+        ])
+        let settings = try #require(on.passwordAccounts)
+        #expect(settings.limits.signUpAllowed && settings.limits.sessionTtlMs == 60_000)
+        #expect(settings.limits.signInAttemptsPerAccount == 3 && settings.hashParameters.memoryKiB == 65_536)
+        #expect(settings.hashParameters.iterations == 2 && settings.limits.minPasswordBytes == 8)
+        #expect(try ServerOptions.parse([], environment: ["LARDER_SERVER_USERS": "1"]).1.passwordAccounts != nil)
+        #expect(throws: ServerOptions.UsageError.self) { try ServerOptions.parse(["--session-ttl-ms", "1000"]) }
+        #expect(throws: ServerOptions.UsageError.self) {
+            try ServerOptions.parse(["--users", "--min-password-bytes", "4"])
+        }
+        #expect(ServerOptions.helpText.contains("--users") && ServerOptions.helpText.contains("--allow-sign-up"))
+    }
+
     @Test func help() throws {
         #expect(try ServerOptions.parse(["--port", "1", "--help"]).0 == .help)
         for option in ServerOptions.options {

@@ -56,7 +56,7 @@ struct TokenTableTests {
     /// name where a blob needs one) is refused.
     @Test func nullIsAbsentAndOnlyWellFormedNamesAreCheckedInEveryCollectionMember() {
         let covered = Set(CollectionMembers.collectionOpcodes + CollectionMembers.attachOpcodes + [.blobGet, .blobHead, .blobDelete])
-            .union([.collections, .stats, .backup, .backupRead])
+            .union([.collections, .stats, .backup, .backupRead, .usersList, .userSet, .userDelete])
             .union([.blobUploadChunk, .blobUploadStatus, .blobUploadFinish, .blobUploadAbort])
         for opcode in Opcode.all where Role.required(for: opcode) != nil {
             #expect(covered.contains(opcode), "\(opcode.name) has no row here: say which member names its collection")
@@ -83,8 +83,20 @@ struct TokenTableTests {
         }
     }
 
+    /// The admin's account requests need an admin token that is not limited to collections: a user belongs to none.
+    @Test func aLimitedAdminTokenManagesNoUsers() {
+        for opcode in [Opcode.usersList, .userSet, .userDelete] {
+            #expect(Grant(role: .admin).check(Self.frame(opcode, ["user": "a@b.c"])) == nil)
+            let error = Grant(role: .admin, collections: ["alpha"]).check(Self.frame(opcode, ["user": "a@b.c"]))
+            #expect(error?.status == .permissionDenied && error?.details == ["opcode": .string(opcode.name)])
+            #expect(Grant(role: .write).check(Self.frame(opcode))?.status == .permissionDenied)
+        }
+    }
+
     @Test func everyKnownOpcodeHasARole() {
-        for opcode in Opcode.all where opcode != .hello && opcode != .ping && opcode != .unwatch && opcode != .event {
+        // The account requests but the admin's decide for themselves (Protocol.md section 10.5).
+        let ownDecision: Set<Opcode> = [.hello, .ping, .unwatch, .event, .signUp, .signIn, .signOut, .passwordChange]
+        for opcode in Opcode.all where !ownDecision.contains(opcode) {
             #expect(Role.required(for: opcode) != nil, "\(opcode.name)")
         }
         #expect(Role.required(for: Opcode(rawValue: 0x7777)) == nil, "an unknown opcode is the router's to refuse")

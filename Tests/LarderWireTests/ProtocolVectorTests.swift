@@ -54,7 +54,7 @@ import Testing
         "blob-get-range-response", "blob-upload-chunk-request", "blob-upload-status-response",
         "blob-get-thumbnail-request", "blob-get-range-past-end-request", "schema-set-request",
         "schema-violation-response", "create-keyed-request",
-        "hello-id-token-request", "hello-id-token-expired-response", "search-collation-request",
+        "hello-id-token-request", "hello-id-token-expired-response", "search-collation-request", "sign-in-request",
     ]
 
     /// The ranged BLOB_GET: the request's members, and an answer carrying exactly those bytes with `offset` and
@@ -223,6 +223,15 @@ import Testing
             field: "idToken", details: ["reason": "expired"])
         #expect(response.json == expected.json.bytes)
         #expect(!String(decoding: response.json, as: UTF8.self).contains(token))
+    }
+
+    /// SIGN_IN: an email and a password, read as the server reads them and written back byte for byte.
+    @Test func signInRequest() throws {
+        let request = try Self.vector("sign-in-request")
+        #expect(request.opcode == .signIn && request.opcode.name == "SIGN_IN" && request.requestID == 2)
+        let credentials = try AccountCredentials(json: try request.jsonObject())
+        #expect(credentials == AccountCredentials(email: "ann@example.com", password: "correct horse battery staple"))
+        #expect(credentials.json.bytes == request.json)
     }
 
     @Test func conflictResponse() throws {

@@ -189,6 +189,19 @@ enum PGSchema {
                 CREATE TABLE IF NOT EXISTS collection_rules(collection text COLLATE "C" PRIMARY KEY, rules text NOT NULL);
                 """)
             ),
+            (
+                // Accounts Larder keeps (`--users`) and their sessions, each by the SHA-256 of its token: every server
+                // of the database knows every session.
+                "accounts",
+                .sql("""
+                CREATE TABLE IF NOT EXISTS accounts(
+                    id text COLLATE "C" PRIMARY KEY, email text COLLATE "C" NOT NULL UNIQUE, password_hash text NOT NULL,
+                    disabled boolean NOT NULL DEFAULT false, created_at bigint NOT NULL);
+                CREATE TABLE IF NOT EXISTS sessions(
+                    key bytea PRIMARY KEY, account text COLLATE "C" NOT NULL, expires_at bigint NOT NULL);
+                CREATE INDEX IF NOT EXISTS sessions_account ON sessions(account);
+                """)
+            ),
         ]
     }
 

@@ -197,6 +197,15 @@ enum SQLiteSchema {
         """,
         // Each collection's rules for signed-in users (RULES_SET), as their JSON text.
         "CREATE TABLE IF NOT EXISTS collection_rules(collection TEXT PRIMARY KEY, rules TEXT NOT NULL) WITHOUT ROWID",
+        // Accounts Larder keeps (`--users`) and their sessions, each by the SHA-256 of its token.
+        """
+        CREATE TABLE IF NOT EXISTS accounts(
+            id TEXT PRIMARY KEY, email TEXT NOT NULL UNIQUE, password_hash TEXT NOT NULL,
+            disabled INTEGER NOT NULL DEFAULT 0, created_at INTEGER NOT NULL) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS sessions(
+            key BLOB PRIMARY KEY, account TEXT NOT NULL, expires_at INTEGER NOT NULL) WITHOUT ROWID;
+        CREATE INDEX IF NOT EXISTS sessions_account ON sessions(account);
+        """,
     ]
 
     /// The backlog of the trigram index (`TextIndexer`, which also states the rule that keeps searches exact): the

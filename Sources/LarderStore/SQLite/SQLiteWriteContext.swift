@@ -51,7 +51,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
         SQLiteWriteContext(core: core, error: LarderError(.unavailable, "the store is closed"))
     }
 
-    private var db: SQLiteConnection { connection! }
+    var db: SQLiteConnection { connection! }
 
     func rollbackSavepoint() {
         try? db.run(.rollbackToSavepoint)

@@ -1,0 +1,106 @@
+import LarderWire
+
+// Accounts the server keeps (email and password, on a server started with `--users`): sign up, sign in and out. A
+// session signs in every connection the client opens afterwards (HELLO's `session`); save `session` to sign in again
+// at the app's next launch without the password.
+extension LarderClient {
+    /// The session this client presents in HELLO: from `signIn`, `signUp` or `Configuration.session`; nil when
+    /// signed out.
+    public var session: String? { currentSession.withLock { $0 } }
+
+    /// Signs in with an account the server keeps. The open connections close, and every connection opened after
+    /// (at the next request) presents the new session, so the client acts as the account's user (`user`,
+    /// `larder|<uuid>`) under the collections' rules.
+    ///
+    /// - Returns: the account and its session, with when the session ends (`expiresAt`, milliseconds since 1970).
+    /// - Throws: `UNAUTHENTICATED` when the email or the password is wrong (the server does not say which);
+    ///   `PERMISSION_DENIED` for a disabled user; `RESOURCE_EXHAUSTED` after too many failed sign-ins (its
+    ///   `details["retryAfterMs"]` says when to try again); and `UNAVAILABLE` or `DEADLINE_EXCEEDED` as any request.
+    @discardableResult
+    public func signIn(email: String, password: String) async throws(LarderError) -> AccountSession {
+        try await startSession(.signIn, email: email, password: password)
+    }
+
+    /// Creates an account and signs in with it, as `signIn` does. The server must allow sign-up
+    /// (`larder-server --users --allow-sign-up`); otherwise only an admin creates users.
+    ///
+    /// - Throws: `CONFLICT` when the email has an account; `INVALID_ARGUMENT` for an email that is not an address
+    ///   or a password outside the server's bounds (HELLO's `limits.minPasswordBytes`, `maxPasswordBytes`);
+    ///   `PERMISSION_DENIED` on a server that allows no sign-up; and `UNAVAILABLE` or `DEADLINE_EXCEEDED` as any
+    ///   request.
+    @discardableResult
+    public func signUp(email: String, password: String) async throws(LarderError) -> AccountSession {
+        try await startSession(.signUp, email: email, password: password)
+    }
+
+    /// Signs out: the server revokes the session, the open connections close, and the client connects without
+    /// one from then on. Does nothing without a session.
+    ///
+    /// - Throws: `UNAVAILABLE` or `DEADLINE_EXCEEDED` as any request (the client is signed out all the same).
+    public func signOut() async throws(LarderError) {
+        guard let old = currentSession.withLock({ s -> String? in defer { s = nil }; return s }) else { return }
+        close()
+        _ = try await call(.signOut, SignOutRequest(session: old).json)
+    }
+
+    /// Changes the signed-in user's password; the user's other sessions are revoked, this client's stays.
+    ///
+    /// - Throws: `UNAUTHENTICATED` when `old` is wrong or the session ended; `INVALID_ARGUMENT` for a new password
+    ///   outside the server's bounds; and `UNAVAILABLE` or `DEADLINE_EXCEEDED` as any request.
+    public func changePassword(old: String, new: String) async throws(LarderError) {
+        _ = try await call(.passwordChange, PasswordChangeRequest(oldPassword: old, newPassword: new).json)
+    }
+
+    /// SIGN_IN or SIGN_UP on a connection without a session, then the session for every later connection.
+    private func startSession(_ opcode: Opcode, email: String, password: String) async throws(LarderError)
+        -> AccountSession
+    {
+        // An ended session would refuse the connection this request needs.
+        if currentSession.withLock({ s -> Bool in defer { s = nil }; return s != nil }) { close() }
+        let answer = try await message(
+            AccountSession.self, opcode, AccountCredentials(email: email, password: password).json)
+        currentSession.withLock { $0 = answer.session }
+        close()
+        return answer
+    }
+}
+
+// The accounts the server keeps, for an admin token.
+extension LarderClient {
+    /// A page of the accounts the server keeps, by id; pass `nextCursor` back for the next.
+    ///
+    /// - Throws: `PERMISSION_DENIED` for a token that is not `admin`, for every user and on a server without
+    ///   `--users`; and `UNAVAILABLE` or `DEADLINE_EXCEEDED` as any request.
+    public func users(limit: Int = defaultPageLimit, cursor: String? = nil) async throws(LarderError) -> UsersPage {
+        try await message(UsersPage.self, .usersList, UsersListRequest(limit: limit, cursor: cursor).json)
+    }
+
+    /// Creates an account without signing in with it (an admin token's SIGN_UP, allowed without `--allow-sign-up`).
+    ///
+    /// - Throws: `CONFLICT` when the email has an account; `INVALID_ARGUMENT` for a bad email or password; and what
+    ///   `users` throws.
+    @discardableResult
+    public func createUser(email: String, password: String) async throws(LarderError) -> AccountUser {
+        try await message(AccountSession.self, .signUp, AccountCredentials(email: email, password: password).json).user
+    }
+
+    /// Disables (`true`) or enables an account, by id (`larder|<uuid>`) or email. A disabled user cannot sign in,
+    /// and their sessions are revoked: each of their connections is refused at its next request.
+    ///
+    /// - Throws: `NOT_FOUND` when no account matches; and what `users` throws.
+    @discardableResult
+    public func setUserDisabled(_ user: String, _ disabled: Bool) async throws(LarderError) -> AccountUser {
+        let answer = try await call(.userSet, UserRequest(user: user, disabled: disabled).json).jsonObject()
+        return try AccountUser(json: answer, path: "")
+    }
+
+    /// Deletes an account, by id or email, with its sessions; answers how many sessions went. Its records stay
+    /// (their `$owner` names a user no one signs in as).
+    ///
+    /// - Throws: `NOT_FOUND` when no account matches; and what `users` throws.
+    @discardableResult
+    public func deleteUser(_ user: String) async throws(LarderError) -> Int {
+        let answer = try await call(.userDelete, UserRequest(user: user).json).jsonObject()
+        return Int(answer["sessionsDeleted"]?.intValue ?? 0)
+    }
+}

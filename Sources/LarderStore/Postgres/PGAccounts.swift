@@ -1,0 +1,124 @@
+import Foundation
+import LarderWire
+
+// Accounts Larder keeps and their sessions, in the `accounts` and `sessions` tables that every server on the database
+// reads: a session made through one server works on all, and a disabled account stops on all.
+extension PostgresStore {
+    fileprivate static let accountColumns = "id, email, password_hash, disabled, created_at"
+
+    fileprivate static func accounts(_ result: PGResult) -> [StoredAccount] {
+        (0..<result.rows).map {
+            StoredAccount(
+                id: result.text($0, 0), email: result.text($0, 1), passwordHash: result.text($0, 2),
+                disabled: result.bool($0, 3), createdAt: result.int($0, 4))
+        }
+    }
+
+    public func account(_ emailOrId: String) throws(LarderError) -> StoredAccount? {
+        let isId = StoredAccount.isId(emailOrId)
+        let result = try readers.read { db throws(LarderError) in
+            try db.run([
+                PGStatement(
+                    "SELECT \(Self.accountColumns) FROM accounts WHERE \(isId ? "id" : "email") = $1",
+                    [.text(emailOrId)], name: isId ? "account_by_id" : "account_by_email")
+            ])[0]
+        }
+        return Self.accounts(result).first
+    }
+
+    public func accounts(after: String?, limit: Int) throws(LarderError) -> [StoredAccount] {
+        let result = try readers.read { db throws(LarderError) in
+            try db.run([
+                PGStatement(
+                    "SELECT \(Self.accountColumns) FROM accounts WHERE id > $1 ORDER BY id LIMIT $2",
+                    [.text(after ?? ""), .int(Int64(limit))], name: "accounts_page")
+            ])[0]
+        }
+        return Self.accounts(result)
+    }
+
+    public func sessionAccount(key: [UInt8], now: Int64) throws(LarderError) -> String? {
+        let result = try readers.read { db throws(LarderError) in
+            try db.run([
+                PGStatement(
+                    "SELECT a.id FROM sessions s JOIN accounts a ON a.id = s.account "
+                        + "WHERE s.key = $1 AND s.expires_at > $2 AND NOT a.disabled", [.bytes(key), .int(now)],
+                    name: "session_account")
+            ])[0]
+        }
+        return result.rows > 0 ? result.text(0, 0) : nil
+    }
+}
+
+extension PGWriteContext {
+    func createAccount(_ account: StoredAccount) throws(LarderError) {
+        let taken = try run(
+            [PGStatement("SELECT 1 FROM accounts WHERE email = $1", [.text(account.email)], name: "account_taken")],
+            writes: false)[0]
+        guard taken.rows == 0 else { throw StoredAccount.emailTaken }
+        let inserted = try run(
+            [
+                PGStatement(
+                    "INSERT INTO accounts(id, email, password_hash, disabled, created_at) VALUES ($1, $2, $3, $4, $5) "
+                        + "ON CONFLICT DO NOTHING",
+                    [.text(account.id), .text(account.email), .text(account.passwordHash), .bool(account.disabled),
+                     .int(account.createdAt)], name: "account_create")
+            ], writes: true)[0]
+        guard inserted.affected == 1 else { throw StoredAccount.emailTaken }
+    }
+
+    func setPasswordHash(account id: String, _ hash: String) throws(LarderError) {
+        let updated = try run(
+            [
+                PGStatement(
+                    "UPDATE accounts SET password_hash = $2 WHERE id = $1", [.text(id), .text(hash)],
+                    name: "account_password")
+            ], writes: true)[0]
+        guard updated.affected == 1 else { throw StoredAccount.notFound(id) }
+    }
+
+    func setAccountDisabled(_ id: String, _ disabled: Bool) throws(LarderError) -> StoredAccount {
+        let result = try run(
+            [
+                PGStatement(
+                    "UPDATE accounts SET disabled = $2 WHERE id = $1 RETURNING \(PostgresStore.accountColumns)",
+                    [.text(id), .bool(disabled)], name: "account_disable")
+            ], writes: true)[0]
+        guard let account = PostgresStore.accounts(result).first else { throw StoredAccount.notFound(id) }
+        if disabled { _ = try deleteSessions(account: id, keeping: nil) }
+        return account
+    }
+
+    func deleteAccount(_ id: String) throws(LarderError) -> Int {
+        let deleted = try run(
+            [PGStatement("DELETE FROM accounts WHERE id = $1", [.text(id)], name: "account_delete")], writes: true)[0]
+        guard deleted.affected == 1 else { throw StoredAccount.notFound(id) }
+        return try deleteSessions(account: id, keeping: nil)
+    }
+
+    func createSession(key: [UInt8], account id: String, expiresAt: Int64, now: Int64) throws(LarderError) {
+        _ = try run(
+            [
+                PGStatement(
+                    "DELETE FROM sessions WHERE account = $1 AND expires_at <= $2", [.text(id), .int(now)],
+                    name: "sessions_expire"),
+                PGStatement(
+                    "INSERT INTO sessions(key, account, expires_at) VALUES ($1, $2, $3)",
+                    [.bytes(key), .text(id), .int(expiresAt)], name: "session_create"),
+            ], writes: true)
+    }
+
+    func deleteSession(key: [UInt8]) throws(LarderError) -> Bool {
+        try run([PGStatement("DELETE FROM sessions WHERE key = $1", [.bytes(key)], name: "session_delete")], writes: true)[0]
+            .affected == 1
+    }
+
+    func deleteSessions(account id: String, keeping: [UInt8]?) throws(LarderError) -> Int {
+        try run(
+            [
+                PGStatement(
+                    "DELETE FROM sessions WHERE account = $1 AND key <> $2", [.text(id), .bytes(keeping ?? [])],
+                    name: "sessions_delete")
+            ], writes: true)[0].affected
+    }
+}
