@@ -200,7 +200,7 @@ import Testing
         #expect(try anonymous.call(.signOut, [:]).status == .invalidArgument)
         #expect(try Self.hello(port, session: first).0.status == .unauthenticated)
         #expect(try connection.call(.rulesGet, ["collection": "todos"]).status == .ok)
-        let expired = await waitUntil(60) {
+        let expired = await waitUntil(120) {
             (try? Self.hello(port, session: second).0.status) == .unauthenticated
         }
         #expect(expired, "the session still signs in after its expiry")
