@@ -7,9 +7,9 @@ extension ConnectionStateMachine {
         /// The tokens HELLO accepts and what each may do; nil: no token is required and every client is an admin.
         package var tokens: (any TokenSource)?
         /// The identity providers whose ID tokens HELLO accepts (`idToken`); nil: none.
-        package var identityProviders: IdentityProviders?
+        package var identityProviders: (any IDTokenSignIn)?
         /// The accounts Larder keeps, whose sessions HELLO accepts (`session`); nil: none (no `--users`).
-        package var accounts: PasswordAccounts?
+        package var accounts: (any SessionSignIn)?
         package var compressionThreshold: Int
         package var zlibLevel: Int32
         /// Unsent output at which reading pauses; it resumes below half of it.

@@ -1,4 +1,3 @@
-import LarderAuth
 import LarderWire
 
 /// What a HELLO agrees to (protocol version, compression, the token's grant) or why it is refused: pure, so it is
@@ -67,22 +66,14 @@ package enum HelloNegotiation {
                 return .rejected(error, close: true)
             }
         } else if let idToken = request.idToken {
-            guard let providers = configuration.identityProviders, let verifier = providers.current else {
-                let why =
-                    configuration.identityProviders == nil
-                    ? "this server accepts no ID tokens (it trusts no identity provider); sign in with a token"
-                    : "this server could not load its identity providers' keys (JWKS); try again later"
+            guard let providers = configuration.identityProviders else {
+                let why = "this server accepts no ID tokens (it trusts no identity provider); sign in with a token"
                 return .rejected(LarderError(.unauthenticated, why, field: "idToken"), close: true)
             }
-            do throws(IDTokenError) {
-                caller = .user(try verifier.verify(idToken).userId)
+            do throws(LarderError) {
+                caller = .user(try providers.user(ofIDToken: idToken))
             } catch {
-                // The error names the check that failed and at most the token's `iss`, `alg` or `kid`, never the token.
-                return .rejected(
-                    LarderError(
-                        .unauthenticated, "\(error.description); sign in again for a fresh ID token", field: "idToken",
-                        details: ["reason": .string(error.code)]),
-                    close: true)
+                return .rejected(error, close: true)
             }
         } else if request.token == nil, configuration.accounts != nil {
             // A server that keeps accounts lets a connection without credentials in, to sign up or sign in.

@@ -21,7 +21,7 @@ public struct OIDCIssuer: Sendable, Equatable {
 
 /// The ID token verifier in force, shared by every event loop and replaced whole when SIGHUP reads the JWKS files
 /// again (a file that does not load keeps the verifier in force).
-package final class IdentityProviders: Sendable {
+package final class IdentityProviders: IDTokenSignIn {
     private let verifier: Locked<IDTokenVerifier?>
     private let issuers: [OIDCIssuer]
     private let leewayMs: Int
@@ -32,6 +32,22 @@ package final class IdentityProviders: Sendable {
         self.issuers = issuers
         self.leewayMs = leewayMs
         verifier = Locked(nil)
+    }
+
+    package func user(ofIDToken idToken: String) throws(LarderError) -> String {
+        guard let verifier = current else {
+            throw LarderError(
+                .unauthenticated, "this server could not load its identity providers' keys (JWKS); try again later",
+                field: "idToken")
+        }
+        do throws(IDTokenError) {
+            return try verifier.verify(idToken).userId
+        } catch {
+            // The error names the check that failed and at most the token's `iss`, `alg` or `kid`, never the token.
+            throw LarderError(
+                .unauthenticated, "\(error.description); sign in again for a fresh ID token", field: "idToken",
+                details: ["reason": .string(error.code)])
+        }
     }
 
     /// The verifier in force; nil while no JWKS file has loaded.

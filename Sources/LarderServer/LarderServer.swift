@@ -171,12 +171,14 @@ public final class LarderServer: Sendable {
             zlibLevel: configuration.zlibLevel, outputHighWaterBytes: configuration.outputHighWaterBytes,
             serverName: LarderServer.serverName, tokens: tokens)
         machine.identityProviders = identityProviders
-        machine.accounts = configuration.passwordAccounts.map { PasswordAccounts(store: store, settings: $0) }
+        let accounts = configuration.passwordAccounts.map { PasswordAccounts(store: store, settings: $0) }
+        machine.accounts = accounts
         let backups = BackupService(
             store: store, pool: pool, gate: hooks.backup,
             maxChunkBytes: configuration.limits.maxBinaryPartBytes)
         context = ServerContext(
-            router: router, stats: stats, logger: logger, machineConfiguration: machine, backups: backups)
+            router: router, stats: stats, logger: logger, machineConfiguration: machine, accounts: accounts,
+            backups: backups)
         let lastChangeSeq = store.lastChangeSeq
         // On a store other servers write too, a cached answer could be stale the moment another server acknowledges
         // a write (read-your-writes across servers): no cache there. BENCHMARKS.md measures what it would have saved.

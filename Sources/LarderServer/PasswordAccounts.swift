@@ -58,7 +58,7 @@ struct AccountCaller: Sendable {
 /// The accounts Larder keeps: SIGN_UP, SIGN_IN, SIGN_OUT, PASSWORD_CHANGE, the admin's USERS_LIST, USER_SET and
 /// USER_DELETE, and the sessions HELLO presents (Protocol.md section 10.5). Requests run on work-pool threads (a hash
 /// is tens of milliseconds of CPU); their writes go through the store's writer.
-package final class PasswordAccounts: Sendable {
+package final class PasswordAccounts: SessionSignIn {
     let store: any DocumentStore
     let limits: AccountLimits
     let hasher: PasswordHasher
@@ -86,7 +86,7 @@ package final class PasswordAccounts: Sendable {
 
     /// The user whose session `text` is (HELLO's `session`), or UNAUTHENTICATED. One indexed read of the store, on
     /// the event loop that runs the HELLO (as a point read is on SQLite; a round trip on PostgreSQL).
-    func user(ofSession text: String) throws(LarderError) -> (user: String, key: [UInt8]) {
+    package func user(ofSession text: String) throws(LarderError) -> (user: String, key: [UInt8]) {
         guard let token = SessionToken(text: text) else { throw Self.sessionEnded }
         let key = token.storageKey
         guard let user = try store.sessionAccount(key: key, now: Self.now()) else { throw Self.sessionEnded }

@@ -16,14 +16,10 @@ enum RuledBlobGate {
     }
 
     /// The requests the gate decides.
-    static let checked: Set<Opcode> = [.blobGet, .blobHead, .blobList, .blobPut, .blobDelete, .blobUpload]
+    static let checked = UserAccess.checkedBlobOpcodes
 
-    /// Every blob request a caller held to the rules may send: those the gate checks, and an upload's later requests
-    /// (`BLOB_UPLOAD_CHUNK`, `_STATUS`, `_FINISH`, `_ABORT`), which reach only the caller's own uploads, as on every
-    /// connection (an upload belongs to whoever began it).
-    static let opcodes: Set<Opcode> = checked.union([
-        .blobUploadChunk, .blobUploadStatus, .blobUploadFinish, .blobUploadAbort,
-    ])
+    /// Every blob request a caller held to the rules may send (`UserAccess.blobOpcodes`).
+    static let opcodes = UserAccess.blobOpcodes
 
     /// The blob id a request names, or nil when its `id` is missing or malformed: the request's own parser then
     /// answers that mistake, before anything is read.

@@ -220,7 +220,7 @@ final class ServerConnection: EventLoopHandler, @unchecked Sendable {
             let caller = AccountCaller(
                 user: machine.user, session: machine.session,
                 isAdmin: !machine.followsRules && (machine.grant ?? .unrestricted) == .unrestricted, peer: peer)
-            router.submitAccount(frame, accounts: context.machineConfiguration.accounts, caller: caller) { [self] reply in
+            router.submitAccount(frame, accounts: context.accounts, caller: caller) { [self] reply in
                 shard.loop.async { [self] in finish(Answer(reply: reply, started: started)) }
             }
             return

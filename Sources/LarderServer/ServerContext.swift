@@ -7,6 +7,8 @@ final class ServerContext: Sendable {
     let stats: ServerStats
     let logger: Logger
     let machineConfiguration: ConnectionStateMachine.Configuration
+    /// The accounts Larder keeps (`--users`); nil: none.
+    let accounts: PasswordAccounts?
     /// Requests in flight on every connection (for shutdown).
     let inFlight = AtomicCounter()
     /// BACKUP and BACKUP_READ.
@@ -14,8 +16,9 @@ final class ServerContext: Sendable {
 
     init(
         router: Router, stats: ServerStats, logger: Logger, machineConfiguration: ConnectionStateMachine.Configuration,
-        backups: BackupService
+        accounts: PasswordAccounts? = nil, backups: BackupService
     ) {
+        self.accounts = accounts
         self.backups = backups
         self.router = router
         self.stats = stats

@@ -15,7 +15,17 @@ enum UserAccess {
     /// that needs a role is refused.
     static let ruled: Set<Opcode> = Set<Opcode>([
         .get, .getMany, .list, .search, .count, .group, .watch, .create, .replace, .patch, .delete, .rulesGet,
-    ]).union(RuledBlobGate.opcodes)
+    ]).union(blobOpcodes)
+
+    /// The blob requests whose photo's record the rules decide (`RuledBlobGate`).
+    static let checkedBlobOpcodes: Set<Opcode> = [.blobGet, .blobHead, .blobList, .blobPut, .blobDelete, .blobUpload]
+
+    /// Every blob request a caller held to the rules may send: those `RuledBlobGate` checks, and an upload's later
+    /// requests (`BLOB_UPLOAD_CHUNK`, `_STATUS`, `_FINISH`, `_ABORT`), which name the upload by its id, as on every
+    /// connection.
+    static let blobOpcodes: Set<Opcode> = checkedBlobOpcodes.union([
+        .blobUploadChunk, .blobUploadStatus, .blobUploadFinish, .blobUploadAbort,
+    ])
 
     /// The answer to a request on `collection` (nil: the request names none) that has no rules for users.
     static func noRules(_ opcode: Opcode, collection: String?, user: String?) -> LarderError {
