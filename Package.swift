@@ -234,8 +234,8 @@ if Context.environment["LARDER_SANITIZER_CANARY"] != nil {
 if Context.environment["LARDER_SANITIZE_CORE"] != nil {
     let core: Set<String> = [
         "CZlib", "CSQLite", "CLibPQ", "CLibDeflate", "COpenSSL", "CGnuTLS", "CMicroHTTPD", "CTurboJPEG", "CEpoll",
-        "CPCRE2", "CICU", "LarderSync", "LarderIO", "LarderEventLoop", "LarderWire", "LarderSchema", "LarderThumbnails",
-        "LarderTLS", "LarderStore", "LarderServer", "LarderClient", "LarderTestSupport", "LarderTestProcess",
+        "CPCRE2", "CICU", "CArgon2", "LarderAuth", "LarderSync", "LarderIO", "LarderEventLoop", "LarderWire",
+        "LarderSchema", "LarderThumbnails", "LarderTLS", "LarderStore", "LarderServer", "LarderClient", "LarderTestSupport", "LarderTestProcess",
         "CChildProcess", "LarderWireTests", "LarderStoreTests", "LarderServerTests", "larder-sanitizer-canary",
     ]
     package.targets.removeAll { !core.contains($0.name) }
