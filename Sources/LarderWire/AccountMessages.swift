@@ -38,14 +38,11 @@ public struct AccountLimits: Sendable, Equatable {
     package init?(limits reader: inout FieldReader) throws(LarderError) {
         guard let ttl = try reader.optionalInt("sessionTtlMs", range: 1...Int64.max) else { return nil }
         sessionTtlMs = Int(clamping: ttl)
-        func read(_ name: String, _ value: inout Int) throws(LarderError) {
-            if let v = try reader.optionalInt(name, range: 0...Int64.max) { value = Int(clamping: v) }
-        }
-        try read("minPasswordBytes", &minPasswordBytes)
-        try read("maxPasswordBytes", &maxPasswordBytes)
-        try read("signInAttemptsPerAccount", &signInAttemptsPerAccount)
-        try read("signInAttemptsPerAddress", &signInAttemptsPerAddress)
-        try read("signInWindowMs", &signInWindowMs)
+        try reader.limit("minPasswordBytes", into: &minPasswordBytes)
+        try reader.limit("maxPasswordBytes", into: &maxPasswordBytes)
+        try reader.limit("signInAttemptsPerAccount", into: &signInAttemptsPerAccount)
+        try reader.limit("signInAttemptsPerAddress", into: &signInAttemptsPerAddress)
+        try reader.limit("signInWindowMs", into: &signInWindowMs)
         signUpAllowed = try reader.optionalBool("signUpAllowed") ?? false
     }
 }

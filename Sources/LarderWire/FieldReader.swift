@@ -46,6 +46,12 @@ package struct FieldReader {
         return s
     }
 
+    /// A limit of HELLO's `limits` (0 or more) into `value`, when present. A value past `Int`'s range (a quota over
+    /// 2 GiB read by a 32-bit client, such as watchOS) becomes the largest `Int`.
+    package mutating func limit(_ name: String, into value: inout Int) throws(LarderError) {
+        if let v = try optionalInt(name, range: 0...Int64.max) { value = Int(clamping: v) }
+    }
+
     package mutating func optionalInt(_ name: String, range: ClosedRange<Int64>) throws(LarderError) -> Int64? {
         guard let v = value(name) else { return nil }
         guard let i = v.intValue else { throw wrongType(name, "an integer", v) }

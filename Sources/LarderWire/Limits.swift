@@ -111,28 +111,24 @@ public struct Limits: Sendable, Equatable {
     package init(json: JSONObject) throws(LarderError) {
         self.init()
         var reader = FieldReader(json, path: "limits")
-        func read(_ name: String, _ value: inout Int) throws(LarderError) {
-            // A quota may pass 2 GiB; a 32-bit client (watchOS) reads what it cannot hold as its largest Int.
-            if let v = try reader.optionalInt(name, range: 0...Int64.max) { value = Int(clamping: v) }
-        }
-        try read("maxFrameBytes", &maxFrameBytes)
-        try read("maxJSONBytes", &maxJSONBytes)
-        try read("maxDocumentBytes", &maxDocumentBytes)
-        try read("maxBlobBytes", &maxBlobBytes)
-        try read("maxInFlight", &maxInFlight)
-        try read("maxConnections", &maxConnections)
-        try read("idleTimeoutMs", &idleTimeoutMs)
-        try read("frameTimeoutMs", &frameTimeoutMs)
-        try read("maxHandshakeFrameBytes", &maxHandshakeFrameBytes)
-        try read("maxWatches", &maxWatches)
-        try read("maxWatchBufferBytes", &maxWatchBufferBytes)
-        try read("blobChunkBytes", &blobChunkBytes)
-        try read("uploadExpiryMs", &uploadExpiryMs)
-        try read("maxUploadBytes", &maxUploadBytes)
-        try read("maxUploadsPerToken", &maxUploadsPerToken)
-        try read("maxUploadBytesPerToken", &maxUploadBytesPerToken)
-        try read("maxQueuedWork", &maxQueuedWork)
-        try read("maxThumbnailSourcePixels", &maxThumbnailSourcePixels)
+        try reader.limit("maxFrameBytes", into: &maxFrameBytes)
+        try reader.limit("maxJSONBytes", into: &maxJSONBytes)
+        try reader.limit("maxDocumentBytes", into: &maxDocumentBytes)
+        try reader.limit("maxBlobBytes", into: &maxBlobBytes)
+        try reader.limit("maxInFlight", into: &maxInFlight)
+        try reader.limit("maxConnections", into: &maxConnections)
+        try reader.limit("idleTimeoutMs", into: &idleTimeoutMs)
+        try reader.limit("frameTimeoutMs", into: &frameTimeoutMs)
+        try reader.limit("maxHandshakeFrameBytes", into: &maxHandshakeFrameBytes)
+        try reader.limit("maxWatches", into: &maxWatches)
+        try reader.limit("maxWatchBufferBytes", into: &maxWatchBufferBytes)
+        try reader.limit("blobChunkBytes", into: &blobChunkBytes)
+        try reader.limit("uploadExpiryMs", into: &uploadExpiryMs)
+        try reader.limit("maxUploadBytes", into: &maxUploadBytes)
+        try reader.limit("maxUploadsPerToken", into: &maxUploadsPerToken)
+        try reader.limit("maxUploadBytesPerToken", into: &maxUploadBytesPerToken)
+        try reader.limit("maxQueuedWork", into: &maxQueuedWork)
+        try reader.limit("maxThumbnailSourcePixels", into: &maxThumbnailSourcePixels)
         for (name, _) in SchemaLimits.default.named {
             if let v = try reader.optionalInt(name, range: 0...Int64.max) { _ = schema.set(name, Int(clamping: v)) }
         }
