@@ -402,7 +402,7 @@ enum FuzzConnection {
                 case .close:
                     closed = true
                     check(machine.isClosed, "closed while the machine is not")
-                case .flush, .pauseReading, .resumeReading, .record:
+                case .flush, .pauseReading, .resumeReading, .record, .lookUpSession:
                     break
                 }
             }

@@ -11,6 +11,9 @@ extension ConnectionStateMachine {
         case resumeReading
         /// Take the descriptor off the event loop and close it; the state machine is finished.
         case close(CloseReason)
+        /// Look up the session a HELLO presented off the event loop (it is kept in the store), then report
+        /// `sessionLookedUp`. Reading stays paused until then.
+        case lookUpSession(String)
         /// A reply the state machine produced itself (HELLO, refusals), for STATS.
         case record(Opcode, Status, requestID: UInt32?)
     }

@@ -35,6 +35,9 @@ package struct ConnectionStateMachine {
     package private(set) var uncompressedBytesOut = 0
 
     private var encoderEnabled = false
+    /// A HELLO whose session the shell is looking up (`lookUpSession`): reading stops, and nothing after the HELLO is
+    /// decoded until the answer (`sessionLookedUp`) finishes it.
+    private var helloAwaitingSession: (negotiated: HelloNegotiation.Negotiated, requestID: UInt32)?
 
     private var identity = ConnectionIdentity()
     /// What the token presented in HELLO may do (nil: the server requires no token).
@@ -211,6 +214,7 @@ package struct ConnectionStateMachine {
                     details: ["limit": .int(Int64(limits.frameTimeoutMs))])
                 sendConnectionError(error, reason: .frameTimeout, now: now, &actions)
             } else if inFlight == 0 && unsentBytes == 0 && inbound.readableCount == 0 && !isWatching
+                && helloAwaitingSession == nil
                 && now >= lastActivity + UInt64(limits.idleTimeoutMs)
             {
                 let error = LarderError(
@@ -258,7 +262,7 @@ package struct ConnectionStateMachine {
         defer {
             if let direct, used < direct.count { inbound.append(UnsafeRawBufferPointer(rebasing: direct[used...])) }
         }
-        decoding: while !readingPaused {
+        decoding: while !readingPaused && helloAwaitingSession == nil {
             switch phase {
             case .handshake, .ready: break
             default: return
@@ -400,7 +404,7 @@ package struct ConnectionStateMachine {
 
     /// Reads again once both are below half their marks.
     private mutating func resumeIfBelowLowWater(now: UInt64, _ actions: inout [Action]) {
-        guard readingPaused, unsentBytes <= configuration.outputHighWaterBytes / 2,
+        guard readingPaused, helloAwaitingSession == nil, unsentBytes <= configuration.outputHighWaterBytes / 2,
             requests.bytes <= configuration.inputHighWaterBytes / 2
         else { return }
         switch phase {
@@ -416,7 +420,38 @@ package struct ConnectionStateMachine {
     }
 
     private mutating func hello(_ frame: Frame, now: UInt64, _ actions: inout [Action]) {
-        switch HelloNegotiation.negotiate(frame, configuration: configuration, tls: isTLS) {
+        let outcome = HelloNegotiation.negotiate(frame, configuration: configuration, tls: isTLS)
+        helloNegotiated(outcome, requestID: frame.requestID, now: now, &actions)
+    }
+
+    /// The shell looked up the session a HELLO presented (`Action.lookUpSession`): the HELLO is answered, and what
+    /// arrived after it is decoded. Nothing is answered if the connection closed meanwhile.
+    package mutating func sessionLookedUp(
+        _ result: Result<(user: String, key: [UInt8]), LarderError>, now: UInt64, into actions: inout [Action]
+    ) {
+        guard let (negotiated, requestID) = helloAwaitingSession else { return }
+        helloAwaitingSession = nil
+        switch phase {
+        case .handshake:
+            let outcome = HelloNegotiation.negotiated(negotiated, session: result, configuration: configuration, tls: isTLS)
+            helloNegotiated(outcome, requestID: requestID, now: now, &actions)
+            resumeIfBelowLowWater(now: now, &actions)
+        case .closing:
+            closeIfDone(&actions)
+        case .ready, .closed:
+            break
+        }
+    }
+
+    private mutating func helloNegotiated(
+        _ outcome: HelloNegotiation.Outcome, requestID: UInt32, now: UInt64, _ actions: inout [Action]
+    ) {
+        switch outcome {
+        case .lookUpSession(let session, let negotiated):
+            helloAwaitingSession = (negotiated, requestID)
+            if !readingPaused { actions.append(.pauseReading) }
+            readingPaused = true
+            actions.append(.lookUpSession(session))
         case .accepted(let response, let compression, let caller):
             phase = .ready
             if caller != nil { identity = ConnectionIdentity(caller) }
@@ -425,14 +460,14 @@ package struct ConnectionStateMachine {
             decoder.maxJSONBytes = limits.maxJSONBytes
             decoder.maxBinaryBytes = limits.maxBlobBytes
             decoder.acceptsCompressed = compression
-            reply(Reply(opcode: .hello, requestID: frame.requestID, json: response.json.bytes), &actions)
+            reply(Reply(opcode: .hello, requestID: requestID, json: response.json.bytes), &actions)
             // Only replies after this one are compressed: the client learns the choice from this reply.
             encoderEnabled = compression
         case .rejected(let error, let close):
             if close {
-                fail(error, requestID: frame.requestID, opcode: .hello, now: now, &actions)
+                fail(error, requestID: requestID, opcode: .hello, now: now, &actions)
             } else {
-                reply(Reply(opcode: .hello, requestID: frame.requestID, error: error), &actions)
+                reply(Reply(opcode: .hello, requestID: requestID, error: error), &actions)
             }
         }
     }
@@ -477,7 +512,8 @@ package struct ConnectionStateMachine {
     }
 
     private mutating func closeIfDone(_ actions: inout [Action]) {
-        guard case .closing(let reason, _) = phase, inFlight == 0, unsentBytes == 0 else { return }
+        guard case .closing(let reason, _) = phase, inFlight == 0, unsentBytes == 0, helloAwaitingSession == nil
+        else { return }
         phase = .closed
         actions.append(.close(reason))
     }

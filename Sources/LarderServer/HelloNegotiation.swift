@@ -28,6 +28,15 @@ package enum HelloNegotiation {
         case accepted(HelloResponse, compression: Bool, caller: Caller?)
         /// `close`: the connection ends after the error (a wrong token).
         case rejected(LarderError, close: Bool)
+        /// The HELLO presented a session, which only the store can check: look it up off the event loop
+        /// (`SessionSignIn`), then finish with `negotiated(_:session:configuration:tls:)`.
+        case lookUpSession(String, Negotiated)
+    }
+
+    /// What a HELLO agreed to before its caller is known: the protocol version and whether replies are compressed.
+    package struct Negotiated: Equatable, Sendable {
+        package var version: Int
+        package var compression: Bool
     }
 
     package static func negotiate(
@@ -50,21 +59,17 @@ package enum HelloNegotiation {
                     details: ["supported": .array(ProtocolVersions.supported.map { .int(Int64($0)) })]),
                 close: false)
         }
+        let negotiated = Negotiated(version: version, compression: request.compression.contains(zlibCompression))
         var caller: Caller?
         if let session = request.session {
-            guard let accounts = configuration.accounts else {
+            guard configuration.accounts != nil else {
                 return .rejected(
                     LarderError(
                         .unauthenticated, "this server keeps no accounts (it runs without --users); sign in with a token",
                         field: "session"),
                     close: true)
             }
-            do throws(LarderError) {
-                let (user, key) = try accounts.user(ofSession: session)
-                caller = .account(user, session: key)
-            } catch {
-                return .rejected(error, close: true)
-            }
+            return .lookUpSession(session, negotiated)
         } else if let idToken = request.idToken {
             guard let providers = configuration.identityProviders else {
                 let why = "this server accepts no ID tokens (it trusts no identity provider); sign in with a token"
@@ -94,9 +99,29 @@ package enum HelloNegotiation {
         } else if configuration.identityProviders != nil {
             caller = .anonymous
         }
-        let compression = request.compression.contains(zlibCompression)
+        return accepted(negotiated, caller: caller, configuration: configuration, tls: tls)
+    }
+
+    /// The end of a HELLO that presented a session: accepted as the session's user, or refused (and the connection
+    /// closed) when the lookup found no session in force.
+    package static func negotiated(
+        _ negotiated: Negotiated, session: Result<(user: String, key: [UInt8]), LarderError>,
+        configuration: ConnectionStateMachine.Configuration, tls: Bool = false
+    ) -> Outcome {
+        switch session {
+        case .success(let (user, key)):
+            accepted(negotiated, caller: .account(user, session: key), configuration: configuration, tls: tls)
+        case .failure(let error):
+            .rejected(error, close: true)
+        }
+    }
+
+    private static func accepted(
+        _ negotiated: Negotiated, caller: Caller?, configuration: ConnectionStateMachine.Configuration, tls: Bool
+    ) -> Outcome {
+        let compression = negotiated.compression
         var response = HelloResponse(
-            version: version, compression: compression ? zlibCompression : "none",
+            version: negotiated.version, compression: compression ? zlibCompression : "none",
             compressionThreshold: configuration.compressionThreshold, limits: configuration.limits,
             server: configuration.serverName, authRequired: configuration.tokens != nil)
         switch caller {

@@ -332,6 +332,26 @@ final class ServerConnection: EventLoopHandler, @unchecked Sendable {
         performing { machine.requestCompleted(reply, now: shard.loop.now, into: &$0) }
     }
 
+    /// Looks up the session a HELLO presented on the work pool (a store read: a round trip on PostgreSQL) and hands
+    /// the result to the machine on the shard's loop.
+    private func lookUpSession(_ session: String) {
+        guard let accounts = context.machineConfiguration.accounts else { return }
+        let pool = context.router.pool
+        let deliver: @Sendable (Result<(user: String, key: [UInt8]), LarderError>) -> Void = { [self] result in
+            shard.loop.async { [self] in
+                performing { machine.sessionLookedUp(result, now: shard.loop.now, into: &$0) }
+            }
+        }
+        let accepted = pool.submit {
+            do throws(LarderError) {
+                deliver(.success(try accounts.user(ofSession: session)))
+            } catch {
+                deliver(.failure(error))
+            }
+        }
+        if !accepted { deliver(.failure(Router.poolFullError(pool))) }
+    }
+
     /// Counts an answer in STATS, and logs it when slow; `started` is when its request began (nil: not timed).
     private func record(_ opcode: Opcode, _ status: Status, requestID: UInt32?, started: UInt64?) {
         let micros = started.map { (monotonicNanos() &- $0) / 1000 }
@@ -373,6 +393,8 @@ final class ServerConnection: EventLoopHandler, @unchecked Sendable {
                 if let tls, tls.engine.pendingInput > 0 {
                     shard.loop.async { [self] in readPlaintext() }
                 }
+            case .lookUpSession(let session):
+                lookUpSession(session)
             case .record(let opcode, let status, let requestID):
                 record(opcode, status, requestID: requestID, started: readStarted == 0 ? nil : readStarted)
             case .close(let reason):
