@@ -61,7 +61,7 @@ enum Handshake {
     static func larderHello(_ fd: Int32, _ options: BenchOptions, deadline: UInt64) throws(BenchError) -> ServerInfo {
         let hello = HelloRequest(
             compression: options.compression ? [zlibCompression] : [], client: "larder-bench \(benchVersion)",
-            token: options.token)
+            token: options.token, session: options.session)
         var exchange = FrameExchange(fd: fd)
         let answer = try exchange.call(Frame(opcode: .hello, requestID: 1, json: hello.json.bytes), deadline: deadline)
         guard answer.status == .ok else {
@@ -93,6 +93,26 @@ enum Handshake {
             throw BenchError("\(opcode.name) failed: \(LarderError(status: answer.status, json: parsed(answer)))")
         }
         return answer
+    }
+
+    /// Signs in as `email` on a connection of its own and returns the new session, which every connection of the run
+    /// then presents in its HELLO.
+    static func signIn(_ options: BenchOptions, email: String, password: String) throws(BenchError) -> String {
+        var anonymous = options
+        anonymous.token = nil
+        anonymous.session = nil
+        let (fd, _) = try open(anonymous)
+        defer { close(fd) }
+        let answer = try larderCall(
+            fd, .signIn, AccountCredentials(email: email, password: password).json, timeout: options.timeout)
+        let session: String?
+        do throws(LarderError) {
+            session = try AccountSession(json: try answer.jsonObject()).session
+        } catch {
+            throw BenchError("the SIGN_IN answer is malformed: \(error)")
+        }
+        guard let session else { throw BenchError("SIGN_IN answered no session") }
+        return session
     }
 
     static func redisHello(_ fd: Int32, _ options: BenchOptions, deadline: UInt64) throws(BenchError) -> ServerInfo {

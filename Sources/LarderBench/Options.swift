@@ -1,3 +1,4 @@
+import Foundation
 import LarderIO
 import LarderWire
 
@@ -64,6 +65,12 @@ public struct BenchOptions: Sendable, Equatable {
     public var hdrOut: String?
     public var assertions: [Assertion] = []
     public var token: String?
+    /// An account to sign in as (`--sign-in`), and its password (read from `LARDER_BENCH_PASSWORD`, never from the
+    /// command line).
+    public var signInEmail: String?
+    public var signInPassword: String?
+    /// The session every connection's HELLO presents in place of a token (made by signing in as `signInEmail`).
+    public var session: String?
     /// TLS to the server, verified against this CA file (PEM); nil: plain.
     public var tlsCA: String?
     public var tls: Bool { tlsCA != nil }
@@ -114,6 +121,13 @@ public struct BenchOptions: Sendable, Equatable {
             if jpegDirectory != nil { throw UsageError("--jpeg-dir has no meaning with --target redis") }
         }
         if requestKeys && target != .larder { throw UsageError("--request-keys needs --target larder") }
+        if signInEmail != nil {
+            if target != .larder { throw UsageError("--sign-in needs --target larder") }
+            if token != nil { throw UsageError("--sign-in and --token are two ways in: give one") }
+            if signInPassword == nil {
+                throw UsageError("--sign-in reads the account's password from LARDER_BENCH_PASSWORD, which is not set")
+            }
+        }
         if ids == .server && target == .larder {
             let readdressing = mix.operations.filter { $0 == .delete || $0 == .patchRev }
             if !readdressing.isEmpty {
@@ -152,8 +166,11 @@ public enum BenchArguments {
         "Usage: larder-bench run [--target larder|redis] [--host H] [--port N | --socket PATH] [--connections N] "
         + "[--pipeline N] [--duration S | --requests N] [--rate OPS] [--mix OP=W,...] [--json] [--assert EXPR] ..."
 
-    /// Parses the options after `run` (or after the program name when the first argument is an option).
-    public static func parse(_ arguments: [String]) throws(UsageError) -> BenchCommand {
+    /// Parses the options after `run` (or after the program name when the first argument is an option);
+    /// `environment` holds `LARDER_BENCH_PASSWORD` for `--sign-in`.
+    public static func parse(
+        _ arguments: [String], environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(UsageError) -> BenchCommand {
         var options = BenchOptions()
         var scanner = ArgumentScanner(arguments)
         while let parsed = scanner.next() {
@@ -255,6 +272,9 @@ public enum BenchArguments {
                 let text = try value(name, inline)
                 options.assertions.append(try Assertion.parse("errors<=" + text, as: "--max-error-rate \(text)"))
             case "--token": options.token = try value(name, inline)
+            case "--sign-in":
+                options.signInEmail = try value(name, inline)
+                options.signInPassword = environment["LARDER_BENCH_PASSWORD"]
             case "--tls-ca": options.tlsCA = try value(name, inline)
             case "--collection":
                 let text = try value(name, inline)
@@ -333,6 +353,10 @@ public enum BenchArguments {
           --port N                TCP port (default 7411 for larder, 6379 for redis)
           --socket PATH           a Unix domain socket instead of TCP
           --token T               the server's auth token (Redis: sent with AUTH)
+          --sign-in EMAIL         sign in as this account of a server run with --users (the password is read
+                                  from the environment variable LARDER_BENCH_PASSWORD) and load the server as
+                                  that user, held to the collection's rules: every connection presents the
+                                  session; INDEX is left to an admin
           --tls-ca FILE           connect with TLS, verifying the server against the CA of FILE (PEM)
           --collection NAME       the collection to use (default bench)
           --no-compression        do not offer zlib in HELLO

@@ -191,6 +191,7 @@ extension BenchResults {
         c["keys"] = .string(o.keys.rawValue)
         c["ids"] = .string(o.ids.rawValue)
         c["requestKeys"] = .bool(o.requestKeys)
+        c["signedIn"] = .bool(o.signInEmail != nil)
         if o.keys == .zipf { c["zipfTheta"] = .double(o.zipfTheta) }
         c["seed"] = .int(Int64(bitPattern: o.seed))
         c["compression"] = .bool(o.compression)

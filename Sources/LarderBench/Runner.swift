@@ -66,6 +66,10 @@ public struct BenchResults: Sendable {
 public func runBenchmark(
     _ options: BenchOptions, log: @escaping @Sendable (String) -> Void = { _ in }
 ) throws(BenchError) -> BenchResults {
+    var options = options
+    if let email = options.signInEmail {
+        options.session = try Handshake.signIn(options, email: email, password: options.signInPassword ?? "")
+    }
     let port = options.resolvedPort
     var blobs: [[UInt8]] = []
     if options.target == .larder {
@@ -89,7 +93,9 @@ public func runBenchmark(
     if options.pipeline > info.maxInFlight {
         throw BenchError("--pipeline \(options.pipeline) exceeds the server's maxInFlight of \(info.maxInFlight)")
     }
-    if options.target == .larder && (options.mix.contains(.search) || options.mix.contains(.count)) {
+    if options.target == .larder && options.session == nil
+        && (options.mix.contains(.search) || options.mix.contains(.count))
+    {
         for field in ["n", "group"] {
             _ = try Handshake.larderCall(
                 control, .index, ["collection": .string(options.collection), "field": .string(field)],
