@@ -1,8 +1,8 @@
 import Foundation
-import LarderWire
 
 /// Evaluates a `Filter` on one document in memory, answering exactly what SEARCH's SQL (`SQLiteQueryBuilder.condition`)
-/// answers for the same document, so a WATCH filter selects the same records a SEARCH would.
+/// answers for the same document, so a WATCH filter selects the same records a SEARCH would, and a client's local
+/// replica the same records the server would.
 ///
 /// The SQL rules it mirrors:
 /// - a data field is read like `json_extract`/`json_type`: through objects only (never into arrays), an absent path
@@ -18,7 +18,7 @@ import LarderWire
 ///   compared as that number, any other string sorts after every integer).
 package enum FilterEvaluator {
     /// True when the document (envelope `record`, data `data`) matches `filter`.
-    package static func matches(_ filter: Filter, record: StoredRecord, data: JSONObject) -> Bool {
+    package static func matches(_ filter: Filter, record: RecordEnvelope, data: JSONObject) -> Bool {
         switch filter {
         case .and(let items): return items.allSatisfy { matches($0, record: record, data: data) }
         case .or(let items): return items.contains { matches($0, record: record, data: data) }
@@ -44,7 +44,7 @@ package enum FilterEvaluator {
     }
 
     /// A value as SQL sees it: `json_extract` of a data field, or an envelope column.
-    enum Value {
+    package enum Value {
         case null
         case bool(Bool)
         case int(Int64)
@@ -55,7 +55,7 @@ package enum FilterEvaluator {
     }
 
     /// The data member at `path`, walking objects only; nil when absent (SQL NULL for both value and type).
-    static func lookup(_ path: FieldPath, _ data: JSONObject) -> JSON? {
+    package static func lookup(_ path: FieldPath, _ data: JSONObject) -> JSON? {
         var current: JSON = .object(data)
         for segment in path.segments {
             guard case .object(let object) = current, let next = object[segment] else { return nil }
@@ -64,7 +64,7 @@ package enum FilterEvaluator {
         return current
     }
 
-    static func field(_ path: FieldPath, _ record: StoredRecord, _ data: JSONObject) -> Value? {
+    package static func field(_ path: FieldPath, _ record: RecordEnvelope, _ data: JSONObject) -> Value? {
         if let envelope = path.envelope {
             switch envelope {
             case .id: return .text(record.id.wireString)
@@ -85,14 +85,14 @@ package enum FilterEvaluator {
     }
 
     /// `text` as far as its first NUL, as SQLite reads it.
-    static func cString(_ text: String) -> String {
+    package static func cString(_ text: String) -> String {
         guard let nul = text.utf8.firstIndex(of: 0) else { return text }
         return String(text[..<nul])
     }
 
     // MARK: eq
 
-    private static func equals(_ path: FieldPath, _ value: JSON, _ record: StoredRecord, _ data: JSONObject) -> Bool {
+    private static func equals(_ path: FieldPath, _ value: JSON, _ record: RecordEnvelope, _ data: JSONObject) -> Bool {
         if let envelope = path.envelope {
             guard let column = field(path, record, data) else { return false }
             switch value {
@@ -116,7 +116,7 @@ package enum FilterEvaluator {
     // MARK: lt, lte, gt, gte
 
     private static func order(
-        _ path: FieldPath, _ op: Filter.Comparison, _ value: JSON, _ record: StoredRecord, _ data: JSONObject
+        _ path: FieldPath, _ op: Filter.Comparison, _ value: JSON, _ record: RecordEnvelope, _ data: JSONObject
     ) -> Bool {
         guard let actual = field(path, record, data) else { return false }
         let sign: Int?
@@ -177,13 +177,13 @@ package enum FilterEvaluator {
         }
     }
 
-    static func compareText(_ a: String, _ b: String) -> Int {
+    package static func compareText(_ a: String, _ b: String) -> Int {
         if a.utf8.elementsEqual(b.utf8) { return 0 }
         return a.utf8.lexicographicallyPrecedes(b.utf8) ? -1 : 1
     }
 
     /// Integers and reals compared exactly, as SQLite does (no rounding of large integers to doubles).
-    static func compareNumbers(_ a: Value, _ b: Value) -> Int? {
+    package static func compareNumbers(_ a: Value, _ b: Value) -> Int? {
         switch (a, b) {
         case (.int(let x), .int(let y)): return x < y ? -1 : (x > y ? 1 : 0)
         case (.real(let x), .real(let y)): return x < y ? -1 : (x > y ? 1 : 0)
@@ -205,7 +205,7 @@ package enum FilterEvaluator {
 
     /// SQLite's NUMERIC affinity on text: a well-formed integer or real literal (surrounding spaces allowed) becomes
     /// a number; anything else (hex, `inf`, `12abc`) stays text.
-    static func numericAffinity(_ text: String) -> Value? {
+    package static func numericAffinity(_ text: String) -> Value? {
         let spaces: Set<UInt8> = [0x20, 0x09, 0x0A, 0x0B, 0x0C, 0x0D]
         var bytes = Array(text.utf8)
         while let last = bytes.last, spaces.contains(last) { bytes.removeLast() }
@@ -239,7 +239,7 @@ package enum FilterEvaluator {
     }
 
     /// A real as SQLite renders it for TEXT affinity (`%!.15g`: 15 significant digits, always a decimal point).
-    static func realText(_ d: Double) -> String {
+    package static func realText(_ d: Double) -> String {
         var text = String(format: "%.15g", d)
         guard d.isFinite else { return text }
         if let e = text.firstIndex(of: "e") {
@@ -251,7 +251,7 @@ package enum FilterEvaluator {
     }
 
     /// `instr(haystack, needle) > 0` on UTF-8 bytes; an empty needle is found everywhere.
-    static func contains(_ haystack: String, _ needle: String) -> Bool {
+    package static func contains(_ haystack: String, _ needle: String) -> Bool {
         let h = Array(haystack.utf8)
         let n = Array(needle.utf8)
         guard !n.isEmpty else { return true }
@@ -263,5 +263,26 @@ package enum FilterEvaluator {
             i += 1
         }
         return false
+    }
+}
+
+/// The envelope of a stored document as filters and sorts read it: id, revision, and the two times in milliseconds
+/// since 1970.
+package struct RecordEnvelope: Sendable, Equatable {
+    /// The document's id.
+    package var id: UUID
+    /// The document's revision.
+    package var rev: Int64
+    /// When it was created, in milliseconds since 1970.
+    package var createdAt: Int64
+    /// When it was last written, in milliseconds since 1970.
+    package var updatedAt: Int64
+
+    /// The envelope of these values.
+    package init(id: UUID, rev: Int64, createdAt: Int64, updatedAt: Int64) {
+        self.id = id
+        self.rev = rev
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
     }
 }

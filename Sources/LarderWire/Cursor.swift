@@ -1,38 +1,37 @@
 import Foundation
-import LarderWire
 
 /// Opaque page cursors: base64url of a small JSON object. Every cursor names its kind (`k`: the request that issued
 /// it) and its scope (`q`: a digest of what the page is of: the collection for LIST; the collection, filter, text and
 /// sort for SEARCH; the attachment for BLOB_LIST), so a cursor given to another request or another query is refused
 /// rather than answered with a page of something else. Search cursors then carry the last record's sort values and
 /// id; list cursors a sequence number.
-enum Cursor {
+package enum Cursor {
     /// The requests that issue cursors, as their kind is written in one.
-    enum Kind: String {
+    package enum Kind: String {
         case list = "LIST"
         case search = "SEARCH"
         case blobList = "BLOB_LIST"
     }
 
     /// A cursor of `kind` for `scope` (see `scope(_:)`), carrying `position`.
-    static func encode(_ kind: Kind, scope: String, _ position: JSONObject) -> String {
+    package static func encode(_ kind: Kind, scope: String, _ position: JSONObject) -> String {
         var object: JSONObject = ["k": .string(kind.rawValue), "q": .string(scope)]
         for (key, value) in position { object[key] = value }
         return encode(object)
     }
 
-    static func encode(_ object: JSONObject) -> String {
+    package static func encode(_ object: JSONObject) -> String {
         Data(object.bytes).base64EncodedString()
             .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
     }
 
     /// The digest that ties a cursor to what its pages are of: 16 hex digits of the SHA-256 of `parts` as JSON.
-    static func scope(_ parts: [JSON]) -> String { String(SHA256.hex(JSON.array(parts).bytes).prefix(16)) }
+    package static func scope(_ parts: [JSON]) -> String { String(SHA256.hex(JSON.array(parts).bytes).prefix(16)) }
 
     /// The position a cursor of `kind` for `scope` carries; INVALID_ARGUMENT (field `cursor`) for a cursor of another
     /// request, of another query (`scopeMessage` says which), or not one this store issued.
-    static func open(_ string: String, _ kind: Kind, scope: String, scopeMessage: String) throws(LarderError)
+    package static func open(_ string: String, _ kind: Kind, scope: String, scopeMessage: String) throws(LarderError)
         -> JSONObject
     {
         let object = try decode(string)
@@ -52,7 +51,7 @@ enum Cursor {
         return object
     }
 
-    static func decode(_ string: String) throws(LarderError) -> JSONObject {
+    package static func decode(_ string: String) throws(LarderError) -> JSONObject {
         var base64 = string.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while base64.count % 4 != 0 { base64 += "=" }
         guard let data = Data(base64Encoded: base64), let object = try? JSONParser.parseObject(Array(data)) else {
@@ -62,36 +61,11 @@ enum Cursor {
         }
         return object
     }
-
-    /// A sort value as the cursor keeps it: a real as `{"d": …}` and an array's or object's JSON text (a BLOB in the
-    /// sort, `FieldPath.sortKeySQL`) as `{"b": "…"}`, so that each comes back with the kind it sorted as.
-    static func json(_ value: SQLValue) -> JSON {
-        switch value {
-        case .null: .null
-        case .int(let i): .int(i)
-        case .double(let d): .object(["d": .double(d)])
-        case .text(let s): .string(s)
-        case .blob(let bytes): .object(["b": .string(String(decoding: bytes, as: UTF8.self))])
-        }
-    }
-
-    static func sqlValue(_ json: JSON) -> SQLValue? {
-        switch json {
-        case .null: return .null
-        case .int(let i): return .int(i)
-        case .string(let s): return .text(s)
-        case .object(let o) where o.count == 1:
-            if let d = o["d"]?.doubleValue { return .double(d) }
-            if case .string(let b)? = o["b"] { return .blob(Array(b.utf8)) }
-            return nil
-        default: return nil
-        }
-    }
 }
 
 extension Cursor {
     /// What a SEARCH cursor is valid for: the collection, filter, text and sort (not the limit).
-    static func searchScope(_ collection: String, _ query: SearchQuery) -> String {
+    package static func searchScope(_ collection: String, _ query: SearchQuery) -> String {
         Cursor.scope([
             .string(collection), query.filter?.json ?? .null, query.text?.json ?? .null,
             .array(query.sort.map(\.json)),

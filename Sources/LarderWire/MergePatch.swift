@@ -1,7 +1,6 @@
-import LarderWire
-
 /// RFC 7396 JSON merge patch: null removes a member, objects merge recursively, anything else replaces.
 public enum MergePatch {
+    /// `target` with `patch` merged into it.
     public static func apply(_ patch: JSONObject, to target: JSONObject) -> JSONObject {
         var result = target
         for (key, value) in patch {

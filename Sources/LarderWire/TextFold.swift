@@ -1,20 +1,19 @@
 import Foundation
-import LarderWire
 
 /// The one text folding used for search: Unicode lowercase (Latin letters case-insensitive; CJK unchanged).
-enum TextFold {
-    static func fold(_ string: String) -> String { string.lowercased() }
+package enum TextFold {
+    package static func fold(_ string: String) -> String { string.lowercased() }
 
     /// Every string value anywhere in `object` (not keys), folded and joined by U+001F so that a query (which may not
     /// contain control characters) never matches across two fields.
-    static func searchText(_ object: JSONObject) -> String {
+    package static func searchText(_ object: JSONObject) -> String {
         String(decoding: searchBytes(object), as: UTF8.self)
     }
 
     /// `searchText` as UTF-8 bytes, what the writer binds. The strings are joined as bytes; when they are all ASCII
     /// the fold is A-Z to a-z in place (exactly what `lowercased()` does to ASCII), otherwise the joined text goes
     /// through `fold` as a whole, as it always did.
-    static func searchBytes(_ object: JSONObject) -> [UInt8] {
+    package static func searchBytes(_ object: JSONObject) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(128)
         var first = true
@@ -40,7 +39,7 @@ enum TextFold {
     }
 
     /// The fold of strings already joined by U+001F (`searchBytes`, `CompactDocument.strings`).
-    static func fold(joined: [UInt8], ascii: Bool) -> [UInt8] {
+    package static func fold(joined: [UInt8], ascii: Bool) -> [UInt8] {
         guard ascii else {
             var folded = fold(String(decoding: joined, as: UTF8.self))
             return folded.withUTF8 { Array($0) }
