@@ -130,9 +130,11 @@ let package = Package(
                 "LarderThumbnails", "LarderSchema", "LarderAuth",
             ],
             swiftSettings: strict),
-        // TLS through GnuTLS on Linux, Network.framework on Apple platforms (NetworkTLS.swift).
+        // TLS through GnuTLS on Linux, Network.framework on Apple platforms (NetworkTLS.swift). SQLite holds a local
+        // replica's file (LarderReplica): the system's libsqlite3 on Apple platforms, as on Linux.
         .target(
-            name: "LarderClient", dependencies: ["LarderWire", "LarderSync", "LarderIO"] + linuxOnly("LarderTLS"),
+            name: "LarderClient",
+            dependencies: ["LarderWire", "LarderSync", "LarderIO", "CSQLite"] + linuxOnly("LarderTLS"),
             swiftSettings: strict + portableSettings),
         .target(
             name: "LarderCLI", dependencies: ["LarderClient", "LarderSync", "LarderIO", "CLibEdit"],
@@ -256,7 +258,7 @@ if Context.environment["LARDER_SANITIZE_CORE"] != nil {
 // The portable configuration (above): the client's modules and their tests alone.
 if portable {
     let modules: Set = [
-        "CZlib", "LarderSync", "LarderIO", "LarderWire", "LarderClient", "LarderIOTests", "LarderWireTests",
+        "CZlib", "CSQLite", "LarderSync", "LarderIO", "LarderWire", "LarderClient", "LarderIOTests", "LarderWireTests",
         "LarderClientTests", "CChildProcess", "LarderTestProcess",
     ]
     package.products = package.products.filter { modules.contains($0.name) }

@@ -300,12 +300,14 @@ public final class LarderClient: Sendable {
 
     func call(
         _ opcode: Opcode, jsonBytes: [UInt8], binary: [UInt8] = [], timeout: Duration? = nil,
-        progress: (@Sendable (Int, Int) -> Void)? = nil, enqueued: (@Sendable () -> Void)? = nil
+        progress: (@Sendable (Int, Int) -> Void)? = nil, enqueued: (@Sendable () -> Void)? = nil,
+        requestKey: UUID? = nil
     ) async throws(LarderError) -> Frame {
         // A read the lost connection failed goes once more to each other endpoint (a new connection moves on). So does
         // a write sent with a request key (one key for all its tries), which the server applies once however often it
         // arrives; a write to a server that takes no keys is never sent again.
-        let key = LarderClient.takesRequestKey(opcode) ? requestKeys.withLock { $0.next() } : nil
+        // `requestKey`: the caller's own, kept across calls (a replica's outbox sends a write again after a restart).
+        let key = LarderClient.takesRequestKey(opcode) ? requestKey ?? requestKeys.withLock { $0.next() } : nil
         var attempts: Int?
         var wasKeyed = false
         while true {
