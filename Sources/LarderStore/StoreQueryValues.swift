@@ -5,14 +5,14 @@ import LarderWire
 
 extension FilterEvaluator {
     /// True when the stored document `record` (its data decoded as `data`) matches `filter`.
-    static func matches(_ filter: Filter, record: StoredRecord, data: JSONObject) -> Bool {
+    package static func matches(_ filter: Filter, record: StoredRecord, data: JSONObject) -> Bool {
         matches(filter, record: record.envelope, data: data)
     }
 }
 
 extension StoredRecord {
     /// The envelope filters and sorts read.
-    var envelope: RecordEnvelope { RecordEnvelope(id: id, rev: rev, createdAt: createdAt, updatedAt: updatedAt) }
+    package var envelope: RecordEnvelope { RecordEnvelope(id: id, rev: rev, createdAt: createdAt, updatedAt: updatedAt) }
 }
 
 extension Cursor {
