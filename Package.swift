@@ -172,6 +172,10 @@ let package = Package(
                 "LarderServer", "LarderStore", "LarderWire", "LarderIO", "LarderEventLoop", "LarderTestProcess",
             ],
             path: "Tests/larder-server-test", swiftSettings: strict),
+        // An app with a local replica as a process the tests kill mid-drain (Tests/larder-replica-test). Not a product.
+        .executableTarget(
+            name: "larder-replica-test", dependencies: ["LarderClient"], path: "Tests/larder-replica-test",
+            swiftSettings: strict),
         // In the portable configuration too: LarderIO is the portable layer.
         // The larder-server command's options (ServerOptions.swift).
         .testTarget(name: "LarderServerCommandTests", dependencies: ["larder-server", "LarderServer", "LarderWire"]),
@@ -215,7 +219,7 @@ let package = Package(
             dependencies: [
                 "LarderServer", "LarderClient", "LarderStore", "LarderBench", "LarderSync", "LarderIO",
                 "LarderEventLoop", "LarderTestSupport", "LarderTestProcess", "LarderTLS", "LarderThumbnails",
-                "larder-server", "larder-server-test",
+                "larder-server", "larder-server-test", "larder-replica-test",
             ],
             resources: [.copy("Fixtures")]),
     ],

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Foundation
 import LarderClient
 import LarderSync
@@ -142,6 +145,47 @@ struct ReplicaThing: Codable, Sendable {
         #expect(try await server.direct.count("todos", filter: .compare(try FieldPath("isFinish"), .eq, true)) == 30)
         #expect(await waitUntil(120) { replica.status.state == .online })
         replica.close()
+    }
+
+    /// An app killed with SIGKILL while its replica drains, then started again on the same file: every write is on
+    /// the server exactly once (the one whose answer the kill lost is sent again with its key), none is lost.
+    @Test(arguments: ServerStore.allCases) func anAppKilledMidDrainLosesNothingAndAppliesNothingTwice(
+        _ store: ServerStore
+    ) async throws {
+        let server = try ReplicaTestServer(store)
+        defer { server.stop() }
+        let relay = try FaultRelay(upstreamPort: server.child.port)
+        defer { relay.stop() }
+        relay.delay(.milliseconds(5))  // a slow network: the drain takes seconds, and the kill lands inside it
+        try FileManager.default.createDirectory(atPath: server.directory + "-replicas", withIntermediateDirectories: true)
+        let path = server.directory + "-replicas/killed.sqlite"
+        func app(_ arguments: [String]) throws -> (ChildProcess, Pipe) {
+            let process = ChildProcess()
+            process.executableURL = try ServerProcessTests.binary("larder-replica-test")
+            process.arguments = arguments
+            let out = Pipe()
+            process.standardOutput = out
+            try process.run()
+            return (process, out)
+        }
+        let (first, firstOut) = try app(["write", path, "\(relay.port)", "150"])
+        #expect(try first.firstLine(of: firstOut).trimmingCharacters(in: .whitespacesAndNewlines) == "queued 300")
+        #expect(await waitUntil(120) { ((try? await server.direct.count("todos")) ?? 0) >= 20 })
+        kill(first.processIdentifier, SIGKILL)
+        first.waitUntilExit()
+        let atKill = try await server.direct.stats()["store"]?["lastChangeSeq"]?.intValue ?? 0
+        #expect(atKill < 300, "killed mid-drain: \(atKill) of 300 writes applied")
+
+        let (second, secondOut) = try app(["drain", path, "\(relay.port)"])
+        let queued = try second.firstLine(of: secondOut)
+        #expect(queued.hasPrefix("queued "), "\(queued)")
+        #expect(second.waitUntilExit(seconds: 120), "the second run drained what was left")
+        #expect(second.terminationStatus == 0)
+        #expect(try await server.direct.count("todos") == 150)
+        let ticked = try await server.direct.count("todos", filter: .compare(try FieldPath("isFinish"), .eq, true))
+        #expect(ticked == 150)
+        let stats = try await server.direct.stats()
+        #expect(stats["store"]?["lastChangeSeq"]?.intValue == 300, "one logged change per write, none twice")
     }
 
     /// A change made on the server reaches an online replica through its feed, and a record deleted there leaves it.
