@@ -38,6 +38,11 @@ final class ReplicaStore: @unchecked Sendable {
     private let lock = Lock()
     private let db: ReplicaDatabase
     private var keys = TimeOrderedUUIDGenerator()
+    /// The view of the collections read so far, decoded (under the lock): reads filter and sort it without parsing
+    /// the file's JSON again. The rows a call rebuilt (`touched`) reach it when the call succeeded; a failed call
+    /// drops the collections it touched, to be read from the file again.
+    private var cache: [String: [UUID: LocalRecord]] = [:]
+    private var touched: [String: [UUID: LocalRecord?]] = [:]
 
     init(path: String) throws(LarderError) {
         db = try ReplicaDatabase(path: path)
@@ -46,8 +51,20 @@ final class ReplicaStore: @unchecked Sendable {
     /// Runs `body` on the file under the lock.
     private func locked<T>(_ body: (ReplicaDatabase) throws(LarderError) -> T) throws(LarderError) -> T {
         lock.lock()
-        defer { lock.unlock() }
-        return try body(db)
+        defer {
+            touched = [:]
+            lock.unlock()
+        }
+        do throws(LarderError) {
+            let result = try body(db)
+            for (collection, rows) in touched where cache[collection] != nil {
+                for (id, row) in rows { cache[collection]?[id] = row }
+            }
+            return result
+        } catch {
+            for collection in touched.keys { cache[collection] = nil }
+            throw error
+        }
     }
 
     // MARK: Reads
@@ -55,9 +72,20 @@ final class ReplicaStore: @unchecked Sendable {
     /// Every record of `collection` as reads see it.
     func records(_ collection: String) throws(LarderError) -> [LocalRecord] {
         try locked { db throws(LarderError) in
-            try db.query(
-                "SELECT id, rev, created, updated, data, pending FROM local WHERE collection = ?1 ORDER BY created, id",
-                [.text(collection)], ReplicaStore.localRecord)
+            if cache[collection] == nil {
+                var rows: [UUID: LocalRecord] = [:]
+                for row in try db.query(
+                    "SELECT id, rev, created, updated, data, pending FROM local WHERE collection = ?1",
+                    [.text(collection)], ReplicaStore.localRecord)
+                {
+                    rows[row.item.envelope.id] = row
+                }
+                cache[collection] = rows
+            }
+            return (cache[collection] ?? [:]).values.sorted { a, b in
+                let (x, y) = (a.item.envelope, b.item.envelope)
+                return x.createdAt != y.createdAt ? x.createdAt < y.createdAt : x.id.wireString < y.id.wireString
+            }
         }
     }
 
@@ -127,7 +155,7 @@ final class ReplicaStore: @unchecked Sendable {
                         body.map { .blob($0.bytes) } ?? .null, base, .int(queued > 0 ? 1 : 0),
                         .text(keys.next().wireString), .int(Timestamp.milliseconds(Date())),
                     ])
-                try ReplicaStore.rebuild(db, collection, id)
+                try rebuild(db, collection, id)
                 return try ReplicaStore.local(db, collection, id)
             }
         }
@@ -168,7 +196,7 @@ final class ReplicaStore: @unchecked Sendable {
                         "DELETE FROM synced WHERE collection = ?1 AND id = ?2",
                         [.text(write.collection), .text(write.id.wireString)])
                 }
-                try ReplicaStore.rebuild(db, write.collection, write.id)
+                try rebuild(db, write.collection, write.id)
             }
         }
     }
@@ -188,7 +216,7 @@ final class ReplicaStore: @unchecked Sendable {
                         .int(write.position), .text(operation.rawValue), body.map { .blob($0.bytes) } ?? .null,
                         baseRev.map { .int($0) } ?? .null, .text(keys.next().wireString),
                     ])
-                try ReplicaStore.rebuild(db, write.collection, write.id)
+                try rebuild(db, write.collection, write.id)
             }
         }
     }
@@ -217,7 +245,7 @@ final class ReplicaStore: @unchecked Sendable {
                     try db.run(
                         "DELETE FROM synced WHERE collection = ?1 AND id = ?2", [.text(collection), .text(id.wireString)])
                 }
-                try ReplicaStore.rebuild(db, collection, id)
+                try rebuild(db, collection, id)
             }
         }
     }
@@ -266,7 +294,7 @@ final class ReplicaStore: @unchecked Sendable {
             try db.transaction { () throws(LarderError) in
                 for record in records {
                     try ReplicaStore.storeSynced(db, collection, record)
-                    try ReplicaStore.rebuild(db, collection, record.id)
+                    try rebuild(db, collection, record.id)
                 }
             }
         }
@@ -282,7 +310,7 @@ final class ReplicaStore: @unchecked Sendable {
                     [.text(collection), .int(generation)]) { $0[0].text ?? "" }
                 try db.run(
                     "DELETE FROM synced WHERE collection = ?1 AND generation < ?2", [.text(collection), .int(generation)])
-                for id in gone { if let uuid = UUID(uuidString: id) { try ReplicaStore.rebuild(db, collection, uuid) } }
+                for id in gone { if let uuid = UUID(uuidString: id) { try rebuild(db, collection, uuid) } }
                 try db.run(
                     "UPDATE feeds SET last_seq = ?2, loaded = 1 WHERE collection = ?1", [.text(collection), .int(seq)])
             }
@@ -299,18 +327,18 @@ final class ReplicaStore: @unchecked Sendable {
             try db.transaction { () throws(LarderError) in
                 if let record {
                     try ReplicaStore.storeSynced(db, collection, record)
-                    try ReplicaStore.rebuild(db, collection, record.id)
+                    try rebuild(db, collection, record.id)
                 } else if let (id, rev) = deleted {
                     try db.run(
                         "DELETE FROM synced WHERE collection = ?1 AND id = ?2 AND rev <= ?3",
                         [.text(collection), .text(id.wireString), .int(rev)])
-                    try ReplicaStore.rebuild(db, collection, id)
+                    try rebuild(db, collection, id)
                 } else if dropped {
                     let ids = try db.query("SELECT id FROM synced WHERE collection = ?1", [.text(collection)]) {
                         $0[0].text ?? ""
                     }
                     try db.run("DELETE FROM synced WHERE collection = ?1", [.text(collection)])
-                    for id in ids { if let uuid = UUID(uuidString: id) { try ReplicaStore.rebuild(db, collection, uuid) } }
+                    for id in ids { if let uuid = UUID(uuidString: id) { try rebuild(db, collection, uuid) } }
                 }
                 try db.run("UPDATE feeds SET last_seq = ?2 WHERE collection = ?1", [.text(collection), .int(seq)])
             }
@@ -353,8 +381,8 @@ final class ReplicaStore: @unchecked Sendable {
 
     /// The view of one record made again: the server's version with the record's queued writes applied over it in
     /// order; no row when there is no version left (never created, or deleted).
-    private static func rebuild(_ db: ReplicaDatabase, _ collection: String, _ id: UUID) throws(LarderError) {
-        var current = try synced(db, collection, id)
+    private func rebuild(_ db: ReplicaDatabase, _ collection: String, _ id: UUID) throws(LarderError) {
+        var current = try ReplicaStore.synced(db, collection, id)
         let writes = try db.query(
             "SELECT op, body, made FROM outbox WHERE collection = ?1 AND id = ?2 ORDER BY position",
             [.text(collection), .text(id.wireString)]
@@ -385,8 +413,10 @@ final class ReplicaStore: @unchecked Sendable {
         }
         guard let current else {
             try db.run("DELETE FROM local WHERE collection = ?1 AND id = ?2", [.text(collection), .text(id.wireString)])
+            touched[collection, default: [:]][id] = .some(nil)
             return
         }
+        touched[collection, default: [:]][id] = LocalRecord(item: current, pending: !writes.isEmpty)
         try db.run(
             "INSERT OR REPLACE INTO local (collection, id, rev, created, updated, data, pending) "
                 + "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
