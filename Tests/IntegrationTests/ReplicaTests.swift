@@ -188,6 +188,32 @@ struct ReplicaThing: Codable, Sendable {
         #expect(stats["store"]?["lastChangeSeq"]?.intValue == 300, "one logged change per write, none twice")
     }
 
+    /// A write the server refuses for good (a title its schema does not allow) is dropped, reported on
+    /// `refusals()`, and the record shows the server's version again; the writes queued after it go on and reach the
+    /// server.
+    @Test func aRefusedWriteIsReportedAndTheOutboxGoesOn() async throws {
+        let server = try ReplicaTestServer(.sqlite)
+        defer { server.stop() }
+        try await server.direct.setSchema(
+            "todos", ["type": "object", "properties": ["title": ["type": "string", "maxLength": 20]]])
+        let replica = try server.replica(server.direct)
+        let todos = replica.collection("todos", of: ReplicaTodo.self)
+        var refusals = replica.refusals().makeAsyncIterator()
+        let long = try todos.create(ReplicaTodo(title: String(repeating: "long ", count: 10), isFinish: false))
+        let short = try todos.create(ReplicaTodo(title: "Buy milk", isFinish: false))
+        try todos.update(short) { $0.isFinish = true }
+        #expect(try todos.count() == 2)
+        replica.start()
+        let refusal = try #require(await refusals.next())
+        #expect(refusal.id == long.id)
+        #expect(refusal.operation == "create")
+        #expect(refusal.error.status == .invalidArgument, "\(refusal.error)")
+        #expect(await waitUntil(120) { (try? await ReplicaTests.converged(todos, server)) == true })
+        #expect(try todos.get(long.id) == nil, "the refused create is gone from the replica")
+        #expect(try todos.get(short.id)?.value == ReplicaTodo(title: "Buy milk", isFinish: true))
+        replica.close()
+    }
+
     /// A change made on the server reaches an online replica through its feed, and a record deleted there leaves it.
     @Test func serverChangesFlowIntoAnOnlineReplica() async throws {
         let server = try ReplicaTestServer(.sqlite)

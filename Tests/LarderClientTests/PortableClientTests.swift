@@ -121,6 +121,32 @@ final class ServerProcess: @unchecked Sendable {  // `process` is only started, 
         #expect(Array(try Data(contentsOf: copy)) == bytes)
     }
 
+    /// A local replica in a SQLite file, as an Apple platform builds it: written before the server is reached,
+    /// searched locally, then drained to the server, which holds what the replica holds.
+    @Test func aReplicaInASQLiteFile() async throws {
+        let server = try ServerProcess()
+        defer { server.stop() }
+        let client = LarderClient(port: server.port)
+        defer { client.close() }
+        struct Student: Codable, Sendable {
+            var name: String
+            var age: Int
+        }
+        try FileManager.default.createDirectory(at: server.directory, withIntermediateDirectories: true)
+        let replica = try LarderReplica(path: server.directory.appendingPathComponent("replica.sqlite").path, client: client)
+        let students = replica.collection("students", of: Student.self)
+        let zhang = try students.create(Student(name: "张三", age: 20))
+        try students.create(Student(name: "李四", age: 22))
+        try students.update(zhang) { $0.age = 21 }
+        let older = try students.search(Field("age") > 20, sortedBy: [Field("age").descending])
+        #expect(older.values.map(\.name) == ["李四", "张三"])
+        replica.start()
+        try await replica.synchronize()
+        #expect(try await client.count("students") == 2)
+        #expect(try await client.get("students", id: zhang.id).data["age"] == 21)
+        replica.close()
+    }
+
     @Test func unixSocket() async throws {
         let path = NSTemporaryDirectory() + "larder-\(UUID().uuidString.prefix(8)).sock"
         let server = try ServerProcess(arguments: ["--socket", path])
