@@ -59,16 +59,21 @@ public final class LarderReplica: Sendable {
         public var probeInterval: Duration
         /// Records per LIST page when a collection is loaded.
         public var pageSize: Int
+        /// The most bytes of photos and thumbnails read from the server (or uploaded) kept in the replica's folder;
+        /// past it the least recently used go. Photos waiting to be uploaded are kept whatever their size.
+        public var photoCacheBytes: Int
 
-        /// The defaults: retries from 0.1 s doubling up to 5 s, a check every 5 s, pages of 500 records.
+        /// The defaults: retries from 0.1 s doubling up to 5 s, a check every 5 s, pages of 500 records, 256 MiB of
+        /// photos.
         public init(
             retryDelay: Duration = .milliseconds(100), maxRetryDelay: Duration = .seconds(5),
-            probeInterval: Duration = .seconds(5), pageSize: Int = 500
+            probeInterval: Duration = .seconds(5), pageSize: Int = 500, photoCacheBytes: Int = 256 << 20
         ) {
             self.retryDelay = retryDelay
             self.maxRetryDelay = maxRetryDelay
             self.probeInterval = probeInterval
             self.pageSize = pageSize
+            self.photoCacheBytes = photoCacheBytes
         }
     }
 
@@ -230,6 +235,9 @@ public final class LarderReplica: Sendable {
         updateStatus()
     }
 
+    /// Reports a write refused for good.
+    func refused(_ refusal: ReplicaRefusal) { refusalFeed.send(refusal) }
+
     /// A local write went into the outbox: the drain is woken.
     func queued(_ collection: String) {
         changed(collection)
@@ -306,6 +314,8 @@ public final class LarderReplica: Sendable {
     private func send(_ write: OutboxWrite) async throws(LarderError) {
         let request: (Opcode, JSONObject)
         switch write.operation {
+        case .photo:
+            return try await sendPhoto(write)
         case .create:
             request = (.create, CreateRequest(collection: write.collection, id: write.id, data: write.body ?? [:]).json)
         case .replace:
@@ -340,7 +350,7 @@ public final class LarderReplica: Sendable {
             updateStatus(reachable: true)
             try store.discardWrites(write.collection, write.id, server: .keep)
             changed(write.collection)
-            refusalFeed.send(
+            refused(
                 ReplicaRefusal(collection: write.collection, id: write.id, operation: write.operation.rawValue, error: error))
         }
     }

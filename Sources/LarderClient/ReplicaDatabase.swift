@@ -51,6 +51,8 @@ final class ReplicaDatabase {
             CREATE INDEX IF NOT EXISTS outbox_record ON outbox (collection, id, position);
             CREATE TABLE IF NOT EXISTS feeds (collection TEXT PRIMARY KEY, last_seq INTEGER, loaded INTEGER NOT NULL,
                 generation INTEGER NOT NULL);
+            CREATE TABLE IF NOT EXISTS photos (blob TEXT PRIMARY KEY, collection TEXT, id TEXT, kind TEXT NOT NULL,
+                bytes INTEGER NOT NULL, pending INTEGER NOT NULL, used INTEGER NOT NULL);
             """)
     }
 

@@ -8,6 +8,8 @@ struct OutboxWrite: Sendable {
     /// The write's kind: what it does to the record.
     enum Operation: String, Sendable {
         case create, replace, patch, delete
+        /// A photo to upload and attach to the record: `body` holds its blob id (`blob`).
+        case photo
     }
 
     /// Its place in the outbox (writes are sent in this order).
@@ -49,7 +51,7 @@ final class ReplicaStore: @unchecked Sendable {
     }
 
     /// Runs `body` on the file under the lock.
-    private func locked<T>(_ body: (ReplicaDatabase) throws(LarderError) -> T) throws(LarderError) -> T {
+    func locked<T>(_ body: (ReplicaDatabase) throws(LarderError) -> T) throws(LarderError) -> T {
         lock.lock()
         defer {
             touched = [:]
@@ -122,14 +124,15 @@ final class ReplicaStore: @unchecked Sendable {
 
     // MARK: Local writes
 
-    /// Applies a local write to the view and queues it, in one transaction; the record as reads now see it (nil
-    /// after a delete).
+    /// Applies a local write to the view and queues it, in one transaction (with what `alsoIn` writes); the record as
+    /// reads now see it (nil after a delete).
     ///
     /// - Throws: `NOT_FOUND` for a replace, patch or delete of a record the view does not hold; `CONFLICT` for a
     ///   create of an id it holds.
-    func write(_ collection: String, _ id: UUID, _ operation: OutboxWrite.Operation, _ body: JSONObject?)
-        throws(LarderError) -> LocalRecord?
-    {
+    func write(
+        _ collection: String, _ id: UUID, _ operation: OutboxWrite.Operation, _ body: JSONObject?,
+        alsoIn: ((ReplicaDatabase) throws(LarderError) -> Void)? = nil
+    ) throws(LarderError) -> LocalRecord? {
         try locked { db throws(LarderError) in
             try db.transaction { () throws(LarderError) -> LocalRecord? in
                 let current = try ReplicaStore.local(db, collection, id)
@@ -143,7 +146,7 @@ final class ReplicaStore: @unchecked Sendable {
                         .notFound, "\(collection)/\(id.wireString) is not in the replica", field: "id")
                 }
                 let queued = try db.query(
-                    "SELECT count(*) FROM outbox WHERE collection = ?1 AND id = ?2",
+                    "SELECT count(*) FROM outbox WHERE collection = ?1 AND id = ?2 AND op != 'photo'",
                     [.text(collection), .text(id.wireString)]) { $0[0].int ?? 0 }.first ?? 0
                 let synced = try ReplicaStore.synced(db, collection, id)
                 let base: ReplicaDatabase.Value = queued > 0 || operation == .create ? .null : synced.map { .int($0.envelope.rev) } ?? .null
@@ -155,6 +158,7 @@ final class ReplicaStore: @unchecked Sendable {
                         body.map { .blob($0.bytes) } ?? .null, base, .int(queued > 0 ? 1 : 0),
                         .text(keys.next().wireString), .int(Timestamp.milliseconds(Date())),
                     ])
+                try alsoIn?(db)
                 try rebuild(db, collection, id)
                 return try ReplicaStore.local(db, collection, id)
             }
@@ -189,7 +193,7 @@ final class ReplicaStore: @unchecked Sendable {
                     try ReplicaStore.storeSynced(db, write.collection, answer)
                     try db.run(
                         "UPDATE outbox SET base_rev = ?3, chained = 0 WHERE position = (SELECT min(position) FROM outbox "
-                            + "WHERE collection = ?1 AND id = ?2)",
+                            + "WHERE collection = ?1 AND id = ?2 AND op != 'photo')",
                         [.text(write.collection), .text(write.id.wireString), .int(answer.rev)])
                 } else {
                     try db.run(
@@ -231,13 +235,14 @@ final class ReplicaStore: @unchecked Sendable {
         case none
     }
 
-    /// Every queued write of one record out of the outbox, and the server's version in place of the local one; one
-    /// transaction.
+    /// Every queued write of one record out of the outbox (its photos stay queued), and the server's version in
+    /// place of the local one; one transaction.
     func discardWrites(_ collection: String, _ id: UUID, server: ServerVersion) throws(LarderError) {
         try locked { db throws(LarderError) in
             try db.transaction { () throws(LarderError) in
                 try db.run(
-                    "DELETE FROM outbox WHERE collection = ?1 AND id = ?2", [.text(collection), .text(id.wireString)])
+                    "DELETE FROM outbox WHERE collection = ?1 AND id = ?2 AND op != 'photo'",
+                    [.text(collection), .text(id.wireString)])
                 switch server {
                 case .keep: break
                 case .record(let record): try ReplicaStore.storeSynced(db, collection, record, newerOnly: false)
@@ -255,7 +260,7 @@ final class ReplicaStore: @unchecked Sendable {
     func foldLaterWrites(_ write: OutboxWrite) throws(LarderError) {
         try locked { db throws(LarderError) in
             try db.run(
-                "DELETE FROM outbox WHERE collection = ?1 AND id = ?2 AND position > ?3",
+                "DELETE FROM outbox WHERE collection = ?1 AND id = ?2 AND position > ?3 AND op != 'photo'",
                 [.text(write.collection), .text(write.id.wireString), .int(write.position)])
         }
     }
@@ -381,7 +386,7 @@ final class ReplicaStore: @unchecked Sendable {
 
     /// The view of one record made again: the server's version with the record's queued writes applied over it in
     /// order; no row when there is no version left (never created, or deleted).
-    private func rebuild(_ db: ReplicaDatabase, _ collection: String, _ id: UUID) throws(LarderError) {
+    func rebuild(_ db: ReplicaDatabase, _ collection: String, _ id: UUID) throws(LarderError) {
         var current = try ReplicaStore.synced(db, collection, id)
         let writes = try db.query(
             "SELECT op, body, made FROM outbox WHERE collection = ?1 AND id = ?2 ORDER BY position",
@@ -405,6 +410,8 @@ final class ReplicaStore: @unchecked Sendable {
                 }
             case .delete:
                 current = nil
+            case .photo:
+                break
             }
             if var written = current {
                 written.envelope.updatedAt = max(written.envelope.updatedAt, made)

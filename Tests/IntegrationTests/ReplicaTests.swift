@@ -214,6 +214,70 @@ struct ReplicaThing: Codable, Sendable {
         replica.close()
     }
 
+    /// The diary app: an entry and its photo made offline, kept across a restart of the app, then online behind a
+    /// relay that loses the answers of half the writes (the upload's FINISH among them): the photo is stored once,
+    /// byte for byte, attached to its entry; another replica reads it from the server once and then from its cache,
+    /// which keeps to its size.
+    @Test(arguments: ServerStore.allCases) func aPhotoTakenOfflineIsUploadedAndAttachedLater(_ store: ServerStore)
+        async throws
+    {
+        struct Entry: Codable, Sendable, Equatable {
+            var shop: String
+            var price: Int
+        }
+        let server = try ReplicaTestServer(store, arguments: ["--blob-chunk-bytes", "16KiB"])
+        defer { server.stop() }
+        let (relay, client) = try server.relayed()
+        defer {
+            relay.stop()
+            client.close()
+        }
+        let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures")
+        let photoFile = fixtures.appendingPathComponent("grace_hopper.jpg")
+        let bytes = try Data(contentsOf: photoFile)
+        relay.blackhole(true)
+        var replica = try server.replica(client, name: "diary")
+        var diary = replica.collection("diary", of: Entry.self)
+        let entry = try diary.create(Entry(shop: "7-Eleven", price: 35))
+        let blob = try diary.attachPhoto(contentsOf: photoFile, to: entry.id)
+        #expect(try await diary.photo(blob) == bytes, "the photo reads back offline")
+        #expect(try diary.pendingPhotos(of: entry.id) == [blob])
+        replica.close()
+        replica = try server.replica(client, name: "diary")
+        diary = replica.collection("diary", of: Entry.self)
+        #expect(replica.status.pendingWrites == 2)
+        replica.start()
+
+        relay.dropAnswers(.writeAnswers { $0 % 2 == 1 })
+        relay.blackhole(false)
+        relay.cutAll()
+        #expect(await waitUntil(120) { replica.status.pendingWrites == 0 })
+        #expect(try diary.pendingPhotos(of: entry.id).isEmpty)
+        let stored = try await server.direct.blobGet(blob)
+        #expect(stored.bytes == bytes, "byte for byte")
+        #expect(stored.info.attachedTo == BlobAttachment(collection: "diary", id: entry.id))
+        #expect(try await server.direct.count("diary") == 1)
+        replica.close()
+
+        // Another phone reads the photo: from the server once, then from its cache; a cache the size of the larger
+        // photo keeps only the last one read.
+        let rocket = try Data(contentsOf: fixtures.appendingPathComponent("rocket.jpg"))
+        #expect(rocket.count > bytes.count)
+        var configuration = LarderReplica.Configuration()
+        configuration.photoCacheBytes = rocket.count + 100  // the larger photo, not both
+        let other = try LarderReplica(
+            path: server.directory + "-replicas/other.sqlite", client: server.direct, configuration: configuration)
+        let otherDiary = other.collection("diary", of: Entry.self)
+        #expect(try await otherDiary.photo(blob) == bytes)
+        #expect(try other.cachedPhotoBytes() == bytes.count)
+        let second = try await server.direct.putBlob(contentsOf: fixtures.appendingPathComponent("rocket.jpg"))
+        #expect(try await otherDiary.photo(second.id).count == Int(second.size))
+        #expect(try other.cachedPhotoBytes() == Int(second.size), "the least recently used photo went")
+        let thumbnail = try await otherDiary.thumbnail(second.id, maxSide: 64)
+        #expect(try await otherDiary.thumbnail(second.id, maxSide: 64) == thumbnail)
+        other.close()
+    }
+
     /// A change made on the server reaches an online replica through its feed, and a record deleted there leaves it.
     @Test func serverChangesFlowIntoAnOnlineReplica() async throws {
         let server = try ReplicaTestServer(.sqlite)
