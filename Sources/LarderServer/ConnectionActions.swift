@@ -41,6 +41,8 @@ package enum CloseReason: Sendable, Equatable, CustomStringConvertible {
     case shutdown
     /// A reload of the token file removed the connection's token; UNAUTHENTICATED was sent first.
     case tokenRevoked
+    /// The session the connection signed in with ended while it watched; UNAUTHENTICATED was sent first.
+    case sessionEnded
 
     package var description: String {
         switch self {
@@ -52,6 +54,7 @@ package enum CloseReason: Sendable, Equatable, CustomStringConvertible {
         case .ioError(let message): "I/O error: \(message)"
         case .shutdown: "server shutdown"
         case .tokenRevoked: "UNAUTHENTICATED: the token was removed from the token file"
+        case .sessionEnded: "UNAUTHENTICATED: the session ended"
         }
     }
 }

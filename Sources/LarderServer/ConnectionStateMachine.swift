@@ -234,6 +234,13 @@ package struct ConnectionStateMachine {
         sendConnectionError(Self.revokedError, reason: .tokenRevoked, now: now, &actions)
     }
 
+    /// The session this connection signed in with has ended (the shell checks it again while the connection
+    /// watches, `AccountLimits.sessionCheckMs`): `error` (UNAUTHENTICATED, opcode 0, request id 0), then close.
+    package mutating func sessionEnded(_ error: LarderError, now: UInt64, into actions: inout [Action]) {
+        guard phase == .ready else { return }
+        sendConnectionError(error, reason: .sessionEnded, now: now, &actions)
+    }
+
     static let revokedError = LarderError(
         .unauthenticated, "the token of this connection was revoked; connect again with a valid token")
 

@@ -31,6 +31,7 @@ public struct PasswordAccountSettings: Sendable, Equatable {
         let positive = [
             ("--session-ttl-ms", l.sessionTtlMs), ("--sign-in-attempts-per-account", l.signInAttemptsPerAccount),
             ("--sign-in-attempts-per-address", l.signInAttemptsPerAddress), ("--sign-in-window-ms", l.signInWindowMs),
+            ("--session-check-ms", l.sessionCheckMs),
         ]
         for (name, value) in positive where value <= 0 {
             throw ConfigurationError(message: "\(name) must be greater than 0")
@@ -84,8 +85,8 @@ package final class PasswordAccounts: SessionSignIn {
         "the session is not valid: it expired, was signed out or revoked, or its user was disabled; sign in again",
         field: "session", details: ["reason": .string("sessionEnded")])
 
-    /// The user whose session `text` is (HELLO's `session`), or UNAUTHENTICATED. One indexed read of the store, on
-    /// the event loop that runs the HELLO (as a point read is on SQLite; a round trip on PostgreSQL).
+    /// The user whose session `text` is (HELLO's `session`), or UNAUTHENTICATED. One indexed read of the store (a
+    /// round trip on PostgreSQL), on the work pool (`ServerConnection.lookUpSession`).
     package func user(ofSession text: String) throws(LarderError) -> (user: String, key: [UInt8]) {
         guard let token = SessionToken(text: text) else { throw Self.sessionEnded }
         let key = token.storageKey

@@ -55,6 +55,10 @@ final class ServerConnection: EventLoopHandler, @unchecked Sendable {
     }
     /// This connection's writes on its lane and not yet answered (`LaneWrites`).
     @exclusivity(unchecked) private var laneWrites = LaneWrites()
+    /// When a watching connection's session is next checked (`checkSessionWhileWatching`; 0: not scheduled), and
+    /// whether a check is on the work pool.
+    @exclusivity(unchecked) private var nextSessionCheck: UInt64 = 0
+    @exclusivity(unchecked) private var sessionCheckOut = false
     /// The change feed's subscriptions (ServerConnectionWatch.swift performs what it decides).
     @exclusivity(unchecked) var watches: WatchStateMachine
     /// Output of at least this many bytes (a blob) is written by a sender (a job of the work pool) instead of the
@@ -112,6 +116,39 @@ final class ServerConnection: EventLoopHandler, @unchecked Sendable {
         perform(machine.timerFired(now: now))
         // A catch-up whose log read found the work pool full tries again.
         continueCatchUps()
+        checkSessionWhileWatching(now: now)
+    }
+
+    /// A request checks the connection's session, but a subscription only receives: while the connection watches,
+    /// its session is checked again every `sessionCheckMs` on the work pool, and one that ended ends the connection.
+    private func checkSessionWhileWatching(now: UInt64) {
+        guard let key = machine.session, machine.isWatching, !sessionCheckOut, let accounts = context.accounts else {
+            return
+        }
+        let interval = UInt64(accounts.limits.sessionCheckMs)
+        if nextSessionCheck == 0 { nextSessionCheck = now + interval }
+        guard now >= nextSessionCheck else { return }
+        let user = machine.user
+        let store = accounts.store
+        sessionCheckOut = true
+        let accepted = context.router.pool.submit { [self] in
+            let ended: LarderError?
+            do throws(LarderError) {
+                try PasswordAccounts.checkSession(key, of: user, in: store)
+                ended = nil
+            } catch {
+                ended = error
+            }
+            shard.loop.async { [self] in
+                sessionCheckOut = false
+                nextSessionCheck = shard.loop.now + interval
+                // A store that failed says nothing about the session: the next check decides.
+                guard let ended, ended.status == .unauthenticated else { return }
+                performing { machine.sessionEnded(ended, now: shard.loop.now, into: &$0) }
+            }
+        }
+        // A full pool: the next tick tries again.
+        if !accepted { sessionCheckOut = false }
     }
 
     func beginShutdown() {

@@ -19,6 +19,9 @@ public struct AccountLimits: Sendable, Equatable {
     public var signInWindowMs: Int = 900_000
     /// Whether anyone may SIGN_UP; otherwise only an admin token creates accounts.
     public var signUpAllowed: Bool = false
+    /// How often, in milliseconds, a connection that holds a WATCH has its session checked again: a session that
+    /// ended (signed out, revoked, expired, its user disabled or deleted) ends such a connection within this time.
+    public var sessionCheckMs: Int = 30_000
 
     /// The defaults.
     public init() {}
@@ -31,6 +34,7 @@ public struct AccountLimits: Sendable, Equatable {
             "signInAttemptsPerAccount": .int(Int64(signInAttemptsPerAccount)),
             "signInAttemptsPerAddress": .int(Int64(signInAttemptsPerAddress)),
             "signInWindowMs": .int(Int64(signInWindowMs)), "signUpAllowed": .bool(signUpAllowed),
+            "sessionCheckMs": .int(Int64(sessionCheckMs)),
         ]
     }
 
@@ -44,6 +48,7 @@ public struct AccountLimits: Sendable, Equatable {
         try reader.limit("signInAttemptsPerAddress", into: &signInAttemptsPerAddress)
         try reader.limit("signInWindowMs", into: &signInWindowMs)
         signUpAllowed = try reader.optionalBool("signUpAllowed") ?? false
+        try reader.limit("sessionCheckMs", into: &sessionCheckMs)
     }
 }
 

@@ -78,30 +78,13 @@ extension ByteScanner {
         return Timestamp.parse(text)
     }
 
-    /// Where the object at `index` ends: strings (with their escapes) skipped, brackets counted. What lies between
-    /// is left to the decoder.
+    /// Where the object at `index` lies, braces included (`skipValue`). What lies between is left to the decoder.
     mutating func objectSpan() -> Range<Int>? {
-        guard take(UInt8(ascii: "{")) else { return nil }
-        let start = index - 1
-        var depth = 1
-        while index < buffer.count {
-            let byte = buffer[index]
-            index += 1
-            switch byte {
-            case UInt8(ascii: "\""):
-                while index < buffer.count && buffer[index] != UInt8(ascii: "\"") {
-                    index += buffer[index] == UInt8(ascii: "\\") ? 2 : 1
-                }
-                guard index < buffer.count else { return nil }
-                index += 1
-            case UInt8(ascii: "{"), UInt8(ascii: "["): depth += 1
-            case UInt8(ascii: "}"), UInt8(ascii: "]"):
-                depth -= 1
-                if depth == 0 { return start..<index }
-            default: break
-            }
-        }
-        return nil
+        skipWhitespace()
+        guard peek == UInt8(ascii: "{") else { return nil }
+        let start = index
+        guard skipValue() else { return nil }
+        return start..<index
     }
 
     mutating func record() -> RecordSpan? {

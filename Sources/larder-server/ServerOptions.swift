@@ -200,6 +200,10 @@ enum ServerOptions {
                 $0.limits.signInWindowMs = $1
             },
             account(
+                "session-check-ms", "with --users: how often a watching connection's session is checked again",
+                a.sessionCheckMs
+            ) { $0.limits.sessionCheckMs = $1 },
+            account(
                 "password-memory-kib", "with --users: Argon2id memory per new password hash",
                 Int(h.memoryKiB), min: 8, max: 1 << 20
             ) { $0.hashParameters.memoryKiB = UInt32($1) },

@@ -167,6 +167,34 @@ import Testing
 
     /// A session ends at its expiry (`--session-ttl-ms`, short here) and at SIGN_OUT; PASSWORD_CHANGE revokes the
     /// user's other sessions and keeps the connection's own.
+    @Test func aWatchingConnectionEndsWhenItsSessionIsSignedOut() throws {
+        let directory = temporaryTestDirectory("larder-accounts-watch")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var configuration = ServerConfiguration.forTests(in: directory)
+        Self.configure(&configuration)
+        configuration.passwordAccounts?.limits.sessionCheckMs = 200
+        let server = try LarderServer(configuration: configuration)
+        let port = try server.start()
+        defer { server.shutdown() }
+        _ = try Self.ok(Self.admin(port).call(.rulesSet, ["collection": "todos", "rules": .object(Self.todoRules)]), "RULES_SET")
+        let session = try Self.session(port, .signUp, "gus@example.com", "gus's password")
+
+        let (hello, watcher) = try Self.hello(port, session: session)
+        #expect(try HelloResponse(json: hello.jsonObject()).limits.accounts?.sessionCheckMs == 200)
+        _ = try Self.ok(watcher.call(.watch, ["collection": "todos"]), "WATCH")
+        let writer = try Self.signedIn(port, session)
+        _ = try Self.ok(writer.call(.create, ["collection": "todos", "data": ["title": "milk"]]), "CREATE")
+        let event = try #require(try watcher.receive())
+        #expect(event.isPush && event.opcode == .event, "the watcher sees its own todo while signed in")
+
+        _ = try Self.ok(try Self.anonymous(port).call(.signOut, SignOutRequest(session: session).json), "SIGN_OUT")
+        // Within a few checks (200 ms each) the subscription ends with its connection, saying why.
+        let frames = try watcher.framesUntilClosed(timeout: 120)
+        let ended = try #require(frames.last)
+        #expect(ended.status == .unauthenticated && ended.requestID == 0, "\(ended.replyText)")
+        #expect(ended.replyJSON["reason"]?.stringValue == "sessionEnded")
+    }
+
     @Test func sessionsExpireAndAreRevoked() async throws {
         let directory = temporaryTestDirectory("larder-accounts-expiry")
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -228,6 +256,7 @@ import Testing
             #expect(limits.signInAttemptsPerAccount == 2 && limits.signInAttemptsPerAddress == 5)
             #expect(limits.minPasswordBytes == 10 && limits.maxPasswordBytes == 20 && limits.signUpAllowed)
             #expect(limits.sessionTtlMs == 30 * 86_400_000 && limits.signInWindowMs == 900_000)
+            #expect(limits.sessionCheckMs == 30_000)
 
             #expect(try Self.credentials(port, .signUp, "fay@example.com", "123456789").status == .invalidArgument)
             #expect(

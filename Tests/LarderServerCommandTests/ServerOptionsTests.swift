@@ -67,12 +67,14 @@ struct ServerOptionsTests {
         #expect(try ServerOptions.parse([]).1.passwordAccounts == nil)
         let (_, on) = try ServerOptions.parse([
             "--users", "--allow-sign-up", "--session-ttl-ms", "60000", "--sign-in-attempts-per-account", "3",
-            "--password-memory-kib", "65536",
+            "--password-memory-kib", "65536", "--session-check-ms", "5000",
         ])
         let settings = try #require(on.passwordAccounts)
         #expect(settings.limits.signUpAllowed && settings.limits.sessionTtlMs == 60_000)
         #expect(settings.limits.signInAttemptsPerAccount == 3 && settings.hashParameters.memoryKiB == 65_536)
         #expect(settings.hashParameters.iterations == 2 && settings.limits.minPasswordBytes == 8)
+        #expect(settings.limits.sessionCheckMs == 5_000)
+        #expect(throws: ServerOptions.UsageError.self) { try ServerOptions.parse(["--users", "--session-check-ms", "0"]) }
         #expect(try ServerOptions.parse([], environment: ["LARDER_SERVER_USERS": "1"]).1.passwordAccounts != nil)
         #expect(throws: ServerOptions.UsageError.self) { try ServerOptions.parse(["--session-ttl-ms", "1000"]) }
         #expect(throws: ServerOptions.UsageError.self) {
