@@ -278,6 +278,52 @@ struct ReplicaThing: Codable, Sendable {
         other.close()
     }
 
+    /// Three servers on one PostgreSQL, the one the replica drains through killed with SIGKILL mid-drain: the
+    /// replica goes on through the others, and every write is applied exactly once (each todo created, then ticked:
+    /// revision 2, no more).
+    @Test func aReplicaDrainsThroughTheOtherServersWhenOneIsKilled() async throws {
+        let schema = try TestPostgres.newSchema()
+        defer { schema.drop() }
+        let servers = try ScaleOutTests.Servers(count: 3, url: schema.url)
+        defer { servers.stop() }
+        var configuration = LarderClient.Configuration(requestTimeout: .seconds(10), connectTimeout: .seconds(5))
+        configuration.endpoints = servers.ports.map { .tcp(host: "127.0.0.1", port: $0) }
+        let client = LarderClient(configuration: configuration)
+        defer { client.close() }
+        let survivor = servers.client(2)
+        defer { survivor.close() }
+        let directory = servers.root.appendingPathComponent("replicas")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let replica = try LarderReplica(
+            path: directory.appendingPathComponent("todo.sqlite").path, client: client,
+            configuration: LarderReplica.Configuration(retryDelay: .milliseconds(20), maxRetryDelay: .milliseconds(500)))
+        let todos = replica.collection("todos", of: ReplicaTodo.self)
+        for n in 0..<200 {
+            let todo = try todos.create(ReplicaTodo(title: "todo \(n)", isFinish: false))
+            try todos.update(todo) { $0.isFinish = true }
+        }
+        replica.start()
+        #expect(await waitUntil(120) { ((try? await survivor.count("todos")) ?? 0) >= 20 })
+        servers.children[0].kill()
+        let pendingAtKill = replica.status.pendingWrites
+        #expect(pendingAtKill > 0, "killed mid-drain")
+        #expect(await waitUntil(120) { replica.status.pendingWrites == 0 })
+        var cursor: String?
+        var revisions: [Int64: Int] = [:]
+        var finished = 0
+        repeat {
+            let page = try await survivor.list("todos", limit: 1000, cursor: cursor)
+            for record in page.records {
+                revisions[record.rev, default: 0] += 1
+                if record.data["isFinish"] == true { finished += 1 }
+            }
+            cursor = page.nextCursor
+        } while cursor != nil
+        #expect(revisions == [2: 200], "each todo created once and ticked once")
+        #expect(finished == 200)
+        replica.close()
+    }
+
     /// A change made on the server reaches an online replica through its feed, and a record deleted there leaves it.
     @Test func serverChangesFlowIntoAnOnlineReplica() async throws {
         let server = try ReplicaTestServer(.sqlite)
