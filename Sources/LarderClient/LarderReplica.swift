@@ -351,7 +351,7 @@ public final class LarderReplica: Sendable {
             try store.discardWrites(write.collection, write.id, server: .keep)
             changed(write.collection)
             refused(
-                ReplicaRefusal(collection: write.collection, id: write.id, operation: write.operation.rawValue, error: error))
+                ReplicaRefusal(collection: write.collection, id: write.id, operation: write.operation, error: error))
         }
     }
 
@@ -399,7 +399,7 @@ public final class LarderReplica: Sendable {
         changed(write.collection)
         conflictFeed.send(
             ReplicaConflict(
-                collection: write.collection, id: write.id, operation: write.operation.rawValue, server: current,
+                collection: write.collection, id: write.id, operation: write.operation, server: current,
                 local: local, resolution: resolution))
     }
 
@@ -543,8 +543,8 @@ public struct ReplicaConflict: Sendable {
     public var collection: String
     /// The record's id.
     public var id: UUID
-    /// The queued write that met the conflict: `create`, `replace`, `patch` or `delete`.
-    public var operation: String
+    /// The queued write that met the conflict.
+    public var operation: ReplicaOperation
     /// The server's version when the conflict was met; nil when the server had deleted the record.
     public var server: Record?
     /// The record as the replica showed it (every queued write applied); nil when it was deleted locally.
@@ -576,8 +576,8 @@ public struct ReplicaRefusal: Sendable {
     public var collection: String
     /// The record's id.
     public var id: UUID
-    /// The refused write: `create`, `replace`, `patch` or `delete`.
-    public var operation: String
+    /// The refused write.
+    public var operation: ReplicaOperation
     /// The server's answer (`INVALID_ARGUMENT`, `PERMISSION_DENIED`, `PAYLOAD_TOO_LARGE`...).
     public var error: LarderError
 }

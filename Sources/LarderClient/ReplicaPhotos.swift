@@ -168,7 +168,7 @@ extension LarderReplica {
             try? store.locked { db throws(LarderError) in try db.run("DELETE FROM photos WHERE blob = ?1", [.text(blob.wireString)]) }
             try? FileManager.default.removeItem(at: url)
             changed(write.collection)
-            refused(ReplicaRefusal(collection: write.collection, id: write.id, operation: "photo", error: error))
+            refused(ReplicaRefusal(collection: write.collection, id: write.id, operation: .photo, error: error))
             return
         }
         let evicted = try store.locked { db throws(LarderError) -> [String] in

@@ -3,14 +3,24 @@ import LarderIO
 import LarderSync
 import LarderWire
 
+/// What a queued write of a replica does to its record.
+public enum ReplicaOperation: String, Sendable, Equatable {
+    /// Creates the record (CREATE with the id the replica chose).
+    case create
+    /// Replaces its data (REPLACE).
+    case replace
+    /// Applies a merge patch (PATCH).
+    case patch
+    /// Deletes it (DELETE).
+    case delete
+    /// Uploads a photo and attaches it to the record.
+    case photo
+}
+
 /// A queued write of the outbox, as the drain sends it.
 struct OutboxWrite: Sendable {
-    /// The write's kind: what it does to the record.
-    enum Operation: String, Sendable {
-        case create, replace, patch, delete
-        /// A photo to upload and attach to the record: `body` holds its blob id (`blob`).
-        case photo
-    }
+    /// The write's kind: what it does to the record (a photo's `body` holds its blob id, `blob`).
+    typealias Operation = ReplicaOperation
 
     /// Its place in the outbox (writes are sent in this order).
     var position: Int64
@@ -176,7 +186,7 @@ final class ReplicaStore: @unchecked Sendable {
                 OutboxWrite(
                     position: row[0].int ?? 0, collection: row[1].text ?? "",
                     id: UUID(uuidString: row[2].text ?? "") ?? UUID(),
-                    operation: OutboxWrite.Operation(rawValue: row[3].text ?? "") ?? .delete,
+                    operation: try ReplicaStore.operation(row[3]),
                     body: try row[4].blob.map { bytes throws(LarderError) in try JSONParser.parseObject(bytes) },
                     baseRev: row[5].int, requestKey: UUID(uuidString: row[6].text ?? "") ?? UUID())
             }.first
@@ -263,6 +273,16 @@ final class ReplicaStore: @unchecked Sendable {
                 "DELETE FROM outbox WHERE collection = ?1 AND id = ?2 AND position > ?3 AND op != 'photo'",
                 [.text(write.collection), .text(write.id.wireString), .int(write.position)])
         }
+    }
+
+    /// The operation an outbox row names; `INTERNAL` for one this version does not write.
+    private static func operation(_ value: ReplicaDatabase.Value) throws(LarderError) -> OutboxWrite.Operation {
+        guard let operation = value.text.flatMap(OutboxWrite.Operation.init(rawValue:)) else {
+            throw LarderError(
+                .internal, "the replica's outbox holds a write this version does not know (\(value)); open the file "
+                    + "with the version that wrote it")
+        }
+        return operation
     }
 
     // MARK: The feed
@@ -393,7 +413,7 @@ final class ReplicaStore: @unchecked Sendable {
             [.text(collection), .text(id.wireString)]
         ) { row throws(LarderError) in
             (
-                OutboxWrite.Operation(rawValue: row[0].text ?? "") ?? .delete,
+                try ReplicaStore.operation(row[0]),
                 try row[1].blob.map { bytes throws(LarderError) in try JSONParser.parseObject(bytes) }, row[2].int ?? 0
             )
         }

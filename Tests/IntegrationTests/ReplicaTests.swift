@@ -206,7 +206,7 @@ struct ReplicaThing: Codable, Sendable {
         replica.start()
         let refusal = try #require(await refusals.next())
         #expect(refusal.id == long.id)
-        #expect(refusal.operation == "create")
+        #expect(refusal.operation == .create)
         #expect(refusal.error.status == .invalidArgument, "\(refusal.error)")
         #expect(await waitUntil(120) { (try? await ReplicaTests.converged(todos, server)) == true })
         #expect(try todos.get(long.id) == nil, "the refused create is gone from the replica")
