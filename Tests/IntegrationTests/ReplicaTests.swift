@@ -198,13 +198,19 @@ struct ReplicaThing: Codable, Sendable {
             "todos", ["type": "object", "properties": ["title": ["type": "string", "maxLength": 20]]])
         let replica = try server.replica(server.direct)
         let todos = replica.collection("todos", of: ReplicaTodo.self)
-        var refusals = replica.refusals().makeAsyncIterator()
+        let refusals = Locked<[ReplicaRefusal]>([])
+        let refusalStream = replica.refusals()
+        let refusalWatcher = Task {
+            for await refusal in refusalStream { refusals.withLock { $0.append(refusal) } }
+        }
+        defer { refusalWatcher.cancel() }
         let long = try todos.create(ReplicaTodo(title: String(repeating: "long ", count: 10), isFinish: false))
         let short = try todos.create(ReplicaTodo(title: "Buy milk", isFinish: false))
         try todos.update(short) { $0.isFinish = true }
         #expect(try todos.count() == 2)
         replica.start()
-        let refusal = try #require(await refusals.next())
+        #expect(await waitUntil(120) { !refusals.withLock { $0.isEmpty } }, "the refusal was reported")
+        let refusal = try #require(refusals.withLock { $0.first })
         #expect(refusal.id == long.id)
         #expect(refusal.operation == .create)
         #expect(refusal.error.status == .invalidArgument, "\(refusal.error)")
@@ -382,7 +388,12 @@ struct ReplicaThing: Codable, Sendable {
         let b = try server.replica(clientB)
         let todosA = a.collection("todos", of: ReplicaTodo.self, conflicts: policy)
         let todosB = b.collection("todos", of: ReplicaTodo.self, conflicts: policy)
-        var conflicts = b.conflicts().makeAsyncIterator()
+        let conflicts = Locked<[ReplicaConflict]>([])
+        let conflictStream = b.conflicts()
+        let conflictWatcher = Task {
+            for await conflict in conflictStream { conflicts.withLock { $0.append(conflict) } }
+        }
+        defer { conflictWatcher.cancel() }
         a.start()
         b.start()
         try await a.synchronize()
@@ -402,7 +413,8 @@ struct ReplicaThing: Codable, Sendable {
         relayB.blackhole(false)
         relayB.cutAll()
 
-        let conflict = try #require(await conflicts.next())
+        #expect(await waitUntil(120) { !conflicts.withLock { $0.isEmpty } }, "the conflict was reported")
+        let conflict = try #require(conflicts.withLock { $0.first })
         #expect(conflict.id == original.id)
         #expect(try conflict.serverVersion(as: ReplicaTodo.self)?.value.title == "Buy oat milk")
         #expect(try conflict.localVersion(as: ReplicaTodo.self)?.isFinish == true)
@@ -422,6 +434,7 @@ struct ReplicaThing: Codable, Sendable {
             let convergedB = (try? await ReplicaTests.converged(todosB, server)) == true
             return convergedA && convergedB
         }, "both replicas hold what the server holds")
+        #expect(conflicts.withLock { $0.count } == 1, "one conflict, reported once")
         let final = try await server.records("todos")[original.id]?.data
         #expect(final == (try ModelCoding.encode(expected)))
         a.close()
