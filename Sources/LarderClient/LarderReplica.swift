@@ -109,8 +109,14 @@ public final class LarderReplica: Sendable {
     /// Opens the replica in the SQLite file at `path` (made when missing), reaching servers through `client`.
     /// Nothing is sent until `start()`.
     ///
-    /// - Throws: `INVALID_ARGUMENT` naming the path when it cannot be opened as a SQLite file.
+    /// - Throws: `INVALID_ARGUMENT` naming the path when it cannot be opened as a SQLite file, or naming `pageSize`
+    ///   when it is outside 1...1000.
     public init(path: String, client: LarderClient, configuration: Configuration = Configuration()) throws(LarderError) {
+        guard (1...SearchQuery.maxLimit).contains(configuration.pageSize) else {
+            throw LarderError(
+                .invalidArgument, "pageSize is the records of one LIST page: from 1 to \(SearchQuery.maxLimit)",
+                field: "pageSize")
+        }
         self.path = path
         self.client = client
         self.configuration = configuration

@@ -190,13 +190,14 @@ public struct ReplicaCollection<Model: Codable & Sendable>: Sendable {
 
     // MARK: Writes
 
-    /// Stores a new value in the replica at once, and queues its CREATE.
+    /// Stores a new value in the replica at once, and queues its CREATE; without `id`, the replica makes a
+    /// time-ordered one (as the server would).
     ///
     /// - Throws: `CONFLICT` when the replica holds `id`; `INVALID_ARGUMENT` when `Model` does not encode as a JSON
     ///   object; `INTERNAL` when the file fails.
     @discardableResult
-    public func create(_ value: Model, id: UUID = UUID()) throws(LarderError) -> ReplicaRecord<Model> {
-        try write(id, .create, try ModelCoding.encode(value))!
+    public func create(_ value: Model, id: UUID? = nil) throws(LarderError) -> ReplicaRecord<Model> {
+        try write(id ?? replica.store.newID(), .create, try ModelCoding.encode(value))!
     }
 
     /// Replaces the value of `id` in the replica at once, and queues its REPLACE, made over the revision the replica

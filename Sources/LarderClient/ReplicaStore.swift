@@ -79,6 +79,11 @@ final class ReplicaStore: @unchecked Sendable {
         }
     }
 
+    /// A new time-ordered id for a record made here.
+    func newID() -> UUID {
+        lock.withLock { keys.next() }
+    }
+
     // MARK: Reads
 
     /// Every record of `collection` as reads see it.

@@ -559,6 +559,12 @@ struct ReplicaThing: Codable, Sendable {
             _ = try things.search(sortedBy: [Field("name").ascending.collated("de")])
         }
         #expect(collated?.field == "sort.0.collation", "a collation sort is the server's alone, and says so")
+        let oversized = #expect(throws: LarderError.self) {
+            _ = try LarderReplica(
+                path: server.directory + "-replicas/pages.sqlite", client: server.direct,
+                configuration: LarderReplica.Configuration(pageSize: 1001))
+        }
+        #expect(oversized?.field == "pageSize", "a LIST page holds 1000 records at most")
         replica.close()
     }
 }
