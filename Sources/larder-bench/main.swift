@@ -8,7 +8,7 @@ import LarderWire
 // argument is an option), `tcp-copy` measures the raw loopback floor, `wire` the codec in-process, `store` the store
 // in-process. Exit codes: 0 success, 1 an assertion failed, 2 the run could not be made, 64 bad usage.
 
-let topUsage = "Usage: larder-bench <run|tcp-copy|blobs|wire|store|watch|thumbnail|thumb-server> [options]   "
+let topUsage = "Usage: larder-bench <run|tcp-copy|blobs|wire|store|watch|thumbnail|thumb-server|replica> [options]   "
     + "(larder-bench <command> --help; --version)"
 let topHelp = """
     larder-bench: measure Larder, layer by layer
@@ -29,6 +29,8 @@ let topHelp = """
       thumbnail [FILE...]    thumbnails in-process: TurboJPEG's scaled decoding against a full-size decode
       thumb-server [options] thumbnails through a running server over TCP: cold (made and cached) and cached,
                              p50/p99 and the server's CPU per request
+      replica [options]      a local replica against the plain client: first load against paging LIST, local writes
+                             and the drain against CREATE, a server change to visible in an online replica
 
     """
 
@@ -178,6 +180,15 @@ case "watch":
     let watchOptions = parseOrExit(WatchBench.Options.self, arguments)
     do {
         try WatchBench.run(watchOptions)
+    } catch {
+        printError("Error: \(error)")
+        exit(2)
+    }
+
+case "replica":
+    let replicaOptions = parseOrExit(ReplicaBench.Options.self, arguments)
+    do {
+        try ReplicaBench.run(replicaOptions)
     } catch {
         printError("Error: \(error)")
         exit(2)
