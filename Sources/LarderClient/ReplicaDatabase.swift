@@ -119,8 +119,13 @@ final class ReplicaDatabase {
         try query(sql, values) { _ in () }
     }
 
-    /// Runs `body` in one transaction: committed when it returns, rolled back when it throws.
-    func transaction<T>(_ body: () throws(LarderError) -> T) throws(LarderError) -> T {
+    /// Runs `body` in one transaction: committed when it returns, rolled back when it throws. `durable: false` for
+    /// what the server can give again (its answers and changes, kept with the outbox's keys and the feed's position
+    /// in the same transaction): that commit is not synced on its own, so a power loss may take it back, to be
+    /// fetched again; the app's own writes are always synced.
+    func transaction<T>(durable: Bool = true, _ body: () throws(LarderError) -> T) throws(LarderError) -> T {
+        if !durable { try execute("PRAGMA synchronous = NORMAL") }
+        defer { if !durable { try? execute("PRAGMA synchronous = FULL") } }
         try execute("BEGIN IMMEDIATE")
         do throws(LarderError) {
             let result = try body()

@@ -172,7 +172,7 @@ extension LarderReplica {
             return
         }
         let evicted = try store.locked { db throws(LarderError) -> [String] in
-            try db.transaction { () throws(LarderError) -> [String] in
+            try db.transaction(durable: false) { () throws(LarderError) -> [String] in
                 try db.run("DELETE FROM outbox WHERE position = ?1", [.int(write.position)])
                 try db.run(
                     "UPDATE photos SET pending = 0, used = ?2 WHERE blob = ?1",

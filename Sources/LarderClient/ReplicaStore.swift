@@ -202,7 +202,7 @@ final class ReplicaStore: @unchecked Sendable {
     /// the record's next queued write now made over the answer's revision; one transaction.
     func acknowledge(_ write: OutboxWrite, answer: Record?) throws(LarderError) {
         try locked { db throws(LarderError) in
-            try db.transaction { () throws(LarderError) in
+            try db.transaction(durable: false) { () throws(LarderError) in
                 try db.run("DELETE FROM outbox WHERE position = ?1", [.int(write.position)])
                 if let answer {
                     try ReplicaStore.storeSynced(db, write.collection, answer)
@@ -226,7 +226,7 @@ final class ReplicaStore: @unchecked Sendable {
         _ write: OutboxWrite, _ operation: OutboxWrite.Operation, _ body: JSONObject?, baseRev: Int64?, server: Record?
     ) throws(LarderError) {
         try locked { db throws(LarderError) in
-            try db.transaction { () throws(LarderError) in
+            try db.transaction(durable: false) { () throws(LarderError) in
                 if let server { try ReplicaStore.storeSynced(db, write.collection, server) }
                 try db.run(
                     "UPDATE outbox SET op = ?2, body = ?3, base_rev = ?4, chained = 0, request_key = ?5 "
@@ -254,7 +254,7 @@ final class ReplicaStore: @unchecked Sendable {
     /// place of the local one; one transaction.
     func discardWrites(_ collection: String, _ id: UUID, server: ServerVersion) throws(LarderError) {
         try locked { db throws(LarderError) in
-            try db.transaction { () throws(LarderError) in
+            try db.transaction(durable: false) { () throws(LarderError) in
                 try db.run(
                     "DELETE FROM outbox WHERE collection = ?1 AND id = ?2 AND op != 'photo'",
                     [.text(collection), .text(id.wireString)])
@@ -321,7 +321,7 @@ final class ReplicaStore: @unchecked Sendable {
     /// A page of a load: the records as the server holds them.
     func applyPage(_ collection: String, _ records: [Record]) throws(LarderError) {
         try locked { db throws(LarderError) in
-            try db.transaction { () throws(LarderError) in
+            try db.transaction(durable: false) { () throws(LarderError) in
                 for record in records {
                     try ReplicaStore.storeSynced(db, collection, record)
                     try rebuild(db, collection, record.id)
@@ -334,7 +334,7 @@ final class ReplicaStore: @unchecked Sendable {
     /// the change the load's pages reach; one transaction.
     func finishLoad(_ collection: String, generation: Int64, seq: Int64) throws(LarderError) {
         try locked { db throws(LarderError) in
-            try db.transaction { () throws(LarderError) in
+            try db.transaction(durable: false) { () throws(LarderError) in
                 let gone = try db.query(
                     "SELECT id FROM synced WHERE collection = ?1 AND generation < ?2",
                     [.text(collection), .int(generation)]) { $0[0].text ?? "" }
@@ -354,7 +354,7 @@ final class ReplicaStore: @unchecked Sendable {
         throws(LarderError)
     {
         try locked { db throws(LarderError) in
-            try db.transaction { () throws(LarderError) in
+            try db.transaction(durable: false) { () throws(LarderError) in
                 if let record {
                     try ReplicaStore.storeSynced(db, collection, record)
                     try rebuild(db, collection, record.id)
