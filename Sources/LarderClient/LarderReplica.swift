@@ -102,6 +102,8 @@ public final class LarderReplica: Sendable {
     let store: ReplicaStore
     private let state = Locked(Shared())
     private let wake = ReplicaSignal()
+    /// Held through each status update (`updateStatus`).
+    private let statusLock = Lock()
     private let statusFeed = Broadcast<Status>()
     private let conflictFeed = Broadcast<ReplicaConflict>()
     private let refusalFeed = Broadcast<ReplicaRefusal>()
@@ -251,6 +253,10 @@ public final class LarderReplica: Sendable {
     }
 
     private func updateStatus(reachable: Bool? = nil) {
+        // One update at a time, from the count to the status it makes: a count read before another update's must not
+        // be stored after it.
+        statusLock.lock()
+        defer { statusLock.unlock() }
         let pending = (try? store.pendingCount()) ?? 0
         let changed = state.withLock { state -> Status? in
             if let reachable { state.reachable = reachable }

@@ -169,17 +169,23 @@ public struct ReplicaCollection<Model: Codable & Sendable>: Sendable {
         query.limit = limit
         _ = try search(query)
         let (stream, continuation) = AsyncStream<[ReplicaRecord<Model>]>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let last = LockedSnapshot()
+        let last = Locked<[String]?>(nil)
         let collection = self
         let query_ = query
+        // One answer at a time, from the search to its yield: an answer read before another's is never handed out
+        // after it.
         let emit: @Sendable () -> Void = {
-            guard let page = try? collection.search(query_) else { return }
-            let key = page.records.map { record in
-                let data = (try? ModelCoding.encode(record.value))?.bytes ?? []
-                return "\(record.id.wireString) \(record.stored.rev) \(record.isPending) "
-                    + String(decoding: data, as: UTF8.self)
+            last.withLock { last in
+                guard let page = try? collection.search(query_) else { return }
+                let key = page.records.map { record in
+                    let data = (try? ModelCoding.encode(record.value))?.bytes ?? []
+                    return "\(record.id.wireString) \(record.stored.rev) \(record.isPending) "
+                        + String(decoding: data, as: UTF8.self)
+                }
+                guard key != last else { return }
+                last = key
+                continuation.yield(page.records)
             }
-            if last.replace(key) { continuation.yield(page.records) }
         }
         let token = replica.observe(name, emit)
         continuation.onTermination = { [replica, name] _ in replica.stopObserving(name, token) }
@@ -263,18 +269,5 @@ public struct ReplicaCollection<Model: Codable & Sendable>: Sendable {
         Record(
             id: item.envelope.id, rev: item.envelope.rev, createdAtMs: item.envelope.createdAt,
             updatedAtMs: item.envelope.updatedAt, data: item.data)
-    }
-}
-
-/// The last answer a query's observer handed out, to hand out only answers that differ.
-private final class LockedSnapshot: Sendable {
-    private let last = Locked<[String]?>(nil)
-
-    /// Keeps `key`; true when it differs from the one kept before.
-    func replace(_ key: [String]) -> Bool {
-        last.withLock { last in
-            defer { last = key }
-            return last != key
-        }
     }
 }
