@@ -73,6 +73,21 @@ import Testing
         }
     }
 
+    /// What a client's replica answers for `query` over `collection`'s stored records (`RecordQuery`, the evaluator
+    /// server and client share), page after page.
+    static func replicaPages(_ store: AnyStore, _ collection: String, _ query: SearchQuery) throws -> [UUID] {
+        let stored = try store.search(collection, SearchQuery(limit: 1000)).records
+        let items = try stored.map { RecordQuery.Item(envelope: $0.envelope, data: try $0.decodedData()) }
+        var query = query
+        var ids: [UUID] = []
+        while true {
+            let page = try RecordQuery.search(items, collection: collection, query)
+            ids += page.items.map(\.envelope.id)
+            guard let next = page.nextCursor else { return ids }
+            query.cursor = next
+        }
+    }
+
     @Test(arguments: StoreKind.allCases) func mixedKindsSortAndPageByTheRule(_ kind: StoreKind) throws {
         try withStore(kind) { store in
             var records: [(UUID, JSONObject)] = []
@@ -94,6 +109,9 @@ import Testing
                     for limit in [1, 2, 3, 5] {
                         #expect(try Self.pages(store, "mixed", SearchQuery(sort: sort, limit: limit)) == expected,
                                 "\(label), pages of \(limit)")
+                        #expect(
+                            try Self.replicaPages(store, "mixed", SearchQuery(sort: sort, limit: limit)) == expected,
+                            "\(label), a replica's pages of \(limit)")
                     }
                 }
             }
@@ -130,6 +148,7 @@ import Testing
                     let whole = try store.search("nul", SearchQuery(sort: sort, limit: 100))
                     #expect(whole.records.map(\.id) == expected, "descending \(descending), indexed \(indexed)")
                     #expect(try Self.pages(store, "nul", SearchQuery(sort: sort, limit: 2)) == expected)
+                    #expect(try Self.replicaPages(store, "nul", SearchQuery(sort: sort, limit: 2)) == expected)
                 }
             }
         }
@@ -148,6 +167,12 @@ import Testing
                 [], ["a": []], ["k": 1], [:],
             ]
             #expect(groups.map(\.key) == expected)
+            // A client's replica groups the same records the same way (RecordQuery).
+            let stored = try store.search("mixed", SearchQuery(limit: 1000)).records
+            let items = try stored.map { RecordQuery.Item(envelope: $0.envelope, data: try $0.decodedData()) }
+            let local = RecordQuery.group(items, field: try FieldPath("v"), filter: nil, text: nil, perGroup: 10)
+            #expect(local.map(\.key) == expected)
+            #expect(local.map(\.count) == groups.map(\.count))
             let counts = Dictionary(uniqueKeysWithValues: groups.map { ($0.key.bytes, $0.count) })
             #expect(counts[JSON.null.bytes] == 2 && counts[JSON.int(1).bytes] == 3)
             #expect(counts[JSON.bool(true).bytes] == 1)
