@@ -11,21 +11,13 @@ import Testing
 @Suite(.serialized, .timeLimit(.minutes(20))) struct SignInTests {
     /// An in-process server keeping accounts (cheap hashes), with the admin token "admin-secret".
     static func withAccountsServer<T>(_ body: (Int) throws -> T) throws -> T {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-bench-test-\(UUID())")
-        defer { try? FileManager.default.removeItem(at: directory) }
-        var configuration = ServerConfiguration()
-        configuration.port = 0
-        configuration.dataDirectory = directory.appendingPathComponent("data").path
-        configuration.logLevel = .error
-        var settings = PasswordAccountSettings()
-        settings.hashParameters = .init(iterations: 1, memoryKiB: 64, parallelism: 1)
-        settings.limits.signUpAllowed = true
-        configuration.passwordAccounts = settings
-        configuration.token = "admin-secret"
-        let server = try LarderServer(configuration: configuration)
-        let port = try server.start()
-        defer { server.shutdown() }
-        return try body(port)
+        try withLarderServer(configure: { configuration in
+            var settings = PasswordAccountSettings()
+            settings.hashParameters = .init(iterations: 1, memoryKiB: 64, parallelism: 1)
+            settings.limits.signUpAllowed = true
+            configuration.passwordAccounts = settings
+            configuration.token = "admin-secret"
+        }, body)
     }
 
     static func signUp(_ port: Int, _ email: String) throws {

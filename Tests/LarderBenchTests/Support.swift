@@ -12,7 +12,9 @@ import Testing
 import LarderSync
 
 /// Runs `body` with an in-process Larder server on a free port over a fresh data directory.
-func withLarderServer<T>(socketPath: String? = nil, _ body: (Int) throws -> T) throws -> T {
+func withLarderServer<T>(
+    socketPath: String? = nil, configure: (inout ServerConfiguration) -> Void = { _ in }, _ body: (Int) throws -> T
+) throws -> T {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-bench-test-\(UUID())")
     defer { try? FileManager.default.removeItem(at: directory) }
     var configuration = ServerConfiguration()
@@ -20,6 +22,7 @@ func withLarderServer<T>(socketPath: String? = nil, _ body: (Int) throws -> T) t
     configuration.dataDirectory = directory.appendingPathComponent("data").path
     configuration.logLevel = .error
     configuration.socketPath = socketPath
+    configure(&configuration)
     let server = try LarderServer(configuration: configuration)
     let port = try server.start()
     defer { server.shutdown() }
