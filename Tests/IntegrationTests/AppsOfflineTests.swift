@@ -125,13 +125,7 @@ import Testing
 
     @Test(arguments: ServerStore.allCases) func studentRegisterOffline(_ store: ServerStore) async throws {
         typealias Student = AppsTests.Student
-        let students = [
-            Student(name: "张三", birthday: "2000-01-01", score: "92", address: "北京市海淀区中关村大街1号"),
-            Student(name: "李四", birthday: "2001-03-15", score: "85", address: "上海市浦东新区世纪大道100号"),
-            Student(name: "Hedon", birthday: "1999-11-11", score: "78", address: "Guangzhou Tianhe Road 208"),
-            Student(name: "王五", birthday: "2002-07-07", score: "66", address: "北京市朝阳区建国路88号"),
-            Student(name: "北京 Fan", birthday: "2003-03-03", score: "70", address: "Taipei"),
-        ]
+        let students = AppsTests.students
         let searches: [(String, [Field]?, [String])] = [
             ("北京", [Field("address")], ["张三", "王五"]), ("北京", [Field("name")], ["北京 Fan"]),
             ("北京", nil, ["张三", "王五", "北京 Fan"]), ("hedon", nil, ["Hedon"]), ("TIANHE", [Field("address")], ["Hedon"]),

@@ -251,6 +251,15 @@ final class AppServer: @unchecked Sendable {
 
     enum Scope { case all, name, address }
 
+    /// The student register's records, in the order they are added.
+    static let students = [
+        Student(name: "张三", birthday: "2000-01-01", score: "92", address: "北京市海淀区中关村大街1号"),
+        Student(name: "李四", birthday: "2001-03-15", score: "85", address: "上海市浦东新区世纪大道100号"),
+        Student(name: "Hedon", birthday: "1999-11-11", score: "78", address: "Guangzhou Tianhe Road 208"),
+        Student(name: "王五", birthday: "2002-07-07", score: "66", address: "北京市朝阳区建国路88号"),
+        Student(name: "北京 Fan", birthday: "2003-03-03", score: "70", address: "Taipei"),
+    ]
+
     @Test(arguments: AppBackend.allCases, ServerStore.allCases)
     func studentRegisterSearchScopes(_ backend: AppBackend, _ store: ServerStore) async throws {
         let server = try AppServer(backend, store)
@@ -258,13 +267,7 @@ final class AppServer: @unchecked Sendable {
         let client = server.client()
         defer { client.close() }
         let register = client.collection("students", of: Student.self)
-        let students = [
-            Student(name: "张三", birthday: "2000-01-01", score: "92", address: "北京市海淀区中关村大街1号"),
-            Student(name: "李四", birthday: "2001-03-15", score: "85", address: "上海市浦东新区世纪大道100号"),
-            Student(name: "Hedon", birthday: "1999-11-11", score: "78", address: "Guangzhou Tianhe Road 208"),
-            Student(name: "王五", birthday: "2002-07-07", score: "66", address: "北京市朝阳区建国路88号"),
-            Student(name: "北京 Fan", birthday: "2003-03-03", score: "70", address: "Taipei"),
-        ]
+        let students = AppsTests.students
         var stored: [Stored<Student>] = []
         for student in students { stored.append(try await register.create(student)) }
         /// Names in the order the search gives them (creation order, the app's list order).
