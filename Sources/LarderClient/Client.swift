@@ -112,6 +112,38 @@ public final class LarderClient: Sendable {
     /// The keys of this client's writes: time-ordered, so that the server stores each at the end of its index of keys
     /// rather than on a random page.
     private let requestKeys = Locked(TimeOrderedUUIDGenerator())
+    /// The highest sequence number this client has seen in an answer (`seenSeq`).
+    private let highestSeq = Locked<Int64>(0)
+
+    /// The highest sequence number this client has seen: the newest change among its writes' answers and its GETs'
+    /// (Protocol.md section 5.1). Every GET carries it as `afterSeq`, so that whichever server answers, the answer
+    /// reflects every write this client made and nothing older than what it already read: read-your-writes and
+    /// monotonic reads across servers that share one PostgreSQL, with their read caches on.
+    ///
+    /// ```swift
+    /// let written = try await client.create("notes", ["text": "hello"])
+    /// let seen = client.seenSeq  // a web app may hand this to the client that serves the user's next request
+    /// ```
+    public var seenSeq: Int64 { highestSeq.withLock { $0 } }
+
+    /// Raises `seenSeq` to `seq` (never lowers it): for an app that hands what one client has seen to another, so that
+    /// the other's reads reflect it too (for instance a sequence number kept in a web session between requests).
+    ///
+    /// ```swift
+    /// other.advanceSeq(to: client.seenSeq)
+    /// let fresh = try await other.get("notes", id: written.id)  // reflects the write, whichever server answers
+    /// ```
+    public func advanceSeq(to seq: Int64) {
+        highestSeq.withLock { $0 = max($0, seq) }
+    }
+
+    /// The answers that carry `seq` (Protocol.md section 5.1).
+    static func carriesSeq(_ opcode: Opcode) -> Bool {
+        switch opcode {
+        case .create, .replace, .patch, .delete, .dropCollection, .get: true
+        default: false
+        }
+    }
 
     /// A client for the server described by `configuration`; nothing connects until the first request.
     public init(configuration: Configuration) {
@@ -313,6 +345,10 @@ public final class LarderClient: Sendable {
         while true {
             let connection = try await connection()
             var json = jsonBytes
+            if opcode == .get, connection.hello?.limits.afterSeqWaitMs != nil {
+                let seen = seenSeq
+                if seen > 0 { json = SeqMember.appending(seen, name: SeqMember.afterSeq, to: json) }
+            }
             if let key, connection.hello?.limits.requestKeyRetentionMs != nil {
                 json = LarderClient.keyed(jsonBytes, key)
                 wasKeyed = true
@@ -328,9 +364,11 @@ public final class LarderClient: Sendable {
             }
             attempts! -= 1
             do throws(LarderError) {
-                return try await connection.call(
+                let answer = try await connection.call(
                     opcode, json: json, binary: binary, timeout: timeout ?? configuration.requestTimeout,
                     progress: progress, enqueued: enqueued)
+                if LarderClient.carriesSeq(opcode), let (_, seq) = SeqMember.trailing(answer.json) { advanceSeq(to: seq) }
+                return answer
             } catch {
                 guard attempts! > 0, error.status == .unavailable, error.details["sent"] != nil else { throw error }
             }

@@ -105,6 +105,7 @@ public final class LarderServer: Sendable {
         if let url = configuration.postgresURL {
             let store = try PostgresStore(
                 url: url, configuration: storeConfiguration, timeoutMs: configuration.postgresTimeoutMs)
+            if let gate = hooks.follower { store.holdFollower { gate.pass() } }
             self.init(configuration: configuration, store: store, hooks: hooks)
             return
         }
@@ -180,14 +181,14 @@ public final class LarderServer: Sendable {
             router: router, stats: stats, logger: logger, machineConfiguration: machine, accounts: accounts,
             backups: backups)
         let lastChangeSeq = store.lastChangeSeq
-        // On a store other servers write too, a cached answer could be stale the moment another server acknowledges
-        // a write (read-your-writes across servers): no cache there. BENCHMARKS.md measures what it would have saved.
-        let readCacheBytes = store.isShared ? 0 : configuration.readCacheBytes
+        // On a store other servers write too, a cached answer is current as far as this server has applied the
+        // shared log: a GET with `afterSeq` waits for that (`Shard.sharedGet`).
+        let readCacheBytes = configuration.readCacheBytes
         shards = (0..<max(1, configuration.ioQueues)).map {
             Shard(
                 index: $0, configuration: machine, store: store, stats: stats,
                 readCacheBytes: readCacheBytes / max(1, configuration.ioQueues), publishedSeq: lastChangeSeq,
-                maxInboxChanges: configuration.maxInboxChanges)
+                maxInboxChanges: configuration.maxInboxChanges, afterSeqWaitMs: configuration.limits.afterSeqWaitMs ?? 0)
         }
         let hub = WatchHub(shards: shards)
         self.hub = hub
@@ -353,7 +354,7 @@ public final class LarderServer: Sendable {
                 return context.stats.prometheus(
                     now: DispatchTime.now().uptimeNanoseconds, store: storeStats, watchLagChanges: lag,
                     pool: context.router.pool.snapshot, version: LarderServer.version,
-                    schemaWarnings: store.schemaWarnings)
+                    schemaWarnings: store.schemaWarnings, followerLag: store.followerLag)
             },
             unhealthy: { [weak self] in
                 guard let self else { return "the server has stopped" }

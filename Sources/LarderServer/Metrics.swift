@@ -71,7 +71,7 @@ extension ServerStats {
 // Protocol.md's STATS answer.
     func prometheus(
         now: UInt64, store: StoreStats?, watchLagChanges: Int, pool: WorkPool.Snapshot, version: String,
-        schemaWarnings: [String: Int] = [:]
+        schemaWarnings: [String: Int] = [:], followerLag: FollowerLag? = nil
     ) -> String {
         let (s, hits, misses) = current
         var m = MetricsText()
@@ -118,6 +118,25 @@ extension ServerStats {
         m.sample("larder_read_cache_hits_total", hits)
         m.family("larder_read_cache_misses_total", "counter", "GETs that read the store.")
         m.sample("larder_read_cache_misses_total", misses)
+        let waits = afterSeq
+        m.family(
+            "larder_after_seq_waits_total", "counter",
+            "GETs with afterSeq that waited for this server to apply the change log that far.")
+        m.sample("larder_after_seq_waits_total", waits.waits)
+        m.family(
+            "larder_after_seq_fell_through_total", "counter",
+            "GETs with afterSeq that read the database because the change log was not applied that far in time.")
+        m.sample("larder_after_seq_fell_through_total", waits.fellThrough)
+        if let followerLag {
+            m.family(
+                "larder_follower_lag_changes", "gauge",
+                "Changes other servers committed to the shared log that this server has not applied yet.")
+            m.sample("larder_follower_lag_changes", Double(followerLag.changes))
+            m.family(
+                "larder_follower_lag_seconds", "gauge",
+                "Seconds since this server first knew of a change in the shared log it has not applied yet.")
+            m.sample("larder_follower_lag_seconds", Double(followerLag.ms) / 1000)
+        }
 
         m.family("larder_watch_subscriptions", "gauge", "Change-feed subscriptions open now.")
         m.sample("larder_watch_subscriptions", s.watchesOpen)

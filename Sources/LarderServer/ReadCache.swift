@@ -7,12 +7,21 @@ import Synchronization
 /// document is served without a B-tree lookup: SQLite was a third of the server's CPU time on a GET load
 /// (BENCHMARKS.md). Loop-only, bounded in bytes, first in first out.
 ///
-/// Never stale. Every committed change reaches every shard's inbox on the writer's thread before the writer
-/// acknowledges the write (`Shard.publish`), and a lookup first applies whatever the inbox holds, so a GET sent after
-/// an acknowledgement never finds the old answer. An answer read from the store is kept only if no change arrived
-/// while it was being read. It assumes this process is the only writer of its data directory (`--read-cache-bytes 0`
-/// turns it off).
+/// Never stale as far as the shard has applied the change log. Every committed change reaches every shard's inbox
+/// before the write that made it is acknowledged by this server (`Shard.publish`), and a lookup first applies whatever
+/// the inbox holds, so a GET sent after an acknowledgement never finds the old answer. An answer read from the store is
+/// kept only if no change arrived while it was being read: then every change to it that the shard applies later
+/// removes it. On a database other servers write too (PostgreSQL), their changes arrive when this server's follower
+/// reads them from the shared log: an entry is current through the shard's `publishedSeq` (and through the `seq` it
+/// was read at, when that is newer), which is what `Shard.sharedGet` holds a GET with `afterSeq` to.
+/// `--read-cache-bytes 0` turns it off.
 struct ReadCache {
+    /// A cached answer and a sequence number at or after the change that wrote it (0 when not known).
+    struct Entry {
+        var json: [UInt8]
+        var seq: Int64
+    }
+
     struct Key: Hashable {
         var collection: String
         var id: UUID
@@ -28,7 +37,7 @@ struct ReadCache {
     }
 
     let maxBytes: Int
-    private var entries: [Key: [UInt8]] = [:]
+    private var entries: [Key: Entry] = [:]
     /// Insertion order for eviction; may hold keys already invalidated (skipped), compacted when it grows.
     private var order: [Key] = []
     private var orderHead = 0
@@ -39,13 +48,13 @@ struct ReadCache {
     var isEnabled: Bool { maxBytes > 0 }
     var count: Int { entries.count }
 
-    func get(_ key: Key) -> [UInt8]? { entries[key] }
+    func get(_ key: Key) -> Entry? { entries[key] }
 
-    mutating func insert(_ key: Key, _ json: [UInt8]) {
+    mutating func insert(_ key: Key, _ json: [UInt8], seq: Int64 = 0) {
         let size = json.count + 64
         guard size <= maxBytes / 8 else { return }
-        if let old = entries.updateValue(json, forKey: key) {
-            bytes -= old.count + 64
+        if let old = entries.updateValue(Entry(json: json, seq: seq), forKey: key) {
+            bytes -= old.json.count + 64
         } else {
             order.append(key)
         }
@@ -53,7 +62,7 @@ struct ReadCache {
         while bytes > maxBytes && orderHead < order.count {
             let victim = order[orderHead]
             orderHead += 1
-            if let removed = entries.removeValue(forKey: victim) { bytes -= removed.count + 64 }
+            if let removed = entries.removeValue(forKey: victim) { bytes -= removed.json.count + 64 }
         }
         if orderHead > 1024 && orderHead * 2 > order.count {
             order.removeFirst(orderHead)
@@ -63,7 +72,7 @@ struct ReadCache {
 
     mutating func invalidate(_ key: Key) {
         guard let removed = entries.removeValue(forKey: key) else { return }
-        bytes -= removed.count + 64
+        bytes -= removed.json.count + 64
         // Keys invalidated stay in `order`; keep it within a few times the live entries.
         if order.count - orderHead > 4 * entries.count + 4096 {
             order = Array(order[orderHead...].filter { entries[$0] != nil })
@@ -114,9 +123,9 @@ final class CachedPointReads: PointReads {
         guard name.withUTF8({ $0.allSatisfy { $0 < 0x80 } }) else { return try reads.getJSON(collection, id: id) }
         let key = ReadCache.Key(collection: collection, id: id)
         let published = shard.applyPublishedChanges()
-        if let json = shard.readCache.get(key) {
+        if let entry = shard.readCache.get(key) {
             shard.cacheHits += 1
-            return json
+            return entry.json
         }
         shard.cacheMisses += 1
         let json = try reads.getJSON(collection, id: id)

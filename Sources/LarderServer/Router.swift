@@ -172,7 +172,7 @@ package final class Router: Sendable {
                         return completion(reply(to: frame, .failure(error)))
                     }
                     let done: @Sendable (Result<([UInt8], [UInt8]), LarderError>) -> Void = { [self] result in
-                        completion(reply(to: frame, result))
+                        completion(reply(to: frame, sequenced(frame, result)))
                     }
                     // A CREATE, REPLACE, PATCH or DELETE is one write that checks before it changes anything.
                     if Router.isSingleWrite(frame.opcode) {

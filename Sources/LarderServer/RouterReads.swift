@@ -6,8 +6,19 @@ import LarderWire
 // The reads, run on the work pool (point reads also inline on the event loop), and how a page of records is written.
 extension Router {
     private func get(_ request: GetRequest, _ reads: (any PointReads)?) throws(LarderError) -> ([UInt8], [UInt8]) {
-        if let reads { return (try reads.getJSON(request.collection, id: request.id), []) }
-        return (try store.get(request.collection, id: request.id).bytes, [])
+        guard request.afterSeq != nil else {
+            if let reads { return (try reads.getJSON(request.collection, id: request.id), []) }
+            return (try store.get(request.collection, id: request.id).bytes, [])
+        }
+        // Every change this server answered is applied before its answer, and the database read is current: the
+        // answer reflects `afterSeq`, and says through which number (Protocol.md section 5.1).
+        if let reads, !store.isShared {
+            let json = try reads.getJSON(request.collection, id: request.id)
+            return (SeqMember.appending(store.lastChangeSeq, to: json), [])
+        }
+        let read = try store.getSequenced(request.collection, id: request.id)
+        guard let record = read.record else { throw StoreRules.notFound(request.collection, request.id) }
+        return (SeqMember.appending(read.seq, to: record.bytes), [])
     }
 
     private func blobHead(_ request: BlobIDRequest, _ reads: (any PointReads)?, _ collections: Set<String>?)
@@ -124,6 +135,12 @@ extension Router {
                     "cpuMicros": .int(storeStats.writer.cpuMicros),
                 ]),
             ])
+            if let lag = store.followerLag {
+                json["follower"] = .object([
+                    "appliedSeq": .int(lag.appliedSeq), "knownSeq": .int(lag.knownSeq),
+                    "lagChanges": .int(lag.changes), "lagMs": .int(lag.ms),
+                ])
+            }
             json["thumbnails"] = .object(stats.thumbnailsJSON(stored: try store.thumbnailCount()))
             var warnings = JSONObject()
             for (collection, count) in store.schemaWarnings.sorted(by: { $0.key < $1.key }) {

@@ -205,7 +205,7 @@ extension Router {
             return done(.failure(error))
         }
         guard case .body(let body, let retriable) = write else {
-            if case .answered(let stored) = write { done(.success((stored, []))) }
+            if case .answered(let stored) = write { done(sequenced(frame, .success((stored, [])))) }
             return
         }
         store.submitSingleWrite(body) { [self] result in
@@ -216,7 +216,7 @@ extension Router {
             {
                 return
             }
-            done(result)
+            done(sequenced(frame, result))
         }
     }
 

@@ -51,7 +51,20 @@ extension Router {
         } catch {
             return completion(reply(to: frame, .failure(error)))
         }
-        store.submitSingleWrite(body) { [self] result in completion(reply(to: frame, result)) }
+        store.submitSingleWrite(body) { [self] result in completion(reply(to: frame, sequenced(frame, result))) }
+    }
+
+    /// A document write's (or DROP_COLLECTION's) answer with `seq`, the newest change this server's writes have
+    /// committed or its follower has applied: called as the write is answered, so it is at or after the write's own
+    /// change (Protocol.md section 5.1). A client sends the highest it has seen as a GET's `afterSeq`. A retry answered
+    /// from its request key gets the answering server's number too, not the one the first answer carried.
+    func sequenced(_ frame: Frame, _ result: Result<([UInt8], [UInt8]), LarderError>)
+        -> Result<([UInt8], [UInt8]), LarderError>
+    {
+        guard Router.isSingleWrite(frame.opcode) || frame.opcode == .dropCollection,
+            case .success(let (json, binary)) = result
+        else { return result }
+        return .success((SeqMember.appending(max(store.writtenSeq, store.lastChangeSeq), to: json), binary))
     }
 
     /// BLOB_DELETE by a token limited to `collections`: the blob goes only when it is attached to one of them; any

@@ -306,6 +306,15 @@ final class ServerConnection: EventLoopHandler, @unchecked Sendable {
     /// Runs `frame` where its plan says; every way ends in `finish`.
     private func run(_ frame: Frame, started: UInt64) {
         let router = context.router
+        if frame.opcode == .get, router.store.isShared, frame.binary.isEmpty,
+            let request = GetRequest.fast(frame.json) ?? (try? GetRequest(json: frame.jsonObject()))
+        {
+            // On a database other servers write too: the read cache when current, else a batched database read.
+            shard.sharedGet(request) { [self] result in
+                finish(Answer(reply: router.reply(to: frame, result.map { ($0, []) }), started: started))
+            }
+            return
+        }
         switch RequestPlan(for: frame, pointReadsAreLocal: router.pointReadsAreLocal, laneIsBusy: laneWrites.isBusy) {
         case .inline:
             let reply = router.answerInline(frame, reads: shard.pointReads, collections: machine.grant?.collections)

@@ -9,11 +9,15 @@ package struct ServerHooks: Sendable, Equatable {
     /// Every BACKUP waits here inside its snapshot's read transaction, so a test can write while a backup is surely in
     /// progress.
     package var backup: TestGate?
+    /// On PostgreSQL, the change follower waits here before each read of the shared log, so a test can hold a server
+    /// behind the others.
+    package var follower: TestGate?
 
     /// Hooks at the gates given; none by default.
-    package init(search: TestGate? = nil, start: TestGate? = nil, backup: TestGate? = nil) {
+    package init(search: TestGate? = nil, start: TestGate? = nil, backup: TestGate? = nil, follower: TestGate? = nil) {
         self.search = search
         self.start = start
         self.backup = backup
+        self.follower = follower
     }
 }

@@ -31,7 +31,7 @@ final class Shard: EventLoopHandler, @unchecked Sendable {
 
     /// The point reads (GET, BLOB_HEAD) answered on `loop` during one turn share one read snapshot of the store while
     /// nothing commits; it is given back at the end of the turn, before the loop waits again.
-    private let store: Router.Store
+    let store: Router.Store
     @exclusivity(unchecked) private var turnReads: (any PointReads)?
     @exclusivity(unchecked) var turnReadsOpen = false
 
@@ -113,17 +113,29 @@ final class Shard: EventLoopHandler, @unchecked Sendable {
             turnReads?.end()
         }
         flushStats()
-        if cacheHits | cacheMisses != 0 {
-            stats.readCache(hits: cacheHits, misses: cacheMisses)
+        if cacheHits | cacheMisses | afterSeqWaits | afterSeqFallThroughs != 0 {
+            stats.readCache(hits: cacheHits, misses: cacheMisses, waits: afterSeqWaits, fellThrough: afterSeqFallThroughs)
             cacheHits = 0
             cacheMisses = 0
+            afterSeqWaits = 0
+            afterSeqFallThroughs = 0
         }
     }
 
+    /// The longest a GET with `afterSeq` waits for the shard to apply the change log that far (`sharedGet`).
+    let afterSeqWaitMs: Int
+    /// GETs waiting for the change log (only on `loop`), and whether a timer is set to end their wait.
+    @exclusivity(unchecked) var sharedGetWaiters: [SharedGetWaiter] = []
+    /// GETs that waited for the change log, and those of them that then read the database (for STATS).
+    @exclusivity(unchecked) var afterSeqWaits = 0
+    @exclusivity(unchecked) var afterSeqFallThroughs = 0
+
     init(
         index: Int, configuration: ConnectionStateMachine.Configuration, store: Router.Store, stats: ServerStats,
-        readCacheBytes: Int = 0, publishedSeq: Int64 = 0, maxInboxChanges: Int = Shard.defaultMaxInboxChanges
+        readCacheBytes: Int = 0, publishedSeq: Int64 = 0, maxInboxChanges: Int = Shard.defaultMaxInboxChanges,
+        afterSeqWaitMs: Int = 0
     ) {
+        self.afterSeqWaitMs = afterSeqWaitMs
         self.maxInboxChanges = max(1, maxInboxChanges)
         inbox = Locked(ChangeInbox(limit: maxInboxChanges))
         self.store = store
@@ -160,6 +172,8 @@ final class Shard: EventLoopHandler, @unchecked Sendable {
 
     /// On `loop`: every change published so far, in commit order, to every live subscription of the shard.
     private func drain() {
+        // Once this drain's changes have reached the subscriptions: a GET that goes on may drain again.
+        defer { if !sharedGetWaiters.isEmpty { resumeSharedGets() } }
         let current = published.load(ordering: .acquiring)
         let (entries, dropped) = inbox.withLock { $0.take() }
         // Every batch counted in `current` was in the inbox before it was counted, so it is in `entries` (or was

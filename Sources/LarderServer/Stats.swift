@@ -67,10 +67,23 @@ package final class ServerStats: Sendable {
     private let thumbnailsFromCache = Atomic<Int>(0)
     let startedAt: UInt64
 
-    /// GETs answered from an event loop's read cache, and those that read the store (added once per loop turn).
-    package func readCache(hits: Int, misses: Int) {
+    private let afterSeqWaits = Atomic<Int>(0)
+    private let afterSeqFallThroughs = Atomic<Int>(0)
+
+    /// GETs answered from an event loop's read cache, and those that read the store; GETs with `afterSeq` that waited
+    /// for the change log, and those of them that then read the database (added once per loop turn).
+    package func readCache(hits: Int, misses: Int, waits: Int = 0, fellThrough: Int = 0) {
         cacheHits.add(hits, ordering: .relaxed)
         cacheMisses.add(misses, ordering: .relaxed)
+        if waits | fellThrough != 0 {
+            afterSeqWaits.add(waits, ordering: .relaxed)
+            afterSeqFallThroughs.add(fellThrough, ordering: .relaxed)
+        }
+    }
+
+    /// GETs with `afterSeq` that waited for the change log, and those that then read the database.
+    package var afterSeq: (waits: Int, fellThrough: Int) {
+        (afterSeqWaits.load(ordering: .relaxed), afterSeqFallThroughs.load(ordering: .relaxed))
     }
 
     package init(now: UInt64) { startedAt = now }
@@ -242,6 +255,8 @@ package final class ServerStats: Sendable {
             "readCache": .object([
                 "hits": .int(Int64(cacheHits.load(ordering: .relaxed))),
                 "misses": .int(Int64(cacheMisses.load(ordering: .relaxed))),
+                "afterSeqWaits": .int(Int64(afterSeqWaits.load(ordering: .relaxed))),
+                "afterSeqFellThrough": .int(Int64(afterSeqFallThroughs.load(ordering: .relaxed))),
             ]),
             "watch": .object([
                 "subscriptions": .int(Int64(s.watchesOpen)), "started": .int(Int64(s.watchesTotal)),

@@ -229,6 +229,26 @@ public protocol WriteContext {
     func deleteSessions(account id: String, keeping: [UInt8]?) throws(LarderError) -> Int
 }
 
+/// How far a server is behind a change log that other servers write too.
+public struct FollowerLag: Sendable, Equatable {
+    /// The newest change this server has applied (published to its subscribers and read cache).
+    public var appliedSeq: Int64
+    /// The newest change it knows was committed (its own writes, other servers' notifications).
+    public var knownSeq: Int64
+    /// Milliseconds since it first knew of a change it has not applied yet; 0 when it has applied all it knows of.
+    public var ms: Int64
+
+    /// A lag with these members.
+    public init(appliedSeq: Int64, knownSeq: Int64, ms: Int64) {
+        self.appliedSeq = appliedSeq
+        self.knownSeq = knownSeq
+        self.ms = ms
+    }
+
+    /// Changes known and not yet applied.
+    public var changes: Int64 { max(0, knownSeq - appliedSeq) }
+}
+
 /// Documents: create, read, search and write JSON records in named collections.
 ///
 /// Collection names match `^[A-Za-z][A-Za-z0-9_-]{0,63}$` (a letter, then up to 63 letters, digits, `_` or `-`);
@@ -242,8 +262,22 @@ public protocol DocumentStore: Sendable {
     /// answer GET and BLOB_HEAD on its event loops; false when each one waits on the network (PostgreSQL).
     var pointReadsAreLocal: Bool { get }
     /// Whether other processes may write the same data (PostgreSQL shared by several servers): this process then
-    /// keeps no copy of a document to answer from, since nothing tells it in time that another server changed it.
+    /// learns of their changes from the shared change log, some time after they commit (`followerLag`), so a copy it
+    /// keeps is current only as far as it has applied that log.
     var isShared: Bool { get }
+    /// Reads document `id` without holding the calling thread: `completion`, on any thread, gets the record (nil when
+    /// absent) with a sequence number at or after the change that wrote it (`SequencedRead`). Errors that name the
+    /// request (a bad collection name) are its own; a failed round trip fails every read it carried.
+    func submitGet(
+        _ collection: String, id: UUID, completion: @escaping @Sendable (Result<SequencedRead, LarderError>) -> Void)
+    /// `submitGet` on the calling thread.
+    func getSequenced(_ collection: String, id: UUID) throws(LarderError) -> SequencedRead
+    /// The newest change this process's writes committed (they are answered after it): the sequence number a write's
+    /// answer carries (Protocol.md section 5.1).
+    var writtenSeq: Int64 { get }
+    /// How far this server is behind the change log that other servers write too; nil for a store no other process
+    /// writes.
+    var followerLag: FollowerLag? { get }
     /// Found records in the order of `ids` (duplicates answered once), and the ids that do not exist.
     func getMany(_ collection: String, ids: [UUID]) throws(LarderError) -> (records: [StoredRecord], missing: [UUID])
     /// Records in creation order; `cursor` comes from a previous page's `nextCursor`.
@@ -325,6 +359,23 @@ public protocol DocumentStore: Sendable {
 }
 
 extension DocumentStore {
+    public func submitGet(
+        _ collection: String, id: UUID, completion: @escaping @Sendable (Result<SequencedRead, LarderError>) -> Void
+    ) {
+        completion(Result { () throws(LarderError) in try getSequenced(collection, id: id) })
+    }
+
+    public func getSequenced(_ collection: String, id: UUID) throws(LarderError) -> SequencedRead {
+        let seq = lastChangeSeq
+        do throws(LarderError) {
+            return SequencedRead(record: try get(collection, id: id), seq: seq)
+        } catch where error.status == .notFound {
+            return SequencedRead(record: nil, seq: seq)
+        }
+    }
+
+    public var writtenSeq: Int64 { lastChangeSeq }
+    public var followerLag: FollowerLag? { nil }
     public var pointReadsAreLocal: Bool { true }
     public var isShared: Bool { false }
     public var snapshots: (any SnapshotStore)? { nil }

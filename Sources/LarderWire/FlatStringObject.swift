@@ -58,6 +58,12 @@ extension GetRequest {
     /// `{"collection": "…", "id": "…"}` in its plain form, or nil: then use `init(json:)`, which gives the same
     /// request or the error.
     package static func fast(_ json: [UInt8]) -> GetRequest? {
+        // `afterSeq` as a client writes it, last: the rest read as a plain object.
+        if let (start, value) = SeqMember.trailing(json, name: SeqMember.afterSeq) {
+            guard var request = fast(Array(json[..<start]) + [UInt8(ascii: "}")]) else { return nil }
+            request.afterSeq = value
+            return request
+        }
         guard let (collectionRange, idRange) = FlatStringObject.members(json, "collection", "id"), let idRange,
             collectionRange.count <= 256, let id = FlatStringObject.uuid(json, idRange),
             let collection = FlatStringObject.string(json, collectionRange)

@@ -46,6 +46,10 @@ public struct Limits: Sendable, Equatable {
     /// Milliseconds a server keeps a write's `requestKey` with its answer (Protocol.md section 5.10): a retry within it
     /// with the same key answers the first write's answer and applies nothing. Nil when the server takes no keys.
     public var requestKeyRetentionMs: Int? = 86_400_000
+    /// The most milliseconds a read that carries `afterSeq` waits for this server to apply the change log that far
+    /// before it reads the database instead (Protocol.md section 5.1); 0 reads the database at once. Nil when the
+    /// server does not take `afterSeq` (one that announces no such limit).
+    public var afterSeqWaitMs: Int? = 10
     /// On a server that accepts ID tokens: the milliseconds of clock difference tolerated on a token's `exp` and
     /// `nbf`. Absent (nil) on a server that accepts none.
     public var oidcLeewayMs: Int?
@@ -100,6 +104,7 @@ public struct Limits: Sendable, Equatable {
             "maxThumbnailSourcePixels": .int(Int64(maxThumbnailSourcePixels)),
             "thumbnailSizes": .array(thumbnailSizes.map { .int(Int64($0)) }),
         ]
+        if let afterSeqWaitMs { object["afterSeqWaitMs"] = .int(Int64(afterSeqWaitMs)) }
         if let requestKeyRetentionMs { object["requestKeyRetentionMs"] = .int(Int64(requestKeyRetentionMs)) }
         if let oidcLeewayMs { object["oidcLeewayMs"] = .int(Int64(oidcLeewayMs)) }
         for (name, value) in schema.named { object[name] = .int(Int64(value)) }
@@ -129,6 +134,7 @@ public struct Limits: Sendable, Equatable {
         try reader.limit("maxUploadBytesPerToken", into: &maxUploadBytesPerToken)
         try reader.limit("maxQueuedWork", into: &maxQueuedWork)
         try reader.limit("maxThumbnailSourcePixels", into: &maxThumbnailSourcePixels)
+        afterSeqWaitMs = try reader.optionalInt("afterSeqWaitMs", range: 0...Int64.max).map { Int(clamping: $0) }
         for (name, _) in SchemaLimits.default.named {
             if let v = try reader.optionalInt(name, range: 0...Int64.max) { _ = schema.set(name, Int(clamping: v)) }
         }

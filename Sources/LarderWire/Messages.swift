@@ -236,20 +236,28 @@ package struct CreateRequest: WireMessage, Equatable {
 package struct GetRequest: WireMessage, Equatable {
     package var collection: String
     package var id: UUID
+    /// The answer must reflect every change through this sequence number (the highest the client has seen).
+    package var afterSeq: Int64?
 
-    package init(collection: String, id: UUID) {
+    package init(collection: String, id: UUID, afterSeq: Int64? = nil) {
         self.collection = collection
         self.id = id
+        self.afterSeq = afterSeq
     }
 
     package init(json: JSONObject) throws(LarderError) {
         var r = FieldReader(json)
         collection = try collectionName(&r)
         id = try r.uuid("id")
+        afterSeq = try r.optionalInt("afterSeq", range: 0...Int64.max)
         try r.finish()
     }
 
-    package var json: JSONObject { ["collection": .string(collection), "id": .string(id.wireString)] }
+    package var json: JSONObject {
+        var o: JSONObject = ["collection": .string(collection), "id": .string(id.wireString)]
+        if let afterSeq { o["afterSeq"] = .int(afterSeq) }
+        return o
+    }
 }
 
 /// `GET_MANY`: up to 1,000 documents by id.

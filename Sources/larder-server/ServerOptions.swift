@@ -243,6 +243,13 @@ enum ServerOptions {
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
                     c.limits.requestKeyRetentionMs = try integer("request-key-retention-ms", v, min: 1, max: Int.max)
                 }),
+            Option(
+                name: "after-seq-wait-ms", env: envName("after-seq-wait-ms"), valueName: "N",
+                help: "a GET with afterSeq waits at most this long, in ms, for this server to apply the change log "
+                    + "that far, then reads the database (default \(l.afterSeqWaitMs ?? 0))",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.limits.afterSeqWaitMs = try integer("after-seq-wait-ms", v, min: 0, max: 60_000)
+                }),
             limit(
                 "max-upload-bytes", "declared bytes of all unfinished uploads together", l.maxUploadBytes,
                 \.maxUploadBytes),
@@ -345,7 +352,7 @@ enum ServerOptions {
                 }),
             Option(
                 name: "read-cache-bytes", env: "LARDER_SERVER_READ_CACHE_BYTES", valueName: "SIZE",
-                help: "recent GET answers kept in memory, 0 for none; none with --postgres (default "
+                help: "recent GET answers kept in memory, 0 for none (default "
                     + "\(ByteSize.format(d.readCacheBytes)))",
                 apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
                     c.readCacheBytes = try size("read-cache-bytes", v, min: 0, max: Int.max)

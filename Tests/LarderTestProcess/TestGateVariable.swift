@@ -5,4 +5,6 @@ public enum TestGateVariable {
     public static let search = "LARDER_TEST_SEARCH_GATE"
     /// The server waits at this gate before it opens its store.
     public static let start = "LARDER_TEST_START_GATE"
+    /// On PostgreSQL, the change follower waits at this gate before each read of the shared log.
+    public static let follower = "LARDER_TEST_FOLLOWER_GATE"
 }

@@ -13,4 +13,6 @@ func gate(_ variable: String) -> TestGate? {
     return TestGate(path: path)
 }
 ServerCommand.run(
-    hooks: ServerHooks(search: gate(TestGateVariable.search), start: gate(TestGateVariable.start)))
+    hooks: ServerHooks(
+        search: gate(TestGateVariable.search), start: gate(TestGateVariable.start),
+        follower: gate(TestGateVariable.follower)))

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import LarderIO
 import LarderSync
 import LarderWire
 
@@ -32,6 +33,12 @@ final class PGChangeFollower: @unchecked Sendable {
     private var closed = false  // under `lock`
     private var announceThrough: Int64 = 0  // under `lock`: the newest number committed here
     private var announced: Int64 = 0  // only on the follower's thread
+    /// The newest number known committed (here, or by a server that notified), and since when (monotonic ms) a known
+    /// number has not been published; under `lock`, for `lag`.
+    private var known: Int64 = 0
+    private var behindSince: UInt64?
+    /// Testing only: called before each read of the log (`holdFollower`); under `lock`.
+    private var hold: (@Sendable () -> Void)?
     /// A pipe that wakes the thread from its wait: a batch to announce, or `close`.
     private let wakeRead: Int32
     private let wakeWrite: Int32
@@ -57,7 +64,40 @@ final class PGChangeFollower: @unchecked Sendable {
     /// After a batch committed here with changes up to `seq`: the other servers are told soon, off the writer's path.
     func announce(_ seq: Int64) {
         lock.withLock { announceThrough = max(announceThrough, seq) }
+        noteKnown(seq)
         wakeUp()
+    }
+
+    func setHold(_ hold: @escaping @Sendable () -> Void) { lock.withLock { self.hold = hold } }
+
+    private func noteKnown(_ seq: Int64) {
+        let applied = core.feed.lastSeq
+        lock.withLock {
+            known = max(known, seq)
+            if known > applied && behindSince == nil { behindSince = monotonicMs() }
+        }
+    }
+
+    private func caughtUp() {
+        let applied = core.feed.lastSeq
+        lock.withLock {
+            known = min(known, applied)
+            behindSince = nil
+        }
+    }
+
+    /// How far the published changes are behind the newest number known committed.
+    func lag() -> FollowerLag {
+        let applied = core.feed.lastSeq
+        return lock.withLock {
+            guard known > applied else {
+                behindSince = nil
+                return FollowerLag(appliedSeq: applied, knownSeq: max(known, applied), ms: 0)
+            }
+            let since = behindSince ?? monotonicMs()
+            behindSince = since
+            return FollowerLag(appliedSeq: applied, knownSeq: known, ms: Int64(monotonicMs() &- since))
+        }
     }
 
     /// Stops the thread and waits for it.
@@ -126,7 +166,14 @@ final class PGChangeFollower: @unchecked Sendable {
                 let payloads = try current.notifications()
                 // A notification names the newest number its server committed: one published here needs no read.
                 let newest = payloads.map { Int64($0) ?? .max }.max() ?? 0
-                if timedOut || newest > core.feed.lastSeq { try PGChangeFollower.catchUp(core, current) }
+                if newest != .max { noteKnown(newest) }
+                if timedOut || newest > core.feed.lastSeq {
+                    lock.withLock { hold }?()
+                    try PGChangeFollower.catchUp(core, current)
+                    // Read to the log's end: whatever was known is applied. (A notification can name a number of
+                    // another database's log on the same channel: it must not count as lag for ever.)
+                    caughtUp()
+                }
             } catch {
                 connection = nil
             }

@@ -16,7 +16,26 @@ extension PostgresStore {
 
     public func get(_ collection: String, id: UUID) throws(LarderError) -> StoredRecord {
         try CollectionName.validate(collection)
-        return try readers.read { db throws(LarderError) in try PostgresStore.getRecord(db, collection, id) }
+        guard let record = try pointReadBatcher.read(collection, id).record else {
+            throw StoreRules.notFound(collection, id)
+        }
+        return record
+    }
+
+    public func getSequenced(_ collection: String, id: UUID) throws(LarderError) -> SequencedRead {
+        try CollectionName.validate(collection)
+        return try pointReadBatcher.read(collection, id)
+    }
+
+    public func submitGet(
+        _ collection: String, id: UUID, completion: @escaping @Sendable (Result<SequencedRead, LarderError>) -> Void
+    ) {
+        do throws(LarderError) {
+            try CollectionName.validate(collection)
+        } catch {
+            return completion(.failure(error))
+        }
+        pointReadBatcher.submit(.init(collection: collection, id: id, completion: completion))
     }
 
     static func getStatement(_ collection: String, _ id: UUID) -> PGStatement {

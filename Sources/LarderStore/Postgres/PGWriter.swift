@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import LarderIO
+import LarderSync
 import LarderWire
 
 /// The PostgreSQL store's single writer, the same shape as SQLite's (`SQLiteWriter`): one connection touched only on
@@ -43,6 +44,9 @@ final class PGWriter: @unchecked Sendable {
     /// Set when a COMMIT's outcome is unknown (the connection broke during it): before the next batch the writer
     /// reads the change log past what it published and publishes what it finds (only on `queue`).
     private var mustCatchUp = false
+    /// The newest change a batch of this writer committed, moved before its writes are answered.
+    private let written = Locked<Int64>(0)
+    var writtenSeq: Int64 { written.withLock { $0 } }
 
     private let textIndexer: PGTextIndexer
     private let follower: PGChangeFollower
@@ -243,6 +247,7 @@ final class PGWriter: @unchecked Sendable {
             // Before the completions: a subscriber learns of a write no later than its writer does. Changes that
             // other servers committed since this server last published come first: read from the log with these.
             if let newest = changes.last?.seq {
+                written.withLock { $0 = max($0, newest) }
                 if !core.feed.publishInOrder(changes) {
                     try? PGChangeFollower.catchUp(core, connection)
                     if core.feed.lastSeq < newest { mustCatchUp = true }

@@ -21,6 +21,8 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
     let connector: PGConnector
     let writer: PGWriter
     let readers: PGPool
+    /// GETs waiting at the same moment go out in one round trip (`PGPointReadBatcher`).
+    let pointReadBatcher: PGPointReadBatcher
     let textIndexer: PGTextIndexer
     let follower: PGChangeFollower
     /// The ICU collations searches have made in the database.
@@ -61,6 +63,7 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
         writer = PGWriter(
             core: core, connector: connector, connection: connection, textIndexer: textIndexer, follower: follower)
         readers = PGPool(connector: connector, size: max(2, configuration.readerCount))
+        pointReadBatcher = PGPointReadBatcher(readers: readers, threads: 2)
     }
 
     /// `init(settings:)` from a URI or conninfo string.
@@ -101,6 +104,7 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
         textIndexer.close()
         writer.close()
         follower.close()
+        pointReadBatcher.close()
         readers.close()
         // Nothing commits through this store any more; a listener holding it would keep it alive.
         core.feed.removeAllListeners()
@@ -109,6 +113,15 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
     // MARK: The change log
 
     public var lastChangeSeq: Int64 { core.feed.lastSeq }
+
+    /// The newest change this server's writer committed: ahead of `lastChangeSeq` only while changes other servers
+    /// committed before it are still being read from the log.
+    public var writtenSeq: Int64 { writer.writtenSeq }
+
+    public var followerLag: FollowerLag? { follower.lag() }
+
+    /// Testing only: the follower calls `hold` before each read of the log, so that a test can stop it there.
+    package func holdFollower(_ hold: @escaping @Sendable () -> Void) { follower.setHold(hold) }
 
     public func addChangeListener(_ listener: @escaping @Sendable ([ChangeEntry]) -> Void) { core.feed.add(listener) }
 

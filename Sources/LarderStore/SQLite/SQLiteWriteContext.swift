@@ -293,6 +293,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
             key = Collation.sqlitePrefixed(key, type: "json_type(data, \(field.sqlLiteral))") + Collation.sqliteClause(tag)
         }
         try db.execute("CREATE INDEX IF NOT EXISTS \"\(name)\" ON documents(collection, \(key))")
+        try PlannerStats.describe(db, index: name, PlannerStats.fieldIndex)
         try db.run(
             "INSERT INTO field_indexes(collection, path, name) VALUES (?1, ?2, ?3)",
             [.text(collection), .text(path), .text(name)])
