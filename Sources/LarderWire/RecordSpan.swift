@@ -19,7 +19,8 @@ package struct RecordSpan: Sendable, Equatable {
 /// objects are delimited, not validated: the decoder that reads them validates them, and a caller whose decoding
 /// fails goes the general way for the error.
 package enum AnswerReader {
-    /// `{"id":"…","rev":N,"createdAt":"…","updatedAt":"…","data":{…}}`: a GET, CREATE, REPLACE or PATCH answer.
+    /// `{"id":"…","rev":N,"createdAt":"…","updatedAt":"…","data":{…}}`: a GET, CREATE, REPLACE or PATCH answer (a
+    /// write's ends with `"seq":N`, which is read past).
     package static func record(_ bytes: [UInt8]) -> RecordSpan? {
         bytes.withUnsafeBufferPointer { buffer -> RecordSpan? in
             var reader = ByteScanner(buffer: buffer)
@@ -93,6 +94,7 @@ extension ByteScanner {
         var createdAt: Int64?
         var updatedAt: Int64?
         var data: Range<Int>?
+        var seq = false
         guard take(UInt8(ascii: "{")) else { return nil }
         repeat {
             guard let name = plainString(), take(UInt8(ascii: ":")) else { return nil }
@@ -111,6 +113,10 @@ extension ByteScanner {
             } else if equal(name, "data") && data == nil {
                 guard let value = objectSpan() else { return nil }
                 data = value
+            } else if equal(name, "seq") && !seq {
+                // A write's answer ends with the change log's number (Protocol.md section 5.1): not the record's.
+                guard smallInteger(minimum: 0) != nil else { return nil }
+                seq = true
             } else {
                 return nil
             }

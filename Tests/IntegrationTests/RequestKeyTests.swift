@@ -12,13 +12,6 @@ import Testing
 /// every keyed write honours it; a key reused for another request is refused; a refused write stores nothing; an
 /// expired key is a new write; HELLO announces the retention; a write without a key is what it always was.
 @Suite(.serialized, .timeLimit(.minutes(20))) struct RequestKeyTests {
-    /// An answer's JSON without the `seq` a document write's answer ends with (Protocol.md section 5.1): the server
-    /// that answers adds its own, so a retry answered elsewhere carries the first answer's bytes but for it.
-    static func unsequenced(_ json: [UInt8]) -> [UInt8] {
-        guard let (start, _) = SeqMember.trailing(json) else { return json }
-        return Array(json[..<start]) + [UInt8(ascii: "}")]
-    }
-
     enum Backend: String, Sendable, CaseIterable { case sqlite, postgres }
 
     /// A server of `backend` on port 0 (PostgreSQL: in a fresh schema), shut down when `body` returns.
@@ -80,7 +73,7 @@ import Testing
             let id = try #require(try Self.ok(first)["id"]?.stringValue)
             let seq = Self.lastChangeSeq(a)
             let second = try b.call(.create, create)
-            #expect(second.status == .ok && Self.unsequenced(second.json) == Self.unsequenced(first.json), "the retry answers the first answer's bytes")
+            #expect(second.status == .ok && second.unsequencedJSON == first.unsequencedJSON, "the retry answers the first answer's bytes")
             #expect(try Self.count(a, "notes") == 1)
             #expect(Self.lastChangeSeq(a) == seq, "a retry logs no change")
 
@@ -92,7 +85,7 @@ import Testing
             let answerA = try #require(try a.receive())
             let answerB = try #require(try b.receive())
             #expect(answerA.requestID == idA && answerB.requestID == idB)
-            #expect(answerA.status == .ok && Self.unsequenced(answerA.json) == Self.unsequenced(answerB.json), "\(answerA.replyText) \(answerB.replyText)")
+            #expect(answerA.status == .ok && answerA.unsequencedJSON == answerB.unsequencedJSON, "\(answerA.replyText) \(answerB.replyText)")
             #expect(try Self.rev(a, "notes", id) == 2)
         }
     }
@@ -139,7 +132,7 @@ import Testing
                 let seq = Self.lastChangeSeq(a)
                 let second = try b.call(opcode, request, binary: binary)
                 #expect(second.status == .ok, "\(opcode.name): \(second.replyText)")
-                #expect(Self.unsequenced(second.json) == Self.unsequenced(first.json), "the retry answers the first answer's bytes")
+                #expect(second.unsequencedJSON == first.unsequencedJSON, "the retry answers the first answer's bytes")
                 #expect(try appliedOnce(a), "the write applied once")
                 #expect(Self.lastChangeSeq(a) == seq, "a retry logs no change")
             }
@@ -285,7 +278,7 @@ import Testing
                         let answerA = try #require(fromA[opcode])
                         let answerB = try #require(fromB[opcode])
                         #expect(answerA.status == .ok, "\(answerA.replyText)")
-                        #expect(Self.unsequenced(answerA.json) == Self.unsequenced(answerB.json), "\(answerA.replyText) \(answerB.replyText)")
+                        #expect(answerA.unsequencedJSON == answerB.unsequencedJSON, "\(answerA.replyText) \(answerB.replyText)")
                     }
                 }
                 #expect(try Self.count(a, "notes") == Int64(1 + rounds))
@@ -327,7 +320,7 @@ import Testing
                 let answer = try #require(try client.receive())
                 #expect(answer.requestID == id && answer.status == .ok, "\(answer.replyText)")
                 if commits {
-                    #expect(Self.unsequenced(answer.json) == elsewhere, "the answer the other transaction stored")
+                    #expect(answer.unsequencedJSON == elsewhere, "the answer the other transaction stored")
                     #expect(try Self.count(client, "notes") == 0, "nothing applied")
                 } else {
                     #expect(answer.replyJSON["rev"]?.intValue == 1, "the key was free again: the write applied")

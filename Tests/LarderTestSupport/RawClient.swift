@@ -139,6 +139,13 @@ extension Frame {
     /// The JSON part as a value (for expectations).
     package var replyJSON: JSON { (try? JSONParser.parse(json.isEmpty ? Array("{}".utf8) : json)) ?? .null }
     package var replyText: String { String(decoding: json, as: UTF8.self) }
+
+    /// The answer's JSON without the `seq` a document write's answer ends with (Protocol.md section 5.1): what a GET
+    /// of the same record answers, and what a retry answered by another server repeats.
+    package var unsequencedJSON: [UInt8] {
+        guard let (start, _) = SeqMember.trailing(json) else { return json }
+        return Array(json[..<start]) + [UInt8(ascii: "}")]
+    }
 }
 
 

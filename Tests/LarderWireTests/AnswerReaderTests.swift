@@ -29,6 +29,9 @@ struct AnswerReaderTests {
             let span = try #require(AnswerReader.record(compact))
             Self.check(compact, span, record)
             #expect(Array(compact[span.data]) == data.bytes)  // the stored bytes, as they are
+            // A write's answer: the same record, then the change log's number.
+            let written = SeqMember.appending(Int64(4711 + n), to: compact)
+            Self.check(written, try #require(AnswerReader.record(written)), record)
             // Members in another order, with whitespace, and the data as the client sent it (escapes and all).
             let spaced = "\n{ \"data\" : \(text) ,\"rev\":\(n), \"updatedAt\" : \"2025-11-30T00:00:00.123Z\","
                 + "\"createdAt\":\"\(Timestamp.string(record.createdAtMs))\",\"id\":\"\(record.id.uuidString)\" } "

@@ -167,10 +167,13 @@ struct SQLiteQueryBuilder {
         var parts: [String] = []
         if textPlan != .scan && core.hasTrigram && core.configuration.useTextIndex && folded.unicodeScalars.count >= 3 {
             let match = SQLiteQueryBuilder.trigramMatch(folded)
-            // The index's matches, and the documents written since it last saw them (`fts_backlog`).
+            // The index's matches, and the documents written since it last saw them (`fts_backlog`). Under `.index`,
+            // `+seq` keeps SQLite from driving by them (the planner's statistics say a collection is large, so it
+            // would): the collection is walked in the order asked for, and a page stops early.
             usesTextIndex = true
+            let column = textPlan == .indexDriving ? "seq" : "+seq"
             parts.append(
-                "seq IN (SELECT rowid FROM ix.text_index WHERE text_index MATCH \(param(.text(match))) "
+                "\(column) IN (SELECT rowid FROM ix.text_index WHERE text_index MATCH \(param(.text(match))) "
                     + "UNION ALL SELECT seq FROM fts_backlog)")
         }
         parts.append("instr(search, \(q)) > 0")
