@@ -79,15 +79,20 @@ import Testing
     static func putKillingTheServer(_ client: LarderClient, _ source: String, server: ServerChild, at: Int64)
         async throws -> Task<BlobInfo, any Error>
     {
+        let claimed = Locked(false)
+        // Set once the killed server has exited: until then it holds the data directory, and a second server on it
+        // would be refused.
         let killed = Locked(false)
         let upload = Task {
             try await client.putBlob(contentsOf: URL(fileURLWithPath: source), resumeWithin: .seconds(120)) { step in
                 guard step.done >= at, step.done < step.total else { return }
-                let kill = killed.withLock { (done: inout Bool) -> Bool in
+                let kill = claimed.withLock { (done: inout Bool) -> Bool in
                     defer { done = true }
                     return !done
                 }
-                if kill { server.kill() }
+                guard kill else { return }
+                server.kill()
+                killed.withLock { $0 = true }
             }
         }
         guard await waitUntil(300, { killed.withLock { $0 } }) else {
