@@ -28,7 +28,9 @@ if arguments[1] == "write", arguments.count >= 5, let count = Int(arguments[4]) 
     }
 }
 FileHandle.standardOutput.write(Data("queued \(replica.status.pendingWrites)\n".utf8))
+let updates = replica.statusUpdates()
 replica.start()
-while replica.status.pendingWrites > 0 { try await Task.sleep(for: .milliseconds(5)) }
+// The status now, then at each change: the first with no write waiting ends the wait.
+for await status in updates where status.pendingWrites == 0 { break }
 FileHandle.standardOutput.write(Data("drained\n".utf8))
 replica.close()
