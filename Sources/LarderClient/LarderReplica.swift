@@ -91,6 +91,8 @@ public final class LarderReplica: Sendable {
         var observers: [String: [UUID: @Sendable () -> Void]] = [:]
         var status = Status(state: .offline, pendingWrites: 0)
         var closers: [@Sendable () -> Void] = []
+        /// The last request or file operation that failed, and how: what `synchronize` reports when it gives up.
+        var lastFailure: String?
     }
 
     /// The client the replica reaches servers through.
@@ -200,18 +202,40 @@ public final class LarderReplica: Sendable {
     /// Waits until a server answers, every collection is loaded and no write waits in the outbox (the server's later
     /// changes keep arriving by themselves).
     ///
-    /// - Throws: `DEADLINE_EXCEEDED` after `timeout`; `UNAVAILABLE` when the replica is closed.
+    /// - Throws: `DEADLINE_EXCEEDED` after `timeout`, saying what was still waiting and the last failure seen;
+    ///   `UNAVAILABLE` when the replica is closed.
     public func synchronize(timeout: Duration = .seconds(120)) async throws(LarderError) {
-        let start = ContinuousClock.now
+        let deadline = ContinuousClock.now + timeout
         wake.fire()
-        while ContinuousClock.now - start < timeout {
+        while true {
             if state.withLock({ $0.closed }) {
                 throw LarderError(.unavailable, "the replica is closed; open it again to synchronize")
             }
+            // Checked once more after the deadline: a process suspended past it may have synchronized meanwhile.
             if status.state == .online { return }
+            if ContinuousClock.now >= deadline { break }
             try? await Task.sleep(for: .milliseconds(20))
         }
-        throw LarderError(.deadlineExceeded, "the replica did not synchronize within \(timeout); is a server reachable?")
+        throw LarderError(.deadlineExceeded, "the replica did not synchronize within \(timeout): \(waitingFor())")
+    }
+
+    /// What keeps the replica from being online, for `synchronize`'s error.
+    private func waitingFor() -> String {
+        let (status, unloaded, failure) = state.withLock { state in
+            (state.status, state.resolvers.keys.filter { !state.loaded.contains($0) }.sorted(), state.lastFailure)
+        }
+        var parts = [status.state == .offline ? "no server answers" : "it is \(status.state.rawValue)"]
+        if status.pendingWrites > 0 {
+            parts.append(status.pendingWrites == 1 ? "1 write waits in its outbox" : "\(status.pendingWrites) writes wait in its outbox")
+        }
+        if !unloaded.isEmpty { parts.append("not loaded yet: \(unloaded.joined(separator: ", "))") }
+        parts.append(failure.map { "the last failure: \($0)" } ?? "no request failed")
+        return parts.joined(separator: "; ")
+    }
+
+    /// Keeps what failed for `synchronize`'s error.
+    private func failed(_ what: String, _ error: LarderError) {
+        state.withLock { $0.lastFailure = "\(what): \(error)" }
     }
 
     // MARK: Notifications
@@ -293,6 +317,7 @@ public final class LarderReplica: Sendable {
             do throws(LarderError) {
                 write = try store.firstWrite()
             } catch {
+                failed("reading the outbox", error)
                 await wake.wait(upTo: configuration.maxRetryDelay)
                 continue
             }
@@ -302,6 +327,7 @@ public final class LarderReplica: Sendable {
                     _ = try await client.ping()
                     updateStatus(reachable: true)
                 } catch {
+                    failed("a PING", error)
                     updateStatus(reachable: false)
                 }
                 await wake.wait(upTo: configuration.probeInterval)
@@ -311,11 +337,13 @@ public final class LarderReplica: Sendable {
                 try await send(write)
                 delay = retryDelay
             } catch where LarderReplica.isTransient(error) {
+                failed("sending a queued \(write.operation.rawValue) of \(write.collection)", error)
                 updateStatus(reachable: false)
                 await wake.sleep(delay)
                 delay = nextDelay(delay)
             } catch {
                 // The file failed: wait, then read the outbox again.
+                failed("settling a queued \(write.operation.rawValue) of \(write.collection)", error)
                 await wake.sleep(delay)
                 delay = nextDelay(delay)
             }
@@ -463,6 +491,7 @@ public final class LarderReplica: Sendable {
                 }
             } catch {
                 if isClosed { return }
+                failed("following \(collection)", error)
                 if LarderReplica.isTransient(error) { updateStatus(reachable: false) }
                 await wake.sleep(delay)
                 delay = nextDelay(delay)
