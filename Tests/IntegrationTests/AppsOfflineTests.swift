@@ -32,7 +32,8 @@ import Testing
         relay.blackhole(false)
         relay.cutAll()
         // Checked before the online half reads what the server holds (which it indexes).
-        try #require(await waitUntil(120) { again.status.state == .online }, "the outbox drained")
+        // Generous: the whole suite beside it can hold the machine for minutes; the error says what was waiting.
+        try await again.synchronize(timeout: .seconds(300))
         try await online(server, again)
         again.close()
     }

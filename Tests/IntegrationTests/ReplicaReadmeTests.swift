@@ -48,6 +48,8 @@ import Testing
         defer { _ = child.stop() }
         let screen = Screen()
         let replica = try await ReplicaReadmeTests.example(port: child.port, folder: folder, screen: screen)
+        // Generous: the whole suite beside it can hold the machine for minutes; the error says what was waiting.
+        try await replica.synchronize(timeout: .seconds(300))
         #expect(await waitUntil(120) { screen.lists.withLock { $0.last } == ["Buy milk saved"] })
         #expect(screen.lists.withLock { $0.first } == ["Buy milk sending…"], "pending until the server applied it")
         let direct = LarderClient(port: child.port)

@@ -141,7 +141,8 @@ final class ServerProcess: @unchecked Sendable {  // `process` is only started, 
         let older = try students.search(Field("age") > 20, sortedBy: [Field("age").descending])
         #expect(older.values.map(\.name) == ["李四", "张三"])
         replica.start()
-        try await replica.synchronize()
+        // Generous: the whole suite beside it can hold the machine for minutes; the error says what was waiting.
+        try await replica.synchronize(timeout: .seconds(300))
         #expect(try await client.count("students") == 2)
         #expect(try await client.get("students", id: zhang.id).data["age"] == 21)
         replica.close()
