@@ -59,6 +59,10 @@ let package = Package(
         .systemLibrary(
             name: "CLibDeflate", pkgConfig: "libdeflate",
             providers: [.apt(["libdeflate-dev"]), .brew(["libdeflate"])]),
+        // xxHash (BSD 2-Clause): the fingerprint a request key keeps of its request (RequestKey.swift).
+        .systemLibrary(
+            name: "CXXHash", pkgConfig: "libxxhash",
+            providers: [.apt(["libxxhash-dev"]), .brew(["xxhash"])]),
         // OpenSSL's libcrypto (Apache-2.0): SHA-256 on Linux (Digest.swift).
         .systemLibrary(
             name: "COpenSSL", pkgConfig: "libcrypto",
@@ -120,7 +124,7 @@ let package = Package(
         .target(name: "LarderTLS", dependencies: ["CGnuTLS"], swiftSettings: strict),
         .target(
             name: "LarderStore", dependencies: [
-                "LarderWire", "LarderSchema", "LarderSync", "LarderIO", "CSQLite", "CLibPQ", "CICU",
+                "LarderWire", "LarderSchema", "LarderSync", "LarderIO", "CSQLite", "CLibPQ", "CICU", "CXXHash",
             ],
             swiftSettings: strict),
         .target(
@@ -240,7 +244,7 @@ if Context.environment["LARDER_SANITIZER_CANARY"] != nil {
 if Context.environment["LARDER_SANITIZE_CORE"] != nil {
     let core: Set<String> = [
         "CZlib", "CSQLite", "CLibPQ", "CLibDeflate", "COpenSSL", "CGnuTLS", "CMicroHTTPD", "CTurboJPEG", "CEpoll",
-        "CPCRE2", "CICU", "CArgon2", "LarderAuth", "LarderSync", "LarderIO", "LarderEventLoop", "LarderWire",
+        "CPCRE2", "CICU", "CArgon2", "CXXHash", "LarderAuth", "LarderSync", "LarderIO", "LarderEventLoop", "LarderWire",
         "LarderSchema", "LarderThumbnails", "LarderTLS", "LarderStore", "LarderServer", "LarderClient", "LarderTestSupport", "LarderTestProcess",
         "CChildProcess", "LarderWireTests", "LarderStoreTests", "LarderServerTests", "larder-sanitizer-canary",
     ]

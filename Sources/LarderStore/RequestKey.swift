@@ -1,3 +1,4 @@
+import CXXHash
 import Foundation
 import LarderWire
 
@@ -10,14 +11,19 @@ public struct RequestKey: Sendable, Equatable {
     /// What the request was, for the refusal of a key reused for another: the opcode's name, and its collection and
     /// id when it names them (`CREATE todos 3f25…`).
     public var request: String
-    /// A SHA-256 (hex) of the opcode and of the request without its key: two requests with one key are the same
-    /// request when their `request` and `digest` are equal.
-    public var digest: String
+    /// The request in a canonical form, without its key: its opcode, collection, id and the rest (`document`,
+    /// `request`). Two requests with one key are the same request when their `request` and `canonical` are equal.
+    public var canonical: [UInt8]
 
-    public init(key: UUID, request: String, digest: String) {
+    /// `canonical`'s fingerprint as stored with the key: XXH3's 128-bit hash, 32 hex digits. The request it was made
+    /// for is not an adversary's (a client retries its own write), so a fast hash does what a cryptographic one
+    /// would; keys stored by older servers hold a SHA-256 (64 hex digits) instead, which `answer` checks too.
+    public var digest: String { RequestKey.hex(XXH3_128bits(canonical, canonical.count)) }
+
+    public init(key: UUID, request: String, canonical: [UInt8]) {
         self.key = key
         self.request = request
-        self.digest = digest
+        self.canonical = canonical
     }
 
     /// The key of a parsed request, taken out of it (the request's own parser then sees the members it knows); nil
@@ -34,20 +40,18 @@ public struct RequestKey: Sendable, Equatable {
         return key
     }
 
-    /// `key` for a request of `opcode` naming `collection` and `id` (when it does), whose other members are hashed
-    /// by `content`.
-    private init(
-        _ key: UUID, _ opcode: Opcode, collection: String?, id: String?, content: (inout SHA256) -> Void
-    ) {
+    /// `key` for a request of `opcode` naming `collection` and `id` (when it does), whose other members `content`
+    /// appends to the canonical form.
+    private init(_ key: UUID, _ opcode: Opcode, collection: String?, id: String?, content: (inout [UInt8]) -> Void) {
         var request = opcode.name
-        var hasher = SHA256()
-        hasher.update([UInt8(truncatingIfNeeded: opcode.rawValue >> 8), UInt8(truncatingIfNeeded: opcode.rawValue)])
+        var canonical = [UInt8(truncatingIfNeeded: opcode.rawValue >> 8), UInt8(truncatingIfNeeded: opcode.rawValue)]
         for part in [collection, id] {
-            hasher.update(Array((part ?? "").utf8) + [0])
+            canonical += (part ?? "").utf8
+            canonical.append(0)
             if let part { request += " " + part }
         }
-        content(&hasher)
-        self.init(key: key, request: request, digest: hasher.finalizeHex())
+        content(&canonical)
+        self.init(key: key, request: request, canonical: canonical)
     }
 
     /// A CREATE's or REPLACE's key: the request is its collection, id and expected revision, and the document as
@@ -55,9 +59,11 @@ public struct RequestKey: Sendable, Equatable {
     package static func document(
         _ key: UUID, _ opcode: Opcode, collection: String, id: UUID?, rev: Int64?, data: [UInt8]
     ) -> RequestKey {
-        RequestKey(key, opcode, collection: collection, id: id?.wireString) { hasher in
-            hasher.update(Array((rev.map(String.init) ?? "").utf8) + [0])
-            hasher.update(data)
+        RequestKey(key, opcode, collection: collection, id: id?.wireString) { canonical in
+            canonical.reserveCapacity(canonical.count + 21 + data.count)
+            if let rev { canonical += String(rev).utf8 }
+            canonical.append(0)
+            canonical += data
         }
     }
 
@@ -65,7 +71,20 @@ public struct RequestKey: Sendable, Equatable {
     package static func request(_ key: UUID, _ opcode: Opcode, _ object: JSONObject) -> RequestKey {
         let collection = object["collection"]?.stringValue
         let id = (object["id"] ?? object["upload"])?.stringValue.map { $0.lowercased() }
-        return RequestKey(key, opcode, collection: collection, id: id) { hasher in hasher.update(object.bytes) }
+        return RequestKey(key, opcode, collection: collection, id: id) { canonical in canonical += object.bytes }
+    }
+
+    /// A 128-bit hash as 32 lowercase hex digits, high half first.
+    private static func hex(_ hash: XXH128_hash_t) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        return String(unsafeUninitializedCapacity: 32) { buffer in
+            for (half, value) in [hash.high64, hash.low64].enumerated() {
+                for nibble in 0..<16 {
+                    buffer[half * 16 + nibble] = digits[Int((value >> (60 - 4 * UInt64(nibble))) & 0xf)]
+                }
+            }
+            return 32
+        }
     }
 
     /// INVALID_ARGUMENT for a key that went with another request.
@@ -78,7 +97,8 @@ public struct RequestKey: Sendable, Equatable {
     /// The answer stored under this key, when `stored` (request, digest, answer) is the same request; the refusal
     /// when it is another.
     func answer(_ stored: (request: String, digest: String, answer: [UInt8])) throws(LarderError) -> [UInt8] {
-        guard stored.request == request, stored.digest == digest else { throw reused(for: stored.request) }
+        let same = stored.digest.utf8.count == 64 ? SHA256.hex(canonical) == stored.digest : digest == stored.digest
+        guard stored.request == request, same else { throw reused(for: stored.request) }
         return stored.answer
     }
 
