@@ -40,17 +40,32 @@ public struct RequestKey: Sendable, Equatable {
         return key
     }
 
-    /// `key` for a request of `opcode` naming `collection` and `id` (when it does), whose other members `content`
-    /// appends to the canonical form.
-    private init(_ key: UUID, _ opcode: Opcode, collection: String?, id: String?, content: (inout [UInt8]) -> Void) {
+    /// `key` for a request of `opcode` naming `collection` and `id` (when it does), whose other members `rest`
+    /// holds (in the canonical form's order).
+    private init(_ key: UUID, _ opcode: Opcode, collection: String?, id: String?, rest: [UInt8]...) {
         var request = opcode.name
-        var canonical = [UInt8(truncatingIfNeeded: opcode.rawValue >> 8), UInt8(truncatingIfNeeded: opcode.rawValue)]
-        for part in [collection, id] {
-            canonical += (part ?? "").utf8
-            canonical.append(0)
-            if let part { request += " " + part }
+        for part in [collection, id] { if let part { request += " " + part } }
+        var collection = collection ?? ""
+        var id = id ?? ""
+        let size = 2 + collection.utf8.count + 1 + id.utf8.count + 1 + rest.reduce(0) { $0 + $1.count }
+        let canonical = [UInt8](unsafeUninitializedCapacity: size) { buffer, initialized in
+            buffer[0] = UInt8(truncatingIfNeeded: opcode.rawValue >> 8)
+            buffer[1] = UInt8(truncatingIfNeeded: opcode.rawValue)
+            var at = 2
+            func append(_ bytes: UnsafeBufferPointer<UInt8>) {
+                guard let base = bytes.baseAddress, bytes.count > 0 else { return }
+                (buffer.baseAddress! + at).update(from: base, count: bytes.count)
+                at += bytes.count
+            }
+            collection.withUTF8 { append($0) }
+            buffer[at] = 0
+            at += 1
+            id.withUTF8 { append($0) }
+            buffer[at] = 0
+            at += 1
+            for bytes in rest { bytes.withUnsafeBufferPointer { append($0) } }
+            initialized = at
         }
-        content(&canonical)
         self.init(key: key, request: request, canonical: canonical)
     }
 
@@ -59,19 +74,14 @@ public struct RequestKey: Sendable, Equatable {
     package static func document(
         _ key: UUID, _ opcode: Opcode, collection: String, id: UUID?, rev: Int64?, data: [UInt8]
     ) -> RequestKey {
-        RequestKey(key, opcode, collection: collection, id: id?.wireString) { canonical in
-            canonical.reserveCapacity(canonical.count + 21 + data.count)
-            if let rev { canonical += String(rev).utf8 }
-            canonical.append(0)
-            canonical += data
-        }
+        RequestKey(key, opcode, collection: collection, id: id?.wireString, rest: Array((rev.map(String.init) ?? "").utf8) + [0], data)
     }
 
     /// Any other write's key: the request is its JSON without the key, in compact form (member order kept).
     package static func request(_ key: UUID, _ opcode: Opcode, _ object: JSONObject) -> RequestKey {
         let collection = object["collection"]?.stringValue
         let id = (object["id"] ?? object["upload"])?.stringValue.map { $0.lowercased() }
-        return RequestKey(key, opcode, collection: collection, id: id) { canonical in canonical += object.bytes }
+        return RequestKey(key, opcode, collection: collection, id: id, rest: object.bytes)
     }
 
     /// A 128-bit hash as 32 lowercase hex digits, high half first.

@@ -8,6 +8,8 @@ enum FixedSQL: Int, CaseIterable {
     case begin, commit, rollback
     case savepoint, release, rollbackToSavepoint
     case ensureCollection, insertDocument, selectCurrent, updateDocument, insertChange, moveCreateToLog, raiseChangeSeq
+    /// A keyed write's lookup and store of its request key (`SQLiteRequestKeys`).
+    case selectRequestKey, storeRequestKey
     /// The writer's side of the trigram index (`TextIndexer.applyToBacklog`).
     case settleBacklogDelete, settleBacklogKeep
     /// Readers' point reads (`PointReads`).
@@ -39,6 +41,10 @@ enum FixedSQL: Int, CaseIterable {
         case .insertChange:
             "INSERT INTO changes(seq, collection, kind, time, id, rev, createdAt, updatedAt, data, blob, previous) "
                 + "VALUES (?11, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+        case .selectRequestKey: "SELECT request, digest, answer FROM request_keys WHERE key = ?1 AND createdAt >= ?2"
+        case .storeRequestKey:
+            // REPLACE: an expired key's row may still be there, waiting for the prune.
+            "INSERT OR REPLACE INTO request_keys(key, request, digest, answer, createdAt) VALUES (?1, ?2, ?3, ?4, ?5)"
         case .settleBacklogDelete:
             "DELETE FROM fts_backlog WHERE seq = ?1 AND (SELECT search FROM documents WHERE seq = ?1 "
                 + "AND collection IN (SELECT name FROM text_collections)) IS ?2"

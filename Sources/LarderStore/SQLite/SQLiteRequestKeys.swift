@@ -6,21 +6,24 @@ import LarderWire
 extension SQLiteWriteContext {
     func claimRequestKey(_ key: RequestKey) throws(LarderError) -> [UInt8]? {
         guard let db = connection else { throw closedError ?? LarderError(.unavailable, "the store is closed") }
-        let oldest = nowMillis() - core.configuration.requestKeyRetentionMs
-        let stored = try db.query(
-            "SELECT request, digest, answer FROM request_keys WHERE key = ?1 AND createdAt >= ?2",
-            [.text(key.key.wireString), .int(oldest)]
-        ) { row in (request: row.text(0), digest: row.text(1), answer: row.bytes(2)) }
-        guard let stored = stored.first else { return nil }
-        return try key.answer(stored)
+        let statement = try db.statement(.selectRequestKey)
+        defer { statement.reset() }
+        try statement.bindUUID(key.key, at: 1)
+        try statement.bind(at: 2, .int(nowMillis() - core.configuration.requestKeyRetentionMs))
+        guard try statement.step() else { return nil }
+        return try key.answer((request: statement.text(0), digest: statement.text(1), answer: statement.bytes(2)))
     }
 
     func storeRequestKey(_ key: RequestKey, answer: [UInt8]) throws(LarderError) {
         guard let db = connection else { throw closedError ?? LarderError(.unavailable, "the store is closed") }
-        // REPLACE: an expired key's row may still be there, waiting for the prune.
-        try db.run(
-            "INSERT OR REPLACE INTO request_keys(key, request, digest, answer, createdAt) VALUES (?1, ?2, ?3, ?4, ?5)",
-            [.text(key.key.wireString), .text(key.request), .text(key.digest), .blob(answer), .int(nowMillis())])
+        let statement = try db.statement(.storeRequestKey)
+        defer { statement.reset() }
+        try statement.bindUUID(key.key, at: 1)
+        try statement.bind(at: 2, .text(key.request))
+        try statement.bind(at: 3, .text(key.digest))
+        try statement.bind(at: 4, .blob(answer))
+        try statement.bind(at: 5, .int(nowMillis()))
+        while try statement.step() {}
     }
 
     /// Deletes the request keys older than the retention (with the change log's prune, in its savepoint).
