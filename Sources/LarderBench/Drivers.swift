@@ -64,6 +64,8 @@ protocol SkippingDriver: Driver {
     var skip: Int { get set }
     /// The answer whose body was skipped to its end: appends its completion, if it has one.
     func bodyEnded(into completions: inout [(UInt32, UInt16)])
+    /// Sees the bytes of the current answer's body as they are skipped (`ends`: the last of them).
+    mutating func skipping(_ body: UnsafeRawBufferPointer, ends: Bool)
     /// Reads one header at `offset` of `bytes` and returns the offset past it, or nil when the header is not all there
     /// yet. It appends the completion of an answer without a body and sets `skip` for one with a body.
     mutating func readHeader(
@@ -72,6 +74,8 @@ protocol SkippingDriver: Driver {
 }
 
 extension SkippingDriver {
+    mutating func skipping(_ body: UnsafeRawBufferPointer, ends: Bool) {}
+
     mutating func consume(
         _ bytes: UnsafeRawBufferPointer, into completions: inout [(UInt32, UInt16)]
     ) throws(BenchError) -> Int {
@@ -79,6 +83,7 @@ extension SkippingDriver {
         while true {
             if skip > 0 {
                 let n = min(skip, bytes.count - offset)
+                skipping(UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + n)]), ends: n == skip)
                 skip -= n
                 offset += n
                 if skip > 0 { return offset }
@@ -107,6 +112,8 @@ struct LarderDriver: SkippingDriver {
     private var pendingID: UInt32 = 0
     private var pendingStatus: UInt16 = 0
     private var pendingIsAnswer = true
+    /// With `--after-seq`: the last bytes of the current answer's body, where a write answer's `seq` is.
+    private var tail: [UInt8] = []
 
     init(payloads: Payloads, worker: Int, collection: String, encoder: FrameEncoder) {
         self.payloads = payloads
@@ -120,6 +127,7 @@ struct LarderDriver: SkippingDriver {
     private static let dataOpen = Array(#"","data":"#.utf8)
     private static let dataWithoutID = Array(#","data":"#.utf8)
     private static let requestKeyOpen = Array(#","requestKey":""#.utf8)
+    private static let afterSeqOpen = Array(#","afterSeq":"#.utf8)
     private static let patchOpen = Array(#"","patch":{"name":"patched "#.utf8)
     private static let patchClose = Array(#""}}"#.utf8)
     private static let patchRevMiddle = Array(#""},"rev":"#.utf8)
@@ -208,6 +216,13 @@ struct LarderDriver: SkippingDriver {
             json.append(contentsOf: LarderDriver.quoteClose)
             if request.op == .blobPut { binary = payloads.blobs[Int(request.key % UInt64(payloads.blobs.count))] }
         }
+        if request.op == .get, let seen = payloads.seenSeq?.value, seen > 0 {
+            // `…}` becomes `…,"afterSeq":N}`: the newest write this run has seen answered.
+            json.removeLast()
+            json.append(contentsOf: LarderDriver.afterSeqOpen)
+            appendDecimal(UInt64(seen), into: &json)
+            json.append(UInt8(ascii: "}"))
+        }
         if payloads.requestKeys && request.op.writes {
             // `…}` becomes `…,"requestKey":"<uuid>"}`: a fresh key for every write.
             json.removeLast()
@@ -228,6 +243,17 @@ struct LarderDriver: SkippingDriver {
     /// The answer whose body was skipped to its end: complete unless it was a pushed frame.
     func bodyEnded(into completions: inout [(UInt32, UInt16)]) {
         if pendingIsAnswer { completions.append((pendingID, pendingStatus)) }
+    }
+
+    /// With `--after-seq`, keeps an answer's last bytes and, at its end, the `seq` a write answer ends with. (Write
+    /// answers are small and never compressed; a JSON part ends the body when there is no binary part.)
+    mutating func skipping(_ body: UnsafeRawBufferPointer, ends: Bool) {
+        guard let seen = payloads.seenSeq, pendingIsAnswer else { return }
+        tail.append(contentsOf: body.suffix(32))
+        if tail.count > 32 { tail.removeFirst(tail.count - 32) }
+        guard ends else { return }
+        if let seq = SeenSeq.parse(tail: tail) { seen.saw(seq) }
+        tail.removeAll(keepingCapacity: true)
     }
 
     mutating func readHeader(

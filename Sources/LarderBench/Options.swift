@@ -56,6 +56,8 @@ public struct BenchOptions: Sendable, Equatable {
     public var ids: IDSource = .streams
     /// Every write carries a fresh `requestKey`, to measure what the server's exactly-once bookkeeping costs.
     public var requestKeys = false
+    /// Every GET carries `afterSeq`, the highest `seq` the run's writes were answered with.
+    public var afterSeq = false
     public var zipfTheta = 0.99
     public var seed: UInt64 = 1
     /// Open loop: total requests per second across all connections, sent on schedule.
@@ -121,6 +123,7 @@ public struct BenchOptions: Sendable, Equatable {
             if jpegDirectory != nil { throw UsageError("--jpeg-dir has no meaning with --target redis") }
         }
         if requestKeys && target != .larder { throw UsageError("--request-keys needs --target larder") }
+        if afterSeq && target != .larder { throw UsageError("--after-seq needs --target larder") }
         if signInEmail != nil {
             if target != .larder { throw UsageError("--sign-in needs --target larder") }
             if token != nil { throw UsageError("--sign-in and --token are two ways in: give one") }
@@ -235,6 +238,9 @@ public enum BenchArguments {
             case "--request-keys":
                 try flag()
                 options.requestKeys = true
+            case "--after-seq":
+                try flag()
+                options.afterSeq = true
             case "--ids":
                 let text = try value(name, inline)
                 guard let ids = IDSource(rawValue: text) else {
@@ -395,6 +401,9 @@ public enum BenchArguments {
                                   with delete or patch-rev), random v4 UUIDs as apps make them, or one ordered
                                   stream per worker (default streams)
           --request-keys          every write carries a fresh requestKey (what exactly-once writes cost the server)
+          --after-seq             every GET carries afterSeq, the highest seq the run's writes were answered with,
+                                  as LarderClient sends it (a server behind on the change log waits, then reads
+                                  the database)
           --seed N                seed of every random choice (default 1)
 
         Results (stdout; progress lines every second on stderr unless --quiet):

@@ -1,5 +1,6 @@
 import Foundation
 import LarderIO
+import Synchronization
 
 /// The bytes the load is made of: document ids and bodies, JPEG blobs, Redis keys and values.
 ///
@@ -21,15 +22,19 @@ public struct Payloads: Sendable {
     public let ids: IDSource
     /// Every write carries a fresh `requestKey` (Protocol.md section 5.10).
     public let requestKeys: Bool
+    /// With `--after-seq`: the highest `seq` the run's writes were answered with, which every GET carries as
+    /// `afterSeq` (Protocol.md section 5.1), as one LarderClient tracks it over all its connections.
+    public let seenSeq: SeenSeq?
     /// Filler for padding documents and Redis values.
     let filler: [UInt8]
 
     public init(
         docSize: Int, docSizeMax: Int? = nil, blobs: [[UInt8]], runNonce: UInt32, ids: IDSource = .streams,
-        requestKeys: Bool = false
+        requestKeys: Bool = false, afterSeq: Bool = false
     ) {
         self.ids = ids
         self.requestKeys = requestKeys
+        seenSeq = afterSeq ? SeenSeq() : nil
         self.docSize = docSize
         self.docSizeMax = max(docSize, docSizeMax ?? docSize)
         self.blobs = blobs.isEmpty ? [Payloads.syntheticJPEG(size: 1024)] : blobs
@@ -249,4 +254,46 @@ func decimalDigits(_ value: UInt64) -> Int {
         n += 1
     }
     return n
+}
+
+/// The highest change sequence number seen in write answers, shared by every connection of a run.
+public final class SeenSeq: Sendable {
+    private let highest = Atomic<Int64>(0)
+
+    /// The highest seen so far (0 before any write was answered).
+    public var value: Int64 { highest.load(ordering: .relaxed) }
+
+    /// Raises the highest to `seq` when it is higher.
+    func saw(_ seq: Int64) {
+        var current = highest.load(ordering: .relaxed)
+        while seq > current {
+            let (exchanged, original) = highest.compareExchange(
+                expected: current, desired: seq, ordering: .relaxed)
+            if exchanged { return }
+            current = original
+        }
+    }
+
+    /// The `seq` a write answer's JSON ends with (`…,"seq":N}`), given its last bytes; nil for any other answer.
+    static func parse(tail: [UInt8]) -> Int64? {
+        guard tail.last == UInt8(ascii: "}") else { return nil }
+        var value: Int64 = 0
+        var scale: Int64 = 1
+        var index = tail.count - 2
+        while index >= 0, let digit = tail[index].wholeNumberDigit {
+            guard scale <= 1_000_000_000_000_000 else { return nil }
+            value += Int64(digit) * scale
+            scale *= 10
+            index -= 1
+        }
+        let member = Array(#""seq":"#.utf8)
+        guard scale > 1, index + 1 >= member.count, Array(tail[(index + 1 - member.count)...index]) == member else {
+            return nil
+        }
+        return value
+    }
+}
+
+extension UInt8 {
+    fileprivate var wholeNumberDigit: UInt8? { (48...57).contains(self) ? self - 48 : nil }
 }

@@ -85,7 +85,8 @@ public func runBenchmark(
     }
     let payloads = Payloads(
         docSize: options.docSize, docSizeMax: options.docSizeMax, blobs: blobs,
-        runNonce: UInt32.random(in: 0...UInt32.max), ids: options.ids, requestKeys: options.requestKeys)
+        runNonce: UInt32.random(in: 0...UInt32.max), ids: options.ids, requestKeys: options.requestKeys,
+        afterSeq: options.afterSeq)
 
     // The first connection checks the server and prepares it; it stays open (idle) for the run.
     let (control, info) = try Handshake.open(options, port: port)

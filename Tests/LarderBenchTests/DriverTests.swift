@@ -61,6 +61,46 @@ import LarderIO
         #expect(throws: BenchError.self) { try DriverTests.feed(&driver, http, split: { _ in 100 }) }
     }
 
+    /// `--after-seq`: the `seq` write answers end with, however the reads split them, becomes the `afterSeq` of the
+    /// GETs sent after them (the highest seen); answers that only contain a member named `seq` do not count.
+    @Test func afterSeqFollowsTheHighestSeqOfWriteAnswers() throws {
+        let encoder = FrameEncoder()
+        func get(_ driver: inout LarderDriver) throws -> GetRequest {
+            var out: [UInt8] = []
+            driver.encode(Request(op: .get, key: 5, idKind: .preloaded, rev: 1), requestID: 1, into: &out)
+            var decoder = FrameDecoder()
+            var buffer = ByteBuffer(out)
+            return try GetRequest(json: try #require(try decoder.next(&buffer)).jsonObject())
+        }
+        var stream: [UInt8] = []
+        for json in [
+            #"{"id":"a","rev":1,"seq":41}"#, #"{"id":"b","rev":2,"seq":40}"#,
+            #"{"id":"c","rev":1,"data":{"seq":99}}"#, #"{"code":9,"name":"CONFLICT","message":"at \"seq\":77"}"#,
+        ] {
+            encoder.encode(
+                Frame(opcode: .create, requestID: 2, status: .ok, flags: .response, json: Array(json.utf8)),
+                into: &stream)
+        }
+        var rng = SplitMix64(seed: 7)
+        for split: (Int) -> Int in [{ _ in stream.count }, { _ in 1 }, { _ in Int(rng.below(40)) + 1 }] {
+            let payloads = Payloads(
+                docSize: 250, blobs: [Payloads.syntheticJPEG(size: 100)], runNonce: 0xABCD, afterSeq: true)
+            var driver = LarderDriver(payloads: payloads, worker: 0, collection: "bench", encoder: encoder)
+            #expect(try get(&driver).afterSeq == nil, "nothing seen yet: no afterSeq")
+            _ = try DriverTests.feed(&driver, stream, split: split)
+            #expect(try get(&driver).afterSeq == 41)
+        }
+        #expect(SeenSeq.parse(tail: Array(#""seq":}"#.utf8)) == nil)
+        #expect(SeenSeq.parse(tail: Array(#"seq":12}"#.utf8)) == nil)
+        #expect(SeenSeq.parse(tail: Array(#","seq":12}"#.utf8)) == 12)
+        guard case .run(let options) = try BenchArguments.parse(["--after-seq"]) else {
+            Issue.record("--after-seq is an option of run")
+            return
+        }
+        #expect(options.afterSeq)
+        #expect(throws: UsageError.self) { try BenchArguments.parse(["--after-seq", "--target", "redis"]) }
+    }
+
     @Test func larderRequestsAreValidMessages() throws {
         var driver = LarderDriver(
             payloads: DriverTests.payloads, worker: 3, collection: "bench", encoder: FrameEncoder())
