@@ -95,7 +95,7 @@ let package = Package(
         .systemLibrary(
             name: "CICU", pkgConfig: "icu-i18n",
             providers: [.apt(["libicu-dev"]), .brew(["icu4c"])]),
-        .testTarget(name: "LarderSchemaTests", dependencies: ["LarderSchema", "LarderWire"]),
+        .testTarget(name: "LarderSchemaTests", dependencies: ["LarderTestThreads", "LarderSchema", "LarderWire"]),
         // epoll and eventfd (part of the C library: no package, nothing to link).
         .systemLibrary(name: "CEpoll"),
         // The one lock (a pthread mutex, which ThreadSanitizer sees) and its condition variable.
@@ -168,6 +168,8 @@ let package = Package(
         .systemLibrary(name: "CChildProcess", path: "Tests/CChildProcess"),
         .target(
             name: "LarderTestProcess", dependencies: ["LarderSync", "CChildProcess"], path: "Tests/LarderTestProcess"),
+        // The trait that runs a suite's test cases on threads of their own (Tests/LarderTestThreads).
+        .target(name: "LarderTestThreads", path: "Tests/LarderTestThreads"),
         // `larder-server` for the tests of a server process: the same command with test hooks read from its environment
         // (Tests/larder-server-test links the server's own ServerCommand.swift and ServerOptions.swift). Not a product.
         .executableTarget(
@@ -182,29 +184,35 @@ let package = Package(
             swiftSettings: strict),
         // In the portable configuration too: LarderIO is the portable layer.
         // The larder-server command's options (ServerOptions.swift).
-        .testTarget(name: "LarderServerCommandTests", dependencies: ["larder-server", "LarderServer", "LarderWire"]),
-        .testTarget(name: "LarderIOTests", dependencies: ["LarderIO"], swiftSettings: portableSettings),
-        .testTarget(name: "LarderEventLoopTests", dependencies: ["LarderEventLoop", "LarderIO", "LarderSync"]),
-        .testTarget(name: "LarderCLITests", dependencies: ["LarderCLI", "LarderClient"]),
+        .testTarget(
+            name: "LarderServerCommandTests",
+            dependencies: ["LarderTestThreads", "larder-server", "LarderServer", "LarderWire"]),
+        .testTarget(
+            name: "LarderIOTests", dependencies: ["LarderTestThreads", "LarderIO"], swiftSettings: portableSettings),
+        .testTarget(
+            name: "LarderEventLoopTests",
+            dependencies: ["LarderTestThreads", "LarderEventLoop", "LarderIO", "LarderSync"]),
+        .testTarget(name: "LarderCLITests", dependencies: ["LarderTestThreads", "LarderCLI", "LarderClient"]),
         // In the portable configuration: the suites of what differs there (CRC-32 and SHA-256).
         .testTarget(
-            name: "LarderWireTests", dependencies: ["LarderWire", "LarderIO"],
+            name: "LarderWireTests", dependencies: ["LarderTestThreads", "LarderWire", "LarderIO"],
             sources: portableKeeps(["CRC32Tests.swift", "DigestTests.swift"]),
             swiftSettings: portableSettings),
         .testTarget(
             name: "LarderStoreTests",
             dependencies: [
-                "LarderStore", "LarderSync", "LarderIO", "LarderTestSupport", "LarderTestProcess", "LarderThumbnails",
+                "LarderTestThreads", "LarderStore", "LarderSync", "LarderIO", "LarderTestSupport", "LarderTestProcess",
+                "LarderThumbnails",
             ],
             resources: [.copy("Fixtures")]),
         .testTarget(
             name: "LarderServerTests",
-            dependencies: ["LarderServer", "LarderSync", "LarderIO", "LarderTestSupport"]),
+            dependencies: ["LarderTestThreads", "LarderServer", "LarderSync", "LarderIO", "LarderTestSupport"]),
         // In the portable configuration: the suites that need only the client and a server (which the Linux build
         // provides).
         .testTarget(
             name: "LarderClientTests",
-            dependencies: ["LarderClient", "LarderSync", "LarderIO", "LarderTestProcess"]
+            dependencies: ["LarderTestThreads", "LarderClient", "LarderSync", "LarderIO", "LarderTestProcess"]
                 + (portable ? [] : ["LarderCLI"]),
             sources: portableKeeps([
                 "ClientTests.swift", "EndpointsTests.swift", "FakeServer.swift", "NonBlockingClientTests.swift",
@@ -214,14 +222,18 @@ let package = Package(
         .testTarget(
             name: "LarderBenchTests",
             dependencies: [
-                "LarderBench", "LarderServer", "LarderStore", "LarderSync", "LarderIO", "LarderTestProcess",
+                "LarderTestThreads", "LarderBench", "LarderServer", "LarderStore", "LarderSync", "LarderIO",
+                "LarderTestProcess",
                 "LarderTestSupport",
             ]),
-        .testTarget(name: "LarderAuthTests", dependencies: ["LarderAuth", "LarderTestProcess", "LarderTestSupport"]),
+        .testTarget(
+            name: "LarderAuthTests",
+            dependencies: ["LarderTestThreads", "LarderAuth", "LarderTestProcess", "LarderTestSupport"]),
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "LarderServer", "LarderClient", "LarderStore", "LarderBench", "LarderSync", "LarderIO",
+                "LarderTestThreads", "LarderServer", "LarderClient", "LarderStore", "LarderBench", "LarderSync",
+                "LarderIO",
                 "LarderEventLoop", "LarderTestSupport", "LarderTestProcess", "LarderTLS", "LarderThumbnails",
                 "larder-server", "larder-server-test", "larder-replica-test",
             ],
@@ -246,7 +258,8 @@ if Context.environment["LARDER_SANITIZE_CORE"] != nil {
         "CZlib", "CSQLite", "CLibPQ", "CLibDeflate", "COpenSSL", "CGnuTLS", "CMicroHTTPD", "CTurboJPEG", "CEpoll",
         "CPCRE2", "CICU", "CArgon2", "CXXHash", "LarderAuth", "LarderSync", "LarderIO", "LarderEventLoop", "LarderWire",
         "LarderSchema", "LarderThumbnails", "LarderTLS", "LarderStore", "LarderServer", "LarderClient", "LarderTestSupport", "LarderTestProcess",
-        "CChildProcess", "LarderWireTests", "LarderStoreTests", "LarderServerTests", "larder-sanitizer-canary",
+        "LarderTestThreads", "CChildProcess", "LarderWireTests", "LarderStoreTests", "LarderServerTests",
+        "larder-sanitizer-canary",
     ]
     package.targets.removeAll { !core.contains($0.name) }
     package.products = [.library(name: "LarderClient", targets: ["LarderClient"])]
@@ -258,7 +271,10 @@ if Context.environment["LARDER_SANITIZE_CORE"] != nil {
     package.targets.append(
         .testTarget(
             name: "ServerEndToEndTests",
-            dependencies: ["LarderServer", "LarderClient", "LarderIO", "LarderSync", "LarderWire", "LarderTestSupport"],
+            dependencies: [
+                "LarderTestThreads", "LarderServer", "LarderClient", "LarderIO", "LarderSync", "LarderWire",
+                "LarderTestSupport",
+            ],
             path: "Tests/IntegrationTests",
             exclude: others, sources: endToEnd, resources: [.copy("Fixtures")]))
 }
@@ -267,7 +283,7 @@ if Context.environment["LARDER_SANITIZE_CORE"] != nil {
 if portable {
     let modules: Set = [
         "CZlib", "CSQLite", "LarderSync", "LarderIO", "LarderWire", "LarderClient", "LarderIOTests", "LarderWireTests",
-        "LarderClientTests", "CChildProcess", "LarderTestProcess",
+        "LarderClientTests", "CChildProcess", "LarderTestProcess", "LarderTestThreads",
     ]
     package.products = package.products.filter { modules.contains($0.name) }
     package.targets = package.targets.filter { modules.contains($0.name) }

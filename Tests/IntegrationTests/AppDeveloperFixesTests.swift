@@ -1,11 +1,12 @@
 import Foundation
 import LarderClient
 import LarderTestSupport
+import LarderTestThreads
 import Testing
 
 /// What a new app developer runs into first: errors that read well, `Identifiable` values, `Date` times, `Data`
 /// photos, a byte range that may run past the end, and an import that keeps its file's order.
-@Suite(.timeLimit(.minutes(20))) struct AppDeveloperFixesTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct AppDeveloperFixesTests {
     struct Todo: Codable, Sendable, Equatable {
         var title: String
     }

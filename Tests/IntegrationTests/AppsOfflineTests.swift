@@ -2,12 +2,13 @@ import Foundation
 import LarderClient
 import LarderTestProcess
 import LarderTestSupport
+import LarderTestThreads
 import Testing
 
 /// The five apps Larder was made for (AppsTests' models), used offline through `LarderReplica`: a `larder-server`
 /// process behind a relay that goes silent, every write and read made while it is, the app restarted on its file, then
 /// the network back: the server ends up holding what the phone holds, and the app's queries answer the same on both.
-@Suite(.serialized, .timeLimit(.minutes(20))) struct AppsOfflineTests {
+@Suite(.serialized, .ownThreads, .timeLimit(.minutes(20))) struct AppsOfflineTests {
     /// An app's replica, offline, on a server of `store`; `body` runs offline, then the network comes back and the
     /// replica drains.
     static func offline(

@@ -1,6 +1,7 @@
 import Foundation
 import LarderClient
 import LarderTestSupport
+import LarderTestThreads
 import Testing
 
 /// Where an app's server runs: in the test process, or as the `larder-server` binary, as a user runs it.
@@ -85,7 +86,7 @@ final class AppServer: @unchecked Sendable {
 /// After a server restart a test reopens its client's connection (`close()`): the client hears of the old one's end
 /// on its reader thread, which a busy machine may run late, and a request sent on it meanwhile would fail (the
 /// reconnect after such a failure is ClientLibraryTests' business).
-@Suite(.timeLimit(.minutes(20))) struct AppsTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct AppsTests {
     struct Profile: Codable, Sendable, Equatable {
         var name: String
         var phone: String

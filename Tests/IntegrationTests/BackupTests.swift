@@ -5,6 +5,7 @@ import LarderStore
 import LarderSync
 import LarderTestProcess
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
@@ -19,7 +20,7 @@ func offThePool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async t
 
 /// `larder backup` against a running server: a consistent online snapshot, taken while writers go on, that a new
 /// server starts on.
-@Suite(.timeLimit(.minutes(20))) struct BackupTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct BackupTests {
     // Promise: OPERATING.md "the test holds a backup open while 100 more writes are acknowledged"
     /// Writers create documents without pause. Once a hundred are acknowledged, `larder backup` starts and is held
     /// inside its snapshot's read transaction (a test gate) until the writers have had 100 more writes acknowledged:

@@ -1,9 +1,10 @@
 import Foundation
+import LarderTestThreads
 import Testing
 
 /// `larder-bench blobs`: the in-process transfer benchmark runs its rounds against a real server (each round checks
 /// the copy byte for byte) and reports both directions and the server's CPU per MiB; bad options are usage errors.
-@Suite(.timeLimit(.minutes(20))) struct BlobBenchTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct BlobBenchTests {
     @Test func measuresBothWaysAgainstARunningServer() throws {
         let server = try ClientTestServer()
         defer { server.stop() }

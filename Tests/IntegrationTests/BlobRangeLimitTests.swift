@@ -2,12 +2,13 @@ import Foundation
 import LarderBench
 import LarderServer
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// Byte ranges and the upload limits over the wire (Protocol.md §5.4 and §8): each limit announced in HELLO, and
 /// crossed once, with the error a client would see; the connection stays open after each.
-@Suite(.timeLimit(.minutes(20))) struct BlobRangeLimitTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct BlobRangeLimitTests {
     static func jpeg(_ size: Int) -> [UInt8] { Payloads.syntheticJPEG(size: size) }
 
     static func upload(_ c: RawClient, _ bytes: [UInt8], chunk: Int) throws -> Frame {

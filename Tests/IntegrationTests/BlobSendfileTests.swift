@@ -6,13 +6,14 @@ import LarderClient
 import LarderIO
 import LarderTestProcess
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// Ranges of a blob kept in a file, which the server sends with sendfile(2) on plain TCP and Unix-socket connections,
 /// against a real `larder-server` process: byte-exact over both, still delivered when the blob is deleted while its
 /// answer waits, every byte to a reader that lets the socket fill, and small answers kept whole beside large ones.
-@Suite(.serialized, .timeLimit(.minutes(20))) struct BlobSendfileTests {
+@Suite(.serialized, .ownThreads, .timeLimit(.minutes(20))) struct BlobSendfileTests {
     /// A server with a 24 MiB photo uploaded in chunks (so kept in a file), reachable by TCP and a Unix socket.
     struct Fixture {
         let root: URL

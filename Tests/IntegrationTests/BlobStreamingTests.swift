@@ -6,12 +6,13 @@ import LarderClient
 import LarderSync
 import LarderTestProcess
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// Blobs larger than a frame against a real `larder-server` process: streamed uploads that resume after
 /// the server is killed, downloads by ranges, and the server's memory while a 200 MB photo goes through.
-@Suite(.serialized, .timeLimit(.minutes(20))) struct BlobStreamingTests {
+@Suite(.serialized, .ownThreads, .timeLimit(.minutes(20))) struct BlobStreamingTests {
     /// Writes a JPEG of `size` bytes to `path` a block at a time: SOI, a 4000x3000 frame header, comment segments of
     /// filler (each stamped with its number, so that no two are alike), EOI. Never more than a block in memory.
     static func writeJPEG(size: Int, to path: String, seed: UInt64 = 7) throws {

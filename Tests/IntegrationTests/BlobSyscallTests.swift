@@ -5,13 +5,14 @@ import Foundation
 import LarderClient
 import LarderTestProcess
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// What the server asks of the kernel for a blob kept in a file, seen in its system calls (strace(1)): a large range
 /// leaves over plain TCP by sendfile, carrying the range's bytes; over TLS it never does (the kernel would send the
 /// file's plaintext into the encrypted stream); and FINISH fdatasyncs the upload's file before it answers.
-@Suite(.serialized, .timeLimit(.minutes(20))) struct BlobSyscallTests {
+@Suite(.serialized, .ownThreads, .timeLimit(.minutes(20))) struct BlobSyscallTests {
     /// One system call of a traced server: when it began and ended (seconds since 1970), its name, its arguments as
     /// strace shows them (descriptors with what they are: `12</path>`, `7<TCP:[127.0.0.1:a->127.0.0.1:b]>`), and the
     /// number it returned.

@@ -1,9 +1,10 @@
 import Foundation
 import LarderBench
+import LarderTestThreads
 import Testing
 
 /// `larder blob get ID -o FILE --range START-END` (both ends included, as HTTP) on a blob stored in chunks.
-@Suite(.timeLimit(.minutes(20))) struct CLIBlobRangeTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct CLIBlobRangeTests {
     @Test func rangesOfAChunkedBlob() throws {
         let server = try ClientTestServer()
         defer { server.stop() }

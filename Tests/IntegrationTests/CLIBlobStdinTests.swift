@@ -7,11 +7,12 @@ import Foundation
 import LarderBench
 import LarderClient
 import LarderTestProcess
+import LarderTestThreads
 import Testing
 
 /// `larder blob put -`: stdin through a real pipe into the `larder` process, against a real server. Input of any size
 /// moves in chunks with bounded memory and resumes after a broken connection.
-@Suite(.timeLimit(.minutes(20))) struct CLIBlobStdinTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct CLIBlobStdinTests {
     /// What a `larder` process did with its stdin: exit status, output, and its peak resident memory.
     struct Piped {
         var status: Int32

@@ -1,9 +1,10 @@
 import Foundation
 import LarderClient
+import LarderTestThreads
 import Testing
 
 /// `larder import --mode insert|upsert|skip-existing`, and the README walkthrough that relies on it being repeatable.
-@Suite(.timeLimit(.minutes(20))) struct CLIImportTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct CLIImportTests {
     static let collections = ["profiles", "items", "todos", "students", "pokemon_items"]
 
     /// samples/ at the root of the package.

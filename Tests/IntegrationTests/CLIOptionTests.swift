@@ -1,9 +1,10 @@
 import Foundation
 import LarderClient
+import LarderTestThreads
 import Testing
 
 /// Every option of the `larder` command, run as a user types it against a real server, each checked for what it does.
-@Suite(.timeLimit(.minutes(20))) struct CLIOptionTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct CLIOptionTests {
     static func port(_ server: ClientTestServer) -> [String] { ["--port", String(server.port)] }
 
     /// Creates `count` items with prices 10, 20, ... and returns their ids in creation order.

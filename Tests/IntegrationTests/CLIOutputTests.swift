@@ -6,11 +6,12 @@ import Darwin
 import Foundation
 import LarderClient
 import LarderTestSupport
+import LarderTestThreads
 import Testing
 
 /// What `larder` prints for people: full ids, tables that fit the terminal (vertical when a record cannot), a page
 /// cut short that says so, `--all` that streams, and a `stats` summary.
-@Suite(.timeLimit(.minutes(20))) struct CLIOutputTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct CLIOutputTests {
     /// `larder ARGUMENTS` on a terminal `columns` wide; its whole output once it exits 0.
     static func onTerminal(_ arguments: [String], columns: Int, stderrToNull: Bool = false) throws -> String {
         let home = CLIPromptTests.temporaryHome()

@@ -2,11 +2,12 @@ import Foundation
 import LarderClient
 import LarderTestProcess
 import LarderTestSupport
+import LarderTestThreads
 import Testing
 
 /// The `larder` prompt on a real pseudo-terminal, typed at as a person types: editing keys, ↑ for history, Tab,
 /// a command over several lines, Ctrl-C on a line, on a running command and on a watch, Ctrl-D to leave.
-@Suite(.timeLimit(.minutes(20))) struct CLIPromptTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct CLIPromptTests {
     /// `larder ARGUMENTS` on a terminal of `columns`, with a home directory of its own (for ~/.larder_history).
     static func larder(_ arguments: [String], columns: Int = 100, home: String? = nil) throws -> PseudoTerminal {
         try PseudoTerminal(

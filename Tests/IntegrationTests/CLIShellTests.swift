@@ -1,10 +1,11 @@
 import Foundation
 import LarderClient
 import LarderTestProcess
+import LarderTestThreads
 import Testing
 
 /// `--version` on every executable, and `larder completion bash|zsh` loaded into a shell.
-@Suite(.timeLimit(.minutes(20))) struct CLIShellTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct CLIShellTests {
     /// Runs a built executable (or any program) with `arguments`; its status and stdout.
     static func run(_ executable: URL, _ arguments: [String], environment: [String: String] = [:]) throws
         -> (status: Int32, stdout: String, stderr: String)

@@ -1,10 +1,11 @@
 import Foundation
 import LarderBench
 import LarderClient
+import LarderTestThreads
 import Testing
 
 /// The smaller things a new user tripped on: help columns, grammar, the token hint, progress to 100%, sizes in units.
-@Suite(.timeLimit(.minutes(20))) struct CLISmallFixesTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct CLISmallFixesTests {
     @Test func groupHelpIsAligned() throws {
         for arguments in [["help", "blob"], ["blob", "--help"]] {
             let r = try CLITests.run(arguments)

@@ -1,12 +1,13 @@
 import Foundation
 import LarderClient
 import LarderServer
+import LarderTestThreads
 import Testing
 @testable import larder_server
 
 /// Input that does not parse is refused (exit 64) with the offending text shown and a caret under the mistake, the
 /// way a compiler points at an error, instead of quietly matching nothing.
-@Suite(.timeLimit(.minutes(20))) struct CLIStrictInputTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct CLIStrictInputTests {
     /// The lines of stderr after `Error: ...`: the excerpt and its caret.
     static func caret(_ stderr: String) -> [String] {
         Array(stderr.split(separator: "\n", omittingEmptySubsequences: false).dropFirst().prefix(2).map(String.init))

@@ -1,11 +1,12 @@
 import Foundation
 import LarderClient
 import LarderTestProcess
+import LarderTestThreads
 import Testing
 
 /// The `larder` binary on a real pseudo-terminal (through `script(1)`), where it must behave as a terminal program:
 /// tables instead of JSON lines, and no JPEG bytes poured onto the screen.
-@Suite(.timeLimit(.minutes(20))) struct CLITerminalTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct CLITerminalTests {
     /// Runs `larder ARGS` with its stdin, stdout and stderr on a pseudo-terminal; returns the terminal's text. `typed`
     /// is what the user types (nothing by default); `home` is where `~` is.
     static func onTerminal(_ arguments: [String], typed: String? = nil, home: String? = nil) throws -> String {

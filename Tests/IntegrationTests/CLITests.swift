@@ -1,10 +1,11 @@
 import Foundation
 import LarderClient
 import LarderTestProcess
+import LarderTestThreads
 import Testing
 
 /// The `larder` binary run as a user would, against an in-process server on port 0.
-@Suite(.timeLimit(.minutes(20))) struct CLITests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct CLITests {
     struct Run {
         var status: Int32
         var stdout: String

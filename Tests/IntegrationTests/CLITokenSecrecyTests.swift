@@ -1,9 +1,10 @@
 import Foundation
+import LarderTestThreads
 import Testing
 
 /// A usage error names the argument at fault and nothing else of the command line: the token, given with `--token T`,
 /// `--token=T` or `LARDER_TOKEN`, is printed on neither stdout nor stderr.
-@Suite(.timeLimit(.minutes(20))) struct CLITokenSecrecyTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct CLITokenSecrecyTests {
     static let secret = "s3cr3t-Token-4f9a2c"
 
     /// The three ways of giving the token: as arguments put before the command, and as environment.

@@ -7,11 +7,12 @@ import Foundation
 import LarderClient
 import LarderTestProcess
 import LarderTestSupport
+import LarderTestThreads
 import Testing
 
 /// `larder watch` across server restarts: one line on stderr each time, a reconnection, and the events after the last
 /// one printed, none lost and none twice.
-@Suite(.timeLimit(.minutes(20))) struct CLIWatchReconnectTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct CLIWatchReconnectTests {
     /// `larder` in the background, stdout and stderr each read line by line.
     final class Watcher: @unchecked Sendable {
         let process = ChildProcess()

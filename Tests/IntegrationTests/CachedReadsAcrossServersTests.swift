@@ -6,13 +6,14 @@ import LarderClient
 import LarderSync
 import LarderTestProcess
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// Servers on one PostgreSQL with their read caches on (the default): a client that sends the highest sequence number
 /// it has seen (`afterSeq`; LarderClient does) reads its writes and never goes back in time, whichever server answers;
 /// a server whose change follower is held behind makes such a read wait, then read the database, never answer stale.
-@Suite(.serialized, .timeLimit(.minutes(20))) struct CachedReadsAcrossServersTests {
+@Suite(.serialized, .ownThreads, .timeLimit(.minutes(20))) struct CachedReadsAcrossServersTests {
     /// `count` servers on `url`; `gated` (when given) is the server whose change follower waits at `gate`.
     struct Servers {
         let children: [ServerChild]

@@ -2,10 +2,11 @@ import Foundation
 import LarderClient
 import LarderServer
 import LarderTestProcess
+import LarderTestThreads
 import Testing
 
 /// The library against a `larder-server` process killed with SIGKILL in the middle of a request.
-@Suite(.serialized, .timeLimit(.minutes(20))) struct ClientKilledServerTests {
+@Suite(.serialized, .ownThreads, .timeLimit(.minutes(20))) struct ClientKilledServerTests {
     @Test func aRequestInFlightFailsClearlyAndTheNextCallReconnects() async throws {
         let directory = NSTemporaryDirectory() + "larder-killed-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: directory) }

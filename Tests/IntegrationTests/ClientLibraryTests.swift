@@ -1,10 +1,11 @@
 import Foundation
 import LarderClient
 import LarderServer
+import LarderTestThreads
 import Testing
 
 /// The client library against a real server: every operation, typed round trips, concurrency, a dying server.
-@Suite(.timeLimit(.minutes(20))) struct ClientLibraryTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct ClientLibraryTests {
     @Test func everyOperation() async throws {
         let server = try ClientTestServer()
         defer { server.stop() }

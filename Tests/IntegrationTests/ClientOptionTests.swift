@@ -5,10 +5,11 @@ import Foundation
 import LarderClient
 import LarderServer
 import LarderSync
+import LarderTestThreads
 import Testing
 
 /// The client library's settings and callbacks, each checked for what it does against a real server.
-@Suite(.timeLimit(.minutes(20))) struct ClientOptionTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct ClientOptionTests {
     /// A TCP listener that never accepts: the kernel completes the connection (the backlog), and nobody answers.
     final class SilentListener {
         let fd: Int32

@@ -1,11 +1,12 @@
 import Foundation
 import LarderClient
 import LarderTestProcess
+import LarderTestThreads
 import Testing
 
 /// The client's retries of writes with request keys (Protocol.md section 5.10) against real servers of both stores,
 /// behind a `FaultRelay` that loses answers.
-@Suite(.serialized, .timeLimit(.minutes(20))) struct ClientRequestKeyTests {
+@Suite(.serialized, .ownThreads, .timeLimit(.minutes(20))) struct ClientRequestKeyTests {
     /// The client behind a relay that drops the answer of every other write (and cuts its connection, as a network
     /// that fails with the answer on its way): it sends each such write again, with its key, on a new connection, and
     /// every one of 100 creates and patches is applied exactly once. Then with every write's first answer lost.

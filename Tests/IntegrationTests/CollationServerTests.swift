@@ -1,12 +1,13 @@
 import Foundation
 import LarderClient
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// Collations through a real server on each store: SEARCH with a collated sort key from the client's `Ordering`, an
 /// INDEX under a collation, and the refusals that name `sort.N.collation` and `collation`.
-@Suite(.timeLimit(.minutes(20))) struct CollationServerTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct CollationServerTests {
     struct Book: Codable, Sendable {
         var title: String
     }

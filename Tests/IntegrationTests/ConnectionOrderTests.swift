@@ -2,6 +2,7 @@ import Foundation
 import LarderBench
 import LarderClient
 import LarderServer
+import LarderTestThreads
 import LarderWire
 import Testing
 import LarderIO
@@ -9,7 +10,7 @@ import LarderTestSupport
 
 /// One connection's order through a real server (Protocol.md section 2.3): its requests take effect as if run one at
 /// a time in the order sent, however they are pipelined; only their answers may come in another order.
-@Suite(.timeLimit(.minutes(20)))
+@Suite(.ownThreads, .timeLimit(.minutes(20)))
 struct ConnectionOrderTests {
     static func uuid() -> String { UUID().wireString }
 

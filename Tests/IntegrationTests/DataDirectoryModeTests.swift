@@ -4,13 +4,14 @@ import Glibc
 import Foundation
 import LarderClient
 import LarderTestProcess
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// The data directory holds every document and photo: a server started under the usual umask 022 makes it 0700 and
 /// every file in it 0600 (SQLite's -wal and -shm, blob and upload files included), and warns at start when a data
 /// directory it is given can be read by other users.
-@Suite(.timeLimit(.minutes(20))) struct DataDirectoryModeTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct DataDirectoryModeTests {
     /// A `larder-server` started by `sh` under umask 022 with `arguments`: its process, its port, and its output.
     struct Server {
         var process: ChildProcess

@@ -1,13 +1,14 @@
 import Foundation
 import LarderServer
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// CREATE and REPLACE in their usual form skip the request's JSON tree (`DocumentWrite.fast`); every other form takes
 /// the general parser. Through a real server, both must store the same bytes, find the same text, and answer the same
 /// errors.
-@Suite(.timeLimit(.minutes(20)))
+@Suite(.ownThreads, .timeLimit(.minutes(20)))
 struct DocumentWritePathTests {
     /// Sends `text` as the JSON part of an `opcode` request, as is.
     static func call(_ client: RawClient, _ opcode: Opcode, _ text: String) throws -> Frame {

@@ -5,6 +5,7 @@ import Foundation
 import LarderServer
 import LarderStore
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
@@ -108,7 +109,7 @@ struct StoreSnapshot: Equatable {
 
 /// A table of hostile inputs over real sockets: each gets its status or its close, the server keeps serving
 /// a healthy client, and nothing stored changes.
-@Suite(.timeLimit(.minutes(20))) struct HostileClientTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct HostileClientTests {
     static let existing = UUID(uuidString: "3f2504e0-4f89-41d3-9a0c-0305e82c3301")!
     static let existingBlob = UUID(uuidString: "5a1d0000-0000-4000-8000-000000000001")!
     static let missing = UUID(uuidString: "00000000-0000-4000-8000-00000000dead")!

@@ -5,6 +5,7 @@ import Foundation
 import LarderServer
 import LarderTestProcess
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
@@ -12,7 +13,7 @@ import Testing
 /// `--oidc-audience` and `--oidc-jwks`: a valid token signs the connection in as `issuer|subject`; every kind of bad
 /// token is UNAUTHENTICATED naming what failed, without the token; SIGHUP reads the JWKS file again (Protocol.md
 /// sections 4 and 10.3). Keys and tokens are made by the `openssl` command (`TestKeys`).
-@Suite(.timeLimit(.minutes(20))) struct IDTokenHelloTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct IDTokenHelloTests {
     /// A server process trusting the tests' issuer and audience, with the keys of `keys` in its JWKS file.
     final class Server {
         let root: URL

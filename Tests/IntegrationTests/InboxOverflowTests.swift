@@ -1,5 +1,6 @@
 import Foundation
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
@@ -8,7 +9,7 @@ import Testing
 /// An event loop that falls far behind the writer (an overloaded server) must not let committed changes pile up for it
 /// without bound: past `maxInboxChanges` they are dropped, its live subscriptions end with a gap at the last change each
 /// handled (so resuming with `since` loses nothing), and its read cache starts over (no stale GET).
-@Suite(.timeLimit(.minutes(20))) struct InboxOverflowTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct InboxOverflowTests {
     @Test func aLoopThatFallsBehindEndsItsLiveSubscriptionsWithAGapAndLosesNothing() throws {
         try withServerOnPort0({
             $0.ioQueues = 2

@@ -2,12 +2,13 @@ import Foundation
 import Glibc
 import LarderServer
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// Answers of `ServerConnection.offloadBytes` or more (photos) are written by a sender thread while the connection's
 /// loop goes on; the stream must stay exactly what the loop alone would have written, whatever the client does meanwhile.
-@Suite(.timeLimit(.minutes(20))) struct LargeAnswerTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct LargeAnswerTests {
     /// A fixture photo grown past the sender threshold with comment segments (still a valid JPEG).
     static func largeJPEG(_ extra: Int) throws -> [UInt8] {
         let photo = try ServerFixtures.data("rocket.jpg")

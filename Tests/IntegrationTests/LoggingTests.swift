@@ -6,11 +6,12 @@ import LarderClient
 import LarderServer
 import LarderTestProcess
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// `larder-server --log-format json --slow-ms N`: a real server process's stderr, line by line.
-@Suite(.timeLimit(.minutes(20))) struct LoggingTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct LoggingTests {
     /// Runs a server with `arguments`, lets `body` use it, stops it with SIGTERM and answers its stderr's lines.
     static func serverLog(_ arguments: [String], _ body: (Int) async throws -> Void) async throws -> [String] {
         let directory = ServerProcessTests.temporaryDirectory()

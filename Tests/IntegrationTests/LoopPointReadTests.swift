@@ -3,13 +3,14 @@ import LarderServer
 import LarderStore
 import LarderSync
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// An event loop answers its GETs from a SQLite connection of its own, never from the pool that searches borrow: a
 /// burst of slow searches (here: every reader of that pool held on a latch) leaves GETs, PINGs and the loop's other
 /// connections served.
-@Suite("Point reads on the event loops", .timeLimit(.minutes(20)))
+@Suite("Point reads on the event loops", .ownThreads, .timeLimit(.minutes(20)))
 struct LoopPointReadTests {
     /// Holds every search-path reader that reaches it once armed, until opened; counts those it holds.
     final class ReaderLatch: @unchecked Sendable {

@@ -5,11 +5,12 @@ import Foundation
 import LarderServer
 import LarderTestProcess
 import LarderTestSupport
+import LarderTestThreads
 import Testing
 
 /// Slow clients of `--metrics-port`: one trickling a request in a byte at a time is cut at
 /// `--metrics-request-timeout-ms`, and slow clients filling every slot do not keep `/healthz` from answering.
-@Suite(.timeLimit(.minutes(20))) struct MetricsSlowClientTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct MetricsSlowClientTests {
     /// A client that writes a request a byte at a time and never finishes it.
     final class Trickler {
         let client: RawClient

@@ -6,12 +6,13 @@ import LarderServer
 import LarderStore
 import LarderTestProcess
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// `--metrics-port`: `/metrics` in Prometheus's text format (checked by `promtool`, which scripts/bootstrap installs)
 /// and `/healthz`.
-@Suite(.timeLimit(.minutes(20))) struct MetricsTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct MetricsTests {
     struct HTTPAnswer {
         var status: Int
         var body: String

@@ -4,13 +4,14 @@ import LarderServer
 import LarderStore
 import LarderTestProcess
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// Accounts Larder keeps (`--users`, Protocol.md section 10.5): sign-up and sign-in with email and password, sessions
 /// presented in HELLO, sign-out, expiry, disabled users, the sign-in rate limits, the admin's requests, and the todo
 /// app's `owner` rule with two password users; on SQLite, and on two servers sharing one PostgreSQL.
-@Suite(.serialized, .timeLimit(.minutes(20))) struct PasswordAccountsTests {
+@Suite(.serialized, .ownThreads, .timeLimit(.minutes(20))) struct PasswordAccountsTests {
     static let todoRules: JSONObject = ["read": "owner", "create": "owner", "update": "owner", "delete": "owner"]
 
     /// A configuration with accounts (cheap hashes, so the tests spend no time hashing, unless `realCost`), anyone

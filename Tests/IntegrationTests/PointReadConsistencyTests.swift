@@ -2,6 +2,7 @@ import Foundation
 import LarderServer
 import LarderSync
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Synchronization
 import Testing
@@ -10,7 +11,7 @@ import Testing
 /// write acknowledged before it was sent, including a write acknowledged on another loop's connection while this
 /// loop's snapshot was open: here a noisy client keeps the reader's loop busy with pipelined GETs, so its turns
 /// always hold a snapshot when the reader's GET arrives.
-@Suite("GET after an acknowledged write, across I/O loops", .timeLimit(.minutes(20)))
+@Suite("GET after an acknowledged write, across I/O loops", .ownThreads, .timeLimit(.minutes(20)))
 struct PointReadConsistencyTests {
     @Test("a GET sent after a PATCH was acknowledged on another connection sees that PATCH, every time")
     func readYourAcknowledgedWrites() throws {

@@ -3,6 +3,7 @@ import LarderClient
 import LarderServer
 import LarderSync
 import LarderTestSupport
+import LarderTestThreads
 import Synchronization
 import Testing
 
@@ -10,7 +11,7 @@ import Testing
 
 /// `larder-server --postgres`: the start-up line, start-up failures, and the database going away under the server.
 /// The fault tests stop and start a cluster of their own.
-@Suite(.serialized, .timeLimit(.minutes(20))) struct PostgresServerTests {
+@Suite(.serialized, .ownThreads, .timeLimit(.minutes(20))) struct PostgresServerTests {
     /// The shared cluster's TCP URL with the password (the socket needs none).
     static func tcpURL(password: String, schema: String) throws -> String {
         let socketURL = try TestPostgres.url()

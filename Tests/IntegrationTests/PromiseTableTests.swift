@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestThreads
 import Testing
 
 /// Every promise of Protocol.md and of OPERATING.md's "Scaling out" and "Operating Larder" sections has a test that
@@ -8,7 +9,7 @@ import Testing
 /// A promise is a sentence (or a table row) of Protocol.md that names a status (`INVALID_ARGUMENT`), a limit
 /// (`maxFrameBytes`) or says MUST; in the two OPERATING.md sections, one that names a server option (`--max-in-flight`).
 /// Each is keyed by its section and a hash of its words, so rewording a promise asks for its tests to be named again.
-@Suite(.timeLimit(.minutes(20))) struct PromiseTableTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct PromiseTableTests {
     static let repository = TestRulesTests.testsDirectory.deletingLastPathComponent()
     static let tablePath = TestRulesTests.testsDirectory.appendingPathComponent("Promises.md").path
 

@@ -5,12 +5,13 @@ import Foundation
 import LarderClient
 import LarderServer
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// Answers checked against Protocol.md through a real server socket: each test names the rule it holds
 /// the server to, and fails on the answer the server gave before.
-@Suite(.timeLimit(.minutes(20))) struct ProtocolConformanceTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct ProtocolConformanceTests {
     /// Section 4: PING's JSON part is empty in both directions, before HELLO and after it.
     @Test func pingAnswersAnEmptyJSONPart() throws {
         try withServerWithoutListener { server in

@@ -1,11 +1,12 @@
 import Foundation
+import LarderTestThreads
 import Testing
 
 /// Every public declaration an app sees has a doc comment: LarderClient's, and LarderWire's, which LarderClient
 /// re-exports. A declaration is documented when a `///` line sits directly above it, or above the attributes
 /// (`@discardableResult`, `@inlinable`) written on the lines before it. `public extension` and `public import` lines
 /// declare nothing of their own and need none; the cases of a public enum are declarations and need one each.
-@Suite(.timeLimit(.minutes(20))) struct PublicDocumentationTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct PublicDocumentationTests {
     static let sourcesDirectory = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("Sources")

@@ -3,6 +3,7 @@ import LarderClient
 import LarderSync
 import LarderTestProcess
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
@@ -11,7 +12,7 @@ import Testing
 /// first screen. The code between a
 /// `// README:` line and `// README end` is the README's, character for character (less its indentation here):
 /// `theReadmeShowsThisCode` fails when the two drift apart.
-@Suite(.timeLimit(.minutes(20))) struct ReadmeAppsTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct ReadmeAppsTests {
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
 

@@ -1,10 +1,11 @@
 import Foundation
 import LarderClient
 import LarderSync
+import LarderTestThreads
 import Testing
 
 /// The library example in README.md, run as written against a real server, so the README cannot drift.
-@Suite(.timeLimit(.minutes(20))) struct ReadmeExampleTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct ReadmeExampleTests {
     struct Purchase: Codable, Sendable {
         var store: String
         var item: String

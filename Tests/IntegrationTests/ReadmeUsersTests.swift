@@ -2,12 +2,13 @@ import Foundation
 import LarderClient
 import LarderServer
 import LarderTestSupport
+import LarderTestThreads
 import Testing
 
 /// README's "Users and rules" section, its Swift blocks compiled and run here against a server that trusts the tests'
 /// identity provider; the text between each `// README:` line and `// README end` is the README's, character for
 /// character (less its indentation here).
-@Suite(.timeLimit(.minutes(20))) struct ReadmeUsersTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct ReadmeUsersTests {
     struct Todo: Codable, Sendable {
         var title: String
         var isFinish: Bool

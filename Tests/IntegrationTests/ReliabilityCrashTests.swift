@@ -5,6 +5,7 @@ import Foundation
 import LarderClient
 import LarderStore
 import LarderSync
+import LarderTestThreads
 import LarderWire
 import Testing
 
@@ -64,7 +65,7 @@ final class AcknowledgedWrites: Sendable {
 /// Crash recovery: clients write documents and blobs against a real `larder-server`, which is killed with
 /// SIGKILL at a random moment and restarted; every acknowledged write must be there (blobs by SHA-256), every
 /// acknowledged delete gone, and `PRAGMA integrity_check` must say ok. `scripts/crash-test ROUNDS` runs many rounds.
-@Suite(ReliabilityKnobs.timeLimit(plus: ReliabilityKnobs.int("LARDER_CRASH_ROUNDS", default: 3)))  // a minute a round
+@Suite(.ownThreads, ReliabilityKnobs.timeLimit(plus: ReliabilityKnobs.int("LARDER_CRASH_ROUNDS", default: 3)))  // a minute a round
 struct ReliabilityCrashTests {
     static let collection = "crash"
     /// Writes each round has acknowledged before its kill.

@@ -1,11 +1,12 @@
 import Foundation
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// One test per problem the fuzzer (scripts/fuzz, Fuzz/FuzzWire.swift) found; the inputs are in Fuzz/regressions and
 /// `scripts/fuzz --replay` runs them through the fuzz target itself. RELIABILITY.md lists the findings.
-@Suite(.timeLimit(.minutes(20))) struct ReliabilityFuzzFindingsTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct ReliabilityFuzzFindingsTests {
     /// Finding 1: Foundation's `UUID(uuidString:)` on Linux reads "+", "0x" and spaces inside a group, so several
     /// texts named one document (`...-0305+82c3301` was `...-0305082c3301`). Ids are now parsed strictly.
     @Test(arguments: [
@@ -63,7 +64,7 @@ import Testing
 
 /// Finding 2: `Timestamp.parse` took February 30th and second 60, so `9999-12-31T23:59:60.999Z` became an instant in
 /// year 10000 that is written back as `9999-01-01T00:00:00.999Z`. Only instants that exist are read now.
-@Suite(.timeLimit(.minutes(20))) struct ReliabilityTimestampFindingTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct ReliabilityTimestampFindingTests {
     @Test(arguments: [
         "9999-12-31T23:59:60.999Z", "2026-02-29T00:00:00Z", "2026-04-31T00:00:00.000Z", "1900-02-29T12:00:00Z",
         "2026-11-30T24:00:00Z", "2026-11-30T00:60:00Z", "2026-11-00T00:00:00Z", "2026-13-01T00:00:00Z",
@@ -89,7 +90,7 @@ import Testing
 /// Finding 6: the tree-free REPLACE reader (`DocumentWrite.fast`) added up a `rev` of 20 digits in an `Int64` before
 /// checking its length: the overflow trapped, and one request took the whole server down. Through a real server, every
 /// oversized `rev` is now INVALID_ARGUMENT from the general path, and the server answers the next request.
-@Suite(.timeLimit(.minutes(20))) struct ReliabilityRevisionFindingTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct ReliabilityRevisionFindingTests {
     @Test func aRevisionOfTwentyDigitsIsRefusedAndTheServerServesOn() throws {
         try withServerWithoutListener { server in
             let c = try RawClient.connected(to: server)

@@ -3,11 +3,12 @@ import LarderServer
 import LarderStore
 import LarderTestProcess
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// One test per problem the hostile-client table (HostileClientTests) found in the store; RELIABILITY.md lists them.
-@Suite(.timeLimit(.minutes(20))) struct ReliabilityHostileFindingsTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct ReliabilityHostileFindingsTests {
     static func withStore(_ body: (SQLiteStore) throws -> Void) throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-in-\(UUID().wireString)")
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -73,7 +74,7 @@ import Testing
 /// Finding 4: every frame read was inflated and handed out at once, up to 128 per connection, so 128 pipelined
 /// frames of 4 KiB that each inflate to 4 MiB made the server hold half a gigabyte for 0.5 MB sent. Reading now
 /// pauses while the requests in flight hold more than `inputHighWaterBytes`.
-@Suite(.timeLimit(.minutes(20))) struct ReliabilityInflationFindingTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct ReliabilityInflationFindingTests {
     static func bomb(_ encoder: FrameEncoder, id: UInt32, inflated: Int) -> [UInt8] {
         let pad = String(repeating: " ", count: inflated - 40)
         let json: JSONObject = ["collection": "b", "data": ["pad": .string(pad)]]

@@ -1,11 +1,13 @@
 import Foundation
 import LarderClient
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// No lost updates: many clients add 1 to one counter with revision-checked writes, retrying on CONFLICT;
 /// the final value is exactly the number of increments, and the revision says no write was applied twice.
 @Suite(
+    .ownThreads,
     ReliabilityKnobs.timeLimit(
         plus: ReliabilityKnobs.int("LARDER_LOST_UPDATE_CLIENTS", default: 50)
             * ReliabilityKnobs.int("LARDER_LOST_UPDATE_INCREMENTS", default: 100) / 500))

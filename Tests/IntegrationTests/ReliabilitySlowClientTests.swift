@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Foundation
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
@@ -88,7 +89,7 @@ final class Tricklers: @unchecked Sendable {
 /// while a healthy client is served. `scripts/slow-clients` runs it with 1,000 connections and the default 30-second
 /// deadline, and measures: each is cut within a second of its deadline, and the healthy client's p99 stays within 2x
 /// of its figure without them. In the suite those two are reported, not judged (they are speeds, for a quiet machine).
-@Suite(ReliabilityKnobs.timeLimit(plus: 5)) struct ReliabilitySlowClientTests {
+@Suite(.ownThreads, ReliabilityKnobs.timeLimit(plus: 5)) struct ReliabilitySlowClientTests {
     /// A healthy client's round trips: GET, GET, PATCH, SEARCH, again and again, for `seconds` and at least
     /// `minimumOperations`. The data does not grow (the PATCH rewrites one document), so the latencies stay comparable
     /// from one phase to the next.

@@ -6,6 +6,7 @@ import LarderClient
 import LarderSync
 import LarderTestProcess
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
@@ -20,7 +21,7 @@ struct SoakSample: Sendable {
 /// Soak: mixed load against a real `larder-server` while its RSS and open descriptors are sampled every
 /// second. `scripts/soak MINUTES` runs it for minutes and fails if either keeps growing; the suite runs a few seconds
 /// and checks that every descriptor is given back once the clients leave.
-@Suite(ReliabilityKnobs.timeLimit(plus: ReliabilityKnobs.int("LARDER_SOAK_MINUTES", default: 0)))
+@Suite(.ownThreads, ReliabilityKnobs.timeLimit(plus: ReliabilityKnobs.int("LARDER_SOAK_MINUTES", default: 0)))
 struct ReliabilitySoakTests {
     /// Counts shared by the load tasks.
     final class Tally: Sendable {
@@ -331,7 +332,7 @@ enum SoakBounds {
 }
 
 /// The judge of a long soak, on samples made up to show each case: the suite's short run is too short for it.
-@Suite(.timeLimit(.minutes(20))) struct SoakVerdictTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct SoakVerdictTests {
     static func samples(_ count: Int, rss: (Int) -> Int, fds: (Int) -> Int) -> [SoakSample] {
         (1...count).map { SoakSample(second: $0, residentBytes: rss($0), descriptors: fds($0), operations: 1000) }
     }

@@ -1,9 +1,10 @@
 import Foundation
+import LarderTestThreads
 import Testing
 
 /// `larder-bench replica` against a real server: each of its three measurements runs and reports its fields (a small
 /// run: a check that it works, not figures); bad options are usage errors.
-@Suite(.timeLimit(.minutes(20))) struct ReplicaBenchTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct ReplicaBenchTests {
     @Test func measuresTheReplicaBesideThePlainClient() throws {
         let server = try ClientTestServer()
         defer { server.stop() }

@@ -3,10 +3,11 @@ import LarderClient
 import LarderSync
 import LarderTestProcess
 import LarderTestSupport
+import LarderTestThreads
 import Testing
 
 /// README's "Offline apps" example, run as written against a real server process, so the README cannot drift.
-@Suite(.timeLimit(.minutes(20))) struct ReplicaReadmeTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct ReplicaReadmeTests {
     struct Todo: Codable, Sendable {
         var title: String
         var isFinish: Bool

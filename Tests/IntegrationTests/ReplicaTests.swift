@@ -6,6 +6,7 @@ import LarderClient
 import LarderSync
 import LarderTestProcess
 import LarderTestSupport
+import LarderTestThreads
 import Testing
 
 /// A `larder-server` child on SQLite or on a PostgreSQL schema of its own, and what the replica tests reach it
@@ -83,7 +84,7 @@ struct ReplicaThing: Codable, Sendable {
 /// The local replica against real servers of both stores: offline work and its drain, exactly once through lost
 /// answers, conflicts under each policy, a resync after the change log moved on, and local reads that answer what
 /// the server answers.
-@Suite(.serialized, .timeLimit(.minutes(20))) struct ReplicaTests {
+@Suite(.serialized, .ownThreads, .timeLimit(.minutes(20))) struct ReplicaTests {
     /// The replica holds exactly what the server holds: the same ids, revisions and data, nothing pending.
     static func converged<Model>(_ replica: ReplicaCollection<Model>, _ server: ReplicaTestServer) async throws -> Bool {
         let remote = try await server.records(replica.name)

@@ -2,6 +2,7 @@ import Foundation
 import LarderServer
 import LarderTestProcess
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
@@ -11,7 +12,7 @@ import Testing
 /// write's bytes and applies nothing, from any connection and, on PostgreSQL, from any server sharing the database;
 /// every keyed write honours it; a key reused for another request is refused; a refused write stores nothing; an
 /// expired key is a new write; HELLO announces the retention; a write without a key is what it always was.
-@Suite(.serialized, .timeLimit(.minutes(20))) struct RequestKeyTests {
+@Suite(.serialized, .ownThreads, .timeLimit(.minutes(20))) struct RequestKeyTests {
     enum Backend: String, Sendable, CaseIterable { case sqlite, postgres }
 
     /// A server of `backend` on port 0 (PostgreSQL: in a fresh schema), shut down when `body` returns.

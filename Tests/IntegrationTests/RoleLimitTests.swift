@@ -1,12 +1,13 @@
 import Foundation
 import LarderServer
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// Tokens limited to collections (Protocol.md section 10.2) against what a request can hide in them: `null` for a
 /// member, malformed names, and blobs they may not see, on a real server.
-@Suite(.timeLimit(.minutes(20))) struct RoleLimitTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct RoleLimitTests {
     static let tokenFile = """
         admin   admin-token
         read    alpha-reader  alpha

@@ -3,13 +3,14 @@ import Glibc
 #endif
 import Foundation
 import LarderServer
+import LarderTestThreads
 import LarderWire
 import LarderTestProcess
 import LarderTestSupport
 import Testing
 
 /// Per-token roles (`--token-file`, Protocol.md section 10.2), on a real server over real sockets.
-@Suite(.timeLimit(.minutes(20))) struct RolesTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct RolesTests {
     /// The smallest JPEG the server accepts (Protocol.md's blob-put vector).
     static let tinyJPEG: [UInt8] = [
         0xFF, 0xD8, 0xFF, 0xC0, 0x00, 0x0B, 0x08, 0x00, 0x01, 0x00, 0x01, 0x01, 0x01, 0x11, 0x00, 0xFF, 0xD9,

@@ -6,6 +6,7 @@ import LarderClient
 import LarderSync
 import LarderTestProcess
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
@@ -15,7 +16,7 @@ import Testing
 /// across servers, one change feed with one order and one numbering on every server (also while a writing
 /// transaction is held open, or holds a number and rolls back), and clients that go on to the next server when one
 /// dies or the database restarts, losing nothing acknowledged.
-@Suite(.serialized, .timeLimit(.minutes(20))) struct ScaleOutTests {
+@Suite(.serialized, .ownThreads, .timeLimit(.minutes(20))) struct ScaleOutTests {
     /// `count` servers on `url`, each a process of its own.
     struct Servers {
         let children: [ServerChild]

@@ -1,10 +1,11 @@
 import Foundation
 import LarderClient
+import LarderTestThreads
 import Testing
 
 /// Schemas through LarderClient (set, read, remove; violations as a typed error) and the `larder` command
 /// (`schema set|get|remove`, refusals printed one violation a line, `import` naming a refused line).
-@Suite(.timeLimit(.minutes(20))) struct SchemaClientTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct SchemaClientTests {
     struct Todo: Codable, Sendable {
         var title: String
         var isFinish: Bool

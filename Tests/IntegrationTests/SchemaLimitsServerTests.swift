@@ -1,12 +1,13 @@
 import Foundation
 import LarderServer
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// A server's collection-schema bounds are its configuration: HELLO announces them, and SCHEMA_SET takes a schema at
 /// each bound and refuses one past it, naming the keyword; a `pattern` match stops at the configured step bound.
-@Suite(.timeLimit(.minutes(20))) struct SchemaLimitsServerTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct SchemaLimitsServerTests {
     /// Bounds well below the defaults, so each is crossed by a small schema.
     static let small = SchemaLimits(
         maxDepth: 3, maxNodes: 6, maxEnumValues: 4, maxConstantValues: 6, maxPatternBytes: 10, maxPatterns: 2,

@@ -2,13 +2,14 @@ import Foundation
 import LarderServer
 import LarderSync
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// Collection schemas through a real server on each store: SCHEMA_SET and SCHEMA_GET, every write checked (CREATE,
 /// REPLACE, PATCH after its merge), the exact violations a refusal carries, warn mode, the stored records' report,
 /// hostile schemas, and roles.
-@Suite(.timeLimit(.minutes(20))) struct SchemaServerTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct SchemaServerTests {
     /// An admin connection to `server` (which has no tokens, so HELLO gives every right).
     static func connect(_ server: ClientTestServer) throws -> RawClient {
         let client = try RawClient.tcp(port: server.port)

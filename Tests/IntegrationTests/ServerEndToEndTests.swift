@@ -5,11 +5,12 @@ import Foundation
 import LarderClient
 import LarderServer
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// Every opcode through a real server on a real socket, and the concurrency the protocol promises.
-@Suite(.timeLimit(.minutes(20)))
+@Suite(.ownThreads, .timeLimit(.minutes(20)))
 struct ServerEndToEndTests {
     @Test func everyOpcode() throws {
         try withServerOnPort0 { server, port in
@@ -308,7 +309,7 @@ extension RawClient {
 }
 
 /// A server dropped without `shutdown()` (an embedding that forgot) must not leave its clients hanging.
-@Suite(.timeLimit(.minutes(20))) struct DroppedServerTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct DroppedServerTests {
     @Test func droppingAStartedServerClosesItsConnections() throws {
         let directory = temporaryTestDirectory("larder-drop")
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -325,7 +326,7 @@ extension RawClient {
 }
 
 /// `--host` takes IPv6 addresses: `::1`, and `::` for every interface (IPv4 clients included).
-@Suite(.timeLimit(.minutes(20))) struct IPv6ListenerTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct IPv6ListenerTests {
     @Test(arguments: ["::1", "::"])
     func anIPv6ListenerServesClients(host: String) async throws {
         let directory = temporaryTestDirectory("larder-ipv6")

@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import LarderServer
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
@@ -28,7 +29,7 @@ private func rawFrame(
     return out + json
 }
 
-@Suite(.timeLimit(.minutes(20)))
+@Suite(.ownThreads, .timeLimit(.minutes(20)))
 struct ServerLimitTests {
     @Test func frameOverTheLimitIsRejectedBeforeItsBody() throws {
         try withServerWithoutListener(smallLimits) { server in

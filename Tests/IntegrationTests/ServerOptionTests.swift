@@ -5,12 +5,13 @@ import Foundation
 import LarderServer
 import LarderTestProcess
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// `larder-server` options, each given to a real server process and checked for what it does (ServerOptionsTests
 /// checks that they parse).
-@Suite(.serialized, .timeLimit(.minutes(20))) struct ServerOptionTests {
+@Suite(.serialized, .ownThreads, .timeLimit(.minutes(20))) struct ServerOptionTests {
     static func withDirectory<T>(_ body: (String) throws -> T) throws -> T {
         let root = NSTemporaryDirectory() + "larder-options-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)

@@ -5,11 +5,12 @@ import Foundation
 import LarderServer
 import LarderTestProcess
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// The built `larder-server` binary as a subprocess: start-up line, exit codes, SIGTERM with requests in flight.
-@Suite(.timeLimit(.minutes(20)))
+@Suite(.ownThreads, .timeLimit(.minutes(20)))
 struct ServerProcessTests {
     /// The binary `name` sits next to the test bundle in the build products directory: `larder-server`, or
     /// `larder-server-test`, the same server with test hooks read from its environment.

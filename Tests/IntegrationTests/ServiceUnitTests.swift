@@ -1,10 +1,11 @@
 import Foundation
 import LarderTestProcess
+import LarderTestThreads
 import Testing
 
 /// scripts/larder-server.service: `systemd-analyze verify` (installed by scripts/bootstrap) accepts it, pointed at the
 /// built server, and it has the hardening and restart policy OPERATING.md promises.
-@Suite(.timeLimit(.minutes(20))) struct ServiceUnitTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct ServiceUnitTests {
     static let unitPath = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("scripts/larder-server.service")

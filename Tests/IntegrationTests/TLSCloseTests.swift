@@ -6,12 +6,13 @@ import LarderClient
 import LarderServer
 import LarderTLS
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// How a TLS connection ends: the answers the server counted as sent reach a client that reads slowly, and then
 /// close_notify, whether the connection closes after an error or because the server shuts down.
-@Suite(.timeLimit(.minutes(20))) struct TLSCloseTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct TLSCloseTests {
     static var certificates: TestCertificates { .shared }
 
     /// What reading a TLS stream to its end gave: the frames, and how it ended.

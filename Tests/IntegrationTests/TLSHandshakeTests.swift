@@ -8,13 +8,14 @@ import LarderSync
 import LarderTLS
 import LarderTestProcess
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// What Protocol.md section 10.1 promises about the TLS handshake itself (versions, renegotiation, ciphers and their
 /// order, session tickets across a reload, the connection limit), checked with another TLS implementation: the
 /// `openssl s_client` command.
-@Suite(.timeLimit(.minutes(20))) struct TLSHandshakeTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct TLSHandshakeTests {
     static var certificates: TestCertificates { .shared }
 
     /// Runs `openssl s_client` against `port` with `arguments`, `input` on its standard input (then end of file), and

@@ -7,13 +7,14 @@ import LarderServer
 import LarderTLS
 import LarderTestProcess
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// What a hostile or broken peer can do to a TLS port: garbage where the ClientHello belongs, a handshake trickled a
 /// byte at a time, a frame over the cap before HELLO, and a thousand handshakes that never finish. A healthy client is
 /// served throughout.
-@Suite(.timeLimit(.minutes(20))) struct TLSHostileTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct TLSHostileTests {
     static var certificates: TestCertificates { .shared }
 
     /// A real ClientHello, as a TLS client sends it first (and the session that sent it).

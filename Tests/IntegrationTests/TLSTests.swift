@@ -8,11 +8,12 @@ import LarderServer
 import LarderTLS
 import LarderTestProcess
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// TLS between real clients and servers over real sockets, with certificates the `openssl` command made for this run.
-@Suite(.timeLimit(.minutes(20))) struct TLSTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct TLSTests {
     static var certificates: TestCertificates { .shared }
 
     static func tlsServer(mutual: Bool = false, certificate: String? = nil) throws -> ClientTestServer {
@@ -209,7 +210,7 @@ import Testing
 
 /// larder-bench over TLS (`--tls-ca`): the load generator's poll loops encrypt and decrypt as the server's loops do;
 /// pipelined documents and 200 KiB photos arrive whole.
-@Suite(.timeLimit(.minutes(20))) struct TLSBenchTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct TLSBenchTests {
     @Test func benchmarkRunOverTLS() throws {
         let server = try ClientTestServer { $0.useTestTLS() }
         defer { server.stop() }

@@ -1,10 +1,13 @@
 import Foundation
 import LarderTestProcess
+import LarderTestThreads
 import Testing
 
 /// The rules the test sources keep, checked on the sources: a test that hangs must fail with its name, so every suite
-/// with tests carries a `.timeLimit`; a wait's result is checked; the integration tests' deadlines are 120 s or more.
-@Suite(.timeLimit(.minutes(20))) struct TestRulesTests {
+/// with tests carries a `.timeLimit`; every suite runs its tests on threads of their own (`.ownThreads`), so no test
+/// holds the threads the others' async steps need; a wait's result is checked; the integration tests' deadlines are
+/// 120 s or more.
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct TestRulesTests {
     static let testsDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
 
     /// Each Swift file of Tests/ with its lines.
@@ -35,7 +38,7 @@ import Testing
         return String(words[1].prefix { $0.isLetter || $0.isNumber || $0 == "_" })
     }
 
-    @Test func everySuiteWithTestsHasATimeLimit() throws {
+    @Test func everySuiteWithTestsHasATimeLimitAndThreadsOfItsOwn() throws {
         let files = try Self.sources()
         #expect(files.count > 40, "found \(files.count) test files under \(Self.testsDirectory.path)")
         // Types whose @Suite attribute (on the declaration's line or the lines just above it) sets a time limit.
@@ -50,7 +53,9 @@ import Testing
                     attribute += lines[above]
                     above -= 1
                 }
-                if attribute.contains("@Suite(") && attribute.contains("timeLimit") { limited.insert(type) }
+                if attribute.contains("@Suite("), attribute.contains("timeLimit"), attribute.contains(".ownThreads") {
+                    limited.insert(type)
+                }
             }
         }
         var missing: [String] = []
@@ -62,12 +67,23 @@ import Testing
                 guard line.trimmingCharacters(in: .whitespaces).hasPrefix("@Test") else { continue }
                 tests += 1
                 if let type, limited.contains(type) { continue }
-                missing.append("\(path): a test in \(type ?? "no type") has no time limit")
+                missing.append("\(path): a test in \(type ?? "no type") lacks a time limit or .ownThreads")
             }
         }
         #expect(tests > 300)
         #expect(missing.isEmpty, "\(missing.joined(separator: "\n"))")
     }
+
+    /// A test of a suite with `.ownThreads` runs on the threads made for it, not on the ones every task shares, and
+    /// so does an async test after each of its waits.
+    @Test func aTestRunsOnThreadsOfItsOwn() async throws {
+        let before = TestRulesTests.threadName()
+        try await Task.sleep(for: .milliseconds(1))
+        let after = TestRulesTests.threadName()
+        #expect(before.hasPrefix("test-") && after.hasPrefix("test-"), "ran on \(before), then \(after)")
+    }
+
+    static func threadName() -> String { Thread.current.name ?? "an unnamed thread" }
 
     /// Children are started with `ChildProcess` (LarderTestSupport), never Foundation's `Process`, whose `run()` on
     /// Linux now and then reads past a buffer into an unmapped page and takes the whole test process down.

@@ -2,12 +2,13 @@ import Foundation
 import LarderClient
 import LarderTestProcess
 import LarderTestSupport
+import LarderTestThreads
 import Testing
 
 /// What thumbnails of hostile photos cost a real `larder-server` process in memory: photos that libjpeg must decode
 /// whole (sequential, one scan per component), at the pixel limit and at the largest size still admitted, their last
 /// scan cut so that no thumbnail is ever cached and every request decodes again.
-@Suite(.timeLimit(.minutes(20))) struct ThumbnailMemoryTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct ThumbnailMemoryTests {
     /// 16 clients, each with 4 requests in flight, ask for thumbnails of a 10,000 × 10,000 photo in three scans (one
     /// decode of it would hold 600 MB of coefficients) and of 25-megapixel 4:2:0 and 12.5-megapixel 4:4:4 ones in
     /// several scans (75 MB each, the most admitted). The first is refused from its header, the others are decoded

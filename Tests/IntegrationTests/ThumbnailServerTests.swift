@@ -1,13 +1,14 @@
 import Foundation
 import LarderClient
 import LarderTestSupport
+import LarderTestThreads
 import LarderThumbnails
 import LarderWire
 import Testing
 
 /// BLOB_GET with `thumbnail` against a real `larder-server` process on each store: the client library's
 /// `thumbnail(_:maxSide:)`, `larder blob get --thumb`, the cache and its deletion, and the refusals.
-@Suite(.timeLimit(.minutes(20))) struct ThumbnailServerTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct ThumbnailServerTests {
     /// A server process on `store` (a PostgreSQL schema of its own, or a data directory), stopped by `body`'s end.
     static func withServer(
         _ store: ServerStore, _ arguments: [String] = [], _ body: (ServerChild, LarderClient) async throws -> Void

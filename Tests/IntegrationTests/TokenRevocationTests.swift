@@ -4,13 +4,14 @@ import Glibc
 import Foundation
 import LarderServer
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// A reload of the token file (SIGHUP) holds open connections to the new table at once, not at their next request:
 /// a subscriber that sends nothing is closed when its token goes, and loses the subscriptions its token no longer
 /// covers (Protocol.md sections 4 and 10.2). Real server processes, real sockets.
-@Suite(.timeLimit(.minutes(20))) struct TokenRevocationTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct TokenRevocationTests {
     /// A server child with `tokens` as its token file, logging at info (the reload's lines are the tests' condition).
     final class Server {
         let root: URL

@@ -1,10 +1,11 @@
 import Foundation
 import LarderClient
+import LarderTestThreads
 import Testing
 
 /// `LarderCollection.changes(matching:since:)`: the change feed as typed values, a record that does not decode as one
 /// value among the others, and resuming from a sequence number.
-@Suite(.timeLimit(.minutes(20))) struct TypedChangesTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct TypedChangesTests {
     struct Todo: Codable, Sendable, Equatable {
         var title: String
         var done: Bool

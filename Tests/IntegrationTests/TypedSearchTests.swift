@@ -3,6 +3,7 @@ import LarderClient
 import LarderIO
 import LarderSync
 import LarderTestSupport
+import LarderTestThreads
 import Testing
 
 /// A `larder-server` child on SQLite or on a PostgreSQL schema of its own, with a `RecordingProxy` in front: `client`
@@ -39,7 +40,7 @@ final class ProxiedServer: Sendable {
 
 /// Every operator of the Swift query API sent to a real server, on both stores: the request on the wire is exactly
 /// the JSON form of Protocol.md §5.2, and the records answered are those the JSON form, sent by hand, answers.
-@Suite(.timeLimit(.minutes(20))) struct TypedQueryOperatorTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct TypedQueryOperatorTests {
     struct Shop: Codable, Sendable, Equatable {
         struct Address: Codable, Sendable, Equatable {
             var zip: String?
@@ -250,7 +251,7 @@ final class ProxiedServer: Sendable {
 
 /// Typed results as `AsyncSequence`s on both stores: every page followed across writes, cancellation, records that
 /// do not decode, and cursors given back.
-@Suite(.timeLimit(.minutes(30))) struct TypedPagingTests {
+@Suite(.ownThreads, .timeLimit(.minutes(30))) struct TypedPagingTests {
     struct Numbered: Codable, Sendable {
         var n: Int
         var price: Int

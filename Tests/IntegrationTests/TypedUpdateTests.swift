@@ -1,11 +1,12 @@
 import Foundation
 import LarderClient
 import LarderStore
+import LarderTestThreads
 import Testing
 
 /// `LarderCollection.update`: an edit of a stored model goes out as a merge patch of only what changed, seen on the
 /// wire through a proxy, and a stale one comes back as a CONFLICT holding the server's version.
-@Suite(.timeLimit(.minutes(20))) struct TypedUpdateTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct TypedUpdateTests {
     struct Item: Codable, Sendable, Equatable {
         struct Maker: Codable, Sendable, Equatable {
             var name: String

@@ -3,6 +3,7 @@ import LarderServer
 import LarderStore
 import LarderSync
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 @testable import larder_server
@@ -10,7 +11,7 @@ import Testing
 /// Each token's share of the upload quota (Protocol.md sections 5.4 and 8) on a real server: announced in HELLO,
 /// crossed per token whatever the connection, per connection on a server without tokens, and the answers tell a
 /// client its own usage only.
-@Suite(.timeLimit(.minutes(20))) struct UploadQuotaTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct UploadQuotaTests {
     static func upload(_ client: RawClient, _ size: Int) throws -> Frame {
         try client.call(.blobUpload, BlobUploadRequest(size: Int64(size)).json)
     }

@@ -3,6 +3,7 @@ import LarderBench
 import LarderServer
 import LarderTestProcess
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
@@ -10,7 +11,7 @@ import Testing
 /// app each see and change only their own todos, by every read and write and the change feed, and another user's
 /// record answers exactly as a missing one; a catalogue every user reads and only an admin writes. On SQLite, and on
 /// three servers sharing one PostgreSQL (the rules set through one hold on the others). Protocol.md section 10.4.
-@Suite(.serialized, .timeLimit(.minutes(20))) struct UserRulesTests {
+@Suite(.serialized, .ownThreads, .timeLimit(.minutes(20))) struct UserRulesTests {
     static let keys = TestKeys.shared
     static let todoRules: JSONObject = ["read": "owner", "create": "owner", "update": "owner", "delete": "owner"]
     static let catalogueRules: JSONObject = ["read": "signedIn", "create": "admin", "update": "admin", "delete": "admin"]

@@ -6,10 +6,11 @@ import LarderClient
 import LarderServer
 import LarderTestProcess
 import LarderTestSupport
+import LarderTestThreads
 import Testing
 
 /// The change feed through the client library (`LarderSubscription`) and the `larder watch` command.
-@Suite(.serialized, .timeLimit(.minutes(20))) struct WatchClientTests {
+@Suite(.serialized, .ownThreads, .timeLimit(.minutes(20))) struct WatchClientTests {
     /// The next `count` events of `feed`, failing the test after `seconds`.
     static func take(_ count: Int, from feed: LarderSubscription, seconds: Double = 120) async throws -> [ChangeEvent] {
         try await within(seconds, "\(count) events") {

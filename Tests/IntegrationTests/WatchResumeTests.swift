@@ -2,11 +2,12 @@ import Foundation
 import LarderClient
 import LarderTestProcess
 import LarderTestSupport
+import LarderTestThreads
 import Testing
 
 /// `client.watch` and typed `changes` mend a broken connection by themselves: the loop that reads them sees every
 /// change once, in order, across a killed server, a consumer that fell behind, and a server that is gone for good.
-@Suite(.serialized, .timeLimit(.minutes(20))) struct WatchResumeTests {
+@Suite(.serialized, .ownThreads, .timeLimit(.minutes(20))) struct WatchResumeTests {
     struct Item: Codable, Sendable, Equatable {
         var n: Int
     }

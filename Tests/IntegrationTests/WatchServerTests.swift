@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import LarderServer
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
@@ -116,7 +117,7 @@ final class WatchingClient: @unchecked Sendable {
 ///
 /// Serialized: these tests block on sockets, and run side by side they would hold both of a 2-core machine's
 /// cooperative threads and starve the async tests of other suites.
-@Suite(.serialized, .timeLimit(.minutes(20))) struct WatchServerTests {
+@Suite(.serialized, .ownThreads, .timeLimit(.minutes(20))) struct WatchServerTests {
     static func record(_ frame: Frame) throws -> Record { try Record(json: frame.jsonObject()) }
 
     @Test func theWritesOfOneClientReachAnotherInOrder() throws {

@@ -1,13 +1,14 @@
 import Foundation
 import LarderAuth
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Synchronization
 import Testing
 
 /// ID tokens made and signed by `openssl` in the test, checked by `IDTokenVerifier`: every way a token is accepted
 /// or refused.
-@Suite(.timeLimit(.minutes(20))) struct IDTokenVerifierTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct IDTokenVerifierTests {
     let keys = TestKeys.shared
 
     /// The error `verifier` throws for `token`, checked not to quote the token or any long part of it.

@@ -1,11 +1,12 @@
 import Foundation
 import LarderAuth
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// Key sets read from JWKS text and files: which keys are used, which are skipped and why, which sets are refused.
-@Suite(.timeLimit(.minutes(20))) struct JWKSTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct JWKSTests {
     let keys = TestKeys.shared
 
     @Test func readsRSAAndP256Keys() throws {

@@ -1,9 +1,10 @@
 import LarderAuth
 import LarderTestSupport
+import LarderTestThreads
 import Testing
 
 /// Argon2id password hashes: their form, checking right and wrong passwords, rehashing, and bounds.
-@Suite(.timeLimit(.minutes(20))) struct PasswordHasherTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct PasswordHasherTests {
     /// Cheap parameters, so the suite spends its time on behaviour rather than on memory-hard hashing.
     let cheap = PasswordHasher(parameters: .init(iterations: 1, memoryKiB: 1024, parallelism: 1))
 

@@ -1,10 +1,11 @@
 import LarderAuth
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// Session tokens and the base64url they are written in.
-@Suite(.timeLimit(.minutes(20))) struct SessionTokenTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct SessionTokenTests {
     @Test func aTokenIs32RandomBytesAsBase64URL() throws {
         let token = SessionToken()
         #expect(token.text.utf8.count == 43)

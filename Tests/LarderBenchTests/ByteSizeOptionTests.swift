@@ -1,8 +1,9 @@
 import LarderBench
+import LarderTestThreads
 import Testing
 
 /// larder-bench's sizes take the same units as every Larder executable.
-@Suite(.timeLimit(.minutes(20))) struct ByteSizeOptionTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct ByteSizeOptionTests {
     func options(_ arguments: [String]) throws -> BenchOptions {
         guard case .run(let options) = try BenchArguments.parse(arguments) else { throw UsageError("help") }
         return options

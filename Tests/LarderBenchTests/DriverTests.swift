@@ -1,5 +1,6 @@
 import Foundation
 import LarderStore
+import LarderTestThreads
 import LarderWire
 import Testing
 
@@ -8,7 +9,7 @@ import LarderIO
 
 /// The protocol drivers in isolation (fed bytes by hand, drip-fed and in random splits), the payloads and the key
 /// distributions.
-@Suite(.timeLimit(.minutes(20))) struct DriverTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct DriverTests {
     /// Feeds `stream` to `driver` in chunks from `split`, carrying unconsumed bytes over as the engine does.
     static func feed<D: Driver>(
         _ driver: inout D, _ stream: [UInt8], split: (Int) -> Int

@@ -1,5 +1,6 @@
 import Foundation
 import LarderTestProcess
+import LarderTestThreads
 import LarderWire
 import Testing
 
@@ -7,7 +8,7 @@ import Testing
 
 /// `--hdr-out`: HdrHistogram's own Python library (PyPI `hdrhistogram`, installed by scripts/bootstrap) reads the log,
 /// and its counts and percentiles are the bench's.
-@Suite(.timeLimit(.minutes(20))) struct HdrLogTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct HdrLogTests {
     /// Reads every interval of the log at `path` with `hdrh` and prints one JSON object per tag: total count, and
     /// the value at each percentile of the bench's report taken at the bench's rank (the smallest count at or
     /// above p% of the values; HdrHistogram rounds to the nearest instead, which differs in a sparse tail).

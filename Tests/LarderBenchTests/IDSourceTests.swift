@@ -1,12 +1,13 @@
 import Foundation
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
 @testable import LarderBench
 
 /// `--ids`: the documents a run creates carry server-made, random or per-worker ids, as the server stores them.
-@Suite(.serialized, .timeLimit(.minutes(20))) struct IDSourceTests {
+@Suite(.serialized, .ownThreads, .timeLimit(.minutes(20))) struct IDSourceTests {
     /// Every id in the bench collection, read back by LIST pages over the raw protocol.
     static func storedIDs(port: Int) throws -> [String] {
         let client = try RawClient.tcp(port: port)
@@ -80,7 +81,7 @@ import Testing
 }
 
 /// `--request-keys`: every write carries a fresh key, and only writes do.
-@Suite(.timeLimit(.minutes(20))) struct RequestKeyOptionTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct RequestKeyOptionTests {
     /// The JSON parts of the requests one driver encodes for `requests`, in order.
     static func encoded(_ requests: [Request], requestKeys: Bool) throws -> [JSONObject] {
         let payloads = Payloads(docSize: 250, blobs: [], runNonce: 7, requestKeys: requestKeys)

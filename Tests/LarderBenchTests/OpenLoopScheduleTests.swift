@@ -1,3 +1,4 @@
+import LarderTestThreads
 import LarderWire
 import Testing
 
@@ -6,7 +7,7 @@ import Testing
 /// The open loop's schedule and its coordinated-omission correction on a clock the test drives: the worker is told
 /// the time at each step (`fill` and `complete` take it), so what it sends and what it measures are exact, however
 /// busy the machine. RunTests runs the same paths on the real clock, judging only what a slow machine cannot change.
-@Suite(.timeLimit(.minutes(20))) struct OpenLoopScheduleTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct OpenLoopScheduleTests {
     static let ms: UInt64 = 1_000_000
     static let start: UInt64 = 1_000_000_000_000
 

@@ -1,9 +1,10 @@
+import LarderTestThreads
 import Testing
 
 @testable import LarderBench
 
 /// Option parsing and validation of `larder-bench run` and `tcp-copy`.
-@Suite(.timeLimit(.minutes(20))) struct OptionsTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct OptionsTests {
     func parse(_ arguments: [String]) throws -> BenchOptions {
         guard case .run(let options) = try BenchArguments.parse(arguments) else {
             Issue.record("expected options, got help")

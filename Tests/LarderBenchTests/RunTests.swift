@@ -1,5 +1,6 @@
 import Foundation
 import LarderSync
+import LarderTestThreads
 import LarderWire
 import Testing
 
@@ -7,7 +8,7 @@ import Testing
 
 /// Short real runs: against an in-process Larder server on port 0, a fake Redis, and the raw loopback sink; and the
 /// executable itself for exit statuses and the JSON schema.
-@Suite(.serialized, .timeLimit(.minutes(20))) struct RunTests {
+@Suite(.serialized, .ownThreads, .timeLimit(.minutes(20))) struct RunTests {
     func options(_ arguments: [String]) throws -> BenchOptions {
         guard case .run(var o) = try BenchArguments.parse(arguments) else { throw BenchError("help") }
         o.quiet = true
@@ -117,7 +118,7 @@ import Testing
     /// A burst of other work on the machine can make one run late as a whole (the peer sleeping through it on
     /// schedule while the generator's sends wait): up to three runs, and the first within the bound passes. A
     /// generator that rounds its waits up is late in every run, on any machine.
-    @Test func openLoopSendsOnTimeWellBelowCapacity() throws {
+    @Test(.alone) func openLoopSendsOnTimeWellBelowCapacity() throws {
         try withLarderServer { port in
             let o = try options([
                 "--port", "\(port)", "--connections", "2", "--rate", "200", "--duration", "2", "--preload", "100",

@@ -1,6 +1,7 @@
 import Foundation
 import LarderServer
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
@@ -8,7 +9,7 @@ import Testing
 
 /// `--sign-in`: the bench loads a server as one of the accounts it keeps, held to the collection's rules like an app's
 /// user, so that the cost of a user's request can be measured against a role token's.
-@Suite(.serialized, .timeLimit(.minutes(20))) struct SignInTests {
+@Suite(.serialized, .ownThreads, .timeLimit(.minutes(20))) struct SignInTests {
     /// An in-process server keeping accounts (cheap hashes), with the admin token "admin-secret".
     static func withAccountsServer<T>(_ body: (Int) throws -> T) throws -> T {
         try withLarderServer(configure: { configuration in

@@ -1,10 +1,11 @@
 import Foundation
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// `larder-bench wire`, `store` and `watch`, each in a short run of the executable: every measurement is made and
 /// reported, and the run ends well (the figures themselves are for BENCHMARKS.md, on a quiet machine).
-@Suite(.serialized, .timeLimit(.minutes(20))) struct SubcommandTests {
+@Suite(.serialized, .ownThreads, .timeLimit(.minutes(20))) struct SubcommandTests {
     @Test func wireMeasuresEveryCase() throws {
         let r = try runBench(["wire", "0.02"])
         #expect(r.status == 0, "\(r.stderr)")

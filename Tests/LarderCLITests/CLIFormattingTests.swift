@@ -1,12 +1,13 @@
 import Foundation
 import LarderClient
+import LarderTestThreads
 import Testing
 
 @testable import LarderCLI
 
 /// The pieces of the `larder` CLI for people that need no server: carets, table fitting, wrapping, when a prompt
 /// entry is whole, completion, the history file and the stats summary.
-@Suite(.timeLimit(.minutes(20))) struct CLIFormattingTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct CLIFormattingTests {
     @Test func aCaretPointsAtTheMistakeCountingWideCharactersTwice() throws {
         let error = #expect(throws: UsageError.self) { try FilterSyntax.parse("地址~~北京") }
         #expect(error?.excerpt?.lines == ["  地址~~北京", "       ^"])

@@ -1,10 +1,11 @@
 import LarderClient
+import LarderTestThreads
 import Testing
 
 @testable import LarderCLI
 
 /// The `larder` argument parser, filter syntax and prompt line splitting.
-@Suite(.timeLimit(.minutes(20))) struct CLIParsingTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct CLIParsingTests {
     func parse(_ line: String) throws -> (Invocation, CommandSpec?) {
         try Invocation.parse(try splitCommandLine(line), commands: Commands.all)
     }

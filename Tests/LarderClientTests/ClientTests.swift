@@ -1,10 +1,11 @@
 import Foundation
 import LarderClient
 import LarderSync
+import LarderTestThreads
 import Testing
 
 /// The client against `FakeServer`: pipelining, ordering, limits, deadlines and broken connections.
-@Suite(.timeLimit(.minutes(20))) struct ClientTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct ClientTests {
     static func record(for request: Frame) -> Frame {
         let id = (try? GetRequest(json: request.jsonObject()).id) ?? UUID()
         let record = Record(id: id, rev: 1, createdAtMs: 0, updatedAtMs: 0, data: ["n": .string(id.wireString)])

@@ -1,6 +1,7 @@
 import Foundation
 import LarderSync
 import LarderTestProcess
+import LarderTestThreads
 import Testing
 
 @testable import LarderClient
@@ -10,7 +11,7 @@ import Testing
 ///
 /// Twenty minutes, as every suite (RELIABILITY.md section 11): a test's clock runs from the suite's start, and in the
 /// whole run on the shared 2-core machine these waited past two minutes for a thread (a host-list parse "took" 189 s).
-@Suite(.timeLimit(.minutes(20))) struct EndpointsTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct EndpointsTests {
     @Test func hostListsReadAsPeopleWriteThem() throws {
         func parse(_ text: String) throws -> [String] {
             try HostList.parse(text, defaultPort: 7411).map { "\($0.host) \($0.port)" }

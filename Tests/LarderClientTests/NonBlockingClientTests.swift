@@ -2,12 +2,13 @@ import Foundation
 import LarderClient
 import LarderSync
 import LarderTestProcess
+import LarderTestThreads
 import Testing
 
 /// The client never blocks the thread of the task that calls it: its socket belongs to a thread of its own. Checked
 /// where blocking would hurt most, on an executor with only two threads (an app's cooperative pool on a small
 /// device has about as many).
-@Suite(.timeLimit(.minutes(20))) struct NonBlockingClientTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct NonBlockingClientTests {
     @Test("200 tasks on two threads against a server that stops reading leave the threads free for other work")
     func requestsToASlowServerLeaveTheThreadsFree() async throws {
         let server = FakeServer(limits: Limits(maxJSONBytes: 1 << 20, maxInFlight: 256)) { request, _ in

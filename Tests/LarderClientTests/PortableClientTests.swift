@@ -7,6 +7,7 @@ import Foundation
 import LarderClient
 import LarderIO
 import LarderTestProcess
+import LarderTestThreads
 import Testing
 
 /// A failure of a test's set-up (a server that does not start), with what went wrong.
@@ -81,7 +82,7 @@ final class ServerProcess: @unchecked Sendable {  // `process` is only started, 
 /// The client against a real `larder-server` process, as an app uses it, in whichever configuration this build is:
 /// the Linux build, or the portable one (`scripts/test`), which takes the paths an Apple platform's build takes
 /// (zlib's CRC-32, the SHA-256 that stands in for CommonCrypto's, poll(2) sockets, no GnuTLS).
-@Suite(.timeLimit(.minutes(20))) struct PortableClientTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct PortableClientTests {
     /// Records over TCP with zlib compression negotiated: a document far over the compression threshold goes out
     /// and comes back whole, and a patch and a delete take effect.
     @Test func recordsOverTCPWithCompression() async throws {
@@ -181,7 +182,7 @@ final class ServerProcess: @unchecked Sendable {  // `process` is only started, 
 #if os(Linux)
 /// What this build links: the Linux build has libdeflate (CRC-32), OpenSSL's libcrypto (SHA-256) and GnuTLS (TLS); the
 /// portable configuration, whose modules are the client's as an Apple platform builds them, has none of them.
-@Suite(.timeLimit(.minutes(20))) struct BuildConfigurationTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct BuildConfigurationTests {
     /// The file names of the shared libraries mapped into this process, from /proc/self/maps (read to its end: the
     /// kernel gives its size as 0, and a reader that trusts the size stops after the first page).
     static func mappedLibraries() throws -> Set<String> {

@@ -1,12 +1,13 @@
 import Foundation
 import LarderCLI
+import LarderTestThreads
 import Testing
 
 @testable import LarderClient
 
 /// The Swift query expressions: the JSON filters they build (Protocol.md §5.2), the same as the CLI's `--where`
 /// syntax builds, and their mistakes as errors rather than traps.
-@Suite(.timeLimit(.minutes(20))) struct QueryExpressionTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct QueryExpressionTests {
     /// The compact JSON text of a filter, members in the order they are sent.
     static func text(_ filter: Filter) -> String { String(decoding: filter.json.bytes, as: UTF8.self) }
 

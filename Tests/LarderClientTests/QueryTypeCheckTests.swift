@@ -1,10 +1,11 @@
 import Foundation
 import LarderTestProcess
+import LarderTestThreads
 import Testing
 
 /// The Swift query API is type-checked: code an app writes against the built LarderClient module compiles where the
 /// wire form allows the comparison and is refused by the compiler where it does not (`Field("x") < [1, 2]`).
-@Suite(.timeLimit(.minutes(20))) struct QueryTypeCheckTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct QueryTypeCheckTests {
     static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
 

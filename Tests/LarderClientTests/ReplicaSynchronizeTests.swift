@@ -1,11 +1,12 @@
 import Foundation
 import LarderClient
 import LarderTestProcess
+import LarderTestThreads
 import Testing
 
 /// `LarderReplica.synchronize` when no server can be reached: it gives up at its deadline and says what it was
 /// waiting for, so that an app (or a failing test) can tell an unreachable server from a stuck outbox.
-@Suite(.timeLimit(.minutes(20))) struct ReplicaSynchronizeTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct ReplicaSynchronizeTests {
     @Test func aReplicaThatCannotReachAServerSaysWhatItWaitsFor() async throws {
         let folder = NSTemporaryDirectory() + "larder-replica-sync-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)

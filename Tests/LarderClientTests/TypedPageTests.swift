@@ -1,11 +1,12 @@
 import Foundation
+import LarderTestThreads
 import Testing
 
 @testable import LarderClient
 
 /// Typed pages read from answer bytes: a record that does not decode is reported, not thrown, whichever way the
 /// answer is read (without a tree in the server's usual form, or through the general parser otherwise).
-@Suite(.timeLimit(.minutes(20))) struct TypedPageTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct TypedPageTests {
     struct Todo: Codable, Sendable, Equatable {
         var title: String
         var isFinish: Bool

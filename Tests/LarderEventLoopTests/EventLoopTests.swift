@@ -2,6 +2,7 @@ import Foundation
 import LarderEventLoop
 import LarderIO
 import LarderSync
+import LarderTestThreads
 import Testing
 
 /// A handler that counts its calls and reads what arrives.
@@ -48,7 +49,7 @@ private func waitUntil(_ seconds: Double = 120, _ condition: () -> Bool) -> Bool
     return condition()
 }
 
-@Suite("EventLoop: the I/O shard's thread", .timeLimit(.minutes(20)))
+@Suite("EventLoop: the I/O shard's thread", .ownThreads, .timeLimit(.minutes(20)))
 struct EventLoopTests {
     @Test("tasks posted from many threads all run, on the loop thread, in each poster's order")
     func postedTasksRunInOrderOnTheLoop() {

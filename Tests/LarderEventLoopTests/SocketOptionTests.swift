@@ -2,11 +2,12 @@ import Foundation
 import Glibc
 import LarderEventLoop
 import LarderIO
+import LarderTestThreads
 import Testing
 
 /// Accepted TCP connections carry the keepalive `--tcp-keepalive-s` asks for, so a peer that vanished without closing
 /// (its subscriptions are never closed by the idle timeout) is found out by the kernel.
-@Suite(.timeLimit(.minutes(20))) struct SocketOptionTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct SocketOptionTests {
     static func option(_ fd: Int32, _ level: Int32, _ name: Int32) -> Int32 {
         var value: Int32 = -1
         var length = socklen_t(MemoryLayout<Int32>.size)

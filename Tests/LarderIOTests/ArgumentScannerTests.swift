@@ -1,8 +1,9 @@
 import LarderIO
+import LarderTestThreads
 import Testing
 
 /// The one walk over a command line that the server, the CLI and larder-bench's commands share.
-@Suite(.timeLimit(.minutes(20)))
+@Suite(.ownThreads, .timeLimit(.minutes(20)))
 struct ArgumentScannerTests {
     @Test func bothSpellingsOfAValueAndFlagsAndPositionals() {
         var scanner = ArgumentScanner(["--port", "7411", "--host=::1", "--json", "get", "--a=b=c", "-x", "--empty="])

@@ -1,10 +1,11 @@
 import Foundation
 import LarderIO
+import LarderTestThreads
 import Testing
 
 /// The histogram against distributions whose percentiles are known exactly: every reported percentile must be the
 /// true one or above it by less than the stated precision (1/1024 of the value, three significant digits).
-@Suite(.timeLimit(.minutes(20))) struct HistogramTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct HistogramTests {
     /// The exact percentile by the histogram's definition: the smallest value with at least p% of values at or below.
     static func exact(_ sorted: [UInt64], _ p: Double) -> UInt64 {
         let rank = max(1, Int((p / 100 * Double(sorted.count)).rounded(.up)))

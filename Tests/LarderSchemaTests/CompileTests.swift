@@ -1,9 +1,10 @@
 import LarderSchema
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// Schemas refused when set: an unsupported keyword by name, a keyword of the wrong type, each with where it is.
-@Suite("Schema compile refusals", .timeLimit(.minutes(20)))
+@Suite("Schema compile refusals", .ownThreads, .timeLimit(.minutes(20)))
 struct CompileTests {
     /// The refusal's pointer and keyword, and whether its message contains `text`.
     static func expectRefusal(

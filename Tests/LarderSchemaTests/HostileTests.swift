@@ -1,9 +1,10 @@
 import LarderSchema
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// Schemas and records made to cost: each is refused when set, or bounded when validated.
-@Suite("Hostile schemas and records", .timeLimit(.minutes(20)))
+@Suite("Hostile schemas and records", .ownThreads, .timeLimit(.minutes(20)))
 struct HostileTests {
     /// Whether `body` took less than `seconds`.
     static func quick(_ seconds: Double, _ body: () throws -> Void) rethrows -> Bool {

@@ -1,9 +1,10 @@
 import LarderSchema
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// Every keyword, on values it accepts and values it refuses, with the exact violations.
-@Suite("Schema keywords", .timeLimit(.minutes(20)))
+@Suite("Schema keywords", .ownThreads, .timeLimit(.minutes(20)))
 struct KeywordTests {
     /// `{"type": "object", "properties": {"v": property}}`: a record's member `v` under `property`.
     static func member(_ property: JSON) -> JSON { ["type": "object", "properties": ["v": property]] }

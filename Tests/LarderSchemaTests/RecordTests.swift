@@ -1,10 +1,11 @@
 import Foundation
 import LarderSchema
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// Records as the write path has them (bytes in any JSON spelling), pointers, and the seed apps' shapes.
-@Suite("Schema validation of records", .timeLimit(.minutes(20)))
+@Suite("Schema validation of records", .ownThreads, .timeLimit(.minutes(20)))
 struct RecordTests {
     /// The repository's sample records of `collection` (samples/<collection>.json): each element's `data`.
     static func samples(_ collection: String) throws -> [JSON] {

@@ -1,11 +1,12 @@
 import Foundation
+import LarderTestThreads
 import LarderWire
 import Testing
 
 @testable import LarderServer
 @testable import larder_server
 
-@Suite(.timeLimit(.minutes(20)))
+@Suite(.ownThreads, .timeLimit(.minutes(20)))
 struct ServerOptionsTests {
     @Test func defaults() throws {
         let (command, c) = try ServerOptions.parse([])
@@ -121,7 +122,7 @@ struct ServerOptionsTests {
 }
 
 /// Every limit announced in HELLO can be set on the command line, and errors about limits name the option.
-@Suite(.timeLimit(.minutes(20))) struct LimitOptionTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct LimitOptionTests {
     @Test func everyAnnouncedLimitHasAnOption() {
         let optionNames = Set(ServerOptions.options.map(\.name))
         for limit in Limits.default.json.keys {

@@ -1,12 +1,13 @@
 import Foundation
 import LarderStore
+import LarderTestThreads
 import Testing
 
 @testable import LarderServer
 
 /// A loop's inbox of committed changes, without the writer's thread or the loop: one drain scheduled per batch of
 /// publishes, commit order kept, and past the bound everything pending dropped and said once.
-@Suite(.timeLimit(.minutes(20)))
+@Suite(.ownThreads, .timeLimit(.minutes(20)))
 struct ChangeInboxTests {
     static func entries(_ seqs: ClosedRange<Int64>) -> [ChangeEntry] {
         seqs.map { ChangeEntry(seq: $0, kind: .drop, collection: "items", time: 1, record: nil) }

@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestThreads
 import LarderWire
 import LarderIO
 import Testing
@@ -6,7 +7,7 @@ import Testing
 @testable import LarderServer
 
 /// The connection's protocol logic, driven without sockets.
-@Suite(.timeLimit(.minutes(20)))
+@Suite(.ownThreads, .timeLimit(.minutes(20)))
 struct ConnectionStateMachineTests {
     typealias Machine = ConnectionStateMachine
 
@@ -338,7 +339,7 @@ struct ConnectionStateMachineTests {
     }
 }
 
-@Suite(.timeLimit(.minutes(20)))
+@Suite(.ownThreads, .timeLimit(.minutes(20)))
 struct HelloNegotiationTests {
     static func hello(_ request: HelloRequest) -> Frame {
         Frame(opcode: .hello, requestID: 1, json: request.json.bytes)
@@ -401,7 +402,7 @@ struct HelloNegotiationTests {
 }
 
 /// Large binary parts leave from their own buffer (no copy into the output); the byte stream must be the same.
-@Suite(.timeLimit(.minutes(20)))
+@Suite(.ownThreads, .timeLimit(.minutes(20)))
 struct BinaryOutputTests {
     typealias Machine = ConnectionStateMachine
     typealias T = ConnectionStateMachineTests
@@ -469,7 +470,7 @@ struct BinaryOutputTests {
 }
 
 /// A reload of the token file checks the connection's token at once (`tokensReloaded`), not at its next request.
-@Suite(.timeLimit(.minutes(20)))
+@Suite(.ownThreads, .timeLimit(.minutes(20)))
 struct TokenReloadMachineTests {
     typealias T = ConnectionStateMachineTests
 

@@ -1,10 +1,11 @@
 import Foundation
+import LarderTestThreads
 import LarderWire
 import Testing
 
 @testable import LarderServer
 
-@Suite(.timeLimit(.minutes(20))) struct DataDirectoryMessageTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct DataDirectoryMessageTests {
     @Test func aFileInTheWayIsNamed() throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("larder-file-\(UUID().uuidString)").path
         _ = FileManager.default.createFile(atPath: file, contents: Data("x".utf8))

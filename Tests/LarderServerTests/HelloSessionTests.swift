@@ -1,3 +1,4 @@
+import LarderTestThreads
 import LarderWire
 import Synchronization
 import Testing
@@ -6,7 +7,7 @@ import Testing
 
 /// A HELLO that presents a session: the session is kept in the store, so the state machine hands its lookup to the
 /// shell (to run off the event loop) and holds everything after the HELLO until the answer.
-@Suite(.timeLimit(.minutes(20)))
+@Suite(.ownThreads, .timeLimit(.minutes(20)))
 struct HelloSessionTests {
     typealias Machine = ConnectionStateMachine
     typealias Tests = ConnectionStateMachineTests

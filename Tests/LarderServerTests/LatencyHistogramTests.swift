@@ -1,11 +1,12 @@
 import Foundation
 import LarderIO
+import LarderTestThreads
 import LarderWire
 import Testing
 
 @testable import LarderServer
 
-@Suite(.timeLimit(.minutes(20)))
+@Suite(.ownThreads, .timeLimit(.minutes(20)))
 struct LatencyHistogramTests {
     /// The server's latencies: LarderIO's `Histogram` at 3 bits of precision.
     @Test func bucketsCoverEveryValueInOrder() {

@@ -1,13 +1,14 @@
 import Foundation
 import LarderStore
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
 @testable import LarderServer
 import LarderSync
 
-@Suite("ReadCache: recent GET answers on one event loop", .timeLimit(.minutes(20)))
+@Suite("ReadCache: recent GET answers on one event loop", .ownThreads, .timeLimit(.minutes(20)))
 struct ReadCacheTests {
     static func key(_ n: Int, in collection: String = "todos") -> ReadCache.Key {
         ReadCache.Key(collection: collection, id: UUID(uuidString: String(format: "00000000-0000-4000-8000-%012d", n))!)
@@ -62,7 +63,7 @@ struct ReadCacheTests {
 
 /// The cache against a real store, on a real event loop, with the race made certain: the GET runs after the write
 /// was acknowledged but before the loop's own scheduled drain of the change.
-@Suite("ReadCache: never older than an acknowledged write", .timeLimit(.minutes(20)))
+@Suite("ReadCache: never older than an acknowledged write", .ownThreads, .timeLimit(.minutes(20)))
 struct ReadCacheFreshnessTests {
     @Test("a GET right after an acknowledged write, ahead of the loop's scheduled drain, sees the write")
     func getAfterAcknowledgedWriteIsFresh() throws {

@@ -1,5 +1,6 @@
 import Foundation
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
@@ -8,7 +9,7 @@ import Testing
 /// Requests followed through the server's own connection code (`ServerConnection` on its event loop) over a
 /// socketpair, with no listener: each runs where `RequestPlan` sends it, and the answers keep the connection's order
 /// (Protocol.md section 2.3).
-@Suite(.timeLimit(.minutes(20)))
+@Suite(.ownThreads, .timeLimit(.minutes(20)))
 struct RequestFlowTests {
     static let x = "3f2504e0-4f89-41d3-9a0c-0305e82c3301"
 

@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestThreads
 import LarderWire
 import Testing
 
@@ -6,7 +7,7 @@ import Testing
 
 /// One connection's order (Protocol.md section 2.3), in the state machine: runs of reads, or of writes, go out
 /// together; a request of the other kind waits for the run before it; request ids are unique in flight.
-@Suite(.timeLimit(.minutes(20)))
+@Suite(.ownThreads, .timeLimit(.minutes(20)))
 struct RequestOrderTests {
     typealias Machine = ConnectionStateMachine
     typealias Support = ConnectionStateMachineTests

@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestThreads
 import LarderWire
 import Testing
 
@@ -6,7 +7,7 @@ import Testing
 
 /// Where each request runs (`RequestPlan`): decided from the request alone, whether the store's point reads are
 /// local, and whether the connection has writes on its lane.
-@Suite(.timeLimit(.minutes(20)))
+@Suite(.ownThreads, .timeLimit(.minutes(20)))
 struct RequestPlanTests {
     static func frame(_ opcode: Opcode, jsonBytes: Int = 40, binary: [UInt8] = []) -> Frame {
         Frame(opcode: opcode, requestID: 1, json: [UInt8](repeating: 0x20, count: jsonBytes), binary: binary)

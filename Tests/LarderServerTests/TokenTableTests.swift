@@ -1,12 +1,13 @@
 import Foundation
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
 @testable import LarderServer
 
 /// The token file and the role checks, without sockets (RolesTests runs them on a server).
-@Suite(.timeLimit(.minutes(20)))
+@Suite(.ownThreads, .timeLimit(.minutes(20)))
 struct TokenTableTests {
     @Test func parsesRolesTokensAndCollections() throws {
         let table = try TokenTable.parse(

@@ -1,12 +1,13 @@
 import Foundation
 import LarderStore
+import LarderTestThreads
 import LarderWire
 import Testing
 
 @testable import LarderServer
 
 /// The change feed's pure parts: pushed frames in the state machine, event encoding, options.
-@Suite(.timeLimit(.minutes(20)))
+@Suite(.ownThreads, .timeLimit(.minutes(20)))
 struct WatchMachineTests {
     typealias Machine = ConnectionStateMachine
     typealias Support = ConnectionStateMachineTests

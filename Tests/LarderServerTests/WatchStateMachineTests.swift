@@ -1,5 +1,6 @@
 import Foundation
 import LarderStore
+import LarderTestThreads
 import LarderWire
 import Testing
 
@@ -7,7 +8,7 @@ import Testing
 
 /// The change feed of one connection as a pure state machine: WATCH and UNWATCH, live pushes, the subscription
 /// buffer's bound, the catch-up from the log and its resync, the role limits. No socket, no loop, no clock.
-@Suite(.timeLimit(.minutes(20)))
+@Suite(.ownThreads, .timeLimit(.minutes(20)))
 struct WatchStateMachineTests {
     typealias Machine = WatchStateMachine
 
@@ -236,7 +237,7 @@ struct WatchStateMachineTests {
 }
 
 /// A reload of the token file narrows what a connection's token reaches (`grantChanged`).
-@Suite(.timeLimit(.minutes(20)))
+@Suite(.ownThreads, .timeLimit(.minutes(20)))
 struct WatchGrantTests {
     typealias T = WatchStateMachineTests
 

@@ -1,12 +1,13 @@
 import Dispatch
 import LarderSync
+import LarderTestThreads
 import Testing
 
 @testable import LarderServer
 
 /// The one bounded pool for work off the event loops: a stated number of threads, a stated number of jobs that may
 /// wait, and a refusal (never an unbounded queue, never a wait) past it. Jobs are held on semaphores the test opens.
-@Suite(.timeLimit(.minutes(20)))
+@Suite(.ownThreads, .timeLimit(.minutes(20)))
 struct WorkPoolTests {
     @Test func jobsPastTheBoundAreRefusedAndTheRestRun() {
         let pool = WorkPool(threads: 1, maxWaiting: 2)

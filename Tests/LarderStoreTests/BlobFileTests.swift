@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestThreads
 import LarderWire
 import Testing
 
@@ -6,7 +7,7 @@ import Testing
 
 /// The SQLite store's blob files (`BlobFiles`): removed only after the deleting commit, mended at start-up after a
 /// crash, reported when missing, read from older data directories' chunk rows, and carried by backups.
-@Suite(.timeLimit(.minutes(20))) struct BlobFileTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct BlobFileTests {
     /// Uploads `bytes` in chunks of 16 KiB and finishes it.
     static func upload(_ store: SQLiteStore, _ bytes: [UInt8]) throws -> BlobInfo {
         let begun = try store.uploadBegin(BlobUploadRequest(size: Int64(bytes.count)))

@@ -1,10 +1,11 @@
 import Foundation
+import LarderTestThreads
 import LarderWire
 import Testing
 
 @testable import LarderStore
 
-@Suite(.timeLimit(.minutes(20))) struct BlobTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct BlobTests {
     @Test(arguments: StoreKind.allCases, [
         ("rocket.jpg", "c2dd0de7c538df8d111e479619b129464d0269d0ae5fd18ca91d33a7fdfea95c", 640, 427),
         ("grace_hopper.jpg", "a8ca6d734765703b09728ab47fe59f473d93ae3967fc24c7c0288c3c7adb7130", 512, 600),

@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestThreads
 import LarderWire
 import Testing
 
@@ -6,7 +7,7 @@ import Testing
 
 /// A document's create event lives in its own row (`createSeq`) until the row first changes or goes; the change log
 /// a reader sees is the same as when every event had a row of its own in `changes`.
-@Suite(.timeLimit(.minutes(20))) struct ChangeLogInRowTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct ChangeLogInRowTests {
     static func everything(_ store: SQLiteStore, after seq: Int64 = 0, collection: String? = nil) throws
         -> [ChangeEntry]
     {

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import LarderTestThreads
 import LarderWire
 import Testing
 
@@ -7,7 +8,7 @@ import Testing
 import LarderSync
 
 /// The change log behind WATCH: one entry per committed write, in commit order, durable, pruned by count and age.
-@Suite(.timeLimit(.minutes(20))) struct ChangeLogTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct ChangeLogTests {
     /// Collects what the listener hears.
     final class Heard: Sendable {
         let entries = Locked<[ChangeEntry]>([])

@@ -1,5 +1,6 @@
 import Foundation
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
@@ -8,7 +9,7 @@ import Testing
 /// Sorts under an ICU collation (`SortKey.collation`): the words of several languages in the order people read them,
 /// the same on SQLite and PostgreSQL, ascending and descending, whole and in pages; keyset cursors that neither skip
 /// nor repeat under inserts between pages; unknown locales refused naming the field.
-@Suite(.timeLimit(.minutes(20))) struct CollationTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct CollationTests {
     /// Per language: the collation, and its words in the order they are created.
     static let languages: [(collation: String, strength: Int?, words: [String])] = [
         ("en", nil, ["Walk the dog", "apple pie", "Apple", "apple", "zebra", "Zoo", "éclair", "eclair", "banana", "Éclair"]),

@@ -1,5 +1,6 @@
 import Foundation
 import LarderIO
+import LarderTestThreads
 import LarderWire
 import Testing
 
@@ -13,7 +14,7 @@ import Testing
 /// (null, missing, booleans, integers and the reals equal to them, strings that read like JSON, arrays, objects), so
 /// sorts and GROUP cross Protocol.md §5.2's order of kinds; filters ask `eq`/`ne null` of fields that are often missing;
 /// cursors are taken to other requests and other queries, and must be refused alike.
-@Suite(.timeLimit(.minutes(20))) struct DifferentialTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct DifferentialTests {
     @Test(arguments: [20_261_201, 7_411])
     func bothStoresAnswerAlike(seed: UInt64) throws {
         try withStore(.sqlite) { sqlite in
@@ -445,7 +446,7 @@ struct DifferentialRun {
 
 /// Found by the differential test: SQLite's GROUP filed an integer's records under the double nearest to it, so the
 /// records of 2^63 - 1 were listed with those of 2^63 (a different section).
-@Suite(.timeLimit(.minutes(20))) struct GroupNumberTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct GroupNumberTests {
     @Test(arguments: StoreKind.allCases)
     func integersPastTwoToThe53KeepTheirOwnSections(_ kind: StoreKind) throws {
         try withStore(kind) { store in

@@ -1,11 +1,12 @@
 import Foundation
 import LarderSync
+import LarderTestThreads
 import LarderWire
 import Testing
 
 @testable import LarderStore
 
-@Suite(.timeLimit(.minutes(20))) struct DocumentTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct DocumentTests {
     @Test(arguments: StoreKind.allCases) func createGetRoundTripsExactBytes(_ kind: StoreKind) throws {
         try withStore(kind) { store in
             let data = try object(#"{"name":"王小明","height":172.5,"tags":["a","b"],"nested":{"x":null}}"#)

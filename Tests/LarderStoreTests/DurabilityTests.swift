@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import LarderTestProcess
+import LarderTestThreads
 import LarderWire
 import Testing
 
@@ -10,7 +11,7 @@ import Testing
 ///
 /// The child is this same test binary, started with `--filter durabilityChild` and an environment variable naming the
 /// data directory; without that variable `durabilityChild` is skipped (it is no test of its own).
-@Suite(.timeLimit(.minutes(20))) struct DurabilityTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct DurabilityTests {
     static let childDirectoryKey = "LARDER_DURABILITY_CHILD_DIR"
     static var childDirectory: String? { ProcessInfo.processInfo.environment[childDirectoryKey] }
 

@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestThreads
 import LarderWire
 import Testing
 
@@ -7,7 +8,7 @@ import LarderIO
 
 /// The in-memory filter (WATCH) selects exactly the records SEARCH's SQL selects, over documents chosen for their edge
 /// cases: mixed kinds, integers beside reals, case and Unicode, nesting, arrays, null and missing, envelope affinity.
-@Suite(.timeLimit(.minutes(20))) struct FilterEvaluatorTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct FilterEvaluatorTests {
     static let documents: [String] = [
         #"{"n":1,"s":"abc","b":true,"a":{"b":1},"tags":["x","y"]}"#,
         #"{"n":1.0,"s":"ABC","b":false,"a":{"b":"x"},"tags":"x"}"#,

@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestThreads
 import LarderWire
 import Synchronization
 import Testing
@@ -9,7 +10,7 @@ import Testing
 /// holds `fullTextBacklog` documents (1: after every group commit); it must end exactly where per-row maintenance would
 /// have: every insert, text change, delete and rolled-back write of a batch accounted for, and searches exact while
 /// documents wait in the backlog, while a pass runs, and after a pass whose settle never happened.
-@Suite(.timeLimit(.minutes(20))) struct FullTextMaintenanceTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct FullTextMaintenanceTests {
     /// A closed store in a fresh directory holding one `notes` document per text, each indexed at once (backlog 1):
     /// the starting point for rewriting its schema as an older version would have left it.
     static func notesStore(_ texts: [String]) throws -> (directory: String, path: String, ids: [UUID]) {

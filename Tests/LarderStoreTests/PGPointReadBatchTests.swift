@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import LarderSync
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
@@ -9,7 +10,7 @@ import Testing
 
 /// Point reads on PostgreSQL that wait at the same moment share one round trip (`PGPointReadBatcher`), and every
 /// caller still gets its own answer.
-@Suite(.timeLimit(.minutes(20))) struct PGPointReadBatchTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct PGPointReadBatchTests {
     struct Ask {
         let collection: String
         let id: UUID

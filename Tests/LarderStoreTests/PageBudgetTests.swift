@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestThreads
 import LarderWire
 import Testing
 
@@ -6,7 +7,7 @@ import Testing
 
 /// Answers stay under the JSON limit however large the records: pages stop early with a cursor, GROUP lists fewer
 /// records, GET_MANY is refused; on both stores.
-@Suite(.timeLimit(.minutes(20))) struct PageBudgetTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct PageBudgetTests {
     static let budget = 10_000
 
     func withBigRecords(_ kind: StoreKind, _ body: (AnyStore, [UUID]) throws -> Void) throws {

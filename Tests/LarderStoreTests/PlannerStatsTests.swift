@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestThreads
 import LarderWire
 import Testing
 
@@ -6,7 +7,7 @@ import Testing
 
 /// The plan SQLite picks for a search that filters on two indexed fields: the equality's index, never a walk of the
 /// other field's range (or of the whole collection in id order) testing the equality on every row.
-@Suite(.timeLimit(.minutes(20))) struct PlannerStatsTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct PlannerStatsTests {
     static let twoFilters = #"{"filter":{"and":[{"field":"group","op":"eq","value":7},{"field":"n","op":"gte","value":40}]}}"#
 
     /// 1,000 documents, `group` = n % 100, with `group` and `n` indexed; the names of the two indexes.

@@ -1,11 +1,12 @@
 import Foundation
 import LarderStore
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// `PointReads`: a burst of GETs and BLOB_HEADs shares one read snapshot while nothing commits, yet never misses a
 /// write acknowledged before the read.
-@Suite("Point reads in a burst", .timeLimit(.minutes(20)))
+@Suite("Point reads in a burst", .ownThreads, .timeLimit(.minutes(20)))
 struct PointReadsTests {
     @Test("a read in the middle of a burst sees every write acknowledged before it", arguments: StoreKind.allCases)
     func seesAcknowledgedWritesMidBurst(_ kind: StoreKind) throws {

@@ -2,13 +2,14 @@ import Dispatch
 import Foundation
 import LarderSync
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
 @testable import LarderStore
 
 /// Migrations on PostgreSQL, and names that would be SQL if they were spliced in.
-@Suite(.timeLimit(.minutes(20))) struct PostgresSchemaTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct PostgresSchemaTests {
     @Test func serversStartingTogetherOnAnEmptyDatabaseMigrateItOnce() throws {
         let schema = try TestPostgres.newSchema()
         defer { schema.drop() }

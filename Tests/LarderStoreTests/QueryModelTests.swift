@@ -1,7 +1,8 @@
+import LarderTestThreads
 import LarderWire
 import Testing
 
-@Suite(.timeLimit(.minutes(20))) struct QueryModelTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct QueryModelTests {
     @Test func parsesAndRoundTrips() throws {
         let text = #"{"filter":{"and":[{"field":"price","op":"lt","value":50},{"or":[{"field":"address.city","op":"in","value":["北京","上海"]},{"not":{"field":"$id","op":"prefix","value":"3f"}}]},{"field":"comment","op":"contains","value":"sweet"},{"field":"photo","op":"exists","value":false}]},"text":{"query":"北京","fields":["name","address"]},"sort":[{"field":"price","order":"desc"},{"field":"name","order":"asc"}],"limit":20,"cursor":"abc"}"#
         let query = try SearchQuery(json: JSONParser.parseObject(Array(text.utf8)))

@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestThreads
 import LarderWire
 import Testing
 
@@ -6,7 +7,7 @@ import Testing
 
 /// What a request key keeps of its request: a fingerprint that tells a retry of the same write from another write
 /// sent with the same key, stable across versions (servers sharing a database, and keys stored before an upgrade).
-@Suite(.timeLimit(.minutes(20))) struct RequestKeyFingerprintTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct RequestKeyFingerprintTests {
     let key = UUID(uuidString: "0190f3a2-7c1e-7d4a-9b2e-5f6a7b8c9d0e")!
     let id = UUID(uuidString: "3f2504e0-4f89-41d3-9a0c-0305e82c3301")!
 

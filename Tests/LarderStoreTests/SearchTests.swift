@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestThreads
 import LarderWire
 import Testing
 
@@ -115,7 +116,7 @@ let searchCases: [SearchCase] = [
           key: "title", expected: ["預約牙醫", "Buy milk 買牛奶"]),
 ]
 
-@Suite(.timeLimit(.minutes(20))) struct SearchTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct SearchTests {
     static func run(_ store: AnyStore, _ c: SearchCase) throws -> [String] {
         let query = try SearchQuery(json: try object(c.request))
         return try store.search(c.collection, query).records.map { $0.string(c.key) ?? "?" }

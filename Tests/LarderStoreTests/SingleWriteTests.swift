@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import LarderSync
+import LarderTestThreads
 import LarderWire
 import Testing
 
@@ -8,7 +9,7 @@ import Testing
 
 /// Writes run without a savepoint of their own (`submitSingleWrite`) must answer and store exactly what the guarded
 /// ones did, inside one group commit with others, and a failure they cannot undo alone must take nothing with it.
-@Suite(.timeLimit(.minutes(20))) struct SingleWriteTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct SingleWriteTests {
     typealias Body = @Sendable (any WriteContext) throws(LarderError) -> StoredRecord?
 
     /// A body that answers the record it wrote.

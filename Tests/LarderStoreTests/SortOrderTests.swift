@@ -1,5 +1,6 @@
 import Foundation
 import LarderTestSupport
+import LarderTestThreads
 import LarderWire
 import Testing
 
@@ -8,7 +9,7 @@ import Testing
 /// Protocol.md §5.2's order of kinds (null and missing, numbers and booleans, strings, then arrays and objects by
 /// their JSON text), checked against an order computed here from the rule, not from SQL: whole answers and small pages,
 /// asc and desc, with and without an index, and GROUP's sections in the same order, on both stores.
-@Suite(.timeLimit(.minutes(20))) struct SortOrderTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct SortOrderTests {
     /// Strings that could sort among arrays and objects (their text starts like JSON's), and the kinds around them.
     static let values: [JSON?] = [
         "1", "[", "a", "{z", [0], [1], ["k": 1], nil, .null, false, true, 0, 1, 1.0, 2.5, -3, "", "北", "{", "[0]",

@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestThreads
 import LarderThumbnails
 import LarderWire
 import Testing
@@ -7,7 +8,7 @@ import Testing
 
 /// The thumbnails table on both stores: written through the writer, read with the blob's metadata, and deleted with
 /// the blob whatever deletes it.
-@Suite(.timeLimit(.minutes(20))) struct ThumbnailCacheTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct ThumbnailCacheTests {
     static func thumbnail(_ jpeg: [UInt8], _ size: Int) throws -> StoredThumbnail {
         let made = try Thumbnailer.make(jpeg, size: size)
         return StoredThumbnail(width: made.width, height: made.height, bytes: made.jpeg)

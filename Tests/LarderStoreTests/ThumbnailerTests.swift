@@ -1,12 +1,13 @@
 import Foundation
 import LarderIO
 import LarderTestSupport
+import LarderTestThreads
 import LarderThumbnails
 import LarderWire
 import Testing
 
 /// The thumbnail function alone: bytes and a size in, a baseline JPEG out (the server's tests cover the cache).
-@Suite(.timeLimit(.minutes(20))) struct ThumbnailerTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct ThumbnailerTests {
     static let photos = [("rocket.jpg", 640, 427), ("grace_hopper.jpg", 512, 600)]
 
     /// Every size a server offers by default, of both photos: the longer side is the size (or the photo's own when
@@ -296,7 +297,7 @@ func psnr(_ a: RGBImage, _ b: RGBImage) -> Double {
 }
 
 /// Photos that libjpeg decodes whole: progressive ones and sequential ones in several scans.
-@Suite(.timeLimit(.minutes(20))) struct MultiScanThumbnailTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct MultiScanThumbnailTests {
     /// A sequential photo whose first scan covers one component of three is decoded whole, like a progressive one:
     /// past a quarter of the pixel limit it is refused from the header (before its scans are read: a cut last scan
     /// changes nothing), and within it it is made.

@@ -1,5 +1,6 @@
 import Foundation
 import LarderSync
+import LarderTestThreads
 import LarderWire
 import Testing
 
@@ -38,7 +39,7 @@ func syntheticJPEG(size: Int, width: Int = 4000, height: Int = 3000, seed: UInt6
     return out
 }
 
-@Suite(.timeLimit(.minutes(20))) struct UploadTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct UploadTests {
     /// Sends `bytes` as an upload in chunks of `chunk` bytes.
     static func send(_ store: AnyStore, _ upload: BlobUploadInfo, _ bytes: [UInt8], from: Int = 0, chunk: Int)
         throws -> BlobUploadInfo

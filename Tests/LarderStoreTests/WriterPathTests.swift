@@ -1,5 +1,6 @@
 import Foundation
 import LarderIO
+import LarderTestThreads
 import LarderWire
 import Testing
 
@@ -7,7 +8,7 @@ import Testing
 
 /// The writer's cheaper paths must store exactly what the plain ones did: the same search text, the same bytes, ids
 /// of the same kind, and the same errors.
-@Suite(.timeLimit(.minutes(20))) struct WriterPathTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct WriterPathTests {
     /// What `TextFold.searchText` computed before its byte-level fast path: the strings joined, then lowercased.
     static func reference(_ object: JSONObject) -> String {
         var parts: [String] = []

@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestThreads
 import Testing
 
 @testable import LarderWire
@@ -7,7 +8,7 @@ import LarderIO
 /// The typed client reads record and page answers without a tree (`AnswerReader`): whenever it answers, the general
 /// path (`Record(json:)`, `PageResponse(json:)`) reads the same fields, and the `data` span holds the same object;
 /// for any other form it answers nil.
-@Suite("Answers read without a tree", .timeLimit(.minutes(20)))
+@Suite("Answers read without a tree", .ownThreads, .timeLimit(.minutes(20)))
 struct AnswerReaderTests {
     static let id = UUID(uuidString: "3F2504E0-4F89-41D3-9A0C-0305E82C3301")!
 

@@ -1,9 +1,10 @@
 import Foundation
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// Byte sizes as people write them in options and read them in output.
-@Suite(.timeLimit(.minutes(20))) struct ByteSizeTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct ByteSizeTests {
     @Test func parsesNumbersAndBinaryUnits() {
         #expect(ByteSize.parse("0") == 0)
         #expect(ByteSize.parse("4194304") == 4 << 20)

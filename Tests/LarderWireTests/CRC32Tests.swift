@@ -1,11 +1,12 @@
 import Foundation
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// BLOB_UPLOAD_CHUNK's CRC-32 (libdeflate's on Linux, zlib's on Apple platforms and in the portable configuration)
 /// gives zlib's results: a chunk a client checksummed with any zlib-style CRC-32 is accepted, whole or computed in
 /// pieces, and an app on an iPhone computes the CRC-32 the server on Linux checks.
-@Suite(.timeLimit(.minutes(20))) struct CRC32Tests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct CRC32Tests {
     /// The CRC-32 (ISO-HDLC: reflected polynomial 0xEDB88320, initial and final XOR 0xFFFFFFFF) a bit at a time.
     static func reference(_ bytes: [UInt8]) -> UInt32 {
         var crc: UInt32 = 0xFFFF_FFFF

@@ -1,9 +1,10 @@
 import Foundation
+import LarderTestThreads
 import LarderWire
 import Testing
 import LarderIO
 
-@Suite(.timeLimit(.minutes(20))) struct CodecTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct CodecTests {
     static let sampleFrames: [Frame] = {
         var frames: [Frame] = []
         let record = Array(#"{"id":"3f2504e0-4f89-41d3-9a0c-0305e82c3301","rev":3,"createdAt":"2026-11-30T00:26:28.123Z","updatedAt":"2026-11-30T00:27:01.456Z","data":{"title":"Buy milk 買牛奶","isFinish":false,"tags":["home","errand"],"priority":2}}"#.utf8)

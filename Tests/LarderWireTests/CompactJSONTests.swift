@@ -1,4 +1,5 @@
 import Foundation
+import LarderTestThreads
 import Testing
 
 @testable import LarderWire
@@ -7,7 +8,7 @@ import LarderIO
 /// The tree-free path for documents must store exactly what the general path stores: whenever `CompactJSON` answers,
 /// `JSONParser` accepts the same bytes and its tree writes the same compact bytes and holds the same string values;
 /// when it cannot be sure, it answers nil.
-@Suite("Documents read without a tree", .timeLimit(.minutes(20)))
+@Suite("Documents read without a tree", .ownThreads, .timeLimit(.minutes(20)))
 struct CompactJSONTests {
     /// The general path's answer for an object: its compact bytes and its string values joined by U+001F, or nil for
     /// an error.

@@ -1,10 +1,11 @@
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// SHA-256 gives FIPS 180-4's digests in every build: libcrypto's on Linux, and in the portable configuration
 /// (scripts/test) the digest an Apple platform's build stands CommonCrypto in for. Whole, and fed in pieces cut across
 /// the 64-byte blocks and the padding's boundaries (55 and 56 bytes: the length still fits in the last block, or not).
-@Suite(.timeLimit(.minutes(20))) struct DigestTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct DigestTests {
     /// FIPS 180-4's examples (NIST's one-block, two-block and million-byte messages) and messages around the block.
     static let vectors: [(name: String, bytes: [UInt8], digest: String)] = [
         ("empty", [], "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),

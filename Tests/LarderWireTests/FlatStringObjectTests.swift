@@ -1,11 +1,12 @@
 import Foundation
+import LarderTestThreads
 import Testing
 
 @testable import LarderWire
 
 /// The fast path for GET and BLOB_HEAD requests must never answer differently from the general parser: whenever it
 /// gives a request, the general path gives the same one; when it cannot be sure, it gives nil.
-@Suite("Fast path for plain point-read requests", .timeLimit(.minutes(20)))
+@Suite("Fast path for plain point-read requests", .ownThreads, .timeLimit(.minutes(20)))
 struct FlatStringObjectTests {
     static let id = "3f2504e0-4f89-11d3-9a0c-0305e82c3301"
 

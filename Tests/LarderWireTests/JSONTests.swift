@@ -1,8 +1,9 @@
 import Foundation
+import LarderTestThreads
 import LarderWire
 import Testing
 
-@Suite(.timeLimit(.minutes(20))) struct JSONTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct JSONTests {
     @Test func parsesAndWritesEveryKindOfValue() throws {
         let text = #"{"s":"a\"b\\c\n\u00e9\ud83d\ude00","i":-42,"d":1.5,"e":1e+20,"t":true,"f":false,"n":null,"a":[1,[2]],"o":{"k":"v"}}"#
         let value = try JSONParser.parse(Array(text.utf8))

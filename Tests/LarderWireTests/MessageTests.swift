@@ -1,9 +1,10 @@
 import Foundation
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// Every message goes through its JSON, the wire bytes, a frame and back unchanged.
-@Suite(.timeLimit(.minutes(20))) struct MessageTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct MessageTests {
     static let id = UUID(uuidString: "3F2504E0-4F89-41D3-9A0C-0305E82C3301")!
     static let other = UUID(uuidString: "9B2D3C4E-1111-4A2B-8C3D-4E5F60718293")!
     static let record = Record(

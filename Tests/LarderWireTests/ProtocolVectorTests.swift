@@ -1,9 +1,10 @@
 import Foundation
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// Every hex example in Protocol.md is decoded here, so the document and the code cannot drift apart.
-@Suite(.timeLimit(.minutes(20))) struct ProtocolVectorTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct ProtocolVectorTests {
     struct Vector {
         var name: String
         var bytes: [UInt8]

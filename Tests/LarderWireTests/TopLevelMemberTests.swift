@@ -1,10 +1,11 @@
+import LarderTestThreads
 import Testing
 
 @testable import LarderWire
 
 /// `TopLevelMember`: `$owner` read from a stored document without its tree answers what the parser answers, and says
 /// nil (parse instead) for what it does not take on.
-@Suite(.timeLimit(.minutes(20)))
+@Suite(.ownThreads, .timeLimit(.minutes(20)))
 struct TopLevelMemberTests {
     static func find(_ text: String) -> TopLevelMember.Found? {
         TopLevelMember.find("$owner", in: Array(text.utf8))

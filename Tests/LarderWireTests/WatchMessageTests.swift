@@ -1,9 +1,10 @@
 import Foundation
+import LarderTestThreads
 import LarderWire
 import Testing
 
 /// The change feed's messages go through JSON, a frame and back unchanged, and reject what they must.
-@Suite(.timeLimit(.minutes(20))) struct WatchMessageTests {
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct WatchMessageTests {
     static let id = UUID(uuidString: "3F2504E0-4F89-41D3-9A0C-0305E82C3301")!
     static let record = Record(
         id: id, rev: 2, createdAtMs: 1_795_998_388_123, updatedAtMs: 1_795_998_421_456,
