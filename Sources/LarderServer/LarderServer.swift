@@ -157,7 +157,8 @@ public final class LarderServer: Sendable {
             maxReplyBinaryBytes: configuration.limits.maxBinaryPartBytes,
             thumbnailSizes: configuration.limits.thumbnailSizes,
             maxThumbnailSourcePixels: configuration.limits.maxThumbnailSourcePixels,
-            thumbnailThreads: configuration.thumbnailThreads, schemaLimits: configuration.limits.schema)
+            thumbnailThreads: configuration.thumbnailThreads, schemaLimits: configuration.limits.schema,
+            accessCacheMs: configuration.passwordAccounts?.limits.accessCacheMs ?? 0)
         let logger = Logger(
             level: configuration.logLevel, format: configuration.logFormat,
             slowMicros: UInt64(configuration.slowMs) * 1000)

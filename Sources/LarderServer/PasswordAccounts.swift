@@ -90,14 +90,14 @@ package final class PasswordAccounts: SessionSignIn {
     package func user(ofSession text: String) throws(LarderError) -> (user: String, key: [UInt8]) {
         guard let token = SessionToken(text: text) else { throw Self.sessionEnded }
         let key = token.storageKey
-        guard let user = try store.sessionAccount(key: key, now: Self.now()) else { throw Self.sessionEnded }
-        return (user, key)
+        guard let found = try store.sessionAccount(key: key, now: Self.now()) else { throw Self.sessionEnded }
+        return (found.user, key)
     }
 
-    /// UNAUTHENTICATED unless the session `key` of `user` is still in force (checked at each request of a connection
-    /// signed in with it).
+    /// UNAUTHENTICATED unless the session `key` of `user` is still in force, read from the store (a request checks
+    /// its session through `AccessCache`; this is for the checks that bound how long a copy may be trusted).
     static func checkSession(_ key: [UInt8], of user: String?, in store: any DocumentStore) throws(LarderError) {
-        guard let current = try store.sessionAccount(key: key, now: now()), current == user else {
+        guard let current = try store.sessionAccount(key: key, now: now()), current.user == user else {
             throw sessionEnded
         }
     }

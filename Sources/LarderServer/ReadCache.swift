@@ -20,6 +20,9 @@ struct ReadCache {
     struct Entry {
         var json: [UInt8]
         var seq: Int64
+        /// The record's `$owner` once a user's GET read it (`CachedPointReads.getJSON(_:id:ownedBy:)`), so that the
+        /// next one compares it instead of scanning the record again.
+        var owner: TopLevelMember.Found? = nil
     }
 
     struct Key: Hashable {
@@ -50,10 +53,15 @@ struct ReadCache {
 
     func get(_ key: Key) -> Entry? { entries[key] }
 
-    mutating func insert(_ key: Key, _ json: [UInt8], seq: Int64 = 0) {
+    /// Notes the `$owner` read from the answer `key` holds, if it still holds one.
+    mutating func setOwner(_ key: Key, _ owner: TopLevelMember.Found) {
+        entries[key]?.owner = owner
+    }
+
+    mutating func insert(_ key: Key, _ json: [UInt8], seq: Int64 = 0, owner: TopLevelMember.Found? = nil) {
         let size = json.count + 64
         guard size <= maxBytes / 8 else { return }
-        if let old = entries.updateValue(Entry(json: json, seq: seq), forKey: key) {
+        if let old = entries.updateValue(Entry(json: json, seq: seq, owner: owner), forKey: key) {
             bytes -= old.json.count + 64
         } else {
             order.append(key)
@@ -131,6 +139,31 @@ final class CachedPointReads: PointReads {
         let json = try reads.getJSON(collection, id: id)
         // Kept only when nothing committed meanwhile: the read may have come from a snapshot older than that change.
         if shard.publishedBatches == published { shard.readCache.insert(key, json) }
+        return json
+    }
+
+    /// A copy of a record someone else owns answers nothing: the store is read as for a record not cached, so that
+    /// another user's record and a missing one take the same steps, and what it reads is kept only when it is
+    /// `owner`'s.
+    func getJSON(_ collection: String, id: UUID, ownedBy owner: String) throws(LarderError) -> [UInt8]? {
+        var name = collection
+        guard name.withUTF8({ $0.allSatisfy { $0 < 0x80 } }) else { return nil }
+        let key = ReadCache.Key(collection: collection, id: id)
+        let published = shard.applyPublishedChanges()
+        if let entry = shard.readCache.get(key) {
+            let known = entry.owner
+            guard let found = known ?? TopLevelMember.find("$owner", inDataOf: entry.json) else { return nil }
+            if known == nil { shard.readCache.setOwner(key, found) }
+            if found == .string(owner) {
+                shard.cacheHits += 1
+                return entry.json
+            }
+        }
+        shard.cacheMisses += 1
+        let json = try reads.getJSON(collection, id: id)
+        guard let found = TopLevelMember.find("$owner", inDataOf: json) else { return nil }
+        guard found == .string(owner) else { throw StoreRules.notFound(collection, id) }
+        if shard.publishedBatches == published { shard.readCache.insert(key, json, owner: found) }
         return json
     }
 

@@ -27,6 +27,8 @@ package final class Router: Sendable {
     let thumbnailSlots: DispatchSemaphore
     /// The bounds SCHEMA_SET compiles schemas within (HELLO's `limits`).
     let schemaLimits: SchemaLimits
+    /// The sessions and rules a user's request is checked against.
+    let access: AccessCache
 
     /// The record bytes a page may carry under a JSON limit, leaving room for what wraps the records (member names,
     /// the cursor, group keys).
@@ -39,8 +41,9 @@ package final class Router: Sendable {
         thumbnailSizes: [Int] = Limits.default.thumbnailSizes,
         maxThumbnailSourcePixels: Int = Limits.default.maxThumbnailSourcePixels,
         thumbnailThreads: Int = ProcessInfo.processInfo.activeProcessorCount,
-        schemaLimits: SchemaLimits = .default
+        schemaLimits: SchemaLimits = .default, accessCacheMs: Int = AccountLimits().accessCacheMs
     ) {
+        self.access = AccessCache(store: store, sharedWindowMs: accessCacheMs)
         self.schemaLimits = schemaLimits
         self.thumbnailSizes = thumbnailSizes
         self.thumbnailSlots = DispatchSemaphore(value: thumbnailThreads)

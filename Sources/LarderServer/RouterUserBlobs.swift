@@ -99,8 +99,8 @@ extension Router {
     private func visibleRecord(_ attachment: BlobAttachment, _ access: Opcode, _ caller: RuledCaller)
         throws(LarderError) -> Bool
     {
-        try caller.checkSession(store)
-        let rules = try store.collectionRules(attachment.collection)
+        try caller.checkSession(self.access)
+        let rules = try self.access.rules(attachment.collection)
         let owner = try RulesGate.admit(rules, access, collection: attachment.collection, caller: caller)
         guard let owner else { return true }
         do throws(LarderError) {

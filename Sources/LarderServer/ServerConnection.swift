@@ -282,8 +282,14 @@ final class ServerConnection: EventLoopHandler, @unchecked Sendable {
             }
             return
         }
+        if machine.followsRules, frame.opcode == .get,
+            let reply = router.inlineRuledGet(
+                frame, caller: RuledCaller(user: machine.user, session: machine.session), reads: shard.pointReads)
+        {
+            return finish(Answer(reply: reply, started: started))
+        }
         if machine.followsRules, frame.opcode != .ping, frame.opcode != .watch, frame.opcode != .unwatch {
-            // Held to the collections' rules: read from the store for each request, off the loop.
+            // Held to the collections' rules, checked on the work pool when the session or the rules must be read.
             let caller = RuledCaller(user: machine.user, session: machine.session)
             if frame.opcode.isWrite {
                 laneWrites.handedOut()

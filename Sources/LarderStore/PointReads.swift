@@ -14,8 +14,21 @@ public protocol PointReads: AnyObject {
     func get(_ collection: String, id: UUID) throws(LarderError) -> StoredRecord
     /// `get(collection, id:).bytes`, the answer to a GET, written without the intermediate record.
     func getJSON(_ collection: String, id: UUID) throws(LarderError) -> [UInt8]
+    /// `getJSON` of a caller that may see only `owner`'s records (the `$owner` of the record's data): another's record
+    /// is NOT_FOUND, with the same error as a missing one. Nil when the record's bytes are not in the plain form its
+    /// owner is read from without parsing (the caller then reads and parses it).
+    func getJSON(_ collection: String, id: UUID, ownedBy owner: String) throws(LarderError) -> [UInt8]?
     /// NOT_FOUND when absent.
     func blobHead(_ id: UUID) throws(LarderError) -> BlobInfo
     /// Ends the burst; later reads start a new one.
     func end()
+}
+
+extension PointReads {
+    public func getJSON(_ collection: String, id: UUID, ownedBy owner: String) throws(LarderError) -> [UInt8]? {
+        let json = try getJSON(collection, id: id)
+        guard let found = TopLevelMember.find("$owner", inDataOf: json) else { return nil }
+        guard found == .string(owner) else { throw StoreRules.notFound(collection, id) }
+        return json
+    }
 }

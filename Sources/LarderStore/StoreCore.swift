@@ -20,6 +20,11 @@ final class StoreCore: @unchecked Sendable {
     let blobFiles: BlobFiles?
     /// The collections' compiled schemas.
     let schemas = SchemaCatalog()
+    /// Moves after the COMMIT of every write through this process that narrows who may do what (`accessGeneration`).
+    let access = Atomic<UInt64>(0)
+
+    /// Called after such a COMMIT, before its write is answered.
+    func accessChanged() { access.add(1, ordering: .releasing) }
     private let lock = Lock()
     private var indexed: Set<String> = []
 

@@ -311,8 +311,14 @@ public protocol DocumentStore: Sendable {
     /// Up to `limit` accounts by id, after the id `after`.
     func accounts(after: String?, limit: Int) throws(LarderError) -> [StoredAccount]
     /// The account whose session `key` (the SHA-256 of its token) is in force at `now` (milliseconds since 1970): the
-    /// session exists, has not expired, and its account is not disabled. Nil otherwise.
-    func sessionAccount(key: [UInt8], now: Int64) throws(LarderError) -> String?
+    /// session exists, has not expired, and its account is not disabled; with the session's expiry. Nil otherwise.
+    func sessionAccount(key: [UInt8], now: Int64) throws(LarderError) -> SessionInForce?
+    /// Moves after the COMMIT of every write made through this process that takes access away or changes it: a
+    /// session deleted (signed out, revoked), an account disabled or deleted, a collection's rules set. It moves before
+    /// that write is answered, so a copy of a session or of rules read from the store when it had another value may be
+    /// stale, and one read at this value is current as far as this process's writes go. Writes of other processes
+    /// sharing the database (`isShared`) do not move it.
+    var accessGeneration: UInt64 { get }
     func stats() throws(LarderError) -> StoreStats
     /// Moves the WAL into the main file (TRUNCATE); call on shutdown.
     func checkpoint() throws(LarderError)
@@ -356,6 +362,20 @@ public protocol DocumentStore: Sendable {
     /// Up to `limit` changes after `seq` (of `collection`, or of all when nil), oldest first, stopping early once their
     /// documents pass `maxBytes`; with where the log stood in the same snapshot.
     func changes(after seq: Int64, collection: String?, limit: Int, maxBytes: Int) throws(LarderError) -> ChangePage
+}
+
+/// A session in force (`DocumentStore.sessionAccount`): its user and when it expires.
+public struct SessionInForce: Sendable, Equatable {
+    /// The account's id (`larder|<uuid>`).
+    public var user: String
+    /// When the session expires, in milliseconds since 1970.
+    public var expiresAt: Int64
+
+    /// A session in force; the store makes these.
+    public init(user: String, expiresAt: Int64) {
+        self.user = user
+        self.expiresAt = expiresAt
+    }
 }
 
 extension DocumentStore {

@@ -22,6 +22,11 @@ public struct AccountLimits: Sendable, Equatable {
     /// How often, in milliseconds, a connection that holds a WATCH has its session checked again: a session that
     /// ended (signed out, revoked, expired, its user disabled or deleted) ends such a connection within this time.
     public var sessionCheckMs: Int = 30_000
+    /// On servers sharing one PostgreSQL database: how long, in milliseconds, a server checks users' requests against
+    /// the sessions and collection rules it read, without reading them again. A sign-out, a revoked session, a disabled
+    /// user or a RULES_SET made through another server holds on this one within this time (through the server that
+    /// made it, from its answer on). 0: read them for every request.
+    public var accessCacheMs: Int = 1_000
 
     /// The defaults.
     public init() {}
@@ -34,7 +39,7 @@ public struct AccountLimits: Sendable, Equatable {
             "signInAttemptsPerAccount": .int(Int64(signInAttemptsPerAccount)),
             "signInAttemptsPerAddress": .int(Int64(signInAttemptsPerAddress)),
             "signInWindowMs": .int(Int64(signInWindowMs)), "signUpAllowed": .bool(signUpAllowed),
-            "sessionCheckMs": .int(Int64(sessionCheckMs)),
+            "sessionCheckMs": .int(Int64(sessionCheckMs)), "accessCacheMs": .int(Int64(accessCacheMs)),
         ]
     }
 
@@ -49,6 +54,7 @@ public struct AccountLimits: Sendable, Equatable {
         try reader.limit("signInWindowMs", into: &signInWindowMs)
         signUpAllowed = try reader.optionalBool("signUpAllowed") ?? false
         try reader.limit("sessionCheckMs", into: &sessionCheckMs)
+        try reader.limit("accessCacheMs", into: &accessCacheMs)
     }
 }
 

@@ -17,19 +17,42 @@ package enum TopLevelMember {
     package static func find(_ name: StaticString, in object: [UInt8]) -> Found? {
         object.withUnsafeBufferPointer { buffer -> Found? in
             var scanner = ByteScanner(buffer: buffer)
-            guard scanner.take(UInt8(ascii: "{")) else { return nil }
-            if scanner.take(UInt8(ascii: "}")) { return .absent }
-            repeat {
-                guard let key = scanner.plainString(), scanner.take(UInt8(ascii: ":")) else { return nil }
-                scanner.skipWhitespace()
-                if scanner.equal(key, name) {
-                    guard scanner.peek == UInt8(ascii: "\"") else { return .notAString }
-                    guard let value = scanner.plainString() else { return nil }
-                    return String(validating: scanner.bytes(value), as: UTF8.self).map(Found.string)
-                }
-                guard scanner.skipValue() else { return nil }
-            } while scanner.take(UInt8(ascii: ","))
-            return scanner.take(UInt8(ascii: "}")) ? .absent : nil
+            return find(name, &scanner)
+        }
+    }
+
+    /// The member `name` of the `data` object of a whole record as the server writes it
+    /// (`{"id":...,"data":{...}}`, a GET's answer), or nil (see above; also nil when `data` is absent or no object).
+    package static func find(_ name: StaticString, inDataOf record: [UInt8]) -> Found? {
+        record.withUnsafeBufferPointer { buffer -> Found? in
+            var scanner = ByteScanner(buffer: buffer)
+            guard seek("data", &scanner) == true, scanner.peek == UInt8(ascii: "{") else { return nil }
+            return find(name, &scanner)
+        }
+    }
+
+    /// Moves `scanner` from an object's `{` to the value of its member `name`: true there, false when the object has
+    /// no such member, nil for bytes not in the plain form.
+    private static func seek(_ name: StaticString, _ scanner: inout ByteScanner) -> Bool? {
+        guard scanner.take(UInt8(ascii: "{")) else { return nil }
+        if scanner.take(UInt8(ascii: "}")) { return false }
+        repeat {
+            guard let key = scanner.plainString(), scanner.take(UInt8(ascii: ":")) else { return nil }
+            scanner.skipWhitespace()
+            if scanner.equal(key, name) { return true }
+            guard scanner.skipValue() else { return nil }
+        } while scanner.take(UInt8(ascii: ","))
+        return scanner.take(UInt8(ascii: "}")) ? false : nil
+    }
+
+    private static func find(_ name: StaticString, _ scanner: inout ByteScanner) -> Found? {
+        switch seek(name, &scanner) {
+        case true?:
+            guard scanner.peek == UInt8(ascii: "\"") else { return .notAString }
+            guard let value = scanner.plainString() else { return nil }
+            return String(validating: scanner.bytes(value), as: UTF8.self).map(Found.string)
+        case false?: return .absent
+        case nil: return nil
         }
     }
 }

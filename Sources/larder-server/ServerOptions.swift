@@ -204,6 +204,11 @@ enum ServerOptions {
                 a.sessionCheckMs
             ) { $0.limits.sessionCheckMs = $1 },
             account(
+                "access-cache-ms",
+                "with --users on a shared PostgreSQL: how long checked sessions and rules are reused (0: never)",
+                a.accessCacheMs, min: 0
+            ) { $0.limits.accessCacheMs = $1 },
+            account(
                 "password-memory-kib", "with --users: Argon2id memory per new password hash",
                 Int(h.memoryKiB), min: 8, max: 1 << 20
             ) { $0.hashParameters.memoryKiB = UInt32($1) },

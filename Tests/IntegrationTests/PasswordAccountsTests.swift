@@ -60,6 +60,19 @@ import Testing
         return client
     }
 
+    /// `count` servers (not started) on the PostgreSQL at `url`, one I/O loop each, set up by `configure`.
+    static func postgresServers(
+        _ count: Int, url: String, in directory: URL, _ configure: (Int, inout ServerConfiguration) -> Void
+    ) throws -> [LarderServer] {
+        try (0..<count).map { index in
+            var configuration = ServerConfiguration.forTests(in: directory.appendingPathComponent("s\(index)"))
+            configuration.postgresURL = url
+            configuration.ioQueues = 1
+            configure(index, &configuration)
+            return try LarderServer(configuration: configuration)
+        }
+    }
+
     static func admin(_ port: Int) throws -> RawClient {
         let client = try RawClient.tcp(port: port)
         try client.hello(token: "admin-secret")
@@ -104,18 +117,11 @@ import Testing
         defer { schema.drop() }
         let directory = temporaryTestDirectory("larder-accounts-pg")
         defer { try? FileManager.default.removeItem(at: directory) }
-        var servers: [LarderServer] = []
-        defer { for server in servers { server.shutdown() } }
-        var ports: [Int] = []
-        for index in 0..<2 {
-            var configuration = ServerConfiguration.forTests(in: directory.appendingPathComponent("s\(index)"))
-            configuration.postgresURL = schema.url
-            configuration.ioQueues = 1
+        let servers = try Self.postgresServers(2, url: schema.url, in: directory) { index, configuration in
             Self.configure(&configuration, realCost: index == 0)
-            let server = try LarderServer(configuration: configuration)
-            servers.append(server)
-            ports.append(try server.start())
         }
+        defer { for server in servers { server.shutdown() } }
+        let ports = try servers.map { try $0.start() }
         try Self.todoApp(ports)
         let carol = try Self.session(ports[0], .signUp, "carol@example.com", "carol's password")
         let onSecond = try Self.signedIn(ports[1], carol)

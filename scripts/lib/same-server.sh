@@ -28,7 +28,8 @@ stop_server() {
 }
 
 # The server's instructions per request for OP done WAY, under callgrind (started with start_server valgrind ...): 2,000
-# requests of warm-up, then 3,000 counted, one connection, one in flight. Prints a table row.
+# requests of warm-up, then 3,000 counted, one connection, one in flight. Prints a table row. With `profile_dir` set,
+# keeps the counted profile there as OP-WAY.callgrind (for callgrind_annotate).
 instructions_case() {  # instructions_case OP WAY
     run_case "$1" "$2" -c 1 -P 1 --requests 2000 >/dev/null
     callgrind_control -z "$pid" >/dev/null 2>&1
@@ -39,6 +40,7 @@ instructions_case() {  # instructions_case OP WAY
     callgrind_control -d "$pid" >/dev/null 2>&1
     local total
     total=$(cat "$work"/callgrind.*.* | awk '/^totals:/ {print $2; exit}')
+    if [ -n "${profile_dir:-}" ]; then cat "$work"/callgrind.*.* >"$profile_dir/$1-$2.callgrind"; fi
     echo "| $1 | $2 | $((total / 3000)) |"
 }
 

@@ -37,16 +37,16 @@ extension PostgresStore {
         return Self.accounts(result)
     }
 
-    public func sessionAccount(key: [UInt8], now: Int64) throws(LarderError) -> String? {
+    public func sessionAccount(key: [UInt8], now: Int64) throws(LarderError) -> SessionInForce? {
         let result = try readers.read { db throws(LarderError) in
             try db.run([
                 PGStatement(
-                    "SELECT a.id FROM sessions s JOIN accounts a ON a.id = s.account "
+                    "SELECT a.id, s.expires_at FROM sessions s JOIN accounts a ON a.id = s.account "
                         + "WHERE s.key = $1 AND s.expires_at > $2 AND NOT a.disabled", [.bytes(key), .int(now)],
-                    name: "session_account")
+                    name: "session_account_expiry")
             ])[0]
         }
-        return result.rows > 0 ? result.text(0, 0) : nil
+        return result.rows > 0 ? SessionInForce(user: result.text(0, 0), expiresAt: result.int(0, 1)) : nil
     }
 }
 
@@ -86,6 +86,8 @@ extension PGWriteContext {
             ], writes: true)[0]
         guard let account = PostgresStore.accounts(result).first else { throw StoredAccount.notFound(id) }
         if disabled { _ = try deleteSessions(account: id, keeping: nil) }
+        let core = self.core
+        afterCommit.append { core.accessChanged() }
         return account
     }
 
@@ -109,12 +111,17 @@ extension PGWriteContext {
     }
 
     func deleteSession(key: [UInt8]) throws(LarderError) -> Bool {
-        try run([PGStatement("DELETE FROM sessions WHERE key = $1", [.bytes(key)], name: "session_delete")], writes: true)[0]
+        let core = self.core
+        afterCommit.append { core.accessChanged() }
+        return try run([PGStatement("DELETE FROM sessions WHERE key = $1", [.bytes(key)], name: "session_delete")], writes: true)[0]
             .affected == 1
     }
 
+    /// Also run by an account's deletion.
     func deleteSessions(account id: String, keeping: [UInt8]?) throws(LarderError) -> Int {
-        try run(
+        let core = self.core
+        afterCommit.append { core.accessChanged() }
+        return try run(
             [
                 PGStatement(
                     "DELETE FROM sessions WHERE account = $1 AND key <> $2", [.text(id), .bytes(keeping ?? [])],

@@ -28,5 +28,7 @@ extension PGWriteContext {
                     name: "rules_set")
             ], writes: true)
         if rules.usesOwner { _ = try createIndex(collection, field: FieldPath.owner) }
+        let core = self.core
+        afterCommit.append { core.accessChanged() }
     }
 }

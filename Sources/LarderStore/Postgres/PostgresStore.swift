@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import LarderSync
 import LarderWire
+import Synchronization
 
 /// The PostgreSQL implementation of `DocumentStore` and `BlobStore`: the same answers as `SQLiteStore`, operation by
 /// operation (the conformance and differential tests hold both to that), on a database that many servers can share.
@@ -82,6 +83,7 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
 
     /// Many servers may share the database (OPERATING.md, "Scaling out").
     public var isShared: Bool { true }
+    public var accessGeneration: UInt64 { core.access.load(ordering: .acquiring) }
 
     // MARK: Writes
 

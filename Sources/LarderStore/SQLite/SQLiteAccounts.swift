@@ -1,5 +1,6 @@
 import Foundation
 import LarderWire
+import Synchronization
 
 // Accounts Larder keeps and their sessions, in the `accounts` and `sessions` tables.
 extension SQLiteStore {
@@ -27,14 +28,16 @@ extension SQLiteStore {
         }
     }
 
-    public func sessionAccount(key: [UInt8], now: Int64) throws(LarderError) -> String? {
+    public func sessionAccount(key: [UInt8], now: Int64) throws(LarderError) -> SessionInForce? {
         try readers.read { db throws(LarderError) in
             try db.query(
-                "SELECT a.id FROM sessions s JOIN accounts a ON a.id = s.account "
+                "SELECT a.id, s.expires_at FROM sessions s JOIN accounts a ON a.id = s.account "
                     + "WHERE s.key = ?1 AND s.expires_at > ?2 AND a.disabled = 0", [.blob(key), .int(now)]
-            ) { $0.text(0) }
+            ) { SessionInForce(user: $0.text(0), expiresAt: $0.int(1)) }
         }.first
     }
+
+    public var accessGeneration: UInt64 { core.access.load(ordering: .acquiring) }
 }
 
 extension SQLiteWriteContext {
@@ -61,6 +64,8 @@ extension SQLiteWriteContext {
             ).first
         else { throw StoredAccount.notFound(id) }
         if disabled { _ = try deleteSessions(account: id, keeping: nil) }
+        let core = self.core
+        afterCommit.append { core.accessChanged() }
         return account
     }
 
@@ -79,10 +84,15 @@ extension SQLiteWriteContext {
     }
 
     func deleteSession(key: [UInt8]) throws(LarderError) -> Bool {
-        try db.run("DELETE FROM sessions WHERE key = ?1", [.blob(key)]) == 1
+        let core = self.core
+        afterCommit.append { core.accessChanged() }
+        return try db.run("DELETE FROM sessions WHERE key = ?1", [.blob(key)]) == 1
     }
 
+    /// Also run by an account's deletion.
     func deleteSessions(account id: String, keeping: [UInt8]?) throws(LarderError) -> Int {
-        try db.run("DELETE FROM sessions WHERE account = ?1 AND key <> ?2", [.text(id), .blob(keeping ?? [])])
+        let core = self.core
+        afterCommit.append { core.accessChanged() }
+        return try db.run("DELETE FROM sessions WHERE account = ?1 AND key <> ?2", [.text(id), .blob(keeping ?? [])])
     }
 }

@@ -310,6 +310,8 @@ final class SQLiteWriteContext: PreparedWriteContext {
                 + "ON CONFLICT(collection) DO UPDATE SET rules = excluded.rules",
             [SQLValue.text(collection), SQLValue.text(text)])
         if rules.usesOwner { _ = try createIndex(collection, field: FieldPath.owner) }
+        let core = self.core
+        afterCommit.append { core.accessChanged() }
     }
 
     func insertBlob(_ blob: PreparedBlob) throws(LarderError) -> BlobInfo {
