@@ -6,7 +6,8 @@
 //
 // The first byte picks a mode (byte % 4), the rest is that mode's input; seeds in Fuzz/seeds start with an ASCII
 // digit so they stay readable ('0' = 0x30 = stream, '1' json, '2' zlib, '3' connection), except 'J': a blob, for
-// the JPEG validator and SHA-256. Besides "no crash, no hang",
+// the JPEG validator and SHA-256, and 'W': the console's WebSocket stream (RFC 6455 frames, each binary message one
+// Larder frame). Besides "no crash, no hang",
 // every mode checks invariants; a broken one traps, which libFuzzer reports as a crash with the input saved.
 
 import LarderWire
@@ -16,6 +17,10 @@ public func larderFuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CI
     guard let data, size > 0 else { return 0 }
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
     let input = Array(bytes.dropFirst())
+    if bytes[0] == UInt8(ascii: "W") {
+        FuzzWebSocket.run(input)
+        return 0
+    }
     switch bytes[0] == UInt8(ascii: "J") ? 4 : bytes[0] % 4 {
     case 4: FuzzBlob.run(input)
     case 0: FuzzStream.run(input)
@@ -46,6 +51,68 @@ struct SplitMix64 {
 
 func check(_ condition: Bool, _ message: @autoclosure () -> String) {
     if !condition { fatalError("invariant broken: \(message())") }
+}
+
+// MARK: - Mode W: a WebSocket stream into the console's decoder
+
+enum FuzzWebSocket {
+    struct Outcome: Equatable {
+        var messages: [[UInt8]] = []
+        var controls: [String] = []
+        var error: WebSocketError?
+    }
+
+    /// Decodes `input` in the given pieces, each message also checked as one Larder frame.
+    static func decode(_ input: [UInt8], pieces: [Int]) -> Outcome {
+        var decoder = WebSocketDecoder(maxMessageBytes: 64 << 10)
+        var larder = LarderMessageCheck()
+        var outcome = Outcome()
+        var message: [UInt8] = []
+        var offset = 0
+        var index = 0
+        while offset < input.count && outcome.error == nil {
+            let size = index < pieces.count ? min(pieces[index], input.count - offset) : input.count - offset
+            index += 1
+            var piece = Array(input[offset..<(offset + size)])
+            offset += size
+            do {
+                try piece.withUnsafeMutableBytes { bytes in
+                    try decoder.feed(bytes) { (event) throws(WebSocketError) in
+                        switch event {
+                        case .payload(let chunk):
+                            try larder.payload(chunk)
+                            message += chunk
+                            check(message.count <= 64 << 10, "a message grew past the limit: \(message.count)")
+                        case .messageEnd:
+                            try larder.messageEnd()
+                            outcome.messages.append(message)
+                            message = []
+                        case .ping(let data): outcome.controls.append("ping \(data)")
+                        case .pong: outcome.controls.append("pong")
+                        case .close(let code, let reason):
+                            outcome.controls.append("close \(String(describing: code)) \(reason)")
+                        }
+                    }
+                }
+            } catch {
+                outcome.error = error as? WebSocketError
+                check(outcome.error != nil, "the decoder threw something other than a WebSocketError")
+            }
+        }
+        return outcome
+    }
+
+    static func run(_ input: [UInt8]) {
+        var random = SplitMix64(input)
+        let whole = decode(input, pieces: [])
+        // The same bytes in random pieces, and one at a time, decode the same: events and error alike.
+        let pieces = (0..<min(64, input.count)).map { _ in 1 + random.next(upTo: 16) }
+        check(decode(input, pieces: pieces) == whole, "a split changed what the stream decodes to")
+        if input.count <= 512 {
+            check(decode(input, pieces: Array(repeating: 1, count: input.count)) == whole, "byte-at-a-time differs")
+        }
+        for message in whole.messages { check(message.count >= 4, "a message shorter than a Larder length passed") }
+    }
 }
 
 // MARK: - Mode 0: a byte stream into the frame decoder

@@ -34,11 +34,21 @@ extension LarderServer {
     }
 
     /// Serves `fd`, a connected non-blocking socket, on the next shard (or refuses it with one error frame when the
-    /// server is stopping or at its connection limit), over TLS when `tls`.
-    func admit(_ fd: Int32, peer: String, tls: Bool) {
+    /// server is stopping or at its connection limit), over TLS when `tls`, through `websocket` when given (a socket
+    /// the console's HTTP server upgraded).
+    func admit(_ fd: Int32, peer: String, tls: Bool, websocket: WebSocketTransport? = nil) {
         let stopping = state.withLock { $0.stopped }
         if stopping || context.stats.openConnections >= configuration.limits.maxConnections {
-            return refuse(fd, peer: peer, stopping: stopping)
+            return refuse(fd, peer: peer, stopping: stopping, websocket: websocket)
+        }
+        if websocket != nil {
+            do throws(IOError) {
+                try Socket.setNonBlocking(fd)
+            } catch {
+                context.logger.warn("console connection: \(error)")
+                websocket?.release()
+                return
+            }
         }
         let (shard, id) = state.withLock { s -> (Shard, Int) in
             s.nextShard = (s.nextShard + 1) % shards.count
@@ -61,7 +71,8 @@ extension LarderServer {
             transport = TLSTransport(engine: engine, openedAt: monotonicMs())
         }
         context.logger.log(.info, "connection opened", Logger.Context(connection: id, peer: peer))
-        let connection = ServerConnection(fd: fd, id: id, peer: peer, shard: shard, context: context, tls: transport)
+        let connection = ServerConnection(
+            fd: fd, id: id, peer: peer, shard: shard, context: context, tls: transport, websocket: websocket)
         shard.loop.async { connection.start() }
     }
 
@@ -74,7 +85,7 @@ extension LarderServer {
     }
 
     /// Over the connection limit (or shutting down): one error frame, written best-effort, then close.
-    private func refuse(_ fd: Int32, peer: String, stopping: Bool) {
+    private func refuse(_ fd: Int32, peer: String, stopping: Bool, websocket: WebSocketTransport? = nil) {
         context.stats.connectionRefused()
         let limit = configuration.limits.maxConnections
         let error =
@@ -89,10 +100,16 @@ extension LarderServer {
                 opcode: Opcode(rawValue: 0), requestID: 0, status: error.status, flags: .response,
                 json: error.json.bytes),
             into: &bytes)
+        if websocket != nil {
+            // One binary message, then the close frame, before the socket goes back to libmicrohttpd.
+            var framed: [UInt8] = []
+            WebSocketEncoder.header(.binary, length: bytes.count, into: &framed)
+            bytes = framed + bytes + WebSocketEncoder.close(code: 1013, reason: "")
+        }
         _ = bytes.withUnsafeBytes { try? Socket.write(fd, $0) }
         context.logger.log(
             .info, "connection refused", Logger.Context(peer: peer, fields: [("reason", .string(error.message))]))
-        Socket.close(fd)
+        if let websocket { websocket.release() } else { Socket.close(fd) }
     }
 
     /// Cancels the accept sources and returns once their descriptors are closed: a connect after `shutdown()` (or after

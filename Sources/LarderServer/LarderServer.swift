@@ -43,7 +43,8 @@ public final class LarderServer: Sendable {
         var nextConnectionID = 0
         var boundPort: Int?
         var boundTLSPort: Int?
-        var metrics: MetricsServer?
+        var metrics: HTTPServer?
+        var console: ConsoleServer?
         var uploadSweeper: UploadSweeper?
     }
 
@@ -240,15 +241,19 @@ public final class LarderServer: Sendable {
             for (fd, _, _) in fds { Socket.close(fd) }
             throw error
         }
-        if let metricsPort = configuration.metricsPort {
+        if configuration.metricsPort != nil || configuration.consolePort != nil {
             do throws(IOError) {
-                let limits = MetricsServer.Limits(
-                    connections: configuration.metricsMaxConnections,
-                    requestTimeout: .milliseconds(configuration.metricsRequestTimeoutMs))
-                let metrics = try MetricsServer(
-                    host: configuration.host, port: metricsPort, limits: limits, handlers: metricsHandlers())
-                state.withLock { $0.metrics = metrics }
+                if let metricsPort = configuration.metricsPort {
+                    let limits = HTTPServer.Limits(
+                        connections: configuration.metricsMaxConnections,
+                        requestTimeout: .milliseconds(configuration.metricsRequestTimeoutMs))
+                    let metrics = try HTTPServer(
+                        host: configuration.host, port: metricsPort, limits: limits, handlers: metricsHandlers())
+                    state.withLock { $0.metrics = metrics }
+                }
+                if let consolePort = configuration.consolePort { try startConsole(port: consolePort) }
             } catch {
+                state.withLock { $0.metrics }?.stop()
                 for (fd, path, _) in fds {
                     Socket.close(fd)
                     if let path { _ = unlink(path) }
@@ -330,6 +335,34 @@ public final class LarderServer: Sendable {
     /// The port that speaks TLS once started: `port` itself unless `--tls-port` asked for another.
     public var tlsPort: Int? { state.withLock { $0.boundTLSPort } }
 
+    /// The bound port of the web console once started, when `consolePort` was set.
+    public var consolePort: Int? { state.withLock { $0.console?.port } }
+
+    /// Starts `--console-port`: its WebSockets are admitted as connections on the shards, like accepted ones.
+    private func startConsole(port: Int) throws(IOError) {
+        let directory = configuration.consoleDirectory ?? ConsoleServer.besideExecutable
+        let files = try ConsoleServer.load(directory)
+        let maxFrameBytes = configuration.limits.maxFrameBytes
+        // With TLS on, the console speaks HTTPS with the server's certificate (as read at start).
+        var tls: (certificate: String, key: String)?
+        if let certificate = configuration.tlsCertificate, let key = configuration.tlsKey {
+            guard let certificateText = try? String(contentsOfFile: certificate, encoding: .utf8),
+                let keyText = try? String(contentsOfFile: key, encoding: .utf8)
+            else { throw IOError("--console-port: the TLS certificate or key cannot be read", errno: EACCES) }
+            tls = (certificateText, keyText)
+        }
+        let console = try ConsoleServer(
+            host: configuration.host, port: port, files: files, origins: configuration.consoleOrigins,
+            maxConnections: configuration.limits.maxConnections,
+            requestTimeout: .milliseconds(configuration.consoleRequestTimeoutMs), tls: tls
+        ) { [weak self] early, fd, release in
+            guard let self else { return release() }
+            let transport = WebSocketTransport(maxFrameBytes: maxFrameBytes, early: early, release: release)
+            admit(fd, peer: "ws:" + Socket.peerName(fd), tls: false, websocket: transport)
+        }
+        state.withLock { $0.console = console }
+    }
+
     /// The bound port of `/metrics` and `/healthz` once started, when `metricsPort` was set.
     public var metricsPort: Int? { state.withLock { $0.metrics?.port } }
 
@@ -346,8 +379,8 @@ public final class LarderServer: Sendable {
         return nil
     }
 
-    private func metricsHandlers() -> MetricsServer.Handlers {
-        MetricsServer.Handlers(
+    private func metricsHandlers() -> HTTPServer.Handlers {
+        HTTPServer.Handlers(
             metrics: { [weak self] in
                 guard let self else { return "" }
                 let storeStats = try? store.stats()
@@ -416,6 +449,7 @@ public final class LarderServer: Sendable {
             shard.loop.sync { for connection in Array(shard.connections.values) { connection.endLinger() } }
         }
         for shard in shards { shard.loop.stop() }
+        state.withLock { $0.console }?.stop()
         context.router.pool.stop()
         // Requests cut off by the grace period still hold the store: wait for them a little before closing it.
         do throws(LarderError) {
@@ -426,6 +460,8 @@ public final class LarderServer: Sendable {
         state.withLock { $0.uploadSweeper }?.cancel()
         store.close()
         state.withLock { $0.metrics }?.stop()
+        // After the connections: each WebSocket's socket went back to libmicrohttpd as its connection closed.
+        state.withLock { $0.console }?.stop()
         context.logger.info("shutdown complete")
     }
 

@@ -54,6 +54,16 @@ public struct ServerConfiguration: Sendable {
     /// Serve `/metrics` (Prometheus) and `/healthz` over HTTP on this port of `host`; nil (the default) for none, 0
     /// for any free one (`LarderServer.metricsPort` reads it back).
     public var metricsPort: Int?
+    /// Serve the web console and its WebSocket (`/ws`, Larder frames one per binary message) over HTTP on this port of
+    /// `host`; nil (the default) for none, 0 for any free one (`LarderServer.consolePort` reads it back).
+    public var consolePort: Int?
+    /// Origins besides the console's own whose pages may open its WebSocket (`https://admin.example.com`).
+    public var consoleOrigins: [String] = []
+    /// Where the console's files are read at start; nil: `console` beside the executable.
+    public var consoleDirectory: String?
+    /// The longest one HTTP exchange with the console's port may take (an upgraded WebSocket is not held to it).
+    /// Internal: tests lower it.
+    var consoleRequestTimeoutMs: Int = 10_000
     /// With `metricsPort`: clients of `/metrics` and `/healthz` at once; when all are taken, a new one takes the slot
     /// of the connection that has waited longest for its request.
     public var metricsMaxConnections: Int = 16

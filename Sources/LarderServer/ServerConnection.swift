@@ -82,14 +82,20 @@ final class ServerConnection: EventLoopHandler, @unchecked Sendable {
     /// Until when a closed TLS connection keeps its descriptor to write its last ciphertext (the answers the machine
     /// counted as sent once encrypted, then close_notify); nil while open and once the descriptor is closed.
     var lingerUntil: UInt64?
+    /// The WebSocket layer between the socket and the machine, on the console's port (WebSocketTransport.swift).
+    let websocket: WebSocketTransport?
 
-    init(fd: Int32, id: Int, peer: String, shard: Shard, context: ServerContext, tls: TLSTransport? = nil) {
+    init(
+        fd: Int32, id: Int, peer: String, shard: Shard, context: ServerContext, tls: TLSTransport? = nil,
+        websocket: WebSocketTransport? = nil
+    ) {
         self.fd = fd
         self.id = id
         self.peer = peer
         self.shard = shard
         self.context = context
         self.tls = tls
+        self.websocket = websocket
         machine = ConnectionStateMachine(
             configuration: context.machineConfiguration, now: monotonicMs(), encoders: shard.encoders)
         watches = WatchStateMachine(limits: context.machineConfiguration.limits)
@@ -100,11 +106,17 @@ final class ServerConnection: EventLoopHandler, @unchecked Sendable {
     func start() {
         shard.connections[ObjectIdentifier(self)] = self
         shard.loop.register(fd, handler: self)
+        // What libmicrohttpd read past the upgrade request is the stream's start.
+        if let websocket, !websocket.early.isEmpty {
+            var early = websocket.early
+            websocket.early = []
+            early.withUnsafeMutableBytes { websocketReceived($0) }
+        }
     }
 
     /// Output not yet written: the machine's, and over TLS the ciphertext it was encrypted to (shutdown waits for
     /// both).
-    var unsentBytes: Int { machine.unsentBytes + (tls?.unwrittenBytes ?? 0) }
+    var unsentBytes: Int { machine.unsentBytes + (tls?.unwrittenBytes ?? 0) + (websocket?.unwrittenBytes ?? 0) }
 
     func tick(now: UInt64) {
         if lingerUntil != nil { return lingerWrite(now: now) }
@@ -175,6 +187,9 @@ final class ServerConnection: EventLoopHandler, @unchecked Sendable {
         case .done(let count) where tls != nil:
             wireIn += count
             tlsReceived(count)
+        case .done(let count) where websocket != nil:
+            wireIn += count
+            websocketReceived(UnsafeMutableRawBufferPointer(rebasing: shard.readBuffer[0..<count]))
         case .done(let count):
             wireIn += count
             readStarted = monotonicNanos()
@@ -206,6 +221,25 @@ final class ServerConnection: EventLoopHandler, @unchecked Sendable {
             perform(machine.forceClose(.ioError("not a TLS client (no handshake record)")))
         case .failed(let message):
             _ = try? tls.flush(fd)  // the alert, so the client learns why
+            perform(machine.forceClose(.ioError(message)))
+        }
+    }
+
+    /// Bytes of WebSocket frames: the payload of binary messages to the machine, as TCP bytes are.
+    private func websocketReceived(_ bytes: UnsafeMutableRawBufferPointer) {
+        guard let websocket else { return }
+        readStarted = monotonicNanos()
+        let outcome = websocket.received(bytes) { payload in
+            guard !closing else { return }
+            performing { machine.bytesReceived(payload, now: shard.loop.now, into: &$0) }
+        }
+        readStarted = 0
+        switch outcome {
+        case .proceed:
+            if websocket.hasOutput { flush() }
+        case .peerClosed:
+            perform(machine.readEOF(now: shard.loop.now))
+        case .failed(let message):
             perform(machine.forceClose(.ioError(message)))
         }
     }
@@ -360,7 +394,7 @@ final class ServerConnection: EventLoopHandler, @unchecked Sendable {
                 }
             }
         case .workPool:
-            router.submitRead(frame, collections: machine.grant?.collections, sendFiles: tls == nil) { [self] reply in
+            router.submitRead(frame, collections: machine.grant?.collections, sendFiles: tls == nil && websocket == nil) { [self] reply in
                 shard.loop.async { [self] in finish(Answer(reply: reply, started: started)) }
             }
         case .backup:

@@ -22,12 +22,12 @@ extension ServerConnection {
         // close_notify goes after the last answers. What the socket does not take now is written as it drains, with
         // the descriptor watched for writing only, until the frame deadline (a client that reads nothing for that
         // long is cut, as one that sends a frame that slowly); TLS connections never hand output to a sender.
-        if let tls {
-            tls.finish(fd)
-            if tls.hasOutput {
-                lingerUntil = shard.loop.now + UInt64(context.machineConfiguration.limits.frameTimeoutMs)
-                shard.loop.setInterest(fd, read: false, write: true)
-            }
+        // A WebSocket's close frame likewise follows the last messages.
+        tls?.finish(fd)
+        websocket?.finish(fd)
+        if tls?.hasOutput == true || websocket?.hasOutput == true {
+            lingerUntil = shard.loop.now + UInt64(context.machineConfiguration.limits.frameTimeoutMs)
+            shard.loop.setInterest(fd, read: false, write: true)
         }
         if lingerUntil == nil {
             // Out of the loop before the number can be reused by the next accepted connection; nothing touches the
@@ -38,7 +38,7 @@ extension ServerConnection {
                 if state.senderActive { state.closeWhenSenderEnds = true }
                 return state.senderActive
             }
-            if !senderHasIt { Socket.close(fd) }
+            if !senderHasIt { closeDescriptor() }
             shard.connections[ObjectIdentifier(self)] = nil
         }
         context.backups.connectionClosed(id)
@@ -46,15 +46,17 @@ extension ServerConnection {
         if lingerUntil == nil { context.stats.connectionClosed() }
     }
 
-    /// A closed TLS connection's remaining ciphertext, written as the socket takes it; the descriptor is closed once
-    /// it is all written, on a write error, or at the deadline.
+    /// A closed TLS or WebSocket connection's remaining output, written as the socket takes it; the descriptor is
+    /// closed once it is all written, on a write error, or at the deadline.
     func lingerWrite(now: UInt64) {
-        guard let tls, let until = lingerUntil else { return }
+        guard let until = lingerUntil else { return }
         var done = now >= until
         if !done {
             do throws(IOError) {
-                wireOut += try tls.flush(fd) ?? 0
-                done = !tls.hasOutput
+                if let layer: any OutputLayer = tls ?? websocket {
+                    wireOut += try layer.flush(fd) ?? 0
+                    done = !layer.hasOutput
+                }
             } catch {
                 done = true
             }
@@ -68,8 +70,13 @@ extension ServerConnection {
         lingerUntil = nil
         reportTraffic()
         shard.loop.deregister(fd)
-        Socket.close(fd)
+        closeDescriptor()
         shard.connections[ObjectIdentifier(self)] = nil
         context.stats.connectionClosed()
+    }
+
+    /// Closes the socket, or for a WebSocket hands it back to libmicrohttpd, which owns it since the upgrade.
+    private func closeDescriptor() {
+        if let websocket { websocket.release() } else { Socket.close(fd) }
     }
 }

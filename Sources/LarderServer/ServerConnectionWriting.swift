@@ -25,10 +25,11 @@ extension ServerConnection {
 
     func flush() {
         guard !sending else { return }  // the sender's completion flushes what queued meanwhile
-        if machine.unsentBytes >= ServerConnection.offloadBytes && !closing && tls == nil && offload() { return }
+        if machine.unsentBytes >= ServerConnection.offloadBytes && !closing && tls == nil && websocket == nil
+            && offload() { return }
         var actions: [ConnectionStateMachine.Action] = []
         writeNow(&actions)
-        if machine.unsentBytes == 0 && tls?.hasOutput != true { setWriting(false) }
+        if machine.unsentBytes == 0 && tls?.hasOutput != true && websocket?.hasOutput != true { setWriting(false) }
         perform(actions)
         reportTraffic()
         // Output drained: subscriptions replaying the log may read their next page.
@@ -40,6 +41,7 @@ extension ServerConnection {
         // The answers about to leave are counted first (`Shard.flushStats`).
         shard.flushStats(answersOnly: true)
         if let tls { return writeEncrypted(tls, &actions) }
+        if let websocket { return writeFramed(websocket, &actions) }
         while !closing && !sending && machine.unsentBytes > 0 {
             let result: Result<IOResult, IOError>
             if machine.unsentIsContiguous {
@@ -72,25 +74,44 @@ extension ServerConnection {
 
     /// `writeNow` through TLS: the ciphertext waiting goes first, then the next batch of output is encrypted.
     private func writeEncrypted(_ tls: TLSTransport, _ actions: inout [ConnectionStateMachine.Action]) {
-        while !closing && (tls.hasOutput || (machine.unsentBytes > 0 && tls.isEstablished)) {
-            if tls.hasOutput {
+        writeThrough(tls, ready: { tls.isEstablished }, &actions) { plaintext in
+            tls.encrypt(plaintext).mapError { LayerFailure(message: $0.message) }
+        }
+    }
+
+    /// `writeNow` through the WebSocket: the framed bytes waiting go first, then the next batch of output is framed.
+    private func writeFramed(_ websocket: WebSocketTransport, _ actions: inout [ConnectionStateMachine.Action]) {
+        writeThrough(websocket, ready: { true }, &actions) { .success(websocket.frame($0)) }
+    }
+
+    /// Writes through a layer that turns the machine's output into bytes of its own (TLS records, WebSocket frames):
+    /// what the layer holds goes first; once it is all written and the layer is `ready`, `take` hands it the next
+    /// batch, which the machine then counts as sent.
+    private func writeThrough(
+        _ layer: some OutputLayer, ready: () -> Bool, _ actions: inout [ConnectionStateMachine.Action],
+        take: (UnsafeRawBufferPointer) -> Result<Int, LayerFailure>
+    ) {
+        while !closing && (layer.hasOutput || (machine.unsentBytes > 0 && ready())) {
+            if layer.hasOutput {
                 let written: Int?
                 do throws(IOError) {
-                    written = try tls.flush(fd)
+                    written = try layer.flush(fd)
                 } catch {
                     actions += machine.forceClose(.ioError(error.description))
                     return
                 }
                 wireOut += written ?? 0
-                if tls.hasOutput {
+                if layer.hasOutput {
                     setWriting(true)
                     return
                 }
             }
             guard machine.unsentBytes > 0 else { return }
-            switch machine.withUnsentOutput({ tls.encrypt($0) }) {
-            case .failure(let error):
-                actions += machine.forceClose(.ioError(error.message))
+            switch machine.withUnsentOutput({ take($0) }) {
+            case .failure(let failure):
+                actions += machine.forceClose(.ioError(failure.message))
+                return
+            case .success(0):
                 return
             case .success(let count):
                 actions += machine.writeCompleted(count, now: shard.loop.now)
@@ -191,3 +212,20 @@ extension OutputQueue {
         #endif
     }
 }
+
+/// A layer between a connection's socket and its state machine that holds bytes of its own to write (`TLSTransport`,
+/// `WebSocketTransport`).
+protocol OutputLayer: AnyObject {
+    /// Whether bytes wait to be written.
+    var hasOutput: Bool { get }
+    /// Writes what waits to `fd`; the bytes written, or nil when the socket is full.
+    func flush(_ fd: Int32) throws(IOError) -> Int?
+}
+
+/// Why a layer could not take the machine's output (the connection closes with it).
+struct LayerFailure: Error {
+    var message: String
+}
+
+extension TLSTransport: OutputLayer {}
+extension WebSocketTransport: OutputLayer {}

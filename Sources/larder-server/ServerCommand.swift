@@ -51,8 +51,11 @@ enum ServerCommand {
             // reading it is held until `runUntilSignalled` takes it.
             let addresses = server.addresses(port: port)
             let metrics = server.metricsPort.map { "http://\(configuration.host):\($0)/metrics" }
+            let scheme = configuration.tlsCertificate == nil ? "http" : "https"
+            let console = server.consolePort.map { "\(scheme)://\(configuration.host):\($0)/" }
             let text = "\(LarderServer.serverName) listening on \(addresses.joined(separator: ", ")) "
-                + (metrics.map { "metrics \($0) " } ?? "") + server.storeDescription
+                + (metrics.map { "metrics \($0) " } ?? "") + (console.map { "console \($0) " } ?? "")
+                + server.storeDescription
             switch configuration.logFormat {
             case .text:
                 FileHandle.standardOutput.write(Data((text + "\n").utf8))
@@ -61,6 +64,7 @@ enum ServerCommand {
                     ("version", .string(LarderServer.version)), ("listen", .array(addresses.map { .string($0) })),
                 ]
                 if let metrics { fields.append(("metrics", .string(metrics))) }
+                if let console { fields.append(("console", .string(console))) }
                 fields.append(("store", .string(server.storeDescription)))
                 FileHandle.standardOutput.write(Data(LogLine.format(.json, level: .info, text, fields: fields).utf8))
             }

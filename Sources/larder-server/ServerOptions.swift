@@ -330,6 +330,26 @@ enum ServerOptions {
                     c.metricsPort = try integer("metrics-port", v, max: 65535)
                 }),
             Option(
+                name: "console-port", env: "LARDER_SERVER_CONSOLE_PORT", valueName: "N",
+                help: "serve the web console, and Larder over a WebSocket at /ws, over HTTP on this port of --host "
+                    + "(default: off)",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.consolePort = try integer("console-port", v, max: 65535)
+                }),
+            Option(
+                name: "console-origin", env: "LARDER_SERVER_CONSOLE_ORIGIN", valueName: "ORIGINS",
+                help: "comma-separated origins (https://admin.example.com) besides the console's own whose pages may "
+                    + "open its WebSocket (default: none)",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.consoleOrigins = v.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+                }),
+            Option(
+                name: "console-dir", env: "LARDER_SERVER_CONSOLE_DIR", valueName: "PATH",
+                help: "the console's files, read at start (default: console beside the executable)",
+                apply: { (c: inout ServerConfiguration, v: String) throws(UsageError) in
+                    c.consoleDirectory = v
+                }),
+            Option(
                 name: "metrics-max-connections", env: "LARDER_SERVER_METRICS_MAX_CONNECTIONS", valueName: "N",
                 help: "HTTP clients of --metrics-port at once; a new one takes the slot of the one waiting longest "
                     + "for its request (default \(d.metricsMaxConnections))",

@@ -10,9 +10,10 @@ import LarderIO
 import LarderWire
 import Synchronization
 
-/// `--metrics-port`: `/metrics` (Prometheus text format) and `/healthz` over HTTP/1.1, served by GNU libmicrohttpd on
-/// one thread of its own. A library rather than a parser of our own: HTTP's corner cases (pipelining, chunked bodies,
-/// header limits) are libmicrohttpd's well-tested business, and the endpoint stays small.
+/// An HTTP/1.1 port served by GNU libmicrohttpd on one thread of its own: `--metrics-port` (`/metrics` in Prometheus
+/// text format and `/healthz`) and `--console-port` (the console's files and its WebSocket upgrade, `ConsoleServer`).
+/// A library rather than a parser of our own: HTTP's corner cases (pipelining, chunked bodies, header limits, the
+/// upgrade handshake) are libmicrohttpd's well-tested business, and the endpoints stay small.
 ///
 /// libmicrohttpd closes a connection after 10 s of silence only, so a client sending a byte every few seconds would
 /// keep its slot for ever. Two rules here bound what slow clients can hold:
@@ -21,8 +22,11 @@ import Synchronization
 /// - at most `Limits.connections` clients at once; when all are taken, a new client takes the slot of the connection
 ///   that has waited longest for its request (a request being answered is never cut), so a probe of `/healthz` is
 ///   answered while slow clients fill the port.
-final class MetricsServer: @unchecked Sendable {
-    /// What the endpoints answer, computed on the HTTP thread for each request.
+///
+/// An upgraded connection (a WebSocket) leaves both rules: its socket belongs to an event loop from then on, bounded by
+/// the Larder connection limit and timeouts.
+final class HTTPServer: @unchecked Sendable {
+    /// What the metrics endpoints answer, computed on the HTTP thread for each request.
     struct Handlers: Sendable {
         /// The `/metrics` body.
         var metrics: @Sendable () -> String
@@ -48,9 +52,55 @@ final class MetricsServer: @unchecked Sendable {
         var answering = false
         /// Shut down already; its slot is free for a new client.
         var cut = false
+        /// Upgraded: its socket is an event loop's; the watchdog and admission leave it alone.
+        var upgraded = false
     }
 
-    private let handlers: Handlers
+    /// One request, answered on the daemon's thread.
+    struct Exchange {
+        let connection: OpaquePointer
+        let method: String
+        let path: String
+        fileprivate let server: UnsafeMutablePointer<larder_http_server>
+
+        /// A request header's value (the first, when repeated).
+        func header(_ name: String) -> String? {
+            larder_http_header(connection, name).map { String(cString: $0) }
+        }
+
+        /// Queues an answer (the body is copied), with `Cache-Control: no-store` unless `headers` names another.
+        func respond(
+            _ status: UInt32, _ body: [UInt8], type: String = "text/plain; charset=utf-8",
+            headers: [(String, String)] = []
+        ) -> MHD_Result {
+            // C strings that live through the call: strdup'd, freed after.
+            let strings = headers.flatMap { [strdup($0.0), strdup($0.1)] }
+            defer { for string in strings { free(string) } }
+            let pointers = strings.map { UnsafePointer($0) }
+            return body.withUnsafeBytes { bytes in
+                pointers.withUnsafeBufferPointer { list in
+                    larder_http_respond_with(
+                        connection, status, type, bytes.baseAddress, bytes.count, list.baseAddress, headers.count)
+                }
+            }
+        }
+
+        func respond(_ status: UInt32, _ text: String, headers: [(String, String)] = []) -> MHD_Result {
+            respond(status, Array(text.utf8), headers: headers)
+        }
+
+        /// Answers 101 with `Upgrade: <protocol>` and one more header; `upgraded` (given at init) gets the socket.
+        func upgrade(to protocol: String, header: (String, String)) -> MHD_Result {
+            larder_http_upgrade(connection, server, `protocol`, header.0, header.1)
+        }
+    }
+
+    /// A connection's socket after an upgrade, on the daemon's thread: the bytes read past the request, the socket,
+    /// and what hands it back to libmicrohttpd (which closes it; call once, from any thread).
+    typealias Upgraded = @Sendable (_ early: [UInt8], _ fd: Int32, _ release: @escaping @Sendable () -> Void) -> Void
+
+    private let route: @Sendable (Exchange) -> MHD_Result
+    private let upgraded: Upgraded?
     private let limits: Limits
     private let server: UnsafeMutablePointer<larder_http_server>
     private var daemon: OpaquePointer?
@@ -60,8 +110,21 @@ final class MetricsServer: @unchecked Sendable {
     /// The bound port (useful with port 0).
     let port: Int
 
-    init(host: String, port: Int, limits: Limits = Limits(), handlers: Handlers) throws(IOError) {
-        self.handlers = handlers
+    /// Serves `/metrics` and `/healthz`.
+    convenience init(host: String, port: Int, limits: Limits = Limits(), handlers: Handlers) throws(IOError) {
+        try self.init(host: host, port: port, limits: limits, route: { HTTPServer.answerMetrics($0, handlers) })
+    }
+
+    /// Serves what `route` answers; with `upgraded`, connections may be upgraded (`Exchange.upgrade`), and up to
+    /// `upgradedConnections` of them stay open beside the `limits.connections` HTTP clients. With `tls` (PEM text of a
+    /// certificate chain and its key) it speaks HTTPS.
+    init(
+        host: String, port: Int, limits: Limits = Limits(), upgradedConnections: Int = 0,
+        tls: (certificate: String, key: String)? = nil,
+        route: @escaping @Sendable (Exchange) -> MHD_Result, upgraded: Upgraded? = nil
+    ) throws(IOError) {
+        self.route = route
+        self.upgraded = upgraded
         self.limits = limits
         let (fd, bound) = try Socket.listenTCP(host: host, port: port, backlog: 64)
         self.port = bound
@@ -69,20 +132,30 @@ final class MetricsServer: @unchecked Sendable {
         server.initialize(
             to: larder_http_server(
                 handler: { context, connection, method, url in
-                    let me = Unmanaged<MetricsServer>.fromOpaque(context!).takeUnretainedValue()
+                    let me = Unmanaged<HTTPServer>.fromOpaque(context!).takeUnretainedValue()
                     return me.answer(connection!, method: String(cString: method!), path: String(cString: url!))
                 },
                 observer: { context, connection, event, fd in
-                    let me = Unmanaged<MetricsServer>.fromOpaque(context!).takeUnretainedValue()
+                    let me = Unmanaged<HTTPServer>.fromOpaque(context!).takeUnretainedValue()
                     me.observe(UInt(bitPattern: connection), event: event, fd: fd)
                 },
                 admit: { context in
-                    Unmanaged<MetricsServer>.fromOpaque(context!).takeUnretainedValue().admit() ? 1 : 0
-                }, context: nil))
+                    Unmanaged<HTTPServer>.fromOpaque(context!).takeUnretainedValue().admit() ? 1 : 0
+                },
+                upgraded: upgraded == nil
+                    ? nil
+                    : { context, connection, extra, count, fd, handle in
+                        let me = Unmanaged<HTTPServer>.fromOpaque(context!).takeUnretainedValue()
+                        let early = extra.map { Array(UnsafeRawBufferPointer(start: $0, count: count)) } ?? []
+                        let handle = UpgradeHandle(handle!)
+                        me.markUpgraded(UInt(bitPattern: connection))
+                        me.upgraded?(early, fd, { handle.close() })
+                    }, context: nil))
         server.pointee.context = Unmanaged.passUnretained(self).toOpaque()
         // libmicrohttpd's own ceiling leaves room for connections cut but not yet cleaned up; `admit` keeps to
         // `limits.connections`.
-        guard let daemon = larder_http_start(fd, server, UInt32(limits.connections * 2), 10) else {
+        let connections = UInt32(limits.connections * 2 + upgradedConnections)
+        guard let daemon = larder_http_start(fd, server, connections, 10, tls?.certificate, tls?.key) else {
             Socket.close(fd)
             server.deallocate()
             throw IOError("MHD_start_daemon", errno: errno)
@@ -123,6 +196,7 @@ final class MetricsServer: @unchecked Sendable {
             case LARDER_HTTP_REQUEST.rawValue:
                 table[connection]?.answering = true
             case LARDER_HTTP_ANSWERED.rawValue:
+                guard table[connection]?.upgraded != true else { return }
                 table[connection]?.answering = false
                 table[connection]?.since = now
             default:
@@ -137,8 +211,8 @@ final class MetricsServer: @unchecked Sendable {
     /// connection that has waited longest for its request; no when every connection is being answered.
     private func admit() -> Bool {
         tracked.withLock { table in
-            guard table.values.count(where: { !$0.cut }) >= limits.connections else { return true }
-            let waiting = table.filter { !$0.value.cut && !$0.value.answering }
+            guard table.values.count(where: { !$0.cut && !$0.upgraded }) >= limits.connections else { return true }
+            let waiting = table.filter { !$0.value.cut && !$0.value.answering && !$0.value.upgraded }
             guard let oldest = waiting.min(by: { $0.value.since < $1.value.since }) else { return false }
             Self.cut(&table, oldest.key)
             return true
@@ -149,7 +223,8 @@ final class MetricsServer: @unchecked Sendable {
     private func cutOverdue() {
         let now = ContinuousClock.now
         tracked.withLock { table in
-            for (connection, entry) in table where !entry.cut && now - entry.since >= limits.requestTimeout {
+            for (connection, entry) in table
+            where !entry.cut && !entry.upgraded && now - entry.since >= limits.requestTimeout {
                 Self.cut(&table, connection)
             }
         }
@@ -162,17 +237,26 @@ final class MetricsServer: @unchecked Sendable {
         _ = shutdown(fd, Int32(SHUT_RDWR))
     }
 
+    /// `connection` was upgraded: it leaves the watchdog's and the admission's count. By the connection, not its
+    /// socket: over TLS the socket handed over is one end of a pair, not the client's.
+    private func markUpgraded(_ connection: UInt) {
+        tracked.withLock { $0[connection]?.upgraded = true }
+    }
+
     private func answer(_ connection: OpaquePointer, method: String, path: String) -> MHD_Result {
+        route(Exchange(connection: connection, method: method, path: path, server: server))
+    }
+
+    /// `/metrics` and `/healthz`.
+    private static func answerMetrics(_ exchange: Exchange, _ handlers: Handlers) -> MHD_Result {
         func respond(_ status: UInt32, _ body: String, type: String = "text/plain; charset=utf-8") -> MHD_Result {
-            var bytes = Array(body.utf8)
-            return bytes.withUnsafeMutableBytes {
-                larder_http_respond(connection, status, type, $0.baseAddress, $0.count)
-            }
+            exchange.respond(status, Array(body.utf8), type: type)
         }
+        let method = exchange.method
         guard method == "GET" || method == "HEAD" else {
             return respond(405, "only GET and HEAD are served here\n")
         }
-        switch path {
+        switch exchange.path {
         case "/metrics":
             return respond(200, handlers.metrics(), type: "text/plain; version=0.0.4; charset=utf-8")
         case "/healthz":
@@ -181,5 +265,22 @@ final class MetricsServer: @unchecked Sendable {
         default:
             return respond(404, "not found: this port serves /metrics and /healthz\n")
         }
+    }
+}
+
+/// libmicrohttpd's handle of an upgraded connection, handed back once (`close`) from the socket's event loop.
+private final class UpgradeHandle: @unchecked Sendable {
+    /// The handle's address; 0 once handed back.
+    private let address: Mutex<UInt>
+
+    init(_ handle: OpaquePointer) { address = Mutex(UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(handle)))) }
+
+    func close() {
+        let taken = address.withLock { value -> UInt in
+            defer { value = 0 }
+            return value
+        }
+        guard let handle = OpaquePointer(bitPattern: taken) else { return }
+        larder_http_upgrade_close(handle)
     }
 }

@@ -1,0 +1,259 @@
+#!/usr/bin/env python3
+"""The web console in a real browser: Playwright for Python driving Debian's chromium (executable_path, no download),
+against a larder-server the caller started and seeded (ConsoleBrowserTests does). Every scenario runs in this one
+process and one browser. Writes what the page showed to OUT (JSON) for the caller to check against the server, saves
+screenshots of each page at 1280 px and 390 px to SCREENSHOTS, and fails on any console error of the console's pages.
+
+Environment: CONSOLE_URL, LARDER_PORT (the TCP port, for the CLI), LARDER_CLI, ADMIN_TOKEN, READ_TOKEN, SCREENSHOTS,
+OUT, PROTOCOL_MD, PHOTO, CHROMIUM (default /usr/bin/chromium).
+"""
+import base64
+import http.server
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+
+from playwright.sync_api import expect, sync_playwright
+
+URL = os.environ["CONSOLE_URL"].rstrip("/")
+CLI = [os.environ["LARDER_CLI"], "--port", os.environ["LARDER_PORT"], "--token", os.environ["ADMIN_TOKEN"], "--json"]
+SHOTS = os.environ["SCREENSHOTS"]
+DEADLINE_MS = 120_000
+# Waits go through locators, never wait_for_function: its string predicates are eval'd in the page, which the
+# console's Content-Security-Policy (no 'unsafe-eval') rightly refuses.
+expect.set_options(timeout=DEADLINE_MS)
+results = {"errors": []}
+console_errors = []
+
+
+def cli(*args):
+    done = subprocess.run(CLI + list(args), capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        raise AssertionError(f"larder {' '.join(args)}: exit {done.returncode}: {done.stderr.strip()}")
+    return done.stdout
+
+
+def vectors():
+    """The hex blocks of Protocol.md, each named by its `; vector:` comment."""
+    found = []
+    text = open(os.environ["PROTOCOL_MD"], encoding="utf-8").read()
+    for block in re.findall(r"```hex\n(.*?)```", text, re.S):
+        name, data = None, []
+        for line in block.splitlines():
+            code, _, comment = line.partition(";")
+            if name is None and "vector:" in comment:
+                name = comment.split("vector:")[1].strip()
+            data += [int(h, 16) for h in code.split()]
+        if name:
+            found.append({"name": name, "bytes": data})
+    return found
+
+
+def shoot(page, name):
+    for width, height in ((1280, 800), (390, 844)):
+        page.set_viewport_size({"width": width, "height": height})
+        page.screenshot(path=f"{SHOTS}/{name}-{width}.png", full_page=True)
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.screenshot(path=f"{SHOTS}/{name}-1280-window.png")
+    page.set_viewport_size({"width": 1280, "height": 800})
+
+
+def watch_errors(page, label):
+    page.on("console", lambda m: m.type == "error" and console_errors.append(f"{label}: {m.text}"))
+    page.on("pageerror", lambda e: console_errors.append(f"{label}: {e}"))
+
+
+def sign_in(page, token):
+    page.goto(URL + "/")
+    page.fill("#token", token)
+    page.click("#signin button[type=submit]")
+
+
+def table_ids(page):
+    return page.eval_on_selector_all("#records tbody tr", "rows => rows.map(r => r.dataset.id)")
+
+
+def main():
+    os.makedirs(SHOTS, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=os.environ.get("CHROMIUM", "/usr/bin/chromium"),
+                                    args=["--no-sandbox"])
+        context = browser.new_context(viewport={"width": 1280, "height": 800})
+        context.set_default_timeout(DEADLINE_MS)
+        page = context.new_page()
+        watch_errors(page, "admin")
+
+        # larder.js against every hex vector of Protocol.md: decoded, re-encoded to the same bytes, JSON parsed.
+        page.goto(URL + "/")
+        results["vectors"] = page.evaluate("""async (vectors) => {
+            const m = await import('/larder.js');
+            const out = [];
+            for (const v of vectors) {
+              const bytes = new Uint8Array(v.bytes);
+              const f = m.decodeFrame(bytes);
+              const again = m.encodeFrame({ opcode: f.opcode, requestID: f.requestID, status: f.status, flags: f.flags,
+                json: f.json, binary: f.binary, uncompressedLength: f.uncompressedLength });
+              const same = again.length === bytes.length && again.every((b, i) => b === bytes[i]);
+              const body = await m.frameJSON(f);
+              out.push({ name: v.name, same, opcode: f.opcode, keys: Object.keys(body).length });
+            }
+            return out;
+        }""", vectors())
+        shoot(page, "signin")
+
+        # A wrong token is refused, and said so.
+        sign_in(page, "not-the-token")
+        expect(page.locator("#signin-error")).to_contain_text("UNAUTHENTICATED")
+        results["wrongToken"] = page.inner_text("#signin-error")
+
+        # The admin token: collections with counts, then each collection's table.
+        sign_in(page, os.environ["ADMIN_TOKEN"])
+        page.wait_for_selector("#collections tbody tr")
+        results["collections"] = page.eval_on_selector_all(
+            "#collections tbody tr", "rows => rows.map(r => [r.cells[0].innerText, Number(r.cells[1].innerText)])")
+        shoot(page, "collections")
+        results["browsed"] = {}
+        for name, count in results["collections"]:
+            if count == 0 or name == "bulk":
+                continue
+            page.goto(f"{URL}/#/c/{name}")
+            expect(page.locator("h2")).to_have_text(name)
+            page.wait_for_selector("#records tbody tr")
+            results["browsed"][name] = len(table_ids(page))
+        shoot(page, "records")
+
+        # 10,000 records: filter, sort by a column (twice: descending), and page with the keyset cursor.
+        page.goto(f"{URL}/#/c/bulk")
+        page.wait_for_selector("#records tbody tr")
+        page.fill("#filter", "n<5000 and even=true")
+        page.press("#filter", "Enter")
+        expect(page.locator("#page-info")).to_have_text("page 1, 50 records")
+        expect(page.locator("#records tbody tr")).to_have_count(50)
+        page.click("th button[data-sort=n]")
+        page.wait_for_selector("th button[data-sort=n]:text('▲')")
+        page.click("th button[data-sort=n]")
+        page.wait_for_selector("th button[data-sort=n]:text('▼')")
+        pages = [table_ids(page)]
+        for _ in range(2):
+            first = pages[-1][0]
+            page.click("#next")
+            expect(page.locator("#records tbody tr").first).not_to_have_attribute("data-id", first)
+            pages.append(table_ids(page))
+        results["bulkPages"] = pages
+        shoot(page, "bulk")
+
+        # A record created by the CLI appears in the open table without a reload.
+        created = json.loads(cli("create", "bulk", json.dumps({"n": -1, "even": True, "name": "from the CLI"})))
+        page.wait_for_selector(f"#records tbody tr.new[data-id='{created['id']}']")
+        results["liveRow"] = created["id"]
+
+        # CONFLICT: the record changes under the editor; then reload, and then overwrite (the CLI's record, whose
+        # writes here move no row of the pages above: they stay as the server answers them now).
+        target = created["id"]
+        page.goto(f"{URL}/#/r/bulk/{target}")
+        page.wait_for_selector("#json")
+        cli("patch", "bulk", target, json.dumps({"by": "another client"}))
+        page.fill("#json", json.dumps({"n": 1, "by": "the console"}))
+        page.click("#save")
+        page.wait_for_selector("#conflict #theirs")
+        results["conflictTheirs"] = json.loads(page.inner_text("#conflict #theirs"))
+        shoot(page, "conflict")
+        page.click("#reload")
+        results["afterReload"] = json.loads(page.input_value("#json"))
+        page.click("#save")
+        expect(page.locator("#status")).to_have_text(re.compile("^Saved"))
+        cli("patch", "bulk", target, json.dumps({"by": "another client again"}))
+        page.fill("#json", json.dumps({"n": 2, "by": "the console, overwriting"}))
+        page.click("#save")
+        page.wait_for_selector("#conflict #overwrite")
+        page.click("#overwrite")
+        expect(page.locator("#status")).to_have_text(re.compile("^Saved"))
+        results["afterOverwrite"] = json.loads(cli("get", "bulk", target))["data"]
+        shoot(page, "record")
+
+        # Create a record from the page, then delete it, confirming.
+        page.goto(f"{URL}/#/r/bulk/new")
+        page.fill("#json", json.dumps({"n": -5, "made": "in the console"}))
+        page.click("#save")
+        page.wait_for_selector("#delete")
+        made = page.url.rsplit("/", 1)[1]
+        results["createdInPage"] = json.loads(cli("get", "bulk", made))["data"]
+        page.once("dialog", lambda dialog: dialog.accept())
+        page.click("#delete")
+        page.wait_for_selector("#records")
+        results["deletedInPage"] = made
+
+        # A photo dropped on the gallery: uploaded in chunks, attached to a new record, its thumbnail shown.
+        photo = open(os.environ["PHOTO"], "rb").read()
+        page.goto(f"{URL}/#/photos/gallery")
+        page.wait_for_selector("#drop")
+        results["uploadPicker"] = page.locator("#pick").count()
+        page.evaluate("""(b64) => {
+            const bytes = Uint8Array.from(atob(b64), c => c.charCodeAt(0));
+            const data = new DataTransfer();
+            data.items.add(new File([bytes], 'photo.jpg', { type: 'image/jpeg' }));
+            document.querySelector('#drop').dispatchEvent(new DragEvent('drop', { dataTransfer: data, bubbles: true }));
+        }""", base64.b64encode(photo).decode())
+        page.wait_for_selector("#gallery a[data-blob] img")
+        deadline = time.monotonic() + DEADLINE_MS / 1000
+        while page.evaluate("() => document.querySelector('#gallery img').naturalWidth") == 0:
+            assert time.monotonic() < deadline, "the thumbnail never loaded"
+            time.sleep(0.05)
+        blob = page.get_attribute("#gallery a[data-blob]", "data-blob")
+        stored = os.path.join(SHOTS, "stored.jpg")
+        subprocess.run(CLI[:-1] + ["blob", "get", blob, "--output", stored], check=True, timeout=120)
+        results["photoSame"] = open(stored, "rb").read() == photo
+        shoot(page, "photos")
+
+        page.goto(f"{URL}/#/stats")
+        page.wait_for_selector("#latency svg rect")
+        # The rate needs two samples, two seconds apart.
+        page.wait_for_selector("#rate svg polyline[points*=' ']")
+        shoot(page, "stats")
+
+        # A read token: no edit controls, and a write forged from the page's console is refused by the server.
+        reader = browser.new_context(viewport={"width": 1280, "height": 800})
+        reader.set_default_timeout(DEADLINE_MS)
+        rpage = reader.new_page()
+        watch_errors(rpage, "read")
+        sign_in(rpage, os.environ["READ_TOKEN"])
+        rpage.wait_for_selector("#collections tbody tr")
+        rpage.goto(f"{URL}/#/r/bulk/{target}")
+        rpage.wait_for_selector("#json")
+        results["readControls"] = rpage.locator("#save, #delete, #create").count()
+        results["readForged"] = rpage.evaluate("""async (token) => {
+            const m = await import('/larder.js');
+            const l = await m.Larder.connect(`ws://${location.host}/ws`, { token });
+            try { await l.request(m.Opcode.CREATE, { collection: 'bulk', data: { forged: true } }); return 'accepted'; }
+            catch (e) { return e.name; }
+        }""", os.environ["READ_TOKEN"])
+        reader.close()
+
+        # Another origin's page is refused at the upgrade.
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        foreign = context.new_page()
+        foreign.goto(f"http://localhost:{server.server_address[1]}/")
+        results["foreignOrigin"] = foreign.evaluate("""(url) => new Promise((resolve) => {
+            const socket = new WebSocket(url);
+            socket.onopen = () => resolve('opened');
+            socket.onclose = () => resolve('refused');
+        })""", URL.replace("http://", "ws://") + "/ws")
+        server.shutdown()
+        browser.close()
+    results["consoleErrors"] = console_errors
+    with open(os.environ["OUT"], "w") as out:
+        json.dump(results, out)
+    if console_errors:
+        print("console errors:\n" + "\n".join(console_errors), file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    started = time.monotonic()
+    main()
+    print(f"browser scenarios done in {time.monotonic() - started:.1f} s")
