@@ -4,6 +4,26 @@ import LarderSync
 import LarderWire
 import Synchronization
 
+/// A backend whose state shared by its writer and readers is a `StoreCore`: the `DocumentStore` members that state
+/// answers alone, the same on SQLite and on PostgreSQL.
+protocol CoreBackedStore: DocumentStore {
+    var core: StoreCore { get }
+}
+
+extension CoreBackedStore {
+    public var accessGeneration: UInt64 { core.access.load(ordering: .acquiring) }
+
+    public var schemaWarnings: [String: Int] { core.schemas.warningCounts }
+
+    public func setSchemaWarningListener(_ listener: @escaping @Sendable (String, UUID, SchemaViolation) -> Void) {
+        core.schemas.setWarningListener(listener)
+    }
+
+    public func checkSchemaAhead(_ collection: String, _ document: inout PreparedDocument) {
+        core.checkSchemaAhead(collection, &document)
+    }
+}
+
 /// State shared by the writer, the readers and the write contexts: configuration, the schema features found at open,
 /// and which field paths have expression indexes.
 final class StoreCore: @unchecked Sendable {

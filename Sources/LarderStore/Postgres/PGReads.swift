@@ -276,16 +276,6 @@ extension PostgresStore {
             action: SchemaValidationAction(rawValue: result.text(0, 2)) ?? .error)
     }
 
-    public var schemaWarnings: [String: Int] { core.schemas.warningCounts }
-
-    public func setSchemaWarningListener(_ listener: @escaping @Sendable (String, UUID, SchemaViolation) -> Void) {
-        core.schemas.setWarningListener(listener)
-    }
-
-    public func checkSchemaAhead(_ collection: String, _ document: inout PreparedDocument) {
-        core.checkSchemaAhead(collection, &document)
-    }
-
     public func stats() throws(LarderError) -> StoreStats {
         let result = try readers.read { db throws(LarderError) in
             try db.run([

@@ -17,7 +17,7 @@ import Synchronization
 /// commit (`PGWriter`); reads borrow a connection from a small pool. Each call waits on the network, so the server
 /// runs none of them on an event loop (`pointReadsAreLocal` is false). When PostgreSQL is unreachable, calls answer
 /// UNAVAILABLE naming the database; connections are made again on later calls, so the store recovers by itself.
-public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
+public final class PostgresStore: GroupCommitStore, CoreBackedStore, @unchecked Sendable {
     let core: StoreCore
     let connector: PGConnector
     let writer: PGWriter
@@ -83,7 +83,6 @@ public final class PostgresStore: GroupCommitStore, @unchecked Sendable {
 
     /// Many servers may share the database (OPERATING.md, "Scaling out").
     public var isShared: Bool { true }
-    public var accessGeneration: UInt64 { core.access.load(ordering: .acquiring) }
 
     // MARK: Writes
 

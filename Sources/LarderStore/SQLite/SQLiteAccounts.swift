@@ -36,8 +36,6 @@ extension SQLiteStore {
             ) { SessionInForce(user: $0.text(0), expiresAt: $0.int(1)) }
         }.first
     }
-
-    public var accessGeneration: UInt64 { core.access.load(ordering: .acquiring) }
 }
 
 extension SQLiteWriteContext {

@@ -10,7 +10,7 @@ import LarderWire
 /// A blob stored in one frame (BLOB_PUT) keeps its bytes in its row: they, their metadata and the document they belong
 /// to commit (and are deleted) in one transaction. An upload's bytes (BLOB_UPLOAD) are a file in `blobs/`, which
 /// becomes its blob's (`BlobFiles` gives the rules that keep files and rows in step).
-public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
+public final class SQLiteStore: GroupCommitStore, CoreBackedStore, @unchecked Sendable {
     let core: StoreCore
     let writer: SQLiteWriter
     let readers: ReaderPool
@@ -212,16 +212,6 @@ public final class SQLiteStore: GroupCommitStore, @unchecked Sendable {
         return StoredSchema(
             version: version, schema: try text.map { bytes throws(LarderError) in try JSONParser.parseObject(bytes) },
             action: SchemaValidationAction(rawValue: action) ?? .error)
-    }
-
-    public var schemaWarnings: [String: Int] { core.schemas.warningCounts }
-
-    public func setSchemaWarningListener(_ listener: @escaping @Sendable (String, UUID, SchemaViolation) -> Void) {
-        core.schemas.setWarningListener(listener)
-    }
-
-    public func checkSchemaAhead(_ collection: String, _ document: inout PreparedDocument) {
-        core.checkSchemaAhead(collection, &document)
     }
 
     public func stats() throws(LarderError) -> StoreStats {
