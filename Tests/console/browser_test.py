@@ -199,10 +199,7 @@ def main():
             document.querySelector('#drop').dispatchEvent(new DragEvent('drop', { dataTransfer: data, bubbles: true }));
         }""", base64.b64encode(photo).decode())
         page.wait_for_selector("#gallery a[data-blob] img")
-        deadline = time.monotonic() + DEADLINE_MS / 1000
-        while page.evaluate("() => document.querySelector('#gallery img').naturalWidth") == 0:
-            assert time.monotonic() < deadline, "the thumbnail never loaded"
-            time.sleep(0.05)
+        page.wait_for_function("() => document.querySelector('#gallery img').naturalWidth > 0", timeout=DEADLINE_MS)
         blob = page.get_attribute("#gallery a[data-blob]", "data-blob")
         stored = os.path.join(SHOTS, "stored.jpg")
         subprocess.run(CLI[:-1] + ["blob", "get", blob, "--output", stored], check=True, timeout=120)
