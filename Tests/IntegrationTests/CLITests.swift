@@ -106,6 +106,29 @@ import Testing
         #expect(r.status == 0)
     }
 
+    @Test(arguments: ServerStore.allCases) func rulesSetThenGetGivesTheSameRules(_ store: ServerStore) throws {
+        let server = try ClientTestServer(store)
+        defer { server.stop() }
+        let port = ["--port", String(server.port)]
+        var r = try Self.run(port + ["rules", "get", "todos"])
+        #expect(r.status == 0)
+        #expect(try r.json == [["collection": "todos", "rules": nil]])
+        r = try Self.run(
+            port + ["rules", "set", "todos", "--read", "owner", "--create", "signedIn", "--update", "owner", "--delete",
+                "admin"])
+        #expect(r.status == 0, "\(r.stderr)")
+        r = try Self.run(port + ["--json", "rules", "get", "todos"])
+        let rules = try #require(try r.json.first?["rules"])
+        #expect(rules["read"] == "owner")
+        #expect(rules["create"] == "signedIn")
+        #expect(rules["update"] == "owner")
+        #expect(rules["delete"] == "admin")
+        r = try Self.run(port + ["rules", "set", "todos", "--read", "everyone", "--create", "owner", "--update", "owner",
+            "--delete", "owner"])
+        #expect(r.status == 64)
+        #expect(r.stderr.contains("--read must be owner, signedIn, public or admin"))
+    }
+
     @Test func exitStatuses() throws {
         var r = try Self.run(["--help"])
         #expect(r.status == 0 && r.stdout.contains("blob put"))
