@@ -202,19 +202,22 @@ final class FakeServer: @unchecked Sendable {
             guard n > 0 else { return }
             buffer.append(chunk[0..<n])
             while let frame = try? decoder.next(&buffer) {
+                if frame.opcode == .hello { greeted = true }
+                let action = frame.opcode == .hello ? .reply(helloReply(frame)) : handler(frame, self)
+                // The request is recorded and, if held, held in one step before any waiter hears of it: a test that
+                // waits for a count of requests then takes the held ones finds every one of them.
                 let satisfied = lock.withLock {
                     received.append(frame)
                     inFlight += 1
                     maxInFlightSeen = max(maxInFlightSeen, inFlight)
+                    if case .hold = action { held.append((frame, fd)) }
                     let keys = waiters.filter { $0.value.condition(received) }.map(\.key)
                     return keys.compactMap { waiters.removeValue(forKey: $0)?.continuation }
                 }
                 for continuation in satisfied { continuation.resume(returning: true) }
-                if frame.opcode == .hello { greeted = true }
-                let action = frame.opcode == .hello ? .reply(helloReply(frame)) : handler(frame, self)
                 switch action {
                 case .reply(let reply): send(reply, to: fd)
-                case .hold: lock.withLock { held.append((frame, fd)) }
+                case .hold: break
                 case .die:
                     shutdown(fd, Int32(SHUT_RDWR))
                     return
