@@ -200,8 +200,19 @@ public final class LarderClient: Sendable {
         return connection.hello!
     }
 
-    /// Picks the least busy open connection, opening one in an empty or broken slot first.
+    /// A check every connection a task's requests use must pass, given the user the connection is signed in as (nil
+    /// for none): a replica's syncing sets one, so that nothing of its file reaches, or comes from, another user.
+    @TaskLocal static var connectionCheck: (@Sendable (_ user: String?) throws(LarderError) -> Void)?
+
+    /// The connection for the next request (`pooledConnection`), once it passed the task's `connectionCheck`.
     func connection() async throws(LarderError) -> Connection {
+        let connection = try await pooledConnection()
+        if let check = LarderClient.connectionCheck { try check(connection.hello?.user?.id) }
+        return connection
+    }
+
+    /// Picks the least busy open connection, opening one in an empty or broken slot first.
+    private func pooledConnection() async throws(LarderError) -> Connection {
         enum Pick {
             case ready(Connection)
             case wait(Task<Result<Connection, LarderError>, Never>, Int)

@@ -29,6 +29,12 @@ import LarderWire
 /// - **Conflicts**: a queued write whose revision is no longer the server's gets its collection's `ConflictPolicy`,
 ///   and every conflict is reported on `conflicts()`.
 ///
+/// - **One user's file**: the file holds the records of the user the client was signed in as when it first reached
+///   a server (or, with `init(path:client:user:)`, the user named), and from then on the replica sends and fetches
+///   nothing through a connection signed in as anyone else: while another user is signed in, it stays offline and its
+///   outbox waits. Open a file per user, and remove a user's file (`LarderReplica.remove(path:)`) at sign-out when
+///   the phone may be shared.
+///
 /// A replica needs servers that announce request keys in HELLO (every server of this version does).
 public final class LarderReplica: Sendable {
     /// Whether the replica is in touch with a server.
@@ -93,6 +99,8 @@ public final class LarderReplica: Sendable {
         var closers: [@Sendable () -> Void] = []
         /// The last request or file operation that failed, and how: what `synchronize` reports when it gives up.
         var lastFailure: String?
+        /// The file's user once known (`admit`): `.some(nil)` for a file without one.
+        var owner: String??
     }
 
     /// The client the replica reaches servers through.
@@ -129,6 +137,92 @@ public final class LarderReplica: Sendable {
         state.withLock { $0.status.pendingWrites = pending }
     }
 
+    /// Opens user `user`'s replica in the SQLite file at `path` (made when missing, and then `user`'s), as
+    /// `init(path:client:configuration:)` does. The replica syncs only through connections signed in as `user`
+    /// (`LarderClient.user`, or `AccountSession.user.id`).
+    ///
+    /// ```swift
+    /// let session = try await client.signIn(email: email, password: password)
+    /// let file = folder + "/todos-" + session.user.id.replacingOccurrences(of: "/", with: "_") + ".sqlite"
+    /// let replica = try LarderReplica(path: file, client: client, user: session.user.id)
+    /// ```
+    ///
+    /// - Throws: `PERMISSION_DENIED` when the file holds another user's records (or records read without a user),
+    ///   and the errors of `init(path:client:configuration:)`.
+    public convenience init(
+        path: String, client: LarderClient, user: String, configuration: Configuration = Configuration()
+    ) throws(LarderError) {
+        try self.init(path: path, client: client, configuration: configuration)
+        let owner = try store.bindOwner(user)
+        state.withLock { $0.owner = .some(owner) }
+        guard owner == user else {
+            throw LarderError(
+                .permissionDenied,
+                "the replica file \(path) holds another user's records; open a file of this user's, or remove that "
+                    + "one with LarderReplica.remove(path:) first", field: "path")
+        }
+    }
+
+    /// Removes the replica file at `path` with its journal and its photos (a replica open on it must be closed
+    /// first); nothing when there is none. An app calls it at sign-out, so that the next user of the phone finds
+    /// nothing of the last one's.
+    ///
+    /// - Throws: `INVALID_ARGUMENT` naming the file that could not be removed.
+    public static func remove(path: String) throws(LarderError) {
+        for name in [path, path + "-wal", path + "-shm", path + "-journal", path + ".photos"]
+        where FileManager.default.fileExists(atPath: name) {
+            do {
+                try FileManager.default.removeItem(atPath: name)
+            } catch {
+                throw LarderError(
+                    .invalidArgument, "cannot remove \(name): \(error.localizedDescription)", field: "path")
+            }
+        }
+    }
+
+    /// The user whose records the file holds: nil until the replica first reaches a server (or for a file of a
+    /// client without a user), else the user's id.
+    ///
+    /// - Throws: `INTERNAL` when the replica's file fails.
+    public func user() throws(LarderError) -> String? {
+        try store.owner() ?? nil
+    }
+
+    /// Admits a connection of the replica's syncing, signed in as `user`: the file's user, made so when the file has
+    /// none yet.
+    private func admit(_ user: String?) throws(LarderError) {
+        let owner: String?
+        if let known = state.withLock({ $0.owner }) {
+            owner = known
+        } else {
+            owner = try store.bindOwner(user)
+            state.withLock { $0.owner = .some(owner) }
+        }
+        guard owner == user else {
+            throw LarderError(
+                .unauthenticated,
+                "the replica file \(path) holds another user's records than this client is signed in as: it sends "
+                    + "and fetches nothing until that user signs in again (open a replica file per user)",
+                details: ["reason": "otherUser"])
+        }
+    }
+
+    /// Runs `body` with every connection its requests use checked to be signed in as the file's user.
+    func asOwner<T>(_ body: () async throws(LarderError) -> T) async throws(LarderError) -> T {
+        let check: @Sendable (String?) throws(LarderError) -> Void = { [weak self] user throws(LarderError) in
+            guard let self else { throw LarderError(.unavailable, "the replica is closed") }
+            try self.admit(user)
+        }
+        let result = await LarderClient.$connectionCheck.withValue(check) { () async -> Result<T, LarderError> in
+            do throws(LarderError) {
+                return .success(try await body())
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try result.get()
+    }
+
     deinit { close() }
 
     /// Typed access to collection `name` in the replica, which the replica then keeps (call it before `start()`, or
@@ -157,7 +251,7 @@ public final class LarderReplica: Sendable {
         guard let names else { return }
         let drain = Task { [weak self] in
             guard let self else { return }
-            await self.drainLoop()
+            _ = try? await self.asOwner { () async throws(LarderError) in await self.drainLoop() }
         }
         state.withLock { $0.drain = drain }
         for name in names { startFeed(name) }
@@ -448,7 +542,7 @@ public final class LarderReplica: Sendable {
     private func startFeed(_ name: String) {
         let task = Task { [weak self] in
             guard let self else { return }
-            await self.follow(name)
+            _ = try? await self.asOwner { () async throws(LarderError) in await self.follow(name) }
         }
         let kept = state.withLock { state -> Bool in
             guard !state.closed, state.feeds[name] == nil else { return false }

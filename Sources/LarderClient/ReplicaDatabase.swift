@@ -54,6 +54,7 @@ final class ReplicaDatabase {
                 generation INTEGER NOT NULL);
             CREATE TABLE IF NOT EXISTS photos (blob TEXT PRIMARY KEY, collection TEXT, id TEXT, kind TEXT NOT NULL,
                 bytes INTEGER NOT NULL, pending INTEGER NOT NULL, used INTEGER NOT NULL);
+            CREATE TABLE IF NOT EXISTS owner (one INTEGER PRIMARY KEY CHECK (one = 1), user TEXT);
             """)
     }
 

@@ -113,7 +113,7 @@ extension LarderReplica {
             return try db.query("SELECT 1 FROM photos WHERE blob = ?1", [.text(key)]) { _ in true }.first ?? false
         }
         if known, let data = try? Data(contentsOf: url) { return data }
-        let data = try await fetch()
+        let data = try await asOwner(fetch)
         try? FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
         guard (try? data.write(to: url, options: .atomic)) != nil else { return data }
         let evicted = try store.locked { db throws(LarderError) -> [String] in

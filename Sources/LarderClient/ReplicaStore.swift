@@ -137,6 +137,27 @@ final class ReplicaStore: @unchecked Sendable {
         }
     }
 
+    // MARK: The file's user
+
+    /// Whose records the file holds: nil while no server has been reached, `.some(nil)` for a client without a user
+    /// (a role token, or none), `.some(id)` for a signed-in user.
+    func owner() throws(LarderError) -> String?? {
+        try locked { db throws(LarderError) in
+            try db.query("SELECT user FROM owner") { $0[0].text }.first
+        }
+    }
+
+    /// Makes the file `user`'s when it is no one's yet, in one transaction; the file's user afterwards.
+    func bindOwner(_ user: String?) throws(LarderError) -> String? {
+        try locked { db throws(LarderError) in
+            try db.transaction {
+                () throws(LarderError) -> String? in
+                try db.run("INSERT OR IGNORE INTO owner (one, user) VALUES (1, ?1)", [user.map { .text($0) } ?? .null])
+                return try db.query("SELECT user FROM owner") { $0[0].text }.first ?? nil
+            }
+        }
+    }
+
     // MARK: Local writes
 
     /// Applies a local write to the view and queues it, in one transaction (with what `alsoIn` writes); the record as
