@@ -72,6 +72,11 @@ public final class LarderClient: Sendable {
         /// `--users`): a session from `signIn(email:password:)` or `signUp(email:password:)`, saved by the app from an
         /// earlier launch, which every HELLO presents. `signIn`, `signUp` and `signOut` replace it.
         public var session: String?
+        /// Called with the new session each time the client refreshes its session (`refreshSession()`), so that the
+        /// app saves it in place of the old one. The client refreshes by itself, in the background, at a request made
+        /// when less than half of the server's `sessionTtlMs` is left of its session (HELLO says when the session
+        /// ends); the old session stays in force until its own expiry.
+        public var sessionRefreshed: (@Sendable (AccountSession) -> Void)?
 
         /// A configuration with the defaults: one connection, 30-second requests, 5-second connects, zlib offered.
         public init(
@@ -102,6 +107,8 @@ public final class LarderClient: Sendable {
     private let slots: Locked<[Slot]>
     /// The session every new connection presents in HELLO (`Configuration.session`, then `signIn`'s).
     let currentSession: Locked<String?>
+    /// When `currentSession` expires, and whether a refresh of it is under way (`refreshSessionIfDue`).
+    let sessionLife = Locked(SessionLife())
     /// What the TLS connections share: the context made from the certificate files, and sessions to resume.
     private let tlsShared: ClientTLSShared?
 
@@ -208,6 +215,7 @@ public final class LarderClient: Sendable {
     func connection() async throws(LarderError) -> Connection {
         let connection = try await pooledConnection()
         if let check = LarderClient.connectionCheck { try check(connection.hello?.user?.id) }
+        refreshSessionIfDue(connection)
         return connection
     }
 

@@ -1,3 +1,4 @@
+import Foundation
 import LarderWire
 
 // Accounts the server keeps (email and password, on a server started with `--users`): sign up, sign in and out. A
@@ -39,6 +40,7 @@ extension LarderClient {
     /// - Throws: `UNAVAILABLE` or `DEADLINE_EXCEEDED` as any request (the client is signed out all the same).
     public func signOut() async throws(LarderError) {
         guard let old = currentSession.withLock({ s -> String? in defer { s = nil }; return s }) else { return }
+        sessionLife.withLock { $0 = SessionLife() }
         close()
         _ = try await call(.signOut, SignOutRequest(session: old).json)
     }
@@ -60,9 +62,70 @@ extension LarderClient {
         let answer = try await message(
             AccountSession.self, opcode, AccountCredentials(email: email, password: password).json)
         currentSession.withLock { $0 = answer.session }
+        sessionLife.withLock { $0 = SessionLife(expiresAt: answer.expiresAt) }
         close()
         return answer
     }
+
+    /// Asks the server for a new session for the signed-in user, with a full lifetime (the server's `sessionTtlMs`),
+    /// which every connection opened afterwards presents; `Configuration.sessionRefreshed` hears of it. The open
+    /// connections go on, and the old session stays in force until its own expiry. The client calls this by itself
+    /// (see `Configuration.sessionRefreshed`); an app may call it too.
+    ///
+    /// - Throws: `PERMISSION_DENIED` on a client without a session; `UNAUTHENTICATED` when the session has ended (sign
+    ///   in again); and `UNAVAILABLE` or `DEADLINE_EXCEEDED` as any request.
+    @discardableResult
+    public func refreshSession() async throws(LarderError) -> AccountSession {
+        guard let old = session else {
+            throw LarderError(.permissionDenied, "this client has no session to refresh; sign in first")
+        }
+        let answer = try await message(AccountSession.self, .sessionRefresh, SessionRefreshRequest().json)
+        let replaced = currentSession.withLock { current -> Bool in
+            guard current == old else { return false }
+            current = answer.session
+            return true
+        }
+        // A sign-in or sign-out meanwhile decided the session; this answer's is left to expire.
+        guard replaced else { return answer }
+        sessionLife.withLock { $0.expiresAt = answer.expiresAt }
+        configuration.sessionRefreshed?(answer)
+        return answer
+    }
+
+    /// Refreshes the session in the background when `connection` presented one and less than half of the server's
+    /// session lifetime is left of it; a refresh that failed is tried again a minute later.
+    func refreshSessionIfDue(_ connection: Connection) {
+        guard let ttl = connection.hello?.limits.accounts?.sessionTtlMs,
+            let announced = connection.hello?.user?.sessionExpiresAt, session != nil
+        else { return }
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let due = sessionLife.withLock { life -> Bool in
+            guard !life.refreshing, now >= life.notBefore else { return false }
+            if (life.expiresAt ?? announced) - now > Int64(ttl) / 2 { return false }
+            life.refreshing = true
+            return true
+        }
+        guard due else { return }
+        Task { [weak self] in
+            guard let self else { return }
+            let refreshed = (try? await self.refreshSession()) != nil
+            self.sessionLife.withLock { life in
+                life.refreshing = false
+                if !refreshed { life.notBefore = Int64(Date().timeIntervalSince1970 * 1000) + 60_000 }
+            }
+        }
+    }
+}
+
+/// What the client knows of its session's life.
+struct SessionLife: Sendable {
+    /// When the session expires, in milliseconds since 1970, from the answer that made it; nil for a session from the
+    /// configuration, whose expiry its connections' HELLO announces.
+    var expiresAt: Int64?
+    /// Whether a refresh is under way.
+    var refreshing = false
+    /// No refresh by itself before this time (after one that failed).
+    var notBefore: Int64 = 0
 }
 
 // The accounts the server keeps, for an admin token.

@@ -105,19 +105,22 @@ package enum HelloNegotiation {
     /// The end of a HELLO that presented a session: accepted as the session's user, or refused (and the connection
     /// closed) when the lookup found no session in force.
     package static func negotiated(
-        _ negotiated: Negotiated, session: Result<(user: String, key: [UInt8]), LarderError>,
+        _ negotiated: Negotiated, session: Result<(user: String, key: [UInt8], expiresAt: Int64), LarderError>,
         configuration: ConnectionStateMachine.Configuration, tls: Bool = false
     ) -> Outcome {
         switch session {
-        case .success(let (user, key)):
-            accepted(negotiated, caller: .account(user, session: key), configuration: configuration, tls: tls)
+        case .success(let (user, key, expiresAt)):
+            accepted(
+                negotiated, caller: .account(user, session: key), sessionExpiresAt: expiresAt,
+                configuration: configuration, tls: tls)
         case .failure(let error):
             .rejected(error, close: true)
         }
     }
 
     private static func accepted(
-        _ negotiated: Negotiated, caller: Caller?, configuration: ConnectionStateMachine.Configuration, tls: Bool
+        _ negotiated: Negotiated, caller: Caller?, sessionExpiresAt: Int64? = nil,
+        configuration: ConnectionStateMachine.Configuration, tls: Bool
     ) -> Outcome {
         let compression = negotiated.compression
         var response = HelloResponse(
@@ -129,7 +132,7 @@ package enum HelloNegotiation {
             response.role = granted.grant.role.description
             response.collections = granted.grant.collections?.sorted()
         case .user(let id), .account(let id, _):
-            response.user = SignedInUser(id: id)
+            response.user = SignedInUser(id: id, sessionExpiresAt: sessionExpiresAt)
         case .anonymous, nil:
             break
         }

@@ -75,7 +75,9 @@ package final class PasswordAccounts: SessionSignIn {
     }
 
     /// The requests this type answers.
-    static let opcodes: Set<Opcode> = [.signUp, .signIn, .signOut, .passwordChange, .usersList, .userSet, .userDelete]
+    static let opcodes: Set<Opcode> = [
+        .signUp, .signIn, .signOut, .passwordChange, .sessionRefresh, .usersList, .userSet, .userDelete,
+    ]
 
     static func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
@@ -87,11 +89,11 @@ package final class PasswordAccounts: SessionSignIn {
 
     /// The user whose session `text` is (HELLO's `session`), or UNAUTHENTICATED. One indexed read of the store (a
     /// round trip on PostgreSQL), on the work pool (`ServerConnection.lookUpSession`).
-    package func user(ofSession text: String) throws(LarderError) -> (user: String, key: [UInt8]) {
+    package func user(ofSession text: String) throws(LarderError) -> (user: String, key: [UInt8], expiresAt: Int64) {
         guard let token = SessionToken(text: text) else { throw Self.sessionEnded }
         let key = token.storageKey
         guard let found = try store.sessionAccount(key: key, now: Self.now()) else { throw Self.sessionEnded }
-        return (found.user, key)
+        return (found.user, key, found.expiresAt)
     }
 
     /// UNAUTHENTICATED unless the session `key` of `user` is still in force, read from the store (a request checks
@@ -114,6 +116,7 @@ package final class PasswordAccounts: SessionSignIn {
             case .signIn: try signIn(AccountCredentials(json: object), caller, done)
             case .signOut: try signOut(SignOutRequest(json: object), caller, done)
             case .passwordChange: try passwordChange(PasswordChangeRequest(json: object), caller, done)
+            case .sessionRefresh: try sessionRefresh(SessionRefreshRequest(json: object), caller, done)
             case .usersList:
                 let request = try UsersListRequest(json: object)
                 let page = try store.accounts(after: request.cursor, limit: request.limit + 1)
@@ -251,6 +254,22 @@ package final class PasswordAccounts: SessionSignIn {
         write({ (c) throws(LarderError) in
             JSON.object(["signedOut": .bool(try c.deleteSession(key: key))]).bytes
         }, done)
+    }
+
+    /// A new session for the user of the connection's session, which stays in force until its own expiry or a
+    /// SIGN_OUT: a client that lost this answer refreshes again with it.
+    private func sessionRefresh(
+        _ request: SessionRefreshRequest, _ caller: AccountCaller,
+        _ done: @escaping @Sendable (Result<([UInt8], [UInt8]), LarderError>) -> Void
+    ) throws(LarderError) {
+        guard let session = caller.session, let user = caller.user else {
+            throw LarderError(
+                .permissionDenied,
+                "SESSION_REFRESH needs a connection signed in with a session (HELLO's session); sign in instead")
+        }
+        try Self.checkSession(session, of: user, in: store)
+        guard let account = try store.account(user), !account.disabled else { throw Self.sessionEnded }
+        newSession(account, done) { _ throws(LarderError) in }
     }
 
     private func passwordChange(

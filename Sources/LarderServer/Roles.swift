@@ -35,7 +35,7 @@ package enum Role: Int, Sendable, Comparable, CaseIterable, CustomStringConverti
         switch opcode {
         case .hello, .ping, .unwatch, .event: nil
         // Account requests decide for themselves who may send them (`PasswordAccounts`).
-        case .signUp, .signIn, .signOut, .passwordChange: nil
+        case .signUp, .signIn, .signOut, .passwordChange, .sessionRefresh: nil
         case .get, .getMany, .list, .search, .count, .group, .collections, .blobGet, .blobHead, .blobList, .watch,
             .rulesGet:
             .read

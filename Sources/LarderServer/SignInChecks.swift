@@ -12,6 +12,7 @@ package protocol IDTokenSignIn: Sendable {
 
 /// HELLO's check of a session of an account Larder keeps (`PasswordAccounts`).
 package protocol SessionSignIn: Sendable {
-    /// The user whose session `text` is, and the session's storage key; or UNAUTHENTICATED.
-    func user(ofSession text: String) throws(LarderError) -> (user: String, key: [UInt8])
+    /// The user whose session `text` is, the session's storage key and when it expires (milliseconds since 1970);
+    /// or UNAUTHENTICATED.
+    func user(ofSession text: String) throws(LarderError) -> (user: String, key: [UInt8], expiresAt: Int64)
 }

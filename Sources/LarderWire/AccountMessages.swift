@@ -5,7 +5,7 @@ import Foundation
 
 /// The limits of password accounts a server announces in HELLO's `limits` (absent on a server without `--users`).
 public struct AccountLimits: Sendable, Equatable {
-    /// Milliseconds a session lives from SIGN_IN (or SIGN_UP); it is not extended by use.
+    /// Milliseconds a session lives from SIGN_IN, SIGN_UP or SESSION_REFRESH; it is not extended by use.
     public var sessionTtlMs: Int = 30 * 86_400_000
     /// The shortest password SIGN_UP and PASSWORD_CHANGE accept, in bytes of UTF-8 after NFKC normalization.
     public var minPasswordBytes: Int = 8
@@ -160,6 +160,17 @@ package struct SignOutRequest: WireMessage, Equatable {
     }
 
     package var json: JSONObject { session.map { ["session": .string($0)] } ?? [:] }
+}
+
+/// `SESSION_REFRESH`: no members; the session refreshed is the connection's (answered with an `AccountSession`).
+package struct SessionRefreshRequest: WireMessage, Equatable {
+    package init() {}
+
+    package init(json: JSONObject) throws(LarderError) {
+        try FieldReader(json).finish()
+    }
+
+    package var json: JSONObject { [:] }
 }
 
 /// `PASSWORD_CHANGE`: the signed-in account's password, and its new one.

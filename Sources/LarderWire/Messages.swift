@@ -144,7 +144,9 @@ public struct HelloResponse: WireMessage, Equatable {
         tls = try r.optionalBool("tls")
         if let user = try r.optionalObject("user") {
             var u = FieldReader(user, path: "user")
-            self.user = SignedInUser(id: try u.string("id", maxLength: 4096))
+            self.user = SignedInUser(
+                id: try u.string("id", maxLength: 4096),
+                sessionExpiresAt: try u.optionalInt("sessionExpiresAt", range: 0...Int64.max))
         }
     }
 
@@ -157,7 +159,11 @@ public struct HelloResponse: WireMessage, Equatable {
         if let role { object["role"] = .string(role) }
         if let collections { object["collections"] = .array(collections.map { .string($0) }) }
         if let tls { object["tls"] = .bool(tls) }
-        if let user { object["user"] = ["id": .string(user.id)] }
+        if let user {
+            var member: JSONObject = ["id": .string(user.id)]
+            if let expiresAt = user.sessionExpiresAt { member["sessionExpiresAt"] = .int(expiresAt) }
+            object["user"] = .object(member)
+        }
         return object
     }
 }
@@ -166,9 +172,14 @@ public struct HelloResponse: WireMessage, Equatable {
 public struct SignedInUser: Sendable, Equatable {
     /// The user's id, the ID token's issuer, "|", then its subject: "https://accounts.google.com|1076915035000".
     public var id: String
+    /// When the session HELLO presented expires, in milliseconds since 1970; nil for a user an ID token signed in.
+    public var sessionExpiresAt: Int64?
 
-    /// The user with the id `id`.
-    public init(id: String) { self.id = id }
+    /// The user with the id `id`, signed in until `sessionExpiresAt` by a session.
+    public init(id: String, sessionExpiresAt: Int64? = nil) {
+        self.id = id
+        self.sessionExpiresAt = sessionExpiresAt
+    }
 }
 
 /// A request or response with no fields (`PING`, `COLLECTIONS`, `STATS` requests).

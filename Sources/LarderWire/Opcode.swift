@@ -61,6 +61,8 @@ public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConverti
     public static let userSet = Opcode(rawValue: 0x002C)
     /// Deletes an account and its sessions (an admin's request).
     public static let userDelete = Opcode(rawValue: 0x002D)
+    /// A new session for the user of the connection's session, with a full lifetime.
+    public static let sessionRefresh = Opcode(rawValue: 0x002E)
 
     /// Stores a photo (JPEG) sent in one frame.
     public static let blobPut = Opcode(rawValue: 0x0030)
@@ -104,7 +106,7 @@ public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConverti
         .backup, .backupRead, .watch, .unwatch, .event,
         .blobUpload, .blobUploadChunk, .blobUploadStatus, .blobUploadFinish, .blobUploadAbort,
         .schemaSet, .schemaGet, .rulesSet, .rulesGet,
-        .signUp, .signIn, .signOut, .passwordChange, .usersList, .userSet, .userDelete,
+        .signUp, .signIn, .signOut, .passwordChange, .usersList, .userSet, .userDelete, .sessionRefresh,
     ]
 
     /// The upper-snake-case name used in Protocol.md, logs and STATS.
@@ -136,6 +138,7 @@ public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConverti
         case .usersList: "USERS_LIST"
         case .userSet: "USER_SET"
         case .userDelete: "USER_DELETE"
+        case .sessionRefresh: "SESSION_REFRESH"
         case .blobPut: "BLOB_PUT"
         case .blobGet: "BLOB_GET"
         case .blobHead: "BLOB_HEAD"

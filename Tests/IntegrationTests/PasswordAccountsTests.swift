@@ -2,6 +2,7 @@ import Foundation
 import LarderClient
 import LarderServer
 import LarderStore
+import LarderSync
 import LarderTestProcess
 import LarderTestSupport
 import LarderTestThreads
@@ -345,6 +346,67 @@ import Testing
         let signedUp = try await hana.signUp(email: "hana@example.com", password: "hana's password")
         #expect(try await hana.user == signedUp.user.id)
         #expect(try await hana.count("todos") == 0)
+    }
+
+    /// SESSION_REFRESH gives the user of a connection's session a new one with a full lifetime; HELLO says when a
+    /// session ends; the old session stays in force until its own expiry. LarderClient refreshes by itself once less
+    /// than half of the lifetime is left, and tells the app the new session.
+    @Test func sessionsAreRefreshedBeforeTheyExpire() async throws {
+        let directory = temporaryTestDirectory("larder-accounts-refresh")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var configuration = ServerConfiguration.forTests(in: directory)
+        Self.configure(&configuration)
+        let ttl: Int64 = 6_000
+        configuration.passwordAccounts?.limits.sessionTtlMs = Int(ttl)
+        let server = try LarderServer(configuration: configuration)
+        let port = try server.start()
+        defer { server.shutdown() }
+        func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+
+        // On the wire.
+        let made = try Self.ok(Self.credentials(port, .signUp, "ida@example.com", "ida's password"), "SIGN_UP")
+        let first = try #require(made["session"]?.stringValue)
+        let firstExpiry = try #require(made["expiresAt"]?.intValue)
+        let (hello, connection) = try Self.hello(port, session: first)
+        #expect(try HelloResponse(json: hello.jsonObject()).user?.sessionExpiresAt == firstExpiry)
+        let refreshed = try Self.ok(connection.call(.sessionRefresh, [:]), "SESSION_REFRESH")
+        let second = try #require(refreshed["session"]?.stringValue)
+        #expect(second != first && refreshed["user"]?["id"] == made["user"]?["id"])
+        #expect(try #require(refreshed["expiresAt"]?.intValue) >= firstExpiry)
+        #expect(try Self.hello(port, session: first).0.status == .ok, "the old session stays in force")
+        #expect(try Self.hello(port, session: second).0.status == .ok)
+        #expect(try connection.call(.sessionRefresh, ["session": "another"]).status == .invalidArgument)
+        #expect(try Self.anonymous(port).call(.sessionRefresh, [:]).status == .permissionDenied)
+        #expect(try Self.admin(port).call(.sessionRefresh, [:]).status == .permissionDenied)
+        _ = try Self.ok(try Self.anonymous(port).call(.signOut, SignOutRequest(session: first).json), "SIGN_OUT")
+        let ended = try connection.call(.sessionRefresh, [:])
+        #expect(ended.status == .unauthenticated && ended.replyJSON["reason"]?.stringValue == "sessionEnded")
+
+        // LarderClient.
+        let heard = Locked<[AccountSession]>([])
+        var client = LarderClient.Configuration(endpoint: .tcp(host: "127.0.0.1", port: port))
+        client.sessionRefreshed = { session in heard.withLock { $0.append(session) } }
+        let app = LarderClient(configuration: client)
+        defer { app.close() }
+        let signedIn = try await app.signIn(email: "ida@example.com", password: "ida's password")
+        let expiresAt = try #require(signedIn.expiresAt)
+        try await app.ping()
+        if expiresAt - now() > ttl / 2 {
+            #expect(heard.withLock { $0 }.isEmpty, "refreshed with more than half of its life left")
+        }
+        // Past half of its life, the next request refreshes it.
+        #expect(await waitUntil(120) { expiresAt - now() < ttl / 2 })
+        try await app.ping()
+        #expect(await waitUntil(120) { !heard.withLock { $0 }.isEmpty }, "no refresh past half of the session's life")
+        let new = try #require(heard.withLock { $0 }.first)
+        #expect(new.session != signedIn.session && app.session == new.session)
+        #expect(try #require(new.expiresAt) > expiresAt && new.user.id == signedIn.user.id)
+        // Past the old session's expiry the client's new connections present the new one.
+        #expect(await waitUntil(120) { now() > expiresAt + 500 })
+        #expect(try Self.hello(port, session: try #require(signedIn.session)).0.status == .unauthenticated)
+        app.close()
+        #expect(try await app.user == signedIn.user.id)
+        await #expect(throws: LarderError.self) { try await LarderClient(port: port).refreshSession() }
     }
 
     /// HELLO carries one credential at most; a session on a server without `--users` is refused.

@@ -42,7 +42,9 @@ import Testing
     ]
     /// The account requests among them decide for themselves (section 10.5); on this server, without `--users`,
     /// they are UNKNOWN_OPCODE for every token.
-    static let everyoneOpcodes: Set<Opcode> = [.ping, .unwatch, .signUp, .signIn, .signOut, .passwordChange]
+    static let everyoneOpcodes: Set<Opcode> = [
+        .ping, .unwatch, .signUp, .signIn, .signOut, .passwordChange, .sessionRefresh,
+    ]
 
     static func withRolesServer(_ body: (LarderServer, Int) throws -> Void) throws {
         let directory = temporaryTestDirectory("larder-roles")

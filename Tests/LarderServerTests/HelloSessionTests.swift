@@ -15,9 +15,9 @@ struct HelloSessionTests {
     /// Counts the lookups made through the protocol: the machine itself must make none.
     final class Sessions: SessionSignIn {
         let lookups = Atomic<Int>(0)
-        func user(ofSession text: String) throws(LarderError) -> (user: String, key: [UInt8]) {
+        func user(ofSession text: String) throws(LarderError) -> (user: String, key: [UInt8], expiresAt: Int64) {
             lookups.add(1, ordering: .relaxed)
-            return ("larder|someone", [1])
+            return ("larder|someone", [1], 4_102_444_800_000)
         }
     }
 
@@ -47,13 +47,14 @@ struct HelloSessionTests {
         #expect(machine.timerFired(now: 10 * UInt64(Limits.default.idleTimeoutMs)).isEmpty)
 
         var next: [Machine.Action] = []
-        machine.sessionLookedUp(.success(("larder|someone", [7, 7])), now: 1, into: &next)
+        machine.sessionLookedUp(.success(("larder|someone", [7, 7], 4_102_444_800_000)), now: 1, into: &next)
         #expect(next.contains(.record(.hello, .ok, requestID: 1)))
         #expect(next.contains(.resumeReading))
         #expect(Tests.executed(next).map(\.requestID) == [2])
         #expect(machine.user == "larder|someone" && machine.session == [7, 7])
         let (frames, _) = Tests.drain(&machine)
-        #expect(try HelloResponse(json: frames[0].jsonObject()).user?.id == "larder|someone")
+        let hello = try HelloResponse(json: frames[0].jsonObject())
+        #expect(hello.user == SignedInUser(id: "larder|someone", sessionExpiresAt: 4_102_444_800_000))
     }
 
     @Test func aSessionNotInForceIsRefusedAndNothingBehindItRuns() throws {
@@ -73,7 +74,7 @@ struct HelloSessionTests {
         _ = Tests.feed(&machine, Self.helloWithSession)
         #expect(machine.forceClose(.shutdown) == [.close(.shutdown)])
         var next: [Machine.Action] = []
-        machine.sessionLookedUp(.success(("larder|someone", [1])), now: 1, into: &next)
+        machine.sessionLookedUp(.success(("larder|someone", [1], 4_102_444_800_000)), now: 1, into: &next)
         #expect(next.isEmpty && machine.unsentBytes == 0)
     }
 }

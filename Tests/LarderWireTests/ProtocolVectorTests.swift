@@ -56,6 +56,7 @@ import Testing
         "blob-get-thumbnail-request", "blob-get-range-past-end-request", "schema-set-request",
         "schema-violation-response", "create-keyed-request",
         "hello-id-token-request", "hello-id-token-expired-response", "search-collation-request", "sign-in-request",
+        "session-refresh-request",
     ]
 
     /// The ranged BLOB_GET: the request's members, and an answer carrying exactly those bytes with `offset` and
@@ -233,6 +234,14 @@ import Testing
         let credentials = try AccountCredentials(json: try request.jsonObject())
         #expect(credentials == AccountCredentials(email: "ann@example.com", password: "correct horse battery staple"))
         #expect(credentials.json.bytes == request.json)
+    }
+
+    /// SESSION_REFRESH: no members, as the client encodes it.
+    @Test func sessionRefreshRequest() throws {
+        let request = try Self.vector("session-refresh-request")
+        #expect(request.opcode == .sessionRefresh && request.opcode.name == "SESSION_REFRESH" && request.requestID == 3)
+        #expect(try SessionRefreshRequest(json: try request.jsonObject()) == SessionRefreshRequest())
+        #expect(SessionRefreshRequest().json.bytes == request.json)
     }
 
     @Test func conflictResponse() throws {
