@@ -107,6 +107,9 @@ public final class LarderClient: Sendable {
     private let slots: Locked<[Slot]>
     /// The session every new connection presents in HELLO (`Configuration.session`, then `signIn`'s).
     let currentSession: Locked<String?>
+    /// The ID token `signIn(idToken:)` gave, which every new connection presents in place of
+    /// `Configuration.idTokenProvider`'s.
+    let currentIDToken = Locked<String?>(nil)
     /// When `currentSession` expires, and whether a refresh of it is under way (`refreshSessionIfDue`).
     let sessionLife = Locked(SessionLife())
     /// What the TLS connections share: the context made from the certificate files, and sessions to resume.
@@ -227,6 +230,7 @@ public final class LarderClient: Sendable {
         }
         var presenting = configuration
         presenting.session = currentSession.withLock { $0 }
+        if let idToken = currentIDToken.withLock({ $0 }) { presenting.idTokenProvider = { idToken } }
         let configuration = presenting
         let tls = tlsShared
         let pick: Pick = slots.withLock { slots in

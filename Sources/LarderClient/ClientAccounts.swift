@@ -34,11 +34,48 @@ extension LarderClient {
         try await startSession(.signUp, email: email, password: password)
     }
 
+    /// Signs in with an OpenID Connect ID token from the app's sign-in SDK (Sign in with Apple, Google, Auth0...):
+    /// the open connections close, and every connection opened after presents this token in HELLO, so the client
+    /// acts as the token's user under the collections' rules until `signOut()` or another sign-in. A connection stays
+    /// signed in until it ends; when the token expires, sign in again with a fresh one, or give the client
+    /// `Configuration.idTokenProvider` to ask for one at each connect instead.
+    ///
+    /// ```swift
+    /// let me = try await client.signIn(idToken: idToken)  // "https://appleid.apple.com|001234.5678abcd"
+    /// ```
+    ///
+    /// - Returns: the user's id (`ISSUER|SUBJECT`), as the server checked it at once.
+    /// - Throws: `UNAUTHENTICATED` when the server refuses the token (the message says why: expired, wrong audience,
+    ///   unknown issuer...) or accepts no ID tokens; the client is then signed out. `UNAVAILABLE` or
+    ///   `DEADLINE_EXCEEDED` as any request.
+    @discardableResult
+    public func signIn(idToken: String) async throws(LarderError) -> String {
+        currentSession.withLock { $0 = nil }
+        sessionLife.withLock { $0 = SessionLife() }
+        currentIDToken.withLock { $0 = idToken }
+        close()
+        do throws(LarderError) {
+            guard let user = try await serverHello().user?.id else {
+                throw LarderError(
+                    .unauthenticated,
+                    "the server signed the connection in as no user: it accepts no ID tokens (its operator starts "
+                        + "it with --oidc-issuer, --oidc-audience and --oidc-jwks)", field: "idToken")
+            }
+            return user
+        } catch {
+            currentIDToken.withLock { if $0 == idToken { $0 = nil } }
+            close()
+            throw error
+        }
+    }
+
     /// Signs out: the server revokes the session, the open connections close, and the client connects without
-    /// one from then on. Does nothing without a session.
+    /// one from then on; after `signIn(idToken:)`, the client forgets the token and its connections close (an ID
+    /// token is the identity provider's to revoke). Does nothing when not signed in.
     ///
     /// - Throws: `UNAVAILABLE` or `DEADLINE_EXCEEDED` as any request (the client is signed out all the same).
     public func signOut() async throws(LarderError) {
+        if currentIDToken.withLock({ t -> Bool in defer { t = nil }; return t != nil }) { close() }
         guard let old = currentSession.withLock({ s -> String? in defer { s = nil }; return s }) else { return }
         sessionLife.withLock { $0 = SessionLife() }
         close()
@@ -57,8 +94,9 @@ extension LarderClient {
     private func startSession(_ opcode: Opcode, email: String, password: String) async throws(LarderError)
         -> AccountSession
     {
-        // An ended session would refuse the connection this request needs.
-        if currentSession.withLock({ s -> Bool in defer { s = nil }; return s != nil }) { close() }
+        // An ended session (or an ID token) would sign in the connection this request needs.
+        let hadIDToken = currentIDToken.withLock { t -> Bool in defer { t = nil }; return t != nil }
+        if currentSession.withLock({ s -> Bool in defer { s = nil }; return s != nil }) || hadIDToken { close() }
         let answer = try await message(
             AccountSession.self, opcode, AccountCredentials(email: email, password: password).json)
         currentSession.withLock { $0 = answer.session }

@@ -2,8 +2,9 @@ import LarderWire
 
 // Users: the signed-in user of a client that gives ID tokens, and the rules admins set per collection.
 extension LarderClient {
-    /// The id of the user this client is signed in as (`ISSUER|SUBJECT`), on a client whose configuration gives an
-    /// `idTokenProvider`; nil for a client with a role token or none. Connects first if no connection is open.
+    /// The id of the user this client is signed in as: `ISSUER|SUBJECT` by an ID token (`signIn(idToken:)`,
+    /// `Configuration.idTokenProvider`), `larder|UUID` by a session; nil for a client with a role token or none.
+    /// Connects first if no connection is open.
     ///
     /// - Throws: `UNAUTHENTICATED` when the server refuses the ID token (the message says why: expired, wrong
     ///   audience...), and `UNAVAILABLE` or `DEADLINE_EXCEEDED` as any request.

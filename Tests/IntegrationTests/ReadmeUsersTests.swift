@@ -64,6 +64,55 @@ import Testing
         admin.close()
     }
 
+    /// `signIn(idToken:)`: the token signs in every connection after it, a refused one signs the client out, and
+    /// `signOut()` forgets it.
+    @Test func theClientSignsInWithAnIDToken() async throws {
+        let directory = temporaryTestDirectory("larder-id-token-sign-in")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let jwks = try UserRulesTests.jwksFile(in: directory)
+        let server = try ClientTestServer { UserRulesTests.configure(&$0, jwks: jwks) }
+        defer { server.stop() }
+        let endpoint = LarderClient.Endpoint.tcp(host: "127.0.0.1", port: server.port)
+        let admin = LarderClient(configuration: .init(endpoint: endpoint, token: "admin-secret"))
+        defer { admin.close() }
+        try await admin.setRules(CollectionRules(read: .owner, create: .owner, update: .owner, delete: .owner), for: "todos")
+        let client = LarderClient(configuration: LarderClient.Configuration(endpoint: endpoint))
+        defer { client.close() }
+
+        let idToken = try await SignIn(subject: "001234.5678abcd").freshIDToken()
+        let me = try await client.signIn(idToken: idToken)  // "https://appleid.apple.com|001234.5678abcd"
+        #expect(me == TestKeys.issuer + "|001234.5678abcd")
+        let todo = try await client.create("todos", ["title": "water the plants"])
+        #expect(todo.data["$owner"]?.stringValue == me)
+        client.close()  // the next connection presents the token again
+        #expect(try await client.count("todos") == 1)
+
+        let other = try await client.signIn(idToken: try await SignIn(subject: "someone-else").freshIDToken())
+        #expect(other != me)
+        #expect(try await client.count("todos") == 0, "another user's todos are not this one's")
+
+        let expired = try TestKeys.shared.token(
+            header: ["alg": "RS256", "typ": "JWT", "kid": "rsa-1"],
+            claims: TestKeys.claims(["sub": "001234.5678abcd", "iat": 1_000, "exp": 2_000]), signer: .rsa("rsa"))
+        let refused = await #expect(throws: LarderError.self) { try await client.signIn(idToken: expired) }
+        #expect(refused?.status == .unauthenticated)
+        // Signed out, the client presents no credential, which this server (it requires one) refuses.
+        let signedOut = await #expect(throws: LarderError.self) { _ = try await client.count("todos") }
+        #expect(signedOut?.status == .unauthenticated && signedOut?.field == "token", "a refused token signs the client out")
+
+        try await client.signIn(idToken: idToken)
+        try await client.signOut()
+        let after = await #expect(throws: LarderError.self) { _ = try await client.count("todos") }
+        #expect(after?.status == .unauthenticated && after?.field == "token")
+
+        let plain = try ClientTestServer()
+        defer { plain.stop() }
+        let roles = LarderClient(configuration: .init(endpoint: .tcp(host: "127.0.0.1", port: plain.port)))
+        defer { roles.close() }
+        let noUsers = await #expect(throws: LarderError.self) { try await roles.signIn(idToken: idToken) }
+        #expect(noUsers?.status == .unauthenticated)
+    }
+
     /// Where the README's sign-up puts the session: the app's own store.
     final class Keychain: @unchecked Sendable {
         var saved: String?
