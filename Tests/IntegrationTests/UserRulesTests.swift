@@ -141,6 +141,26 @@ import Testing
                 "GET_MANY")
             #expect(many["records"]?.arrayValue?.map { $0["id"]!.stringValue! } == [own[0].id])
             #expect(many["missing"] == [.string(other), .string(missing)])
+            // Cursors. Another user's nextCursor is another query's, refused without a word of what it points at;
+            // a cursor made to point at another user's record pages on exactly as one at a missing id beside it.
+            let otherUser = user === alice ? bob : alice
+            let theirPage = try ok(otherUser.call(.list, ["collection": "todos", "limit": 1]), "LIST")
+            let theirCursor = try #require(theirPage["nextCursor"]?.stringValue)
+            let borrowed = try user.call(.list, ["collection": "todos", "limit": 1, "cursor": .string(theirCursor)])
+            #expect(borrowed.status == .invalidArgument && borrowed.replyJSON["field"] == "cursor")
+            let theirFirst = try #require(theirPage["records"]?.arrayValue?.first?["id"]?.stringValue)
+            #expect(!borrowed.replyText.contains(theirFirst))
+            let ownPage = try ok(user.call(.list, ["collection": "todos", "limit": 1]), "LIST")
+            var position = try Cursor.decode(try #require(ownPage["nextCursor"]?.stringValue))
+            let beside = String(other.dropLast()) + (other.last == "0" ? "1" : "0")
+            var answers: [String] = []
+            for id in [other, beside] {
+                position["id"] = .string(id)
+                let page = try user.call(.list, ["collection": "todos", "limit": 1000, "cursor": .string(Cursor.encode(position))])
+                #expect(page.status == .ok, "a cursor at \(id): \(page.replyText)")
+                answers.append(Self.shape(page, id))
+            }
+            #expect(answers[0] == answers[1], "a cursor at another user's record pages on unlike one at a missing id")
             // The writes changed nothing: the other's record is where it was, at its revision.
             let after = try ok(admin.call(.get, ["collection": "todos", "id": .string(other)]), "GET")
             #expect(after["rev"]?.intValue == others[0].rev && after["data"]?["title"] != "x")
