@@ -25,6 +25,11 @@ import Testing
         configuration.token = "admin-secret"
     }
 
+    /// A PostgreSQL schema of its own for a test on `store`; nil on SQLite. The test drops it.
+    static func schema(_ store: ServerStore) throws -> TestSchema? {
+        store == .postgres ? try TestPostgres.newSchema() : nil
+    }
+
     static func ok(_ frame: Frame, _ what: String) throws -> JSON {
         guard frame.status == .ok else { throw ServerTestError("\(what): \(frame.replyText)") }
         return frame.replyJSON
@@ -140,8 +145,15 @@ import Testing
 
     /// A wrong password and an email no account has are answered alike; a disabled user cannot sign in, and their
     /// connection is refused at its next request; enabling lets them sign in again.
-    @Test func wrongCredentialsAnswerAlikeAndADisabledUserStops() throws {
-        try withServerOnPort0({ Self.configure(&$0) }) { _, port in
+    @Test(arguments: ServerStore.allCases) func wrongCredentialsAnswerAlikeAndADisabledUserStops(_ store: ServerStore)
+        throws
+    {
+        let schema = try Self.schema(store)
+        defer { schema?.drop() }
+        try withServerOnPort0({
+            Self.configure(&$0)
+            $0.postgresURL = schema?.url
+        }) { _, port in
             let session = try Self.session(port, .signUp, "dan@example.com", "dan's password")
             let wrongPassword = try Self.credentials(port, .signIn, "dan@example.com", "not dan's password")
             let wrongEmail = try Self.credentials(port, .signIn, "nobody@example.com", "dan's password")
@@ -203,11 +215,14 @@ import Testing
         #expect(ended.replyJSON["reason"]?.stringValue == "sessionEnded")
     }
 
-    @Test func sessionsExpireAndAreRevoked() async throws {
+    @Test(arguments: ServerStore.allCases) func sessionsExpireAndAreRevoked(_ store: ServerStore) async throws {
         let directory = temporaryTestDirectory("larder-accounts-expiry")
         defer { try? FileManager.default.removeItem(at: directory) }
+        let schema = try Self.schema(store)
+        defer { schema?.drop() }
         var configuration = ServerConfiguration.forTests(in: directory)
         Self.configure(&configuration)
+        configuration.postgresURL = schema?.url
         configuration.passwordAccounts?.limits.sessionTtlMs = 1_500
         let server = try LarderServer(configuration: configuration)
         let port = try server.start()
@@ -251,9 +266,12 @@ import Testing
 
     /// Failed sign-ins are counted per email and per address: past either limit SIGN_IN is RESOURCE_EXHAUSTED with
     /// `retryAfterMs`, the right password included. Password bounds and every account limit are in HELLO.
-    @Test func signInsAreRateLimitedAndPasswordsBounded() throws {
+    @Test(arguments: ServerStore.allCases) func signInsAreRateLimitedAndPasswordsBounded(_ store: ServerStore) throws {
+        let schema = try Self.schema(store)
+        defer { schema?.drop() }
         try withServerOnPort0({
             Self.configure(&$0)
+            $0.postgresURL = schema?.url
             $0.passwordAccounts?.limits.signInAttemptsPerAccount = 2
             $0.passwordAccounts?.limits.signInAttemptsPerAddress = 5
             $0.passwordAccounts?.limits.minPasswordBytes = 10
@@ -351,11 +369,14 @@ import Testing
     /// SESSION_REFRESH gives the user of a connection's session a new one with a full lifetime; HELLO says when a
     /// session ends; the old session stays in force until its own expiry. LarderClient refreshes by itself once less
     /// than half of the lifetime is left, and tells the app the new session.
-    @Test func sessionsAreRefreshedBeforeTheyExpire() async throws {
+    @Test(arguments: ServerStore.allCases) func sessionsAreRefreshedBeforeTheyExpire(_ store: ServerStore) async throws {
         let directory = temporaryTestDirectory("larder-accounts-refresh")
         defer { try? FileManager.default.removeItem(at: directory) }
+        let schema = try Self.schema(store)
+        defer { schema?.drop() }
         var configuration = ServerConfiguration.forTests(in: directory)
         Self.configure(&configuration)
+        configuration.postgresURL = schema?.url
         let ttl: Int64 = 6_000
         configuration.passwordAccounts?.limits.sessionTtlMs = Int(ttl)
         let server = try LarderServer(configuration: configuration)

@@ -192,6 +192,19 @@ import Testing
         }
         let seen = events.compactMap { $0.replyJSON["id"]?.stringValue }
         #expect(seen == [a4.id], "Alice's feed showed \(seen); Bob's were \(b3.id), \(b2.id)")
+        // Replayed from the start of the change log (`since`), the feed is still only Alice's.
+        let replay = try signIn(port(1), "alice")
+        let replayed = try ok(replay.call(.watch, ["collection": "todos", "since": 0]), "WATCH since 0")
+        let replaying = replayed["subscription"]!.intValue!
+        var again: [String] = []
+        while !again.contains(a4.id), let frame = try replay.receive(timeout: 120) {
+            if frame.opcode == .event && Int64(frame.requestID) == replaying, let id = frame.replyJSON["id"]?.stringValue {
+                again.append(id)
+            }
+        }
+        let bobs = Set([b1.id, b2.id, b3.id])
+        #expect(again.contains(a1.id) && again.contains(a4.id), "the replay missed Alice's changes: \(again)")
+        #expect(bobs.isDisjoint(with: again), "the replay showed Bob's records to Alice: \(again)")
 
         // A catalogue every signed-in user reads and only an admin writes.
         _ = try ok(admin.call(.rulesSet, ["collection": "catalogue", "rules": .object(catalogueRules)]), "RULES_SET")
@@ -312,11 +325,16 @@ import Testing
     /// upload), reads, lists and deletes them; Bob's every request about them answers as for a missing photo or
     /// record and changes nothing; a photo must name its record; a catalogue's photos are read by every user and
     /// attached only by an admin.
-    @Test func photosFollowTheirRecordsRules() throws {
+    @Test(arguments: ServerStore.allCases) func photosFollowTheirRecordsRules(_ store: ServerStore) throws {
         let directory = temporaryTestDirectory("larder-rules-photos")
         defer { try? FileManager.default.removeItem(at: directory) }
         let jwks = try Self.jwksFile(in: directory)
-        try withServerOnPort0({ Self.configure(&$0, jwks: jwks) }) { _, port in
+        let schema = store == .postgres ? try TestPostgres.newSchema() : nil
+        defer { schema?.drop() }
+        try withServerOnPort0({
+            Self.configure(&$0, jwks: jwks)
+            $0.postgresURL = schema?.url
+        }) { _, port in
             let admin = try RawClient.tcp(port: port)
             _ = try admin.hello(token: "admin-secret")
             for (collection, rules) in [("diary", Self.todoRules), ("catalogue", Self.catalogueRules)] {
