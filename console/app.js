@@ -5,8 +5,10 @@ import { parseFilter } from "./filter.js";
 
 const main = document.getElementById("main");
 const signinForm = document.getElementById("signin");
+const userForm = document.getElementById("signin-user");
 let larder = null;
 let canWrite = false;
+let isUser = false;  // signed in as a user: the collections' rules decide, and role-only pages are hidden
 let watch = null;  // the table's live subscription: { id, paused }
 
 /** An element: el("td", { class: "id" }, "text", child...). Text is always set as text, never as HTML. */
@@ -28,40 +30,72 @@ function errorText(error) {
   return error instanceof LarderError ? `${error.name}: ${error.message}` : String(error.message ?? error);
 }
 
-async function signIn(token) {
-  larder = await Larder.connect(`${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`, { token });
-  const role = larder.hello.authRequired ? larder.hello.role : "admin";
-  canWrite = role === "write" || role === "admin";
-  document.getElementById("role").textContent = `role: ${role}`;
+const socketURL = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`;
+
+/** Connects with `credentials`: { token }, { idToken } or { session } (Larder.connect). */
+async function signIn(credentials) {
+  larder = await Larder.connect(socketURL, credentials);
+  isUser = Boolean(larder.hello.user);
+  const role = isUser ? null : larder.hello.authRequired ? larder.hello.role : "admin";
+  // A user's writes are the rules' to allow: the page offers them, and the server refuses what the rules forbid.
+  canWrite = isUser || role === "write" || role === "admin";
+  document.getElementById("role").textContent = isUser ? `user: ${larder.hello.user.id}` : `role: ${role}`;
+  document.getElementById("stats-link").hidden = isUser;
   document.getElementById("nav").hidden = false;
   larder.onClose = () => { document.getElementById("role").textContent = "disconnected"; };
   larder.onEvent = (event) => liveEvent(event);
 }
 
-signinForm.addEventListener("submit", async (event) => {
-  event.preventDefault();
-  const token = document.getElementById("token").value;
-  const errorLine = document.getElementById("signin-error");
+/**
+ * Signs in with what `credentials` gives, keeps it for this tab (sessionStorage) and opens the first page; a refusal
+ * is shown on `errorLine`.
+ */
+async function start(credentials, errorLine) {
   errorLine.textContent = "";
   try {
-    await signIn(token);
-    sessionStorage.setItem("larder.token", token);
+    await signIn(credentials);
+    sessionStorage.setItem("larder.credentials", JSON.stringify(credentials));
     if (!location.hash || location.hash === "#/") location.hash = "#/collections";
     else route();
   } catch (error) {
     errorLine.textContent = `Sign-in refused: ${errorText(error)}`;
   }
+}
+
+signinForm.addEventListener("submit", (event) => {
+  event.preventDefault();
+  start({ token: document.getElementById("token").value }, document.getElementById("signin-error"));
 });
 
-document.getElementById("signout").addEventListener("click", () => {
-  sessionStorage.removeItem("larder.token");
+// A user: an account the server keeps (SIGN_IN on a connection without credentials answers a session, which the
+// next connection presents), or an ID token from the app's identity provider.
+document.getElementById("signin-user").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const errorLine = document.getElementById("signin-user-error");
+  const idToken = document.getElementById("idtoken").value.trim();
+  if (idToken) return start({ idToken }, errorLine);
+  errorLine.textContent = "";
+  try {
+    const anonymous = await Larder.connect(socketURL);
+    const answer = await anonymous.request(Opcode.SIGN_IN, {
+      email: document.getElementById("email").value, password: document.getElementById("password").value });
+    anonymous.close();
+    await start({ session: answer.session }, errorLine);
+  } catch (error) {
+    errorLine.textContent = `Sign-in refused: ${errorText(error)}`;
+  }
+});
+
+document.getElementById("signout").addEventListener("click", async () => {
+  sessionStorage.removeItem("larder.credentials");
+  if (larder?.hello?.user && !larder.closed) await larder.request(Opcode.SIGN_OUT).catch(() => {});
   larder?.close();
   location.hash = "";
   location.reload();
 });
 
 async function route() {
-  if (!larder) return show(signinForm);
+  if (!larder) return show(signinForm, userForm);
   if (watch) {
     const ending = watch;
     watch = null;
@@ -80,7 +114,22 @@ async function route() {
 }
 window.addEventListener("hashchange", route);
 
+/** A user may not list collections (COLLECTIONS is a role token's): they open one by name, as their app does. */
+function openCollectionPage() {
+  const name = el("input", { id: "collection-name", "aria-label": "collection", placeholder: "todos", required: true });
+  const opened = JSON.parse(sessionStorage.getItem("larder.opened") ?? "[]");
+  show(el("h2", {}, "Collections"),
+    el("form", { class: "toolbar", id: "open-collection", onsubmit: (event) => {
+      event.preventDefault();
+      const collection = name.value.trim();
+      sessionStorage.setItem("larder.opened", JSON.stringify([...new Set([collection, ...opened])].slice(0, 20)));
+      location.hash = `#/c/${encodeURIComponent(collection)}`;
+    } }, name, el("button", { type: "submit" }, "Open")),
+    el("ul", { id: "opened" }, ...opened.map((c) => el("li", {}, el("a", { href: `#/c/${encodeURIComponent(c)}` }, c)))));
+}
+
 async function collectionsPage() {
+  if (isUser) return openCollectionPage();
   const { collections } = await larder.request(Opcode.COLLECTIONS);
   const rows = collections.map((c) =>
     el("tr", {}, el("td", {}, el("a", { href: `#/c/${encodeURIComponent(c.name)}` }, c.name)),
@@ -133,10 +182,11 @@ async function recordsPage(collection) {
     table.cursors[table.page + 1] = answer.nextCursor;
     const fields = new Set();
     for (const record of answer.records) for (const name of Object.keys(record.data ?? {})) fields.add(name);
-    if (!table.columns) table.columns = [...fields].slice(0, 6);
-    drawColumns([...new Set([...table.columns, ...fields])]);
+    // The columns are chosen from the first page that has records (an empty one has no fields to show).
+    if (!table.columns && answer.records.length) table.columns = [...fields].slice(0, 6);
+    drawColumns([...new Set([...(table.columns ?? []), ...fields])]);
     head.replaceChildren(el("tr", {}, el("th", {}, "id"), el("th", {}, "rev"),
-      ...table.columns.map((name) => el("th", {}, el("button", { type: "button", "data-sort": name,
+      ...(table.columns ?? []).map((name) => el("th", {}, el("button", { type: "button", "data-sort": name,
         onclick: () => sortBy(name) }, name + (table.sort === name ? (table.order === "asc" ? " ▲" : " ▼") : ""))))));
     body.replaceChildren(...answer.records.map(row));
     info.textContent = `page ${table.page + 1}, ${answer.records.length} records`;
@@ -145,6 +195,7 @@ async function recordsPage(collection) {
   }
 
   function row(record) {
+    if (!table.columns) table.columns = Object.keys(record.data ?? {}).slice(0, 6);
     const copy = el("button", { type: "button", title: "copy the id", "aria-label": `copy ${record.id}`,
       onclick: () => navigator.clipboard?.writeText(record.id) }, "copy");
     return el("tr", { "data-id": record.id },
@@ -156,8 +207,9 @@ async function recordsPage(collection) {
 
   function drawColumns(all) {
     columnsBox.replaceChildren(el("summary", {}, "Columns"), ...all.map((name) => el("label", {},
-      el("input", { type: "checkbox", checked: table.columns.includes(name), onchange: (event) => {
-        table.columns = event.target.checked ? [...table.columns, name] : table.columns.filter((c) => c !== name);
+      el("input", { type: "checkbox", checked: (table.columns ?? []).includes(name), onchange: (event) => {
+        const shown = table.columns ?? [];
+        table.columns = event.target.checked ? [...shown, name] : shown.filter((c) => c !== name);
         load();
       } }), name, " ")));
   }
@@ -464,9 +516,9 @@ function chart(rows) {
   return svg;
 }
 
-const saved = sessionStorage.getItem("larder.token");
+const saved = sessionStorage.getItem("larder.credentials");
 if (saved !== null) {
-  signIn(saved).then(route, () => show(signinForm));
+  signIn(JSON.parse(saved)).then(route, () => show(signinForm, userForm));
 } else {
   route();
 }

@@ -10,6 +10,7 @@ export const Opcode = Object.freeze({
   BLOB_PUT: 0x0030, BLOB_GET: 0x0031, BLOB_HEAD: 0x0032, BLOB_DELETE: 0x0033, BLOB_LIST: 0x0034,
   BLOB_UPLOAD: 0x0035, BLOB_UPLOAD_CHUNK: 0x0036, BLOB_UPLOAD_STATUS: 0x0037, BLOB_UPLOAD_FINISH: 0x0038,
   BLOB_UPLOAD_ABORT: 0x0039,
+  RULES_GET: 0x0026, SIGN_IN: 0x0028, SIGN_OUT: 0x0029,
   STATS: 0x0040, WATCH: 0x0050, UNWATCH: 0x0051, EVENT: 0x0052,
 });
 
@@ -148,8 +149,11 @@ export class Larder {
     socket.addEventListener("close", (event) => this.#ended(event));
   }
 
-  /** Opens the WebSocket and sends HELLO; rejects with the server's error (a wrong token: UNAUTHENTICATED). */
-  static async connect(url, { token, client = "larder-console" } = {}) {
+  /**
+   * Opens the WebSocket and sends HELLO with at most one credential: a role `token`, a user's `idToken`, or the
+   * `session` of an account the server keeps; rejects with the server's error (a wrong one: UNAUTHENTICATED).
+   */
+  static async connect(url, { token, idToken, session, client = "larder-console" } = {}) {
     const socket = new WebSocket(url);
     await new Promise((resolve, reject) => {
       socket.addEventListener("open", resolve, { once: true });
@@ -158,6 +162,8 @@ export class Larder {
     const larder = new Larder(socket);
     const hello = { versions: [1], compression: ["zlib"], client };
     if (token) hello.token = token;
+    if (idToken) hello.idToken = idToken;
+    if (session) hello.session = session;
     larder.hello = await larder.request(Opcode.HELLO, hello);
     larder.compression = larder.hello.compression;
     larder.threshold = larder.hello.compressionThreshold ?? 1024;

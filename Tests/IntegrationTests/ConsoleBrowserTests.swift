@@ -25,6 +25,9 @@ import Testing
         configuration.consolePort = 0
         configuration.consoleDirectory = ConsoleTests.consoleDirectory
         configuration.tokenFile = tokens
+        var accounts = PasswordAccountSettings()
+        accounts.hashParameters = .init(iterations: 1, memoryKiB: 64, parallelism: 1)
+        configuration.passwordAccounts = accounts
         let server = try LarderServer(configuration: configuration)
         let port = try server.start()
         defer { server.shutdown() }
@@ -122,6 +125,18 @@ import Testing
         #expect(results["readControls"]?.intValue == 0, "a read token sees no edit controls")
         #expect(results["readForged"]?.stringValue == "PERMISSION_DENIED")
         #expect(results["foreignOrigin"]?.stringValue == "refused")
+        // Users see only their own todos (the samples' have no owner), and no Stats page.
+        #expect(results["userWrongPassword"]?.stringValue?.contains("UNAUTHENTICATED") == true)
+        let ann = results["users"]?["ann@example.com"]
+        let bob = results["users"]?["bob@example.com"]
+        #expect(ann?["role"]?.stringValue?.hasPrefix("user: larder|") == true)
+        #expect(ann?["statsShown"] == .bool(false))
+        #expect(ann?["before"]?.arrayValue?.isEmpty == true && bob?["before"]?.arrayValue?.isEmpty == true)
+        let annsTodo = try #require(ann?["after"]?.arrayValue?.first?.stringValue)
+        #expect(ann?["after"]?.arrayValue?.count == 1 && bob?["after"]?.arrayValue?.isEmpty == true)
+        let stored = try c.call(.get, ["collection": "todos", "id": .string(annsTodo)]).replyJSON
+        #expect(stored["data"]?["title"] == "ann's todo")
+        #expect(stored["data"]?["$owner"]?.stringValue == ann?["role"]?.stringValue.map { String($0.dropFirst(6)) })
         #expect(results["consoleErrors"]?.arrayValue?.isEmpty == true, "console errors: \(run.stderr.suffix(2000))")
     }
 }

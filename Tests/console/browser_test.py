@@ -230,6 +230,51 @@ def main():
         }""", os.environ["READ_TOKEN"])
         reader.close()
 
+        # Users: accounts the server keeps sign in with an email and a password, open a collection by name (COLLECTIONS
+        # is a role token's), and see only their own records under the rules; a wrong password is refused.
+        cli("rules", "set", "todos", "--read", "owner", "--create", "owner", "--update", "owner", "--delete", "owner")
+        password = "a long password"
+        for email in ("ann@example.com", "bob@example.com"):
+            subprocess.run(CLI[:-1] + ["users", "create", email], input=password + "\n", text=True, check=True,
+                           capture_output=True, timeout=120)
+        users = {}
+        for email, typed in (("ann@example.com", "wrong password"), ("ann@example.com", password),
+                             ("bob@example.com", password)):
+            signed = browser.new_context(viewport={"width": 1280, "height": 800})
+            signed.set_default_timeout(DEADLINE_MS)
+            upage = signed.new_page()
+            watch_errors(upage, email)
+            upage.goto(URL + "/")
+            upage.fill("#email", email)
+            upage.fill("#password", typed)
+            upage.click("#signin-user button[type=submit]")
+            if typed != password:
+                expect(upage.locator("#signin-user-error")).to_contain_text("UNAUTHENTICATED")
+                results["userWrongPassword"] = upage.text_content("#signin-user-error")
+                signed.close()
+                continue
+            upage.wait_for_selector("#open-collection")
+            seen = {"role": upage.text_content("#role"), "statsShown": upage.is_visible("#stats-link")}
+            upage.fill("#collection-name", "todos")
+            upage.click("#open-collection button[type=submit]")
+            expect(upage.locator("#page-info")).to_contain_text("page 1")
+            seen["before"] = table_ids(upage)
+            if email.startswith("ann"):
+                upage.click("#create")
+                upage.wait_for_selector("#json")
+                upage.fill("#json", json.dumps({"title": "ann's todo", "isFinish": False}))
+                upage.click("#save")
+                expect(upage.locator("#save")).to_have_text("Save")
+                upage.goto(f"{URL}/#/c/todos")
+                expect(upage.locator("#records tbody tr")).to_have_count(1)
+                # The collection was empty when first opened: its columns come from the first page with records.
+                expect(upage.locator("#records thead button[data-sort='title']")).to_have_count(1)
+                shoot(upage, "user-records")
+            seen["after"] = table_ids(upage)
+            users[email] = seen
+            signed.close()
+        results["users"] = users
+
         # Another origin's page is refused at the upgrade.
         server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
         threading.Thread(target=server.serve_forever, daemon=True).start()
