@@ -69,12 +69,38 @@ final class AccessCache: Sendable {
     /// The user whose session `key` is in force, from the copy when it is current; nil when this copy cannot
     /// answer (the caller then reads the store, `checkSession`).
     func cachedUser(ofSession key: [UInt8], now: UInt64 = monotonicMs()) -> String? {
+        sessionVerdict(key, now: now)?.value
+    }
+
+    /// What a copy says, for a connection to keep (`AccessMemo`): it holds while the store's `accessGeneration` is
+    /// `generation` and the monotonic clock is before `untilMs`, exactly as long as the copy itself is used.
+    struct Verdict<Value> {
+        var value: Value
+        var generation: UInt64
+        var untilMs: UInt64
+
+        func holds(generation current: UInt64, now: UInt64) -> Bool { generation == current && now < untilMs }
+    }
+
+    /// The store's access generation now.
+    var generation: UInt64 { store.accessGeneration }
+
+    /// The last moment (monotonic, ms) a copy read at `readAtMs` is used, past which it is read again.
+    private func until(readAtMs: UInt64) -> UInt64 {
+        guard let window = sharedWindowMs else { return .max }
+        return readAtMs &+ window
+    }
+
+    /// The copy's verdict on session `key` (its user), nil when this copy cannot answer.
+    func sessionVerdict(_ key: [UInt8], now: UInt64) -> Verdict<String>? {
         let current = store.accessGeneration
-        return state.withLock { state -> String? in
+        return state.withLock { state -> Verdict<String>? in
             guard let entry = state.sessions[SessionKey(bytes: key)], now < entry.expiresAtMs,
                 fresh(generation: entry.generation, readAtMs: entry.readAtMs, current: current, now: now)
             else { return nil }
-            return entry.user
+            return Verdict(
+                value: entry.user, generation: entry.generation,
+                untilMs: min(entry.expiresAtMs, until(readAtMs: entry.readAtMs)))
         }
     }
 
@@ -111,12 +137,17 @@ final class AccessCache: Sendable {
     /// `collection`'s rules from the copy when it is current, nil when this copy cannot answer (no rules, or none
     /// known: the caller then reads the store, `rules`).
     func cachedRules(_ collection: String, now: UInt64 = monotonicMs()) -> CollectionRules? {
+        rulesVerdict(collection, now: now)?.value
+    }
+
+    /// The copy's verdict on `collection`'s rules, nil when this copy cannot answer.
+    func rulesVerdict(_ collection: String, now: UInt64) -> Verdict<CollectionRules>? {
         let current = store.accessGeneration
-        return state.withLock { state -> CollectionRules? in
+        return state.withLock { state -> Verdict<CollectionRules>? in
             guard let entry = state.rules[collection],
                 fresh(generation: entry.generation, readAtMs: entry.readAtMs, current: current, now: now)
             else { return nil }
-            return entry.rules
+            return Verdict(value: entry.rules, generation: entry.generation, untilMs: until(readAtMs: entry.readAtMs))
         }
     }
 
@@ -131,4 +162,13 @@ final class AccessCache: Sendable {
         }
         return rules
     }
+}
+
+/// One connection's last verdicts from `AccessCache`: its session's, and the rules of the collection it last read.
+/// Used on the connection's event loop only, without the table's lock or a hash of the session key, for exactly as
+/// long as the copies they came from would be (`AccessCache.Verdict.holds`).
+struct AccessMemo {
+    var session: AccessCache.Verdict<String>?
+    var collection = ""
+    var rules: AccessCache.Verdict<CollectionRules>?
 }

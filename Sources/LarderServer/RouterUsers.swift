@@ -1,4 +1,5 @@
 import Foundation
+import LarderIO
 import LarderStore
 import LarderWire
 
@@ -129,7 +130,9 @@ extension Router {
     /// when nothing needs reading but the record: the caller's session and the collection's rules are current in
     /// `access`, and the store answers point reads locally. Nil otherwise: the request then takes the work pool
     /// (`submitRuledRead`), which reads what is missing and keeps it for the next one. `reads`: as for `answerInline`.
-    func inlineRuledGet(_ frame: Frame, caller: RuledCaller, reads: @autoclosure () -> any PointReads) -> Reply? {
+    func inlineRuledGet(
+        _ frame: Frame, caller: RuledCaller, memo: inout AccessMemo, reads: @autoclosure () -> any PointReads
+    ) -> Reply? {
         guard pointReadsAreLocal, frame.binary.isEmpty, let request = GetRequest.fast(frame.json),
             request.afterSeq == nil
         else { return nil }
@@ -137,10 +140,25 @@ extension Router {
         // compares bytes (`CachedPointReads.getJSON`).
         var name = request.collection
         guard name.withUTF8({ $0.allSatisfy { $0 < 0x80 } }) else { return nil }
-        if let session = caller.session {
-            guard let user = access.cachedUser(ofSession: session), user == caller.user else { return nil }
+        let now = monotonicMs()
+        let generation = access.generation
+        if let session = caller.session, memo.session?.holds(generation: generation, now: now) != true {
+            guard let verdict = access.sessionVerdict(session, now: now), verdict.value == caller.user else {
+                return nil
+            }
+            memo.session = verdict
         }
-        guard let rules = access.cachedRules(request.collection) else { return nil }
+        let rules: CollectionRules
+        if let verdict = memo.rules, memo.collection == request.collection,
+            verdict.holds(generation: generation, now: now)
+        {
+            rules = verdict.value
+        } else {
+            guard let verdict = access.rulesVerdict(request.collection, now: now) else { return nil }
+            memo.collection = request.collection
+            memo.rules = verdict
+            rules = verdict.value
+        }
         let json: [UInt8]
         do throws(LarderError) {
             if let owner = try RulesGate.admit(rules, .get, collection: request.collection, caller: caller) {

@@ -53,6 +53,8 @@ final class ServerConnection: EventLoopHandler, @unchecked Sendable {
         writeLaneStorage = lane
         return lane
     }
+    /// The session and rules verdicts this connection's last GET held to the rules was checked with (loop only).
+    @exclusivity(unchecked) private var accessMemo = AccessMemo()
     /// This connection's writes on its lane and not yet answered (`LaneWrites`).
     @exclusivity(unchecked) private var laneWrites = LaneWrites()
     /// When a watching connection's session is next checked (`checkSessionWhileWatching`; 0: not scheduled), and
@@ -318,7 +320,8 @@ final class ServerConnection: EventLoopHandler, @unchecked Sendable {
         }
         if machine.followsRules, frame.opcode == .get,
             let reply = router.inlineRuledGet(
-                frame, caller: RuledCaller(user: machine.user, session: machine.session), reads: shard.pointReads)
+                frame, caller: RuledCaller(user: machine.user, session: machine.session), memo: &accessMemo,
+                reads: shard.pointReads)
         {
             return finish(Answer(reply: reply, started: started))
         }
