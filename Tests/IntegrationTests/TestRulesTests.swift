@@ -75,10 +75,12 @@ import Testing
     }
 
     /// A test of a suite with `.ownThreads` runs on the threads made for it, not on the ones every task shares, and
-    /// so does an async test after each of its waits.
+    /// so does an async test after a wait that another thread ends (as a socket's or a child process's answer does).
     @Test func aTestRunsOnThreadsOfItsOwn() async throws {
         let before = TestRulesTests.threadName()
-        try await Task.sleep(for: .milliseconds(1))
+        await withCheckedContinuation { (answered: CheckedContinuation<Void, Never>) in
+            Thread.detachNewThread { answered.resume() }
+        }
         let after = TestRulesTests.threadName()
         #expect(before.hasPrefix("test-") && after.hasPrefix("test-"), "ran on \(before), then \(after)")
     }
