@@ -210,7 +210,7 @@ package final class PasswordAccounts: SessionSignIn {
         let window = Int64(limits.signInWindowMs)
         let keys = [("account:" + email, limits.signInAttemptsPerAccount), ("address:" + address, limits.signInAttemptsPerAddress)]
         for (key, limit) in keys {
-            if let wait = failures.retryAfter(key, limit: limit, window: window, now: now) {
+            if let wait = try retryAfter(key, limit: limit, window: window, now: now) {
                 throw LarderError(
                     .resourceExhausted,
                     "too many failed sign-ins \(key.hasPrefix("account:") ? "for this email" : "from this address"); "
@@ -221,7 +221,10 @@ package final class PasswordAccounts: SessionSignIn {
         let account = try store.account(email)
         let right = try check(request.password, against: account?.passwordHash)
         guard right, let account else {
-            for (key, _) in keys { failures.failed(key, window: window, now: now) }
+            for (key, _) in keys {
+                failures.failed(key, window: window, now: now)
+                try? store.countSharedSignInFailure(key, now: now, window: window)
+            }
             throw LarderError(.unauthenticated, "the email or the password is wrong", field: "password")
         }
         guard !account.disabled else {
@@ -232,6 +235,15 @@ package final class PasswordAccounts: SessionSignIn {
         newSession(account, done) { (c) throws(LarderError) in
             if let rehash { try c.setPasswordHash(account: account.id, rehash) }
         }
+    }
+
+    /// Milliseconds until `key` may sign in again, or nil when it may now: from this server's count, and on a shared
+    /// store from the count of every server of the database.
+    private func retryAfter(_ key: String, limit: Int, window: Int64, now: Int64) throws(LarderError) -> Int64? {
+        if let wait = failures.retryAfter(key, limit: limit, window: window, now: now) { return wait }
+        guard let shared = try store.sharedSignInFailures(key, now: now, window: window), shared.failures >= limit
+        else { return nil }
+        return shared.start + window - now
     }
 
     private func signOut(
@@ -354,7 +366,8 @@ package final class PasswordAccounts: SessionSignIn {
 }
 
 /// Failed sign-ins counted per key (an email, an address) over a fixed window: past the limit, SIGN_IN for that key
-/// is refused until the window that started with its first failure ends. Each server counts its own.
+/// is refused until the window that started with its first failure ends. This server's own count; servers sharing a
+/// database also count together in it (`DocumentStore.countSharedSignInFailure`).
 final class SignInFailures: Sendable {
     private struct Window {
         var start: Int64

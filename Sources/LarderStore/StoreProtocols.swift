@@ -313,6 +313,14 @@ public protocol DocumentStore: Sendable {
     /// The account whose session `key` (the SHA-256 of its token) is in force at `now` (milliseconds since 1970): the
     /// session exists, has not expired, and its account is not disabled; with the session's expiry. Nil otherwise.
     func sessionAccount(key: [UInt8], now: Int64) throws(LarderError) -> SessionInForce?
+    /// The failed sign-ins of `key` (an email, an address) that every process sharing the database counted in the
+    /// window that started at `start` and is still open at `now`; nil when none, and always on a store only this
+    /// process uses (the server counts those itself).
+    func sharedSignInFailures(_ key: String, now: Int64, window: Int64) throws(LarderError)
+        -> (start: Int64, failures: Int)?
+    /// Counts a failed sign-in of `key` where every process sharing the database sees it: in the open window, or in a
+    /// new one from `now`. Nothing on a store only this process uses.
+    func countSharedSignInFailure(_ key: String, now: Int64, window: Int64) throws(LarderError)
     /// Moves after the COMMIT of every write made through this process that takes access away or changes it: a
     /// session deleted (signed out, revoked), an account disabled or deleted, a collection's rules set. It moves before
     /// that write is answered, so a copy of a session or of rules read from the store when it had another value may be
@@ -398,6 +406,12 @@ extension DocumentStore {
     public var followerLag: FollowerLag? { nil }
     public var pointReadsAreLocal: Bool { true }
     public var isShared: Bool { false }
+    public func sharedSignInFailures(_ key: String, now: Int64, window: Int64) throws(LarderError)
+        -> (start: Int64, failures: Int)?
+    {
+        nil
+    }
+    public func countSharedSignInFailure(_ key: String, now: Int64, window: Int64) throws(LarderError) {}
     public var snapshots: (any SnapshotStore)? { nil }
     public var startupWarnings: [String] { [] }
     public var commitDescription: String? { nil }

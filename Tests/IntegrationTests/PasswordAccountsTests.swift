@@ -143,6 +143,33 @@ import Testing
         #expect(try store.sessionAccount(key: Array(carol.utf8), now: 0) == nil)
     }
 
+    /// Failed sign-ins are counted by every server of one PostgreSQL together: failures spread over two servers reach
+    /// the per-email limit, and the right password is then refused on either, with `retryAfterMs`.
+    @Test func signInLimitsHoldAcrossServersOfOnePostgreSQL() throws {
+        let schema = try TestPostgres.newSchema()
+        defer { schema.drop() }
+        let directory = temporaryTestDirectory("larder-accounts-pg-limits")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let servers = try Self.postgresServers(2, url: schema.url, in: directory) { _, configuration in
+            Self.configure(&configuration)
+            configuration.passwordAccounts?.limits.signInAttemptsPerAccount = 3
+        }
+        defer { for server in servers { server.shutdown() } }
+        let ports = try servers.map { try $0.start() }
+        _ = try Self.session(ports[0], .signUp, "fay@example.com", "fay's password")
+        for port in [ports[0], ports[1], ports[0]] {
+            #expect(try Self.credentials(port, .signIn, "fay@example.com", "a guess").status == .unauthenticated)
+        }
+        for port in ports {
+            let refused = try Self.credentials(port, .signIn, "fay@example.com", "fay's password")
+            #expect(refused.status == .resourceExhausted, "port \(port): \(refused.replyText)")
+            #expect((refused.replyJSON["retryAfterMs"]?.intValue ?? 0) > 0)
+        }
+        // Another email from the same address is not held by this one's failures.
+        _ = try Self.session(ports[1], .signUp, "gil@example.com", "gil's password")
+        _ = try Self.session(ports[1], .signIn, "gil@example.com", "gil's password")
+    }
+
     /// A wrong password and an email no account has are answered alike; a disabled user cannot sign in, and their
     /// connection is refused at its next request; enabling lets them sign in again.
     @Test(arguments: ServerStore.allCases) func wrongCredentialsAnswerAlikeAndADisabledUserStops(_ store: ServerStore)

@@ -48,6 +48,37 @@ extension PostgresStore {
         }
         return result.rows > 0 ? SessionInForce(user: result.text(0, 0), expiresAt: result.int(0, 1)) : nil
     }
+
+    public func sharedSignInFailures(_ key: String, now: Int64, window: Int64) throws(LarderError)
+        -> (start: Int64, failures: Int)?
+    {
+        let result = try readers.read { db throws(LarderError) in
+            try db.run([
+                PGStatement(
+                    "SELECT window_start, failures FROM sign_in_failures WHERE key = $1 AND window_start > $2",
+                    [.text(key), .int(now - window)], name: "sign_in_failures")
+            ])[0]
+        }
+        return result.rows > 0 ? (result.int(0, 0), Int(result.int(0, 1))) : nil
+    }
+
+    public func countSharedSignInFailure(_ key: String, now: Int64, window: Int64) throws(LarderError) {
+        // One statement, so that failures counted at once by several servers all count; windows that ended are
+        // dropped as they go by.
+        _ = try readers.read { db throws(LarderError) in
+            try db.run([
+                PGStatement(
+                    "INSERT INTO sign_in_failures AS f(key, window_start, failures) VALUES ($1, $2, 1) "
+                        + "ON CONFLICT (key) DO UPDATE SET "
+                        + "window_start = CASE WHEN f.window_start <= $3 THEN $2 ELSE f.window_start END, "
+                        + "failures = CASE WHEN f.window_start <= $3 THEN 1 ELSE f.failures + 1 END",
+                    [.text(key), .int(now), .int(now - window)], name: "sign_in_failure_count"),
+                PGStatement(
+                    "DELETE FROM sign_in_failures WHERE window_start <= $1", [.int(now - window)],
+                    name: "sign_in_failures_ended"),
+            ])
+        }
+    }
 }
 
 extension PGWriteContext {

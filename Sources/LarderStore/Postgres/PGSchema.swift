@@ -202,6 +202,16 @@ enum PGSchema {
                 CREATE INDEX IF NOT EXISTS sessions_account ON sessions(account);
                 """)
             ),
+            (
+                // Failed sign-ins per email and per address, counted by every server of the database together:
+                // each key's open window (from its first failure) and how many failed in it.
+                "sign-in failures",
+                .sql("""
+                CREATE TABLE IF NOT EXISTS sign_in_failures(
+                    key text COLLATE "C" PRIMARY KEY, window_start bigint NOT NULL, failures int NOT NULL);
+                CREATE INDEX IF NOT EXISTS sign_in_failures_start ON sign_in_failures(window_start);
+                """)
+            ),
         ]
     }
 
