@@ -123,6 +123,37 @@ import Testing
         #expect(try admin.call(.count, ["collection": "todos"]).status == .ok)
     }
 
+    /// Two issuers on one server, each with its own audience and keys: a token of either signs in, the same subject
+    /// of each is another user, and a token is checked against its own issuer's audience and keys only.
+    @Test func twoIssuersEachWithItsOwnAudienceAndKeys() throws {
+        let second = "https://second.example"
+        let root = temporaryTestDirectory("larder-oidc-second")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let secondKeys = root.appendingPathComponent("second.jwks").path
+        _ = FileManager.default.createFile(
+            atPath: secondKeys, contents: Data(TestKeys.jwksText([Self.keys.jwk("ec", id: "ec-2")])))
+        let server = try Server(
+            keys: [Self.keys.jwk("rsa", id: "rsa-1")],
+            arguments: ["--oidc-issuer", second, "--oidc-audience", "second-app", "--oidc-jwks", secondKeys])
+        let secondClaims = Self.claims(["iss": .string(second), "aud": "second-app"])
+        let fromSecond = try Self.keys.token(
+            header: ["alg": "ES256", "kid": "ec-2"], claims: secondClaims, signer: .ec("ec"))
+        var users: [String] = []
+        for token in [try Self.token(), fromSecond] {
+            let (answer, _) = try server.hello(idToken: token)
+            #expect(answer.status == .ok, "\(answer.replyText)")
+            users.append(try HelloResponse(json: answer.jsonObject()).user?.id ?? "none")
+        }
+        #expect(users == ["https://issuer.example|user-42", second + "|user-42"])
+        // The first issuer's key does not sign the second's tokens, nor does its audience admit them.
+        try Self.expectRefused(server, try Self.token(secondClaims), reason: "unknownKey", "no key \"rsa-1\"")
+        try Self.expectRefused(
+            server, try Self.keys.token(
+                header: ["alg": "ES256", "kid": "ec-2"], claims: Self.claims(["iss": .string(second)]), signer: .ec("ec")),
+            reason: "wrongAudience", "audience")
+    }
+
     @Test func everyBadTokenIsRefusedNamingWhatFailed() throws {
         let server = try Server(keys: [Self.keys.jwk("rsa", id: "rsa-1")], arguments: ["--oidc-leeway-ms", "1000"])
         let now = Int64(Date().timeIntervalSince1970)
