@@ -75,20 +75,30 @@ document.getElementById("signin-user").addEventListener("submit", async (event) 
   const idToken = document.getElementById("idtoken").value.trim();
   if (idToken) return start({ idToken }, errorLine);
   errorLine.textContent = "";
+  let anonymous = null;
   try {
-    const anonymous = await Larder.connect(socketURL);
+    anonymous = await Larder.connect(socketURL);
     const answer = await anonymous.request(Opcode.SIGN_IN, {
       email: document.getElementById("email").value, password: document.getElementById("password").value });
-    anonymous.close();
     await start({ session: answer.session }, errorLine);
   } catch (error) {
     errorLine.textContent = `Sign-in refused: ${errorText(error)}`;
+  } finally {
+    anonymous?.close();
   }
 });
 
 document.getElementById("signout").addEventListener("click", async () => {
+  const saved = JSON.parse(sessionStorage.getItem("larder.credentials") ?? "null");
   sessionStorage.removeItem("larder.credentials");
-  if (larder?.hello?.user && !larder.closed) await larder.request(Opcode.SIGN_OUT).catch(() => {});
+  // A session is revoked on the server (an ID token is its provider's): through this connection, or a new one when
+  // this one has ended.
+  if (saved?.session) {
+    const through = larder && !larder.closed ? larder : await Larder.connect(socketURL).catch(() => null);
+    await through?.request(Opcode.SIGN_OUT, { session: saved.session }).catch(() => {});
+    if (through !== larder) through?.close();
+  }
+  watch = null;
   larder?.close();
   location.hash = "";
   location.reload();

@@ -173,6 +173,7 @@ export class Larder {
   /** Sends a request; resolves with its answer's JSON (and `binary` when one came), rejects with a LarderError. */
   async request(opcode, body = {}, binary = undefined) {
     if (this.closed) throw this.closed;
+    if (this.socket.readyState !== WebSocket.OPEN) throw new Error("the connection is closing");
     const requestID = this.nextID++;
     let json = body && Object.keys(body).length ? encoder.encode(JSON.stringify(body)) : new Uint8Array(0);
     let flags = 0;

@@ -69,16 +69,21 @@ extension LarderClient {
         }
     }
 
-    /// Signs out: the server revokes the session, the open connections close, and the client connects without
-    /// one from then on; after `signIn(idToken:)`, the client forgets the token and its connections close (an ID
-    /// token is the identity provider's to revoke). Does nothing when not signed in.
+    /// Signs out: the server revokes the session (and the one it replaced at its last refresh, if the client
+    /// refreshed), the open connections close, and the client connects without one from then on; after
+    /// `signIn(idToken:)`, the client forgets the token and its connections close (an ID token is the identity
+    /// provider's to revoke). Does nothing when not signed in.
     ///
     /// - Throws: `UNAVAILABLE` or `DEADLINE_EXCEEDED` as any request (the client is signed out all the same).
     public func signOut() async throws(LarderError) {
         if currentIDToken.withLock({ t -> Bool in defer { t = nil }; return t != nil }) { close() }
         guard let old = currentSession.withLock({ s -> String? in defer { s = nil }; return s }) else { return }
-        sessionLife.withLock { $0 = SessionLife() }
+        let replaced = sessionLife.withLock { life -> String? in
+            defer { life = SessionLife() }
+            return life.replaced
+        }
         close()
+        if let replaced { _ = try await call(.signOut, SignOutRequest(session: replaced).json) }
         _ = try await call(.signOut, SignOutRequest(session: old).json)
     }
 
@@ -123,9 +128,15 @@ extension LarderClient {
             current = answer.session
             return true
         }
-        // A sign-in or sign-out meanwhile decided the session; this answer's is left to expire.
-        guard replaced else { return answer }
-        sessionLife.withLock { $0.expiresAt = answer.expiresAt }
+        // A sign-in or sign-out meanwhile decided the session: this answer's is revoked, unused.
+        guard replaced else {
+            if let made = answer.session { _ = try? await call(.signOut, SignOutRequest(session: made).json) }
+            return answer
+        }
+        sessionLife.withLock { life in
+            life.expiresAt = answer.expiresAt
+            life.replaced = old
+        }
         configuration.sessionRefreshed?(answer)
         return answer
     }
@@ -147,9 +158,12 @@ extension LarderClient {
         Task { [weak self] in
             guard let self else { return }
             let refreshed = (try? await self.refreshSession()) != nil
+            // Not again within a minute after a failure, nor within a quarter of the lifetime after a success (a clock
+            // far ahead of the server's would otherwise find every new session half spent).
+            let pause = refreshed ? max(60_000, Int64(ttl) / 4) : 60_000
             self.sessionLife.withLock { life in
                 life.refreshing = false
-                if !refreshed { life.notBefore = Int64(Date().timeIntervalSince1970 * 1000) + 60_000 }
+                life.notBefore = Int64(Date().timeIntervalSince1970 * 1000) + pause
             }
         }
     }
@@ -162,8 +176,10 @@ struct SessionLife: Sendable {
     var expiresAt: Int64?
     /// Whether a refresh is under way.
     var refreshing = false
-    /// No refresh by itself before this time (after one that failed).
+    /// No refresh by itself before this time (after one that failed, or soon after one that succeeded).
     var notBefore: Int64 = 0
+    /// The session the last refresh replaced, still in force until its own expiry: `signOut()` revokes it too.
+    var replaced: String?
 }
 
 // The accounts the server keeps, for an admin token.

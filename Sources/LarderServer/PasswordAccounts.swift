@@ -281,7 +281,13 @@ package final class PasswordAccounts: SessionSignIn {
         }
         try Self.checkSession(session, of: user, in: store)
         guard let account = try store.account(user), !account.disabled else { throw Self.sessionEnded }
-        newSession(account, done) { _ throws(LarderError) in }
+        // Checked again in the transaction that makes the new session: a sign-out, a password change or a disabling
+        // that commits after the check above either comes first there (and the refresh is refused) or revokes the new
+        // session with the others.
+        let now = Self.now()
+        newSession(account, done) { (c) throws(LarderError) in
+            guard try c.lockSessionInForce(key: session, account: account.id, now: now) else { throw Self.sessionEnded }
+        }
     }
 
     private func passwordChange(

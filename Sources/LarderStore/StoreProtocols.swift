@@ -225,6 +225,11 @@ public protocol WriteContext {
     func createSession(key: [UInt8], account id: String, expiresAt: Int64, now: Int64) throws(LarderError)
     /// Deletes the session `key`; false when there was none.
     func deleteSession(key: [UInt8]) throws(LarderError) -> Bool
+    /// Whether session `key` of account `id` is in force at `now` (the account enabled, the session not expired),
+    /// holding the account's row and the session's until the transaction ends: a change that revokes the account's
+    /// sessions (a password change, disabling, deletion) or this one (a sign-out) is ordered before or after this
+    /// transaction, never inside it, so a session made here is either refused or revoked with the others.
+    func lockSessionInForce(key: [UInt8], account id: String, now: Int64) throws(LarderError) -> Bool
     /// Deletes every session of account `id` but `keeping`, answering how many went.
     func deleteSessions(account id: String, keeping: [UInt8]?) throws(LarderError) -> Int
 }

@@ -127,6 +127,7 @@ import Testing
         #expect(results["foreignOrigin"]?.stringValue == "refused")
         // Users see only their own todos (the samples' have no owner), and no Stats page.
         #expect(results["userWrongPassword"]?.stringValue?.contains("UNAUTHENTICATED") == true)
+        #expect(results["userSessionAfterSignOut"]?.stringValue == "UNAUTHENTICATED", "Sign out left the session in force")
         let ann = results["users"]?["ann@example.com"]
         let bob = results["users"]?["bob@example.com"]
         #expect(ann?["role"]?.stringValue?.hasPrefix("user: larder|") == true)

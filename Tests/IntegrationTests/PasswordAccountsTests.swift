@@ -455,6 +455,16 @@ import Testing
         app.close()
         #expect(try await app.user == signedIn.user.id)
         await #expect(throws: LarderError.self) { try await LarderClient(port: port).refreshSession() }
+
+        // Signing out revokes the session and the one its refresh replaced.
+        let other = LarderClient(port: port)
+        defer { other.close() }
+        let before = try await other.signIn(email: "ida@example.com", password: "ida's password")
+        let after = try await other.refreshSession()
+        try await other.signOut()
+        for ended in [before.session, after.session] {
+            #expect(try Self.hello(port, session: try #require(ended)).0.status == .unauthenticated)
+        }
     }
 
     /// HELLO carries one credential at most; a session on a server without `--users` is refused.

@@ -272,6 +272,16 @@ def main():
                 shoot(upage, "user-records")
             seen["after"] = table_ids(upage)
             users[email] = seen
+            if email.startswith("ann"):
+                # Sign out revokes the session: presented again, it is refused.
+                kept = json.loads(upage.evaluate("() => sessionStorage.getItem('larder.credentials')"))
+                upage.click("#signout")
+                upage.wait_for_selector("#signin-user")
+                results["userSessionAfterSignOut"] = upage.evaluate("""async (session) => {
+                    const m = await import('/larder.js');
+                    try { await m.Larder.connect(`ws://${location.host}/ws`, { session }); return 'accepted'; }
+                    catch (e) { return e.name; }
+                }""", kept["session"])
             signed.close()
         results["users"] = users
 

@@ -141,6 +141,22 @@ extension PGWriteContext {
             ], writes: true)
     }
 
+    func lockSessionInForce(key: [UInt8], account id: String, now: Int64) throws(LarderError) -> Bool {
+        // Row locks, taken account first as every change of an account's sessions does (it updates the account's row
+        // first): a password change committed before this sees its statements wait, then find the session gone; one
+        // after it waits for this transaction and then deletes the session made here with the others.
+        let results = try run(
+            [
+                PGStatement(
+                    "UPDATE accounts SET disabled = disabled WHERE id = $1 AND NOT disabled", [.text(id)],
+                    name: "account_lock"),
+                PGStatement(
+                    "UPDATE sessions SET expires_at = expires_at WHERE key = $1 AND account = $2 AND expires_at > $3",
+                    [.bytes(key), .text(id), .int(now)], name: "session_lock"),
+            ], writes: true)
+        return results[0].affected == 1 && results[1].affected == 1
+    }
+
     func deleteSession(key: [UInt8]) throws(LarderError) -> Bool {
         let core = self.core
         afterCommit.append { core.accessChanged() }

@@ -81,6 +81,15 @@ extension SQLiteWriteContext {
             [.blob(key), .text(id), .int(expiresAt)])
     }
 
+    func lockSessionInForce(key: [UInt8], account id: String, now: Int64) throws(LarderError) -> Bool {
+        // The writer's transaction is the only one: reading in it is enough.
+        guard try db.run("UPDATE accounts SET disabled = disabled WHERE id = ?1 AND disabled = 0", [.text(id)]) == 1
+        else { return false }
+        return try db.run(
+            "UPDATE sessions SET expires_at = expires_at WHERE key = ?1 AND account = ?2 AND expires_at > ?3",
+            [.blob(key), .text(id), .int(now)]) == 1
+    }
+
     func deleteSession(key: [UInt8]) throws(LarderError) -> Bool {
         let core = self.core
         afterCommit.append { core.accessChanged() }
