@@ -2,6 +2,7 @@ import Foundation
 import LarderClient
 import LarderServer
 import LarderSync
+import LarderTestProcess
 import LarderTestSupport
 import LarderTestThreads
 import Synchronization
@@ -97,8 +98,9 @@ import Testing
         let first = try ServerChild(dataDirectory: directory, arguments: ["--postgres", schema.url])
         #expect(first.stop() == 0)
         try? FileManager.default.removeItem(atPath: first.logPath)
+        let timeoutMs = 3000 * SanitizerBuild.current.timeFactor
         let server = try ServerChild(
-            dataDirectory: directory, arguments: ["--postgres", schema.url, "--postgres-timeout-ms", "3000"])
+            dataDirectory: directory, arguments: ["--postgres", schema.url, "--postgres-timeout-ms", "\(timeoutMs)"])
         defer {
             _ = server.stop()
             try? FileManager.default.removeItem(atPath: server.logPath)
@@ -115,7 +117,8 @@ import Testing
         } catch {
             #expect(error.status == .unavailable, "\(error)")
             #expect(error.message.contains("PostgreSQL at"), "\(error.message)")
-            #expect(error.message.contains("no answer within 3000 ms (--postgres-timeout-ms)"), "\(error.message)")
+            #expect(
+                error.message.contains("no answer within \(timeoutMs) ms (--postgres-timeout-ms)"), "\(error.message)")
         }
         _ = try gate.run([PGStatement("COMMIT")])
         #expect(try await client.get("items", id: kept.id).data["n"] == 1)

@@ -29,6 +29,17 @@ public enum SanitizerBuild: Sendable {
         }
     }
 
+    /// How many times longer to allow a deadline that a test sets on the server itself (an option such as
+    /// `--postgres-timeout-ms`), where a plain build's margin is not enough: instrumented code runs about 2x slower
+    /// under AddressSanitizer and 5-15x under ThreadSanitizer, and the sanitized suite loads the machine more.
+    public var timeFactor: Int {
+        switch self {
+        case .none: 1
+        case .address: 5
+        case .thread: 10
+        }
+    }
+
     /// What AddressSanitizer keeps of freed memory before reusing it (its `quarantine_size_mb`, 256 MiB unless the
     /// options say otherwise): a process that streams far more than that through short-lived buffers holds this much
     /// more at its peak. Zero under the other builds.
