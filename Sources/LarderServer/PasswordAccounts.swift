@@ -274,11 +274,7 @@ package final class PasswordAccounts: SessionSignIn {
         _ request: SessionRefreshRequest, _ caller: AccountCaller,
         _ done: @escaping @Sendable (Result<([UInt8], [UInt8]), LarderError>) -> Void
     ) throws(LarderError) {
-        guard let session = caller.session, let user = caller.user else {
-            throw LarderError(
-                .permissionDenied,
-                "SESSION_REFRESH needs a connection signed in with a session (HELLO's session); sign in instead")
-        }
+        let (session, user) = try Self.signedInWithSession(caller, .sessionRefresh)
         try Self.checkSession(session, of: user, in: store)
         guard let account = try store.account(user), !account.disabled else { throw Self.sessionEnded }
         // Checked again in the transaction that makes the new session: a sign-out, a password change or a disabling
@@ -290,14 +286,22 @@ package final class PasswordAccounts: SessionSignIn {
         }
     }
 
+    /// The session key and user of a caller signed in with a session, or PERMISSION_DENIED naming `opcode`.
+    private static func signedInWithSession(_ caller: AccountCaller, _ opcode: Opcode) throws(LarderError)
+        -> (session: [UInt8], user: String)
+    {
+        guard let session = caller.session, let user = caller.user else {
+            throw LarderError(
+                .permissionDenied, "\(opcode.name) needs a connection signed in with a session (HELLO's session)")
+        }
+        return (session, user)
+    }
+
     private func passwordChange(
         _ request: PasswordChangeRequest, _ caller: AccountCaller,
         _ done: @escaping @Sendable (Result<([UInt8], [UInt8]), LarderError>) -> Void
     ) throws(LarderError) {
-        guard let session = caller.session, let user = caller.user else {
-            throw LarderError(
-                .permissionDenied, "PASSWORD_CHANGE needs a connection signed in with a session (HELLO's session)")
-        }
+        let (session, user) = try Self.signedInWithSession(caller, .passwordChange)
         try Self.checkSession(session, of: user, in: store)
         guard let account = try store.account(user) else { throw Self.sessionEnded }
         guard try check(request.oldPassword, against: account.passwordHash) else {

@@ -30,6 +30,26 @@ import Testing
         store == .postgres ? try TestPostgres.newSchema() : nil
     }
 
+    /// A started server with accounts (`configure`d) on `store`, in a directory and, on PostgreSQL, a schema of its
+    /// own: its port, and what stops it and removes both.
+    static func accountsServer(
+        _ store: ServerStore, _ name: String, _ configure: (inout ServerConfiguration) -> Void
+    ) throws -> (port: Int, stop: () -> Void) {
+        let directory = temporaryTestDirectory(name)
+        let schema = try Self.schema(store)
+        var configuration = ServerConfiguration.forTests(in: directory)
+        Self.configure(&configuration)
+        configuration.postgresURL = schema?.url
+        configure(&configuration)
+        let server = try LarderServer(configuration: configuration)
+        let port = try server.start()
+        return (port, {
+            server.shutdown()
+            schema?.drop()
+            try? FileManager.default.removeItem(at: directory)
+        })
+    }
+
     static func ok(_ frame: Frame, _ what: String) throws -> JSON {
         guard frame.status == .ok else { throw ServerTestError("\(what): \(frame.replyText)") }
         return frame.replyJSON
@@ -243,17 +263,10 @@ import Testing
     }
 
     @Test(arguments: ServerStore.allCases) func sessionsExpireAndAreRevoked(_ store: ServerStore) async throws {
-        let directory = temporaryTestDirectory("larder-accounts-expiry")
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let schema = try Self.schema(store)
-        defer { schema?.drop() }
-        var configuration = ServerConfiguration.forTests(in: directory)
-        Self.configure(&configuration)
-        configuration.postgresURL = schema?.url
-        configuration.passwordAccounts?.limits.sessionTtlMs = 1_500
-        let server = try LarderServer(configuration: configuration)
-        let port = try server.start()
-        defer { server.shutdown() }
+        let (port, stop) = try Self.accountsServer(store, "larder-accounts-expiry") {
+            $0.passwordAccounts?.limits.sessionTtlMs = 1_500
+        }
+        defer { stop() }
 
         let first = try Self.session(port, .signUp, "erin@example.com", "erin's password")
         let answer = try Self.ok(
@@ -397,18 +410,11 @@ import Testing
     /// session ends; the old session stays in force until its own expiry. LarderClient refreshes by itself once less
     /// than half of the lifetime is left, and tells the app the new session.
     @Test(arguments: ServerStore.allCases) func sessionsAreRefreshedBeforeTheyExpire(_ store: ServerStore) async throws {
-        let directory = temporaryTestDirectory("larder-accounts-refresh")
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let schema = try Self.schema(store)
-        defer { schema?.drop() }
-        var configuration = ServerConfiguration.forTests(in: directory)
-        Self.configure(&configuration)
-        configuration.postgresURL = schema?.url
         let ttl: Int64 = 6_000
-        configuration.passwordAccounts?.limits.sessionTtlMs = Int(ttl)
-        let server = try LarderServer(configuration: configuration)
-        let port = try server.start()
-        defer { server.shutdown() }
+        let (port, stop) = try Self.accountsServer(store, "larder-accounts-refresh") {
+            $0.passwordAccounts?.limits.sessionTtlMs = Int(ttl)
+        }
+        defer { stop() }
         func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
         // On the wire.
