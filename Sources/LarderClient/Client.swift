@@ -228,10 +228,6 @@ public final class LarderClient: Sendable {
             case ready(Connection)
             case wait(Task<Result<Connection, LarderError>, Never>, Int)
         }
-        var presenting = configuration
-        presenting.session = currentSession.withLock { $0 }
-        if let idToken = currentIDToken.withLock({ $0 }) { presenting.idTokenProvider = { idToken } }
-        let configuration = presenting
         let tls = tlsShared
         let pick: Pick = slots.withLock { slots in
             var best: (Connection, Int)?
@@ -248,6 +244,12 @@ public final class LarderClient: Sendable {
             }
             // Open another connection only when every open one is busy and a slot is free.
             if let index = slots.firstIndex(where: { if case .empty = $0 { true } else { false } }) {
+                // The credentials are read under the pool's lock: a sign-in that changes them then closes the pool,
+                // so a connection opened with the old ones is in the pool by then and closed with it.
+                var presenting = configuration
+                presenting.session = currentSession.withLock { $0 }
+                if let idToken = currentIDToken.withLock({ $0 }) { presenting.idTokenProvider = { idToken } }
+                let configuration = presenting
                 let first = nextEndpoint.withLock { next in
                     defer { next = (next + 1) % configuration.endpoints.count }
                     return next
