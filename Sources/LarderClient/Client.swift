@@ -274,12 +274,24 @@ public final class LarderClient: Sendable {
         case .ready(let connection): return connection
         case .wait(let task, let index):
             let result = await task.value
-            slots.withLock { slots in
-                guard index < slots.count, case .opening(let current) = slots[index], current == task else { return }
+            let pooled = slots.withLock { slots -> Bool in
+                guard index < slots.count else { return false }
+                // Another request waiting for the same connection may have put it in its slot already.
+                if case .open(let pooled) = slots[index], case .success(let connection) = result {
+                    return pooled === connection
+                }
+                guard case .opening(let current) = slots[index], current == task else { return false }
                 switch result {
                 case .success(let connection): slots[index] = .open(connection)
                 case .failure: slots[index] = .empty
                 }
+                return true
+            }
+            // The pool was closed while this one opened (`close`, a sign-in): it may present what the client no
+            // longer does, so the request takes a connection opened now.
+            if !pooled, case .success(let connection) = result {
+                connection.close()
+                return try await pooledConnection()
             }
             return try result.get()
         }
