@@ -195,8 +195,11 @@ enum Commands {
                 creates the records whose id is new and leaves the others. Both need ids (the samples and
                 larder export have them), so running the same import twice leaves the same documents.
                 Requests are pipelined; ends with a count of each outcome ('created: N, errors: M') and exits 1 if
-                any failed. A failed element does not stop the import, in every mode: its line number and error
-                are printed (a record the collection's schema refuses, with its violations one per line).
+                any failed. A failed element does not stop the import unless --stop-on-error is given: its line
+                number and error are printed (a record the collection's schema refuses, with its violations one per
+                line). With --stop-on-error nothing more is sent after the first failure (the requests already in
+                flight, up to --window, finish; --window 1 sends none past it) and the summary counts the elements
+                not sent.
                 Examples:
                   larder import students samples/students.json --mode upsert
                   larder export items | larder import items_copy --mode skip-existing
@@ -204,6 +207,7 @@ enum Commands {
             options: [
                 OptionSpec("mode", value: "MODE", help: "insert (default), upsert or skip-existing"),
                 OptionSpec("window", value: "N", help: "requests in flight (default 64)"),
+                OptionSpec("stop-on-error", help: "send nothing more after the first element that fails"),
             ]),
         CommandSpec(
             ["export"], arguments: "COLLECTION", arity: 1...1, summary: "every record as NDJSON",

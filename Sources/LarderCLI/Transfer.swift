@@ -121,11 +121,13 @@ enum Transfer {
                 excerpt: .option("mode", modeText))
         }
         let window = try c.int("window", range: 1...10_000) ?? 64
+        let stopOnError = c.invocation.flag("stop-on-error")
         let (items, parseErrors) = try items(try read(c.arguments.count > 1 ? c.arguments[1] : "-"))
         let progress = Output.Progress(
             label: "import", enabled: c.output.stderrIsTerminal && items.count > 0, items: "records")
         var counts: [String: Int] = ["created": 0, "replaced": 0, "skipped": 0]
         var failures = parseErrors
+        var notSent = 0
         let client = c.client
         await withTaskGroup(of: (Int, Outcome).self) { group in
             var next = 0
@@ -141,7 +143,9 @@ enum Transfer {
                 }
                 for await _ in queued {}
             }
-            while next < min(window, items.count) { await add() }
+            // With --stop-on-error a line that is not a record stops the import before anything is sent.
+            let stopped = { stopOnError && !failures.isEmpty }
+            while next < min(window, items.count), !stopped() { await add() }
             var done = 0
             for await (line, outcome) in group {
                 switch outcome {
@@ -152,8 +156,9 @@ enum Transfer {
                 }
                 done += 1
                 progress.update(done, items.count)
-                if next < items.count { await add() }
+                if next < items.count, !stopped() { await add() }
             }
+            notSent = items.count - next
         }
         progress.finish()
         for (line, message) in failures.sorted(by: { $0.0 < $1.0 }).prefix(20) {
@@ -162,11 +167,14 @@ enum Transfer {
         if failures.count > 20 { c.output.error("... and \(failures.count - 20) more errors") }
         // The outcomes a mode can have, in this order: insert says created and errors, as it always has.
         let names = ["created"] + (mode == .upsert ? ["replaced"] : []) + (mode == .skipExisting ? ["skipped"] : [])
-        let summary = (names.map { "\($0): \(counts[$0]!)" } + ["errors: \(failures.count)"]).joined(separator: ", ")
+        let stoppedEarly = stopOnError ? ["not sent: \(notSent)"] : []
+        let summary = (names.map { "\($0): \(counts[$0]!)" } + ["errors: \(failures.count)"] + stoppedEarly)
+            .joined(separator: ", ")
         if c.output.json {
             var json = JSONObject()
             for name in names { json[name] = .int(Int64(counts[name]!)) }
             json["errors"] = .int(Int64(failures.count))
+            if stopOnError { json["notSent"] = .int(Int64(notSent)) }
             c.output.json(.object(json))
             c.output.error(summary)
         } else {

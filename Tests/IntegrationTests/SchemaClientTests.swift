@@ -133,6 +133,14 @@ import Testing
                 #"  /isFinish: type: expected boolean, found "no""#, "  /title: required: expected present",
             ])
         }
+        // --stop-on-error sends nothing after the first refusal (one in flight at a time: nothing past it).
+        let stopped = try CLITests.run(
+            ["import", "todos", "-", "--stop-on-error", "--window", "1"] + port, stdin: Array(input.utf8))
+        #expect(stopped.status == 1)
+        #expect(try stopped.json.first?["created"] == 1 && stopped.json.first?["errors"] == 1, "\(stopped.stdout)")
+        #expect(try stopped.json.first?["notSent"] == 2, "\(stopped.stdout)")
+        #expect(stopped.stderr.hasPrefix("line 2: INVALID_ARGUMENT"), "\(stopped.stderr)")
+        #expect(stopped.stderr.contains("created: 1, errors: 1, not sent: 2"), "\(stopped.stderr)")
     }
 
     /// On a terminal, `schema set`, `schema get` and `schema remove` print lines for a person.
