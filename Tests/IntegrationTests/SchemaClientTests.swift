@@ -1,5 +1,6 @@
 import Foundation
 import LarderClient
+import LarderTestSupport
 import LarderTestThreads
 import Testing
 
@@ -60,6 +61,36 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: file) }
         try Data(JSON.object(Self.todoSchema).bytes).write(to: URL(fileURLWithPath: file))
         try body(port, file)
+    }
+
+    /// README's "Schemas" section: its todo schema (the JSON block) is the one these tests set, and the refusal it
+    /// shows is what `larder create` prints (README's long line wrapped).
+    @Test func theReadmesSchemaAndRefusalAreWhatLarderDoes() throws {
+        let readme = try String(
+            contentsOf: ReadmeUsersTests.repository.appendingPathComponent("README.md"), encoding: .utf8)
+        let parts = readme.components(separatedBy: "\n## Schemas\n")
+        try #require(parts.count == 2, "README.md has one Schemas section")
+        let section = parts[1].components(separatedBy: "\n## ")[0]
+        let json = section.components(separatedBy: "```json\n")[1].components(separatedBy: "```")[0]
+        #expect(try JSONParser.parse(Array(json.utf8)).objectValue == Self.todoSchema)
+        let commands = section.components(separatedBy: "```\nlarder schema set")[1].components(separatedBy: "```")[0]
+        let create = #"larder create todos '{"title": ""}'"#
+        let shown = commands.components(separatedBy: create + "\n")[1]
+        // Lines that do not start a message or a violation continue the line before, wrapped to fit the page.
+        var expected: [String] = []
+        for line in shown.split(separator: "\n").map(String.init) {
+            if line.hasPrefix("Error:") || line.hasPrefix("  /") || expected.isEmpty {
+                expected.append(line)
+            } else {
+                expected[expected.count - 1] += " " + line
+            }
+        }
+        try Self.withSchemaFile { port, file in
+            #expect(try CLITests.run(["schema", "set", "todos", file] + port).status == 0)
+            let refused = try CLITests.run(["create", "todos", #"{"title": ""}"#] + port)
+            #expect(refused.status == 1)
+            #expect(refused.stderr.split(separator: "\n").map(String.init) == expected, "\(refused.stderr)")
+        }
     }
 
     @Test func theSchemaCommands() throws {
@@ -166,9 +197,14 @@ import Testing
 
     /// A write accepted in warn mode logs one line: the collection, the id, the first violation's pointer and
     /// keyword, and nothing of the record.
-    @Test func aWarnModeWriteLogsOneLineWithoutTheRecord() async throws {
+    @Test(arguments: ServerStore.allCases) func aWarnModeWriteLogsOneLineWithoutTheRecord(_ store: ServerStore)
+        async throws
+    {
         let id = UUID()
-        let lines = try await LoggingTests.serverLog(["--log-format", "json"]) { port in
+        let schema = store == .postgres ? try TestPostgres.newSchema() : nil
+        defer { schema?.drop() }
+        let database = schema.map { ["--postgres", $0.url] } ?? []
+        let lines = try await LoggingTests.serverLog(["--log-format", "json"] + database) { port in
             let client = LarderClient(port: port)
             defer { client.close() }
             try await client.setSchema("drafts", ["required": ["text"]], validationAction: .warn)
