@@ -65,13 +65,16 @@ import Testing
             print("collation \(label): \(order.joined(separator: " | "))")
             #expect(postgres[label] == order, "\(label): SQLite \(order), PostgreSQL \(postgres[label] ?? [])")
         }
-        // English: case and accents count after the letters. German: umlauts beside their base letters, ß as ss.
-        // Japanese: by kana order, hiragana before katakana of the same sound, kanji after kana.
+        // English: case and accents count after the letters, lower case first. German: umlauts beside their base
+        // letters, ß as ss. Japanese: by kana order, hiragana before katakana of the same sound, kanji after kana.
         let pairs: [(String, [String])] = [
-            ("en/3/asc", ["apple pie", "banana", "eclair", "éclair", "Walk the dog"]),
+            ("en/3/asc", [
+                "apple", "Apple", "apple pie", "banana", "eclair", "éclair", "Éclair", "Walk the dog", "zebra", "Zoo",
+            ]),
             ("en/3/desc", ["Walk the dog", "apple pie"]),
             ("de/3/asc", ["Apfel", "Äpfel", "Bahn", "Ofen", "Öl", "Strasse", "Straße", "Strauß", "Übel", "Ufer", "zahl"]),
-            ("ja/3/asc", ["あい", "アイ", "かき", "さくら", "ひらがな", "ん", "東京"]),
+            // Kanji by JIS X 0208's order of their readings: 京 (kyō) before 東 (tō).
+            ("ja/3/asc", ["あい", "アイ", "かき", "カキ", "さくら", "サクラ", "ひらがな", "ん", "京都", "東京"]),
         ]
         for (label, words) in pairs {
             let order = sqlite[label] ?? []
