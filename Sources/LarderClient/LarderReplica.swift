@@ -32,7 +32,8 @@ import LarderWire
 /// - **One user's file**: the file holds the records of the user the client was signed in as when it first reached
 ///   a server (or, with `init(path:client:user:)`, the user named), and from then on the replica sends and fetches
 ///   nothing through a connection signed in as anyone else: while another user is signed in, it stays offline and its
-///   outbox waits. Open a file per user, and remove a user's file (`LarderReplica.remove(path:)`) at sign-out when
+///   outbox waits. A file whose writes were queued before it reached a server is taken by a signed-in user only when
+///   `init(path:client:user:)` names them. Open a file per user, and remove a user's file (`LarderReplica.remove(path:)`) at sign-out when
 ///   the phone may be shared.
 ///
 /// A replica needs servers that announce request keys in HELLO (every server of this version does).
@@ -195,6 +196,15 @@ public final class LarderReplica: Sendable {
         if let known = state.withLock({ $0.owner }) {
             owner = known
         } else {
+            // Writes queued before the file knew its user may be another user's: a signed-in user takes the file
+            // with them only when the app says whose they are.
+            if user != nil, try store.owner() == nil, try store.pendingCount() > 0 {
+                throw LarderError(
+                    .unauthenticated,
+                    "the replica file \(path) holds writes queued before it recorded whose they are: open it with "
+                        + "LarderReplica(path:client:user:) naming their user, and they are sent as that user's",
+                    details: ["reason": "ownerUnknown"])
+            }
             owner = try store.bindOwner(user)
             state.withLock { $0.owner = .some(owner) }
         }

@@ -86,6 +86,23 @@ import Testing
         #expect(try todos.get(bobsOwn.id) == nil)
         replica.close()
 
+        // A new file with a write queued before it reached a server is not taken by whoever is signed in: the app
+        // names the user, and the write goes out as theirs.
+        let early = folder + "/early.sqlite"
+        var unnamed = try LarderReplica(path: early, client: client, configuration: Self.fast)
+        _ = try unnamed.collection("todos", of: Todo.self).create(Todo(title: "written at once", isFinish: false))
+        unnamed.start()
+        let unclaimed = await #expect(throws: LarderError.self) { try await unnamed.synchronize(timeout: .seconds(2)) }
+        #expect(unclaimed?.message.contains("queued before it recorded whose they are") == true)
+        #expect(try unnamed.user() == nil && unnamed.status.pendingWrites == 1)
+        unnamed.close()
+        unnamed = try LarderReplica(path: early, client: client, user: ann.user.id, configuration: Self.fast)
+        _ = unnamed.collection("todos", of: Todo.self)
+        unnamed.start()
+        try await unnamed.synchronize(timeout: .seconds(120))
+        #expect(unnamed.status.pendingWrites == 0)
+        unnamed.close()
+
         // At sign-out the app removes her file: the next replica on that path starts empty, for whoever reaches it.
         try LarderReplica.remove(path: annFile)
         #expect(!FileManager.default.fileExists(atPath: annFile))
