@@ -98,14 +98,23 @@ import Testing
         let first = try ServerChild(dataDirectory: directory, arguments: ["--postgres", schema.url])
         #expect(first.stop() == 0)
         try? FileManager.default.removeItem(atPath: first.logPath)
-        let timeoutMs = 3000 * SanitizerBuild.current.timeFactor
-        let server = try ServerChild(
-            dataDirectory: directory, arguments: ["--postgres", schema.url, "--postgres-timeout-ms", "\(timeoutMs)"])
+        let timeoutMs = 5000 * SanitizerBuild.current.timeFactor
+        // The option bounds the start-up's calls too: on a database the whole suite keeps busy, one of them can take
+        // longer, and the server then exits saying so. It is started again until it is up (a few tries at most).
+        var started: ServerChild?
+        for attempt in 1...5 where started == nil {
+            do {
+                started = try ServerChild(
+                    dataDirectory: directory,
+                    arguments: ["--postgres", schema.url, "--postgres-timeout-ms", "\(timeoutMs)"])
+            } catch where attempt < 5 && "\(error)".contains("no answer within \(timeoutMs) ms") {}
+        }
+        let server = try #require(started)
         defer {
             _ = server.stop()
             try? FileManager.default.removeItem(atPath: server.logPath)
         }
-        let client = LarderClient(port: server.port)
+        let client = LarderClient(port: server.port, requestTimeout: .milliseconds(3 * timeoutMs))
         defer { client.close() }
         let kept = try await client.create("items", ["n": 1])
         let gate = try PGConnection(settings: try PGSettings(url: schema.url), timeoutMs: 120_000)
