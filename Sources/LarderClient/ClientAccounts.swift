@@ -147,7 +147,7 @@ extension LarderClient {
         guard let ttl = connection.hello?.limits.accounts?.sessionTtlMs,
             let announced = connection.hello?.user?.sessionExpiresAt, session != nil
         else { return }
-        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let now = Timestamp.milliseconds(Date())
         let due = sessionLife.withLock { life -> Bool in
             guard !life.refreshing, now >= life.notBefore else { return false }
             if (life.expiresAt ?? announced) - now > Int64(ttl) / 2 { return false }
@@ -163,7 +163,7 @@ extension LarderClient {
             let pause = refreshed ? max(60_000, Int64(ttl) / 4) : 60_000
             self.sessionLife.withLock { life in
                 life.refreshing = false
-                life.notBefore = Int64(Date().timeIntervalSince1970 * 1000) + pause
+                life.notBefore = Timestamp.milliseconds(Date()) + pause
             }
         }
     }

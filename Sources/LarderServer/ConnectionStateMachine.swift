@@ -434,7 +434,7 @@ package struct ConnectionStateMachine {
     /// The shell looked up the session a HELLO presented (`Action.lookUpSession`): the HELLO is answered, and what
     /// arrived after it is decoded. Nothing is answered if the connection closed meanwhile.
     package mutating func sessionLookedUp(
-        _ result: Result<(user: String, key: [UInt8], expiresAt: Int64), LarderError>, now: UInt64, into actions: inout [Action]
+        _ result: Result<SessionSignIn.Found, LarderError>, now: UInt64, into actions: inout [Action]
     ) {
         guard let (negotiated, requestID) = helloAwaitingSession else { return }
         helloAwaitingSession = nil

@@ -105,7 +105,7 @@ package enum HelloNegotiation {
     /// The end of a HELLO that presented a session: accepted as the session's user, or refused (and the connection
     /// closed) when the lookup found no session in force.
     package static func negotiated(
-        _ negotiated: Negotiated, session: Result<(user: String, key: [UInt8], expiresAt: Int64), LarderError>,
+        _ negotiated: Negotiated, session: Result<SessionSignIn.Found, LarderError>,
         configuration: ConnectionStateMachine.Configuration, tls: Bool = false
     ) -> Outcome {
         switch session {

@@ -89,7 +89,7 @@ package final class PasswordAccounts: SessionSignIn {
 
     /// The user whose session `text` is (HELLO's `session`), or UNAUTHENTICATED. One indexed read of the store (a
     /// round trip on PostgreSQL), on the work pool (`ServerConnection.lookUpSession`).
-    package func user(ofSession text: String) throws(LarderError) -> (user: String, key: [UInt8], expiresAt: Int64) {
+    package func user(ofSession text: String) throws(LarderError) -> SessionSignIn.Found {
         guard let token = SessionToken(text: text) else { throw Self.sessionEnded }
         let key = token.storageKey
         guard let found = try store.sessionAccount(key: key, now: Self.now()) else { throw Self.sessionEnded }

@@ -426,7 +426,7 @@ final class ServerConnection: EventLoopHandler, @unchecked Sendable {
     private func lookUpSession(_ session: String) {
         guard let accounts = context.machineConfiguration.accounts else { return }
         let pool = context.router.pool
-        let deliver: @Sendable (Result<(user: String, key: [UInt8], expiresAt: Int64), LarderError>) -> Void = { [self] result in
+        let deliver: @Sendable (Result<SessionSignIn.Found, LarderError>) -> Void = { [self] result in
             shard.loop.async { [self] in
                 performing { machine.sessionLookedUp(result, now: shard.loop.now, into: &$0) }
             }

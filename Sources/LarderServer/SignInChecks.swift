@@ -14,5 +14,10 @@ package protocol IDTokenSignIn: Sendable {
 package protocol SessionSignIn: Sendable {
     /// The user whose session `text` is, the session's storage key and when it expires (milliseconds since 1970);
     /// or UNAUTHENTICATED.
-    func user(ofSession text: String) throws(LarderError) -> (user: String, key: [UInt8], expiresAt: Int64)
+    func user(ofSession text: String) throws(LarderError) -> SessionSignIn.Found
+}
+
+extension SessionSignIn {
+    /// A session in force: its user, its storage key, and when it expires (milliseconds since 1970).
+    package typealias Found = (user: String, key: [UInt8], expiresAt: Int64)
 }

@@ -15,7 +15,7 @@ struct HelloSessionTests {
     /// Counts the lookups made through the protocol: the machine itself must make none.
     final class Sessions: SessionSignIn {
         let lookups = Atomic<Int>(0)
-        func user(ofSession text: String) throws(LarderError) -> (user: String, key: [UInt8], expiresAt: Int64) {
+        func user(ofSession text: String) throws(LarderError) -> SessionSignIn.Found {
             lookups.add(1, ordering: .relaxed)
             return ("larder|someone", [1], 4_102_444_800_000)
         }

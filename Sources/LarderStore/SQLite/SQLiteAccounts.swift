@@ -82,7 +82,8 @@ extension SQLiteWriteContext {
     }
 
     func lockSessionInForce(key: [UInt8], account id: String, now: Int64) throws(LarderError) -> Bool {
-        // The writer's transaction is the only one: reading in it is enough.
+        // Updates that change nothing, as on PostgreSQL; here the writer's transaction is the only one, so they only
+        // check that both rows are there.
         guard try db.run("UPDATE accounts SET disabled = disabled WHERE id = ?1 AND disabled = 0", [.text(id)]) == 1
         else { return false }
         return try db.run(
