@@ -160,10 +160,8 @@ final class CachedPointReads: PointReads {
             }
         }
         shard.cacheMisses += 1
-        let json = try reads.getJSON(collection, id: id)
-        guard let found = TopLevelMember.find("$owner", inDataOf: json) else { return nil }
-        guard found == .string(owner) else { throw StoreRules.notFound(collection, id) }
-        if shard.publishedBatches == published { shard.readCache.insert(key, json, owner: found) }
+        guard let json = try reads.getJSON(collection, id: id, ownedBy: owner) else { return nil }
+        if shard.publishedBatches == published { shard.readCache.insert(key, json, owner: .string(owner)) }
         return json
     }
 

@@ -121,6 +121,11 @@ public struct PreparedDocument: Sendable, Equatable {
     public let data: [UInt8]
     /// `TextFold.searchText` of the object, as UTF-8.
     let search: [UInt8]
+    /// The object's `$owner` when it is a string, up to a first NUL (as SQLite's `json_extract` reads strings and as
+    /// PostgreSQL's text holds them; filters compare it so, `FilterEvaluator.cString`): the user whose record it is
+    /// under an `owner` rule, kept in a column of its own so that a user's queries and point reads compare it without
+    /// reading the JSON.
+    let owner: String?
     /// The record checked against its collection's schema before it reached the writer (`checkSchemaAhead`): the
     /// writer uses the outcome when the schema's version is still this one.
     var checked: (version: Int64, violations: [SchemaViolation])?
@@ -132,12 +137,18 @@ public struct PreparedDocument: Sendable, Equatable {
     public init(_ object: JSONObject) {
         data = object.bytes
         search = TextFold.searchBytes(object)
+        owner = object[ownerMember]?.stringValue.map(FilterEvaluator.cString)
     }
 
     /// The same, from a document read without a tree (`CompactJSON`).
     package init(_ document: CompactDocument) {
         data = document.bytes
         search = TextFold.fold(joined: document.strings, ascii: document.stringsAreASCII)
+        switch TopLevelMember.find("$owner", in: document.bytes) {
+        case .string(let found)?: owner = FilterEvaluator.cString(found)
+        case .absent?, .notAString?: owner = nil
+        case nil: owner = (try? JSONParser.parseObject(document.bytes))?[ownerMember]?.stringValue.map(FilterEvaluator.cString)
+        }
     }
 
     /// PAYLOAD_TOO_LARGE (details `limit`, as Protocol.md §5.5 lists) when the stored form passes `limit`; `field` is

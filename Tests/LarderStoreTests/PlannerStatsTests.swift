@@ -47,10 +47,10 @@ import Testing
         var names = (group: "", n: "")
         try withStore({ $0.dataDirectory = directory }) { store, _ in names = try PlannerStatsTests.seed(store) }
         do {
-            // As the previous version left it: no planner statistics, the last migration not applied.
+            // As a version before the statistics left it: none, and their migration and those after it not applied.
             let db = try SQLiteConnection(path: directory + "/larder.sqlite", readOnly: false)
             try db.execute("DELETE FROM sqlite_stat1")
-            try db.run("DELETE FROM larder_migrations WHERE version = ?1", [.int(Int64(SQLiteSchema.migrations.count))])
+            try db.run("DELETE FROM larder_migrations WHERE version >= ?1", [.int(SQLiteSchema.plannerStatsVersion)])
         }
         try withStore({ $0.dataDirectory = directory }) { store, _ in
             try PlannerStatsTests.checkPlan(store, group: names.group, n: names.n)

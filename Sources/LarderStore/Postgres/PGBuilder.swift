@@ -82,6 +82,10 @@ struct PGBuilder {
 
     private mutating func equals(_ path: FieldPath, _ value: JSON) -> String {
         if let envelope = path.envelope { return envelopeCompare(envelope, .eq, value) }
+        // The column holds `$owner` exactly when it is a string (`PreparedDocument.owner`), as strings compare.
+        if path == FieldPath.owner, case .string(let owner) = value {
+            return "owner = \(param(.text(FilterEvaluator.cString(owner))))"
+        }
         let field = PGField(path: path)
         switch value {
         case .null: return "(\(field.type) IS NULL OR \(field.type) = 'null')"  // a missing field equals null (§5.2)

@@ -27,7 +27,6 @@ extension PGWriteContext {
                     [.text(collection), .text(String(decoding: JSON.object(rules.json).bytes, as: UTF8.self))],
                     name: "rules_set")
             ], writes: true)
-        if rules.usesOwner { _ = try createIndex(collection, field: FieldPath.owner) }
         let core = self.core
         afterCommit.append { core.accessChanged() }
     }

@@ -212,6 +212,39 @@ enum PGSchema {
                 CREATE INDEX IF NOT EXISTS sign_in_failures_start ON sign_in_failures(window_start);
                 """)
             ),
+            (
+                // Each record's `$owner` in a column of its own (`PreparedDocument.owner`), indexed with the id: a
+                // user's queries under an `owner` rule compare the column instead of the jsonb copy. The expression
+                // indexes on `$owner` that setting rules declared before are dropped: this index serves them.
+                "record owners",
+                .code { connection throws(LarderError) in
+                    try connection.execute(
+                        """
+                        ALTER TABLE documents ADD COLUMN IF NOT EXISTS owner text COLLATE "C";
+                        UPDATE documents SET owner = q->>'$owner'
+                            WHERE jsonb_typeof(q->'$owner') = 'string' AND owner IS NULL;
+                        CREATE INDEX IF NOT EXISTS documents_owner ON documents(collection, owner, id)
+                            WHERE owner IS NOT NULL;
+                        """)
+                    let indexes = try connection.run([
+                        PGStatement("SELECT pg_name FROM field_indexes WHERE path = '$owner'")
+                    ])[0]
+                    for row in 0..<indexes.rows {
+                        try connection.execute("DROP INDEX IF EXISTS \(PGSQL.identifier(indexes.text(row, 0)))")
+                    }
+                    try connection.execute("DELETE FROM field_indexes WHERE path = '$owner'")
+                }
+            ),
+            (
+                // Every statement finds a record by collection and id (`documents_id`) or pages by collection and seq
+                // (`documents_seq`): a key on seq alone served no query and cost each create one more B-tree insert
+                // and its WAL. Logical replication identifies a row by collection and id.
+                "documents keyed by collection and id alone",
+                .sql("""
+                ALTER TABLE documents DROP CONSTRAINT IF EXISTS documents_pkey;
+                ALTER TABLE documents REPLICA IDENTITY USING INDEX documents_id;
+                """)
+            ),
         ]
     }
 

@@ -140,12 +140,12 @@ final class PGWriteContext: PreparedWriteContext {
         try run([statement], writes: writes)[0]
     }
 
-    /// The document values every write sends: data, its query form when it differs, the search text.
+    /// The document values every write sends: data, its query form when it differs, the search text, the owner.
     static func documentValues(_ document: PreparedDocument) -> [PGValue] {
         let search = document.search.contains(0) ? document.search.map { $0 == 0 ? 0x1F : $0 } : document.search
         return [
             .textBytes(document.data), PGQueryForm.make(document.data).map { .textBytes($0) } ?? .null,
-            .textBytes(search),
+            .textBytes(search), document.owner.map { .text($0) } ?? .null,
         ]
     }
 
@@ -158,8 +158,8 @@ final class PGWriteContext: PreparedWriteContext {
         let statement = PGStatement(
                 """
                 WITH c AS (INSERT INTO collections(name, created_at) VALUES ($1, $3) ON CONFLICT (name) DO NOTHING)
-                INSERT INTO documents(collection, id, rev, created_at, updated_at, data, q, search)
-                SELECT $1, $2, 1, $3, $3, $4, coalesce($5, $4)::jsonb, $6
+                INSERT INTO documents(collection, id, rev, created_at, updated_at, data, q, search, owner)
+                SELECT $1, $2, 1, $3, $3, $4, coalesce($5, $4)::jsonb, $6, $7
                 WHERE NOT EXISTS (SELECT 1 FROM documents WHERE collection = $1 AND id = $2)
                 ON CONFLICT (collection, id) DO NOTHING
                 RETURNING seq

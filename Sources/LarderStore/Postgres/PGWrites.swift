@@ -19,11 +19,11 @@ extension PGWriteContext {
         let result = try one(
             PGStatement(
                 """
-                WITH cur AS (SELECT seq, rev, created_at, data FROM documents
+                WITH cur AS (SELECT rev, created_at, data FROM documents
                     WHERE collection = $1 AND id = $2 FOR UPDATE),
                 upd AS (UPDATE documents d SET rev = cur.rev + 1, updated_at = $4, data = $5,
-                        q = coalesce($6, $5)::jsonb, search = $7
-                    FROM cur WHERE d.seq = cur.seq AND ($3::int8 IS NULL OR cur.rev = $3) AND NOT $8
+                        q = coalesce($6, $5)::jsonb, search = $7, owner = $8
+                    FROM cur WHERE d.collection = $1 AND d.id = $2 AND ($3::int8 IS NULL OR cur.rev = $3) AND NOT $9
                     RETURNING d.rev)
                 SELECT cur.rev, cur.created_at, cur.data, (SELECT rev FROM upd) FROM cur
                 """,
@@ -51,14 +51,14 @@ extension PGWriteContext {
         try CollectionName.validate(collection)
         let current = try one(
             PGStatement(
-                "SELECT seq, rev, created_at, data FROM documents WHERE collection = $1 AND id = $2 FOR UPDATE",
+                "SELECT rev, created_at, data FROM documents WHERE collection = $1 AND id = $2 FOR UPDATE",
                 [.text(collection), .uuid(id)], name: "doc_current"), writes: false)
         guard current.rows == 1 else { throw StoreRules.notFound(collection, id) }
-        let rev = current.int(0, 1)
+        let rev = current.int(0, 0)
         if let expectedRev, expectedRev != rev {
             throw WriteRules.revisionConflict(current: rev, expected: expectedRev)
         }
-        let previous = current.bytes(0, 3)
+        let previous = current.bytes(0, 2)
         let document = PreparedDocument(MergePatch.apply(patch, to: try JSONParser.parseObject(previous)))
         try checkSize(document, field: "patch")
         // The merged record is what must match.
@@ -67,12 +67,13 @@ extension PGWriteContext {
         try one(
             PGStatement(
                 """
-                UPDATE documents SET rev = $2, updated_at = $3, data = $4, q = coalesce($5, $4)::jsonb, search = $6
-                WHERE seq = $1
-                """, [.int(current.int(0, 0)), .int(rev + 1), .int(now)] + PGWriteContext.documentValues(document),
+                UPDATE documents SET rev = $3, updated_at = $4, data = $5, q = coalesce($6, $5)::jsonb, search = $7,
+                    owner = $8
+                WHERE collection = $1 AND id = $2
+                """, [.text(collection), .uuid(id), .int(rev + 1), .int(now)] + PGWriteContext.documentValues(document),
                 name: "doc_update"), writes: true)
         let record = StoredRecord(
-            id: id, rev: rev + 1, createdAt: current.int(0, 2), updatedAt: now, data: document.data)
+            id: id, rev: rev + 1, createdAt: current.int(0, 1), updatedAt: now, data: document.data)
         recordChange(.patch, collection, record: record, previous: previous)
         warned(collection, id, warning)
         return record
@@ -85,10 +86,10 @@ extension PGWriteContext {
         let result = try one(
             PGStatement(
                 """
-                WITH cur AS (SELECT seq, rev, created_at, updated_at, data FROM documents
+                WITH cur AS (SELECT rev, created_at, updated_at, data FROM documents
                     WHERE collection = $1 AND id = $2 FOR UPDATE),
-                del AS (DELETE FROM documents d USING cur WHERE d.seq = cur.seq AND ($3::int8 IS NULL OR cur.rev = $3)
-                    RETURNING d.seq),
+                del AS (DELETE FROM documents d USING cur
+                    WHERE d.collection = $1 AND d.id = $2 AND ($3::int8 IS NULL OR cur.rev = $3) RETURNING 1),
                 b AS (DELETE FROM blobs WHERE attached_collection = $1 AND attached_id = $2
                     AND EXISTS (SELECT 1 FROM del) RETURNING 1)
                 SELECT cur.rev, cur.created_at, cur.updated_at, cur.data, EXISTS (SELECT 1 FROM del),

@@ -13,7 +13,7 @@ enum FixedSQL: Int, CaseIterable {
     /// The writer's side of the trigram index (`TextIndexer.applyToBacklog`).
     case settleBacklogDelete, settleBacklogKeep
     /// Readers' point reads (`PointReads`).
-    case beginRead, endRead, selectRecord, selectBlobMeta, selectBlobMetaAndSeq
+    case beginRead, endRead, selectRecord, selectOwnedRecord, selectBlobMeta, selectBlobMetaAndSeq
 
     var sql: String {
         switch self {
@@ -25,12 +25,12 @@ enum FixedSQL: Int, CaseIterable {
         case .rollbackToSavepoint: "ROLLBACK TO w"
         case .ensureCollection: "INSERT OR IGNORE INTO collections(name, createdAt) VALUES (?1, ?2)"
         case .insertDocument:
-            "INSERT INTO documents(collection, id, rev, createdAt, updatedAt, data, search, createSeq) "
-                + "VALUES (?1, ?2, 1, ?3, ?3, ?4, ?5, ?6)"
+            "INSERT INTO documents(collection, id, rev, createdAt, updatedAt, data, search, createSeq, owner) "
+                + "VALUES (?1, ?2, 1, ?3, ?3, ?4, ?5, ?6, ?7)"
         case .selectCurrent:
             "SELECT seq, rev, createdAt, updatedAt, data, createSeq FROM documents WHERE collection = ?1 AND id = ?2"
         case .updateDocument:
-            "UPDATE documents SET rev = rev + 1, updatedAt = ?1, data = ?2, search = ?3, createSeq = NULL "
+            "UPDATE documents SET rev = rev + 1, updatedAt = ?1, data = ?2, search = ?3, createSeq = NULL, owner = ?5 "
                 + "WHERE seq = ?4"
         case .moveCreateToLog:
             // The create event leaves the row (which is about to change) for the log, unless pruning passed it.
@@ -52,6 +52,10 @@ enum FixedSQL: Int, CaseIterable {
         case .beginRead: "BEGIN"
         case .endRead: "COMMIT"
         case .selectRecord: "SELECT \(SQLiteStore.recordColumns) FROM documents WHERE collection = ?1 AND id = ?2"
+        case .selectOwnedRecord:
+            // Through the owner index alone: another user's record is not found by the same steps as a missing id.
+            "SELECT \(SQLiteStore.recordColumns) FROM documents INDEXED BY documents_owner "
+                + "WHERE collection = ?1 AND owner = ?3 AND id = ?2"
         case .selectBlobMeta: "SELECT \(SQLiteStore.blobColumns) FROM blobs WHERE id = ?1"
         case .selectBlobMetaAndSeq: "SELECT \(SQLiteStore.blobColumns), seq, chunks, file FROM blobs WHERE id = ?1"
         }

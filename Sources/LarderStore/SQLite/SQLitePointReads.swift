@@ -30,10 +30,19 @@ final class SQLitePointReads: PointReads {
     }
 
     func getJSON(_ collection: String, id: UUID) throws(LarderError) -> [UInt8] {
+        try ownedJSON(collection, id: id, ownedBy: nil)
+    }
+
+    /// Never nil: the owner is compared in the store, through the owner index alone (`FixedSQL.selectOwnedRecord`).
+    func getJSON(_ collection: String, id: UUID, ownedBy owner: String) throws(LarderError) -> [UInt8]? {
+        try ownedJSON(collection, id: id, ownedBy: owner)
+    }
+
+    private func ownedJSON(_ collection: String, id: UUID, ownedBy owner: String?) throws(LarderError) -> [UInt8] {
         try CollectionName.validate(collection)
         return try read { db throws(LarderError) in
             // The row's id is the one asked for (matched as text); the data column is spliced from SQLite's memory.
-            try SQLiteStore.withRecordRow(db, collection, id) { row in
+            try SQLiteStore.withRecordRow(db, collection, id, ownedBy: owner) { row in
                 var out: [UInt8] = []
                 row.withBytes(4) { data in
                     RecordWriter.write(

@@ -80,6 +80,11 @@ struct SQLiteQueryBuilder {
     }
 
     private mutating func equals(_ path: FieldPath, _ value: JSON) -> String {
+        // The column holds `$owner` exactly when it is a string (`PreparedDocument.owner`), up to a first NUL as
+        // `json_extract` reads strings.
+        if path == FieldPath.owner, case .string(let owner) = value {
+            return "owner = \(param(.text(FilterEvaluator.cString(owner))))"
+        }
         let (x, t) = field(path)
         if path.envelope == .id, case .string(let s) = value { return "\(x) = \(param(.text(s.lowercased())))" }
         guard let t else {

@@ -213,7 +213,29 @@ enum SQLiteSchema {
             let names = try db.query("SELECT name FROM field_indexes") { $0.text(0) }
             for name in names { try PlannerStats.describe(db, index: name, PlannerStats.fieldIndex) }
         },
+        // Each record's `$owner` in a column of its own (`PreparedDocument.owner`), indexed with the id: a user's
+        // queries under an `owner` rule compare the column instead of reading the JSON, and a user's point read
+        // (`FixedSQL.selectOwnedRecord`) takes the same steps for another user's record as for a missing id. The
+        // expression indexes on `$owner` that setting rules declared before are dropped: this index serves them.
+        .code { db throws(LarderError) in
+            if try db.scalar("SELECT count(*) FROM pragma_table_info('documents') WHERE name = 'owner'") == 0 {
+                try db.execute("ALTER TABLE documents ADD COLUMN owner TEXT")
+            }
+            try db.execute(
+                """
+                UPDATE documents SET owner = json_extract(data, '$."$owner"') WHERE json_type(data, '$."$owner"') = 'text';
+                CREATE INDEX IF NOT EXISTS documents_owner ON documents(collection, owner, id) WHERE owner IS NOT NULL;
+                """)
+            let names = try db.query("SELECT name FROM field_indexes WHERE path = '$owner'") { $0.text(0) }
+            // Index names are built from a validated collection name and hex digits only.
+            for name in names { try db.execute("DROP INDEX IF EXISTS \"\(name)\"") }
+            try db.execute("DELETE FROM field_indexes WHERE path = '$owner'")
+            try PlannerStats.describe(db, index: "documents_owner", PlannerStats.documentsOwner)
+        },
     ]
+
+    /// The migration that gave the planner its picture of `documents` (`PlannerStats`).
+    static let plannerStatsVersion: Int64 = 18
 
     /// The backlog of the trigram index (`TextIndexer`, which also states the rule that keeps searches exact): the
     /// documents whose `search` text changed since the index last saw them, each with the text the index holds for it
@@ -285,6 +307,8 @@ enum SQLiteSchema {
 enum PlannerStats {
     /// `documents_id` (collection, id): a million rows, a hundred thousand per collection, one per id.
     static let documentsID = "1000000 100000 1"
+    /// `documents_owner` (collection, owner, id): a hundred records per user, one per id.
+    static let documentsOwner = "1000000 100000 100 1"
     /// A field index (collection, value): ten documents per value of the field.
     static let fieldIndex = "1000000 100000 10"
 

@@ -143,12 +143,14 @@ public final class SQLiteStore: GroupCommitStore, CoreBackedStore, @unchecked Se
 
     /// Calls `body` with the row of document `id` (columns `recordColumns`), or throws NOT_FOUND.
     static func withRecordRow<R>(
-        _ db: SQLiteConnection, _ collection: String, _ id: UUID, _ body: (SQLiteStatement) -> R
+        _ db: SQLiteConnection, _ collection: String, _ id: UUID, ownedBy owner: String? = nil,
+        _ body: (SQLiteStatement) -> R
     ) throws(LarderError) -> R {
-        let statement = try db.statement(.selectRecord)
+        let statement = try db.statement(owner == nil ? .selectRecord : .selectOwnedRecord)
         defer { statement.reset() }
         try statement.bind(at: 1, .text(collection))
         try statement.bindUUID(id, at: 2)
+        if let owner { try statement.bind(at: 3, .text(FilterEvaluator.cString(owner))) }
         guard try statement.step() else { throw StoreRules.notFound(collection, id) }
         return body(statement)
     }

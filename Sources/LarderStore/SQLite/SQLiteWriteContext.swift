@@ -99,6 +99,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
         try statement.bindText(document.data, at: 4)
         try statement.bindText(document.search, at: 5)
         try statement.bind(at: 6, .int(seq))
+        try statement.bind(at: 7, document.owner.map { .text($0) } ?? .null)
         do throws(LarderError) {
             while try statement.step() {}
         } catch where error.status == .conflict {
@@ -170,6 +171,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
         try statement.bindText(document.data, at: 2)
         try statement.bindText(document.search, at: 3)
         try statement.bind(at: 4, .int(row.seq))
+        try statement.bind(at: 5, document.owner.map { .text($0) } ?? .null)
         while try statement.step() {}
         let record = StoredRecord(id: id, rev: row.rev + 1, createdAt: row.createdAt, updatedAt: now, data: document.data)
         try recordChange(kind, collection, record: record, previous: row.data)
@@ -309,7 +311,6 @@ final class SQLiteWriteContext: PreparedWriteContext {
             "INSERT INTO collection_rules(collection, rules) VALUES (?1, ?2) "
                 + "ON CONFLICT(collection) DO UPDATE SET rules = excluded.rules",
             [SQLValue.text(collection), SQLValue.text(text)])
-        if rules.usesOwner { _ = try createIndex(collection, field: FieldPath.owner) }
         let core = self.core
         afterCommit.append { core.accessChanged() }
     }
