@@ -211,7 +211,12 @@ extension RawClient: HostileConnection {
                 let ping = try hostile.ping()
                 #expect(ping.status == .ok, "\(row.name): the connection did not stay usable")
             } else {
-                let frames = try hostile.framesUntilEnd()
+                let frames: [Frame]
+                do {
+                    frames = try hostile.framesUntilEnd()
+                } catch {
+                    throw ServerTestError("\(row.name): \(error)")
+                }
                 // Replies to requests in flight may come after the error frame; their order is not the point.
                 let got = frames.map(\.status.rawValue).sorted()
                 let want = row.expect.statuses.map(\.rawValue).sorted()
