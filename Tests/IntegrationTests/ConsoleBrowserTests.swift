@@ -116,6 +116,9 @@ import Testing
         }
         client.close()
         #expect(results["bulkPages"]?.arrayValue?.count == 3)
+        #expect(
+            results["bulkWindowTop"] == .array([.bool(true), .bool(true), .bool(true)]),
+            "the 1280 px window screenshot shows the header, the filter and the column headers")
         #expect(results["liveRow"]?.stringValue != nil, "the CLI's record appeared without a reload")
         #expect(results["conflictTheirs"]?["by"]?.stringValue == "another client")
         #expect(results["afterReload"]?["by"]?.stringValue == "another client")
