@@ -7,7 +7,7 @@
 // The first byte picks a mode (byte % 4), the rest is that mode's input; seeds in Fuzz/seeds start with an ASCII
 // digit so they stay readable ('0' = 0x30 = stream, '1' json, '2' zlib, '3' connection), except 'J': a blob, for
 // the JPEG validator and SHA-256, and 'W': the console's WebSocket stream (RFC 6455 frames, each binary message one
-// Larder frame). Besides "no crash, no hang",
+// Larder frame, whose frames then go through mode 0's frame decoder). Besides "no crash, no hang",
 // every mode checks invariants; a broken one traps, which libFuzzer reports as a crash with the input saved.
 
 import LarderWire
@@ -111,7 +111,23 @@ enum FuzzWebSocket {
         if input.count <= 512 {
             check(decode(input, pieces: Array(repeating: 1, count: input.count)) == whole, "byte-at-a-time differs")
         }
-        for message in whole.messages { check(message.count >= 4, "a message shorter than a Larder length passed") }
+        for message in whole.messages {
+            check(message.count >= 4, "a message shorter than a Larder length passed")
+            // A message the check let through is one whole Larder frame to the frame decoder: it decodes to one
+            // frame that takes every byte, or is refused; it never leaves the decoder waiting for more.
+            var decoder = FuzzStream.decoder()
+            var buffer = ByteBuffer(message)
+            do throws(FrameError) {
+                let frame = try decoder.next(&buffer)
+                check(frame != nil, "a whole message left the frame decoder waiting for more bytes")
+                check(buffer.readableCount == 0, "a message held bytes after its frame")
+            } catch {
+                check(error.error.status != .ok, "a decode error with status OK")
+            }
+        }
+        // The server hands each message's payload to the connection's frame decoder as TCP bytes are handed to it:
+        // the stream the messages make goes through everything mode 0 checks.
+        FuzzStream.run(Array(whole.messages.joined()))
     }
 }
 

@@ -46,6 +46,13 @@ async function signIn(credentials) {
   larder.onEvent = (event) => liveEvent(event);
 }
 
+/** Opens a new connection with the credentials this tab signed in with, after the last one ended. */
+async function reconnect() {
+  const saved = JSON.parse(sessionStorage.getItem("larder.credentials") ?? "null");
+  if (!saved) throw new Error("the connection ended, and this tab keeps no credentials to open another");
+  await signIn(saved);
+}
+
 /**
  * Signs in with what `credentials` gives, keeps it for this tab (sessionStorage) and opens the first page; a refusal
  * is shown on `errorLine`.
@@ -162,7 +169,7 @@ async function recordsPage(collection) {
   const errorLine = el("p", { class: "error", role: "alert" });
   const body = el("tbody");
   const head = el("thead");
-  const columnsBox = el("details", {}, el("summary", {}, "Columns"));
+  const columnsBox = el("details", { id: "records-columns" }, el("summary", {}, "Columns"));
   const info = el("span", { id: "page-info" });
   const next = el("button", { type: "button", id: "next" }, "Next page");
   const prev = el("button", { type: "button", id: "prev" }, "Previous page");
@@ -241,7 +248,12 @@ async function recordsPage(collection) {
   });
   next.addEventListener("click", () => { table.page += 1; load(); });
   prev.addEventListener("click", () => { table.page = Math.max(0, table.page - 1); load(); });
-  live.addEventListener("change", () => { if (watch) watch.paused = !live.checked; });
+  // Paused, the table lets events go by; resumed, it reloads the page it shows, so that nothing missed is missing.
+  live.addEventListener("change", () => {
+    if (!watch) return;
+    watch.paused = !live.checked;
+    if (live.checked) load();
+  });
   create.addEventListener("click", () => { location.hash = `#/r/${encodeURIComponent(collection)}/new`; });
 
   show(el("h2", {}, collection),
@@ -348,8 +360,9 @@ async function recordPage(collection, id) {
 async function photosPage(collection) {
   const gallery = el("div", { class: "gallery", id: "gallery" });
   const status = el("p", { id: "upload-status", role: "status" });
-  const drop = el("div", { class: "drop", id: "drop", tabindex: "0" },
-    canWrite ? "Drop JPEG photos here to attach them to a new record" : "");
+  const progress = el("progress", { id: "upload-progress", hidden: true, "aria-label": "upload progress" });
+  const drop = el("div", { class: "drop", id: "drop", tabindex: canWrite && "0", role: canWrite && "button" },
+    canWrite ? "Drop JPEG photos here, or press Enter to choose them, to attach them to a new record" : "");
   const urls = [];
   async function load() {
     for (const url of urls.splice(0)) URL.revokeObjectURL(url);
@@ -372,8 +385,8 @@ async function photosPage(collection) {
     const url = URL.createObjectURL(new Blob([answer.binary], { type: "image/jpeg" }));
     urls.push(url);
     show(el("p", {}, el("a", { href: `#/photos/${encodeURIComponent(collection)}` }, "back")),
-      el("img", { src: url, alt: `photo ${id}`, style: false }),
-      el("p", {}, el("a", { href: url, download: `${id}.jpg` }, "Download")));
+      el("img", { id: "full", src: url, alt: `photo ${id}` }),
+      el("p", {}, el("a", { id: "download", href: url, download: `${id}.jpg` }, "Download")));
   }
   async function upload(file) {
     const bytes = new Uint8Array(await file.arrayBuffer());
@@ -383,6 +396,9 @@ async function photosPage(collection) {
     const chunk = started.chunkBytes ?? larder.hello.limits.blobChunkBytes ?? 1 << 20;
     let offset = started.offset ?? 0;
     let failures = 0;
+    progress.max = bytes.length;
+    progress.value = offset;
+    progress.hidden = false;
     while (offset < bytes.length) {
       const part = bytes.subarray(offset, offset + chunk);
       try {
@@ -390,10 +406,15 @@ async function photosPage(collection) {
           { upload: started.upload, offset, crc32: crc32(part) }, part);
         offset = answer.offset ?? offset + part.length;
       } catch (error) {
-        // The upload goes on from where the server says it stands.
-        if (++failures > 3 || larder.closed) throw error;
+        // The upload goes on from where the server says it stands, on a new connection when this one ended.
+        if (++failures > 3) throw error;
+        if (!larder.isOpen) {
+          status.textContent = `${file.name}: connection lost, resuming`;
+          await reconnect();
+        }
         offset = (await larder.request(Opcode.BLOB_UPLOAD_STATUS, { upload: started.upload })).offset;
       }
+      progress.value = offset;
       status.textContent = `${file.name}: ${Math.round((100 * offset) / bytes.length)}%`;
     }
     await larder.request(Opcode.BLOB_UPLOAD_FINISH, { upload: started.upload });
@@ -411,12 +432,18 @@ async function photosPage(collection) {
     }
   }
   picker.addEventListener("change", () => uploadAll([...picker.files]));
+  // The drop zone is a button to the keyboard: Enter or Space opens the file picker.
+  drop.addEventListener("keydown", (event) => {
+    if (!canWrite || (event.key !== "Enter" && event.key !== " ")) return;
+    event.preventDefault();
+    picker.click();
+  });
   drop.addEventListener("dragover", (event) => event.preventDefault());
   drop.addEventListener("drop", (event) => {
     event.preventDefault();
     uploadAll([...event.dataTransfer.files]);
   });
-  show(el("h2", {}, `${collection}: photos`), drop, picker, status, gallery);
+  show(el("h2", {}, `${collection}: photos`), drop, picker, progress, status, gallery);
   await load();
 }
 

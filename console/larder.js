@@ -191,6 +191,9 @@ export class Larder {
     return answer;
   }
 
+  /** Whether requests can still be sent: the socket is open, not closing or ended. */
+  get isOpen() { return !this.closed && this.socket.readyState === WebSocket.OPEN; }
+
   close() { this.socket.close(1000); }
 
   async #received(bytes) {

@@ -28,6 +28,8 @@ import Testing
         var accounts = PasswordAccountSettings()
         accounts.hashParameters = .init(iterations: 1, memoryKiB: 64, parallelism: 1)
         configuration.passwordAccounts = accounts
+        // Chunks of 16 KiB: the photo uploads in several, so that its progress shows and it can resume between them.
+        configuration.limits.blobChunkBytes = 16 << 10
         let server = try LarderServer(configuration: configuration)
         let port = try server.start()
         defer { server.shutdown() }
@@ -114,6 +116,9 @@ import Testing
         }
         client.close()
         #expect(results["bulkPages"]?.arrayValue?.count == 3)
+        #expect(
+            results["bulkWindowTop"] == .array([.bool(true), .bool(true), .bool(true)]),
+            "the 1280 px window screenshot shows the header, the filter and the column headers")
         #expect(results["liveRow"]?.stringValue != nil, "the CLI's record appeared without a reload")
         #expect(results["conflictTheirs"]?["by"]?.stringValue == "another client")
         #expect(results["afterReload"]?["by"]?.stringValue == "another client")
@@ -122,6 +127,37 @@ import Testing
         let deleted = try #require(results["deletedInPage"]?.stringValue)
         #expect(try c.call(.get, ["collection": "bulk", "id": .string(deleted)]).status == .notFound)
         #expect(results["photoSame"] == .bool(true), "the stored photo equals the file")
+        // The upload's connection was cut after its first chunk: it went on on a new one from the server's offset,
+        // with no chunk sent twice, and its progress was shown on the way.
+        let chunks = (results["uploadChunks"]?.arrayValue ?? []).map { $0.arrayValue?.compactMap(\.intValue) ?? [] }
+        let photoBytes = try ServerFixtures.data("rocket.jpg").count
+        #expect(chunks.first == [0, 0], "chunks sent: \(chunks)")
+        #expect(chunks.dropFirst().first == [1, 16 << 10], "resumed from the server's offset: \(chunks)")
+        #expect(chunks.count == (photoBytes + (16 << 10) - 1) / (16 << 10), "each chunk sent once: \(chunks)")
+        #expect(chunks.dropFirst().allSatisfy { $0.first == 1 }, "the rest on the new connection: \(chunks)")
+        let seen = (results["uploadSeen"]?.arrayValue ?? []).compactMap(\.stringValue)
+        #expect(seen.contains { $0.hasSuffix("%") && !$0.hasSuffix(" 100%") }, "progress shown: \(seen)")
+        #expect(seen.contains("photo.jpg: connection lost, resuming"), "\(seen)")
+        #expect(seen.last == "photo.jpg: uploaded", "\(seen)")
+        let fullSize = results["fullSize"]?.arrayValue ?? []
+        #expect(fullSize.first?.intValue.map { $0 > 256 } == true, "the full-size photo, not a thumbnail: \(fullSize)")
+        #expect(fullSize.last == .bool(true), "the full-size view replaces the gallery")
+        #expect(results["downloadSame"] == .bool(true), "the download is the uploaded file")
+        // Choosing columns, copying an id, the live switch and a changed row, on a table of their own.
+        let unticked = results["columnUnticked"]
+        let headers = Set(unticked?["headers"]?.arrayValue?.compactMap(\.stringValue) ?? [])
+        #expect(headers == ["id", "rev", "name", "size"], "an unticked column leaves the table")
+        #expect(unticked?["cells"]?.intValue == 0 && unticked?["sizeCells"]?.intValue == 1)
+        #expect(results["copied"]?["clipboard"] == results["copied"]?["id"], "the copy button copies the full id")
+        #expect(results["paused"]?["shownWhilePaused"]?.intValue == 0, "a paused table lets events go by")
+        #expect(results["paused"]?["shownAfterResuming"] == .bool(true), "resuming reloads the table")
+        #expect(results["changedRow"]?.stringValue == "3", "the changed row is redrawn")
+        // The keyboard: sign-in, a record's link, the drop zone.
+        #expect(results["tabToToken"] == .bool(true))
+        #expect(results["tabToRecord"] == .bool(true))
+        #expect(results["keyboardRecord"]?.stringValue?.count == 36, "a record opened with Enter")
+        #expect(results["tabToDrop"] == .array([.bool(true), .bool(true)]))
+        #expect(results["dropKeys"] == .array([.bool(true), .bool(true)]), "Enter and Space open the picker")
         #expect(results["readControls"]?.intValue == 0, "a read token sees no edit controls")
         #expect(results["readForged"]?.stringValue == "PERMISSION_DENIED")
         #expect(results["foreignOrigin"]?.stringValue == "refused")

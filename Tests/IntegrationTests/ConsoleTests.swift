@@ -158,9 +158,14 @@ final class WebSocketTestClient {
             let page = try Self.get(consolePort, "/")
             #expect(page.status == 200)
             #expect(page.headers["content-type"] == "text/html; charset=utf-8")
+            // The exact policy, as README's console section quotes it.
             let policy = page.headers["content-security-policy"] ?? ""
-            #expect(policy.contains("default-src 'self'"), "CSP: \(policy)")
-            #expect(!policy.contains("unsafe-inline"), "no inline script or style is allowed")
+            #expect(
+                policy == "default-src 'self'; img-src 'self' blob:; connect-src 'self'; object-src 'none'; "
+                    + "base-uri 'none'; form-action 'none'; frame-ancestors 'none'", "CSP: \(policy)")
+            let readme = try String(
+                contentsOf: ConsoleBrowserTests.root.appendingPathComponent("README.md"), encoding: .utf8)
+            #expect(readme.contains("Content-Security-Policy: \(policy)\n"), "README quotes the header sent")
             #expect(page.body.contains("larder"))
             #expect(!page.body.contains("<script>"), "no inline script in the page")
             let script = try Self.get(consolePort, "/larder.js")

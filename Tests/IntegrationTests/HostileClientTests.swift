@@ -107,6 +107,32 @@ struct StoreSnapshot: Equatable {
     }
 }
 
+/// A hostile client's connection, over TCP or the console's WebSocket: what the table's runner needs of it.
+protocol HostileConnection {
+    /// A good HELLO, offering zlib or nothing.
+    func hello(zlib: Bool) throws
+    /// A case's bytes; with `endStream`, the stream then ends where they end.
+    func sendCase(_ bytes: [UInt8], endStream: Bool) throws
+    /// The next frame, nil when the server closed the connection.
+    func nextFrame() throws -> Frame?
+    func ping() throws -> Frame
+    /// The frames until the server closes the connection.
+    func framesUntilEnd() throws -> [Frame]
+}
+
+extension RawClient: HostileConnection {
+    func hello(zlib: Bool) throws { try hello(compression: zlib ? ["zlib"] : []) }
+
+    func sendCase(_ bytes: [UInt8], endStream: Bool) throws {
+        try writeAll(bytes)
+        if endStream { shutdownWrite() }
+    }
+
+    func nextFrame() throws -> Frame? { try receive() }
+    func ping() throws -> Frame { try call(.ping) }
+    func framesUntilEnd() throws -> [Frame] { try framesUntilClosed() }
+}
+
 /// A table of hostile inputs over real sockets: each gets its status or its close, the server keeps serving
 /// a healthy client, and nothing stored changes.
 @Suite(.ownThreads, .timeLimit(.minutes(20))) struct HostileClientTests {
@@ -157,41 +183,54 @@ struct StoreSnapshot: Equatable {
         _ cases: [HostileCase], configure: @escaping (inout ServerConfiguration) -> Void = { _ in }
     ) throws {
         try withServerWithoutListener(configure) { server in
-            let healthy = try RawClient.connected(to: server)
-            try healthy.hello()
-            try seed(healthy)
-            let before = try StoreSnapshot.take(healthy)
-            for row in cases {
-                let hostile = try RawClient.connected(to: server)
-                if row.hello { try hostile.hello(compression: row.zlib ? ["zlib"] : []) }
-                try hostile.writeAll(row.bytes)
-                if row.endStream { hostile.shutdownWrite() }
-                if !row.expect.closes {
-                    let reply = try hostile.receive()
-                    let got = reply.map { $0.replyText } ?? "closed"
-                    #expect(reply?.status == row.expect.statuses.first, "\(row.name): \(got)")
-                    #expect(reply?.requestID == HostileFrames.requestID, "\(row.name): reply to the wrong request")
-                    if let answer = row.answer {
-                        #expect(reply.map(summary) == answer, "\(row.name): \(got)")
-                    }
-                    let ping = try hostile.call(.ping)
-                    #expect(ping.status == .ok, "\(row.name): the connection did not stay usable")
-                } else {
-                    let frames = try hostile.framesUntilClosed()
-                    // Replies to requests in flight may come after the error frame; their order is not the point.
-                    let got = frames.map(\.status.rawValue).sorted()
-                    let want = row.expect.statuses.map(\.rawValue).sorted()
-                    #expect(got == want, "\(row.name): \(frames.map(\.replyText))")
+            try check(cases, healthy: try RawClient.connected(to: server)) { try RawClient.connected(to: server) }
+        }
+    }
+
+    /// Runs every case on a connection of its own from `connect`, then checks that `healthy` (and `alsoHealthy`, a
+    /// client of another transport) is still served, and that nothing stored changed.
+    static func check(
+        _ cases: [HostileCase], healthy: RawClient, alsoHealthy: (String) throws -> Void = { _ in },
+        connect: () throws -> any HostileConnection
+    ) throws {
+        try healthy.hello()
+        try seed(healthy)
+        let before = try StoreSnapshot.take(healthy)
+        for row in cases {
+            let hostile = try connect()
+            if row.hello { try hostile.hello(zlib: row.zlib) }
+            try hostile.sendCase(row.bytes, endStream: row.endStream)
+            if !row.expect.closes {
+                let reply = try hostile.nextFrame()
+                let got = reply.map { $0.replyText } ?? "closed"
+                #expect(reply?.status == row.expect.statuses.first, "\(row.name): \(got)")
+                #expect(reply?.requestID == HostileFrames.requestID, "\(row.name): reply to the wrong request")
+                if let answer = row.answer {
+                    #expect(reply.map(summary) == answer, "\(row.name): \(got)")
                 }
-                #expect(try healthy.call(.ping).status == .ok, "\(row.name): the healthy client lost its ping")
-                let record = try healthy.call(.get, ["collection": "items", "id": .string(existing.wireString)])
-                #expect(record.status == .ok, "\(row.name): the healthy client lost its GET")
-                // Writes still work (an index gone wrong would break every insert), and leave no trace.
-                let canary = try healthy.call(.create, ["collection": "canary", "data": ["name": "c", "price": 1]])
-                #expect(canary.status == .ok, "\(row.name): the healthy client cannot write: \(canary.replyText)")
-                #expect(try healthy.call(.dropCollection, ["collection": "canary"]).status == .ok)
-                #expect(try StoreSnapshot.take(healthy) == before, "\(row.name) changed what is stored")
+                let ping = try hostile.ping()
+                #expect(ping.status == .ok, "\(row.name): the connection did not stay usable")
+            } else {
+                let frames: [Frame]
+                do {
+                    frames = try hostile.framesUntilEnd()
+                } catch {
+                    throw ServerTestError("\(row.name): \(error)")
+                }
+                // Replies to requests in flight may come after the error frame; their order is not the point.
+                let got = frames.map(\.status.rawValue).sorted()
+                let want = row.expect.statuses.map(\.rawValue).sorted()
+                #expect(got == want, "\(row.name): \(frames.map(\.replyText))")
             }
+            #expect(try healthy.call(.ping).status == .ok, "\(row.name): the healthy client lost its ping")
+            try alsoHealthy(row.name)
+            let record = try healthy.call(.get, ["collection": "items", "id": .string(existing.wireString)])
+            #expect(record.status == .ok, "\(row.name): the healthy client lost its GET")
+            // Writes still work (an index gone wrong would break every insert), and leave no trace.
+            let canary = try healthy.call(.create, ["collection": "canary", "data": ["name": "c", "price": 1]])
+            #expect(canary.status == .ok, "\(row.name): the healthy client cannot write: \(canary.replyText)")
+            #expect(try healthy.call(.dropCollection, ["collection": "canary"]).status == .ok)
+            #expect(try StoreSnapshot.take(healthy) == before, "\(row.name) changed what is stored")
         }
     }
 

@@ -23,8 +23,9 @@ URL = os.environ["CONSOLE_URL"].rstrip("/")
 CLI = [os.environ["LARDER_CLI"], "--port", os.environ["LARDER_PORT"], "--token", os.environ["ADMIN_TOKEN"], "--json"]
 SHOTS = os.environ["SCREENSHOTS"]
 DEADLINE_MS = 120_000
-# Waits go through locators, never wait_for_function: its string predicates are eval'd in the page, which the
-# console's Content-Security-Policy (no 'unsafe-eval') rightly refuses.
+# wait_for_function takes a function ("() => ..."), never a bare expression: Playwright evals the text once, inside
+# its DevTools call, which the console's Content-Security-Policy lets through, and then calls the function; a bare
+# expression is eval'd again on each poll, from the page, which the policy (no 'unsafe-eval') rightly refuses.
 expect.set_options(timeout=DEADLINE_MS)
 results = {"errors": []}
 console_errors = []
@@ -58,8 +59,10 @@ def shoot(page, name):
         page.set_viewport_size({"width": width, "height": height})
         page.screenshot(path=f"{SHOTS}/{name}-{width}.png", full_page=True)
     page.set_viewport_size({"width": 1280, "height": 800})
+    # The window as a reader first sees it: the top of the page (header, toolbar, column headers), wherever the
+    # scenario left it scrolled.
+    page.evaluate("() => window.scrollTo(0, 0)")
     page.screenshot(path=f"{SHOTS}/{name}-1280-window.png")
-    page.set_viewport_size({"width": 1280, "height": 800})
 
 
 def watch_errors(page, label):
@@ -77,12 +80,62 @@ def table_ids(page):
     return page.eval_on_selector_all("#records tbody tr", "rows => rows.map(r => r.dataset.id)")
 
 
+def tab_to(page, predicate, presses=60):
+    """Presses Tab until the focused element satisfies `predicate` (a function of it, run in the page)."""
+    for _ in range(presses):
+        page.keyboard.press("Tab")
+        if page.evaluate(f"() => ({predicate})(document.activeElement)"):
+            return True
+    return False
+
+
+def clipboard(page, want):
+    """The clipboard's text, once it is `want` (the copy is asynchronous), or what it holds after 10 s."""
+    text = None
+    for _ in range(100):
+        text = page.evaluate("() => navigator.clipboard.readText()")
+        if text == want:
+            break
+        time.sleep(0.1)
+    return text
+
+
+# Installed in the page before an upload: the console's socket is closed right after it sends the upload's first
+# chunk, and every chunk is noted as [which socket sent it, its offset], to show that the upload goes on from the
+# server's offset on a new connection.
+DROP_AFTER_FIRST_CHUNK = """(chunkOpcode) => {
+    const send = WebSocket.prototype.send;
+    const sockets = [];
+    window.uploadChunks = [];
+    window.restoreSend = () => { WebSocket.prototype.send = send; };
+    WebSocket.prototype.send = function (data) {
+      send.call(this, data);
+      const bytes = new Uint8Array(data.buffer ?? data, data.byteOffset ?? 0, data.byteLength);
+      if (((bytes[8] << 8) | bytes[9]) !== chunkOpcode) return;
+      if (!sockets.includes(this)) sockets.push(this);
+      const jsonLength = ((bytes[16] << 24) | (bytes[17] << 16) | (bytes[18] << 8) | bytes[19]) >>> 0;
+      const json = (bytes[7] & 1) ? {} : JSON.parse(new TextDecoder().decode(bytes.subarray(28, 28 + jsonLength)));
+      window.uploadChunks.push([sockets.indexOf(this), json.offset]);
+      if (window.uploadChunks.length === 1) this.close();
+    };
+}"""
+
+# Every text the upload's status line shows, in order.
+WATCH_UPLOAD_STATUS = """() => {
+    window.uploadSeen = [];
+    const line = document.querySelector('#upload-status');
+    new MutationObserver(() => window.uploadSeen.push(line.textContent))
+      .observe(line, { childList: true, characterData: true, subtree: true });
+}"""
+
+
 def main():
     os.makedirs(SHOTS, exist_ok=True)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=os.environ.get("CHROMIUM", "/usr/bin/chromium"),
                                     args=["--no-sandbox"])
-        context = browser.new_context(viewport={"width": 1280, "height": 800})
+        context = browser.new_context(viewport={"width": 1280, "height": 800},
+                                      permissions=["clipboard-read", "clipboard-write"])
         context.set_default_timeout(DEADLINE_MS)
         page = context.new_page()
         watch_errors(page, "admin")
@@ -110,8 +163,13 @@ def main():
         expect(page.locator("#signin-error")).to_contain_text("UNAUTHENTICATED")
         results["wrongToken"] = page.inner_text("#signin-error")
 
-        # The admin token: collections with counts, then each collection's table.
-        sign_in(page, os.environ["ADMIN_TOKEN"])
+        # The admin token, with the keyboard alone: Tab reaches the token field, Enter signs in. Then collections
+        # with counts, then each collection's table.
+        page.goto(URL + "/")
+        page.wait_for_selector("#token")
+        results["tabToToken"] = tab_to(page, "e => e.id === 'token'", presses=5)
+        page.keyboard.type(os.environ["ADMIN_TOKEN"])
+        page.keyboard.press("Enter")
         page.wait_for_selector("#collections tbody tr")
         results["collections"] = page.eval_on_selector_all(
             "#collections tbody tr", "rows => rows.map(r => [r.cells[0].innerText, Number(r.cells[1].innerText)])")
@@ -145,11 +203,53 @@ def main():
             pages.append(table_ids(page))
         results["bulkPages"] = pages
         shoot(page, "bulk")
+        # The window screenshot, README's docs/console-records.png, shows the page's top: the header, the filter and
+        # the column headers.
+        results["bulkWindowTop"] = page.evaluate("""() => ['header', '#filter', '#records thead'].map((selector) => {
+            const box = document.querySelector(selector).getBoundingClientRect();
+            return box.top >= 0 && box.bottom <= innerHeight;
+        })""")
 
         # A record created by the CLI appears in the open table without a reload.
         created = json.loads(cli("create", "bulk", json.dumps({"n": -1, "even": True, "name": "from the CLI"})))
         page.wait_for_selector(f"#records tbody tr.new[data-id='{created['id']}']")
         results["liveRow"] = created["id"]
+
+        # A table of its own for the table's controls: choosing columns, copying an id, the live switch, a changed
+        # row, and a record reached with the keyboard.
+        first = json.loads(cli("create", "live", json.dumps({"name": "first", "size": 1, "colour": "red"})))
+        page.goto(f"{URL}/#/c/live")
+        page.wait_for_selector(f"#records tbody tr[data-id='{first['id']}']")
+        expect(page.locator("#records td[data-field=colour]")).to_have_count(1)
+        page.click("#records-columns summary")
+        page.click("#records-columns label:has-text('colour') input")
+        expect(page.locator("#records th button[data-sort=colour]")).to_have_count(0)
+        results["columnUnticked"] = {
+            "headers": page.eval_on_selector_all("#records thead th", "cells => cells.map(c => c.innerText.trim())"),
+            "cells": page.locator("#records td[data-field=colour]").count(),
+            "sizeCells": page.locator("#records td[data-field=size]").count()}
+        page.click(f"#records tr[data-id='{first['id']}'] td.id button")
+        results["copied"] = {"id": first["id"], "clipboard": clipboard(page, first["id"])}
+        # Paused, a new record stays out of the table; resumed, the table is loaded again and shows it.
+        page.uncheck("#live")
+        paused = json.loads(cli("create", "live", json.dumps({"name": "while paused", "size": 2})))
+        page.wait_for_timeout(1500)
+        results["paused"] = {"id": paused["id"], "shownWhilePaused": page.locator(
+            f"#records tbody tr[data-id='{paused['id']}']").count()}
+        page.check("#live")
+        page.wait_for_selector(f"#records tbody tr[data-id='{paused['id']}']")
+        results["paused"]["shownAfterResuming"] = True
+        # A record another client changes is redrawn and marked.
+        cli("patch", "live", first["id"], json.dumps({"size": 3}))
+        marked = f"#records tbody tr.changed[data-id='{first['id']}']"
+        page.wait_for_selector(marked)
+        results["changedRow"] = page.inner_text(f"{marked} td[data-field=size]")
+        # The keyboard reaches a record's link and Enter opens it.
+        page.focus("#filter")
+        results["tabToRecord"] = tab_to(page, "e => e.matches('#records a[href^=\"#/r/\"]')")
+        page.keyboard.press("Enter")
+        page.wait_for_selector("#json")
+        results["keyboardRecord"] = page.url.rsplit("/", 1)[1]
 
         # CONFLICT: the record changes under the editor; then reload, and then overwrite (the CLI's record, whose
         # writes here move no row of the pages above: they stay as the server answers them now).
@@ -187,11 +287,14 @@ def main():
         page.wait_for_selector("#records")
         results["deletedInPage"] = made
 
-        # A photo dropped on the gallery: uploaded in chunks, attached to a new record, its thumbnail shown.
+        # A photo dropped on the gallery: uploaded in chunks, attached to a new record, its thumbnail shown. The
+        # connection is cut after the first chunk: the upload goes on on a new one from the server's offset.
         photo = open(os.environ["PHOTO"], "rb").read()
         page.goto(f"{URL}/#/photos/gallery")
         page.wait_for_selector("#drop")
         results["uploadPicker"] = page.locator("#pick").count()
+        page.evaluate(WATCH_UPLOAD_STATUS)
+        page.evaluate(DROP_AFTER_FIRST_CHUNK, 0x0036)
         page.evaluate("""(b64) => {
             const bytes = Uint8Array.from(atob(b64), c => c.charCodeAt(0));
             const data = new DataTransfer();
@@ -200,11 +303,49 @@ def main():
         }""", base64.b64encode(photo).decode())
         page.wait_for_selector("#gallery a[data-blob] img")
         page.wait_for_function("() => document.querySelector('#gallery img').naturalWidth > 0", timeout=DEADLINE_MS)
+        page.evaluate("() => window.restoreSend()")
+        results["uploadChunks"] = page.evaluate("() => window.uploadChunks")
+        results["uploadSeen"] = page.evaluate("() => window.uploadSeen")
         blob = page.get_attribute("#gallery a[data-blob]", "data-blob")
         stored = os.path.join(SHOTS, "stored.jpg")
         subprocess.run(CLI[:-1] + ["blob", "get", blob, "--output", stored], check=True, timeout=120)
         results["photoSame"] = open(stored, "rb").read() == photo
         shoot(page, "photos")
+
+        # The drop zone is a button to the keyboard: Enter and Space open the file picker (each on a page loaded
+        # afresh, where no earlier picker is still being answered). The listener is there before the first key, so
+        # that the browser already hands its pickers to Playwright when a key opens one.
+        choosers = []
+
+        def chosen(chooser):
+            choosers.append(chooser)
+
+        page.on("filechooser", chosen)
+        results["tabToDrop"] = []
+        for key in ("Enter", " "):
+            page.reload()
+            page.wait_for_selector("#gallery a[data-blob] img")
+            results["tabToDrop"].append(tab_to(page, "e => e.id === 'drop'"))
+            opened = len(choosers)
+            page.keyboard.press(key)
+            for _ in range(100):
+                if len(choosers) > opened:
+                    break
+                page.wait_for_timeout(100)
+            if len(choosers) > opened:
+                choosers[-1].set_files([])
+        results["dropKeys"] = [chooser.is_multiple() for chooser in choosers]
+        page.remove_listener("filechooser", chosen)
+
+        # The full-size photo, and its download: the bytes of the file uploaded.
+        page.click("#gallery a[data-blob]")
+        page.wait_for_function("() => document.querySelector('#full')?.naturalWidth > 0", timeout=DEADLINE_MS)
+        results["fullSize"] = page.evaluate("() => [document.querySelector('#full').naturalWidth, "
+                                            "document.querySelector('#gallery') === null]")
+        with page.expect_download() as download:
+            page.click("#download")
+        results["downloadSame"] = open(download.value.path(), "rb").read() == photo
+        shoot(page, "photo")
 
         page.goto(f"{URL}/#/stats")
         page.wait_for_selector("#latency svg rect")
