@@ -44,6 +44,14 @@ package enum CloseReason: Sendable, Equatable, CustomStringConvertible {
     /// The session the connection signed in with ended while it watched; UNAUTHENTICATED was sent first.
     case sessionEnded
 
+    /// Whether the server closes the connection of its own accord, when the peer may still be sending.
+    var mayLeaveInputUnread: Bool {
+        switch self {
+        case .protocolError, .tokenRevoked, .sessionEnded, .frameTimeout: true
+        case .peerClosed, .idleTimeout, .ioError, .shutdown: false
+        }
+    }
+
     package var description: String {
         switch self {
         case .peerClosed: "peer closed"

@@ -438,7 +438,10 @@ public final class LarderServer: Sendable {
         }
         for shard in shards {
             shard.loop.sync {
-                for connection in Array(shard.connections.values) { connection.forceClose(.shutdown) }
+                for connection in Array(shard.connections.values) {
+                    // A connection draining its peer's input after a close has nothing left to say.
+                    if connection.outputShutDown { connection.endLinger() } else { connection.forceClose(.shutdown) }
+                }
                 shard.stopTimer()
             }
         }

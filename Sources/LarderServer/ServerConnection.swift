@@ -84,6 +84,12 @@ final class ServerConnection: EventLoopHandler, @unchecked Sendable {
     /// Until when a closed TLS connection keeps its descriptor to write its last ciphertext (the answers the machine
     /// counted as sent once encrypted, then close_notify); nil while open and once the descriptor is closed.
     var lingerUntil: UInt64?
+    /// Whether a closed connection reads and drops what its peer still sends until the peer closes or `lingerUntil`
+    /// (`ServerConnectionClosing.swift`), so that the kernel does not answer unread input with a reset that destroys
+    /// the last answers in flight.
+    var drainingInput = false
+    /// Whether the connection's sending side was shut down (FIN sent after the last answers).
+    var outputShutDown = false
     /// The WebSocket layer between the socket and the machine, on the console's port (WebSocketTransport.swift).
     let websocket: WebSocketTransport?
 
@@ -174,7 +180,10 @@ final class ServerConnection: EventLoopHandler, @unchecked Sendable {
     }
 
     func readable() {
-        guard !closing else { return }
+        guard !closing else {
+            if drainingInput { drainInput() }
+            return
+        }
         let result: IOResult
         do throws(IOError) {
             result = try Socket.read(fd, into: shard.readBuffer)

@@ -144,10 +144,22 @@ public struct PreparedDocument: Sendable, Equatable {
     package init(_ document: CompactDocument) {
         data = document.bytes
         search = TextFold.fold(joined: document.strings, ascii: document.stringsAreASCII)
-        switch TopLevelMember.find("$owner", in: document.bytes) {
-        case .string(let found)?: owner = FilterEvaluator.cString(found)
-        case .absent?, .notAString?: owner = nil
-        case nil: owner = (try? JSONParser.parseObject(document.bytes))?[ownerMember]?.stringValue.map(FilterEvaluator.cString)
+        owner = PreparedDocument.owner(of: document.bytes)
+    }
+
+    /// `owner` of compact JSON. Most documents hold no `$` at all, which one `memchr` tells without walking their
+    /// members.
+    private static func owner(of bytes: [UInt8]) -> String? {
+        let dollar = bytes.withUnsafeBytes { raw in
+            raw.baseAddress.flatMap { memchr($0, Int32(UInt8(ascii: "$")), raw.count) }
+        }
+        guard dollar != nil else {
+            return nil
+        }
+        switch TopLevelMember.find("$owner", in: bytes) {
+        case .string(let found)?: return FilterEvaluator.cString(found)
+        case .absent?, .notAString?: return nil
+        case nil: return (try? JSONParser.parseObject(bytes))?[ownerMember]?.stringValue.map(FilterEvaluator.cString)
         }
     }
 

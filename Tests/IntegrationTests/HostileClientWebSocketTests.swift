@@ -69,15 +69,13 @@ final class HostileWebSocket: HostileConnection {
         return try socket.call(.ping, id: nextID)
     }
 
-    /// The Larder frames until the server's close frame or the end of the stream. The close frame can be lost: a
-    /// server that closes a socket with the case's bytes still unread resets the connection, and a reset drops what
-    /// the peer had not yet received; `RawClient` over TCP likewise takes a reset for the close.
+    /// The Larder frames until the server's close frame, which must come (the server drains what the case left
+    /// unread rather than resetting the connection on it), then the end of the stream.
     func framesUntilEnd() throws -> [Frame] {
         var frames: [Frame] = []
         while let frame = try nextFrame() { frames.append(frame) }
-        if closeCode != nil {
-            guard try socket.receive() == nil else { throw ServerTestError("a frame came after the close frame") }
-        }
+        guard closeCode != nil else { throw ServerTestError("the stream ended without the server's close frame") }
+        guard try socket.receive() == nil else { throw ServerTestError("a frame came after the close frame") }
         return frames
     }
 

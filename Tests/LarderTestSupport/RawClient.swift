@@ -24,6 +24,8 @@ package final class RawClient {
     package private(set) var lastHeader: FrameHeader?
     /// The header flags of the last frame received.
     package var lastFlags: Frame.Flags { lastHeader?.flags ?? [] }
+    /// Whether the stream ended in a reset (ECONNRESET) rather than the server's orderly close.
+    package private(set) var wasReset = false
 
     private init(fd: Int32) { self.fd = fd }
     deinit { Glibc.close(fd) }
@@ -98,7 +100,10 @@ package final class RawClient {
             if n == 0 { return nil }
             if n < 0 {
                 if errno == EINTR || errno == EAGAIN { continue }
-                if errno == ECONNRESET { return nil }
+                if errno == ECONNRESET {
+                    wasReset = true
+                    return nil
+                }
                 throw ServerTestError("read failed: errno \(errno)")
             }
             buffer.append(chunk[0..<n])
