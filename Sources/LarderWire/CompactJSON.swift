@@ -64,6 +64,19 @@ package enum CompactJSON {
         }
     }
 
+    /// Moves `index` past the value that starts there (after any whitespace), a member's value of an object nested at
+    /// `depth` as `object` counts it, when `object` would read it; false (`index` unchanged) for anything it would
+    /// leave to the general path. What is read is checked, not kept.
+    package static func skipValue(
+        _ buffer: UnsafeBufferPointer<UInt8>, at index: inout Int, depth: Int,
+        maxDepth: Int = JSONParser.defaultMaxDepth
+    ) -> Bool {
+        var transcoder = Transcoder(input: ByteScanner(buffer: buffer, index: index), maxDepth: maxDepth)
+        guard transcoder.value(depth: depth) else { return false }
+        index = transcoder.input.index
+        return true
+    }
+
     private struct Transcoder {
         var input: ByteScanner
         let maxDepth: Int
