@@ -64,20 +64,9 @@ package enum CompactJSON {
         }
     }
 
-    /// Moves `index` past the value that starts there (after any whitespace), a member's value of an object nested at
-    /// `depth` as `object` counts it, when `object` would read it; false (`index` unchanged) for anything it would
-    /// leave to the general path. What is read is checked, not kept.
-    package static func skipValue(
-        _ buffer: UnsafeBufferPointer<UInt8>, at index: inout Int, depth: Int,
-        maxDepth: Int = JSONParser.defaultMaxDepth
-    ) -> Bool {
-        var transcoder = Transcoder(input: ByteScanner(buffer: buffer, index: index), maxDepth: maxDepth)
-        guard transcoder.value(depth: depth) else { return false }
-        index = transcoder.input.index
-        return true
-    }
-
-    private struct Transcoder {
+    /// The reader behind `object`, which `MergePatch.apply(_:toStored:)` also drives: it appends what it reads to
+    /// `out` in the compact form and each string value, decoded, to `strings`.
+    struct Transcoder {
         var input: ByteScanner
         let maxDepth: Int
         var out: [UInt8] = []

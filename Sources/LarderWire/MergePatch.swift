@@ -25,177 +25,164 @@ public enum MergePatch {
         return result
     }
 
-    /// `patch` merged into a document kept as compact JSON, without building the document's tree: the members the
-    /// patch does not name are copied as they are; a member it names is left out for `null`, merged member by member
-    /// when both are objects, and otherwise replaced in its place by the patch's value as `JSON.write` writes it; the
-    /// patch's new members follow in its order, where `JSONObject` appends them. `CompactJSON` then reads the merged
-    /// bytes, so the answer is exactly the tree's: `apply(patch, to: JSONParser.parseObject(stored))`, its
-    /// `JSONObject.bytes` and its string values.
+    /// `patch` merged into a document kept as compact JSON, without building the document's tree. The document is
+    /// read once, as `CompactJSON` reads one: the members the patch does not name are copied in the compact form; a
+    /// member it names is read (the tree path parses it) and then left out for `null`, merged member by member when
+    /// both are objects, or otherwise replaced in its place by the patch's value as `JSON.write` writes it; the patch's
+    /// new members follow in its order, where `JSONObject` appends them. The answer is exactly the tree's:
+    /// `apply(patch, to: JSONParser.parseObject(stored))`, its `JSONObject.bytes` and its string values.
     ///
-    /// Nil when that is not certain, and the caller takes the tree path: a kept member that `CompactJSON` leaves to
-    /// the general path, a value the patch drops that `CompactJSON.skipValue` would not read, a member name the parser
-    /// would refuse, two members of one object that a patch's name matches (duplicates, which the parser refuses), an
-    /// object of the document or the patch with more than `CompactJSON.maxMembers` members.
+    /// Nil when that is not certain, and the caller takes the tree path: bytes that `CompactJSON.object` leaves to the
+    /// general path, two members of one object that a name of the patch matches (duplicates, which the parser
+    /// refuses), a patch object with more than `CompactJSON.maxMembers` members.
     package static func apply(_ patch: JSONObject, toStored stored: [UInt8]) -> CompactDocument? {
-        var merged: [UInt8] = []
-        merged.reserveCapacity(stored.count + 64)
-        let spliced = stored.withUnsafeBufferPointer { buffer -> Bool in
-            var input = ByteScanner(buffer: buffer)
-            guard StoredMerge.object(patch, &input, depth: 1, into: &merged) else { return false }
-            input.skipWhitespace()
-            return input.atEnd
+        stored.withUnsafeBufferPointer { buffer -> CompactDocument? in
+            var transcoder = CompactJSON.Transcoder(
+                input: ByteScanner(buffer: buffer), maxDepth: JSONParser.defaultMaxDepth)
+            transcoder.out.reserveCapacity(buffer.count + 64)
+            transcoder.input.skipWhitespace()
+            guard transcoder.input.peek == UInt8(ascii: "{"), transcoder.merged(patch, depth: 1) else { return nil }
+            transcoder.input.skipWhitespace()
+            guard transcoder.input.atEnd else { return nil }
+            return CompactDocument(
+                bytes: transcoder.out, strings: transcoder.strings, stringsAreASCII: transcoder.stringBits < 0x80)
         }
-        return spliced ? CompactJSON.object(merged) : nil
     }
 }
 
-/// The splice `MergePatch.apply(_:toStored:)` makes, one object at a time.
-private enum StoredMerge {
-    /// A member of the patch, and whether the stored object has it.
-    struct Member {
+extension CompactJSON.Transcoder {
+    /// A member of a patch, and whether the document's object has it.
+    struct PatchMember {
         let key: String
         let value: JSON
-        let ascii: Bool
+        /// Whether the key is ASCII that is written without escapes: then it equals a name exactly when the name's
+        /// written form has the same bytes.
+        let plain: Bool
         var found = false
 
         init(key: String, value: JSON) {
             self.key = key
             self.value = value
-            ascii = key.utf8.allSatisfy { $0 < 0x80 }
+            plain = key.utf8.allSatisfy {
+                $0 >= 0x20 && $0 < 0x80 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\")
+            }
         }
     }
 
-    /// A stored member name.
-    struct Name {
-        /// Its written form, quotes included.
-        let quoted: Range<Int>
-        /// Whether the bytes between the quotes hold no escape and no control character: then they are the name's
-        /// UTF-8, when valid.
-        let plain: Bool
-        let ascii: Bool
-
-        var inner: Range<Int> { (quoted.lowerBound + 1)..<(quoted.upperBound - 1) }
-    }
-
-    enum Match {
-        case none
-        case member(Int)
-        /// The name is not one the parser reads.
-        case unreadable
-    }
-
-    /// Writes the object at `input` with `patch` merged into it to `out`, and leaves `input` after the object.
-    /// `depth` is the object's nesting level as `JSONParser` counts it (1 for the document).
-    static func object(_ patch: JSONObject, _ input: inout ByteScanner, depth: Int, into out: inout [UInt8]) -> Bool {
-        guard depth <= JSONParser.defaultMaxDepth, patch.count <= CompactJSON.maxMembers,
-            input.take(UInt8(ascii: "{"))
-        else { return false }
-        var members: [Member] = []
+    /// Reads the object at `input` (its `{`) as `object(depth:)` does, with `patch` merged into it (see
+    /// `MergePatch.apply(_:toStored:)`).
+    mutating func merged(_ patch: JSONObject, depth: Int) -> Bool {
+        guard depth <= maxDepth, patch.count <= CompactJSON.maxMembers else { return false }
+        var members: [PatchMember] = []
         members.reserveCapacity(patch.count)
-        for (key, value) in patch { members.append(Member(key: key, value: value)) }
+        for (key, value) in patch { members.append(PatchMember(key: key, value: value)) }
+        input.index += 1
         out.append(UInt8(ascii: "{"))
         let start = out.count
+        let firstName = names.count
+        defer { names.removeSubrange(firstName...) }
         if !input.take(UInt8(ascii: "}")) {
-            var count = 0
-            repeat {
-                count += 1
-                guard count <= CompactJSON.maxMembers, let name = readName(&input), input.take(UInt8(ascii: ":")) else {
-                    return false
-                }
+            var read = 0
+            while true {
+                read += 1
                 input.skipWhitespace()
-                switch find(name, in: members, input) {
-                case .unreadable:
-                    return false
-                case .none:
-                    guard input.skipValue() else { return false }
-                    if out.count > start { out.append(UInt8(ascii: ",")) }
-                    out.append(contentsOf: input.bytes(name.quoted.lowerBound..<input.index))
-                case .member(let n):
+                let memberStart = out.count
+                if out.count > start { out.append(UInt8(ascii: ",")) }
+                guard input.peek == UInt8(ascii: "\""), read <= CompactJSON.maxMembers,
+                    let name = string(isName: true), isNew(name, since: firstName)
+                else { return false }
+                names.append(name)
+                guard input.take(UInt8(ascii: ":")) else { return false }
+                out.append(UInt8(ascii: ":"))
+                if let n = find(name, in: members) {
                     guard !members[n].found else { return false }
                     members[n].found = true
-                    let value = members[n].value
-                    if case .object(let inner) = value, input.peek == UInt8(ascii: "{") {
-                        if out.count > start { out.append(UInt8(ascii: ",")) }
-                        out.append(contentsOf: input.bytes(name.quoted))
-                        out.append(UInt8(ascii: ":"))
-                        guard object(inner, &input, depth: depth + 1, into: &out) else { return false }
+                    input.skipWhitespace()
+                    if case .object(let inner) = members[n].value, input.peek == UInt8(ascii: "{") {
+                        guard merged(inner, depth: depth + 1) else { return false }
                     } else {
-                        // The stored value is dropped unread into the result, but the tree path parses it.
-                        guard CompactJSON.skipValue(input.buffer, at: &input.index, depth: depth) else { return false }
-                        if case .null = value { continue }
-                        if out.count > start { out.append(UInt8(ascii: ",")) }
-                        out.append(contentsOf: input.bytes(name.quoted))
-                        out.append(UInt8(ascii: ":"))
-                        write(value, into: &out)
+                        // Read as the tree path parses it, then taken back.
+                        let valueStart = out.count
+                        let mark = (strings: strings.count, count: stringCount, bits: stringBits)
+                        guard value(depth: depth) else { return false }
+                        out.removeSubrange(valueStart...)
+                        strings.removeSubrange(mark.strings...)
+                        (stringCount, stringBits) = (mark.count, mark.bits)
+                        if case .null = members[n].value {
+                            out.removeSubrange(memberStart...)
+                            names.removeLast()
+                        } else {
+                            append(members[n].value)
+                        }
                     }
+                } else {
+                    guard value(depth: depth) else { return false }
                 }
-            } while input.take(UInt8(ascii: ","))
-            guard input.take(UInt8(ascii: "}")) else { return false }
+                if !input.take(UInt8(ascii: ",")) {
+                    guard input.take(UInt8(ascii: "}")) else { return false }
+                    break
+                }
+            }
         }
         for member in members where !member.found {
             if case .null = member.value { continue }
             if out.count > start { out.append(UInt8(ascii: ",")) }
             JSONWriter.writeString(member.key, into: &out)
             out.append(UInt8(ascii: ":"))
-            write(member.value, into: &out)
+            append(member.value)
         }
         out.append(UInt8(ascii: "}"))
         return true
     }
 
-    /// A patch's value where the document has no object to merge it into: the value itself, or for an object, the
-    /// object merged into an empty one (its nulls dropped at every level).
-    static func write(_ value: JSON, into out: inout [UInt8]) {
-        if case .object(let inner) = value {
-            MergePatch.apply(inner, to: JSONObject()).write(into: &out)
-        } else {
-            value.write(into: &out)
+    /// Appends a patch's value where the document has no object to merge it into: the value itself, or for an
+    /// object, the object merged into an empty one (its nulls dropped at every level); its bytes as `JSON.write`
+    /// writes them, its string values to `strings` as `TextFold.searchBytes` collects them from a tree.
+    mutating func append(_ value: JSON) {
+        let value = value.objectValue.map { JSON.object(MergePatch.apply($0, to: JSONObject())) } ?? value
+        value.write(into: &out)
+        collectStrings(value)
+    }
+
+    mutating func collectStrings(_ value: JSON) {
+        switch value {
+        case .string(let string):
+            if stringCount > 0 { strings.append(0x1F) }
+            stringCount += 1
+            var string = string
+            string.withUTF8 { utf8 in
+                for byte in utf8 { stringBits |= byte }
+                strings.append(contentsOf: utf8)
+            }
+        case .array(let items): for item in items { collectStrings(item) }
+        case .object(let object): for (_, item) in object { collectStrings(item) }
+        default: break
         }
     }
 
-    /// Reads the member name at `input` (after any whitespace) up to its closing quote.
-    static func readName(_ input: inout ByteScanner) -> Name? {
-        input.skipWhitespace()
-        let start = input.index
-        guard input.peek == UInt8(ascii: "\""), input.skipValue() else { return nil }
-        var bits: UInt8 = 0
-        var plain = true
-        for byte in input.bytes((start + 1)..<(input.index - 1)) {
-            bits |= byte
-            if byte < 0x20 || byte == UInt8(ascii: "\\") { plain = false }
-        }
-        return Name(quoted: start..<input.index, plain: plain, ascii: bits < 0x80)
-    }
-
-    /// The member of `members` that `name` names, as `JSONObject` compares keys: as `String`s, under which some
-    /// non-ASCII names equal ASCII ones (U+212A KELVIN SIGN is "K"), so bytes are compared only when both are ASCII.
-    static func find(_ name: Name, in members: [Member], _ input: ByteScanner) -> Match {
+    /// The member of `members` that the name just read (at `name.range` in `out`, written as `string` writes it)
+    /// names, as `JSONObject` compares keys: as `String`s, under which some non-ASCII names equal ASCII ones (U+212A
+    /// KELVIN SIGN is "K"), so bytes are compared only when both are ASCII.
+    func find(_ name: (range: Range<Int>, ascii: Bool), in members: [PatchMember]) -> Int? {
         var decoded: String?
         for (n, member) in members.enumerated() {
-            if name.plain && name.ascii && member.ascii {
-                if same(input.bytes(name.inner), member.key) { return .member(n) }
+            if name.ascii && member.plain {
+                if same(name.range, member.key) { return n }
                 continue
             }
-            if decoded == nil {
-                guard let string = self.decoded(name, input) else { return .unreadable }
-                decoded = string
-            }
-            if decoded == member.key { return .member(n) }
+            if decoded == nil { decoded = self.decoded(name.range) }
+            if decoded == member.key { return n }
         }
-        return .none
+        return nil
     }
 
-    /// Whether `bytes` are the UTF-8 of `key`.
-    static func same(_ bytes: UnsafeBufferPointer<UInt8>, _ key: String) -> Bool {
-        guard bytes.count == key.utf8.count else { return false }
+    /// Whether the bytes at `range` in `out` are the UTF-8 of `key`.
+    func same(_ range: Range<Int>, _ key: String) -> Bool {
+        guard range.count == key.utf8.count else { return false }
+        if range.isEmpty { return true }
         var key = key
-        return key.withUTF8 { utf8 in bytes.isEmpty || memcmp(bytes.baseAddress!, utf8.baseAddress!, bytes.count) == 0 }
-    }
-
-    /// A stored name as the parser reads it, or nil when the parser would refuse it.
-    static func decoded(_ name: Name, _ input: ByteScanner) -> String? {
-        if name.plain { return String(validating: input.bytes(name.inner), as: UTF8.self) }
-        guard case .string(let string)? = try? JSONParser.parse(input.bytes(name.quoted)) else { return nil }
-        return string
+        return key.withUTF8 { utf8 in
+            out.withUnsafeBufferPointer { memcmp($0.baseAddress! + range.lowerBound, utf8.baseAddress!, range.count) == 0 }
+        }
     }
 }
