@@ -86,6 +86,8 @@ extension CompactJSON.Transcoder {
             while true {
                 read += 1
                 input.skipWhitespace()
+                // The name is written as it is read, before the patch says whether the member stays: a member left
+                // out is cut back to here, its comma included.
                 let memberStart = out.count
                 if out.count > start { out.append(UInt8(ascii: ",")) }
                 guard input.peek == UInt8(ascii: "\""), read <= CompactJSON.maxMembers,
@@ -109,6 +111,8 @@ extension CompactJSON.Transcoder {
                         strings.removeSubrange(mark.strings...)
                         (stringCount, stringBits) = (mark.count, mark.bits)
                         if case .null = members[n].value {
+                            // Its name leaves the duplicate check too: another member of that name would match the
+                            // same patch member, which is refused above.
                             out.removeSubrange(memberStart...)
                             names.removeLast()
                         } else {
