@@ -240,6 +240,7 @@ enum FuzzJSON {
             check(document.bytes == object.bytes, "CompactJSON wrote different bytes")
             check(document.strings == strings(.object(object)), "CompactJSON collected different strings")
         }
+        mergePatches(bytes)
         // Answers read without a tree: the general path reads the same fields, and the data span holds its object.
         if let span = AnswerReader.record(bytes), let object = try? JSONParser.parseObject(bytes),
             let record = try? Record(json: object)
@@ -274,6 +275,24 @@ enum FuzzJSON {
                     "REPLACE fast path differs")
                 check(request?.data.bytes == write.data.bytes, "REPLACE fast path's document differs")
             }
+        }
+    }
+
+    /// Merge patches applied to the bytes as a stored document without its tree: refused where the parser refuses
+    /// the bytes, and otherwise the tree's merge, byte for byte and string for string. The patches name members the
+    /// document has (removed, replaced, merged into) and one it has not.
+    static func mergePatches(_ bytes: [UInt8]) {
+        let document = try? JSONParser.parseObject(bytes)
+        var patches: [JSONObject] = [["n": 1, "o": ["p": .null, "q": "r"]], ["n": .null]]
+        for key in document?.keys.prefix(3) ?? [] {
+            patches += [[key: .null], [key: "x\n\u{E9}"], [key: ["k": .null, "n": 2]], ["z": 0, key: [1.5]]]
+        }
+        for patch in patches {
+            guard let merged = MergePatch.apply(patch, toStored: bytes) else { continue }
+            guard let document else { return check(false, "MergePatch read a document the parser refuses") }
+            let tree = MergePatch.apply(patch, to: document)
+            check(merged.bytes == tree.bytes, "MergePatch wrote different bytes")
+            check(merged.strings == strings(.object(tree)), "MergePatch collected different strings")
         }
     }
 

@@ -163,6 +163,17 @@ public struct PreparedDocument: Sendable, Equatable {
         }
     }
 
+    /// The document `stored` (compact JSON, as the store keeps it) with the RFC 7396 merge patch `patch` applied:
+    /// the same as `PreparedDocument(MergePatch.apply(patch, to: JSONParser.parseObject(stored)))`, which it falls
+    /// back to only when `MergePatch.apply(_:toStored:)` cannot merge the bytes without the document's tree.
+    package init(merging patch: JSONObject, into stored: [UInt8]) throws(LarderError) {
+        if let merged = MergePatch.apply(patch, toStored: stored) {
+            self.init(merged)
+        } else {
+            self.init(MergePatch.apply(patch, to: try JSONParser.parseObject(stored)))
+        }
+    }
+
     /// PAYLOAD_TOO_LARGE (details `limit`, as Protocol.md §5.5 lists) when the stored form passes `limit`; `field` is
     /// the request member the document came from (`data`, or `patch` for a patch's result).
     func checkSize(limit: Int, field: String) throws(LarderError) {

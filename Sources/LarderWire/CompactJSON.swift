@@ -64,7 +64,9 @@ package enum CompactJSON {
         }
     }
 
-    private struct Transcoder {
+    /// The reader behind `object`, which `MergePatch.apply(_:toStored:)` also drives: it appends what it reads to
+    /// `out` in the compact form and each string value, decoded, to `strings`.
+    struct Transcoder {
         var input: ByteScanner
         let maxDepth: Int
         var out: [UInt8] = []

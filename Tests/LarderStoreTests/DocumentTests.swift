@@ -122,6 +122,38 @@ import Testing
         }
     }
 
+    /// PATCH merges into the stored bytes without the document's tree where it can, and on the tree where it cannot
+    /// (here a 19-digit integer): either way it stores, answers and indexes for search what the tree's merge gives.
+    @Test(arguments: StoreKind.allCases) func patchStoresTheTreeMerge(_ kind: StoreKind) throws {
+        let cases: [(data: String, patch: String)] = [
+            (#"{"a":"Apple","b":2,"c":"Cherry"}"#, #"{"c":null}"#),
+            (#"{"a":"Banana","b":2}"#, #"{"a":null,"d":"Durian 北京"}"#),
+            (#"{"only":"Fig"}"#, #"{"only":null}"#),
+            (#"{}"#, #"{"new":"Grape"}"#),
+            (#"{"p":{"x":"Kiwi","y":"Lemon"},"n":1e20}"#, #"{"p":{"y":null,"z":"Mango"},"n":-0.0}"#),
+            (#"{"名字":"林怡君","big":9223372036854775807}"#, #"{"名字":"王小明 😀","note":"tab\t\"Quince\""}"#),
+        ]
+        for (data, patch) in cases {
+            let expected = MergePatch.apply(try object(patch), to: try object(data))
+            let merged = try PreparedDocument(merging: try object(patch), into: try object(data).bytes)
+            #expect(merged == PreparedDocument(expected), "\(data) + \(patch)")
+        }
+        try withStore(kind) { store in
+            for (data, patch) in cases {
+                let created = try store.create("c", id: nil, data: try object(data))
+                let patched = try store.patch("c", id: created.id, patch: try object(patch), expectedRev: 1)
+                let expected = MergePatch.apply(try object(patch), to: try object(data)).bytes
+                #expect(patched.data == expected, "\(data) + \(patch)")
+                #expect(try store.get("c", id: created.id).data == expected)
+            }
+            let found = ["apple": 1, "cherry": 0, "banana": 0, "durian": 1, "北京": 1, "fig": 0, "grape": 1, "kiwi": 1,
+                         "lemon": 0, "mango": 1, "林怡君": 0, "王小明": 1, "quince": 1]
+            for (text, count) in found {
+                #expect(try store.count("c", filter: nil, text: TextQuery(query: text)) == count, "\(text)")
+            }
+        }
+    }
+
     @Test func mergePatchFunctionMatchesRFC7396Examples() throws {
         let cases: [(String, String, String)] = [
             (#"{"a":"b"}"#, #"{"a":"c"}"#, #"{"a":"c"}"#),

@@ -59,7 +59,7 @@ extension PGWriteContext {
             throw WriteRules.revisionConflict(current: rev, expected: expectedRev)
         }
         let previous = current.bytes(0, 2)
-        let document = PreparedDocument(MergePatch.apply(patch, to: try JSONParser.parseObject(previous)))
+        let document = try PreparedDocument(merging: patch, into: previous)
         try checkSize(document, field: "patch")
         // The merged record is what must match.
         let warning = try checkSchema(collection, document, field: "patch")

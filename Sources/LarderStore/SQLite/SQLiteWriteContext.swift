@@ -196,8 +196,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
     {
         try CollectionName.validate(collection)
         let row = try current(collection, id, expectedRev: expectedRev)
-        let stored = try JSONParser.parseObject(row.data)
-        let document = PreparedDocument(MergePatch.apply(patch, to: stored))
+        let document = try PreparedDocument(merging: patch, into: row.data)
         // The merged record is what must match.
         let warning = try checkSchema(collection, document, field: "patch")
         let record = try update(collection, id, row, document, kind: .patch)
