@@ -58,9 +58,6 @@ public struct CollectionRules: Sendable, Equatable {
             "update": .string(update.rawValue), "delete": .string(delete.rawValue),
         ]
     }
-
-    /// Whether a rule says `owner`: the collection's records are then indexed by `$owner`.
-    package var usesOwner: Bool { [read, create, update, delete].contains(.owner) }
 }
 
 /// The member of a record's data that names the user who created it (`issuer|subject`), set by the server.
