@@ -40,6 +40,9 @@ struct ReadCache {
     }
 
     let maxBytes: Int
+    /// What a user's read of an id not cached compares its caller with (`CachedPointReads.getJSON(_:id:ownedBy:)`):
+    /// an owner no user has (user ids hold no NUL), as long as one usually is.
+    let decoy = Entry(json: [], seq: 0, owner: .string("\u{0}" + String(repeating: "-", count: 47)))
     private var entries: [Key: Entry] = [:]
     /// Insertion order for eviction; may hold keys already invalidated (skipped), compacted when it grows.
     private var order: [Key] = []
@@ -150,14 +153,15 @@ final class CachedPointReads: PointReads {
         guard name.withUTF8({ $0.allSatisfy { $0 < 0x80 } }) else { return nil }
         let key = ReadCache.Key(collection: collection, id: id)
         let published = shard.applyPublishedChanges()
-        if let entry = shard.readCache.get(key) {
-            let known = entry.owner
-            guard let found = known ?? TopLevelMember.find("$owner", inDataOf: entry.json) else { return nil }
-            if known == nil { shard.readCache.setOwner(key, found) }
-            if found == .string(owner) {
-                shard.cacheHits += 1
-                return entry.json
-            }
+        // An id not cached takes the steps of another user's cached copy: its caller is compared with the owner of a
+        // decoy entry, which is no user, as with the copy's owner; both then read the store.
+        let entry = shard.readCache.get(key) ?? shard.readCache.decoy
+        let known = entry.owner
+        guard let found = known ?? TopLevelMember.find("$owner", inDataOf: entry.json) else { return nil }
+        if known == nil { shard.readCache.setOwner(key, found) }
+        if found == .string(owner) {
+            shard.cacheHits += 1
+            return entry.json
         }
         shard.cacheMisses += 1
         guard let json = try reads.getJSON(collection, id: id, ownedBy: owner) else { return nil }
