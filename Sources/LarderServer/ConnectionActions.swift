@@ -44,11 +44,12 @@ package enum CloseReason: Sendable, Equatable, CustomStringConvertible {
     /// The session the connection signed in with ended while it watched; UNAUTHENTICATED was sent first.
     case sessionEnded
 
-    /// Whether the server closes the connection of its own accord, when the peer may still be sending.
+    /// Whether the server closes the connection of its own accord, when the peer may still be sending. A frame
+    /// deadline is not: the peer is too slow already, and draining would hold its slot as long again.
     var mayLeaveInputUnread: Bool {
         switch self {
-        case .protocolError, .tokenRevoked, .sessionEnded, .frameTimeout: true
-        case .peerClosed, .idleTimeout, .ioError, .shutdown: false
+        case .protocolError, .tokenRevoked, .sessionEnded: true
+        case .peerClosed, .idleTimeout, .frameTimeout, .ioError, .shutdown: false
         }
     }
 

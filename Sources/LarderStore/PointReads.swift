@@ -26,7 +26,17 @@ public protocol PointReads: AnyObject {
 
 extension PointReads {
     public func getJSON(_ collection: String, id: UUID, ownedBy owner: String) throws(LarderError) -> [UInt8]? {
-        let json = try getJSON(collection, id: id)
+        try PointReadsOwnership.owned(getJSON(collection, id: id), by: owner, collection, id)
+    }
+}
+
+/// A record read whole, held to its owner.
+enum PointReadsOwnership {
+    /// `json` when its `$owner` is `owner`; NOT_FOUND, as for a missing id, when it is another's or none; nil when
+    /// the bytes are not in the plain form the owner is read from without parsing.
+    static func owned(_ json: [UInt8], by owner: String, _ collection: String, _ id: UUID) throws(LarderError)
+        -> [UInt8]?
+    {
         guard let found = TopLevelMember.find("$owner", inDataOf: json) else { return nil }
         guard found == .string(owner) else { throw StoreRules.notFound(collection, id) }
         return json

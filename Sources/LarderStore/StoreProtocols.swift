@@ -121,23 +121,34 @@ public struct PreparedDocument: Sendable, Equatable {
     public let data: [UInt8]
     /// `TextFold.searchText` of the object, as UTF-8.
     let search: [UInt8]
-    /// The object's `$owner` when it is a string, up to a first NUL (as SQLite's `json_extract` reads strings and as
-    /// PostgreSQL's text holds them; filters compare it so, `FilterEvaluator.cString`): the user whose record it is
-    /// under an `owner` rule, kept in a column of its own so that a user's queries and point reads compare it without
+    /// The object's `$owner` as the store's owner column holds it (`columnOwner`): the user whose record it is under
+    /// an `owner` rule, kept in a column of its own so that a user's queries and point reads compare it without
     /// reading the JSON.
     let owner: String?
+
+    /// The longest `$owner` the owner column holds, in UTF-8 bytes: an index entry must stay well under what
+    /// PostgreSQL's B-tree takes (about 2.7 kB). A user id is an issuer and a subject of at most 255 characters.
+    package static let maxColumnOwnerBytes = 1_024
+
+    /// `owner` as the column holds it: a string of at most `maxColumnOwnerBytes` without NUL (which neither SQLite's
+    /// `json_extract` nor PostgreSQL's text keeps whole), else nil. A `$owner` the column cannot hold is compared in
+    /// the record's JSON, by the filters' rules; no user id is such a string.
+    package static func columnOwner(_ owner: String?) -> String? {
+        guard let owner, owner.utf8.count <= maxColumnOwnerBytes, !owner.utf8.contains(0) else { return nil }
+        return owner
+    }
     /// The record checked against its collection's schema before it reached the writer (`checkSchemaAhead`): the
     /// writer uses the outcome when the schema's version is still this one.
     var checked: (version: Int64, violations: [SchemaViolation])?
 
     public static func == (lhs: PreparedDocument, rhs: PreparedDocument) -> Bool {
-        lhs.data == rhs.data && lhs.search == rhs.search
+        lhs.data == rhs.data && lhs.search == rhs.search && lhs.owner == rhs.owner
     }
 
     public init(_ object: JSONObject) {
         data = object.bytes
         search = TextFold.searchBytes(object)
-        owner = object[ownerMember]?.stringValue.map(FilterEvaluator.cString)
+        owner = PreparedDocument.columnOwner(object[ownerMember]?.stringValue)
     }
 
     /// The same, from a document read without a tree (`CompactJSON`).
@@ -157,9 +168,9 @@ public struct PreparedDocument: Sendable, Equatable {
             return nil
         }
         switch TopLevelMember.find("$owner", in: bytes) {
-        case .string(let found)?: return FilterEvaluator.cString(found)
+        case .string(let found)?: return columnOwner(found)
         case .absent?, .notAString?: return nil
-        case nil: return (try? JSONParser.parseObject(bytes))?[ownerMember]?.stringValue.map(FilterEvaluator.cString)
+        case nil: return columnOwner((try? JSONParser.parseObject(bytes))?[ownerMember]?.stringValue)
         }
     }
 
@@ -224,7 +235,7 @@ public protocol WriteContext {
     /// under that collation use it; `created` is false when it existed.
     func createIndex(_ collection: String, field: FieldPath, collation: String?, strength: Int?) throws(LarderError)
         -> (name: String, created: Bool)
-    /// Sets `collection`'s rules for users (RULES_SET); rules with an `owner` access also index `$owner`.
+    /// Sets `collection`'s rules for users (RULES_SET).
     func setCollectionRules(_ collection: String, _ rules: CollectionRules) throws(LarderError)
     /// Validates the JPEG (UNSUPPORTED_MEDIA_TYPE), the size (PAYLOAD_TOO_LARGE), the expected SHA-256
     /// (INVALID_ARGUMENT when different), the attachment (NOT_FOUND when the document is missing), the id (CONFLICT).

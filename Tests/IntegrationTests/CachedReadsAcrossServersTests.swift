@@ -243,6 +243,11 @@ import Testing
             #expect(read.n == 2 && read.rev == written.rev, "a GET with afterSeq never answers stale")
             #expect(waited >= .milliseconds(400), "it waited the whole bound for the follower: \(waited)")
             #expect(Self.stat(b, "readCache", "afterSeqFellThrough") > fellThrough)
+            // The follower learns of the write from its notification, which may come after the read above.
+            let lagDeadline = ContinuousClock.now + .seconds(60)
+            while Self.stat(b, "follower", "lagChanges") < 1 && ContinuousClock.now < lagDeadline {
+                try await Task.sleep(for: .milliseconds(20))
+            }
             #expect(Self.stat(b, "follower", "lagChanges") >= 1, "STATS shows the follower behind")
             // LarderClient, having seen the write, reads it on B too.
             let client = servers.client(1)

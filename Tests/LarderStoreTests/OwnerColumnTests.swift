@@ -60,6 +60,24 @@ import Testing
         }
     }
 
+    /// A `$owner` the column cannot hold (longer than it keeps, or holding NUL) is written, and compared in the
+    /// record: PostgreSQL's index takes no entry that large, and no user id is such a string.
+    @Test(arguments: StoreKind.allCases) func ownersTheColumnCannotHoldAreComparedInTheRecord(_ kind: StoreKind) throws {
+        try withStore(kind) { store in
+            let long = String(repeating: "x", count: 3_000)
+            let longs = try store.create("todos", id: nil, data: ["$owner": .string(long), "title": "long"]).id
+            _ = try store.create("todos", id: nil, data: ["$owner": "ann\u{0}x", "title": "held"])
+            let anns = try store.create("todos", id: nil, data: ["$owner": "ann", "title": "ann's"]).id
+            #expect(try OwnerColumnTests.ids(store, ownedBy: long) == [longs])
+            #expect(try OwnerColumnTests.ids(store, ownedBy: "ann") == [anns])
+            _ = try store.patch("todos", id: longs, patch: ["done": true], expectedRev: nil)
+            #expect(try OwnerColumnTests.ids(store, ownedBy: long) == [longs])
+            let reads = store.pointReads()
+            defer { reads.end() }
+            #expect(try reads.getJSON("todos", id: longs, ownedBy: long) == reads.getJSON("todos", id: longs))
+        }
+    }
+
     /// Another user's record and a missing id: the same error, found by the same steps (a search of the owner index
     /// on collection, owner and id, which the two miss alike; the record's row is not read).
     @Test func aPointReadOfAnotherUsersRecordTakesAMissingIdsSteps() throws {

@@ -82,9 +82,10 @@ struct PGBuilder {
 
     private mutating func equals(_ path: FieldPath, _ value: JSON) -> String {
         if let envelope = path.envelope { return envelopeCompare(envelope, .eq, value) }
-        // The column holds `$owner` exactly when it is a string (`PreparedDocument.owner`), as strings compare.
-        if path == FieldPath.owner, case .string(let owner) = value {
-            return "owner = \(param(.text(FilterEvaluator.cString(owner))))"
+        // The column holds every `$owner` string it can (`PreparedDocument.columnOwner`); another is compared in the
+        // jsonb copy.
+        if path == FieldPath.owner, case .string(let owner) = value, let column = PreparedDocument.columnOwner(owner) {
+            return "owner = \(param(.text(column)))"
         }
         let field = PGField(path: path)
         switch value {

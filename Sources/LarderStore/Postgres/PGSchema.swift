@@ -222,10 +222,26 @@ enum PGSchema {
                         """
                         ALTER TABLE documents ADD COLUMN IF NOT EXISTS owner text COLLATE "C";
                         UPDATE documents SET owner = q->>'$owner'
-                            WHERE jsonb_typeof(q->'$owner') = 'string' AND owner IS NULL;
+                            WHERE jsonb_typeof(q->'$owner') = 'string' AND owner IS NULL AND strpos(data, '\\u0000') = 0
+                                AND octet_length(q->>'$owner') <= \(PreparedDocument.maxColumnOwnerBytes);
                         CREATE INDEX IF NOT EXISTS documents_owner ON documents(collection, owner, id)
                             WHERE owner IS NOT NULL;
                         """)
+                    // A record holding NUL anywhere has a query form that cut its strings there: its owner is read
+                    // from the record itself.
+                    let held = try connection.run([
+                        PGStatement(
+                            "SELECT seq, data FROM documents WHERE jsonb_typeof(q->'$owner') = 'string' "
+                                + "AND strpos(data, '\\u0000') > 0")
+                    ])[0]
+                    for row in 0..<held.rows {
+                        let owner = PreparedDocument(try JSONParser.parseObject(held.bytes(row, 1))).owner
+                        _ = try connection.run([
+                            PGStatement(
+                                "UPDATE documents SET owner = $2 WHERE seq = $1",
+                                [.int(held.int(row, 0)), owner.map { .text($0) } ?? .null])
+                        ])
+                    }
                     let indexes = try connection.run([
                         PGStatement("SELECT pg_name FROM field_indexes WHERE path = '$owner'")
                     ])[0]

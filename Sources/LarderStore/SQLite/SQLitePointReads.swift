@@ -33,9 +33,13 @@ final class SQLitePointReads: PointReads {
         try ownedJSON(collection, id: id, ownedBy: nil)
     }
 
-    /// Never nil: the owner is compared in the store, through the owner index alone (`FixedSQL.selectOwnedRecord`).
+    /// The owner is compared in the store, through the owner index alone (`FixedSQL.selectOwnedRecord`), when the
+    /// owner column can hold it; otherwise in the record, as every store does.
     func getJSON(_ collection: String, id: UUID, ownedBy owner: String) throws(LarderError) -> [UInt8]? {
-        try ownedJSON(collection, id: id, ownedBy: owner)
+        guard let column = PreparedDocument.columnOwner(owner) else {
+            return try PointReadsOwnership.owned(getJSON(collection, id: id), by: owner, collection, id)
+        }
+        return try ownedJSON(collection, id: id, ownedBy: column)
     }
 
     private func ownedJSON(_ collection: String, id: UUID, ownedBy owner: String?) throws(LarderError) -> [UInt8] {

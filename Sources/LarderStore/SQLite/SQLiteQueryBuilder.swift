@@ -80,10 +80,10 @@ struct SQLiteQueryBuilder {
     }
 
     private mutating func equals(_ path: FieldPath, _ value: JSON) -> String {
-        // The column holds `$owner` exactly when it is a string (`PreparedDocument.owner`), up to a first NUL as
-        // `json_extract` reads strings.
-        if path == FieldPath.owner, case .string(let owner) = value {
-            return "owner = \(param(.text(FilterEvaluator.cString(owner))))"
+        // The column holds every `$owner` string it can (`PreparedDocument.columnOwner`); another is compared in the
+        // JSON.
+        if path == FieldPath.owner, case .string(let owner) = value, let column = PreparedDocument.columnOwner(owner) {
+            return "owner = \(param(.text(column)))"
         }
         let (x, t) = field(path)
         if path.envelope == .id, case .string(let s) = value { return "\(x) = \(param(.text(s.lowercased())))" }

@@ -223,7 +223,9 @@ enum SQLiteSchema {
             }
             try db.execute(
                 """
-                UPDATE documents SET owner = json_extract(data, '$."$owner"') WHERE json_type(data, '$."$owner"') = 'text';
+                UPDATE documents SET owner = json_extract(data, '$."$owner"') WHERE json_type(data, '$."$owner"') = 'text'
+                    AND instr(data -> '$."$owner"', '\\u0000') = 0
+                    AND length(CAST(json_extract(data, '$."$owner"') AS BLOB)) <= \(PreparedDocument.maxColumnOwnerBytes);
                 CREATE INDEX IF NOT EXISTS documents_owner ON documents(collection, owner, id) WHERE owner IS NOT NULL;
                 """)
             let names = try db.query("SELECT name FROM field_indexes WHERE path = '$owner'") { $0.text(0) }

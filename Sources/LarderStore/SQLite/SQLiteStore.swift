@@ -150,7 +150,7 @@ public final class SQLiteStore: GroupCommitStore, CoreBackedStore, @unchecked Se
         defer { statement.reset() }
         try statement.bind(at: 1, .text(collection))
         try statement.bindUUID(id, at: 2)
-        if let owner { try statement.bind(at: 3, .text(FilterEvaluator.cString(owner))) }
+        if let owner { try statement.bind(at: 3, .text(owner)) }
         guard try statement.step() else { throw StoreRules.notFound(collection, id) }
         return body(statement)
     }
