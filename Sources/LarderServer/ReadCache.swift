@@ -41,7 +41,8 @@ struct ReadCache {
 
     let maxBytes: Int
     /// What a user's read of an id not cached compares its caller with (`CachedPointReads.getJSON(_:id:ownedBy:)`):
-    /// an owner no user has (user ids hold no NUL), as long as one usually is.
+    /// an owner no user has (user ids hold no NUL), about as long as a user id, so the comparison costs what one
+    /// with a cached copy's owner does.
     let decoy = Entry(json: [], seq: 0, owner: .string("\u{0}" + String(repeating: "-", count: 47)))
     private var entries: [Key: Entry] = [:]
     /// Insertion order for eviction; may hold keys already invalidated (skipped), compacted when it grows.

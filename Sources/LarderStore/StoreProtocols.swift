@@ -137,6 +137,7 @@ public struct PreparedDocument: Sendable, Equatable {
         guard let owner, owner.utf8.count <= maxColumnOwnerBytes, !owner.utf8.contains(0) else { return nil }
         return owner
     }
+
     /// The record checked against its collection's schema before it reached the writer (`checkSchemaAhead`): the
     /// writer uses the outcome when the schema's version is still this one.
     var checked: (version: Int64, violations: [SchemaViolation])?

@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import TimeoutError as PlaywrightTimeout, expect, sync_playwright
 
 URL = os.environ["CONSOLE_URL"].rstrip("/")
 CLI = [os.environ["LARDER_CLI"], "--port", os.environ["LARDER_PORT"], "--token", os.environ["ADMIN_TOKEN"], "--json"]
@@ -90,14 +90,13 @@ def tab_to(page, predicate, presses=60):
 
 
 def clipboard(page, want):
-    """The clipboard's text, once it is `want` (the copy is asynchronous), or what it holds after 10 s."""
-    text = None
-    for _ in range(100):
-        text = page.evaluate("() => navigator.clipboard.readText()")
-        if text == want:
-            break
-        time.sleep(0.1)
-    return text
+    """The clipboard's text, once it is `want` (the copy is asynchronous), or what it holds at the deadline."""
+    try:
+        page.wait_for_function(
+            "async (want) => (await navigator.clipboard.readText()) === want", arg=want, timeout=DEADLINE_MS)
+    except PlaywrightTimeout:
+        pass
+    return page.evaluate("() => navigator.clipboard.readText()")
 
 
 # Installed in the page before an upload: the console's socket is closed right after it sends the upload's first
