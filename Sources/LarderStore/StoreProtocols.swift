@@ -159,6 +159,15 @@ public struct PreparedDocument: Sendable, Equatable {
         owner = PreparedDocument.owner(of: document.bytes)
     }
 
+    /// The search text of a stored record (compact JSON), as `search` is made when it is written; nil when `stored`
+    /// is not a JSON object.
+    package static func searchText(stored: [UInt8]) -> [UInt8]? {
+        if let document = CompactJSON.object(stored) {
+            return TextFold.fold(joined: document.strings, ascii: document.stringsAreASCII)
+        }
+        return (try? JSONParser.parseObject(stored)).map { TextFold.searchBytes($0) }
+    }
+
     /// `owner` of compact JSON. Most documents hold no `$` at all, which one `memchr` tells without walking their
     /// members.
     private static func owner(of bytes: [UInt8]) -> String? {

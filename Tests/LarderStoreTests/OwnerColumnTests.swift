@@ -121,7 +121,7 @@ import Testing
         do {
             let db = try SQLiteConnection(path: directory + "/larder.sqlite", readOnly: false)
             try db.execute("DROP INDEX documents_owner; ALTER TABLE documents DROP COLUMN owner")
-            try db.run("DELETE FROM larder_migrations WHERE version = ?1", [.int(Int64(SQLiteSchema.migrations.count))])
+            try db.run("DELETE FROM larder_migrations WHERE version >= ?1", [.int(SQLiteSchema.ownerColumnVersion)])
         }
         try withStore({ $0.dataDirectory = directory }) { store, _ in
             let indexes = try store.readers.read { db throws(LarderError) in

@@ -63,6 +63,12 @@ import Testing
             let data = try object(#"{"name":"Emily CHEN","city":"台北 Xinyi","tags":["VIP"]}"#)
             let record = try store.create("people", id: nil, data: data)
             let db = try SQLiteConnection(path: (directory as NSString).appendingPathComponent("larder.sqlite"), readOnly: true)
+            // Uncovered by the trigram index, the row keeps no text and searches derive it (`larder_search`).
+            let text = try db.query(
+                "SELECT search IS NULL, larder_search(data) FROM documents WHERE id = ?1", [.text(record.id.wireString)]
+            ) { ($0.int(0), $0.text(1)) }
+            #expect(text.map(\.0) == [1] && text.map(\.1) == [WriterPathTests.reference(data)])
+            try store.textIndexer!.indexCollection("people")
             let search = try db.query("SELECT search FROM documents WHERE id = ?1", [.text(record.id.wireString)]) {
                 $0.text(0)
             }

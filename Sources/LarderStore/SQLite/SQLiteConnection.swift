@@ -53,7 +53,8 @@ package final class SQLiteConnection {
     }
 
     /// Adds `larder_fold(text)`: the same Unicode lowercasing the store applies to text queries, so `contains` and
-    /// named-field text search fold exactly like the precomputed search column.
+    /// named-field text search fold exactly like the search column; and `larder_search(data)`: a stored record's
+    /// search text (`PreparedDocument.searchText`), for the records whose row holds none.
     private func registerFunctions() {
         sqlite3_create_function_v2(
             handle, "larder_fold", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, nil,
@@ -71,6 +72,23 @@ package final class SQLiteConnection {
                     sqlite3_result_text(
                         context, UnsafeRawPointer(utf8.baseAddress!).assumingMemoryBound(to: CChar.self),
                         Int32(utf8.count), larder_sqlite_transient())
+                }
+            }, nil, nil, nil)
+        sqlite3_create_function_v2(
+            handle, "larder_search", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, nil,
+            { context, argc, argv in
+                guard argc == 1, let value = argv?[0], sqlite3_value_type(value) == SQLITE_TEXT,
+                    let text = sqlite3_value_text(value),
+                    let search = PreparedDocument.searchText(
+                        stored: Array(UnsafeBufferPointer(start: text, count: Int(sqlite3_value_bytes(value)))))
+                else {
+                    sqlite3_result_null(context)
+                    return
+                }
+                search.withUnsafeBufferPointer { utf8 in
+                    sqlite3_result_text(
+                        context, UnsafeRawPointer(utf8.baseAddress ?? UnsafePointer(bitPattern: 1)!)
+                            .assumingMemoryBound(to: CChar.self), Int32(utf8.count), larder_sqlite_transient())
                 }
             }, nil, nil, nil)
     }

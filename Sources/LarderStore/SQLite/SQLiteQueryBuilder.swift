@@ -181,7 +181,8 @@ struct SQLiteQueryBuilder {
                 "\(column) IN (SELECT rowid FROM ix.text_index WHERE text_index MATCH \(param(.text(match))) "
                     + "UNION ALL SELECT seq FROM fts_backlog)")
         }
-        parts.append("instr(search, \(q)) > 0")
+        // A collection the index does not cover keeps no search text in its rows (`FixedSQL.searchIfCovered`).
+        parts.append("instr(coalesce(search, larder_search(data)), \(q)) > 0")
         if let fields = query.fields {
             let tests = fields.map { path in
                 "EXISTS (SELECT 1 FROM json_tree(documents.data, \(param(.text(path.jsonPath)))) AS j "

@@ -234,7 +234,56 @@ enum SQLiteSchema {
             try db.execute("DELETE FROM field_indexes WHERE path = '$owner'")
             try PlannerStats.describe(db, index: "documents_owner", PlannerStats.documentsOwner)
         },
+        // The documents' table rebuilt for the write path (BENCHMARKS.md "The write path"), measured one change at a
+        // time with `scripts/storage-format.c`:
+        // - `seq` without AUTOINCREMENT: SQLite no longer reads and rewrites `sqlite_sequence` for every insert. The
+        //   writer numbers new rows itself (`DocumentNumbers`), above the highest number ever used, which
+        //   `larder_meta.documentsSeq` records once per group commit.
+        // - `search` only in the collections the trigram index covers (`text_collections`): elsewhere NULL, and a
+        //   substring search derives it from the record (`larder_search`). Covering a collection fills it first.
+        // The indexes are made again as they were, with their planner statistics.
+        .code { db throws(LarderError) in
+            let indexes = try db.query(
+                "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'documents' AND sql IS NOT NULL"
+            ) { $0.text(0) }
+            try db.execute(
+                """
+                CREATE TABLE documents_rebuilt(
+                    seq INTEGER PRIMARY KEY,
+                    collection TEXT NOT NULL,
+                    id TEXT NOT NULL,
+                    rev INTEGER NOT NULL,
+                    createdAt INTEGER NOT NULL,
+                    updatedAt INTEGER NOT NULL,
+                    data TEXT NOT NULL,
+                    search TEXT,
+                    createSeq INTEGER,
+                    owner TEXT);
+                INSERT INTO documents_rebuilt(seq, collection, id, rev, createdAt, updatedAt, data, search, createSeq, owner)
+                    SELECT seq, collection, id, rev, createdAt, updatedAt, data,
+                        CASE WHEN collection IN (SELECT name FROM text_collections) THEN search END, createSeq, owner
+                    FROM documents ORDER BY seq;
+                INSERT OR REPLACE INTO larder_meta(key, value) VALUES ('documentsSeq', max(
+                    coalesce((SELECT max(seq) FROM sqlite_sequence WHERE name = 'documents'), 0),
+                    coalesce((SELECT value FROM larder_meta WHERE key = 'documentsSeq'), 0),
+                    coalesce((SELECT max(seq) FROM documents), 0)));
+                DROP TABLE documents;
+                ALTER TABLE documents_rebuilt RENAME TO documents;
+                DELETE FROM sqlite_sequence WHERE name = 'documents';
+                """)
+            for sql in indexes { try db.execute(sql) }
+            try PlannerStats.describe(db, index: "documents_id", PlannerStats.documentsID)
+            try PlannerStats.describe(db, index: "documents_owner", PlannerStats.documentsOwner)
+            let names = try db.query("SELECT name FROM field_indexes") { $0.text(0) }
+            for name in names { try PlannerStats.describe(db, index: name, PlannerStats.fieldIndex) }
+        },
     ]
+
+    /// The migration that gave each record's owner a column.
+    static let ownerColumnVersion: Int64 = 19
+
+    /// The migration that rebuilt `documents` for the write path.
+    static let leanDocumentsVersion: Int64 = 20
 
     /// The migration that gave the planner its picture of `documents` (`PlannerStats`).
     static let plannerStatsVersion: Int64 = 18

@@ -63,7 +63,7 @@ public final class SQLiteStore: GroupCommitStore, CoreBackedStore, @unchecked Se
                     ($0.text(0), $0.int(1), $0.isNull(2) ? nil : $0.bytes(2), $0.text(3))
                 }, limits: core.configuration.schemaLimits))
         self.core = core
-        let writer = SQLiteWriter(connection: connection, core: core)
+        let writer = try SQLiteWriter(connection: connection, core: core)
         // A store that does not use the index (tests' and benchmarks' scans) leaves it alone; the backlog triggers run
         // either way.
         let textIndexer =
@@ -96,10 +96,14 @@ public final class SQLiteStore: GroupCommitStore, CoreBackedStore, @unchecked Se
         completion: @escaping @Sendable (Result<T, LarderError>) -> Void
     ) {
         let job = SQLiteWriter.Job { context in
-            context.runJob(
+            let numbered = context.numberedThrough
+            return context.runJob(
                 body, begin: { () throws(LarderError) in try context.connection!.run(.savepoint) },
                 end: { () throws(LarderError) in try context.connection!.run(.release) },
-                undo: context.rollbackSavepoint, completion: completion)
+                undo: {
+                    context.rollbackSavepoint()
+                    context.unnumber(after: numbered)
+                }, completion: completion)
         }
         if !writer.enqueue(job) { completion(.failure(LarderError(.unavailable, "the store is closed"))) }
     }
@@ -113,8 +117,13 @@ public final class SQLiteStore: GroupCommitStore, CoreBackedStore, @unchecked Se
     ) {
         let job = SQLiteWriter.Job { context in
             let before = context.totalChanges
+            let numbered = context.numberedThrough
             return context.runJob(
-                body, begin: {}, undo: { context.unguardedFailed(changesBefore: before) }, completion: completion)
+                body, begin: {},
+                undo: {
+                    context.unguardedFailed(changesBefore: before)
+                    context.unnumber(after: numbered)
+                }, completion: completion)
         }
         if !writer.enqueue(job) { completion(.failure(LarderError(.unavailable, "the store is closed"))) }
     }

@@ -26,15 +26,21 @@ final class SQLiteWriteContext: PreparedWriteContext {
     private let uuids: TimeOrderedUUIDs
     /// The collections known to have their row (the writer's, used only on its queue).
     let collections: KnownCollections
+    /// Where new rows' numbers come from (the writer's, used only on its queue).
+    private let documentNumbers: DocumentNumbers
     /// Schemas set in this transaction, before its COMMIT puts them in the store's catalog.
     private var pendingSchemas: [String: SchemaEntry] = [:]
 
-    init(connection: SQLiteConnection, core: StoreCore, uuids: TimeOrderedUUIDs, collections: KnownCollections) {
+    init(
+        connection: SQLiteConnection, core: StoreCore, uuids: TimeOrderedUUIDs, collections: KnownCollections,
+        documentNumbers: DocumentNumbers
+    ) {
         self.connection = connection
         self.core = core
         self.closedError = nil
         self.uuids = uuids
         self.collections = collections
+        self.documentNumbers = documentNumbers
         self.committedSeq = core.feed.lastSeq
     }
 
@@ -44,6 +50,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
         self.closedError = error
         self.uuids = TimeOrderedUUIDs()
         self.collections = KnownCollections()
+        self.documentNumbers = DocumentNumbers(highest: 0)
         self.committedSeq = 0
     }
 
@@ -100,6 +107,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
         try statement.bindText(document.search, at: 5)
         try statement.bind(at: 6, .int(seq))
         try statement.bind(at: 7, document.owner.map { .text($0) } ?? .null)
+        try statement.bind(at: 8, .int(documentNumbers.next()))
         do throws(LarderError) {
             while try statement.step() {}
         } catch where error.status == .conflict {
@@ -157,6 +165,21 @@ final class SQLiteWriteContext: PreparedWriteContext {
             // No change was ever logged in `changes`: the table has no sequence row yet.
             try db.run("INSERT INTO sqlite_sequence(name, seq) VALUES ('changes', ?1)", [.int(last)])
         }
+    }
+
+    /// The last row number taken so far (`DocumentNumbers`): read before a write, so that a write that fails can
+    /// give its numbers back (`unnumber`).
+    var numberedThrough: Int64 { documentNumbers.last }
+
+    func unnumber(after mark: Int64) { documentNumbers.rewind(to: mark) }
+
+    /// Records the highest row number this transaction took (`DocumentNumbers`).
+    func raiseDocumentSeq() throws(LarderError) {
+        guard documentNumbers.hasPending else { return }
+        let statement = try db.statement(.raiseDocumentSeq)
+        defer { statement.reset() }
+        try statement.bind(at: 1, .int(documentNumbers.last))
+        while try statement.step() {}
     }
 
     private func update(

@@ -24,13 +24,15 @@ final class SQLiteWriter: @unchecked Sendable {
     private var prune = PruneSchedule()  // only on `queue`
     private let uuids = TimeOrderedUUIDs()  // only on `queue`
     private let collections = KnownCollections()  // only on `queue`
+    private let documentNumbers: DocumentNumbers  // only on `queue`
     private let checkpointer: Checkpointer
     /// Told after every `fullTextBacklog` document writes (set once, before the first write).
     var textIndexer: TextIndexer?
     private var unindexedWrites = 0  // only on `queue`
 
-    init(connection: SQLiteConnection, core: StoreCore) {
+    init(connection: SQLiteConnection, core: StoreCore) throws(LarderError) {
         self.connection = connection
+        self.documentNumbers = DocumentNumbers(highest: try DocumentNumbers.highest(connection))
         self.core = core
         self.checkpointer = Checkpointer(path: core.databasePath)
         checkpointer.install(on: connection)
@@ -51,7 +53,8 @@ final class SQLiteWriter: @unchecked Sendable {
             for job in batch { job.execute(SQLiteWriteContext.closed(core))(error) }
             return
         }
-        let context = SQLiteWriteContext(connection: connection, core: core, uuids: uuids, collections: collections)
+        let context = SQLiteWriteContext(
+            connection: connection, core: core, uuids: uuids, collections: collections, documentNumbers: documentNumbers)
         do {
             try connection.run(.begin)
         } catch {
@@ -65,9 +68,11 @@ final class SQLiteWriter: @unchecked Sendable {
         do throws(LarderError) {
             if let failure = context.unguardedFailure { throw failure }
             try context.raiseChangeSeq()
+            try context.raiseDocumentSeq()
             pruneChangesIfDue(context, connection)
             try connection.run(.commit)
             collections.committedPending()
+            documentNumbers.committedPending()
             core.commits.add(1, ordering: .releasing)
             if let textIndexer {
                 unindexedWrites += context.changes.count
@@ -85,6 +90,7 @@ final class SQLiteWriter: @unchecked Sendable {
         } catch {
             commitError = error
             collections.forgetPending()
+            documentNumbers.forgetPending()
             try? connection.run(.rollback)
         }
         for deliver in deliveries { deliver(commitError) }

@@ -31,9 +31,47 @@ extension TextIndexer {
         try box.wait()
     }
 
-    /// The writer job that covers `collection` (if it exists and is not yet covered): it joins `text_collections`
-    /// and its documents the backlog, in one savepoint; then passes are asked for.
+    /// Rows whose search text one writer job fills while a collection is being covered: each job holds the writer
+    /// for a few milliseconds, not for the whole collection.
+    static let fillRows = 4_096
+
+    /// Covers `collection` (if it exists and is not yet covered), in writer jobs. Its rows hold no search text while
+    /// uncovered (`FixedSQL.searchIfCovered`): jobs of `fillRows` rows each fill it in `seq` order first; then one job
+    /// fills what writes cleared or added meanwhile, has it join `text_collections` and its documents the backlog, in
+    /// one savepoint. Then passes are asked for.
     private func cover(_ collection: String, _ done: @escaping @Sendable (LarderError?, _ covered: Bool) -> Void) {
+        fill(collection, after: 0, done)
+    }
+
+    private func fill(
+        _ collection: String, after: Int64, _ done: @escaping @Sendable (LarderError?, _ covered: Bool) -> Void
+    ) {
+        var last: Int64?
+        let job = TextIndexer.savepointJob({ db throws(LarderError) in
+            // By row number alone (NOT INDEXED): each job goes on where the last stopped, so the collection is read
+            // once over all of them.
+            last = try db.query(
+                "SELECT max(seq) FROM (SELECT seq FROM documents NOT INDEXED WHERE seq > ?2 AND collection = ?1 "
+                    + "ORDER BY seq LIMIT \(TextIndexer.fillRows))", [.text(collection), .int(after)]
+            ) { $0.isNull(0) ? nil : $0.int(0) }.first ?? nil
+            guard let last else { return }
+            try db.run(
+                "UPDATE documents NOT INDEXED SET search = larder_search(data) "
+                    + "WHERE seq > ?2 AND seq <= ?3 AND collection = ?1 AND search IS NULL",
+                [.text(collection), .int(after), .int(last)])
+        }) { [self] error in
+            if let error {
+                done(error, false)
+            } else if let last {
+                fill(collection, after: last, done)
+            } else {
+                join(collection, done)
+            }
+        }
+        if !writer.enqueue(job) { done(LarderError(.unavailable, "the store is closed"), false) }
+    }
+
+    private func join(_ collection: String, _ done: @escaping @Sendable (LarderError?, _ covered: Bool) -> Void) {
         var added = 0
         var covered = 0
         let job = TextIndexer.savepointJob({ db throws(LarderError) in
@@ -44,6 +82,10 @@ extension TextIndexer {
                 added = try db.run(
                     "INSERT OR IGNORE INTO fts_backlog(seq, old) SELECT seq, NULL FROM documents "
                         + "WHERE collection = ?1 ORDER BY seq", [.text(collection)])
+                // The rows written since their fill job: their backlog rows are in already.
+                try db.run(
+                    "UPDATE documents SET search = larder_search(data) WHERE collection = ?1 AND search IS NULL",
+                    [.text(collection)])
             }
         }) { [self] error in
             if error == nil && added > 0 {
