@@ -14,7 +14,8 @@
  *                random version 4 UUIDs, or time-ordered version 7 UUIDs as the server makes them)
  *
  * Per create it writes what the schema asks of a create and nothing else, each a prepared statement bound afresh: the
- * document row, and a change-log row with a copy of the document when the schema keeps create events in `changes`;
+ * document row (its search text only when the schema requires one in every row: since schema 20 a collection the
+ * substring index does not cover, as larder-bench's, keeps none), and a change-log row with a copy of the document when the schema keeps create events in `changes`;
  * when they live in the document's row (a `createSeq` column, schema 9) it numbers the row from a counter kept in
  * memory and raises the log's durable number (`sqlite_sequence`) once per transaction, as Larder's writer does.
  * The SQLite defaults stand otherwise (WAL auto-checkpoint at 1000 pages, on the committing thread).
@@ -60,6 +61,16 @@ static double wall_seconds(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+/* Whether the column must hold a value in every row (NOT NULL). */
+static int not_null(sqlite3 *db, const char *table, const char *column) {
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT \"notnull\" FROM pragma_table_info('%s') WHERE name = '%s'", table, column);
+    sqlite3_stmt *s = prepare(db, sql);
+    int required = sqlite3_step(s) == SQLITE_ROW && sqlite3_column_int(s, 0) != 0;
+    sqlite3_finalize(s);
+    return required;
 }
 
 static int has_column(sqlite3 *db, const char *table, const char *column) {
@@ -115,6 +126,7 @@ int main(int argc, char **argv) {
     exec(db, "COMMIT");
 
     int log_in_row = has_column(db, "documents", "createSeq");
+    int search_in_row = not_null(db, "documents", "search");
     int log_table = !log_in_row && has_column(db, "changes", "seq");
     sqlite3_stmt *insert = log_in_row
         ? prepare(db, "INSERT INTO documents(collection, id, rev, createdAt, updatedAt, data, search, createSeq) "
@@ -169,7 +181,8 @@ int main(int argc, char **argv) {
         sqlite3_bind_text(insert, 2, id, 36, SQLITE_TRANSIENT);
         sqlite3_bind_int64(insert, 3, now);
         sqlite3_bind_text(insert, 4, doc, len, SQLITE_TRANSIENT);
-        sqlite3_bind_text(insert, 5, search, slen, SQLITE_TRANSIENT);
+        if (search_in_row) sqlite3_bind_text(insert, 5, search, slen, SQLITE_TRANSIENT);
+        else sqlite3_bind_null(insert, 5);
         if (log_in_row) sqlite3_bind_int64(insert, 6, ++seq);
         check(sqlite3_step(insert), db, "insert a document");
         sqlite3_reset(insert);

@@ -1,9 +1,10 @@
 import LarderWire
 
 /// The numbers of new documents' rows (`documents.seq`, which LIST pages by): always above every number used
-/// before, including a deleted document's, so a cursor past the newest row sees every later one. The highest number
-/// committed is kept in `larder_meta` (`documentsSeq`), raised once per group commit rather than by SQLite's
-/// AUTOINCREMENT once per insert. A write that fails gives back the numbers it took (`rewind`), as AUTOINCREMENT's
+/// before, including a deleted document's, so a cursor past the newest row sees every later one. A number in use is
+/// its row's; before rows are deleted the highest number given so far is recorded in `larder_meta` (`documentsSeq`),
+/// so the numbers that rows no longer hold are remembered too. A create costs nothing more, where SQLite's
+/// AUTOINCREMENT reads and rewrites `sqlite_sequence` for every insert. A write that fails gives back the numbers it took (`rewind`), as AUTOINCREMENT's
 /// counter rolled back with the write's savepoint: LIST cursors number rows alike on both stores. Only on the
 /// writer's queue.
 final class DocumentNumbers {
@@ -23,9 +24,6 @@ final class DocumentNumbers {
 
     /// Takes back the numbers given after `mark` (a `last` read before a write that failed).
     func rewind(to mark: Int64) { last = min(last, mark) }
-
-    /// Whether this transaction took numbers that `larder_meta` must record before its COMMIT.
-    var hasPending: Bool { last != committed }
 
     /// Called after COMMIT.
     func committedPending() { committed = last }

@@ -16,13 +16,6 @@ enum FixedSQL: Int, CaseIterable {
     /// Readers' point reads (`PointReads`).
     case beginRead, endRead, selectRecord, selectOwnedRecord, selectBlobMeta, selectBlobMetaAndSeq
 
-    /// The value of a row's `search`: the text (`search`, or derived from `data` when the writer was given none)
-    /// when the trigram index covers `collection`, else NULL.
-    private static func searchIfCovered(_ collection: String, _ search: String, _ data: String) -> String {
-        "CASE WHEN EXISTS (SELECT 1 FROM text_collections WHERE name = \(collection)) "
-            + "THEN coalesce(\(search), larder_search(\(data))) END"
-    }
-
     var sql: String {
         switch self {
         case .begin: "BEGIN IMMEDIATE"
@@ -33,14 +26,14 @@ enum FixedSQL: Int, CaseIterable {
         case .rollbackToSavepoint: "ROLLBACK TO w"
         case .ensureCollection: "INSERT OR IGNORE INTO collections(name, createdAt) VALUES (?1, ?2)"
         case .insertDocument:
-            // The search text only where the trigram index covers the collection (schema 20).
+            // `search` is NULL unless the trigram index covers the collection (`CoveredCollections`).
             "INSERT INTO documents(seq, collection, id, rev, createdAt, updatedAt, data, search, createSeq, owner) "
-                + "VALUES (?8, ?1, ?2, 1, ?3, ?3, ?4, \(FixedSQL.searchIfCovered("?1", "?5", "?4")), ?6, ?7)"
+                + "VALUES (?8, ?1, ?2, 1, ?3, ?3, ?4, ?5, ?6, ?7)"
         case .selectCurrent:
             "SELECT seq, rev, createdAt, updatedAt, data, createSeq FROM documents WHERE collection = ?1 AND id = ?2"
         case .updateDocument:
-            "UPDATE documents SET rev = rev + 1, updatedAt = ?1, data = ?2, "
-                + "search = \(FixedSQL.searchIfCovered("collection", "?3", "?2")), createSeq = NULL, owner = ?5 WHERE seq = ?4"
+            "UPDATE documents SET rev = rev + 1, updatedAt = ?1, data = ?2, search = ?3, createSeq = NULL, owner = ?5 "
+                + "WHERE seq = ?4"
         case .moveCreateToLog:
             // The create event leaves the row (which is about to change) for the log, unless pruning passed it.
             "INSERT INTO changes(seq, collection, kind, time, id, rev, createdAt, updatedAt, data) "

@@ -181,7 +181,7 @@ struct SQLiteQueryBuilder {
                 "\(column) IN (SELECT rowid FROM ix.text_index WHERE text_index MATCH \(param(.text(match))) "
                     + "UNION ALL SELECT seq FROM fts_backlog)")
         }
-        // A collection the index does not cover keeps no search text in its rows (`FixedSQL.searchIfCovered`).
+        // A collection the index does not cover keeps no search text in its rows (`CoveredCollections`).
         parts.append("instr(coalesce(search, larder_search(data)), \(q)) > 0")
         if let fields = query.fields {
             let tests = fields.map { path in

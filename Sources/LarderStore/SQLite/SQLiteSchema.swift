@@ -237,8 +237,8 @@ enum SQLiteSchema {
         // The documents' table rebuilt for the write path (BENCHMARKS.md "The write path"), measured one change at a
         // time with `scripts/storage-format.c`:
         // - `seq` without AUTOINCREMENT: SQLite no longer reads and rewrites `sqlite_sequence` for every insert. The
-        //   writer numbers new rows itself (`DocumentNumbers`), above the highest number ever used, which
-        //   `larder_meta.documentsSeq` records once per group commit.
+        //   writer numbers new rows itself (`DocumentNumbers`), above the highest number ever used: the rows' own,
+        //   and `larder_meta.documentsSeq`, recorded before rows are deleted.
         // - `search` only in the collections the trigram index covers (`text_collections`): elsewhere NULL, and a
         //   substring search derives it from the record (`larder_search`). Covering a collection fills it first.
         // The indexes are made again as they were, with their planner statistics.

@@ -28,12 +28,14 @@ final class SQLiteWriteContext: PreparedWriteContext {
     let collections: KnownCollections
     /// Where new rows' numbers come from (the writer's, used only on its queue).
     private let documentNumbers: DocumentNumbers
+    /// The collections whose rows keep their search text (the writer's, used only on its queue).
+    private let covered: CoveredCollections
     /// Schemas set in this transaction, before its COMMIT puts them in the store's catalog.
     private var pendingSchemas: [String: SchemaEntry] = [:]
 
     init(
         connection: SQLiteConnection, core: StoreCore, uuids: TimeOrderedUUIDs, collections: KnownCollections,
-        documentNumbers: DocumentNumbers
+        documentNumbers: DocumentNumbers, covered: CoveredCollections
     ) {
         self.connection = connection
         self.core = core
@@ -41,6 +43,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
         self.uuids = uuids
         self.collections = collections
         self.documentNumbers = documentNumbers
+        self.covered = covered
         self.committedSeq = core.feed.lastSeq
     }
 
@@ -51,6 +54,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
         self.uuids = TimeOrderedUUIDs()
         self.collections = KnownCollections()
         self.documentNumbers = DocumentNumbers(highest: 0)
+        self.covered = CoveredCollections([])
         self.committedSeq = 0
     }
 
@@ -104,7 +108,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
         try statement.bindUUID(id, at: 2)
         try statement.bind(at: 3, .int(now))
         try statement.bindText(document.data, at: 4)
-        try statement.bindText(document.search, at: 5)
+        try bindSearch(document, of: collection, at: 5, in: statement)
         try statement.bind(at: 6, .int(seq))
         try statement.bind(at: 7, document.owner.map { .text($0) } ?? .null)
         try statement.bind(at: 8, .int(documentNumbers.next()))
@@ -173,9 +177,20 @@ final class SQLiteWriteContext: PreparedWriteContext {
 
     func unnumber(after mark: Int64) { documentNumbers.rewind(to: mark) }
 
-    /// Records the highest row number this transaction took (`DocumentNumbers`).
-    func raiseDocumentSeq() throws(LarderError) {
-        guard documentNumbers.hasPending else { return }
+    /// Binds a row's `search`: the document's text where the trigram index covers `collection`, else NULL.
+    private func bindSearch(
+        _ document: PreparedDocument, of collection: String, at index: Int32, in statement: SQLiteStatement
+    ) throws(LarderError) {
+        if covered.contains(collection) {
+            try statement.bindText(document.search, at: index)
+        } else {
+            try statement.bind(at: index, .null)
+        }
+    }
+
+    /// Records the highest row number taken so far (`DocumentNumbers`) before rows go: the numbers of rows that
+    /// exist need no record, for the writer starts above the highest of them.
+    private func recordNumbersBeforeDeleting() throws(LarderError) {
         let statement = try db.statement(.raiseDocumentSeq)
         defer { statement.reset() }
         try statement.bind(at: 1, .int(documentNumbers.last))
@@ -192,7 +207,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
         defer { statement.reset() }
         try statement.bind(at: 1, .int(now))
         try statement.bindText(document.data, at: 2)
-        try statement.bindText(document.search, at: 3)
+        try bindSearch(document, of: collection, at: 3, in: statement)
         try statement.bind(at: 4, .int(row.seq))
         try statement.bind(at: 5, document.owner.map { .text($0) } ?? .null)
         while try statement.step() {}
@@ -256,6 +271,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
         // The data goes into the change log, so a subscriber's filter can tell whether the deletion concerns it.
         let row = try current(collection, id, expectedRev: expectedRev)
         try moveCreateToLog(row)
+        try recordNumbersBeforeDeleting()
         try db.run("DELETE FROM documents WHERE seq = ?1", [.int(row.seq)])
         let blobs = try db.run(
             "DELETE FROM blobs WHERE attachedCollection = ?1 AND attachedId = ?2",
@@ -286,12 +302,15 @@ final class SQLiteWriteContext: PreparedWriteContext {
             [.text(name)])
         let blobs = try db.run("DELETE FROM blobs WHERE attachedCollection = ?1", [.text(name)])
         if blobs > 0 { collectBlobFilesAfterCommit() }
+        try recordNumbersBeforeDeleting()
         let documents = try db.run("DELETE FROM documents WHERE collection = ?1", [.text(name)])
         try db.run("DELETE FROM collections WHERE name = ?1", [.text(name)])
         collections.dropped(name)
         // After the deletions, whose backlog rows tell the trigram index what to remove: a collection created again
         // under this name starts unindexed.
         try db.run("DELETE FROM text_collections WHERE name = ?1", [.text(name)])
+        let covered = self.covered
+        afterCommit.append { covered.uncovered(name) }
         // One event for the whole collection, not one per document: a drop costs the log O(1).
         try recordChange(.drop, name, record: nil)
         let core = self.core

@@ -25,6 +25,7 @@ final class SQLiteWriter: @unchecked Sendable {
     private let uuids = TimeOrderedUUIDs()  // only on `queue`
     private let collections = KnownCollections()  // only on `queue`
     private let documentNumbers: DocumentNumbers  // only on `queue`
+    let coveredCollections: CoveredCollections  // only on `queue`
     private let checkpointer: Checkpointer
     /// Told after every `fullTextBacklog` document writes (set once, before the first write).
     var textIndexer: TextIndexer?
@@ -33,6 +34,8 @@ final class SQLiteWriter: @unchecked Sendable {
     init(connection: SQLiteConnection, core: StoreCore) throws(LarderError) {
         self.connection = connection
         self.documentNumbers = DocumentNumbers(highest: try DocumentNumbers.highest(connection))
+        self.coveredCollections = CoveredCollections(
+            try connection.query("SELECT name FROM text_collections") { $0.text(0) })
         self.core = core
         self.checkpointer = Checkpointer(path: core.databasePath)
         checkpointer.install(on: connection)
@@ -54,7 +57,8 @@ final class SQLiteWriter: @unchecked Sendable {
             return
         }
         let context = SQLiteWriteContext(
-            connection: connection, core: core, uuids: uuids, collections: collections, documentNumbers: documentNumbers)
+            connection: connection, core: core, uuids: uuids, collections: collections, documentNumbers: documentNumbers,
+            covered: coveredCollections)
         do {
             try connection.run(.begin)
         } catch {
@@ -68,7 +72,6 @@ final class SQLiteWriter: @unchecked Sendable {
         do throws(LarderError) {
             if let failure = context.unguardedFailure { throw failure }
             try context.raiseChangeSeq()
-            try context.raiseDocumentSeq()
             pruneChangesIfDue(context, connection)
             try connection.run(.commit)
             collections.committedPending()

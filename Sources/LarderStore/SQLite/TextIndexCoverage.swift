@@ -36,7 +36,7 @@ extension TextIndexer {
     static let fillRows = 4_096
 
     /// Covers `collection` (if it exists and is not yet covered), in writer jobs. Its rows hold no search text while
-    /// uncovered (`FixedSQL.searchIfCovered`): jobs of `fillRows` rows each fill it in `seq` order first; then one job
+    /// uncovered (`CoveredCollections`): jobs of `fillRows` rows each fill it in `seq` order first; then one job
     /// fills what writes cleared or added meanwhile, has it join `text_collections` and its documents the backlog, in
     /// one savepoint. Then passes are asked for.
     private func cover(_ collection: String, _ done: @escaping @Sendable (LarderError?, _ covered: Bool) -> Void) {
@@ -79,6 +79,8 @@ extension TextIndexer {
                 "INSERT OR IGNORE INTO text_collections(name) SELECT name FROM collections WHERE name = ?1",
                 [.text(collection)])
             if covered > 0 {
+                // Before the rows below: from here on the writer keeps their text.
+                self.writer.coveredCollections.covered(collection)
                 added = try db.run(
                     "INSERT OR IGNORE INTO fts_backlog(seq, old) SELECT seq, NULL FROM documents "
                         + "WHERE collection = ?1 ORDER BY seq", [.text(collection)])
