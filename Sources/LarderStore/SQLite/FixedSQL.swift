@@ -9,6 +9,8 @@ enum FixedSQL: Int, CaseIterable {
     case savepoint, release, rollbackToSavepoint
     case ensureCollection, insertDocument, selectCurrent, updateDocument, insertChange, moveCreateToLog, raiseChangeSeq
     case raiseDocumentSeq
+    /// A covered collection's document into the trigram index's backlog (`SQLiteWriteContext.enterBacklog`).
+    case enterBacklog
     /// A keyed write's lookup and store of its request key (`SQLiteRequestKeys`).
     case selectRequestKey, storeRequestKey
     /// The writer's side of the trigram index (`TextIndexer.applyToBacklog`).
@@ -30,7 +32,7 @@ enum FixedSQL: Int, CaseIterable {
             "INSERT INTO documents(seq, collection, id, rev, createdAt, updatedAt, data, search, createSeq, owner) "
                 + "VALUES (?8, ?1, ?2, 1, ?3, ?3, ?4, ?5, ?6, ?7)"
         case .selectCurrent:
-            "SELECT seq, rev, createdAt, updatedAt, data, createSeq FROM documents WHERE collection = ?1 AND id = ?2"
+            "SELECT seq, rev, createdAt, updatedAt, data, createSeq, search FROM documents WHERE collection = ?1 AND id = ?2"
         case .updateDocument:
             "UPDATE documents SET rev = rev + 1, updatedAt = ?1, data = ?2, search = ?3, createSeq = NULL, owner = ?5 "
                 + "WHERE seq = ?4"
@@ -40,6 +42,7 @@ enum FixedSQL: Int, CaseIterable {
                 + "SELECT createSeq, collection, 'create', createdAt, id, 1, createdAt, createdAt, data FROM documents "
                 + "WHERE seq = ?1 AND createSeq > (SELECT value FROM larder_meta WHERE key = 'changesPrunedThrough')"
         case .raiseChangeSeq: "UPDATE sqlite_sequence SET seq = max(seq, ?1) WHERE name = 'changes'"
+        case .enterBacklog: "INSERT OR IGNORE INTO fts_backlog(seq, old) VALUES (?1, ?2)"
         case .raiseDocumentSeq: "UPDATE larder_meta SET value = max(value, ?1) WHERE key = 'documentsSeq'"
         case .insertChange:
             "INSERT INTO changes(seq, collection, kind, time, id, rev, createdAt, updatedAt, data, blob, previous) "

@@ -288,32 +288,6 @@ enum SQLiteSchema {
     /// The migration that gave the planner its picture of `documents` (`PlannerStats`).
     static let plannerStatsVersion: Int64 = 18
 
-    /// The backlog of the trigram index (`TextIndexer`, which also states the rule that keeps searches exact): the
-    /// documents whose `search` text changed since the index last saw them, each with the text the index holds for it
-    /// (`old`, NULL when none). A backlog row is small (no text for a new document) and rolls back with its write's
-    /// savepoint; `INSERT OR IGNORE` keeps a document's first row, whose `old` is what the index holds.
-    ///
-    /// Why not triggers on the index itself: every write runs in its own SAVEPOINT (so a failing write undoes only
-    /// itself), and FTS5 writes its pending terms out as a new segment at every savepoint: one segment, and soon a
-    /// merge, per document; and even a few hundred documents at once cost the writer about half its time. The
-    /// triggers are TEMP: only the writer connection writes.
-    /// Only documents of the collections the index covers (`text_collections`) enter the backlog: a collection never
-    /// searched by substring costs its writes one lookup in that small table instead.
-    static let backlogTriggers = """
-        CREATE TEMP TRIGGER IF NOT EXISTS fts_backlog_insert AFTER INSERT ON main.documents
-        WHEN new.collection IN (SELECT name FROM main.text_collections) BEGIN
-            INSERT OR IGNORE INTO fts_backlog(seq, old) VALUES (new.seq, NULL);
-        END;
-        CREATE TEMP TRIGGER IF NOT EXISTS fts_backlog_delete AFTER DELETE ON main.documents
-        WHEN old.collection IN (SELECT name FROM main.text_collections) BEGIN
-            INSERT OR IGNORE INTO fts_backlog(seq, old) VALUES (old.seq, old.search);
-        END;
-        CREATE TEMP TRIGGER IF NOT EXISTS fts_backlog_update AFTER UPDATE OF search ON main.documents
-        WHEN old.collection IN (SELECT name FROM main.text_collections) BEGIN
-            INSERT OR IGNORE INTO fts_backlog(seq, old) VALUES (old.seq, old.search);
-        END;
-        """
-
     /// Brings `db` to the newest schema (to version `through`, for tests that make an older data directory).
     static func migrate(_ db: SQLiteConnection, trigram: Bool, through: Int = migrations.count) throws(LarderError) {
         try db.execute(

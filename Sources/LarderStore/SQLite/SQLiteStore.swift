@@ -49,7 +49,6 @@ public final class SQLiteStore: GroupCommitStore, CoreBackedStore, @unchecked Se
             "CREATE VIRTUAL TABLE temp.larder_probe USING fts5(x, tokenize='trigram'); DROP TABLE temp.larder_probe"))
             != nil
         try SQLiteSchema.migrate(connection, trigram: hasTrigram)
-        if hasTrigram { try connection.execute(SQLiteSchema.backlogTriggers) }
         let files = try BlobFiles(directory: directory, syncEachChunk: configuration.synchronous == .full)
         startupWarnings = (exposure.map { [$0] } ?? []) + (try SQLiteStore.recoverFiles(files, connection))
         let lastChangeSeq = try connection.scalar("SELECT seq FROM sqlite_sequence WHERE name = 'changes'") ?? 0
@@ -64,8 +63,8 @@ public final class SQLiteStore: GroupCommitStore, CoreBackedStore, @unchecked Se
                 }, limits: core.configuration.schemaLimits))
         self.core = core
         let writer = try SQLiteWriter(connection: connection, core: core)
-        // A store that does not use the index (tests' and benchmarks' scans) leaves it alone; the backlog triggers run
-        // either way.
+        // A store that does not use the index (tests' and benchmarks' scans) leaves it alone; its writer keeps the
+        // backlog either way.
         let textIndexer =
             hasTrigram && configuration.useTextIndex
             ? try TextIndexer(directory: directory, documents: connection, core: core, writer: writer) : nil

@@ -37,7 +37,8 @@ import Synchronization
 /// Which collections: the index covers the collections in `text_collections` (documents' file). A collection is added
 /// the first time a substring search of three or more characters asks for it (`requestIndex`): its documents enter
 /// the backlog in the same transaction, so that search and the ones after it stay exact (they check the backlog)
-/// while the passes work through them. The backlog triggers only fire for covered collections, so a collection nobody
+/// while the passes work through them. The writer enters documents into the backlog for covered collections only
+/// (`SQLiteWriteContext.enterBacklog`), and keeps no search text in other collections' rows, so a collection nobody
 /// searches by substring costs its writes nothing here. Dropping a collection uncovers it (its documents' backlog rows,
 /// written by the deletions, have the passes remove them from the index). Whether a search uses the index is decided
 /// inside its snapshot of the documents (`SQLiteStore.read(_:textIndex:transaction:_:)`). Covering a collection puts
