@@ -73,12 +73,14 @@ extension SQLiteStore {
     /// runs in a transaction whose two snapshots were taken together (`TextIndexer.withSnapshots`), and `body` learns
     /// in that snapshot how to find the text: `.scan` when the collection is not covered by the index (which is
     /// then asked to cover it), else `.index` or `.indexDriving` by how many documents the query's rarest trigram is
-    /// in. Without the index `body` gets `.index` (the statement as first built).
+    /// in. Without the index `body` gets `.index` (the statement as first built). A text search too short for the
+    /// index (under three characters) asks for the collection to be covered as well: a covered collection's rows keep
+    /// their search text, which such a search reads instead of deriving it from every record.
     func read<T>(
         _ collection: String, textIndex: Bool, text: TextQuery? = nil, transaction: Bool = false,
         _ body: (SQLiteConnection, TextPlan) throws(LarderError) -> T
     ) throws(LarderError) -> T {
-        guard textIndex, let text, let textIndexer else {
+        guard let text, let textIndexer, textIndex || core.configuration.useTextIndex else {
             return try readers.read(transaction: transaction) { db throws(LarderError) in try body(db, .index) }
         }
         return try readers.read { db throws(LarderError) in
@@ -101,8 +103,11 @@ extension SQLiteStore {
     /// The plan for a covered collection: the trigram index's vocabulary says how many documents hold each of the
     /// query's trigrams (one B-tree lookup each); the rarest bounds the candidates.
     static func textPlan(_ db: SQLiteConnection, _ text: TextQuery) throws(LarderError) -> TextPlan {
+        let trigrams = SQLiteQueryBuilder.trigrams(TextFold.fold(text.query))
+        // A query under three characters reads the rows' search text alone (SQLiteQueryBuilder `text`).
+        guard !trigrams.isEmpty else { return .index }
         var fewest = Int64.max
-        for trigram in SQLiteQueryBuilder.trigrams(TextFold.fold(text.query)) where fewest > 0 {
+        for trigram in trigrams where fewest > 0 {
             fewest = min(fewest, try db.scalar("SELECT doc FROM ix.text_vocab WHERE term = ?1", [.text(trigram)]) ?? 0)
         }
         let backlog =

@@ -35,9 +35,10 @@ import Synchronization
 /// run time (another store opened on the same directory): one store per data directory.
 ///
 /// Which collections: the index covers the collections in `text_collections` (documents' file). A collection is added
-/// the first time a substring search of three or more characters asks for it (`requestIndex`): its documents enter
-/// the backlog in the same transaction, so that search and the ones after it stay exact (they check the backlog)
-/// while the passes work through them. The writer enters documents into the backlog for covered collections only
+/// the first time a substring search of any length asks for it (`requestIndex`; its rows then keep the search text,
+/// which even a one-character search reads: `CoveredCollections`): its documents enter the backlog in the same
+/// transaction, so that search and the ones after it stay exact (they check the backlog) while the passes work
+/// through them. The writer enters documents into the backlog for covered collections only
 /// (`SQLiteWriteContext.enterBacklog`), and keeps no search text in other collections' rows, so a collection nobody
 /// searches by substring costs its writes nothing here. Dropping a collection uncovers it (its documents' backlog rows,
 /// written by the deletions, have the passes remove them from the index). Whether a search uses the index is decided
