@@ -20,6 +20,7 @@
  * and raises the change log's durable number once per transaction, as Larder's writer does.
  * Prints one line: the variant and the CPU time (user + system) per create.
  */
+#include "sqlite-bench.h"
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,35 +28,6 @@
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
-
-static void check(int rc, sqlite3 *db, const char *what) {
-    if (rc != SQLITE_OK && rc != SQLITE_DONE && rc != SQLITE_ROW) {
-        fprintf(stderr, "Error: %s: %s\n", what, sqlite3_errmsg(db));
-        exit(1);
-    }
-}
-
-static void exec(sqlite3 *db, const char *sql) { check(sqlite3_exec(db, sql, NULL, NULL, NULL), db, sql); }
-
-/* SplitMix64: the random bits of the ids. */
-static unsigned long long splitmix(unsigned long long *state) {
-    unsigned long long z = (*state += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-
-static double cpu_seconds(void) {
-    struct rusage u;
-    getrusage(RUSAGE_SELF, &u);
-    return u.ru_utime.tv_sec + u.ru_utime.tv_usec / 1e6 + u.ru_stime.tv_sec + u.ru_stime.tv_usec / 1e6;
-}
-
-static double wall_seconds(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec / 1e9;
-}
 
 int main(int argc, char **argv) {
     if (argc != 10) {
