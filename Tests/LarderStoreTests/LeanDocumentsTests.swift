@@ -80,6 +80,47 @@ import Testing
         }
     }
 
+    /// A collection dropped, made again and covered again in one group commit stays covered for the writer: its
+    /// later rows keep their text and are found through the index.
+    @Test func aDropAndACoverInOneBatchLeaveTheCollectionCovered() throws {
+        try withStore { store, _ in
+            _ = try store.create("notes", id: nil, data: ["text": "old zebra"])
+            try store.textIndexer!.indexCollection("notes")
+            let started = DispatchSemaphore(value: 0)
+            let gate = DispatchSemaphore(value: 0)
+            let done = DispatchGroup()
+            // Holds the writer, so that the drop and the cover queued meanwhile run in the next batch, in order.
+            done.enter()
+            store.submitWrite({ _ throws(LarderError) in
+                started.signal()
+                gate.wait()
+            }) { _ in done.leave() }
+            started.wait()
+            done.enter()
+            store.submitWrite({ context throws(LarderError) in
+                _ = try context.dropCollection("notes")
+                _ = try context.create("notes", id: nil, data: ["text": "new zebra"])
+            }) { result in
+                #expect((try? result.get()) != nil)
+                done.leave()
+            }
+            done.enter()
+            store.textIndexer!.join("notes") { error, covered in
+                #expect(error == nil && covered)
+                done.leave()
+            }
+            gate.signal()
+            done.wait()
+            let later = try store.create("notes", id: nil, data: ["text": "later zebra"])
+            #expect(try LeanDocumentsTests.searchColumn(store, "notes").values.allSatisfy { $0 != nil })
+            try store.textIndexer!.catchUp()
+            #expect(try store.explain("notes", SearchQuery(text: TextQuery(query: "zebra"))).contains("text_index"))
+            #expect(try LeanDocumentsTests.search(store, "notes", "zebra").count == 2)
+            #expect(try LeanDocumentsTests.search(store, "notes", "later").contains(later.id))
+            #expect(try store.integrityCheck() == "ok")
+        }
+    }
+
     /// Covering a collection larger than one fill job (`TextIndexer.fillRows`) while it is written: every row ends
     /// with its text, and searches through the index answer as a scan does.
     @Test func coveringFillsEveryRowInJobsWhileWritesGoOn() throws {

@@ -337,8 +337,14 @@ final class SQLiteWriteContext: PreparedWriteContext {
         // After the deletions, whose backlog rows tell the trigram index what to remove: a collection created again
         // under this name starts unindexed.
         try db.run("DELETE FROM text_collections WHERE name = ?1", [.text(name)])
+        // After the COMMIT, and only if the collection is still uncovered then: a collection created again in the same
+        // batch may have been covered again after this.
         let covered = self.covered
-        afterCommit.append { covered.uncovered(name) }
+        let db = self.db
+        afterCommit.append {
+            let still = try? db.scalar("SELECT count(*) FROM text_collections WHERE name = ?1", [.text(name)])
+            if still == 0 { covered.uncovered(name) }
+        }
         // One event for the whole collection, not one per document: a drop costs the log O(1).
         try recordChange(.drop, name, record: nil)
         let core = self.core

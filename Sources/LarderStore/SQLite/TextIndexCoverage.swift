@@ -36,29 +36,29 @@ extension TextIndexer {
     static let fillRows = 4_096
 
     /// Covers `collection` (if it exists and is not yet covered), in writer jobs. Its rows hold no search text while
-    /// uncovered (`CoveredCollections`): jobs of `fillRows` rows each fill it in `seq` order first; then one job
+    /// uncovered (`CoveredCollections`): jobs of `fillRows` rows each fill it in id order first; then one job
     /// fills what writes cleared or added meanwhile, has it join `text_collections` and its documents the backlog, in
     /// one savepoint. Then passes are asked for.
     private func cover(_ collection: String, _ done: @escaping @Sendable (LarderError?, _ covered: Bool) -> Void) {
-        fill(collection, after: 0, done)
+        fill(collection, after: "", done)
     }
 
     private func fill(
-        _ collection: String, after: Int64, _ done: @escaping @Sendable (LarderError?, _ covered: Bool) -> Void
+        _ collection: String, after: String, _ done: @escaping @Sendable (LarderError?, _ covered: Bool) -> Void
     ) {
-        var last: Int64?
+        var last: String?
         let job = TextIndexer.savepointJob({ db throws(LarderError) in
-            // By row number alone (NOT INDEXED): each job goes on where the last stopped, so the collection is read
-            // once over all of them.
+            // Through the collection's id index: each job goes on where the last stopped, so the collection is read
+            // once over all of them, and no other collection's rows are.
             last = try db.query(
-                "SELECT max(seq) FROM (SELECT seq FROM documents NOT INDEXED WHERE seq > ?2 AND collection = ?1 "
-                    + "ORDER BY seq LIMIT \(TextIndexer.fillRows))", [.text(collection), .int(after)]
-            ) { $0.isNull(0) ? nil : $0.int(0) }.first ?? nil
+                "SELECT max(id) FROM (SELECT id FROM documents INDEXED BY documents_id WHERE collection = ?1 AND id > ?2 "
+                    + "ORDER BY id LIMIT \(TextIndexer.fillRows))", [.text(collection), .text(after)]
+            ) { $0.isNull(0) ? nil : $0.text(0) }.first ?? nil
             guard let last else { return }
             try db.run(
-                "UPDATE documents NOT INDEXED SET search = larder_search(data) "
-                    + "WHERE seq > ?2 AND seq <= ?3 AND collection = ?1 AND search IS NULL",
-                [.text(collection), .int(after), .int(last)])
+                "UPDATE documents INDEXED BY documents_id SET search = larder_search(data) "
+                    + "WHERE collection = ?1 AND id > ?2 AND id <= ?3 AND search IS NULL",
+                [.text(collection), .text(after), .text(last)])
         }) { [self] error in
             if let error {
                 done(error, false)
@@ -71,7 +71,8 @@ extension TextIndexer {
         if !writer.enqueue(job) { done(LarderError(.unavailable, "the store is closed"), false) }
     }
 
-    private func join(_ collection: String, _ done: @escaping @Sendable (LarderError?, _ covered: Bool) -> Void) {
+    /// The last of a cover's jobs (internal for tests that place it in a batch).
+    func join(_ collection: String, _ done: @escaping @Sendable (LarderError?, _ covered: Bool) -> Void) {
         var added = 0
         var covered = 0
         let job = TextIndexer.savepointJob({ db throws(LarderError) in
@@ -79,8 +80,6 @@ extension TextIndexer {
                 "INSERT OR IGNORE INTO text_collections(name) SELECT name FROM collections WHERE name = ?1",
                 [.text(collection)])
             if covered > 0 {
-                // Before the rows below: from here on the writer keeps their text.
-                self.writer.coveredCollections.covered(collection)
                 added = try db.run(
                     "INSERT OR IGNORE INTO fts_backlog(seq, old) SELECT seq, NULL FROM documents "
                         + "WHERE collection = ?1 ORDER BY seq", [.text(collection)])
@@ -88,8 +87,12 @@ extension TextIndexer {
                 try db.run(
                     "UPDATE documents SET search = larder_search(data) WHERE collection = ?1 AND search IS NULL",
                     [.text(collection)])
+                // Last, once nothing above can fail: the writes after this one keep the collection's text and
+                // backlog. Should the batch not commit, the completion takes it back.
+                self.writer.coveredCollections.covered(collection)
             }
         }) { [self] error in
+            if error != nil && covered > 0 { writer.coveredCollections.uncovered(collection) }
             if error == nil && added > 0 {
                 catchUpRows.add(added, ordering: .relaxed)
                 backlogEstimate.add(added, ordering: .relaxed)
