@@ -8,6 +8,7 @@
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -40,6 +41,23 @@ static double wall_seconds(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+/*
+ * larder-bench's document number n, {"n":N,"group":N%100,"name":"doc N","pad":"<letters>"}, padded with `filler`
+ * (at least doc_bytes + 64 letters) to doc_bytes, into `doc`; its folded search text (its strings joined by U+001F)
+ * into `folded`. Both buffers hold doc_bytes + 64 bytes. Returns the document's length; *folded_len the text's.
+ */
+static int bench_document(long n, long doc_bytes, const char *filler, char *doc, char *folded, int *folded_len) {
+    int len = snprintf(doc, doc_bytes, "{\"n\":%ld,\"group\":%ld,\"name\":\"doc %ld\",\"pad\":\"", n, n % 100, n);
+    long pad = doc_bytes - len - 2;
+    if (pad < 0) pad = 0;
+    memcpy(doc + len, filler + n % 64, pad);
+    memcpy(doc + len + pad, "\"}", 2);
+    *folded_len = snprintf(folded, 32, "doc %ld\x1f", n);
+    memcpy(folded + *folded_len, filler + n % 64, pad);
+    *folded_len += pad;
+    return len + pad + 2;
 }
 
 #endif

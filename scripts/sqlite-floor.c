@@ -124,15 +124,8 @@ int main(int argc, char **argv) {
     double cpu0 = cpu_seconds(), wall0 = wall_seconds();
     for (long n = 0; n < count; n++) {
         if (n % group == 0) exec(db, "BEGIN IMMEDIATE");
-        int len = snprintf(doc, doc_bytes, "{\"n\":%ld,\"group\":%ld,\"name\":\"doc %ld\",\"pad\":\"", n, n % 100, n);
-        long pad = doc_bytes - len - 2;
-        if (pad < 0) pad = 0;
-        memcpy(doc + len, filler + n % 64, pad);
-        memcpy(doc + len + pad, "\"}", 2);
-        len += pad + 2;
-        int slen = snprintf(search, 32, "doc %ld ", n);
-        memcpy(search + slen, filler + n % 64, pad);
-        slen += pad;
+        int slen;
+        int len = bench_document(n, doc_bytes, filler, doc, search, &slen);
         char id[48];
         if (random_ids) {
             unsigned long long a = splitmix(&id_state), b = splitmix(&id_state);

@@ -103,14 +103,8 @@ int main(int argc, char **argv) {
     double cpu0 = cpu_seconds();
     for (long n = 0; n < count; n++) {
         if (n % group == 0) exec(db, "BEGIN IMMEDIATE");
-        int len = snprintf(doc, 250, "{\"n\":%ld,\"group\":%ld,\"name\":\"doc %ld\",\"pad\":\"", n, n % 100, n);
-        long pad = 250 - len - 2;
-        memcpy(doc + len, filler + n % 64, pad);
-        memcpy(doc + len + pad, "\"}", 2);
-        len += pad + 2;
-        int folded_len = snprintf(folded, 32, "doc %ld\x1f", n);
-        memcpy(folded + folded_len, filler + n % 64, pad);
-        folded_len += pad;
+        int folded_len;
+        int len = bench_document(n, 250, filler, doc, folded, &folded_len);
         unsigned long long high = splitmix(&id_state), low = splitmix(&id_state);
         if (!random_ids) {
             /* Version 7: 48 bits of milliseconds, then a counter within the millisecond. */
