@@ -114,13 +114,15 @@ enum FuzzWebSocket {
         for message in whole.messages {
             check(message.count >= 4, "a message shorter than a Larder length passed")
             // A message the check let through is one whole Larder frame to the frame decoder: it decodes to one
-            // frame that takes every byte, or is refused; it never leaves the decoder waiting for more.
+            // frame that takes every byte, or is refused; it never leaves the decoder waiting for more, except a
+            // message of 4 or 5 bytes (a length under the header's, 0 or 1): the decoder judges a length with the
+            // magic after it, which the next message brings, as the same bytes over TCP would.
             var decoder = FuzzStream.decoder()
             var buffer = ByteBuffer(message)
             do throws(FrameError) {
                 let frame = try decoder.next(&buffer)
-                check(frame != nil, "a whole message left the frame decoder waiting for more bytes")
-                check(buffer.readableCount == 0, "a message held bytes after its frame")
+                check(frame != nil || message.count < 6, "a whole message left the frame decoder waiting for more bytes")
+                check(frame == nil || buffer.readableCount == 0, "a message held bytes after its frame")
             } catch {
                 check(error.error.status != .ok, "a decode error with status OK")
             }
