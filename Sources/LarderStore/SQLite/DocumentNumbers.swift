@@ -4,9 +4,9 @@ import LarderWire
 /// before, including a deleted document's, so a cursor past the newest row sees every later one. A number in use is
 /// its row's; before rows are deleted the highest number given so far is recorded in `larder_meta` (`documentsSeq`),
 /// so the numbers that rows no longer hold are remembered too. A create costs nothing more, where SQLite's
-/// AUTOINCREMENT reads and rewrites `sqlite_sequence` for every insert. A write that fails gives back the numbers it took (`rewind`), as AUTOINCREMENT's
-/// counter rolled back with the write's savepoint: LIST cursors number rows alike on both stores. Only on the
-/// writer's queue.
+/// AUTOINCREMENT reads and rewrites `sqlite_sequence` for every insert. A write that fails gives back the numbers it
+/// took (`rewind`), as AUTOINCREMENT's counter rolled back with the write's savepoint: LIST cursors number rows alike
+/// on both stores. Only on the writer's queue.
 final class DocumentNumbers {
     private var committed: Int64
     private(set) var last: Int64

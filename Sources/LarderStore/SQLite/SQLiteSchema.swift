@@ -210,8 +210,7 @@ enum SQLiteSchema {
         // they are created.
         .code { db throws(LarderError) in
             try PlannerStats.describe(db, index: "documents_id", PlannerStats.documentsID)
-            let names = try db.query("SELECT name FROM field_indexes") { $0.text(0) }
-            for name in names { try PlannerStats.describe(db, index: name, PlannerStats.fieldIndex) }
+            try PlannerStats.describeFieldIndexes(db)
         },
         // Each record's `$owner` in a column of its own (`PreparedDocument.owner`), indexed with the id: a user's
         // queries under an `owner` rule compare the column instead of reading the JSON, and a user's point read
@@ -241,7 +240,8 @@ enum SQLiteSchema {
         //   and `larder_meta.documentsSeq`, recorded before rows are deleted.
         // - `search` only in the collections the trigram index covers (`text_collections`): elsewhere NULL, and a
         //   substring search derives it from the record (`larder_search`). Covering a collection fills it first.
-        // The indexes are made again as they were, with their planner statistics.
+        // The indexes are made again as they were, with their planner statistics; dropping the old table took its
+        // statistics and its `sqlite_sequence` row.
         .code { db throws(LarderError) in
             let indexes = try db.query(
                 "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'documents' AND sql IS NOT NULL"
@@ -269,13 +269,11 @@ enum SQLiteSchema {
                     coalesce((SELECT max(seq) FROM documents), 0)));
                 DROP TABLE documents;
                 ALTER TABLE documents_rebuilt RENAME TO documents;
-                DELETE FROM sqlite_sequence WHERE name = 'documents';
                 """)
             for sql in indexes { try db.execute(sql) }
             try PlannerStats.describe(db, index: "documents_id", PlannerStats.documentsID)
             try PlannerStats.describe(db, index: "documents_owner", PlannerStats.documentsOwner)
-            let names = try db.query("SELECT name FROM field_indexes") { $0.text(0) }
-            for name in names { try PlannerStats.describe(db, index: name, PlannerStats.fieldIndex) }
+            try PlannerStats.describeFieldIndexes(db)
         },
     ]
 
@@ -336,6 +334,12 @@ enum PlannerStats {
     static let documentsOwner = "1000000 100000 100 1"
     /// A field index (collection, value): ten documents per value of the field.
     static let fieldIndex = "1000000 100000 10"
+
+    /// Records the statistics of every field index (`field_indexes`).
+    static func describeFieldIndexes(_ db: SQLiteConnection) throws(LarderError) {
+        let names = try db.query("SELECT name FROM field_indexes") { $0.text(0) }
+        for name in names { try describe(db, index: name, fieldIndex) }
+    }
 
     /// Records `stat` for the index `index` of `documents`, creating `sqlite_stat1` if the database has none (only
     /// `ANALYZE` may create it: it analyzes the small `larder_meta`, whose row is then removed).

@@ -7,7 +7,7 @@ import LarderWire
 extension SQLiteStore {
     /// The SQL of a search: the statement, its bound values, and how many sort-key columns follow the record's.
     func searchSQL(_ collection: String, _ query: SearchQuery, plan: TextPlan = .index) throws(LarderError)
-        -> (sql: String, values: [SQLValue], keyCount: Int, textIndex: Bool)
+        -> (sql: String, values: [SQLValue], keyCount: Int)
     {
         try CollectionName.validate(collection)
         try StoreRules.checkLimit(query.limit)
@@ -66,21 +66,21 @@ extension SQLiteStore {
         let keyColumns = keys.isEmpty ? "" : ", " + keys.joined(separator: ", ")
         let sql = "SELECT \(SQLiteStore.recordColumns)\(keyColumns) FROM documents WHERE \(clause) ORDER BY "
             + order.joined(separator: ", ") + " LIMIT \(query.limit + 1)"
-        return (sql, builder.values, keys.count, builder.usesTextIndex)
+        return (sql, builder.values, keys.count)
     }
 
-    /// A read on a pooled connection. `textIndex`: the statement would read the trigram index for `text`; it then
-    /// runs in a transaction whose two snapshots were taken together (`TextIndexer.withSnapshots`), and `body` learns
-    /// in that snapshot how to find the text: `.scan` when the collection is not covered by the index (which is
-    /// then asked to cover it), else `.index` or `.indexDriving` by how many documents the query's rarest trigram is
-    /// in. Without the index `body` gets `.index` (the statement as first built). A text search too short for the
-    /// index (under three characters) asks for the collection to be covered as well: a covered collection's rows keep
-    /// their search text, which such a search reads instead of deriving it from every record.
+    /// A read on a pooled connection. With `text` and the trigram index, it runs in a transaction whose two
+    /// snapshots were taken together (`TextIndexer.withSnapshots`), and `body` learns in that snapshot how to find the
+    /// text: `.scan` when the collection is not covered by the index (which is then asked to cover it), else `.index`
+    /// or `.indexDriving` by how many documents the query's rarest trigram is in. Without either `body` gets `.index`
+    /// (the statement as first built). A text search too short for the index (under three characters) asks for the
+    /// collection to be covered as well: a covered collection's rows keep their search text, which such a search
+    /// reads instead of deriving it from every record.
     func read<T>(
-        _ collection: String, textIndex: Bool, text: TextQuery? = nil, transaction: Bool = false,
+        _ collection: String, text: TextQuery? = nil, transaction: Bool = false,
         _ body: (SQLiteConnection, TextPlan) throws(LarderError) -> T
     ) throws(LarderError) -> T {
-        guard let text, let textIndexer, textIndex || core.configuration.useTextIndex else {
+        guard let text, let textIndexer else {
             return try readers.read(transaction: transaction) { db throws(LarderError) in try body(db, .index) }
         }
         return try readers.read { db throws(LarderError) in
@@ -118,8 +118,8 @@ extension SQLiteStore {
     /// `EXPLAIN QUERY PLAN` of a search, for tests that prove an index is used.
     func explain(_ collection: String, _ query: SearchQuery) throws(LarderError) -> String {
         let first = try searchSQL(collection, query)
-        return try read(collection, textIndex: first.textIndex, text: query.text) { db, plan throws(LarderError) in
-            let (sql, values, _, _) = plan == .index ? first : try searchSQL(collection, query, plan: plan)
+        return try read(collection, text: query.text) { db, plan throws(LarderError) in
+            let (sql, values, _) = plan == .index ? first : try searchSQL(collection, query, plan: plan)
             // EXPLAIN does not check the schema's version: a real read first loads indexes created since.
             _ = try db.scalar("SELECT count(*) FROM main.sqlite_master")
             return try db.query("EXPLAIN QUERY PLAN " + sql, values) { $0.text(3) }.joined(separator: "\n")
@@ -130,12 +130,10 @@ extension SQLiteStore {
         let first = try searchSQL(collection, query)
         let keyCount = first.keyCount
         let statement = { (plan: TextPlan) throws(LarderError) -> (sql: String, values: [SQLValue]) in
-            let (sql, values, _, _) = plan == .index ? first : try self.searchSQL(collection, query, plan: plan)
+            let (sql, values, _) = plan == .index ? first : try self.searchSQL(collection, query, plan: plan)
             return (sql, values)
         }
-        let (page, more) = try readPage(
-            collection, textIndex: first.textIndex, text: query.text, statement, limit: query.limit
-        ) { row in
+        let (page, more) = try readPage(collection, text: query.text, statement, limit: query.limit) { row in
             (SQLiteStore.record(row), (0..<keyCount).map { row.value(Int32(5 + $0)) })
         }
         return SearchPosition.page(collection, query, page, more: more)
@@ -144,11 +142,11 @@ extension SQLiteStore {
     /// Reads up to `limit` rows of a page query (which asks for `limit + 1`), stopping early when the records would
     /// pass `maxPageBytes`; `more` says whether a next page exists.
     func readPage<T>(
-        _ collection: String, textIndex: Bool, text: TextQuery?,
+        _ collection: String, text: TextQuery?,
         _ statement: (TextPlan) throws(LarderError) -> (sql: String, values: [SQLValue]), limit: Int,
         _ row: (SQLiteStatement) -> (StoredRecord, T)
     ) throws(LarderError) -> (page: [(StoredRecord, T)], more: Bool) {
-        try read(collection, textIndex: textIndex, text: text) { db, plan throws(LarderError) in
+        try read(collection, text: text) { db, plan throws(LarderError) in
             let (sql, values) = try statement(plan)
             var fill = PageFill<T>(limit: limit, maxBytes: configuration.maxPageBytes)
             try db.forEachRow(sql, values) { fill.add(row($0)) }
@@ -158,14 +156,14 @@ extension SQLiteStore {
 
     public func count(_ collection: String, filter: Filter?, text: TextQuery?) throws(LarderError) -> Int {
         try CollectionName.validate(collection)
-        func statement(_ plan: TextPlan) -> (sql: String, values: [SQLValue], textIndex: Bool) {
+        func statement(_ plan: TextPlan) -> (sql: String, values: [SQLValue]) {
             var builder = SQLiteQueryBuilder(collection: collection, core: core, textPlan: plan)
             let clause = builder.whereClause(filter: filter, text: text)
-            return ("SELECT count(*) FROM documents WHERE \(clause)", builder.values, builder.usesTextIndex)
+            return ("SELECT count(*) FROM documents WHERE \(clause)", builder.values)
         }
         let first = statement(.index)
-        return try read(collection, textIndex: first.textIndex, text: text) { db, plan throws(LarderError) in
-            let (sql, values, _) = plan == .index ? first : statement(plan)
+        return try read(collection, text: text) { db, plan throws(LarderError) in
+            let (sql, values) = plan == .index ? first : statement(plan)
             return Int(try db.scalar(sql, values) ?? 0)
         }
     }
@@ -179,7 +177,7 @@ extension SQLiteStore {
         // and booleans by value with a boolean's section before the number's it ties with. Ranking by SQLite's own
         // comparison puts 1 and 1.0 in one section, as `eq` matches them, while `true` and 1 stay apart, as `eq` keeps
         // them.
-        func statements(_ plan: TextPlan) -> (groups: String, records: String, values: [SQLValue], textIndex: Bool) {
+        func statements(_ plan: TextPlan) -> (groups: String, records: String, values: [SQLValue]) {
             var builder = SQLiteQueryBuilder(collection: collection, core: core, textPlan: plan)
             let clause = builder.whereClause(filter: filter, text: text)
             let (x, t) = builder.field(field)
@@ -199,12 +197,11 @@ extension SQLiteStore {
                 "SELECT g, \(SQLiteStore.recordColumns) FROM (SELECT *, row_number() OVER "
                 + "(PARTITION BY g ORDER BY seq) AS rn FROM (\(ranked))) "
                 + "WHERE rn <= \(perGroup) AND g <= \(StoreRules.maxGroups) ORDER BY g, rn"
-            return (groupsSQL, recordsSQL, builder.values, builder.usesTextIndex)
+            return (groupsSQL, recordsSQL, builder.values)
         }
         let first = statements(.index)
-        let (groupRows, recordRows) = try read(collection, textIndex: first.textIndex, text: text, transaction: true) {
-            db, plan throws(LarderError) in
-            let (groupsSQL, recordsSQL, values, _) = plan == .index ? first : statements(plan)
+        let (groupRows, recordRows) = try read(collection, text: text, transaction: true) { db, plan throws(LarderError) in
+            let (groupsSQL, recordsSQL, values) = plan == .index ? first : statements(plan)
             let groups = try db.query(groupsSQL, values) {
                 (rank: $0.int(0), kind: $0.text(1), value: $0.value(2), integer: $0.value(4), count: Int($0.int(3)))
             }

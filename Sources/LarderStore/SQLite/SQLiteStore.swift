@@ -196,7 +196,7 @@ public final class SQLiteStore: GroupCommitStore, CoreBackedStore, @unchecked Se
                 + "ORDER BY seq LIMIT ?3",
             values: [SQLValue.text(collection), .int(position.after), .int(Int64(limit + 1))]
         )
-        let (page, more) = try readPage(collection, textIndex: false, text: nil, { _ in statement }, limit: limit) {
+        let (page, more) = try readPage(collection, text: nil, { _ in statement }, limit: limit) {
             (SQLiteStore.record($0), $0.int(5))
         }
         return Page(records: page.map(\.0), nextCursor: more ? position.next(after: page.last!.1) : nil)

@@ -108,7 +108,8 @@ final class SQLiteWriteContext: PreparedWriteContext {
         try statement.bindUUID(id, at: 2)
         try statement.bind(at: 3, .int(now))
         try statement.bindText(document.data, at: 4)
-        try bindSearch(document, of: collection, at: 5, in: statement)
+        let keepsText = covered.contains(collection)
+        try bindSearch(keepsText ? document : nil, at: 5, in: statement)
         try statement.bind(at: 6, .int(seq))
         try statement.bind(at: 7, document.owner.map { .text($0) } ?? .null)
         let number = documentNumbers.next()
@@ -118,7 +119,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
         } catch where error.status == .conflict {
             throw WriteRules.idTaken(id, in: collection)
         }
-        try enterBacklog(collection, seq: number, old: nil)
+        if keepsText { try enterBacklog(seq: number, old: nil) }
         let record = StoredRecord(id: id, rev: 1, createdAt: now, updatedAt: now, data: document.data)
         changes.append(ChangeEntry(seq: seq, kind: .create, collection: collection, time: now, record: record))
         return record
@@ -182,14 +183,16 @@ final class SQLiteWriteContext: PreparedWriteContext {
 
     func unnumber(after mark: Int64) { documentNumbers.rewind(to: mark) }
 
-    /// Puts document row `seq` of `collection` into the trigram index's backlog when the index covers the collection
-    /// (`TextIndexer`, which states the rule that keeps searches exact): `old` is the text the index holds for it, the
-    /// row's before this write (nil for a new row). `INSERT OR IGNORE` keeps a row's first backlog entry, whose `old` is
-    /// what the index holds; the entry rolls back with its write. The writer does this itself, for covered collections
-    /// only: a trigger would cost every write (a TEMP trigger with a lookup in `text_collections`: 1.3 µs of a 6 µs
-    /// create in plain SQLite, `scripts/storage-format.c`).
-    private func enterBacklog(_ collection: String, seq: Int64, old: [UInt8]?) throws(LarderError) {
-        guard core.hasTrigram, covered.contains(collection) else { return }
+    /// Puts document row `seq` of a collection the index covers (`CoveredCollections`, which the caller asks) into
+    /// the trigram index's backlog (`TextIndexer`, which states the rule that keeps searches exact): `old` is the text
+    /// the index holds for it, the row's before this write (nil for a new row). `INSERT OR IGNORE` keeps a row's first
+    /// backlog entry, whose `old` is what the index holds; the entry rolls back with its write. The writer does this
+    /// itself, for covered collections only: a trigger would cost every write (a TEMP trigger with a lookup in
+    /// `text_collections`: 6.0 µs per create in plain SQLite against 4.7 without, `scripts/storage-format.c`). The
+    /// index itself is never written here: every write runs in its own SAVEPOINT, and FTS5 writes its pending terms
+    /// out as a new segment at each one (a segment, and soon a merge, per document).
+    private func enterBacklog(seq: Int64, old: [UInt8]?) throws(LarderError) {
+        guard core.hasTrigram else { return }
         let statement = try db.statement(.enterBacklog)
         defer { statement.reset() }
         try statement.bind(at: 1, .int(seq))
@@ -197,11 +200,12 @@ final class SQLiteWriteContext: PreparedWriteContext {
         while try statement.step() {}
     }
 
-    /// Binds a row's `search`: the document's text where the trigram index covers `collection`, else NULL.
-    private func bindSearch(
-        _ document: PreparedDocument, of collection: String, at index: Int32, in statement: SQLiteStatement
-    ) throws(LarderError) {
-        if covered.contains(collection) {
+    /// Binds a row's `search`: the text of `document`, given where the trigram index covers its collection, else
+    /// NULL.
+    private func bindSearch(_ document: PreparedDocument?, at index: Int32, in statement: SQLiteStatement)
+        throws(LarderError)
+    {
+        if let document {
             try statement.bindText(document.search, at: index)
         } else {
             try statement.bind(at: index, .null)
@@ -222,13 +226,14 @@ final class SQLiteWriteContext: PreparedWriteContext {
     ) throws(LarderError) -> StoredRecord {
         try checkSize(document, field: kind == .patch ? "patch" : "data")
         try moveCreateToLog(row)
-        try enterBacklog(collection, seq: row.seq, old: row.search)
+        let keepsText = covered.contains(collection)
+        if keepsText { try enterBacklog(seq: row.seq, old: row.search) }
         let now = nowMillis()
         let statement = try db.statement(.updateDocument)
         defer { statement.reset() }
         try statement.bind(at: 1, .int(now))
         try statement.bindText(document.data, at: 2)
-        try bindSearch(document, of: collection, at: 3, in: statement)
+        try bindSearch(keepsText ? document : nil, at: 3, in: statement)
         try statement.bind(at: 4, .int(row.seq))
         try statement.bind(at: 5, document.owner.map { .text($0) } ?? .null)
         while try statement.step() {}
@@ -293,7 +298,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
         let row = try current(collection, id, expectedRev: expectedRev)
         try moveCreateToLog(row)
         try recordNumbersBeforeDeleting()
-        try enterBacklog(collection, seq: row.seq, old: row.search)
+        if covered.contains(collection) { try enterBacklog(seq: row.seq, old: row.search) }
         try db.run("DELETE FROM documents WHERE seq = ?1", [.int(row.seq)])
         let blobs = try db.run(
             "DELETE FROM blobs WHERE attachedCollection = ?1 AND attachedId = ?2",

@@ -42,7 +42,7 @@ import Synchronization
 /// (`SQLiteWriteContext.enterBacklog`), and keeps no search text in other collections' rows, so a collection nobody
 /// searches by substring costs its writes nothing here. Dropping a collection uncovers it (its documents' backlog rows,
 /// written by the deletions, have the passes remove them from the index). Whether a search uses the index is decided
-/// inside its snapshot of the documents (`SQLiteStore.read(_:textIndex:transaction:_:)`). Covering a collection puts
+/// inside its snapshot of the documents (`SQLiteStore.read(_:text:transaction:_:)`). Covering a collection puts
 /// all its documents in the backlog in one writer transaction (writes wait for it: ~0.4 s per million
 /// documents, once), and until the passes have worked through them every text search checks them one by one.
 ///

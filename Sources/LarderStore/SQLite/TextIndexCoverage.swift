@@ -51,8 +51,9 @@ extension TextIndexer {
             // Through the collection's id index: each job goes on where the last stopped, so the collection is read
             // once over all of them, and no other collection's rows are.
             last = try db.query(
-                "SELECT max(id) FROM (SELECT id FROM documents INDEXED BY documents_id WHERE collection = ?1 AND id > ?2 "
-                    + "ORDER BY id LIMIT \(TextIndexer.fillRows))", [.text(collection), .text(after)]
+                "SELECT max(id) FROM (SELECT id FROM documents INDEXED BY documents_id "
+                    + "WHERE collection = ?1 AND id > ?2 ORDER BY id LIMIT \(TextIndexer.fillRows))",
+                [.text(collection), .text(after)]
             ) { $0.isNull(0) ? nil : $0.text(0) }.first ?? nil
             guard let last else { return }
             try db.run(
