@@ -8,21 +8,40 @@ import LarderWire
 public struct RequestKey: Sendable, Equatable {
     /// The key the client sent.
     public var key: UUID
-    /// What the request was, for the refusal of a key reused for another: the opcode's name, and its collection and
-    /// id when it names them (`CREATE todos 3f25…`).
-    public var request: String
-    /// The request in a canonical form, without its key: its opcode, collection, id and the rest (`document`,
-    /// `request`). Two requests with one key are the same request when their `request` and `canonical` are equal.
+    /// The request in a canonical form, without its key: its opcode (2 bytes), its collection and id each ended by a
+    /// NUL byte, and the rest (for a CREATE or REPLACE its expected revision, a NUL and the document; for the others
+    /// the request's JSON). Two requests with one key are the same request when their `request` and `canonical` are
+    /// equal.
     public var canonical: [UInt8]
+    /// Where a CREATE's or REPLACE's document lies in `canonical`: a retry brings it again, so an answer that holds
+    /// it need not be kept with it (`kept`).
+    var document: Range<Int>?
+
+    /// What the request was, for the refusal of a key reused for another: the opcode's name, and its collection and
+    /// id when it names them (`CREATE todos 3f25…`), read from `canonical`.
+    public var request: String {
+        guard canonical.count >= 2 else { return "" }
+        let name = Opcode(rawValue: UInt16(canonical[0]) << 8 | UInt16(canonical[1])).name
+        var text = Array(name.utf8)
+        var start = 2
+        for _ in 0..<2 {
+            guard let end = canonical[start...].firstIndex(of: 0) else { break }
+            if end > start {
+                text.append(UInt8(ascii: " "))
+                text.append(contentsOf: canonical[start..<end])
+            }
+            start = end + 1
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
 
     /// `canonical`'s fingerprint as stored with the key: XXH3's 128-bit hash, 32 hex digits. The request it was made
     /// for is not an adversary's (a client retries its own write), so a fast hash does what a cryptographic one
     /// would; keys stored by older servers hold a SHA-256 (64 hex digits) instead, which `answer` checks too.
     public var digest: String { RequestKey.hex(XXH3_128bits(canonical, canonical.count)) }
 
-    public init(key: UUID, request: String, canonical: [UInt8]) {
+    public init(key: UUID, canonical: [UInt8]) {
         self.key = key
-        self.request = request
         self.canonical = canonical
     }
 
@@ -40,33 +59,20 @@ public struct RequestKey: Sendable, Equatable {
         return key
     }
 
-    /// `key` for a request of `opcode` naming `collection` and `id` (when it does), whose other members `rest`
-    /// holds (in the canonical form's order).
-    private init(_ key: UUID, _ opcode: Opcode, collection: String?, id: String?, rest: [UInt8]...) {
-        var request = opcode.name
-        for part in [collection, id] { if let part { request += " " + part } }
-        var collection = collection ?? ""
-        var id = id ?? ""
-        let size = 2 + collection.utf8.count + 1 + id.utf8.count + 1 + rest.reduce(0) { $0 + $1.count }
-        let canonical = [UInt8](unsafeUninitializedCapacity: size) { buffer, initialized in
-            buffer[0] = UInt8(truncatingIfNeeded: opcode.rawValue >> 8)
-            buffer[1] = UInt8(truncatingIfNeeded: opcode.rawValue)
-            var at = 2
-            func append(_ bytes: UnsafeBufferPointer<UInt8>) {
-                guard let base = bytes.baseAddress, bytes.count > 0 else { return }
-                (buffer.baseAddress! + at).update(from: base, count: bytes.count)
-                at += bytes.count
-            }
-            collection.withUTF8 { append($0) }
-            buffer[at] = 0
-            at += 1
-            id.withUTF8 { append($0) }
-            buffer[at] = 0
-            at += 1
-            for bytes in rest { bytes.withUnsafeBufferPointer { append($0) } }
-            initialized = at
-        }
-        self.init(key: key, request: request, canonical: canonical)
+    /// The canonical form's head: the opcode, then `collection` and `id` (given as their UTF-8), each ended by NUL,
+    /// with room reserved for `rest` more bytes.
+    private static func head(
+        _ opcode: Opcode, _ collection: inout String, rest: Int, id: (inout [UInt8]) -> Void
+    ) -> [UInt8] {
+        var canonical: [UInt8] = []
+        canonical.reserveCapacity(2 + collection.utf8.count + 1 + 36 + 1 + rest)
+        canonical.append(UInt8(truncatingIfNeeded: opcode.rawValue >> 8))
+        canonical.append(UInt8(truncatingIfNeeded: opcode.rawValue))
+        collection.withUTF8 { canonical.append(contentsOf: $0) }
+        canonical.append(0)
+        id(&canonical)
+        canonical.append(0)
+        return canonical
     }
 
     /// A CREATE's or REPLACE's key: the request is its collection, id and expected revision, and the document as
@@ -74,26 +80,41 @@ public struct RequestKey: Sendable, Equatable {
     package static func document(
         _ key: UUID, _ opcode: Opcode, collection: String, id: UUID?, rev: Int64?, data: [UInt8]
     ) -> RequestKey {
-        RequestKey(key, opcode, collection: collection, id: id?.wireString, rest: Array((rev.map(String.init) ?? "").utf8) + [0], data)
+        var collection = collection
+        var canonical = head(opcode, &collection, rest: 21 + data.count) { out in id?.writeWire(into: &out) }
+        if let rev { JSONWriter.writeInt(rev, into: &canonical) }
+        canonical.append(0)
+        var request = RequestKey(key: key, canonical: canonical)
+        request.document = canonical.count..<(canonical.count + data.count)
+        request.canonical.append(contentsOf: data)
+        return request
     }
 
     /// Any other write's key: the request is its JSON without the key, in compact form (member order kept).
     package static func request(_ key: UUID, _ opcode: Opcode, _ object: JSONObject) -> RequestKey {
-        let collection = object["collection"]?.stringValue
+        var collection = object["collection"]?.stringValue ?? ""
         let id = (object["id"] ?? object["upload"])?.stringValue.map { $0.lowercased() }
-        return RequestKey(key, opcode, collection: collection, id: id, rest: object.bytes)
+        let rest = object.bytes
+        var canonical = head(opcode, &collection, rest: rest.count) { out in
+            if var id { id.withUTF8 { out.append(contentsOf: $0) } }
+        }
+        canonical.append(contentsOf: rest)
+        return RequestKey(key: key, canonical: canonical)
     }
 
-    /// A 128-bit hash as 32 lowercase hex digits, high half first.
-    private static func hex(_ hash: XXH128_hash_t) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        return String(unsafeUninitializedCapacity: 32) { buffer in
-            for (half, value) in [hash.high64, hash.low64].enumerated() {
-                for nibble in 0..<16 {
-                    buffer[half * 16 + nibble] = digits[Int((value >> (60 - 4 * UInt64(nibble))) & 0xf)]
+    /// A 128-bit hash as 32 lowercase hex digits, high half first, followed by `suffix`.
+    private static func hex(_ hash: XXH128_hash_t, _ suffix: String = "") -> String {
+        var suffix = suffix
+        return suffix.withUTF8 { tail in
+            String(unsafeUninitializedCapacity: 32 + tail.count) { buffer in
+                for nibble in 0..<32 {
+                    let value = nibble < 16 ? hash.high64 : hash.low64
+                    let digit = UInt8(truncatingIfNeeded: (value >> (60 - 4 * UInt64(nibble % 16))) & 0xf)
+                    buffer[nibble] = digit < 10 ? UInt8(ascii: "0") + digit : UInt8(ascii: "a") + digit - 10
                 }
+                _ = UnsafeMutableBufferPointer(rebasing: buffer[32...]).initialize(from: tail)
+                return 32 + tail.count
             }
-            return 32
         }
     }
 
@@ -107,9 +128,47 @@ public struct RequestKey: Sendable, Equatable {
     /// The answer stored under this key, when `stored` (request, digest, answer) is the same request; the refusal
     /// when it is another.
     func answer(_ stored: (request: String, digest: String, answer: [UInt8])) throws(LarderError) -> [UInt8] {
-        let same = stored.digest.utf8.count == 64 ? SHA256.hex(canonical) == stored.digest : digest == stored.digest
+        let (fingerprint, cut) = Self.split(stored.digest)
+        let same = fingerprint.utf8.count == 64 ? SHA256.hex(canonical) == fingerprint : digest == fingerprint
         guard stored.request == request, same else { throw reused(for: stored.request) }
-        return stored.answer
+        guard let cut else { return stored.answer }
+        // The same request: its document is the one cut out of the answer.
+        guard let document, cut <= stored.answer.count else { throw reused(for: stored.request) }
+        var answer: [UInt8] = []
+        answer.reserveCapacity(stored.answer.count + document.count)
+        answer.append(contentsOf: stored.answer[..<cut])
+        answer.append(contentsOf: canonical[document])
+        answer.append(contentsOf: stored.answer[cut...])
+        return answer
+    }
+
+    /// `answer` as a key table may keep it, with the digest to keep beside it. When the answer holds the request's
+    /// document verbatim (a CREATE's or REPLACE's record ends with it and a closing brace), the document is cut out
+    /// and the digest says where it goes back (`<32 hex digits>@<offset>`): a retry is the same request, so it
+    /// brings the document again, and the key's row is a fraction of the size. A server that does not know this form
+    /// finds the digest different and refuses such a retry rather than answer it wrongly.
+    func kept(_ answer: [UInt8]) -> (answer: [UInt8], digest: String) {
+        guard let document, answer.count > document.count else { return (answer, digest) }
+        let cut = answer.count - 1 - document.count
+        let holds = answer.withUnsafeBufferPointer { a in
+            canonical.withUnsafeBufferPointer { c in
+                memcmp(a.baseAddress! + cut, c.baseAddress! + document.lowerBound, document.count) == 0
+            }
+        }
+        guard holds else { return (answer, digest) }
+        var kept: [UInt8] = []
+        kept.reserveCapacity(answer.count - document.count)
+        kept.append(contentsOf: answer[..<cut])
+        kept.append(contentsOf: answer[(cut + document.count)...])
+        return (kept, Self.hex(XXH3_128bits(canonical, canonical.count), "@" + String(cut)))
+    }
+
+    /// A stored digest's fingerprint, and the offset of the document cut out of its answer, if one was (`kept`).
+    private static func split(_ stored: String) -> (fingerprint: Substring, cut: Int?) {
+        guard let at = stored.firstIndex(of: "@"), let cut = Int(stored[stored.index(after: at)...]) else {
+            return (stored[...], nil)
+        }
+        return (stored[..<at], cut)
     }
 
     /// `body` keyed: the answer stored under the key when the same request committed with it before (nothing is

@@ -53,4 +53,42 @@ import Testing
             _ = try other.answer((request: "CREATE todos", digest: request.digest, answer: answer))
         }
     }
+
+    /// Every other write's request: its opcode, collection, id (as sent, in lower case) and its JSON without the key,
+    /// byte for byte as servers of every version make it.
+    @Test func anotherWritesCanonicalFormIsItsNamesAndItsJSON() throws {
+        let request = RequestKey.request(
+            key, .delete, try object(#"{"collection":"todos","id":"3F2504E0-4F89-41D3-9A0C-0305E82C3301","rev":2}"#))
+        let expected: [UInt8] =
+            [0x00, 0x15] + Array("todos".utf8) + [0] + Array("3f2504e0-4f89-41d3-9a0c-0305e82c3301".utf8) + [0]
+            + Array(#"{"collection":"todos","id":"3F2504E0-4F89-41D3-9A0C-0305E82C3301","rev":2}"#.utf8)
+        #expect(Opcode.delete.rawValue == 0x15)
+        #expect(request.canonical == expected)
+        #expect(request.request == "DELETE todos 3f2504e0-4f89-41d3-9a0c-0305e82c3301")
+        let put = RequestKey.request(key, .blobPut, try object(#"{"id":"a"}"#))
+        #expect(put.request == "BLOB_PUT a")
+        #expect(RequestKey.request(key, .blobDelete, JSONObject()).request == "BLOB_DELETE")
+    }
+
+    /// A CREATE's answer is kept without the document it repeats, and a retry (the same request, so the same
+    /// document) gets it back whole, byte for byte; an answer that does not end with the document is kept whole.
+    @Test func anAnswerIsKeptWithoutTheDocumentItsRetryBringsAgain() throws {
+        let document = #"{"title":"Buy milk","isFinish":false}"#
+        let request = create(document, id: id)
+        let answer = Array((#"{"id":"\#(id.wireString)","rev":1,"createdAt":"2026-12-04T13:00:00.000Z","#
+            + #""updatedAt":"2026-12-04T13:00:00.000Z","data":\#(document)}"#).utf8)
+        let kept = request.kept(answer)
+        #expect(kept.answer.count == answer.count - document.utf8.count)
+        #expect(kept.digest.hasPrefix(request.digest + "@"))
+        #expect(try request.answer((request: request.request, digest: kept.digest, answer: kept.answer)) == answer)
+        // Another document under the same key is another request: refused, not spliced.
+        #expect(throws: LarderError.self) {
+            _ = try create(#"{"title":"Buy tea","isFinish":false}"#, id: id)
+                .answer((request: request.request, digest: kept.digest, answer: kept.answer))
+        }
+        let other = Array(#"{"id":"x","rev":2}"#.utf8)
+        #expect(request.kept(other).answer == other && request.kept(other).digest == request.digest)
+        let delete = RequestKey.request(key, .delete, try object(#"{"collection":"todos","id":"x"}"#))
+        #expect(delete.kept(other).answer == other && delete.kept(other).digest == delete.digest)
+    }
 }

@@ -2,10 +2,14 @@ import Foundation
 import LarderWire
 
 // Request keys on SQLite (`RequestKey`): one writer, so a key's lookup and its insert in the same transaction see
-// every other write with that key, committed or earlier in the same group commit.
+// every other write with that key, committed or earlier in the same group commit. The writer's `RequestKeyIndex`
+// spares the lookup of a key the table surely lacks, and sweeps expired keys out.
 extension SQLiteWriteContext {
     func claimRequestKey(_ key: RequestKey) throws(LarderError) -> [UInt8]? {
-        guard let db = connection else { throw closedError ?? LarderError(.unavailable, "the store is closed") }
+        guard let db = connection, let requestKeys else {
+            throw closedError ?? LarderError(.unavailable, "the store is closed")
+        }
+        guard requestKeys.mayHold(key.key) else { return nil }
         let statement = try db.statement(.selectRequestKey)
         defer { statement.reset() }
         try statement.bindUUID(key.key, at: 1)
@@ -15,22 +19,29 @@ extension SQLiteWriteContext {
     }
 
     func storeRequestKey(_ key: RequestKey, answer: [UInt8]) throws(LarderError) {
-        guard let db = connection else { throw closedError ?? LarderError(.unavailable, "the store is closed") }
+        guard let db = connection, let requestKeys else {
+            throw closedError ?? LarderError(.unavailable, "the store is closed")
+        }
+        // Before the row: the filter may hold a key the table lacks, never the other way round.
+        requestKeys.stored(key.key)
         let statement = try db.statement(.storeRequestKey)
         defer { statement.reset() }
         try statement.bindUUID(key.key, at: 1)
+        // The document a CREATE's or REPLACE's answer repeats is left out: its retry brings it again. (PostgreSQL
+        // keeps whole answers: servers of an older version may share its table and answer from it.)
+        let kept = key.kept(answer)
         try statement.bind(at: 2, .text(key.request))
-        try statement.bind(at: 3, .text(key.digest))
-        try statement.bind(at: 4, .blob(answer))
+        try statement.bind(at: 3, .text(kept.digest))
+        try statement.bind(at: 4, .blob(kept.answer))
         try statement.bind(at: 5, .int(nowMillis()))
         while try statement.step() {}
     }
 
-    /// Deletes the request keys older than the retention (with the change log's prune, in its savepoint).
+    /// Deletes the next slice's request keys older than the retention (with the change log's prune, in its
+    /// savepoint).
     func pruneRequestKeys(now: Int64) throws(LarderError) {
-        guard let db = connection else { return }
-        try db.run(
-            "DELETE FROM request_keys WHERE createdAt < ?1", [.int(now - core.configuration.requestKeyRetentionMs)])
+        guard let db = connection, let requestKeys else { return }
+        try requestKeys.sweep(db, oldest: now - core.configuration.requestKeyRetentionMs)
     }
 }
 

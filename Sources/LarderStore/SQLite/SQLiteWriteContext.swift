@@ -30,12 +30,14 @@ final class SQLiteWriteContext: PreparedWriteContext {
     private let documentNumbers: DocumentNumbers
     /// The collections whose rows keep their search text (the writer's, used only on its queue).
     private let covered: CoveredCollections
+    /// Which request keys the key table may hold (the writer's, used only on its queue; nil when closed).
+    let requestKeys: RequestKeyIndex?
     /// Schemas set in this transaction, before its COMMIT puts them in the store's catalog.
     private var pendingSchemas: [String: SchemaEntry] = [:]
 
     init(
         connection: SQLiteConnection, core: StoreCore, uuids: TimeOrderedUUIDs, collections: KnownCollections,
-        documentNumbers: DocumentNumbers, covered: CoveredCollections
+        documentNumbers: DocumentNumbers, covered: CoveredCollections, requestKeys: RequestKeyIndex
     ) {
         self.connection = connection
         self.core = core
@@ -44,6 +46,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
         self.collections = collections
         self.documentNumbers = documentNumbers
         self.covered = covered
+        self.requestKeys = requestKeys
         self.committedSeq = core.feed.lastSeq
     }
 
@@ -55,6 +58,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
         self.collections = KnownCollections()
         self.documentNumbers = DocumentNumbers(highest: 0)
         self.covered = CoveredCollections([])
+        self.requestKeys = nil
         self.committedSeq = 0
     }
 

@@ -26,6 +26,7 @@ final class SQLiteWriter: @unchecked Sendable {
     private let collections = KnownCollections()  // only on `queue`
     private let documentNumbers: DocumentNumbers  // only on `queue`
     let coveredCollections: CoveredCollections  // only on `queue`
+    private let requestKeys: RequestKeyIndex  // only on `queue`
     private let checkpointer: Checkpointer
     /// Told after every `fullTextBacklog` document writes (set once, before the first write).
     var textIndexer: TextIndexer?
@@ -36,6 +37,7 @@ final class SQLiteWriter: @unchecked Sendable {
         self.documentNumbers = DocumentNumbers(highest: try DocumentNumbers.highest(connection))
         self.coveredCollections = CoveredCollections(
             try connection.query("SELECT name FROM text_collections") { $0.text(0) })
+        self.requestKeys = try RequestKeyIndex(connection)
         self.core = core
         self.checkpointer = Checkpointer(path: core.databasePath)
         checkpointer.install(on: connection)
@@ -58,7 +60,7 @@ final class SQLiteWriter: @unchecked Sendable {
         }
         let context = SQLiteWriteContext(
             connection: connection, core: core, uuids: uuids, collections: collections, documentNumbers: documentNumbers,
-            covered: coveredCollections)
+            covered: coveredCollections, requestKeys: requestKeys)
         do {
             try connection.run(.begin)
         } catch {
