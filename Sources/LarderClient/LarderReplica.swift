@@ -98,6 +98,8 @@ public final class LarderReplica: Sendable {
         var observers: [String: [UUID: @Sendable () -> Void]] = [:]
         var status = Status(state: .offline, pendingWrites: 0)
         var closers: [@Sendable () -> Void] = []
+        /// What `close()` stopped: `closed()` waits for it to end.
+        var stopping: [Task<Void, Never>] = []
         /// The last request or file operation that failed, and how: what `synchronize` reports when it gives up.
         var lastFailure: String?
         /// The file's user once known (`admit`): `.some(nil)` for a file without one.
@@ -164,12 +166,18 @@ public final class LarderReplica: Sendable {
         }
     }
 
-    /// Removes the replica file at `path` with its journal and its photos (a replica open on it must be closed
-    /// first); nothing when there is none. An app calls it at sign-out, so that the next user of the phone finds
-    /// nothing of the last one's.
+    /// Removes the replica file at `path` with its journal and its photos; nothing when there is none. An app calls
+    /// it at sign-out, so that the next user of the phone finds nothing of the last one's. A replica open on the file
+    /// must be closed first with `closed()` (or be released).
     ///
-    /// - Throws: `INVALID_ARGUMENT` naming the file that could not be removed.
+    /// - Throws: `INVALID_ARGUMENT` naming the path while a replica in this process holds the file open, or naming
+    ///   the file that could not be removed.
     public static func remove(path: String) throws(LarderError) {
+        guard !OpenReplicaFiles.isOpen(path) else {
+            throw LarderError(
+                .invalidArgument,
+                "a replica is still open on \(path): await its closed() before removing the file", field: "path")
+        }
         for name in [path, path + "-wal", path + "-shm", path + "-journal", path + ".photos"]
         where FileManager.default.fileExists(atPath: name) {
             do {
@@ -276,7 +284,8 @@ public final class LarderReplica: Sendable {
                 state.feeds = [:]
                 state.drain = nil
             }
-            return Array(state.feeds.values) + (state.drain.map { [$0] } ?? [])
+            state.stopping += Array(state.feeds.values) + (state.drain.map { [$0] } ?? [])
+            return state.stopping
         }
         let closers = state.withLock { state in
             defer { state.closers = [] }
@@ -288,6 +297,20 @@ public final class LarderReplica: Sendable {
         statusFeed.finish()
         conflictFeed.finish()
         refusalFeed.finish()
+    }
+
+    /// Closes the replica (`close()`) and returns once its syncing has stopped and its file is closed: nothing of
+    /// this replica touches the file after it, and `remove(path:)` may remove it. Calls on the replica then throw
+    /// UNAVAILABLE.
+    ///
+    /// ```swift
+    /// await replica.closed()
+    /// try LarderReplica.remove(path: replica.path)
+    /// ```
+    public func closed() async {
+        close()
+        for task in state.withLock({ $0.stopping }) { await task.value }
+        store.close()
     }
 
     /// The replica's state and pending writes now.

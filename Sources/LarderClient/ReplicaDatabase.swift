@@ -58,7 +58,15 @@ final class ReplicaDatabase {
             """)
     }
 
-    deinit { sqlite3_close(db) }
+    deinit { close() }
+
+    /// Closes the connection (once): SQLite checkpoints the WAL into the file and removes the WAL and shared-memory
+    /// files, by name.
+    func close() {
+        guard let db else { return }
+        sqlite3_close(db)
+        self.db = nil
+    }
 
     /// Runs `sql` (one or more statements, no parameters).
     func execute(_ sql: String) throws(LarderError) {

@@ -56,8 +56,25 @@ final class ReplicaStore: @unchecked Sendable {
     private var cache: [String: [UUID: LocalRecord]] = [:]
     private var touched: [String: [UUID: LocalRecord?]] = [:]
 
+    /// Set once `close()` closed the file.
+    private var isClosed = false
+
     init(path: String) throws(LarderError) {
         db = try ReplicaDatabase(path: path)
+        OpenReplicaFiles.opened(path)
+    }
+
+    deinit { close() }
+
+    /// Closes the file (once): every later call throws UNAVAILABLE.
+    func close() {
+        let closing = lock.withLock { () -> Bool in
+            guard !isClosed else { return false }
+            isClosed = true
+            db.close()
+            return true
+        }
+        if closing { OpenReplicaFiles.closed(db.path) }
     }
 
     /// Runs `body` on the file under the lock.
@@ -66,6 +83,9 @@ final class ReplicaStore: @unchecked Sendable {
         defer {
             touched = [:]
             lock.unlock()
+        }
+        guard !isClosed else {
+            throw LarderError(.unavailable, "the replica is closed: open a new LarderReplica on its file to use it")
         }
         do throws(LarderError) {
             let result = try body(db)
@@ -478,4 +498,24 @@ final class ReplicaStore: @unchecked Sendable {
                 .int(current.envelope.updatedAt), .blob(current.data.bytes), .int(writes.isEmpty ? 0 : 1),
             ])
     }
+}
+
+/// The replica files this process holds open, by path, so that `LarderReplica.remove(path:)` never removes a file
+/// under a connection: closing that connection later would remove, by name, the WAL of the next file made there.
+enum OpenReplicaFiles {
+    private static let open = Locked<[String: Int]>([:])
+
+    /// The form of `path` that names one file however it was written.
+    static func key(_ path: String) -> String { URL(fileURLWithPath: path).standardizedFileURL.path }
+
+    static func opened(_ path: String) { open.withLock { $0[key(path), default: 0] += 1 } }
+
+    static func closed(_ path: String) {
+        open.withLock { open in
+            let key = key(path)
+            open[key] = (open[key] ?? 1) > 1 ? open[key]! - 1 : nil
+        }
+    }
+
+    static func isOpen(_ path: String) -> Bool { open.withLock { $0[key(path)] != nil } }
 }

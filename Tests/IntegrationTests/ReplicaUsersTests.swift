@@ -84,7 +84,10 @@ import Testing
         #expect(stored.data["isFinish"] == .bool(true))
         #expect(stored.data["$owner"]?.stringValue == ann.user.id)
         #expect(try todos.get(bobsOwn.id) == nil)
-        replica.close()
+        // Her replica still holds the file: it may not be removed yet.
+        let held = #expect(throws: LarderError.self) { try LarderReplica.remove(path: annFile) }
+        #expect(held?.field == "path")
+        await replica.closed()
 
         // A new file with a write queued before it reached a server is not taken by whoever is signed in: the app
         // names the user, and the write goes out as theirs.
@@ -110,5 +113,41 @@ import Testing
         defer { fresh.close() }
         #expect(try fresh.user() == nil)
         #expect(try fresh.collection("todos", of: Todo.self).all().isEmpty)
+    }
+
+    /// At sign-out the app closes the replica and removes its file. `closed()` returns once nothing of the replica
+    /// touches the file; a removal while a replica holds it open is refused, since that replica's connection, closed
+    /// later, would remove by name the WAL of the next file made there and lose its writes.
+    @Test func aFileIsRemovedOnlyOnceItsReplicaHasClosed() async throws {
+        let directory = temporaryTestDirectory("larder-replica-remove")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.path + "/ann.sqlite"
+        // No server: the replicas only write locally.
+        let client = LarderClient(port: 1)
+        defer { client.close() }
+        var first: LarderReplica? = try LarderReplica(path: path, client: client, configuration: Self.fast)
+        _ = try first!.collection("todos", of: Todo.self).create(Todo(title: "ann's", isFinish: false))
+        first!.start()
+        first!.close()
+        let refused = #expect(throws: LarderError.self) { try LarderReplica.remove(path: directory.path + "/./ann.sqlite") }
+        #expect(refused?.message.contains("closed()") == true)
+        await first!.closed()
+        let after = #expect(throws: LarderError.self) { _ = try first!.collection("todos", of: Todo.self).all() }
+        #expect(after?.status == .unavailable)
+        try LarderReplica.remove(path: path)
+        for name in [path, path + "-wal", path + "-shm", path + ".photos"] {
+            #expect(!FileManager.default.fileExists(atPath: name), "\(name)")
+        }
+
+        // The next user's file on the same path keeps its writes when the first replica object goes.
+        let next = try LarderReplica(path: path, client: client, configuration: Self.fast)
+        _ = try next.collection("todos", of: Todo.self).create(Todo(title: "bob's", isFinish: true))
+        first = nil
+        await next.closed()
+        let reopened = try LarderReplica(path: path, client: client, configuration: Self.fast)
+        #expect(try reopened.collection("todos", of: Todo.self).all().map(\.value.title) == ["bob's"])
+        #expect(reopened.status.pendingWrites == 1)
+        await reopened.closed()
     }
 }
