@@ -133,7 +133,7 @@ public struct RequestKey: Sendable, Equatable {
         guard stored.request == request, same else { throw reused(for: stored.request) }
         guard let cut else { return stored.answer }
         // The same request: its document is the one cut out of the answer.
-        guard let document, cut <= stored.answer.count else { throw reused(for: stored.request) }
+        guard let document, cut >= 0, cut <= stored.answer.count else { throw reused(for: stored.request) }
         var answer: [UInt8] = []
         answer.reserveCapacity(stored.answer.count + document.count)
         answer.append(contentsOf: stored.answer[..<cut])

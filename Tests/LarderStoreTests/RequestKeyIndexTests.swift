@@ -106,6 +106,37 @@ import Testing
         }
     }
 
+    /// Two stores open on one data directory in this process share the filter: a key one stores, the other finds.
+    /// Once both closed, the next store reads the table again: a key written there meanwhile is found.
+    @Test func twoStoresOnOneFileShareTheirKeys() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-keys-\(UUID().wireString)")
+            .path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let key = UUID()
+        var answer: [UInt8] = []
+        try withStore({ $0.dataDirectory = directory }) { first, _ in
+            try withStore({ $0.dataDirectory = directory }) { second, _ in
+                answer = try Self.keyedCreate(first, key, "once")
+                #expect(try Self.keyedCreate(second, key, "once") == answer)
+                #expect(try Self.count(second, "SELECT count(*) FROM documents") == 1)
+            }
+        }
+        // A key put in the table while no store is open (a copied-in file would do the same).
+        let later = UUID()
+        do {
+            let db = try SQLiteConnection(path: directory + "/larder.sqlite", readOnly: false)
+            try db.run(
+                "INSERT INTO request_keys(key, request, digest, answer, createdAt) SELECT ?1, request, digest, answer, "
+                    + "createdAt FROM request_keys WHERE key = ?2",
+                [.text(later.wireString), .text(key.wireString)])
+        }
+        let expected = answer
+        try withStore({ $0.dataDirectory = directory }) { (store: SQLiteStore, _: String) throws -> Void in
+            #expect(try Self.keyedCreate(store, later, "once") == expected)
+            #expect(try Self.count(store, "SELECT count(*) FROM documents") == 1)
+        }
+    }
+
     /// The filter is made again from the table when the store opens: a retry after a restart still finds its key.
     @Test func aRetryAfterARestartFindsItsKey() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-keys-\(UUID().wireString)")

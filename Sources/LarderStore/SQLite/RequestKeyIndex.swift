@@ -1,5 +1,11 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import CXXHash
 import Foundation
+import LarderSync
 import LarderWire
 
 /// What the writer knows of the key table (`request_keys`) without reading it: which keys it may hold, and how far
@@ -17,7 +23,12 @@ import LarderWire
 /// whole pass ends before the table has grown by half, and an expired key stays at most about half a retention
 /// longer. A filter cannot forget, so each pass fills a new one with every key it visits and every key stored while it
 /// runs; when the pass ends, that filter holds every key the table holds and replaces the old one.
-final class RequestKeyIndex {
+///
+/// Stores open on one file in this process at once (`DataDirectoryLock` lets them share it) share its index
+/// (`shared`): each writer must learn of the keys the others store. Its calls take a lock of its own, held by a sweep
+/// for one slice.
+final class RequestKeyIndex: @unchecked Sendable {  // its state only under `lock`
+    private let lock = Lock()
     /// The keys the table may hold.
     private var current: KeyFilter
     /// The pass's filter: the keys it visited and the keys stored since it began.
@@ -28,6 +39,40 @@ final class RequestKeyIndex {
 
     /// The fewest rows a slice visits.
     static let minimumSlice = 1024
+
+    /// The indexes of the files that open writers in this process use, by the file's device and inode, with how many
+    /// writers use each. An index lives only while a writer is open on its file: the next writer to open after the
+    /// last closed reads the table again, whatever changed it in between.
+    private static let open = Locked<[String: (index: RequestKeyIndex, writers: Int)]>([:])
+
+    /// Where `open` keeps this index.
+    private var registered: String?
+
+    /// The index of the database file at `path`, which `connection` has open: the one another open writer on it uses,
+    /// else one made from its table. Its writer calls `release` when it closes.
+    static func shared(_ connection: SQLiteConnection, path: String) throws(LarderError) -> RequestKeyIndex {
+        var info = stat()
+        let key = stat(path, &info) == 0 ? "\(info.st_dev):\(info.st_ino)" : path
+        return try open.withLock { (open) throws(LarderError) in
+            if let entry = open[key] {
+                open[key]?.writers += 1
+                return entry.index
+            }
+            let index = try RequestKeyIndex(connection)
+            index.registered = key
+            open[key] = (index, 1)
+            return index
+        }
+    }
+
+    /// Called by a writer of `shared` as it closes.
+    func release() {
+        guard let key = registered else { return }
+        Self.open.withLock { open in
+            guard let entry = open[key], entry.index === self else { return }
+            open[key] = entry.writers > 1 ? (entry.index, entry.writers - 1) : nil
+        }
+    }
 
     /// The filter for the keys `connection`'s table holds: one read of them all, as the store opens.
     init(_ connection: SQLiteConnection) throws(LarderError) {
@@ -52,18 +97,22 @@ final class RequestKeyIndex {
     }
 
     /// False only when the table surely does not hold `key`.
-    func mayHold(_ key: UUID) -> Bool { current.mayContain(key) }
+    func mayHold(_ key: UUID) -> Bool { lock.withLock { current.mayContain(key) } }
 
     /// Notes `key` as stored in the table (before its transaction commits).
     func stored(_ key: UUID) {
-        current.insert(key)
-        next.insert(key)
-        storedSinceSweep += 1
+        lock.withLock {
+            current.insert(key)
+            next.insert(key)
+            storedSinceSweep += 1
+        }
     }
 
     /// Sweeps the next slice of the table: deletes its keys stored before `oldest` (milliseconds since 1970), and
     /// ends the pass when the slice reaches the end of the table.
     func sweep(_ connection: SQLiteConnection, oldest: Int64) throws(LarderError) {
+        lock.lock()
+        defer { lock.unlock() }
         let slice = max(Self.minimumSlice, 2 * storedSinceSweep)
         storedSinceSweep = 0
         var visited = 0

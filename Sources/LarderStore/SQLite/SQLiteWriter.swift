@@ -27,6 +27,8 @@ final class SQLiteWriter: @unchecked Sendable {
     private let documentNumbers: DocumentNumbers  // only on `queue`
     let coveredCollections: CoveredCollections  // only on `queue`
     private let requestKeys: RequestKeyIndex  // only on `queue`
+    /// Set once `close` gave `requestKeys` back (`RequestKeyIndex.release`).
+    private let keysReleased = Atomic<Bool>(false)
     private let checkpointer: Checkpointer
     /// Told after every `fullTextBacklog` document writes (set once, before the first write).
     var textIndexer: TextIndexer?
@@ -37,7 +39,7 @@ final class SQLiteWriter: @unchecked Sendable {
         self.documentNumbers = DocumentNumbers(highest: try DocumentNumbers.highest(connection))
         self.coveredCollections = CoveredCollections(
             try connection.query("SELECT name FROM text_collections") { $0.text(0) })
-        self.requestKeys = try RequestKeyIndex(connection)
+        self.requestKeys = try RequestKeyIndex.shared(connection, path: core.databasePath)
         self.core = core
         self.checkpointer = Checkpointer(path: core.databasePath)
         checkpointer.install(on: connection)
@@ -131,6 +133,7 @@ final class SQLiteWriter: @unchecked Sendable {
     /// Refuses new work, waits for queued work, and closes the connection.
     func close() {
         batches.close()
+        defer { if !keysReleased.exchange(true, ordering: .acquiringAndReleasing) { requestKeys.release() } }
         guard !isOnQueue else { return }
         queue.sync { connection = nil }
         checkpointer.close()
