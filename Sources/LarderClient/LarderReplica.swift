@@ -33,8 +33,8 @@ import LarderWire
 ///   a server (or, with `init(path:client:user:)`, the user named), and from then on the replica sends and fetches
 ///   nothing through a connection signed in as anyone else: while another user is signed in, it stays offline and its
 ///   outbox waits. A file whose writes were queued before it reached a server is taken by a signed-in user only when
-///   `init(path:client:user:)` names them. Open a file per user, and remove a user's file
-///   (`LarderReplica.remove(path:)`) at sign-out when the phone may be shared.
+///   `init(path:client:user:)` names them. Open a file per user, and at sign-out, when the phone may be shared,
+///   close the user's replica (`await replica.closed()`) and remove its file (`LarderReplica.remove(path:)`).
 ///
 /// A replica needs servers that announce request keys in HELLO (every server of this version does).
 public final class LarderReplica: Sendable {
