@@ -513,7 +513,7 @@ enum OpenReplicaFiles {
     static func closed(_ path: String) {
         open.withLock { open in
             let key = key(path)
-            open[key] = (open[key] ?? 1) > 1 ? open[key]! - 1 : nil
+            if let count = open[key], count > 1 { open[key] = count - 1 } else { open[key] = nil }
         }
     }
 

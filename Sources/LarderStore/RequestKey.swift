@@ -38,7 +38,10 @@ public struct RequestKey: Sendable, Equatable {
     /// `canonical`'s fingerprint as stored with the key: XXH3's 128-bit hash, 32 hex digits. The request it was made
     /// for is not an adversary's (a client retries its own write), so a fast hash does what a cryptographic one
     /// would; keys stored by older servers hold a SHA-256 (64 hex digits) instead, which `answer` checks too.
-    public var digest: String { RequestKey.hex(XXH3_128bits(canonical, canonical.count)) }
+    public var digest: String { RequestKey.hex(fingerprint) }
+
+    /// `canonical`'s 128-bit hash (`digest`).
+    private var fingerprint: XXH128_hash_t { XXH3_128bits(canonical, canonical.count) }
 
     public init(key: UUID, canonical: [UInt8]) {
         self.key = key
@@ -160,7 +163,7 @@ public struct RequestKey: Sendable, Equatable {
         kept.reserveCapacity(answer.count - document.count)
         kept.append(contentsOf: answer[..<cut])
         kept.append(contentsOf: answer[(cut + document.count)...])
-        return (kept, Self.hex(XXH3_128bits(canonical, canonical.count), "@" + String(cut)))
+        return (kept, Self.hex(fingerprint, "@" + String(cut)))
     }
 
     /// A stored digest's fingerprint, and the offset of the document cut out of its answer, if one was (`kept`).

@@ -24,11 +24,16 @@ final class DataDirectoryLock: Sendable {
     private let key: String
     private let released = Atomic<Bool>(false)
 
+    /// What names the file or directory at `path` however it is reached, and tells it from one made again there: its
+    /// device and inode (`path` itself when it cannot be read).
+    static func identity(_ path: String) -> String {
+        var info = stat()
+        return stat(path, &info) == 0 ? "\(info.st_dev):\(info.st_ino)" : path
+    }
+
     /// Takes the lock on `directory` (which exists), or throws UNAVAILABLE naming the process that holds it.
     init(directory: String) throws(LarderError) {
-        var info = stat()
-        let found = stat(directory, &info) == 0
-        key = found ? "\(info.st_dev):\(info.st_ino)" : directory
+        key = DataDirectoryLock.identity(directory)
         let path = (directory as NSString).appendingPathComponent(DataDirectoryLock.fileName)
         let key = key
         // A lock this process gave up (its last store closed) is held on a while by any child it was starting at that

@@ -1,15 +1,10 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import CXXHash
 import Foundation
 import LarderSync
 import LarderWire
 
 /// What the writer knows of the key table (`request_keys`) without reading it: which keys it may hold, and how far
-/// the sweep that removes expired keys has come. Only on the writer's queue.
+/// the sweep that removes expired keys has come.
 ///
 /// Nearly every key a write brings is new, and looking each up in the table cost a B-tree probe. A Bloom filter of
 /// every key the table holds answers "not there" for those without touching the file; only a key the filter may hold
@@ -51,8 +46,7 @@ final class RequestKeyIndex: @unchecked Sendable {  // its state only under `loc
     /// The index of the database file at `path`, which `connection` has open: the one another open writer on it uses,
     /// else one made from its table. Its writer calls `release` when it closes.
     static func shared(_ connection: SQLiteConnection, path: String) throws(LarderError) -> RequestKeyIndex {
-        var info = stat()
-        let key = stat(path, &info) == 0 ? "\(info.st_dev):\(info.st_ino)" : path
+        let key = DataDirectoryLock.identity(path)
         return try open.withLock { (open) throws(LarderError) in
             if let entry = open[key] {
                 open[key]?.writers += 1

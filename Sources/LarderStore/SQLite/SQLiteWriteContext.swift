@@ -30,7 +30,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
     private let documentNumbers: DocumentNumbers
     /// The collections whose rows keep their search text (the writer's, used only on its queue).
     private let covered: CoveredCollections
-    /// Which request keys the key table may hold (the writer's, used only on its queue; nil when closed).
+    /// Which request keys the key table may hold (the writer's; nil when closed).
     let requestKeys: RequestKeyIndex?
     /// Schemas set in this transaction, before its COMMIT puts them in the store's catalog.
     private var pendingSchemas: [String: SchemaEntry] = [:]

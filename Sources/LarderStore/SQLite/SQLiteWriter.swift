@@ -26,7 +26,7 @@ final class SQLiteWriter: @unchecked Sendable {
     private let collections = KnownCollections()  // only on `queue`
     private let documentNumbers: DocumentNumbers  // only on `queue`
     let coveredCollections: CoveredCollections  // only on `queue`
-    private let requestKeys: RequestKeyIndex  // only on `queue`
+    private let requestKeys: RequestKeyIndex  // shared with the other writers open on this file
     /// Set once `close` gave `requestKeys` back (`RequestKeyIndex.release`).
     private let keysReleased = Atomic<Bool>(false)
     private let checkpointer: Checkpointer
