@@ -28,17 +28,19 @@ extension Router {
         var prepared = document
         schemas?.checkSchemaAhead(collection, &prepared)
         let document = prepared
-        let body: WriteBody
         if opcode == .replace, let id {
-            body = { (c) throws(LarderError) in
+            let body: WriteBody = { (c) throws(LarderError) in
                 (try c.replace(collection, id: id, document: document, expectedRev: rev).bytes, [])
             }
-        } else {
-            body = { (c) throws(LarderError) in (try c.create(collection, id: id, document: document).bytes, []) }
+            guard let key else { return body }
+            return RequestKey.document(key, opcode, collection: collection, id: id, rev: rev, data: document.data)
+                .wrap(body)
         }
-        guard let key else { return body }
+        guard let key else {
+            return { (c) throws(LarderError) in (try c.create(collection, id: id, document: document).bytes, []) }
+        }
         return RequestKey.document(key, opcode, collection: collection, id: id, rev: rev, data: document.data)
-            .wrap(body)
+            .create(collection, id: id, document: document)
     }
 
     /// Parses a write planned `writer` (a small CREATE, REPLACE, PATCH or DELETE) on the calling event loop and hands
@@ -97,7 +99,7 @@ extension Router {
     }
 
     /// Parses a write request and returns what to run inside the group-commit transaction. A request carrying a
-    /// `requestKey` runs keyed (`RequestKey.wrap`); a write without one pays nothing for keys (the tree-free reader
+    /// `requestKey` runs keyed (`RequestKey.wrap`, a CREATE `RequestKey.create`); a write without one pays nothing for keys (the tree-free reader
     /// looks for the member only among names it does not know, the general one with one lookup).
     /// `schemas`: as for `fastWriteBody`.
     static func writeBody(_ frame: Frame, schemas: Store? = nil) throws(LarderError) -> WriteBody {

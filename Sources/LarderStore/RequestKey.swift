@@ -105,6 +105,67 @@ public struct RequestKey: Sendable, Equatable {
         return RequestKey(key: key, canonical: canonical)
     }
 
+    /// Whether the request is a CREATE (of a document as stored, which it holds): a store may keep its key in the row
+    /// the CREATE makes (`rowMark`).
+    var createsDocument: Bool {
+        document != nil && canonical[0] == UInt8(Opcode.create.rawValue >> 8)
+            && canonical[1] == UInt8(truncatingIfNeeded: Opcode.create.rawValue)
+    }
+
+    /// Whether a CREATE names its id (its canonical form's id is not empty).
+    private var namesId: Bool {
+        guard let end = canonical[2...].firstIndex(of: 0) else { return false }
+        return end + 1 < canonical.count && canonical[end + 1] != 0
+    }
+
+    /// Whether `data`, a CREATE's document as its row keeps it, is the document the request brought: then the
+    /// CREATE's answer can be made again from the row and a retry (`tableRow`).
+    func broughtDocument(_ data: [UInt8]) -> Bool {
+        guard let document, document.count == data.count else { return false }
+        return canonical.withUnsafeBufferPointer { c in
+            data.withUnsafeBufferPointer { d in
+                document.isEmpty || memcmp(c.baseAddress! + document.lowerBound, d.baseAddress!, document.count) == 0
+            }
+        }
+    }
+
+    /// What the row a CREATE makes keeps of its key (33 bytes): the key's 16 bytes, the request's 128-bit
+    /// fingerprint (`digest`'s, high half first), and 1 when the CREATE named its id, else 0.
+    var rowMark: [UInt8] {
+        let hash = fingerprint
+        let named: UInt8 = namesId ? 1 : 0
+        return [UInt8](unsafeUninitializedCapacity: 33) { mark, count in
+            withUnsafeBytes(of: key.uuid) { UnsafeMutableRawBufferPointer(mark).copyMemory(from: $0) }
+            UnsafeMutableRawPointer(mark.baseAddress! + 16).storeBytes(of: hash.high64.bigEndian, as: UInt64.self)
+            UnsafeMutableRawPointer(mark.baseAddress! + 24).storeBytes(of: hash.low64.bigEndian, as: UInt64.self)
+            mark[32] = named
+            count = 33
+        }
+    }
+
+    /// The key a row's mark (`rowMark`) holds.
+    static func key(ofMark mark: [UInt8]) -> UUID? {
+        guard mark.count == 33 else { return nil }
+        return mark.withUnsafeBytes { UUID(uuid: $0.loadUnaligned(as: uuid_t.self)) }
+    }
+
+    /// The key table's row for a CREATE's key kept in the row of document `id` (`rowMark`): what `storeRequestKey`
+    /// would have stored, its answer (the record at revision 1) without the document. `answer` puts back the
+    /// document a retry brings.
+    static func tableRow(collection: String, id: UUID, createdAt: Int64, mark: [UInt8])
+        -> (request: String, digest: String, answer: [UInt8])
+    {
+        var answer: [UInt8] = []
+        StoredRecord(id: id, rev: 1, createdAt: createdAt, updatedAt: createdAt, data: []).write(into: &answer)
+        let fingerprint = mark[16..<32].withUnsafeBytes { bytes in
+            XXH128_hash_t(
+                low64: UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self)),
+                high64: UInt64(bigEndian: bytes.loadUnaligned(as: UInt64.self)))
+        }
+        let request = mark[32] == 1 ? "CREATE \(collection) \(id.wireString)" : "CREATE \(collection)"
+        return (request, hex(fingerprint, "@" + String(answer.count - 1)), answer)
+    }
+
     /// A 128-bit hash as 32 lowercase hex digits, high half first, followed by `suffix`.
     private static func hex(_ hash: XXH128_hash_t, _ suffix: String = "") -> String {
         var suffix = suffix
@@ -168,10 +229,10 @@ public struct RequestKey: Sendable, Equatable {
 
     /// A stored digest's fingerprint, and the offset of the document cut out of its answer, if one was (`kept`).
     private static func split(_ stored: String) -> (fingerprint: Substring, cut: Int?) {
-        guard let at = stored.firstIndex(of: "@"), let cut = Int(stored[stored.index(after: at)...]) else {
-            return (stored[...], nil)
-        }
-        return (stored[..<at], cut)
+        guard let at = stored.utf8.firstIndex(of: UInt8(ascii: "@")),
+            let cut = Int(Substring(stored.utf8[stored.utf8.index(after: at)...]))
+        else { return (stored[...], nil) }
+        return (Substring(stored.utf8[..<at]), cut)
     }
 
     /// `body` keyed: the answer stored under the key when the same request committed with it before (nothing is
@@ -186,6 +247,24 @@ public struct RequestKey: Sendable, Equatable {
             let answer = try body(context)
             try context.storeRequestKey(key, answer: answer.0)
             return answer
+        }
+    }
+
+    /// A keyed CREATE (this key's request) of `document` in `collection`, answered with the record it makes
+    /// (`StoredRecord.bytes`) as `wrap` would answer it. Because the answer is that record, a store may keep the key
+    /// in the record's own row and make the answer again from the row for a retry (`WriteContext.keyed`).
+    package func create(_ collection: String, id: UUID?, document: PreparedDocument)
+        -> @Sendable (any WriteContext) throws(LarderError) -> ([UInt8], [UInt8])
+    {
+        let key = self
+        return { (context) throws(LarderError) in
+            if let stored = try context.claimRequestKey(key) { return (stored, []) }
+            let record = try context.keyed(key) { () throws(LarderError) in
+                try context.create(collection, id: id, document: document)
+            }
+            let answer = record.bytes
+            try context.storeRequestKey(key, answer: answer)
+            return (answer, [])
         }
     }
 }

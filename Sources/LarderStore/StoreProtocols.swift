@@ -207,6 +207,12 @@ public struct PreparedDocument: Sendable, Equatable {
 }
 
 extension WriteContext {
+    public func keyed(_ key: RequestKey, _ create: () throws(LarderError) -> StoredRecord) throws(LarderError)
+        -> StoredRecord
+    {
+        try create()
+    }
+
     /// Declares an expression index on a field path, its strings in byte order; `created` is false when it existed.
     public func createIndex(_ collection: String, field: FieldPath) throws(LarderError) -> (name: String, created: Bool) {
         try createIndex(collection, field: field, collation: nil, strength: nil)
@@ -264,6 +270,10 @@ public protocol WriteContext {
     func claimRequestKey(_ key: RequestKey) throws(LarderError) -> [UInt8]?
     /// Stores `answer` under a key `claimRequestKey` found new, in this transaction.
     func storeRequestKey(_ key: RequestKey, answer: [UInt8]) throws(LarderError)
+    /// Runs `create`, the CREATE of a key `claimRequestKey` found new in this transaction, answered with the record
+    /// it returns (`RequestKey.create`), before its `storeRequestKey`: only in that order. A store may keep the key in the record's own row instead
+    /// (`RequestKey.rowMark`), and make the answer again from that row for a retry.
+    func keyed(_ key: RequestKey, _ create: () throws(LarderError) -> StoredRecord) throws(LarderError) -> StoredRecord
 
     // Accounts Larder keeps (`StoredAccount`) and their sessions.
 
@@ -608,7 +618,8 @@ public struct StoreConfiguration: Sendable {
     /// ...none older than this many milliseconds. The writer prunes as it commits.
     public var changeRetentionMs: Int64
     /// A write's request key is kept this many milliseconds after its commit (`RequestKey`); an older one is a new
-    /// key. The writer prunes them with the change log.
+    /// key. The writer prunes them with the change log (on SQLite a CREATE's key, kept in its record's row, is
+    /// forgotten as the row's age passes this).
     public var requestKeyRetentionMs: Int64 = 86_400_000
     /// The trigram index is brought up to date once this many documents were written since it last was (and when
     /// the store closes); until then text search also checks those documents one by one. Larger: cheaper writes,

@@ -1,4 +1,6 @@
+import Dispatch
 import Foundation
+import LarderSync
 import LarderTestThreads
 import LarderWire
 import Testing
@@ -11,11 +13,8 @@ import Testing
     /// A keyed CREATE of `title` in `todos`, as the server runs one: its answer is the record's JSON.
     static func keyedCreate(_ store: SQLiteStore, _ key: UUID, _ title: String) throws -> [UInt8] {
         let document = PreparedDocument(try object(#"{"title":"\#(title)"}"#))
-        let body: @Sendable (any WriteContext) throws(LarderError) -> ([UInt8], [UInt8]) = { (c) throws(LarderError) in
-            (try c.create("todos", id: nil, document: document).bytes, [])
-        }
         let keyed = RequestKey.document(key, .create, collection: "todos", id: nil, rev: nil, data: document.data)
-            .wrap(body)
+            .create("todos", id: nil, document: document)
         return try store.syncWrite(single: true, keyed).0
     }
 
@@ -56,12 +55,12 @@ import Testing
                     index.stored(key)
                     if old { gone.append(key) } else { live.append(key) }
                 }
-                try index.sweep(db, oldest: Int64(round) + 1)
+                _ = try index.sweep(db, oldest: Int64(round) + 1, newest: 0)
                 for key in live { #expect(index.mayHold(key)) }
             }
             // Enough slices for three passes over the table: the first ends what the rounds began and takes the last
             // expired keys out, the next two forget them.
-            for _ in 0..<20 { try index.sweep(db, oldest: 100) }
+            for _ in 0..<20 { _ = try index.sweep(db, oldest: 100, newest: 0) }
             #expect(try db.scalar("SELECT count(*) FROM request_keys") == Int64(live.count))
             for key in live { #expect(index.mayHold(key)) }
             let remembered = gone.filter { index.mayHold($0) }.count
@@ -100,7 +99,9 @@ import Testing
                 // Each slice visits at least 1,024 rows: the 5,000 expired ones are gone within a few writes.
                 try #require(writes < 50, "expired keys still in the table after \(writes) writes")
             }
-            #expect(try Self.count(store, "SELECT count(*) FROM request_keys") == Int64(writes))
+            // The CREATEs' keys are in their rows.
+            #expect(try Self.count(store, "SELECT count(*) FROM request_keys") == 0)
+            #expect(try Self.count(store, "SELECT count(*) FROM documents WHERE createKey IS NOT NULL") == Int64(writes))
             for (key, title, answer) in answers { #expect(try Self.keyedCreate(store, key, title) == answer) }
             #expect(try Self.count(store, "SELECT count(*) FROM documents") == Int64(writes))
         }
@@ -121,14 +122,20 @@ import Testing
                 #expect(try Self.count(second, "SELECT count(*) FROM documents") == 1)
             }
         }
-        // A key put in the table while no store is open (a copied-in file would do the same).
+        // A key put in the table while no store is open (a copied-in file would do the same): the same request's,
+        // as the document's row keeps it.
         let later = UUID()
         do {
             let db = try SQLiteConnection(path: directory + "/larder.sqlite", readOnly: false)
+            let row = try db.query("SELECT id, createdAt, createKey FROM documents") {
+                (id: $0.uuid(0), createdAt: $0.int(1), mark: $0.bytes(2))
+            }[0]
+            let mark = withUnsafeBytes(of: later.uuid) { Array($0) } + row.mark[16...]
+            let stored = RequestKey.tableRow(collection: "todos", id: row.id, createdAt: row.createdAt, mark: mark)
             try db.run(
-                "INSERT INTO request_keys(key, request, digest, answer, createdAt) SELECT ?1, request, digest, answer, "
-                    + "createdAt FROM request_keys WHERE key = ?2",
-                [.text(later.wireString), .text(key.wireString)])
+                "INSERT INTO request_keys(key, request, digest, answer, createdAt) VALUES (?1, ?2, ?3, ?4, ?5)",
+                [.text(later.wireString), .text(stored.request), .text(stored.digest), .blob(stored.answer),
+                 .int(row.createdAt)])
         }
         let expected = answer
         try withStore({ $0.dataDirectory = directory }) { (store: SQLiteStore, _: String) throws -> Void in
@@ -150,8 +157,9 @@ import Testing
         try withStore({ $0.dataDirectory = directory }) { store, _ in
             for (n, key) in keys.enumerated() { #expect(try Self.keyedCreate(store, key, "todo \(n)") == answers[n]) }
             #expect(try Self.count(store, "SELECT count(*) FROM documents") == 50)
-            // What the table keeps of each answer leaves out the document, which each retry brought again.
-            #expect(try Self.count(store, "SELECT count(*) FROM request_keys WHERE instr(answer, 'todo') > 0") == 0)
+            // Each key is in its document's row, found again as the store opened.
+            #expect(try Self.count(store, "SELECT count(*) FROM request_keys") == 0)
+            #expect(try Self.count(store, "SELECT count(*) FROM documents WHERE length(createKey) = 33") == 50)
             // A key used for another request is still refused.
             do {
                 _ = try Self.keyedCreate(store, keys[0], "other")
@@ -159,6 +167,207 @@ import Testing
             } catch let error as LarderError {
                 #expect(error.field == "requestKey")
             }
+        }
+    }
+}
+
+/// A CREATE that carries a request key keeps the key in the document's row: no row of its own in `request_keys`, and
+/// a retry is answered from the document, as the first answer was, until the key expires; the key used for another
+/// request is refused; when the document goes, its key moves to `request_keys`.
+@Suite(.ownThreads, .timeLimit(.minutes(20))) struct CreateKeyInRowTests {
+    static func keyedWrite(
+        _ store: SQLiteStore, _ key: UUID, _ opcode: Opcode = .create, id: UUID, title: String
+    ) throws -> [UInt8] {
+        let document = PreparedDocument(try object(#"{"title":"\#(title)"}"#))
+        let request = RequestKey.document(key, opcode, collection: "todos", id: id, rev: nil, data: document.data)
+        let keyed =
+            opcode == .create
+            ? request.create("todos", id: id, document: document)
+            : request.wrap { (c) throws(LarderError) in
+                (try c.replace("todos", id: id, document: document, expectedRev: nil).bytes, [])
+            }
+        return try store.syncWrite(single: true, keyed).0
+    }
+
+    static func count(_ store: SQLiteStore, _ sql: String) throws -> Int64 {
+        try SQLiteConnection(path: store.core.databasePath, readOnly: true).scalar(sql) ?? -1
+    }
+
+    @Test func aRetryIsAnsweredFromTheDocumentAsTheFirstAnswerWas() throws {
+        try withStore { store, _ in
+            let key = UUID()
+            let id = UUID()
+            let first = try Self.keyedWrite(store, key, id: id, title: "Buy milk")
+            #expect(try Self.count(store, "SELECT count(*) FROM request_keys") == 0)
+            #expect(try Self.count(store, "SELECT count(*) FROM documents WHERE length(createKey) = 33") == 1)
+            let seq = store.lastChangeSeq
+            #expect(try Self.keyedWrite(store, key, id: id, title: "Buy milk") == first)
+            // Changed since, the document still answers its CREATE's retry with revision 1, as then.
+            _ = try Self.keyedWrite(store, UUID(), .replace, id: id, title: "Buy oat milk")
+            #expect(try Self.keyedWrite(store, key, id: id, title: "Buy milk") == first)
+            #expect(store.lastChangeSeq == seq + 1)
+            #expect(try store.get("todos", id: id).rev == 2)
+            // The key with another document is refused; another key for the id finds it taken.
+            let reused = #expect(throws: LarderError.self) { _ = try Self.keyedWrite(store, key, id: id, title: "Tea") }
+            #expect(reused?.field == "requestKey")
+            let taken = #expect(throws: LarderError.self) {
+                _ = try Self.keyedWrite(store, UUID(), id: id, title: "Buy milk")
+            }
+            #expect(taken?.status == .conflict)
+        }
+    }
+
+    /// Sent twice at once (one group commit, or two), the CREATE applies once and both answers are the same.
+    @Test func twoCopiesInFlightApplyOnce() throws {
+        try withStore { store, _ in
+            for _ in 0..<20 {
+                let (key, id) = (UUID(), UUID())
+                let document = PreparedDocument(try object(#"{"title":"twice"}"#))
+                let keyed = RequestKey.document(key, .create, collection: "todos", id: id, rev: nil, data: document.data)
+                    .create("todos", id: id, document: document)
+                let answers = Locked<[[UInt8]]>([])
+                let done = DispatchGroup()
+                for _ in 0..<2 {
+                    done.enter()
+                    store.submitSingleWrite(keyed) { result in
+                        if case .success(let answer) = result { answers.withLock { $0.append(answer.0) } }
+                        done.leave()
+                    }
+                }
+                done.wait()
+                let both = answers.withLock { $0 }
+                #expect(both.count == 2 && both[0] == both[1])
+            }
+            #expect(try Self.count(store, "SELECT count(*) FROM documents") == 20)
+        }
+    }
+
+    /// A document deleted, or its collection dropped, takes its key to `request_keys`: the retry is still answered
+    /// as the first time, and creates nothing.
+    @Test func aDeletedOrDroppedDocumentsKeyStillAnswers() throws {
+        try withStore { store, _ in
+            let (deletedKey, deletedID) = (UUID(), UUID())
+            let deleted = try Self.keyedWrite(store, deletedKey, id: deletedID, title: "gone")
+            _ = try store.delete("todos", id: deletedID, expectedRev: nil)
+            let (droppedKey, droppedID) = (UUID(), UUID())
+            let dropped = try Self.keyedWrite(store, droppedKey, id: droppedID, title: "dropped")
+            _ = try store.syncWrite { (c) throws(LarderError) in try c.dropCollection("todos") }
+            #expect(try Self.count(store, "SELECT count(*) FROM request_keys") == 2)
+            #expect(try Self.keyedWrite(store, deletedKey, id: deletedID, title: "gone") == deleted)
+            #expect(try Self.keyedWrite(store, droppedKey, id: droppedID, title: "dropped") == dropped)
+            #expect(try Self.count(store, "SELECT count(*) FROM documents") == 0)
+        }
+    }
+
+    /// A CREATE whose id the server makes keeps its key in the row too: its retry answers the record it made, and
+    /// creates nothing; the key sent with any other request is refused, whatever that request is.
+    @Test func aKeyInARowIsFoundForAnyRequest() throws {
+        try withStore { store, _ in
+            let key = UUID()
+            let first = try RequestKeyIndexTests.keyedCreate(store, key, "Buy milk")
+            #expect(try RequestKeyIndexTests.keyedCreate(store, key, "Buy milk") == first)
+            #expect(try Self.count(store, "SELECT count(*) FROM documents") == 1)
+            #expect(try Self.count(store, "SELECT count(*) FROM request_keys") == 0)
+            let id = try store.list("todos", limit: 1, cursor: nil).records[0].id
+            let patch = try object(#"{"collection":"todos","id":"\#(id.wireString)","patch":{"done":true}}"#)
+            let (done, milk) = (try object(#"{"done":true}"#), try object(#"{"title":"Buy milk"}"#))
+            let others: [(String, @Sendable (any WriteContext) throws(LarderError) -> ([UInt8], [UInt8]))] = [
+                (
+                    "PATCH",
+                    RequestKey.request(key, .patch, patch).wrap { (c) throws(LarderError) in
+                        (try c.patch("todos", id: id, patch: done, expectedRev: nil).bytes, [])
+                    }
+                ),
+                (
+                    "CREATE naming the id",
+                    RequestKey.document(
+                        key, .create, collection: "todos", id: UUID(), rev: nil,
+                        data: PreparedDocument(milk).data
+                    ).wrap { (c) throws(LarderError) in
+                        (try c.create("todos", id: UUID(), data: milk).bytes, [])
+                    }
+                ),
+            ]
+            for (name, write) in others {
+                let refused = #expect(throws: LarderError.self, "\(name)") { _ = try store.syncWrite(single: true, write) }
+                #expect(refused?.field == "requestKey", "\(name)")
+            }
+            // Read from a reader's connection too, as the server looks before it writes.
+            let reread = #expect(throws: LarderError.self) {
+                _ = try store.requestKeyAnswer(RequestKey.request(key, .patch, patch))
+            }
+            #expect(reread?.field == "requestKey")
+            #expect(try store.get("todos", id: id).rev == 1)
+            #expect(try Self.count(store, "SELECT count(*) FROM documents") == 1)
+        }
+    }
+
+    /// A keyed CREATE that fails after its row was written keeps nothing for the next write in the same transaction:
+    /// a keyed PATCH after it stores its own key.
+    @Test func aFailedCreateLeavesTheNextWritesKeyToBeStored() throws {
+        try withStore { store, _ in
+            let (createKey, patchKey) = (UUID(), UUID())
+            let milk = try object(#"{"title":"Buy milk"}"#)
+            let done = try object(#"{"done":true}"#)
+            let document = PreparedDocument(milk)
+            let request = RequestKey.document(createKey, .create, collection: "todos", id: nil, rev: nil, data: document.data)
+            let id = try store.syncWrite(single: true) { (c) throws(LarderError) in
+                try c.create("todos", id: nil, data: milk)
+            }.id
+            let patch = try object(#"{"collection":"todos","id":"\#(id.wireString)","patch":{"done":true}}"#)
+            _ = try store.syncWrite(single: true) { (c) throws(LarderError) in
+                _ = try? c.keyed(request) { () throws(LarderError) -> StoredRecord in
+                    _ = try c.create("todos", id: nil, document: document)
+                    throw LarderError(.internal, "a failure after the row was written")
+                }
+                return try RequestKey.request(patchKey, .patch, patch).wrap { (c) throws(LarderError) in
+                    (try c.patch("todos", id: id, patch: done, expectedRev: nil).bytes, [])
+                }(c)
+            }
+            #expect(try Self.count(store, "SELECT count(*) FROM request_keys") == 1)
+        }
+    }
+
+    /// The sweep moves the mark (`requestKeyRowsFrom`) past rows whose keys expired, so that a store opening reads
+    /// only the rows whose keys may still answer.
+    @Test func theMarkPassesRowsWhoseKeysExpired() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-keys-\(UUID().wireString)")
+            .path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let (old, fresh) = (UUID(), UUID())
+        let setUp: (inout StoreConfiguration) -> Void = {
+            $0.dataDirectory = directory
+            $0.requestKeyRetentionMs = 200
+            $0.changeRetentionEvents = 64
+        }
+        try withStore(setUp) { (store: SQLiteStore, _: String) throws -> Void in
+            _ = try RequestKeyIndexTests.keyedCreate(store, old, "old")
+            let created = try store.list("todos", limit: 1, cursor: nil).records[0].createdAt
+            // Waits for the clock to pass the retention.
+            while nowMillis() <= created + 200 { Thread.sleep(forTimeInterval: 0.01) }
+            // This write's prune runs the sweep, with its own key fresh.
+            _ = try RequestKeyIndexTests.keyedCreate(store, fresh, "fresh")
+            let rows = try SQLiteConnection(path: store.core.databasePath, readOnly: true).query(
+                "SELECT seq FROM documents ORDER BY seq") { $0.int(0) }
+            let mark = try Self.count(store, "SELECT value FROM larder_meta WHERE key = 'requestKeyRowsFrom'")
+            #expect(mark > rows[0] && mark <= rows[1])
+        }
+        try withStore(setUp) { (store: SQLiteStore, _: String) throws -> Void in
+            #expect(store.writer.requestKeys.rows(holding: old).isEmpty)
+        }
+    }
+
+    /// A key past its retention is a new write: the same CREATE again finds its id taken.
+    @Test func anExpiredKeyInARowIsANewWrite() throws {
+        try withStore({ $0.requestKeyRetentionMs = 20 }) { store, _ in
+            let (key, id) = (UUID(), UUID())
+            let first = try Self.keyedWrite(store, key, id: id, title: "soon old")
+            #expect(try Self.keyedWrite(store, key, id: id, title: "soon old") == first)
+            let created = try store.get("todos", id: id).createdAt
+            // Waits for the clock to pass the retention.
+            while nowMillis() <= created + 20 { Thread.sleep(forTimeInterval: 0.005) }
+            let taken = #expect(throws: LarderError.self) { _ = try Self.keyedWrite(store, key, id: id, title: "soon old") }
+            #expect(taken?.status == .conflict)
         }
     }
 }

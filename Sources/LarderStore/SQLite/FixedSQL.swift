@@ -12,7 +12,7 @@ enum FixedSQL: Int, CaseIterable {
     /// A covered collection's document into the trigram index's backlog (`SQLiteWriteContext.enterBacklog`).
     case enterBacklog
     /// A keyed write's lookup and store of its request key (`SQLiteRequestKeys`).
-    case selectRequestKey, storeRequestKey
+    case selectRequestKey, storeRequestKey, selectRowKey
     /// The writer's side of the trigram index (`TextIndexer.applyToBacklog`).
     case settleBacklogDelete, settleBacklogKeep
     /// Readers' point reads (`PointReads`).
@@ -28,11 +28,13 @@ enum FixedSQL: Int, CaseIterable {
         case .rollbackToSavepoint: "ROLLBACK TO w"
         case .ensureCollection: "INSERT OR IGNORE INTO collections(name, createdAt) VALUES (?1, ?2)"
         case .insertDocument:
-            // `search` is NULL unless the trigram index covers the collection (`CoveredCollections`).
-            "INSERT INTO documents(seq, collection, id, rev, createdAt, updatedAt, data, search, createSeq, owner) "
-                + "VALUES (?8, ?1, ?2, 1, ?3, ?3, ?4, ?5, ?6, ?7)"
+            // `search` is NULL unless the trigram index covers the collection (`CoveredCollections`); `createKey` NULL
+            // unless the CREATE carried a request key (`RequestKey.rowMark`).
+            "INSERT INTO documents(seq, collection, id, rev, createdAt, updatedAt, data, search, createSeq, owner, "
+                + "createKey) VALUES (?8, ?1, ?2, 1, ?3, ?3, ?4, ?5, ?6, ?7, ?9)"
         case .selectCurrent:
-            "SELECT seq, rev, createdAt, updatedAt, data, createSeq, search FROM documents WHERE collection = ?1 AND id = ?2"
+            "SELECT seq, rev, createdAt, updatedAt, data, createSeq, search, createKey FROM documents "
+                + "WHERE collection = ?1 AND id = ?2"
         case .updateDocument:
             "UPDATE documents SET rev = rev + 1, updatedAt = ?1, data = ?2, search = ?3, createSeq = NULL, owner = ?5 "
                 + "WHERE seq = ?4"
@@ -48,6 +50,7 @@ enum FixedSQL: Int, CaseIterable {
             "INSERT INTO changes(seq, collection, kind, time, id, rev, createdAt, updatedAt, data, blob, previous) "
                 + "VALUES (?11, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
         case .selectRequestKey: "SELECT request, digest, answer FROM request_keys WHERE key = ?1 AND createdAt >= ?2"
+        case .selectRowKey: "SELECT collection, id, createdAt, createKey FROM documents WHERE seq = ?1"
         case .storeRequestKey:
             // REPLACE: an expired key's row may still be there, waiting for the prune.
             "INSERT OR REPLACE INTO request_keys(key, request, digest, answer, createdAt) VALUES (?1, ?2, ?3, ?4, ?5)"

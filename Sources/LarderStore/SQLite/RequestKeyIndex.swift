@@ -3,8 +3,8 @@ import Foundation
 import LarderSync
 import LarderWire
 
-/// What the writer knows of the key table (`request_keys`) without reading it: which keys it may hold, and how far
-/// the sweep that removes expired keys has come.
+/// What the writer knows of request keys without reading them: which keys the key table (`request_keys`) may hold,
+/// how far the sweep that removes expired keys has come, and which rows keep a CREATE's key.
 ///
 /// Nearly every key a write brings is new, and looking each up in the table cost a B-tree probe. A Bloom filter of
 /// every key the table holds answers "not there" for those without touching the file; only a key the filter may hold
@@ -19,6 +19,12 @@ import LarderWire
 /// longer. A filter cannot forget, so each pass fills a new one with every key it visits and every key stored while it
 /// runs; when the pass ends, that filter holds every key the table holds and replaces the old one.
 ///
+/// A CREATE's key stays out of the table: it rides in the row the CREATE makes (`documents.createKey`, see
+/// `RequestKey.rowMark`), which the commit writes anyway, and a table of row numbers by key in memory (`RowKeys`)
+/// finds it again, for a retry or for a key reused with another request. That table holds every such key younger
+/// than the retention: it is filled from the rows numbered from `requestKeyRowsFrom` (in `larder_meta`) as the store
+/// opens, and each sweep moves that mark past the rows whose keys expired (in memory once its transaction commits).
+///
 /// Stores open on one file in this process at once (`DataDirectoryLock` lets them share it) share its index
 /// (`shared`): each writer must learn of the keys the others store. Its calls take a lock of its own, held by a sweep
 /// for one slice.
@@ -31,6 +37,13 @@ final class RequestKeyIndex: @unchecked Sendable {  // its state only under `loc
     /// The last key the pass visited (key order is the text's); nil at the start of a pass.
     private var cursor: String?
     private var storedSinceSweep = 0
+    /// The rows that keep a CREATE's key, by key; a number may be stale (the row went, or its write rolled back):
+    /// the row is read to be sure.
+    private var rows = RowKeys()
+    /// The lowest row number whose CREATE's key may not have expired (`requestKeyRowsFrom`).
+    private var rowsFrom: Int64
+    /// The highest row number when the last sweep ran.
+    private var newestAtSweep: Int64?
 
     /// The fewest rows a slice visits.
     static let minimumSlice = 1024
@@ -68,7 +81,8 @@ final class RequestKeyIndex: @unchecked Sendable {  // its state only under `loc
         }
     }
 
-    /// The filter for the keys `connection`'s table holds: one read of them all, as the store opens.
+    /// The filter for the keys `connection`'s table holds, and the rows from the mark on that keep keys (expired ones
+    /// too: each store sharing the index checks its own retention): one read of them all, as the store opens.
     init(_ connection: SQLiteConnection) throws(LarderError) {
         var keys: [UUID] = []
         var unreadable = false
@@ -83,6 +97,13 @@ final class RequestKeyIndex: @unchecked Sendable {  // its state only under `loc
         current = KeyFilter(capacity: keys.count, holdsAll: unreadable)
         for key in keys { current.insert(key) }
         next = KeyFilter(capacity: keys.count)
+        rowsFrom = try connection.scalar("SELECT value FROM larder_meta WHERE key = 'requestKeyRowsFrom'") ?? 0
+        try connection.forEachRow(
+            "SELECT seq, createKey FROM documents WHERE seq >= ?1 AND createKey IS NOT NULL", [.int(rowsFrom)]
+        ) { [self] row in
+            if let key = RequestKey.key(ofMark: row.bytes(1)) { rows.insert(key, row: row.int(0), keepingFrom: 0) }
+            return true
+        }
     }
 
     /// The key in the row's first column.
@@ -102,9 +123,20 @@ final class RequestKeyIndex: @unchecked Sendable {  // its state only under `loc
         }
     }
 
+    /// Notes `key` as kept in the row numbered `row` (before the row is written).
+    func storedInRow(_ key: UUID, row: Int64) {
+        lock.withLock {
+            rows.insert(key, row: row, keepingFrom: rowsFrom)
+        }
+    }
+
+    /// The numbers of the rows that may keep `key` (`documents.createKey`); usually none.
+    func rows(holding key: UUID) -> [Int64] { lock.withLock { rows.rows(holding: key) } }
+
     /// Sweeps the next slice of the table: deletes its keys stored before `oldest` (milliseconds since 1970), and
-    /// ends the pass when the slice reaches the end of the table.
-    func sweep(_ connection: SQLiteConnection, oldest: Int64) throws(LarderError) {
+    /// ends the pass when the slice reaches the end of the table; then moves `requestKeyRowsFrom` on in the table, and
+    /// answers where to, for `passedRows` once the transaction commits. `newest` is the last row number given out.
+    func sweep(_ connection: SQLiteConnection, oldest: Int64, newest: Int64) throws(LarderError) -> Int64? {
         lock.lock()
         defer { lock.unlock() }
         let slice = max(Self.minimumSlice, 2 * storedSinceSweep)
@@ -133,6 +165,97 @@ final class RequestKeyIndex: @unchecked Sendable {  // its state only under `loc
         } else {
             cursor = last
         }
+        return try advanceRows(connection, oldest: oldest, newest: newest)
+    }
+
+    /// Moves the mark in memory to `mark`, which a committed sweep wrote: the rows below it keep no live key, and the
+    /// table of row keys may drop them.
+    func passedRows(below mark: Int64) { lock.withLock { rowsFrom = max(rowsFrom, mark) } }
+
+    /// Moves `requestKeyRowsFrom` past the next slice of rows whose keys expired: it stops at the first row made
+    /// from `oldest` on. A slice visits at least twice as many rows as were numbered since the last, so the mark
+    /// keeps up with the rows made.
+    private func advanceRows(_ connection: SQLiteConnection, oldest: Int64, newest: Int64) throws(LarderError)
+        -> Int64?
+    {
+        let made = newest - (newestAtSweep ?? newest)
+        newestAtSweep = newest
+        let slice = max(Int64(Self.minimumSlice), 2 * made)
+        var from = rowsFrom
+        try connection.forEachRow(
+            "SELECT seq, createdAt FROM documents WHERE seq >= ?1 ORDER BY seq LIMIT ?2",
+            [.int(from), .int(slice)]
+        ) { row in
+            guard row.int(1) < oldest else {
+                from = row.int(0)
+                return false
+            }
+            from = row.int(0) + 1
+            return true
+        }
+        guard from > rowsFrom else { return nil }
+        try connection.run(
+            "INSERT INTO larder_meta(key, value) VALUES ('requestKeyRowsFrom', ?1) "
+                + "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            [.int(from)])
+        return from
+    }
+}
+
+/// Row numbers by request key: an open-addressing table of (hash of the key, row number) pairs, probed linearly.
+/// Several pairs may share a key (a write that rolled back and its retry): `rows(holding:)` gives them all. Pairs of
+/// rows below the mark a sweep has passed are dropped when the table grows.
+struct RowKeys {
+    private var hashes: [UInt64] = []
+    private var numbers: [Int64] = []
+    /// The pairs in the table, stale ones included.
+    private var used = 0
+
+    /// A seed for the key's hash chosen by the process, so that no client can choose keys that collide.
+    private static let seed = UInt64.random(in: .min ... .max)
+
+    private static func hash(_ key: UUID) -> UInt64 {
+        var bytes = key.uuid
+        return withUnsafeBytes(of: &bytes) { XXH3_64bits_withSeed($0.baseAddress, 16, seed) }
+    }
+
+    /// Adds `key` at row `row` (above 0); when the table is full, it is made again without the pairs below `from`.
+    mutating func insert(_ key: UUID, row: Int64, keepingFrom from: Int64) {
+        if (used + 1) * 10 > hashes.count * 7 { grow(keepingFrom: from) }
+        place(Self.hash(key), row)
+    }
+
+    func rows(holding key: UUID) -> [Int64] {
+        guard !hashes.isEmpty else { return [] }
+        let hash = Self.hash(key)
+        let mask = hashes.count - 1
+        var slot = Int(truncatingIfNeeded: hash) & mask
+        var found: [Int64] = []
+        while numbers[slot] != 0 {
+            if hashes[slot] == hash { found.append(numbers[slot]) }
+            slot = (slot + 1) & mask
+        }
+        return found
+    }
+
+    private mutating func place(_ hash: UInt64, _ row: Int64) {
+        let mask = hashes.count - 1
+        var slot = Int(truncatingIfNeeded: hash) & mask
+        while numbers[slot] != 0 { slot = (slot + 1) & mask }
+        hashes[slot] = hash
+        numbers[slot] = row
+        used += 1
+    }
+
+    /// Makes the table again, at most a quarter full, with the pairs of rows from `from` on.
+    private mutating func grow(keepingFrom from: Int64) {
+        let kept = zip(hashes, numbers).filter { $0.1 >= from && $0.1 != 0 }
+        var capacity = 1024
+        while capacity < kept.count * 4 { capacity <<= 1 }
+        hashes = [UInt64](repeating: 0, count: capacity)
+        numbers = [Int64](repeating: 0, count: capacity)
+        used = 0
+        for (hash, row) in kept { place(hash, row) }
     }
 }
 

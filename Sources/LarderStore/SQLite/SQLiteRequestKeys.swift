@@ -9,11 +9,14 @@ extension SQLiteWriteContext {
         guard let db = connection, let requestKeys else {
             throw closedError ?? LarderError(.unavailable, "the store is closed")
         }
+        keyKeptInRow = false
+        let oldest = nowMillis() - core.configuration.requestKeyRetentionMs
+        if let answer = try SQLiteStore.rowKeyAnswer(key, db, requestKeys, oldest: oldest) { return answer }
         guard requestKeys.mayHold(key.key) else { return nil }
         let statement = try db.statement(.selectRequestKey)
         defer { statement.reset() }
         try statement.bindUUID(key.key, at: 1)
-        try statement.bind(at: 2, .int(nowMillis() - core.configuration.requestKeyRetentionMs))
+        try statement.bind(at: 2, .int(oldest))
         guard try statement.step() else { return nil }
         return try key.answer((request: statement.text(0), digest: statement.text(1), answer: statement.bytes(2)))
     }
@@ -21,6 +24,11 @@ extension SQLiteWriteContext {
     func storeRequestKey(_ key: RequestKey, answer: [UInt8]) throws(LarderError) {
         guard let db = connection, let requestKeys else {
             throw closedError ?? LarderError(.unavailable, "the store is closed")
+        }
+        // A CREATE kept its key in the row it made (`keyed`): its answer is that record, which a retry is given again.
+        if keyKeptInRow {
+            keyKeptInRow = false
+            return
         }
         // Before the row: the filter may hold a key the table lacks, never the other way round.
         requestKeys.stored(key.key)
@@ -37,23 +45,45 @@ extension SQLiteWriteContext {
         while try statement.step() {}
     }
 
-    /// Deletes the next slice's request keys older than the retention (with the change log's prune, in its
-    /// savepoint).
-    func pruneRequestKeys(now: Int64) throws(LarderError) {
-        guard let db = connection, let requestKeys else { return }
-        try requestKeys.sweep(db, oldest: now - core.configuration.requestKeyRetentionMs)
+    /// Deletes the next slice's request keys older than the retention and moves the mark of rows that may keep a
+    /// CREATE's key (with the change log's prune, in its savepoint); answers the new mark, for after the commit.
+    func pruneRequestKeys(now: Int64) throws(LarderError) -> Int64? {
+        guard let db = connection, let requestKeys else { return nil }
+        return try requestKeys.sweep(
+            db, oldest: now - core.configuration.requestKeyRetentionMs, newest: documentNumbers.last)
     }
 }
 
 extension SQLiteStore {
+    /// The answer to `key` when a CREATE's row keeps it (`RequestKey.rowMark`) and it was stored from `oldest` on;
+    /// the refusal when it went with another request.
+    static func rowKeyAnswer(_ key: RequestKey, _ db: SQLiteConnection, _ index: RequestKeyIndex, oldest: Int64)
+        throws(LarderError) -> [UInt8]?
+    {
+        for row in index.rows(holding: key.key) {
+            let statement = try db.statement(.selectRowKey)
+            defer { statement.reset() }
+            try statement.bind(at: 1, .int(row))
+            guard try statement.step(), !statement.isNull(3) else { continue }
+            let mark = statement.bytes(3)
+            guard RequestKey.key(ofMark: mark) == key.key, statement.int(2) >= oldest else { continue }
+            let stored = RequestKey.tableRow(
+                collection: statement.text(0), id: statement.uuid(1), createdAt: statement.int(2), mark: mark)
+            return try key.answer(stored)
+        }
+        return nil
+    }
+
     public func requestKeyAnswer(_ key: RequestKey) throws(LarderError) -> [UInt8]? {
         let oldest = nowMillis() - core.configuration.requestKeyRetentionMs
-        let stored = try readers.read { db throws(LarderError) in
-            try db.query(
+        let index = writer.requestKeys
+        return try readers.read { db throws(LarderError) in
+            if let answer = try Self.rowKeyAnswer(key, db, index, oldest: oldest) { return answer }
+            let stored = try db.query(
                 "SELECT request, digest, answer FROM request_keys WHERE key = ?1 AND createdAt >= ?2",
                 [.text(key.key.wireString), .int(oldest)]
             ) { row in (request: row.text(0), digest: row.text(1), answer: row.bytes(2)) }.first
+            return try stored.map { (stored) throws(LarderError) in try key.answer(stored) }
         }
-        return try stored.map { (stored) throws(LarderError) in try key.answer(stored) }
     }
 }

@@ -278,6 +278,17 @@ enum SQLiteSchema {
         // Request keys leave by a sweep in key order (`RequestKeyIndex`) rather than through an index by age, which
         // cost every keyed write an insert into one more B-tree and one more page in its commit's WAL frames.
         "DROP INDEX IF EXISTS request_keys_created",
+        // A CREATE's request key, kept in the row it makes (`RequestKey.rowMark`) rather than in `request_keys` until
+        // the document goes; `requestKeyRowsFrom` is the first row that may keep one younger than the retention
+        // (`RequestKeyIndex`): none does yet.
+        .code { db throws(LarderError) in
+            if try db.scalar("SELECT count(*) FROM pragma_table_info('documents') WHERE name = 'createKey'") == 0 {
+                try db.execute("ALTER TABLE documents ADD COLUMN createKey BLOB")
+            }
+            try db.run(
+                "INSERT OR IGNORE INTO larder_meta(key, value) "
+                    + "SELECT 'requestKeyRowsFrom', coalesce(max(seq), 0) + 1 FROM documents")
+        },
     ]
 
     /// The migration that gave each record's owner a column.

@@ -27,11 +27,17 @@ final class SQLiteWriteContext: PreparedWriteContext {
     /// The collections known to have their row (the writer's, used only on its queue).
     let collections: KnownCollections
     /// Where new rows' numbers come from (the writer's, used only on its queue).
-    private let documentNumbers: DocumentNumbers
+    let documentNumbers: DocumentNumbers
     /// The collections whose rows keep their search text (the writer's, used only on its queue).
     private let covered: CoveredCollections
-    /// Which request keys the key table may hold (the writer's; nil when closed).
+    /// Which request keys the key table may hold, and which rows keep a CREATE's key (shared by the writers open on
+    /// this file; nil when closed).
     let requestKeys: RequestKeyIndex?
+    /// The request key of the write running now (`keyed`), when it may ride in the row its CREATE makes.
+    private var keyInFlight: RequestKey?
+    /// Set when the running write's CREATE kept its key in the row it made (`keyed`): `storeRequestKey` has nothing
+    /// to store.
+    var keyKeptInRow = false
     /// Schemas set in this transaction, before its COMMIT puts them in the store's catalog.
     private var pendingSchemas: [String: SchemaEntry] = [:]
 
@@ -118,15 +124,60 @@ final class SQLiteWriteContext: PreparedWriteContext {
         try statement.bind(at: 7, document.owner.map { .text($0) } ?? .null)
         let number = documentNumbers.next()
         try statement.bind(at: 8, .int(number))
+        // A CREATE's request key rides in its row when the row keeps the document it brought (its answer can then
+        // be made again for a retry); before the row is written, the index learns where it is.
+        var mark: [UInt8]?
+        if let key = keyInFlight, let requestKeys, key.broughtDocument(document.data) {
+            mark = key.rowMark
+            requestKeys.storedInRow(key.key, row: number)
+        }
+        try statement.bind(at: 9, mark.map { .blob($0) } ?? .null)
         do throws(LarderError) {
             while try statement.step() {}
         } catch where error.status == .conflict {
             throw WriteRules.idTaken(id, in: collection)
         }
+        keyKeptInRow = mark != nil
         if keepsText { try enterBacklog(seq: number, old: nil) }
         let record = StoredRecord(id: id, rev: 1, createdAt: now, updatedAt: now, data: document.data)
         changes.append(ChangeEntry(seq: seq, kind: .create, collection: collection, time: now, record: record))
         return record
+    }
+
+    /// Runs `create` with `key` riding in the row it makes (`RequestKey.rowMark`): the key then
+    /// needs no row of its own in `request_keys` until the document goes (`moveRowKey`); the index finds it for a
+    /// retry (`claimRequestKey`).
+    func keyed(_ key: RequestKey, _ create: () throws(LarderError) -> StoredRecord) throws(LarderError)
+        -> StoredRecord
+    {
+        keyKeptInRow = false
+        keyInFlight = key.createsDocument ? key : nil
+        defer { keyInFlight = nil }
+        do {
+            return try create()
+        } catch {
+            // The write failed: no key of it is kept, and the next write's must be stored.
+            keyKeptInRow = false
+            throw error
+        }
+    }
+
+    /// Before document `id`'s row goes: the request key its CREATE left in it, if not expired, moves to
+    /// `request_keys` with the answer it stands for, so that a retry still finds it.
+    private func moveRowKey(_ collection: String, _ id: UUID, createdAt: Int64, mark: [UInt8]) throws(LarderError) {
+        guard createdAt >= nowMillis() - core.configuration.requestKeyRetentionMs, let requestKeys,
+            let key = RequestKey.key(ofMark: mark)
+        else { return }
+        let row = RequestKey.tableRow(collection: collection, id: id, createdAt: createdAt, mark: mark)
+        requestKeys.stored(key)
+        let statement = try db.statement(.storeRequestKey)
+        defer { statement.reset() }
+        try statement.bindUUID(key, at: 1)
+        try statement.bind(at: 2, .text(row.request))
+        try statement.bind(at: 3, .text(row.digest))
+        try statement.bind(at: 4, .blob(row.answer))
+        try statement.bind(at: 5, .int(createdAt))
+        while try statement.step() {}
     }
 
     private struct Current {
@@ -139,6 +190,8 @@ final class SQLiteWriteContext: PreparedWriteContext {
         var createSeq: Int64?
         /// The row's search text (nil where the collection is not covered).
         var search: [UInt8]?
+        /// The request key its CREATE left in it (`RequestKey.rowMark`).
+        var createKey: [UInt8]?
     }
 
     private func current(_ collection: String, _ id: UUID, expectedRev: Int64?) throws(LarderError) -> Current {
@@ -150,7 +203,8 @@ final class SQLiteWriteContext: PreparedWriteContext {
         let row = Current(
             seq: statement.int(0), rev: statement.int(1), createdAt: statement.int(2), updatedAt: statement.int(3),
             data: statement.bytes(4), createSeq: statement.isNull(5) ? nil : statement.int(5),
-            search: statement.isNull(6) ? nil : statement.bytes(6))
+            search: statement.isNull(6) ? nil : statement.bytes(6),
+            createKey: statement.isNull(7) ? nil : statement.bytes(7))
         if let expectedRev, expectedRev != row.rev {
             throw WriteRules.revisionConflict(current: row.rev, expected: expectedRev)
         }
@@ -301,6 +355,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
         // The data goes into the change log, so a subscriber's filter can tell whether the deletion concerns it.
         let row = try current(collection, id, expectedRev: expectedRev)
         try moveCreateToLog(row)
+        if let mark = row.createKey { try moveRowKey(collection, id, createdAt: row.createdAt, mark: mark) }
         try recordNumbersBeforeDeleting()
         if covered.contains(collection) { try enterBacklog(seq: row.seq, old: row.search) }
         try db.run("DELETE FROM documents WHERE seq = ?1", [.int(row.seq)])
@@ -331,6 +386,12 @@ final class SQLiteWriteContext: PreparedWriteContext {
                 + "SELECT createSeq, collection, 'create', createdAt, id, 1, createdAt, createdAt, data FROM documents "
                 + "WHERE collection = ?1 AND createSeq > (SELECT value FROM larder_meta WHERE key = 'changesPrunedThrough')",
             [.text(name)])
+        let keys = try db.query(
+            "SELECT id, createdAt, createKey FROM documents WHERE collection = ?1 AND createKey IS NOT NULL "
+                + "AND createdAt >= ?2",
+            [.text(name), .int(nowMillis() - core.configuration.requestKeyRetentionMs)]
+        ) { (id: $0.uuid(0), createdAt: $0.int(1), mark: $0.bytes(2)) }
+        for key in keys { try moveRowKey(name, key.id, createdAt: key.createdAt, mark: key.mark) }
         let blobs = try db.run("DELETE FROM blobs WHERE attachedCollection = ?1", [.text(name)])
         if blobs > 0 { collectBlobFilesAfterCommit() }
         try recordNumbersBeforeDeleting()

@@ -26,7 +26,7 @@ final class SQLiteWriter: @unchecked Sendable {
     private let collections = KnownCollections()  // only on `queue`
     private let documentNumbers: DocumentNumbers  // only on `queue`
     let coveredCollections: CoveredCollections  // only on `queue`
-    private let requestKeys: RequestKeyIndex  // shared with the other writers open on this file
+    let requestKeys: RequestKeyIndex  // shared with the other writers open on this file
     /// Set once `close` gave `requestKeys` back (`RequestKeyIndex.release`).
     private let keysReleased = Atomic<Bool>(false)
     private let checkpointer: Checkpointer
@@ -115,8 +115,10 @@ final class SQLiteWriter: @unchecked Sendable {
             try connection.execute("SAVEPOINT prune")
             try context.pruneChanges(
                 retainEvents: configuration.changeRetentionEvents, retainMs: configuration.changeRetentionMs, now: now)
-            try context.pruneRequestKeys(now: now)
+            let mark = try context.pruneRequestKeys(now: now)
             try connection.execute("RELEASE prune")
+            // The sweep's mark moves in memory only once it is in the file.
+            if let mark { context.afterCommit.append { [requestKeys] in requestKeys.passedRows(below: mark) } }
         } catch {
             try? connection.execute("ROLLBACK TO prune")
             try? connection.execute("RELEASE prune")
