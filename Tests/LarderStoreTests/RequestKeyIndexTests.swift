@@ -34,6 +34,23 @@ import Testing
         #expect(KeyFilter(capacity: 0, holdsAll: true).mayContain(UUID()))
     }
 
+    /// The table of row keys finds every pair it holds through its growth, a key's several rows all, and drops the
+    /// rows below the mark only when it grows.
+    @Test func theRowTableFindsEveryKeyAndDropsOnlyPassedRows() {
+        var table = RowKeys()
+        let keys = (0..<5_000).map { _ in UUID() }
+        for (n, key) in keys.enumerated() { table.insert(key, row: Int64(n + 1), keepingFrom: 0) }
+        // A key written again (its first write rolled back): both rows.
+        table.insert(keys[7], row: 9_000, keepingFrom: 0)
+        #expect(keys.enumerated().allSatisfy { n, key in table.rows(holding: key).contains(Int64(n + 1)) })
+        #expect(Set(table.rows(holding: keys[7])) == [8, 9_000])
+        #expect((0..<1_000).allSatisfy { _ in table.rows(holding: UUID()).isEmpty })
+        // Growing past the mark drops the rows below it, and keeps the rest.
+        for n in 0..<10_000 { table.insert(UUID(), row: Int64(10_000 + n), keepingFrom: 2_501) }
+        #expect(table.rows(holding: keys[0]).isEmpty && table.rows(holding: keys[2_499]).isEmpty)
+        #expect(table.rows(holding: keys[2_500]) == [2_501] && table.rows(holding: keys[4_999]) == [5_000])
+    }
+
     /// Through stores and sweeps of every kind (a slice that ends the pass, one that does not, expired rows and
     /// live ones), every key the table holds is one the filter may hold; and a pass lets the filter forget the keys
     /// it took out.

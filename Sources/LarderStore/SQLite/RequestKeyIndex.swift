@@ -202,12 +202,18 @@ final class RequestKeyIndex: @unchecked Sendable {  // its state only under `loc
     }
 }
 
-/// Row numbers by request key: an open-addressing table of (hash of the key, row number) pairs, probed linearly.
-/// Several pairs may share a key (a write that rolled back and its retry): `rows(holding:)` gives them all. Pairs of
-/// rows below the mark a sweep has passed are dropped when the table grows.
+/// Row numbers by request key: an open-addressing table of (hash of the key, row number) pairs, probed linearly, each
+/// pair in one 16-byte slot (a probe touches one cache line). Several pairs may share a key (a write that rolled back
+/// and its retry): `rows(holding:)` gives them all. Pairs of rows below the mark a sweep has passed are dropped when
+/// the table grows.
 struct RowKeys {
-    private var hashes: [UInt64] = []
-    private var numbers: [Int64] = []
+    private struct Slot {
+        var hash: UInt64
+        /// The row's number; 0 in an empty slot.
+        var row: Int64
+    }
+
+    private var slots: [Slot] = []
     /// The pairs in the table, stale ones included.
     private var used = 0
 
@@ -221,41 +227,43 @@ struct RowKeys {
 
     /// Adds `key` at row `row` (above 0); when the table is full, it is made again without the pairs below `from`.
     mutating func insert(_ key: UUID, row: Int64, keepingFrom from: Int64) {
-        if (used + 1) * 10 > hashes.count * 7 { grow(keepingFrom: from) }
-        place(Self.hash(key), row)
+        if (used + 1) * 10 > slots.count * 7 { grow(keepingFrom: from) }
+        place(Slot(hash: Self.hash(key), row: row))
     }
 
     func rows(holding key: UUID) -> [Int64] {
-        guard !hashes.isEmpty else { return [] }
+        guard !slots.isEmpty else { return [] }
         let hash = Self.hash(key)
-        let mask = hashes.count - 1
-        var slot = Int(truncatingIfNeeded: hash) & mask
-        var found: [Int64] = []
-        while numbers[slot] != 0 {
-            if hashes[slot] == hash { found.append(numbers[slot]) }
-            slot = (slot + 1) & mask
+        return slots.withUnsafeBufferPointer { slots in
+            let mask = slots.count - 1
+            var at = Int(truncatingIfNeeded: hash) & mask
+            var found: [Int64] = []
+            while slots[at].row != 0 {
+                if slots[at].hash == hash { found.append(slots[at].row) }
+                at = (at + 1) & mask
+            }
+            return found
         }
-        return found
     }
 
-    private mutating func place(_ hash: UInt64, _ row: Int64) {
-        let mask = hashes.count - 1
-        var slot = Int(truncatingIfNeeded: hash) & mask
-        while numbers[slot] != 0 { slot = (slot + 1) & mask }
-        hashes[slot] = hash
-        numbers[slot] = row
+    private mutating func place(_ slot: Slot) {
+        slots.withUnsafeMutableBufferPointer { slots in
+            let mask = slots.count - 1
+            var at = Int(truncatingIfNeeded: slot.hash) & mask
+            while slots[at].row != 0 { at = (at + 1) & mask }
+            slots[at] = slot
+        }
         used += 1
     }
 
     /// Makes the table again, at most a quarter full, with the pairs of rows from `from` on.
     private mutating func grow(keepingFrom from: Int64) {
-        let kept = zip(hashes, numbers).filter { $0.1 >= from && $0.1 != 0 }
+        let kept = slots.filter { $0.row >= from && $0.row != 0 }
         var capacity = 1024
         while capacity < kept.count * 4 { capacity <<= 1 }
-        hashes = [UInt64](repeating: 0, count: capacity)
-        numbers = [Int64](repeating: 0, count: capacity)
+        slots = [Slot](repeating: Slot(hash: 0, row: 0), count: capacity)
         used = 0
-        for (hash, row) in kept { place(hash, row) }
+        for slot in kept { place(slot) }
     }
 }
 
