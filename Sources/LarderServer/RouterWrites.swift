@@ -99,8 +99,9 @@ extension Router {
     }
 
     /// Parses a write request and returns what to run inside the group-commit transaction. A request carrying a
-    /// `requestKey` runs keyed (`RequestKey.wrap`, a CREATE `RequestKey.create`); a write without one pays nothing for keys (the tree-free reader
-    /// looks for the member only among names it does not know, the general one with one lookup).
+    /// `requestKey` runs keyed (`RequestKey.wrap`, a CREATE `RequestKey.create`); a write without one pays nothing for
+    /// keys (the tree-free reader looks for the member only among names it does not know, the general one with one
+    /// lookup).
     /// `schemas`: as for `fastWriteBody`.
     static func writeBody(_ frame: Frame, schemas: Store? = nil) throws(LarderError) -> WriteBody {
         if let body = fastWriteBody(frame, schemas: schemas) { return body }

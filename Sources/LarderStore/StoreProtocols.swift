@@ -207,6 +207,7 @@ public struct PreparedDocument: Sendable, Equatable {
 }
 
 extension WriteContext {
+    /// Runs `create`: a store that keeps every key in its key table (`storeRequestKey`) needs nothing more.
     public func keyed(_ key: RequestKey, _ create: () throws(LarderError) -> StoredRecord) throws(LarderError)
         -> StoredRecord
     {
@@ -271,8 +272,8 @@ public protocol WriteContext {
     /// Stores `answer` under a key `claimRequestKey` found new, in this transaction.
     func storeRequestKey(_ key: RequestKey, answer: [UInt8]) throws(LarderError)
     /// Runs `create`, the CREATE of a key `claimRequestKey` found new in this transaction, answered with the record
-    /// it returns (`RequestKey.create`), before its `storeRequestKey`: only in that order. A store may keep the key in the record's own row instead
-    /// (`RequestKey.rowMark`), and make the answer again from that row for a retry.
+    /// it returns (`RequestKey.create`), before its `storeRequestKey`: only in that order. A store may keep the key
+    /// in the record's own row instead (`RequestKey.rowMark`), and make the answer again from that row for a retry.
     func keyed(_ key: RequestKey, _ create: () throws(LarderError) -> StoredRecord) throws(LarderError) -> StoredRecord
 
     // Accounts Larder keeps (`StoredAccount`) and their sessions.

@@ -118,7 +118,8 @@ import Testing
             }
             // The CREATEs' keys are in their rows.
             #expect(try Self.count(store, "SELECT count(*) FROM request_keys") == 0)
-            #expect(try Self.count(store, "SELECT count(*) FROM documents WHERE createKey IS NOT NULL") == Int64(writes))
+            let kept = try Self.count(store, "SELECT count(*) FROM documents WHERE createKey IS NOT NULL")
+            #expect(kept == Int64(writes))
             for (key, title, answer) in answers { #expect(try Self.keyedCreate(store, key, title) == answer) }
             #expect(try Self.count(store, "SELECT count(*) FROM documents") == Int64(writes))
         }
@@ -306,7 +307,9 @@ import Testing
                 ),
             ]
             for (name, write) in others {
-                let refused = #expect(throws: LarderError.self, "\(name)") { _ = try store.syncWrite(single: true, write) }
+                let refused = #expect(throws: LarderError.self, "\(name)") {
+                    _ = try store.syncWrite(single: true, write)
+                }
                 #expect(refused?.field == "requestKey", "\(name)")
             }
             // Read from a reader's connection too, as the server looks before it writes.
@@ -327,7 +330,8 @@ import Testing
             let milk = try object(#"{"title":"Buy milk"}"#)
             let done = try object(#"{"done":true}"#)
             let document = PreparedDocument(milk)
-            let request = RequestKey.document(createKey, .create, collection: "todos", id: nil, rev: nil, data: document.data)
+            let request = RequestKey.document(
+                createKey, .create, collection: "todos", id: nil, rev: nil, data: document.data)
             let id = try store.syncWrite(single: true) { (c) throws(LarderError) in
                 try c.create("todos", id: nil, data: milk)
             }.id
