@@ -211,6 +211,12 @@ import Testing
         try SQLiteConnection(path: store.core.databasePath, readOnly: true).scalar(sql) ?? -1
     }
 
+    /// Makes every row of `store` (and so the keys they keep) `ms` older, as if written that long ago.
+    static func age(_ store: SQLiteStore, by ms: Int64) throws {
+        try SQLiteConnection(path: store.core.databasePath, readOnly: false).run(
+            "UPDATE documents SET createdAt = createdAt - ?1, updatedAt = updatedAt - ?1", [.int(ms)])
+    }
+
     @Test func aRetryIsAnsweredFromTheDocumentAsTheFirstAnswerWas() throws {
         try withStore { store, _ in
             let key = UUID()
@@ -358,14 +364,12 @@ import Testing
         let (old, fresh) = (UUID(), UUID())
         let setUp: (inout StoreConfiguration) -> Void = {
             $0.dataDirectory = directory
-            $0.requestKeyRetentionMs = 200
             $0.changeRetentionEvents = 64
         }
         try withStore(setUp) { (store: SQLiteStore, _: String) throws -> Void in
             _ = try RequestKeyIndexTests.keyedCreate(store, old, "old")
-            let created = try store.list("todos", limit: 1, cursor: nil).records[0].createdAt
-            // Waits for the clock to pass the retention.
-            while nowMillis() <= created + 200 { Thread.sleep(forTimeInterval: 0.01) }
+            // Its row made two retentions ago.
+            try CreateKeyInRowTests.age(store, by: 2 * store.core.configuration.requestKeyRetentionMs)
             // This write's prune runs the sweep, with its own key fresh.
             _ = try RequestKeyIndexTests.keyedCreate(store, fresh, "fresh")
             let rows = try SQLiteConnection(path: store.core.databasePath, readOnly: true).query(
@@ -380,13 +384,12 @@ import Testing
 
     /// A key past its retention is a new write: the same CREATE again finds its id taken.
     @Test func anExpiredKeyInARowIsANewWrite() throws {
-        try withStore({ $0.requestKeyRetentionMs = 20 }) { store, _ in
+        try withStore { store, _ in
             let (key, id) = (UUID(), UUID())
             let first = try Self.keyedWrite(store, key, id: id, title: "soon old")
             #expect(try Self.keyedWrite(store, key, id: id, title: "soon old") == first)
-            let created = try store.get("todos", id: id).createdAt
-            // Waits for the clock to pass the retention.
-            while nowMillis() <= created + 20 { Thread.sleep(forTimeInterval: 0.005) }
+            // The row made just past the retention ago.
+            try Self.age(store, by: store.core.configuration.requestKeyRetentionMs + 1)
             let taken = #expect(throws: LarderError.self) { _ = try Self.keyedWrite(store, key, id: id, title: "soon old") }
             #expect(taken?.status == .conflict)
         }
