@@ -45,6 +45,10 @@ final class StoreCore: @unchecked Sendable {
 
     /// Called after such a COMMIT, before its write is answered.
     func accessChanged() { access.add(1, ordering: .releasing) }
+
+    /// The oldest time (milliseconds since 1970) a request key may have been stored at `now` and still answer
+    /// (`StoreConfiguration.requestKeyRetentionMs`).
+    func oldestLiveRequestKey(now: Int64 = nowMillis()) -> Int64 { now - configuration.requestKeyRetentionMs }
     private let lock = Lock()
     private var indexed: Set<String> = []
 

@@ -7,7 +7,7 @@ import LarderWire
 extension PGWriteContext {
     func claimRequestKey(_ key: RequestKey) throws(LarderError) -> [UInt8]? {
         let now = nowMillis()
-        let oldest = now - core.configuration.requestKeyRetentionMs
+        let oldest = core.oldestLiveRequestKey(now: now)
         // An expired key's row, not yet pruned, is taken over as a new key.
         let claimed = try one(
             PGStatement(
@@ -45,7 +45,7 @@ extension PGWriteContext {
 
 extension PostgresStore {
     public func requestKeyAnswer(_ key: RequestKey) throws(LarderError) -> [UInt8]? {
-        let oldest = nowMillis() - core.configuration.requestKeyRetentionMs
+        let oldest = core.oldestLiveRequestKey()
         let result = try readers.read { db throws(LarderError) in
             try db.run([
                 PGStatement(

@@ -231,7 +231,7 @@ final class PGWriter: @unchecked Sendable {
                     name: "prune"))
             statements.append(
                 PGStatement(
-                    "DELETE FROM request_keys WHERE created_at < $1", [.int(now - configuration.requestKeyRetentionMs)],
+                    "DELETE FROM request_keys WHERE created_at < $1", [.int(core.oldestLiveRequestKey(now: now))],
                     name: "prune_request_keys"))
             prune.pruned(now: now)
         }

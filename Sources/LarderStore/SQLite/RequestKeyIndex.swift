@@ -21,9 +21,9 @@ import LarderWire
 ///
 /// A CREATE's key stays out of the table: it rides in the row the CREATE makes (`documents.createKey`, see
 /// `RequestKey.rowMark`), which the commit writes anyway, and a table of row numbers by key in memory (`RowKeys`)
-/// finds it again, for a retry or for a key reused with another request. That table holds every such key younger
-/// than the retention: it is filled from the rows numbered from `requestKeyRowsFrom` (in `larder_meta`) as the store
-/// opens, and each sweep moves that mark past the rows whose keys expired (in memory once its transaction commits).
+/// finds it again, for a retry or for a key reused with another request. That table holds every such key of the rows
+/// numbered from `requestKeyRowsFrom` (in `larder_meta`) on, read as the store opens: each sweep moves that mark past
+/// the rows whose keys expired (in memory once its transaction commits), and the lookup checks a key's age.
 ///
 /// Stores open on one file in this process at once (`DataDirectoryLock` lets them share it) share its index
 /// (`shared`): each writer must learn of the keys the others store. Its calls take a lock of its own, held by a sweep
@@ -42,7 +42,7 @@ final class RequestKeyIndex: @unchecked Sendable {  // its state only under `loc
     private var rows = RowKeys()
     /// The lowest row number whose CREATE's key may not have expired (`requestKeyRowsFrom`).
     private var rowsFrom: Int64
-    /// The highest row number when the last sweep ran.
+    /// The last row number given out when the last sweep ran.
     private var newestAtSweep: Int64?
 
     /// The fewest rows a slice visits.

@@ -10,7 +10,7 @@ extension SQLiteWriteContext {
             throw closedError ?? LarderError(.unavailable, "the store is closed")
         }
         keyKeptInRow = false
-        let oldest = nowMillis() - core.configuration.requestKeyRetentionMs
+        let oldest = core.oldestLiveRequestKey()
         if let answer = try SQLiteStore.rowKeyAnswer(key, db, requestKeys, oldest: oldest) { return answer }
         guard requestKeys.mayHold(key.key) else { return nil }
         let statement = try db.statement(.selectRequestKey)
@@ -30,18 +30,28 @@ extension SQLiteWriteContext {
             keyKeptInRow = false
             return
         }
-        // Before the row: the filter may hold a key the table lacks, never the other way round.
-        requestKeys.stored(key.key)
-        let statement = try db.statement(.storeRequestKey)
-        defer { statement.reset() }
-        try statement.bindUUID(key.key, at: 1)
         // The document a CREATE's or REPLACE's answer repeats is left out: its retry brings it again. (PostgreSQL
         // keeps whole answers: servers of an older version may share its table and answer from it.)
         let kept = key.kept(answer)
-        try statement.bind(at: 2, .text(key.request))
-        try statement.bind(at: 3, .text(kept.digest))
-        try statement.bind(at: 4, .blob(kept.answer))
-        try statement.bind(at: 5, .int(nowMillis()))
+        try insertKeyRow(
+            key.key, (request: key.request, digest: kept.digest, answer: kept.answer), createdAt: nowMillis(), db,
+            requestKeys)
+    }
+
+    /// Puts `key`'s row in the key table (`request_keys`), after the filter learns of it: the filter may hold a key
+    /// the table lacks, never the other way round.
+    func insertKeyRow(
+        _ key: UUID, _ stored: (request: String, digest: String, answer: [UInt8]), createdAt: Int64,
+        _ db: SQLiteConnection, _ requestKeys: RequestKeyIndex
+    ) throws(LarderError) {
+        requestKeys.stored(key)
+        let statement = try db.statement(.storeRequestKey)
+        defer { statement.reset() }
+        try statement.bindUUID(key, at: 1)
+        try statement.bind(at: 2, .text(stored.request))
+        try statement.bind(at: 3, .text(stored.digest))
+        try statement.bind(at: 4, .blob(stored.answer))
+        try statement.bind(at: 5, .int(createdAt))
         while try statement.step() {}
     }
 
@@ -49,8 +59,7 @@ extension SQLiteWriteContext {
     /// CREATE's key (with the change log's prune, in its savepoint); answers the new mark, for after the commit.
     func pruneRequestKeys(now: Int64) throws(LarderError) -> Int64? {
         guard let db = connection, let requestKeys else { return nil }
-        return try requestKeys.sweep(
-            db, oldest: now - core.configuration.requestKeyRetentionMs, newest: documentNumbers.last)
+        return try requestKeys.sweep(db, oldest: core.oldestLiveRequestKey(now: now), newest: documentNumbers.last)
     }
 }
 
@@ -75,7 +84,7 @@ extension SQLiteStore {
     }
 
     public func requestKeyAnswer(_ key: RequestKey) throws(LarderError) -> [UInt8]? {
-        let oldest = nowMillis() - core.configuration.requestKeyRetentionMs
+        let oldest = core.oldestLiveRequestKey()
         let index = writer.requestKeys
         return try readers.read { db throws(LarderError) in
             if let answer = try Self.rowKeyAnswer(key, db, index, oldest: oldest) { return answer }

@@ -144,9 +144,9 @@ final class SQLiteWriteContext: PreparedWriteContext {
         return record
     }
 
-    /// Runs `create` with `key` riding in the row it makes (`RequestKey.rowMark`): the key then
-    /// needs no row of its own in `request_keys` until the document goes (`moveRowKey`); the index finds it for a
-    /// retry (`claimRequestKey`).
+    /// Runs `create` with `key` riding in the row it makes (`RequestKey.rowMark`): the key then needs no row of its
+    /// own in `request_keys` until the document goes (`moveRowKey`); the index finds it for a retry
+    /// (`claimRequestKey`).
     func keyed(_ key: RequestKey, _ create: () throws(LarderError) -> StoredRecord) throws(LarderError)
         -> StoredRecord
     {
@@ -165,19 +165,10 @@ final class SQLiteWriteContext: PreparedWriteContext {
     /// Before document `id`'s row goes: the request key its CREATE left in it, if not expired, moves to
     /// `request_keys` with the answer it stands for, so that a retry still finds it.
     private func moveRowKey(_ collection: String, _ id: UUID, createdAt: Int64, mark: [UInt8]) throws(LarderError) {
-        guard createdAt >= nowMillis() - core.configuration.requestKeyRetentionMs, let requestKeys,
-            let key = RequestKey.key(ofMark: mark)
+        guard createdAt >= core.oldestLiveRequestKey(), let requestKeys, let key = RequestKey.key(ofMark: mark)
         else { return }
-        let row = RequestKey.tableRow(collection: collection, id: id, createdAt: createdAt, mark: mark)
-        requestKeys.stored(key)
-        let statement = try db.statement(.storeRequestKey)
-        defer { statement.reset() }
-        try statement.bindUUID(key, at: 1)
-        try statement.bind(at: 2, .text(row.request))
-        try statement.bind(at: 3, .text(row.digest))
-        try statement.bind(at: 4, .blob(row.answer))
-        try statement.bind(at: 5, .int(createdAt))
-        while try statement.step() {}
+        let stored = RequestKey.tableRow(collection: collection, id: id, createdAt: createdAt, mark: mark)
+        try insertKeyRow(key, stored, createdAt: createdAt, db, requestKeys)
     }
 
     private struct Current {
@@ -389,7 +380,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
         let keys = try db.query(
             "SELECT id, createdAt, createKey FROM documents WHERE collection = ?1 AND createKey IS NOT NULL "
                 + "AND createdAt >= ?2",
-            [.text(name), .int(nowMillis() - core.configuration.requestKeyRetentionMs)]
+            [.text(name), .int(core.oldestLiveRequestKey())]
         ) { (id: $0.uuid(0), createdAt: $0.int(1), mark: $0.bytes(2)) }
         for key in keys { try moveRowKey(name, key.id, createdAt: key.createdAt, mark: key.mark) }
         let blobs = try db.run("DELETE FROM blobs WHERE attachedCollection = ?1", [.text(name)])
