@@ -121,30 +121,19 @@ package struct FieldReader {
     static func strictUUID(utf8: UnsafeBufferPointer<UInt8>) -> UUID? {
         guard utf8.count == 36, let p = utf8.baseAddress else { return nil }
         guard p[8] == 0x2D, p[13] == 0x2D, p[18] == 0x2D, p[23] == 0x2D else { return nil }
-        return hexDigitValues.withUnsafeBufferPointer { table -> UUID? in
-            // Each byte from two digits; a non-digit's value (0xFF) leaves high bits in `invalid`.
-            var invalid: UInt8 = 0
-            @inline(__always) func byte(_ i: Int) -> UInt8 {
-                let high = table[Int(p[i])]
-                let low = table[Int(p[i + 1])]
-                invalid |= high | low
-                return high << 4 | low
-            }
-            let uuid: uuid_t = (
-                byte(0), byte(2), byte(4), byte(6), byte(9), byte(11), byte(14), byte(16),
-                byte(19), byte(21), byte(24), byte(26), byte(28), byte(30), byte(32), byte(34)
-            )
-            return invalid & 0xF0 == 0 ? UUID(uuid: uuid) : nil
+        let raw = UnsafeRawPointer(p)
+        @inline(__always) func digits(_ offset: Int) -> UInt32 {
+            UInt32(bigEndian: raw.loadUnaligned(fromByteOffset: offset, as: UInt32.self))
         }
+        // Eight digits at a time (the groups of four in pairs): 8, 4 + 4, 4 + 4, 8.
+        guard let a = HexDigits.value(UInt64(digits(0)) << 32 | UInt64(digits(4))),
+            let b = HexDigits.value(UInt64(digits(9)) << 32 | UInt64(digits(14))),
+            let c = HexDigits.value(UInt64(digits(19)) << 32 | UInt64(digits(24))),
+            let d = HexDigits.value(UInt64(digits(28)) << 32 | UInt64(digits(32)))
+        else { return nil }
+        var halves = ((UInt64(a) << 32 | UInt64(b)).bigEndian, (UInt64(c) << 32 | UInt64(d)).bigEndian)
+        return withUnsafeBytes(of: &halves) { UUID(uuid: $0.loadUnaligned(as: uuid_t.self)) }
     }
-
-    /// The value of each hex digit byte (either case); 0xFF for every other byte.
-    private static let hexDigitValues: [UInt8] = {
-        var table = [UInt8](repeating: 0xFF, count: 256)
-        for (value, digit) in "0123456789abcdef".utf8.enumerated() { table[Int(digit)] = UInt8(value) }
-        for (value, digit) in "ABCDEF".utf8.enumerated() { table[Int(digit)] = UInt8(value + 10) }
-        return table
-    }()
 
     package mutating func uuidArray(_ name: String, maxCount: Int) throws(LarderError) -> [UUID] {
         guard let items = try optionalArray(name, maxCount: maxCount) else { throw missing(name) }
@@ -195,22 +184,73 @@ extension UUID {
     /// Calls `body` with the lowercase textual form, formatted on the stack (36 bytes, valid only inside `body`).
     package func withWireUTF8<R, E: Error>(_ body: (UnsafeBufferPointer<UInt8>) throws(E) -> R) throws(E) -> R {
         var text: (UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0)  // 40 bytes of stack
-        return try withUnsafeMutableBytes(of: &text) { buffer throws(E) -> R in
-            withUnsafeBytes(of: uuid) { raw in
-                var at = 0
-                for i in 0..<16 {
-                    if i == 4 || i == 6 || i == 8 || i == 10 {
-                        buffer[at] = UInt8(ascii: "-")
-                        at += 1
-                    }
-                    let high = raw[i] >> 4
-                    let low = raw[i] & 0xF
-                    buffer[at] = high < 10 ? UInt8(ascii: "0") + high : UInt8(ascii: "a") - 10 + high
-                    buffer[at + 1] = low < 10 ? UInt8(ascii: "0") + low : UInt8(ascii: "a") - 10 + low
-                    at += 2
-                }
-            }
-            return try body(UnsafeBufferPointer(start: buffer.baseAddress!.assumingMemoryBound(to: UInt8.self), count: 36))
+        let (high, low) = withUnsafeBytes(of: uuid) { raw in
+            (
+                UInt64(bigEndian: raw.loadUnaligned(as: UInt64.self)),
+                UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+            )
         }
+        return try withUnsafeMutableBytes(of: &text) { buffer throws(E) -> R in
+            let out = buffer.baseAddress!
+            @inline(__always) func put(_ digits: UInt64, at offset: Int) {
+                out.storeBytes(of: digits.bigEndian, toByteOffset: offset, as: UInt64.self)
+            }
+            @inline(__always) func shiftFour(from offset: Int) {
+                let moved = out.loadUnaligned(fromByteOffset: offset, as: UInt32.self)
+                out.storeBytes(of: moved, toByteOffset: offset + 1, as: UInt32.self)
+                out.storeBytes(of: UInt8(ascii: "-"), toByteOffset: offset, as: UInt8.self)
+            }
+            // 8-4-4-4-12: each eight digits stored whole, the second four of a pair moved one on for its hyphen.
+            put(HexDigits.text(UInt32(truncatingIfNeeded: high >> 32)), at: 0)
+            out.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 8, as: UInt8.self)
+            put(HexDigits.text(UInt32(truncatingIfNeeded: high)), at: 9)
+            shiftFour(from: 13)
+            out.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 18, as: UInt8.self)
+            put(HexDigits.text(UInt32(truncatingIfNeeded: low >> 32)), at: 19)
+            shiftFour(from: 23)
+            put(HexDigits.text(UInt32(truncatingIfNeeded: low)), at: 28)
+            return try body(UnsafeBufferPointer(start: out.assumingMemoryBound(to: UInt8.self), count: 36))
+        }
+    }
+}
+
+/// Hex digits eight at a time, in the bytes of a UInt64 (the first digit in the most significant byte): one pass of
+/// shifts and masks where a loop took a table lookup or two tests per digit.
+enum HexDigits {
+    private static let ones: UInt64 = 0x0101_0101_0101_0101
+
+    /// The eight lowercase digits of `value`, the most significant first.
+    @inline(__always) static func text(_ value: UInt32) -> UInt64 {
+        // Each nibble to a byte of its own, in order.
+        var x = UInt64(value)
+        x = (x | x << 16) & 0x0000_FFFF_0000_FFFF
+        x = (x | x << 8) & 0x00FF_00FF_00FF_00FF
+        x = (x | x << 4) & 0x0F0F_0F0F_0F0F_0F0F
+        // A nibble of 10 or more (bit 4 set once 6 is added) is a letter: '0' + 39 + n - 10 is 'a' + n - 10.
+        let letters = ((x &+ 6 &* ones) >> 4) & ones
+        return x &+ 0x3030_3030_3030_3030 &+ letters &* 0x27
+    }
+
+    /// The value of eight hex digits (either case), the first the most significant; nil when any byte is not one.
+    @inline(__always) static func value(_ text: UInt64) -> UInt32? {
+        let top: UInt64 = 0x8080_8080_8080_8080
+        guard text & top == 0 else { return nil }
+        // Bytes below 0x80 only, so adding to each cannot carry into the next: a byte's bit 7 after adding
+        // 0x80 - low says it is at least `low`, after adding 0x7F - high that it is above `high`.
+        @inline(__always) func within(_ bytes: UInt64, _ low: UInt64, _ high: UInt64) -> UInt64 {
+            let atLeastLow = bytes &+ (0x80 - low) &* ones
+            let aboveHigh = bytes &+ (0x7F - high) &* ones
+            return atLeastLow & ~aboveHigh & top
+        }
+        let digits = within(text, 0x30, 0x39)
+        // Setting bit 5 turns 'A'...'F' into 'a'...'f' and changes no other byte into one of those.
+        let letters = within(text | 0x2020_2020_2020_2020, 0x61, 0x66)
+        guard digits | letters == top else { return nil }
+        // A digit's value is its low nibble; a letter's is its low nibble plus 9.
+        var x = (text & 0x0F0F_0F0F_0F0F_0F0F) &+ (letters >> 7) &* 9
+        x = (x >> 4 | x) & 0x00FF_00FF_00FF_00FF
+        x = (x >> 8 | x) & 0x0000_FFFF_0000_FFFF
+        x = (x >> 16 | x) & 0x0000_0000_FFFF_FFFF
+        return UInt32(truncatingIfNeeded: x)
     }
 }
