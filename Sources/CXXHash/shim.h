@@ -2,5 +2,17 @@
 #define LARDER_CXXHASH_SHIM_H
 // xxHash (BSD 2-Clause): XXH3's 128-bit hash, the fingerprint a request key keeps of its request (RequestKey.swift):
 // a few hundred instructions for a small document, where SHA-256 in software took thousands.
+#define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
+
+// XXH3's 128-bit hash of `a` followed by `b`, the same as of one buffer holding both, streamed: for a request's
+// names and a document too long to copy beside them.
+static inline XXH128_hash_t larder_xxh3_128_pair(const void *a, size_t a_length, const void *b, size_t b_length) {
+    XXH3_state_t state;
+    XXH3_INITSTATE(&state);
+    XXH3_128bits_reset(&state);
+    XXH3_128bits_update(&state, a, a_length);
+    XXH3_128bits_update(&state, b, b_length);
+    return XXH3_128bits_digest(&state);
+}
 #endif

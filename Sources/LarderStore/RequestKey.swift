@@ -8,18 +8,29 @@ import LarderWire
 public struct RequestKey: Sendable, Equatable {
     /// The key the client sent.
     public var key: UUID
+    /// The request's opcode.
+    private let opcode: Opcode
+    /// A CREATE's or REPLACE's collection, id and expected revision, from which the canonical form's head is made
+    /// when needed (empty for another write, whose `bytes` hold its whole canonical form).
+    private let collection: String
+    private let id: UUID?
+    private let rev: Int64?
+    /// A CREATE's or REPLACE's document as stored (the request's own buffer, not a copy); another write's whole
+    /// canonical form.
+    private let bytes: [UInt8]
+    /// Whether `bytes` is a CREATE's or REPLACE's document.
+    private let isDocument: Bool
+
     /// The request in a canonical form, without its key: its opcode (2 bytes), its collection and id each ended by a
     /// NUL byte, and the rest (for a CREATE or REPLACE its expected revision, a NUL and the document; for the others
     /// the request's JSON). Two requests with one key are the same request when their `request` and `canonical` are
     /// equal.
-    public var canonical: [UInt8]
-    /// Where a CREATE's or REPLACE's document lies in `canonical`: a retry brings it again, so an answer that holds
-    /// it need not be kept with it (`kept`).
-    var document: Range<Int>?
+    public var canonical: [UInt8] { isDocument ? head + bytes : bytes }
 
     /// What the request was, for the refusal of a key reused for another: the opcode's name, and its collection and
     /// id when it names them (`CREATE todos 3f25…`), read from `canonical`.
     public var request: String {
+        let canonical = isDocument ? head : bytes
         guard canonical.count >= 2 else { return "" }
         let name = Opcode(rawValue: UInt16(canonical[0]) << 8 | UInt16(canonical[1])).name
         var text = Array(name.utf8)
@@ -40,12 +51,112 @@ public struct RequestKey: Sendable, Equatable {
     /// would; keys stored by older servers hold a SHA-256 (64 hex digits) instead, which `answer` checks too.
     public var digest: String { RequestKey.hex(fingerprint) }
 
-    /// `canonical`'s 128-bit hash (`digest`).
-    private var fingerprint: XXH128_hash_t { XXH3_128bits(canonical, canonical.count) }
+    /// `canonical`'s 128-bit hash (`digest`), made without making `canonical` on the heap.
+    private var fingerprint: XXH128_hash_t {
+        isDocument ? Self.fingerprint(opcode, collection, id, rev, bytes) : XXH3_128bits(bytes, bytes.count)
+    }
+
+    /// The fingerprint of a CREATE or REPLACE from its parts: its canonical form made on the stack when it is at most
+    /// 4 KiB, else its head on the stack and the document streamed after it. (A static function of the parts: a
+    /// closure over the request would copy it.)
+    private static func fingerprint(
+        _ opcode: Opcode, _ collection: String, _ id: UUID?, _ rev: Int64?, _ document: [UInt8]
+    ) -> XXH128_hash_t {
+        withHeadParts(collection, rev) { collection, revision in
+            document.withUnsafeBytes { document in
+                let head = headCount(collection, id, revision)
+                let total = head + document.count
+                if total <= 4096 {
+                    return withUnsafeTemporaryAllocation(byteCount: total, alignment: 8) { buffer in
+                        let out = buffer.baseAddress!
+                        writeHead(opcode, collection, id, revision, into: out)
+                        if let base = document.baseAddress {
+                            (out + head).copyMemory(from: base, byteCount: document.count)
+                        }
+                        return XXH3_128bits(out, total)
+                    }
+                }
+                return withUnsafeTemporaryAllocation(byteCount: head, alignment: 8) { buffer in
+                    writeHead(opcode, collection, id, revision, into: buffer.baseAddress!)
+                    return larder_xxh3_128_pair(buffer.baseAddress, head, document.baseAddress, document.count)
+                }
+            }
+        }
+    }
+
+    /// The document a CREATE or REPLACE brought.
+    private var document: [UInt8]? { isDocument ? bytes : nil }
+
+    /// Calls `body` with the UTF-8 of a CREATE's or REPLACE's collection and expected revision (empty when none).
+    private static func withHeadParts<R>(
+        _ collection: String, _ rev: Int64?, _ body: (UnsafeBufferPointer<UInt8>, UnsafeBufferPointer<UInt8>) -> R
+    ) -> R {
+        var collection = collection
+        var revision = rev.map { String($0) } ?? ""
+        return collection.withUTF8 { collection in revision.withUTF8 { revision in body(collection, revision) } }
+    }
+
+    /// The canonical head of a CREATE or REPLACE, made on the heap (for the rare uses that need it whole).
+    private var head: [UInt8] {
+        let (opcode, id) = (opcode, id)
+        return Self.withHeadParts(collection, rev) { collection, revision in
+            let length = Self.headCount(collection, id, revision)
+            return [UInt8](unsafeUninitializedCapacity: length) { buffer, count in
+                Self.writeHead(opcode, collection, id, revision, into: UnsafeMutableRawPointer(buffer.baseAddress!))
+                count = length
+            }
+        }
+    }
+
+    /// The length of the canonical head (`writeHead`).
+    private static func headCount(
+        _ collection: UnsafeBufferPointer<UInt8>, _ id: UUID?, _ revision: UnsafeBufferPointer<UInt8>
+    ) -> Int {
+        2 + collection.count + 1 + (id == nil ? 0 : 36) + 1 + revision.count + 1
+    }
+
+    /// Writes the canonical head of a CREATE or REPLACE at `out` (`headCount` bytes): the opcode, the collection and
+    /// id each ended by NUL, the expected revision and a NUL.
+    private static func writeHead(
+        _ opcode: Opcode, _ collection: UnsafeBufferPointer<UInt8>, _ id: UUID?, _ revision: UnsafeBufferPointer<UInt8>,
+        into out: UnsafeMutableRawPointer
+    ) {
+        out.storeBytes(of: UInt8(truncatingIfNeeded: opcode.rawValue >> 8), as: UInt8.self)
+        out.storeBytes(of: UInt8(truncatingIfNeeded: opcode.rawValue), toByteOffset: 1, as: UInt8.self)
+        var at = out + 2
+        if let base = collection.baseAddress { at.copyMemory(from: base, byteCount: collection.count) }
+        at += collection.count
+        at.storeBytes(of: 0, as: UInt8.self)
+        at += 1
+        if let id {
+            id.withWireUTF8 { at.copyMemory(from: $0.baseAddress!, byteCount: 36) }
+            at += 36
+        }
+        at.storeBytes(of: 0, as: UInt8.self)
+        at += 1
+        if let base = revision.baseAddress { at.copyMemory(from: base, byteCount: revision.count) }
+        at += revision.count
+        at.storeBytes(of: 0, as: UInt8.self)
+    }
 
     public init(key: UUID, canonical: [UInt8]) {
         self.key = key
-        self.canonical = canonical
+        self.opcode = Opcode(rawValue: canonical.count >= 2 ? UInt16(canonical[0]) << 8 | UInt16(canonical[1]) : 0)
+        self.collection = ""
+        self.id = nil
+        self.rev = nil
+        self.bytes = canonical
+        self.isDocument = false
+    }
+
+    private init(key: UUID, opcode: Opcode, collection: String, id: UUID?, rev: Int64?, document: [UInt8]) {
+        self.key = key
+        self.opcode = opcode
+        self.collection = collection
+        self.id = id
+        self.rev = rev
+        self.bytes = document
+        self.isDocument = true
     }
 
     /// The key of a parsed request, taken out of it (the request's own parser then sees the members it knows); nil
@@ -62,86 +173,63 @@ public struct RequestKey: Sendable, Equatable {
         return key
     }
 
-    /// The canonical form's head: the opcode, then `collection` and `id` (given as their UTF-8), each ended by NUL,
-    /// with room reserved for `rest` more bytes.
-    private static func head(
-        _ opcode: Opcode, _ collection: inout String, rest: Int, id: (inout [UInt8]) -> Void
-    ) -> [UInt8] {
-        var canonical: [UInt8] = []
-        canonical.reserveCapacity(2 + collection.utf8.count + 1 + 36 + 1 + rest)
-        canonical.append(UInt8(truncatingIfNeeded: opcode.rawValue >> 8))
-        canonical.append(UInt8(truncatingIfNeeded: opcode.rawValue))
-        collection.withUTF8 { canonical.append(contentsOf: $0) }
-        canonical.append(0)
-        id(&canonical)
-        canonical.append(0)
-        return canonical
-    }
-
     /// A CREATE's or REPLACE's key: the request is its collection, id and expected revision, and the document as
     /// stored (so the tree-free reader and the general one, which read one request alike, fingerprint it alike).
     package static func document(
         _ key: UUID, _ opcode: Opcode, collection: String, id: UUID?, rev: Int64?, data: [UInt8]
     ) -> RequestKey {
-        var collection = collection
-        var canonical = head(opcode, &collection, rest: 21 + data.count) { out in id?.writeWire(into: &out) }
-        if let rev { JSONWriter.writeInt(rev, into: &canonical) }
-        canonical.append(0)
-        var request = RequestKey(key: key, canonical: canonical)
-        request.document = canonical.count..<(canonical.count + data.count)
-        request.canonical.append(contentsOf: data)
-        return request
+        RequestKey(key: key, opcode: opcode, collection: collection, id: id, rev: rev, document: data)
     }
 
     /// Any other write's key: the request is its JSON without the key, in compact form (member order kept).
     package static func request(_ key: UUID, _ opcode: Opcode, _ object: JSONObject) -> RequestKey {
         var collection = object["collection"]?.stringValue ?? ""
-        let id = (object["id"] ?? object["upload"])?.stringValue.map { $0.lowercased() }
+        var id = (object["id"] ?? object["upload"])?.stringValue.map { $0.lowercased() } ?? ""
         let rest = object.bytes
-        var canonical = head(opcode, &collection, rest: rest.count) { out in
-            if var id { id.withUTF8 { out.append(contentsOf: $0) } }
-        }
+        var canonical: [UInt8] = []
+        canonical.reserveCapacity(2 + collection.utf8.count + 1 + id.utf8.count + 1 + rest.count)
+        canonical.append(UInt8(truncatingIfNeeded: opcode.rawValue >> 8))
+        canonical.append(UInt8(truncatingIfNeeded: opcode.rawValue))
+        collection.withUTF8 { canonical.append(contentsOf: $0) }
+        canonical.append(0)
+        id.withUTF8 { canonical.append(contentsOf: $0) }
+        canonical.append(0)
         canonical.append(contentsOf: rest)
         return RequestKey(key: key, canonical: canonical)
     }
 
     /// Whether the request is a CREATE (of a document as stored, which it holds): a store may keep its key in the row
     /// the CREATE makes (`rowMark`).
-    var createsDocument: Bool {
-        document != nil && canonical[0] == UInt8(Opcode.create.rawValue >> 8)
-            && canonical[1] == UInt8(truncatingIfNeeded: Opcode.create.rawValue)
-    }
+    var createsDocument: Bool { isDocument && opcode == .create }
 
-    /// Whether a CREATE names its id (its canonical form's id is not empty).
-    private var namesId: Bool {
-        guard let end = canonical[2...].firstIndex(of: 0) else { return false }
-        return end + 1 < canonical.count && canonical[end + 1] != 0
-    }
+    /// Whether a CREATE or REPLACE names its id.
+    private var namesId: Bool { isDocument && id != nil }
 
     /// Whether `data`, a CREATE's document as its row keeps it, is the document the request brought: then the
     /// CREATE's answer can be made again from the row and a retry (`tableRow`).
     func broughtDocument(_ data: [UInt8]) -> Bool {
         guard let document, document.count == data.count else { return false }
-        return canonical.withUnsafeBufferPointer { c in
-            data.withUnsafeBufferPointer { d in
-                document.isEmpty || memcmp(c.baseAddress! + document.lowerBound, d.baseAddress!, document.count) == 0
+        return document.withUnsafeBytes { own in
+            data.withUnsafeBytes { row in
+                own.isEmpty || own.baseAddress == row.baseAddress
+                    || memcmp(own.baseAddress!, row.baseAddress!, own.count) == 0
             }
         }
     }
 
-    /// What the row a CREATE makes keeps of its key (33 bytes): the key's 16 bytes, the request's 128-bit
-    /// fingerprint (`digest`'s, high half first), and 1 when the CREATE named its id, else 0.
-    var rowMark: [UInt8] {
+    /// Calls `body` with what the row a CREATE makes keeps of its key (33 bytes, on the stack): the key's 16 bytes,
+    /// the request's 128-bit fingerprint (`digest`'s, high half first), and 1 when the CREATE named its id, else 0.
+    func withRowMark<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
         let hash = fingerprint
-        let named: UInt8 = namesId ? 1 : 0
-        return [UInt8](unsafeUninitializedCapacity: 33) { mark, count in
-            withUnsafeBytes(of: key.uuid) { UnsafeMutableRawBufferPointer(mark).copyMemory(from: $0) }
-            UnsafeMutableRawPointer(mark.baseAddress! + 16).storeBytes(of: hash.high64.bigEndian, as: UInt64.self)
-            UnsafeMutableRawPointer(mark.baseAddress! + 24).storeBytes(of: hash.low64.bigEndian, as: UInt64.self)
-            mark[32] = named
-            count = 33
+        var mark: (uuid_t, UInt64, UInt64, UInt8) = (key.uuid, hash.high64.bigEndian, hash.low64.bigEndian, 0)
+        mark.3 = namesId ? 1 : 0
+        return try withUnsafeBytes(of: &mark) { (raw) throws(E) -> R in
+            try body(UnsafeRawBufferPointer(rebasing: raw[..<33]))
         }
     }
+
+    /// The row mark (`withRowMark`) as an array.
+    var rowMark: [UInt8] { withRowMark { Array($0) } }
 
     /// The key a row's mark (`rowMark`) holds.
     static func key(ofMark mark: [UInt8]) -> UUID? {
@@ -201,7 +289,7 @@ public struct RequestKey: Sendable, Equatable {
         var answer: [UInt8] = []
         answer.reserveCapacity(stored.answer.count + document.count)
         answer.append(contentsOf: stored.answer[..<cut])
-        answer.append(contentsOf: canonical[document])
+        answer.append(contentsOf: document)
         answer.append(contentsOf: stored.answer[cut...])
         return answer
     }
@@ -212,12 +300,10 @@ public struct RequestKey: Sendable, Equatable {
     /// brings the document again, and the key's row is a fraction of the size. A server that does not know this form
     /// finds the digest different and refuses such a retry rather than answer it wrongly.
     func kept(_ answer: [UInt8]) -> (answer: [UInt8], digest: String) {
-        guard let document, answer.count > document.count else { return (answer, digest) }
+        guard let document, !document.isEmpty, answer.count > document.count else { return (answer, digest) }
         let cut = answer.count - 1 - document.count
         let holds = answer.withUnsafeBufferPointer { a in
-            canonical.withUnsafeBufferPointer { c in
-                memcmp(a.baseAddress! + cut, c.baseAddress! + document.lowerBound, document.count) == 0
-            }
+            document.withUnsafeBufferPointer { d in memcmp(a.baseAddress! + cut, d.baseAddress!, d.count) == 0 }
         }
         guard holds else { return (answer, digest) }
         var kept: [UInt8] = []

@@ -395,3 +395,22 @@ import Testing
         }
     }
 }
+
+// The index's tables by key, for these tests: the store hashes a key once per write (`RequestKeyIndex.hash`) and
+// hands the hash to both.
+extension KeyFilter {
+    fileprivate mutating func insert(_ key: UUID) { insert(RequestKeyIndex.hash(key)) }
+    fileprivate func mayContain(_ key: UUID) -> Bool { mayContain(RequestKeyIndex.hash(key)) }
+}
+
+extension RowKeys {
+    fileprivate mutating func insert(_ key: UUID, row: Int64, keepingFrom from: Int64) {
+        insert(RequestKeyIndex.hash(key).low64, row: row, keepingFrom: from)
+    }
+    fileprivate func rows(holding key: UUID) -> [Int64] { rows(holding: RequestKeyIndex.hash(key).low64) }
+}
+
+extension RequestKeyIndex {
+    fileprivate func mayHold(_ key: UUID) -> Bool { find(Self.hash(key)).inTable }
+    fileprivate func rows(holding key: UUID) -> [Int64] { find(Self.hash(key)).rows }
+}

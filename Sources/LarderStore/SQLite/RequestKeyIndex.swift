@@ -95,13 +95,15 @@ final class RequestKeyIndex: @unchecked Sendable {  // its state only under `loc
             return true
         }
         current = KeyFilter(capacity: keys.count, holdsAll: unreadable)
-        for key in keys { current.insert(key) }
+        for key in keys { current.insert(Self.hash(key)) }
         next = KeyFilter(capacity: keys.count)
         rowsFrom = try connection.scalar("SELECT value FROM larder_meta WHERE key = 'requestKeyRowsFrom'") ?? 0
         try connection.forEachRow(
             "SELECT seq, createKey FROM documents WHERE seq >= ?1 AND createKey IS NOT NULL", [.int(rowsFrom)]
         ) { [self] row in
-            if let key = RequestKey.key(ofMark: row.bytes(1)) { rows.insert(key, row: row.int(0), keepingFrom: 0) }
+            if let key = RequestKey.key(ofMark: row.bytes(1)) {
+                rows.insert(Self.hash(key).low64, row: row.int(0), keepingFrom: 0)
+            }
             return true
         }
     }
@@ -111,27 +113,37 @@ final class RequestKeyIndex: @unchecked Sendable {  // its state only under `loc
         row.withBytes(0) { UUID(wireUTF8: $0.assumingMemoryBound(to: UInt8.self)) }
     }
 
-    /// False only when the table surely does not hold `key`.
-    func mayHold(_ key: UUID) -> Bool { lock.withLock { current.mayContain(key) } }
+    /// A seed for keys' hashes chosen by the process, so that no client can choose keys that collide.
+    private static let seed = UInt64.random(in: .min ... .max)
+
+    /// `key`'s hash, which both of the index's tables use: made once for a write's lookup and its insert.
+    static func hash(_ key: UUID) -> XXH128_hash_t {
+        var bytes = key.uuid
+        return withUnsafeBytes(of: &bytes) { XXH3_128bits_withSeed($0.baseAddress, 16, seed) }
+    }
+
+    /// Where the key of `hash` may be: the numbers of the rows that may keep it (`documents.createKey`; usually
+    /// none), and whether the table may hold it (false only when it surely does not). One look, under one lock.
+    func find(_ hash: XXH128_hash_t) -> (rows: [Int64], inTable: Bool) {
+        lock.withLock { (rows.rows(holding: hash.low64), current.mayContain(hash)) }
+    }
 
     /// Notes `key` as stored in the table (before its transaction commits).
     func stored(_ key: UUID) {
+        let hash = Self.hash(key)
         lock.withLock {
-            current.insert(key)
-            next.insert(key)
+            current.insert(hash)
+            next.insert(hash)
             storedSinceSweep += 1
         }
     }
 
-    /// Notes `key` as kept in the row numbered `row` (before the row is written).
-    func storedInRow(_ key: UUID, row: Int64) {
+    /// Notes the key of `hash` as kept in the row numbered `row` (before the row is written).
+    func storedInRow(_ hash: XXH128_hash_t, row: Int64) {
         lock.withLock {
-            rows.insert(key, row: row, keepingFrom: rowsFrom)
+            rows.insert(hash.low64, row: row, keepingFrom: rowsFrom)
         }
     }
-
-    /// The numbers of the rows that may keep `key` (`documents.createKey`); usually none.
-    func rows(holding key: UUID) -> [Int64] { lock.withLock { rows.rows(holding: key) } }
 
     /// Sweeps the next slice of the table: deletes its keys stored before `oldest` (milliseconds since 1970), and
     /// ends the pass when the slice reaches the end of the table; then moves `requestKeyRowsFrom` on in the table, and
@@ -152,7 +164,7 @@ final class RequestKeyIndex: @unchecked Sendable {  // its state only under `loc
             let text = row.text(0)
             // Every key visited enters the pass's filter, an expired one too: if this transaction rolls back, the
             // key is back in the table.
-            if let key = Self.key(row) { next.insert(key) } else { next.holdAll() }
+            if let key = Self.key(row) { next.insert(Self.hash(key)) } else { next.holdAll() }
             if row.int(1) < oldest { expired.append(text) }
             last = text
             return true
@@ -217,23 +229,15 @@ struct RowKeys {
     /// The pairs in the table, stale ones included.
     private var used = 0
 
-    /// A seed for the key's hash chosen by the process, so that no client can choose keys that collide.
-    private static let seed = UInt64.random(in: .min ... .max)
-
-    private static func hash(_ key: UUID) -> UInt64 {
-        var bytes = key.uuid
-        return withUnsafeBytes(of: &bytes) { XXH3_64bits_withSeed($0.baseAddress, 16, seed) }
-    }
-
-    /// Adds `key` at row `row` (above 0); when the table is full, it is made again without the pairs below `from`.
-    mutating func insert(_ key: UUID, row: Int64, keepingFrom from: Int64) {
+    /// Adds the key of `hash` (`RequestKeyIndex.hash`'s low half) at row `row` (above 0); when the table is full,
+    /// it is made again without the pairs below `from`.
+    mutating func insert(_ hash: UInt64, row: Int64, keepingFrom from: Int64) {
         if (used + 1) * 10 > slots.count * 7 { grow(keepingFrom: from) }
-        place(Slot(hash: Self.hash(key), row: row))
+        place(Slot(hash: hash, row: row))
     }
 
-    func rows(holding key: UUID) -> [Int64] {
+    func rows(holding hash: UInt64) -> [Int64] {
         guard !slots.isEmpty else { return [] }
-        let hash = Self.hash(key)
         return slots.withUnsafeBufferPointer { slots in
             let mask = slots.count - 1
             var at = Int(truncatingIfNeeded: hash) & mask
@@ -293,9 +297,10 @@ struct KeyFilter {
     /// Makes the filter answer "maybe" for every key (when a key it should hold could not be read).
     mutating func holdAll() { holdsAll = true }
 
-    mutating func insert(_ key: UUID) {
+    /// Adds the key of `hash` (`RequestKeyIndex.hash`).
+    mutating func insert(_ hash: XXH128_hash_t) {
         count += 1
-        let (block, bits) = Self.hashes(key)
+        let (block, bits) = Self.hashes(hash)
         let base = Int(block & blockMask) * 8
         words.withUnsafeMutableBufferPointer { words in
             for i in 0..<UInt64(Self.probes) {
@@ -305,9 +310,9 @@ struct KeyFilter {
         }
     }
 
-    func mayContain(_ key: UUID) -> Bool {
+    func mayContain(_ hash: XXH128_hash_t) -> Bool {
         if holdsAll { return true }
-        let (block, bits) = Self.hashes(key)
+        let (block, bits) = Self.hashes(hash)
         let base = Int(block & blockMask) * 8
         return words.withUnsafeBufferPointer { words in
             for i in 0..<UInt64(Self.probes) {
@@ -318,11 +323,7 @@ struct KeyFilter {
         }
     }
 
-    /// The key's block, and the bits (nine per probe) that choose its places in the block: two halves of XXH3's
-    /// 128-bit hash of the key's 16 bytes.
-    private static func hashes(_ key: UUID) -> (block: UInt64, bits: UInt64) {
-        var bytes = key.uuid
-        let hash = withUnsafeBytes(of: &bytes) { XXH3_128bits($0.baseAddress, 16) }
-        return (hash.low64, hash.high64)
-    }
+    /// The key's block, and the bits (nine per probe) that choose its places in the block: the two halves of its
+    /// hash.
+    private static func hashes(_ hash: XXH128_hash_t) -> (block: UInt64, bits: UInt64) { (hash.high64, hash.low64) }
 }

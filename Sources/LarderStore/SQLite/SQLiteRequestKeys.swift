@@ -10,9 +10,14 @@ extension SQLiteWriteContext {
             throw closedError ?? LarderError(.unavailable, "the store is closed")
         }
         keyKeptInRow = false
+        let hash = RequestKeyIndex.hash(key.key)
+        claimedKey = (key.key, hash)
+        // Nearly every key is new: no row keeps it and the filter says the table lacks it, all in one look.
+        let (rows, inTable) = requestKeys.find(hash)
+        guard !rows.isEmpty || inTable else { return nil }
         let oldest = core.oldestLiveRequestKey()
-        if let answer = try SQLiteStore.rowKeyAnswer(key, db, requestKeys, oldest: oldest) { return answer }
-        guard requestKeys.mayHold(key.key) else { return nil }
+        if let answer = try SQLiteStore.rowKeyAnswer(key, rows: rows, db, oldest: oldest) { return answer }
+        guard inTable else { return nil }
         let statement = try db.statement(.selectRequestKey)
         defer { statement.reset() }
         try statement.bindUUID(key.key, at: 1)
@@ -64,12 +69,12 @@ extension SQLiteWriteContext {
 }
 
 extension SQLiteStore {
-    /// The answer to `key` when a CREATE's row keeps it (`RequestKey.rowMark`) and it was stored from `oldest` on;
-    /// the refusal when it went with another request.
-    static func rowKeyAnswer(_ key: RequestKey, _ db: SQLiteConnection, _ index: RequestKeyIndex, oldest: Int64)
+    /// The answer to `key` when one of `rows` (those the index gives for it) keeps it (`RequestKey.rowMark`) and it
+    /// was stored from `oldest` on; the refusal when it went with another request.
+    static func rowKeyAnswer(_ key: RequestKey, rows: [Int64], _ db: SQLiteConnection, oldest: Int64)
         throws(LarderError) -> [UInt8]?
     {
-        for row in index.rows(holding: key.key) {
+        for row in rows {
             let statement = try db.statement(.selectRowKey)
             defer { statement.reset() }
             try statement.bind(at: 1, .int(row))
@@ -87,7 +92,8 @@ extension SQLiteStore {
         let oldest = core.oldestLiveRequestKey()
         let index = writer.requestKeys
         return try readers.read { db throws(LarderError) in
-            if let answer = try Self.rowKeyAnswer(key, db, index, oldest: oldest) { return answer }
+            let rows = index.find(RequestKeyIndex.hash(key.key)).rows
+            if let answer = try Self.rowKeyAnswer(key, rows: rows, db, oldest: oldest) { return answer }
             let stored = try db.query(
                 "SELECT request, digest, answer FROM request_keys WHERE key = ?1 AND createdAt >= ?2",
                 [.text(key.key.wireString), .int(oldest)]

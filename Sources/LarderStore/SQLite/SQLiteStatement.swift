@@ -60,6 +60,19 @@ package final class SQLiteStatement {
             handle, index, pointer, sqlite3_uint64(raw.count), larder_sqlite_transient(), UInt8(SQLITE_UTF8))
     }
 
+    /// Binds a blob without copying it, for `body` (which steps the statement) only: `raw` must stay valid until
+    /// `body` returns, and the parameter is NULL again after.
+    func withBlob<R>(_ raw: UnsafeRawBufferPointer, at index: Int32, _ body: () throws(LarderError) -> R)
+        throws(LarderError) -> R
+    {
+        // A nil destructor is SQLITE_STATIC: SQLite reads the bytes where they are, during the step.
+        let rc = sqlite3_bind_blob64(
+            handle, index, raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, sqlite3_uint64(raw.count), nil)
+        guard rc == SQLITE_OK else { throw connection.error(rc, "bind a value") }
+        defer { sqlite3_bind_null(handle, index) }
+        return try body()
+    }
+
     /// Binds a UUID as its 36-character lowercase text (the form the id columns hold), without making a String.
     func bindUUID(_ id: UUID, at index: Int32) throws(LarderError) {
         try id.withWireUTF8 { (text) throws(LarderError) in try bindText(UnsafeRawBufferPointer(text), at: index) }

@@ -1,4 +1,5 @@
 import CSQLite
+import CXXHash
 import Foundation
 import LarderIO
 import LarderSchema
@@ -35,6 +36,8 @@ final class SQLiteWriteContext: PreparedWriteContext {
     let requestKeys: RequestKeyIndex?
     /// The request key of the write running now (`keyed`), when it may ride in the row its CREATE makes.
     private var keyInFlight: RequestKey?
+    /// The key the running write claimed last (`claimRequestKey`), with its hash: its CREATE's row needs it again.
+    var claimedKey: (key: UUID, hash: XXH128_hash_t)?
     /// Set when the running write's CREATE kept its key in the row it made (`keyed`): `storeRequestKey` has nothing
     /// to store.
     var keyKeptInRow = false
@@ -126,18 +129,23 @@ final class SQLiteWriteContext: PreparedWriteContext {
         try statement.bind(at: 8, .int(number))
         // A CREATE's request key rides in its row when the row keeps the document it brought (its answer can then
         // be made again for a retry); before the row is written, the index learns where it is.
-        var mark: [UInt8]?
+        func write() throws(LarderError) {
+            do throws(LarderError) {
+                while try statement.step() {}
+            } catch where error.status == .conflict {
+                throw WriteRules.idTaken(id, in: collection)
+            }
+        }
         if let key = keyInFlight, let requestKeys, key.broughtDocument(document.data) {
-            mark = key.rowMark
-            requestKeys.storedInRow(key.key, row: number)
+            let hash = claimedKey.flatMap { $0.key == key.key ? $0.hash : nil } ?? RequestKeyIndex.hash(key.key)
+            requestKeys.storedInRow(hash, row: number)
+            try key.withRowMark { (mark) throws(LarderError) in try statement.withBlob(mark, at: 9, write) }
+            keyKeptInRow = true
+        } else {
+            try statement.bind(at: 9, .null)
+            try write()
+            keyKeptInRow = false
         }
-        try statement.bind(at: 9, mark.map { .blob($0) } ?? .null)
-        do throws(LarderError) {
-            while try statement.step() {}
-        } catch where error.status == .conflict {
-            throw WriteRules.idTaken(id, in: collection)
-        }
-        keyKeptInRow = mark != nil
         if keepsText { try enterBacklog(seq: number, old: nil) }
         let record = StoredRecord(id: id, rev: 1, createdAt: now, updatedAt: now, data: document.data)
         changes.append(ChangeEntry(seq: seq, kind: .create, collection: collection, time: now, record: record))
