@@ -217,55 +217,69 @@ public struct RequestKey: Sendable, Equatable {
         }
     }
 
-    /// Calls `body` with what the row a CREATE makes keeps of its key (33 bytes, on the stack): the key's 16 bytes,
-    /// the request's 128-bit fingerprint (`digest`'s, high half first), and 1 when the CREATE named its id, else 0.
+    /// Calls `body` with what the row a CREATE makes keeps of its key (24 bytes, on the stack): the key's 16 bytes,
+    /// then 8 bytes (big-endian) whose top bit is set when the CREATE named its id and whose other 63 bits are the
+    /// request's short fingerprint (`shortFingerprint`). (Rows written by the previous version keep 33 bytes: the key,
+    /// the whole 128-bit fingerprint, and a byte for the id; both are read.)
     func withRowMark<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
-        let hash = fingerprint
-        var mark: (uuid_t, UInt64, UInt64, UInt8) = (key.uuid, hash.high64.bigEndian, hash.low64.bigEndian, 0)
-        mark.3 = namesId ? 1 : 0
-        return try withUnsafeBytes(of: &mark) { (raw) throws(E) -> R in
-            try body(UnsafeRawBufferPointer(rebasing: raw[..<33]))
-        }
+        let named: UInt64 = namesId ? 1 << 63 : 0
+        var mark: (uuid_t, UInt64) = (key.uuid, (named | Self.short(fingerprint)).bigEndian)
+        return try withUnsafeBytes(of: &mark) { (raw) throws(E) -> R in try body(raw) }
     }
+
+    /// 63 bits of a fingerprint, all a row's mark keeps: a retry brings the same request, so only a key reused for
+    /// another request could match by chance (one in 2^63), and a row is 9 bytes smaller than with the whole hash.
+    private static func short(_ fingerprint: XXH128_hash_t) -> UInt64 { fingerprint.high64 & ~(1 << 63) }
 
     /// The row mark (`withRowMark`) as an array.
     var rowMark: [UInt8] { withRowMark { Array($0) } }
 
     /// The key a row's mark (`rowMark`) holds.
     static func key(ofMark mark: [UInt8]) -> UUID? {
-        guard mark.count == 33 else { return nil }
+        guard mark.count == 24 || mark.count == 33 else { return nil }
         return mark.withUnsafeBytes { UUID(uuid: $0.loadUnaligned(as: uuid_t.self)) }
     }
 
     /// The key table's row for a CREATE's key kept in the row of document `id` (`rowMark`): what `storeRequestKey`
     /// would have stored, its answer (the record at revision 1) without the document. `answer` puts back the
-    /// document a retry brings.
+    /// document a retry brings. The digest is the mark's fingerprint: 16 hex digits for a short one, 32 for a whole.
     static func tableRow(collection: String, id: UUID, createdAt: Int64, mark: [UInt8])
         -> (request: String, digest: String, answer: [UInt8])
     {
         var answer: [UInt8] = []
         StoredRecord(id: id, rev: 1, createdAt: createdAt, updatedAt: createdAt, data: []).write(into: &answer)
-        let fingerprint = mark[16..<32].withUnsafeBytes { bytes in
-            XXH128_hash_t(
-                low64: UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self)),
-                high64: UInt64(bigEndian: bytes.loadUnaligned(as: UInt64.self)))
+        let cut = "@" + String(answer.count - 1)
+        let (named, digest) = mark.withUnsafeBytes { bytes -> (Bool, String) in
+            let high = UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: 16, as: UInt64.self))
+            guard bytes.count == 33 else { return (high >> 63 == 1, hex(high & ~(1 << 63), cut)) }
+            let low = UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: 24, as: UInt64.self))
+            return (bytes[32] == 1, hex(XXH128_hash_t(low64: low, high64: high), cut))
         }
-        let request = mark[32] == 1 ? "CREATE \(collection) \(id.wireString)" : "CREATE \(collection)"
-        return (request, hex(fingerprint, "@" + String(answer.count - 1)), answer)
+        let request = named ? "CREATE \(collection) \(id.wireString)" : "CREATE \(collection)"
+        return (request, digest, answer)
     }
 
     /// A 128-bit hash as 32 lowercase hex digits, high half first, followed by `suffix`.
     private static func hex(_ hash: XXH128_hash_t, _ suffix: String = "") -> String {
+        hex([hash.high64, hash.low64], suffix)
+    }
+
+    /// A short fingerprint (`short`) as 16 lowercase hex digits, followed by `suffix`.
+    private static func hex(_ short: UInt64, _ suffix: String = "") -> String { hex([short], suffix) }
+
+    /// `words` as lowercase hex digits, 16 for each, the first word first, followed by `suffix`.
+    private static func hex(_ words: [UInt64], _ suffix: String) -> String {
         var suffix = suffix
+        let digits = 16 * words.count
         return suffix.withUTF8 { tail in
-            String(unsafeUninitializedCapacity: 32 + tail.count) { buffer in
-                for nibble in 0..<32 {
-                    let value = nibble < 16 ? hash.high64 : hash.low64
+            String(unsafeUninitializedCapacity: digits + tail.count) { buffer in
+                for nibble in 0..<digits {
+                    let value = words[nibble / 16]
                     let digit = UInt8(truncatingIfNeeded: (value >> (60 - 4 * UInt64(nibble % 16))) & 0xf)
                     buffer[nibble] = digit < 10 ? UInt8(ascii: "0") + digit : UInt8(ascii: "a") + digit - 10
                 }
-                _ = UnsafeMutableBufferPointer(rebasing: buffer[32...]).initialize(from: tail)
-                return 32 + tail.count
+                _ = UnsafeMutableBufferPointer(rebasing: buffer[digits...]).initialize(from: tail)
+                return digits + tail.count
             }
         }
     }
@@ -281,7 +295,12 @@ public struct RequestKey: Sendable, Equatable {
     /// when it is another.
     func answer(_ stored: (request: String, digest: String, answer: [UInt8])) throws(LarderError) -> [UInt8] {
         let (fingerprint, cut) = Self.split(stored.digest)
-        let same = fingerprint.utf8.count == 64 ? SHA256.hex(canonical) == fingerprint : digest == fingerprint
+        let same =
+            switch fingerprint.utf8.count {
+            case 64: SHA256.hex(canonical) == fingerprint
+            case 16: Self.hex(Self.short(self.fingerprint)) == fingerprint
+            default: digest == fingerprint
+            }
         guard stored.request == request, same else { throw reused(for: stored.request) }
         guard let cut else { return stored.answer }
         // The same request: its document is the one cut out of the answer.

@@ -177,7 +177,7 @@ import Testing
             #expect(try Self.count(store, "SELECT count(*) FROM documents") == 50)
             // Each key is in its document's row, found again as the store opened.
             #expect(try Self.count(store, "SELECT count(*) FROM request_keys") == 0)
-            #expect(try Self.count(store, "SELECT count(*) FROM documents WHERE length(createKey) = 33") == 50)
+            #expect(try Self.count(store, "SELECT count(*) FROM documents WHERE length(createKey) = 24") == 50)
             // A key used for another request is still refused.
             do {
                 _ = try Self.keyedCreate(store, keys[0], "other")
@@ -223,7 +223,7 @@ import Testing
             let id = UUID()
             let first = try Self.keyedWrite(store, key, id: id, title: "Buy milk")
             #expect(try Self.count(store, "SELECT count(*) FROM request_keys") == 0)
-            #expect(try Self.count(store, "SELECT count(*) FROM documents WHERE length(createKey) = 33") == 1)
+            #expect(try Self.count(store, "SELECT count(*) FROM documents WHERE length(createKey) = 24") == 1)
             let seq = store.lastChangeSeq
             #expect(try Self.keyedWrite(store, key, id: id, title: "Buy milk") == first)
             // Changed since, the document still answers its CREATE's retry with revision 1, as then.
@@ -238,6 +238,63 @@ import Testing
                 _ = try Self.keyedWrite(store, UUID(), id: id, title: "Buy milk")
             }
             #expect(taken?.status == .conflict)
+        }
+    }
+
+    /// Rows written by the previous version keep 33 bytes (the key, the whole 128-bit fingerprint, a byte for the
+    /// id): after an upgrade, a retry of such a CREATE is still answered, another request with its key still
+    /// refused, before and after its document is deleted (and the key moves to the key table).
+    @Test func aKeyKeptInTheEarlierLongerFormStillAnswersAndRefuses() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("larder-keys-\(UUID().wireString)")
+            .path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let (named, unnamed) = ((key: UUID(), id: UUID()), (key: UUID(), id: UUID?.none))
+        var answers: [UUID: [UInt8]] = [:]
+        try withStore({ $0.dataDirectory = directory }) { store, _ in
+            answers[named.key] = try Self.keyedWrite(store, named.key, id: named.id, title: "named")
+            let document = PreparedDocument(try object(#"{"title":"unnamed"}"#))
+            let request = RequestKey.document(
+                unnamed.key, .create, collection: "todos", id: nil, rev: nil, data: document.data)
+            let keyed = request.create("todos", id: nil, document: document)
+            answers[unnamed.key] = try store.syncWrite(single: true, keyed).0
+            // Each row's mark written again as the previous version wrote it.
+            let db = try SQLiteConnection(path: store.core.databasePath, readOnly: false)
+            for (key, id, title) in [(named.key, named.id, "named"), (unnamed.key, nil, "unnamed")] {
+                let digest = RequestKey.document(
+                    key, .create, collection: "todos", id: id, rev: nil, data: Array(#"{"title":"\#(title)"}"#.utf8)
+                ).digest
+                let fingerprint = stride(from: 0, to: 32, by: 2).map { at in
+                    UInt8(digest.dropFirst(at).prefix(2), radix: 16)!
+                }
+                let mark = withUnsafeBytes(of: key.uuid) { Array($0) } + fingerprint + [id == nil ? 0 : 1]
+                try db.run(
+                    "UPDATE documents SET createKey = ?1 WHERE substr(createKey, 1, 16) = ?2",
+                    [.blob(mark), .blob(withUnsafeBytes(of: key.uuid) { Array($0) })])
+            }
+            #expect(try Self.count(store, "SELECT count(*) FROM documents WHERE length(createKey) = 33") == 2)
+        }
+        try withStore({ $0.dataDirectory = directory }) { store, _ in
+            let unnamedRetry = { () throws -> [UInt8] in
+                let document = PreparedDocument(try object(#"{"title":"unnamed"}"#))
+                let request = RequestKey.document(
+                    unnamed.key, .create, collection: "todos", id: nil, rev: nil, data: document.data)
+                return try store.syncWrite(single: true, request.create("todos", id: nil, document: document)).0
+            }
+            for round in 0..<2 {
+                #expect(try Self.keyedWrite(store, named.key, id: named.id, title: "named") == answers[named.key])
+                #expect(try unnamedRetry() == answers[unnamed.key])
+                let reused = #expect(throws: LarderError.self) {
+                    _ = try Self.keyedWrite(store, named.key, id: named.id, title: "other")
+                }
+                #expect(reused?.field == "requestKey")
+                #expect(throws: LarderError.self) {
+                    _ = try Self.keyedWrite(store, unnamed.key, id: UUID(), title: "unnamed")
+                }
+                #expect(try Self.count(store, "SELECT count(*) FROM documents") == 2 - Int64(round))
+                // The named document goes: its key moves to the key table, and answers from there the second time.
+                if round == 0 { _ = try store.delete("todos", id: named.id, expectedRev: nil) }
+            }
+            #expect(try Self.count(store, "SELECT count(*) FROM request_keys") == 1)
         }
     }
 
