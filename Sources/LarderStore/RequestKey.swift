@@ -91,9 +91,14 @@ public struct RequestKey: Sendable, Equatable {
     private static func withHeadParts<R>(
         _ collection: String, _ rev: Int64?, _ body: (UnsafeBufferPointer<UInt8>, UnsafeBufferPointer<UInt8>) -> R
     ) -> R {
+        func withRevision(_ collection: UnsafeBufferPointer<UInt8>) -> R {
+            guard let rev else { return body(collection, UnsafeBufferPointer(start: nil, count: 0)) }
+            var revision = String(rev)
+            return revision.withUTF8 { body(collection, $0) }
+        }
+        if let done = collection.utf8.withContiguousStorageIfAvailable(withRevision) { return done }
         var collection = collection
-        var revision = rev.map { String($0) } ?? ""
-        return collection.withUTF8 { collection in revision.withUTF8 { revision in body(collection, revision) } }
+        return collection.withUTF8(withRevision)
     }
 
     /// The canonical head of a CREATE or REPLACE, made on the heap (for the rare uses that need it whole).
@@ -205,34 +210,46 @@ public struct RequestKey: Sendable, Equatable {
     /// Whether a CREATE or REPLACE names its id.
     private var namesId: Bool { isDocument && id != nil }
 
-    /// Whether `data`, a CREATE's document as its row keeps it, is the document the request brought: then the
-    /// CREATE's answer can be made again from the row and a retry (`tableRow`).
-    func broughtDocument(_ data: [UInt8]) -> Bool {
-        guard let document, document.count == data.count else { return false }
-        return document.withUnsafeBytes { own in
-            data.withUnsafeBytes { row in
-                own.isEmpty || own.baseAddress == row.baseAddress
-                    || memcmp(own.baseAddress!, row.baseAddress!, own.count) == 0
-            }
-        }
+    /// What the row this CREATE makes keeps of its key (`RowMark`); nil for any other request.
+    var rowMark: RowMark? {
+        guard createsDocument else { return nil }
+        let named: UInt64 = namesId ? 1 << 63 : 0
+        return RowMark(key: key, document: bytes, bits: named | Self.short(fingerprint))
     }
 
-    /// Calls `body` with what the row a CREATE makes keeps of its key (24 bytes, on the stack): the key's 16 bytes,
-    /// then 8 bytes (big-endian) whose top bit is set when the CREATE named its id and whose other 63 bits are the
-    /// request's short fingerprint (`shortFingerprint`). (Rows written by the previous version keep 33 bytes: the key,
-    /// the whole 128-bit fingerprint, and a byte for the id; both are read.)
-    func withRowMark<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
-        let named: UInt64 = namesId ? 1 << 63 : 0
-        var mark: (uuid_t, UInt64) = (key.uuid, (named | Self.short(fingerprint)).bigEndian)
-        return try withUnsafeBytes(of: &mark) { (raw) throws(E) -> R in try body(raw) }
+    /// What the row a CREATE makes keeps of its key (`documents.createKey`), made before the row is written. 24
+    /// bytes: the key's 16 bytes, then 8 bytes (big-endian) whose top bit is set when the CREATE named its id and whose
+    /// other 63 bits are the request's short fingerprint (`short`). (Rows written by the previous version keep 33
+    /// bytes: the key, the whole 128-bit fingerprint, and a byte for the id; both are read.)
+    struct RowMark: Sendable {
+        let key: UUID
+        /// The document the CREATE brought.
+        let document: [UInt8]
+        /// The last 8 bytes' value.
+        let bits: UInt64
+
+        /// Calls `body` with the mark's 24 bytes, made on the stack.
+        func withBytes<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
+            var mark: (uuid_t, UInt64) = (key.uuid, bits.bigEndian)
+            return try withUnsafeBytes(of: &mark) { (raw) throws(E) -> R in try body(raw) }
+        }
+
+        /// Whether `data`, the document the CREATE's row keeps, is the one the request brought: only then can the
+        /// CREATE's answer be made again from the row for a retry (`tableRow`).
+        func isBrought(_ data: [UInt8]) -> Bool {
+            guard document.count == data.count else { return false }
+            return document.withUnsafeBytes { own in
+                data.withUnsafeBytes { row in
+                    own.isEmpty || own.baseAddress == row.baseAddress
+                        || memcmp(own.baseAddress!, row.baseAddress!, own.count) == 0
+                }
+            }
+        }
     }
 
     /// 63 bits of a fingerprint, all a row's mark keeps: a retry brings the same request, so only a key reused for
     /// another request could match by chance (one in 2^63), and a row is 9 bytes smaller than with the whole hash.
     private static func short(_ fingerprint: XXH128_hash_t) -> UInt64 { fingerprint.high64 & ~(1 << 63) }
-
-    /// The row mark (`withRowMark`) as an array.
-    var rowMark: [UInt8] { withRowMark { Array($0) } }
 
     /// The key a row's mark (`rowMark`) holds.
     static func key(ofMark mark: [UInt8]) -> UUID? {

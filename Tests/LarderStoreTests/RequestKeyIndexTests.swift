@@ -462,9 +462,9 @@ extension KeyFilter {
 
 extension RowKeys {
     fileprivate mutating func insert(_ key: UUID, row: Int64, keepingFrom from: Int64) {
-        insert(RequestKeyIndex.hash(key).low64, row: row, keepingFrom: from)
+        insert(RequestKeyIndex.hash(key), row: row, keepingFrom: from)
     }
-    fileprivate func rows(holding key: UUID) -> [Int64] { rows(holding: RequestKeyIndex.hash(key).low64) }
+    fileprivate func rows(holding key: UUID) -> [Int64] { rows(holding: RequestKeyIndex.hash(key)) }
 }
 
 extension RequestKeyIndex {

@@ -102,7 +102,7 @@ final class RequestKeyIndex: @unchecked Sendable {  // its state only under `loc
             "SELECT seq, createKey FROM documents WHERE seq >= ?1 AND createKey IS NOT NULL", [.int(rowsFrom)]
         ) { [self] row in
             if let key = RequestKey.key(ofMark: row.bytes(1)) {
-                rows.insert(Self.hash(key).low64, row: row.int(0), keepingFrom: 0)
+                rows.insert(Self.hash(key), row: row.int(0), keepingFrom: 0)
             }
             return true
         }
@@ -117,15 +117,15 @@ final class RequestKeyIndex: @unchecked Sendable {  // its state only under `loc
     private static let seed = UInt64.random(in: .min ... .max)
 
     /// `key`'s hash, which both of the index's tables use: made once for a write's lookup and its insert.
-    static func hash(_ key: UUID) -> XXH128_hash_t {
+    static func hash(_ key: UUID) -> UInt64 {
         var bytes = key.uuid
-        return withUnsafeBytes(of: &bytes) { XXH3_128bits_withSeed($0.baseAddress, 16, seed) }
+        return withUnsafeBytes(of: &bytes) { XXH3_64bits_withSeed($0.baseAddress, 16, seed) }
     }
 
     /// Where the key of `hash` may be: the numbers of the rows that may keep it (`documents.createKey`; usually
     /// none), and whether the table may hold it (false only when it surely does not). One look, under one lock.
-    func find(_ hash: XXH128_hash_t) -> (rows: [Int64], inTable: Bool) {
-        lock.withLock { (rows.rows(holding: hash.low64), current.mayContain(hash)) }
+    func find(_ hash: UInt64) -> (rows: [Int64], inTable: Bool) {
+        lock.withLock { (rows.rows(holding: hash), current.mayContain(hash)) }
     }
 
     /// Notes `key` as stored in the table (before its transaction commits).
@@ -139,9 +139,9 @@ final class RequestKeyIndex: @unchecked Sendable {  // its state only under `loc
     }
 
     /// Notes the key of `hash` as kept in the row numbered `row` (before the row is written).
-    func storedInRow(_ hash: XXH128_hash_t, row: Int64) {
+    func storedInRow(_ hash: UInt64, row: Int64) {
         lock.withLock {
-            rows.insert(hash.low64, row: row, keepingFrom: rowsFrom)
+            rows.insert(hash, row: row, keepingFrom: rowsFrom)
         }
     }
 
@@ -229,7 +229,7 @@ struct RowKeys {
     /// The pairs in the table, stale ones included.
     private var used = 0
 
-    /// Adds the key of `hash` (`RequestKeyIndex.hash`'s low half) at row `row` (above 0); when the table is full,
+    /// Adds the key of `hash` (`RequestKeyIndex.hash`) at row `row` (above 0); when the table is full,
     /// it is made again without the pairs below `from`.
     mutating func insert(_ hash: UInt64, row: Int64, keepingFrom from: Int64) {
         if (used + 1) * 10 > slots.count * 7 { grow(keepingFrom: from) }
@@ -298,7 +298,7 @@ struct KeyFilter {
     mutating func holdAll() { holdsAll = true }
 
     /// Adds the key of `hash` (`RequestKeyIndex.hash`).
-    mutating func insert(_ hash: XXH128_hash_t) {
+    mutating func insert(_ hash: UInt64) {
         count += 1
         let (block, bits) = Self.hashes(hash)
         let base = Int(block & blockMask) * 8
@@ -310,7 +310,7 @@ struct KeyFilter {
         }
     }
 
-    func mayContain(_ hash: XXH128_hash_t) -> Bool {
+    func mayContain(_ hash: UInt64) -> Bool {
         if holdsAll { return true }
         let (block, bits) = Self.hashes(hash)
         let base = Int(block & blockMask) * 8
@@ -323,7 +323,11 @@ struct KeyFilter {
         }
     }
 
-    /// The key's block, and the bits (nine per probe) that choose its places in the block: the two halves of its
-    /// hash.
-    private static func hashes(_ hash: XXH128_hash_t) -> (block: UInt64, bits: UInt64) { (hash.high64, hash.low64) }
+    /// The key's block, and the bits (nine per probe) that choose its places in the block: the hash itself for the
+    /// bits, and for the block the hash multiplied by an odd constant and its high bits brought down (the row table
+    /// uses the hash's low bits; the product's high bits depend on all of them).
+    private static func hashes(_ hash: UInt64) -> (block: UInt64, bits: UInt64) {
+        let mixed = hash &* 0x9E37_79B9_7F4A_7C15
+        return (mixed >> 32 | mixed << 32, hash)
+    }
 }

@@ -1,5 +1,4 @@
 import CSQLite
-import CXXHash
 import Foundation
 import LarderIO
 import LarderSchema
@@ -35,9 +34,9 @@ final class SQLiteWriteContext: PreparedWriteContext {
     /// this file; nil when closed).
     let requestKeys: RequestKeyIndex?
     /// The request key of the write running now (`keyed`), when it may ride in the row its CREATE makes.
-    private var keyInFlight: RequestKey?
+    private var keyInFlight: RequestKey.RowMark?
     /// The key the running write claimed last (`claimRequestKey`), with its hash: its CREATE's row needs it again.
-    var claimedKey: (key: UUID, hash: XXH128_hash_t)?
+    var claimedKey: (key: UUID, hash: UInt64)?
     /// Set when the running write's CREATE kept its key in the row it made (`keyed`): `storeRequestKey` has nothing
     /// to store.
     var keyKeptInRow = false
@@ -136,10 +135,10 @@ final class SQLiteWriteContext: PreparedWriteContext {
                 throw WriteRules.idTaken(id, in: collection)
             }
         }
-        if let key = keyInFlight, let requestKeys, key.broughtDocument(document.data) {
-            let hash = claimedKey.flatMap { $0.key == key.key ? $0.hash : nil } ?? RequestKeyIndex.hash(key.key)
+        if let mark = keyInFlight, let requestKeys, mark.isBrought(document.data) {
+            let hash = claimedKey.flatMap { $0.key == mark.key ? $0.hash : nil } ?? RequestKeyIndex.hash(mark.key)
             requestKeys.storedInRow(hash, row: number)
-            try key.withRowMark { (mark) throws(LarderError) in try statement.withBlob(mark, at: 9, write) }
+            try mark.withBytes { (bytes) throws(LarderError) in try statement.withBlob(bytes, at: 9, write) }
             keyKeptInRow = true
         } else {
             try statement.bind(at: 9, .null)
@@ -159,7 +158,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
         -> StoredRecord
     {
         keyKeptInRow = false
-        keyInFlight = key.createsDocument ? key : nil
+        keyInFlight = key.rowMark
         defer { keyInFlight = nil }
         do {
             return try create()
