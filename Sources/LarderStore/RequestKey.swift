@@ -214,13 +214,13 @@ public struct RequestKey: Sendable, Equatable {
     var rowMark: RowMark? {
         guard createsDocument else { return nil }
         let named: UInt64 = namesId ? 1 << 63 : 0
-        return RowMark(key: key, document: bytes, bits: named | Self.short(fingerprint))
+        return RowMark(key: key, document: bytes, bits: named | shortFingerprint)
     }
 
     /// What the row a CREATE makes keeps of its key (`documents.createKey`), made before the row is written. 24
-    /// bytes: the key's 16 bytes, then 8 bytes (big-endian) whose top bit is set when the CREATE named its id and whose
-    /// other 63 bits are the request's short fingerprint (`short`). (Rows written by the previous version keep 33
-    /// bytes: the key, the whole 128-bit fingerprint, and a byte for the id; both are read.)
+    /// bytes: the key's 16 bytes, then 8 bytes (big-endian) whose top bit is set when the CREATE named its id and
+    /// whose other 63 bits are the request's short fingerprint (`shortFingerprint`). (Rows written by the previous
+    /// version keep 33 bytes: the key, the whole 128-bit fingerprint, and a byte for the id; both are read.)
     struct RowMark: Sendable {
         let key: UUID
         /// The document the CREATE brought.
@@ -247,9 +247,11 @@ public struct RequestKey: Sendable, Equatable {
         }
     }
 
-    /// 63 bits of a fingerprint, all a row's mark keeps: a retry brings the same request, so only a key reused for
-    /// another request could match by chance (one in 2^63), and a row is 9 bytes smaller than with the whole hash.
-    private static func short(_ fingerprint: XXH128_hash_t) -> UInt64 { fingerprint.high64 & ~(1 << 63) }
+    /// The short fingerprint a CREATE's row mark keeps: 63 bits of XXH3's 64-bit hash of the document alone. The rest
+    /// of the request needs no hash: the answer from a mark holds only for a request whose `request` (its opcode,
+    /// collection and named id, the whole head of a CREATE) is the mark's, which `answer` compares first. So a retry
+    /// matches, and another request with the key matches only by a chance of one in 2^63.
+    private var shortFingerprint: UInt64 { XXH3_64bits(bytes, bytes.count) & ~(1 << 63) }
 
     /// The key a row's mark (`rowMark`) holds.
     static func key(ofMark mark: [UInt8]) -> UUID? {
@@ -281,7 +283,7 @@ public struct RequestKey: Sendable, Equatable {
         hex([hash.high64, hash.low64], suffix)
     }
 
-    /// A short fingerprint (`short`) as 16 lowercase hex digits, followed by `suffix`.
+    /// A short fingerprint (`shortFingerprint`) as 16 lowercase hex digits, followed by `suffix`.
     private static func hex(_ short: UInt64, _ suffix: String = "") -> String { hex([short], suffix) }
 
     /// `words` as lowercase hex digits, 16 for each, the first word first, followed by `suffix`.
@@ -315,7 +317,7 @@ public struct RequestKey: Sendable, Equatable {
         let same =
             switch fingerprint.utf8.count {
             case 64: SHA256.hex(canonical) == fingerprint
-            case 16: Self.hex(Self.short(self.fingerprint)) == fingerprint
+            case 16: Self.hex(shortFingerprint) == fingerprint
             default: digest == fingerprint
             }
         guard stored.request == request, same else { throw reused(for: stored.request) }
