@@ -1,7 +1,8 @@
 #ifndef LARDER_CXXHASH_SHIM_H
 #define LARDER_CXXHASH_SHIM_H
-// xxHash (BSD 2-Clause): XXH3's 128-bit hash, the fingerprint a request key keeps of its request (RequestKey.swift):
-// a few hundred instructions for a small document, where SHA-256 in software took thousands.
+// xxHash (BSD 2-Clause): XXH3, the fingerprint a request key keeps of its request (RequestKey.swift; 128 bits, or 63
+// of a 64-bit hash in a CREATE's row), a few hundred instructions for a small document where SHA-256 in software took
+// thousands; and the seeded 64-bit hash of a key that the writer's key index looks it up by (RequestKeyIndex.swift).
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 

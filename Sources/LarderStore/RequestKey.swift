@@ -247,11 +247,19 @@ public struct RequestKey: Sendable, Equatable {
         }
     }
 
-    /// The short fingerprint a CREATE's row mark keeps: 63 bits of XXH3's 64-bit hash of the document alone. The rest
-    /// of the request needs no hash: the answer from a mark holds only for a request whose `request` (its opcode,
-    /// collection and named id, the whole head of a CREATE) is the mark's, which `answer` compares first. So a retry
-    /// matches, and another request with the key matches only by a chance of one in 2^63.
-    private var shortFingerprint: UInt64 { XXH3_64bits(bytes, bytes.count) & ~(1 << 63) }
+    /// The short fingerprint a CREATE's row mark keeps: 63 bits of XXH3's 64-bit hash of the document, seeded with a
+    /// hash of the collection's exact bytes and the expected revision. The rest of the request is compared as text
+    /// (`request`: the opcode, the collection and the named id) before the fingerprint, and that text alone cannot
+    /// tell `todos` naming id X from a collection named `todos X`: the seed does. So a retry matches, and another
+    /// request with the key matches only by a chance of one in 2^63. (For another write, the hash of its whole
+    /// canonical form.)
+    private var shortFingerprint: UInt64 {
+        guard isDocument else { return XXH3_64bits(bytes, bytes.count) & ~(1 << 63) }
+        let revision = rev.map { UInt64(bitPattern: $0) ^ 1 << 63 } ?? 0
+        var collection = collection
+        let seed = collection.withUTF8 { XXH3_64bits_withSeed($0.baseAddress, $0.count, revision) }
+        return XXH3_64bits_withSeed(bytes, bytes.count, seed) & ~(1 << 63)
+    }
 
     /// The key a row's mark (`rowMark`) holds.
     static func key(ofMark mark: [UInt8]) -> UUID? {

@@ -287,9 +287,10 @@ import Testing
                     _ = try Self.keyedWrite(store, named.key, id: named.id, title: "other")
                 }
                 #expect(reused?.field == "requestKey")
-                #expect(throws: LarderError.self) {
+                let refusedUnnamed = #expect(throws: LarderError.self) {
                     _ = try Self.keyedWrite(store, unnamed.key, id: UUID(), title: "unnamed")
                 }
+                #expect(refusedUnnamed?.field == "requestKey")
                 #expect(try Self.count(store, "SELECT count(*) FROM documents") == 2 - Int64(round))
                 // The named document goes: its key moves to the key table, and answers from there the second time.
                 if round == 0 { _ = try store.delete("todos", id: named.id, expectedRev: nil) }
@@ -336,6 +337,49 @@ import Testing
             #expect(try Self.count(store, "SELECT count(*) FROM request_keys") == 2)
             #expect(try Self.keyedWrite(store, deletedKey, id: deletedID, title: "gone") == deleted)
             #expect(try Self.keyedWrite(store, droppedKey, id: droppedID, title: "dropped") == dropped)
+            #expect(try Self.count(store, "SELECT count(*) FROM documents") == 0)
+        }
+    }
+
+    /// A key kept in a CREATE's row, or moved to the key table when its document went, is refused with any request
+    /// that is not that CREATE, even one whose description reads the same: a CREATE without an id in a collection
+    /// named after the first one's collection and id, a NUL inside the name, another collection, a REPLACE.
+    @Test func aKeyIsRefusedWithARequestThatOnlyReadsTheSame() throws {
+        try withStore { store, _ in
+            let (key, id) = (UUID(), UUID())
+            let document = PreparedDocument(try object(#"{"title":"Buy milk"}"#))
+            let first = try Self.keyedWrite(store, key, id: id, title: "Buy milk")
+            func create(_ collection: String, id: UUID?) -> @Sendable (any WriteContext) throws(LarderError) -> (
+                [UInt8], [UInt8]
+            ) {
+                RequestKey.document(key, .create, collection: collection, id: id, rev: nil, data: document.data)
+                    .create(collection, id: id, document: document)
+            }
+            let others: [(String, @Sendable (any WriteContext) throws(LarderError) -> ([UInt8], [UInt8]))] = [
+                ("a collection named after the collection and id", create("todos \(id.wireString)", id: nil)),
+                ("a NUL in the collection's name", create("todos\u{0}\(id.wireString)", id: nil)),
+                ("another collection", create("shop", id: id)),
+                ("no id", create("todos", id: nil)),
+                (
+                    "a REPLACE",
+                    RequestKey.document(key, .replace, collection: "todos", id: id, rev: nil, data: document.data)
+                        .wrap { (c) throws(LarderError) in
+                            (try c.replace("todos", id: id, document: document, expectedRev: nil).bytes, [])
+                        }
+                ),
+            ]
+            for round in 0..<2 {
+                for (name, write) in others {
+                    let refused = #expect(throws: LarderError.self, "\(name), round \(round)") {
+                        _ = try store.syncWrite(single: true, write)
+                    }
+                    #expect(refused?.status == .invalidArgument && refused?.field == "requestKey", "\(name)")
+                }
+                #expect(try Self.keyedWrite(store, key, id: id, title: "Buy milk") == first)
+                // The second round finds the key in the key table, where deleting the document moved it.
+                if round == 0 { _ = try store.delete("todos", id: id, expectedRev: nil) }
+            }
+            #expect(try Self.count(store, "SELECT count(*) FROM request_keys") == 1)
             #expect(try Self.count(store, "SELECT count(*) FROM documents") == 0)
         }
     }

@@ -324,10 +324,10 @@ struct KeyFilter {
     }
 
     /// The key's block, and the bits (nine per probe) that choose its places in the block: the hash itself for the
-    /// bits, and for the block the hash multiplied by an odd constant and its high bits brought down (the row table
-    /// uses the hash's low bits; the product's high bits depend on all of them).
+    /// bits, and for the block the high half of the hash, folded on itself and multiplied by an odd constant (bits of
+    /// a product depend only on the factor's bits at or below them; the fold brings the hash's high bits down to
+    /// them).
     private static func hashes(_ hash: UInt64) -> (block: UInt64, bits: UInt64) {
-        let mixed = hash &* 0x9E37_79B9_7F4A_7C15
-        return (mixed >> 32 | mixed << 32, hash)
+        (((hash ^ hash >> 32) &* 0x9E37_79B9_7F4A_7C15) >> 32, hash)
     }
 }

@@ -61,7 +61,8 @@ package final class SQLiteStatement {
     }
 
     /// Binds a blob without copying it, for `body` (which steps the statement) only: `raw` must stay valid until
-    /// `body` returns, and the parameter is NULL again after.
+    /// `body` returns. After `body`, the statement is reset and the parameter bound to NULL, so that nothing points
+    /// at `raw` once it is gone.
     func withBlob<R>(_ raw: UnsafeRawBufferPointer, at index: Int32, _ body: () throws(LarderError) -> R)
         throws(LarderError) -> R
     {
@@ -69,7 +70,11 @@ package final class SQLiteStatement {
         let rc = sqlite3_bind_blob64(
             handle, index, raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, sqlite3_uint64(raw.count), nil)
         guard rc == SQLITE_OK else { throw connection.error(rc, "bind a value") }
-        defer { sqlite3_bind_null(handle, index) }
+        defer {
+            // A stepped statement takes no binding until it is reset; the step's outcome was read already.
+            sqlite3_reset(handle)
+            sqlite3_bind_null(handle, index)
+        }
         return try body()
     }
 
