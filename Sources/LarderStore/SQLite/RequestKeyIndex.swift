@@ -171,8 +171,11 @@ final class RequestKeyIndex: @unchecked Sendable {  // its state only under `loc
         }
         for key in expired { try connection.run("DELETE FROM request_keys WHERE key = ?1", [.text(key)]) }
         if visited < slice {
-            current = next
-            next = KeyFilter(capacity: 2 * current.count)
+            // Both filters empty (no key held, none visited or stored since): swapping them would only zero a new one.
+            if !(current.isEmpty && next.isEmpty) {
+                current = next
+                next = KeyFilter(capacity: 2 * current.count)
+            }
             cursor = nil
         } else {
             cursor = last
@@ -293,6 +296,9 @@ struct KeyFilter {
         blockMask = UInt64(bits / 512 - 1)
         self.holdsAll = holdsAll
     }
+
+    /// Whether no key was ever given to the filter (it answers "no" for every key).
+    var isEmpty: Bool { count == 0 && !holdsAll }
 
     /// Makes the filter answer "maybe" for every key (when a key it should hold could not be read).
     mutating func holdAll() { holdsAll = true }
