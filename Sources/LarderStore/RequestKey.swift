@@ -288,23 +288,21 @@ public struct RequestKey: Sendable, Equatable {
 
     /// A 128-bit hash as 32 lowercase hex digits, high half first, followed by `suffix`.
     private static func hex(_ hash: XXH128_hash_t, _ suffix: String = "") -> String {
-        hex([hash.high64, hash.low64], suffix)
+        hex(hash.high64, hash.low64, suffix)
     }
 
     /// A short fingerprint (`shortFingerprint`) as 16 lowercase hex digits, followed by `suffix`.
-    private static func hex(_ short: UInt64, _ suffix: String = "") -> String { hex([short], suffix) }
+    private static func hex(_ short: UInt64, _ suffix: String = "") -> String { hex(short, nil, suffix) }
 
-    /// `words` as lowercase hex digits, 16 for each, the first word first, followed by `suffix`.
-    private static func hex(_ words: [UInt64], _ suffix: String) -> String {
+    /// `high`, then `low` when given, as 16 lowercase hex digits each, followed by `suffix`.
+    private static func hex(_ high: UInt64, _ low: UInt64?, _ suffix: String) -> String {
         var suffix = suffix
-        let digits = 16 * words.count
+        let digits = low == nil ? 16 : 32
         return suffix.withUTF8 { tail in
             String(unsafeUninitializedCapacity: digits + tail.count) { buffer in
-                for nibble in 0..<digits {
-                    let value = words[nibble / 16]
-                    let digit = UInt8(truncatingIfNeeded: (value >> (60 - 4 * UInt64(nibble % 16))) & 0xf)
-                    buffer[nibble] = digit < 10 ? UInt8(ascii: "0") + digit : UInt8(ascii: "a") + digit - 10
-                }
+                let out = UnsafeMutableRawPointer(buffer.baseAddress!)
+                HexDigits.write(high, into: out)
+                if let low { HexDigits.write(low, into: out + 16) }
                 _ = UnsafeMutableBufferPointer(rebasing: buffer[digits...]).initialize(from: tail)
                 return digits + tail.count
             }

@@ -216,8 +216,14 @@ extension UUID {
 
 /// Hex digits eight at a time, in the bytes of a UInt64 (the first digit in the most significant byte): one pass of
 /// shifts and masks where a loop took a table lookup or two tests per digit.
-enum HexDigits {
+package enum HexDigits {
     private static let ones: UInt64 = 0x0101_0101_0101_0101
+
+    /// Writes `value` as 16 lowercase hex digits at `out`, the most significant first.
+    package static func write(_ value: UInt64, into out: UnsafeMutableRawPointer) {
+        out.storeBytes(of: text(UInt32(truncatingIfNeeded: value >> 32)).bigEndian, as: UInt64.self)
+        out.storeBytes(of: text(UInt32(truncatingIfNeeded: value)).bigEndian, toByteOffset: 8, as: UInt64.self)
+    }
 
     /// The eight lowercase digits of `value`, the most significant first.
     @inline(__always) static func text(_ value: UInt32) -> UInt64 {

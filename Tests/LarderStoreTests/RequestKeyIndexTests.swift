@@ -69,7 +69,7 @@ import Testing
                     try db.run(
                         "INSERT INTO request_keys(key, createdAt) VALUES (?1, ?2)",
                         [.text(key.wireString), .int(old ? Int64(round) : 1_000)])
-                    index.stored(key)
+                    index.stored(RequestKeyIndex.hash(key))
                     if old { gone.append(key) } else { live.append(key) }
                 }
                 _ = try index.sweep(db, oldest: Int64(round) + 1, newest: 0)

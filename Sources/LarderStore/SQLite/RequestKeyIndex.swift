@@ -128,9 +128,8 @@ final class RequestKeyIndex: @unchecked Sendable {  // its state only under `loc
         lock.withLock { (rows.rows(holding: hash), current.mayContain(hash)) }
     }
 
-    /// Notes `key` as stored in the table (before its transaction commits).
-    func stored(_ key: UUID) {
-        let hash = Self.hash(key)
+    /// Notes the key of `hash` as stored in the table (before its transaction commits).
+    func stored(_ hash: UInt64) {
         lock.withLock {
             current.insert(hash)
             next.insert(hash)

@@ -49,7 +49,7 @@ extension SQLiteWriteContext {
         _ key: UUID, _ stored: (request: String, digest: String, answer: [UInt8]), createdAt: Int64,
         _ db: SQLiteConnection, _ requestKeys: RequestKeyIndex
     ) throws(LarderError) {
-        requestKeys.stored(key)
+        requestKeys.stored(hash(of: key))
         let statement = try db.statement(.storeRequestKey)
         defer { statement.reset() }
         try statement.bindUUID(key, at: 1)
@@ -58,6 +58,13 @@ extension SQLiteWriteContext {
         try statement.bind(at: 4, .blob(stored.answer))
         try statement.bind(at: 5, .int(createdAt))
         while try statement.step() {}
+    }
+
+    /// `key`'s hash in the writer's index (`RequestKeyIndex.hash`): the one the running write's claim made, when it
+    /// is that key's.
+    func hash(of key: UUID) -> UInt64 {
+        if let claimedKey, claimedKey.key == key { return claimedKey.hash }
+        return RequestKeyIndex.hash(key)
     }
 
     /// Deletes the next slice's request keys older than the retention and moves the mark of rows that may keep a

@@ -35,7 +35,8 @@ final class SQLiteWriteContext: PreparedWriteContext {
     let requestKeys: RequestKeyIndex?
     /// The request key of the write running now (`keyed`), when it may ride in the row its CREATE makes.
     private var keyInFlight: RequestKey.RowMark?
-    /// The key the running write claimed last (`claimRequestKey`), with its hash: its CREATE's row needs it again.
+    /// The key the running write claimed last (`claimRequestKey`), with its hash: storing it needs the hash again
+    /// (`hash(of:)`).
     var claimedKey: (key: UUID, hash: UInt64)?
     /// Set when the running write's CREATE kept its key in the row it made (`keyed`): `storeRequestKey` has nothing
     /// to store.
@@ -136,8 +137,7 @@ final class SQLiteWriteContext: PreparedWriteContext {
             }
         }
         if let mark = keyInFlight, let requestKeys, mark.isBrought(document.data) {
-            let hash = claimedKey.flatMap { $0.key == mark.key ? $0.hash : nil } ?? RequestKeyIndex.hash(mark.key)
-            requestKeys.storedInRow(hash, row: number)
+            requestKeys.storedInRow(hash(of: mark.key), row: number)
             try mark.withBytes { (bytes) throws(LarderError) in try statement.withBlob(bytes, at: 9, write) }
             keyKeptInRow = true
         } else {
